@@ -1,0 +1,2 @@
+//! Kubernetes label and field selectors: parsed into typed values, printed back canonically, and
+//! matched against objects.

@@ -1,0 +1,1 @@
+//! The `CacheConfig` custom resource: wire types, YAML loading, validation and hot reload.

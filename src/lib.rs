@@ -1,0 +1,29 @@
+//! informant: a declaratively configured Kubernetes operator framework.
+//!
+//! A manager reads a [`config::CacheConfig`] (a custom resource, or the same document as a YAML
+//! file) and wires the matching cache tree and event recorder, reloads both when the config
+//! changes, and traces the fate of every event.
+//!
+//! # Where to start
+//!
+//! The modules are the stages of the pipeline, in the order data flows through them:
+//!
+//! - [`config`]: the `CacheConfig` wire type (the CRD), YAML loading, validation into typed
+//!   options, and hot reload.
+//! - [`cache`]: label and field selectors, the typed [`cache::Options`] with
+//!   controller-runtime's defaulting, and the cache tree (`InformerCache`,
+//!   `MultiNamespaceCache`, `ByKindCache`).
+//! - [`recorder`]: client-go's event pipeline (broadcaster, correlator, sink), where every event
+//!   ends in exactly one named fate.
+//! - [`manager`]: runs the pieces, reloads them, reports status.
+//! - [`apiserver`]: an embedded, in-memory Kubernetes API server for the demo, development and
+//!   tests.
+//! - [`telemetry`]: the tracing subscriber and OpenTelemetry export, installed only by the binary.
+
+pub mod apiserver;
+pub mod cache;
+pub mod config;
+pub mod exit_code;
+pub mod manager;
+pub mod recorder;
+pub mod telemetry;

@@ -1,0 +1,61 @@
+//! The `informant` binary: parses arguments, installs telemetry, dispatches to a subcommand and
+//! turns its outcome into an exit code (see [`informant::exit_code`]).
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use informant::exit_code;
+
+/// informant: a declaratively configured Kubernetes operator framework.
+#[derive(Parser, Debug)]
+#[command(name = "informant", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the manager (config from a file with hot reload, or a CacheConfig in the cluster).
+    Run(NotYet),
+    /// Serve the embedded Kubernetes API server on loopback.
+    Apiserver(NotYet),
+    /// Embedded API server + manager + the CronJob story of seed 001, on one machine.
+    Demo(NotYet),
+    /// Print the CacheConfig CustomResourceDefinition as YAML.
+    Crd(NotYet),
+    /// Check a CacheConfig file: every error at once, with its field path.
+    Validate(NotYet),
+    /// Print the cache tree a config builds, and which cache serves a given object.
+    Explain(NotYet),
+    /// Get or list objects through the cache tree, exactly as a controller would see them.
+    Cache(NotYet),
+    /// Replay an event stream (JSON lines) through the recorder on a virtual clock.
+    Simulate(NotYet),
+}
+
+/// Arguments of a subcommand that is not implemented yet.
+#[derive(clap::Args, Debug)]
+struct NotYet {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    rest: Vec<String>,
+}
+
+fn not_yet(name: &str) -> ExitCode {
+    eprintln!("informant {name}: not yet implemented");
+    ExitCode::from(exit_code::SOFTWARE)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run(_) => not_yet("run"),
+        Command::Apiserver(_) => not_yet("apiserver"),
+        Command::Demo(_) => not_yet("demo"),
+        Command::Crd(_) => not_yet("crd"),
+        Command::Validate(_) => not_yet("validate"),
+        Command::Explain(_) => not_yet("explain"),
+        Command::Cache(_) => not_yet("cache"),
+        Command::Simulate(_) => not_yet("simulate"),
+    }
+}

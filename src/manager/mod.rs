@@ -1,0 +1,1 @@
+//! The manager: runs caches, the recorder and controllers, reloads them, reports status.

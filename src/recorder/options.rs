@@ -1,0 +1,203 @@
+//! Typed recorder options, with client-go's defaults.
+
+use std::time::Duration;
+
+/// Default length of the broadcaster's incoming queue and of each watcher's queue.
+///
+/// client-go `tools/record/event.go`: `maxQueuedEvents = 1000`, passed to apimachinery
+/// `pkg/watch/mux.go` `NewLongQueueBroadcaster`, which uses it for both queues.
+pub const DEFAULT_QUEUE_LENGTH: usize = 1000;
+
+/// Default number of tries the sink makes for one event.
+///
+/// client-go `tools/record/event.go`: `maxTriesPerEvent = 12`.
+pub const DEFAULT_MAX_RETRIES: u32 = 12;
+
+/// Default wait between two tries of the sink (the first wait is jittered).
+///
+/// client-go `tools/record/event.go`: `defaultSleepDuration = 10 * time.Second`.
+pub const DEFAULT_RETRY_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Default size of each LRU cache of the correlator.
+///
+/// client-go `tools/record/events_cache.go`: `maxLruCacheEntries = 4096`.
+pub const DEFAULT_LRU_CACHE_SIZE: usize = 4096;
+
+/// Default number of distinct messages of similar events before they are aggregated.
+///
+/// client-go `tools/record/events_cache.go`: `defaultAggregateMaxEvents = 10`.
+pub const DEFAULT_MAX_EVENTS: usize = 10;
+
+/// Default aggregation window, in seconds.
+///
+/// client-go `tools/record/events_cache.go`: `defaultAggregateIntervalInSeconds = 600`.
+pub const DEFAULT_MAX_INTERVAL_SECONDS: u64 = 600;
+
+/// Default burst of the spam filter's token bucket.
+///
+/// client-go `tools/record/events_cache.go`: `defaultSpamBurst = 25`.
+pub const DEFAULT_BURST: u32 = 25;
+
+/// Default refill rate of the spam filter's token bucket, in tokens per second.
+///
+/// client-go `tools/record/events_cache.go`: `defaultSpamQPS = 1. / 300.`, stored in
+/// `CorrelatorOptions.QPS`, a `float32`: the value the bucket really uses is
+/// `1.0_f32 / 300.0` widened to `f64` (0.0033333334…), which decides whether an event passes
+/// at exactly 300 s boundaries (see `shared/scenarios/README.md`, fact 4).
+pub const DEFAULT_QPS: f64 = (1.0_f32 / 300.0_f32) as f64;
+
+/// A field of an event that is part of the spam filter's key.
+///
+/// Events that share a key share one token bucket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SpamKeyField {
+    /// The event's source: component and host.
+    Source,
+    /// The involved object: kind, namespace, name, uid, apiVersion (not fieldPath).
+    InvolvedObject,
+    /// The event type (Normal or Warning).
+    Type,
+    /// The event reason.
+    Reason,
+    /// The event message.
+    Message,
+}
+
+impl SpamKeyField {
+    /// client-go ≥ v0.32's spam key: source, involved object and type
+    /// (`tools/record/events_cache.go`, `getSpamKey`).
+    pub const DEFAULT: [SpamKeyField; 3] = [
+        SpamKeyField::Source,
+        SpamKeyField::InvolvedObject,
+        SpamKeyField::Type,
+    ];
+
+    /// Every field, in the order they are documented.
+    pub const ALL: [SpamKeyField; 5] = [
+        SpamKeyField::Source,
+        SpamKeyField::InvolvedObject,
+        SpamKeyField::Type,
+        SpamKeyField::Reason,
+        SpamKeyField::Message,
+    ];
+
+    /// The name used in the CacheConfig and on the command line (`involvedObject`).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpamKeyField::Source => "source",
+            SpamKeyField::InvolvedObject => "involvedObject",
+            SpamKeyField::Type => "type",
+            SpamKeyField::Reason => "reason",
+            SpamKeyField::Message => "message",
+        }
+    }
+
+    /// Parses the name used in the CacheConfig; `None` if it is not a field.
+    #[must_use]
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for SpamKeyField {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Options of the correlator: aggregator, logger and spam filter.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CorrelatorOptions {
+    /// Refill rate of each spam-filter token bucket, in tokens per second. Always > 0.
+    pub qps: f64,
+    /// Capacity of each spam-filter token bucket. Always ≥ 1.
+    pub burst: u32,
+    /// Distinct messages of similar events, within `max_interval`, before aggregation.
+    pub max_events: usize,
+    /// Aggregation window.
+    pub max_interval: Duration,
+    /// Entries of each LRU cache (spam, aggregation, dedupe). Always ≥ 1.
+    pub lru_cache_size: usize,
+    /// The fields that make up the spam key, sorted and without duplicates.
+    pub spam_key_fields: Vec<SpamKeyField>,
+}
+
+impl Default for CorrelatorOptions {
+    fn default() -> Self {
+        Self {
+            qps: DEFAULT_QPS,
+            burst: DEFAULT_BURST,
+            max_events: DEFAULT_MAX_EVENTS,
+            max_interval: Duration::from_secs(DEFAULT_MAX_INTERVAL_SECONDS),
+            lru_cache_size: DEFAULT_LRU_CACHE_SIZE,
+            spam_key_fields: SpamKeyField::DEFAULT.to_vec(),
+        }
+    }
+}
+
+/// Options of the sink that writes events to the API server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SinkOptions {
+    /// Tries per event before its fate is `failed`. Always ≥ 1.
+    pub max_retries: u32,
+    /// Wait between tries; the first wait is jittered as client-go does.
+    pub retry_interval: Duration,
+}
+
+impl Default for SinkOptions {
+    fn default() -> Self {
+        Self {
+            max_retries: DEFAULT_MAX_RETRIES,
+            retry_interval: DEFAULT_RETRY_INTERVAL,
+        }
+    }
+}
+
+/// Typed options of the whole recorder pipeline. `Default` equals client-go's defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// The `source.component` (and reporting controller) of recorded events.
+    pub component: String,
+    /// Length of the broadcaster's incoming queue; a full queue drops the event
+    /// (`dropped_incoming_full`).
+    pub incoming_queue_length: usize,
+    /// Length of each watcher's queue; a full queue drops the event for that watcher
+    /// (`dropped_watcher_full`).
+    pub watcher_queue_length: usize,
+    /// The correlator's options.
+    pub correlator: CorrelatorOptions,
+    /// The sink's options.
+    pub sink: SinkOptions,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            component: "informant".to_owned(),
+            incoming_queue_length: DEFAULT_QUEUE_LENGTH,
+            watcher_queue_length: DEFAULT_QUEUE_LENGTH,
+            correlator: CorrelatorOptions::default(),
+            sink: SinkOptions::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_qps_is_client_go_float32_one_over_three_hundred() {
+        assert!((DEFAULT_QPS - 0.003_333_333_4).abs() < 1e-10);
+        assert_ne!(DEFAULT_QPS, 1.0 / 300.0);
+    }
+
+    #[test]
+    fn spam_key_field_names_round_trip() {
+        for f in SpamKeyField::ALL {
+            assert_eq!(SpamKeyField::parse(f.as_str()), Some(f));
+        }
+        assert_eq!(SpamKeyField::parse("involvedobject"), None);
+    }
+}

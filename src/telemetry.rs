@@ -1,0 +1,1 @@
+//! The tracing subscriber and OpenTelemetry export. Only the binary installs it.
