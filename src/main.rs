@@ -46,8 +46,25 @@ fn not_yet(name: &str) -> ExitCode {
     ExitCode::from(exit_code::SOFTWARE)
 }
 
+/// Formats an error with its whole `source()` chain, `a: b: c` (STYLE.md §5: each `Display`
+/// covers its own layer only; the CLI prints the chain).
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Telemetry is best effort: a broken OTEL_* setting must not stop `validate` or `crd`.
+    let _telemetry = informant::telemetry::init()
+        .inspect_err(|e| eprintln!("informant: telemetry disabled: {}", chain(e)))
+        .ok();
     match cli.command {
         Command::Run(_) => not_yet("run"),
         Command::Apiserver(_) => not_yet("apiserver"),
