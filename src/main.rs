@@ -31,7 +31,7 @@ enum Command {
     /// Get or list objects through the cache tree, exactly as a controller would see them.
     Cache(NotYet),
     /// Replay an event stream (JSON lines) through the recorder on a virtual clock.
-    Simulate(NotYet),
+    Simulate(informant::recorder::simulate::Args),
 }
 
 /// Arguments of a subcommand that is not implemented yet.
@@ -73,6 +73,6 @@ fn main() -> ExitCode {
         Command::Validate(_) => not_yet("validate"),
         Command::Explain(_) => not_yet("explain"),
         Command::Cache(_) => not_yet("cache"),
-        Command::Simulate(_) => not_yet("simulate"),
+        Command::Simulate(args) => ExitCode::from(informant::recorder::simulate::cli(&args)),
     }
 }

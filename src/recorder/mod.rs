@@ -4,10 +4,13 @@
 pub mod clock;
 pub mod correlator;
 pub mod event;
+mod fate;
 pub mod lru;
 mod options;
+pub mod simulate;
 
 pub use clock::{Clock, ManualClock, SystemClock, Time};
 pub use correlator::{Action, Correlation, Correlator};
 pub use event::{Event, EventName, EventType, Invalid, ObjectRef, Source};
+pub use fate::Fate;
 pub use options::{CorrelatorOptions, Options, SinkOptions, SpamKeyField};

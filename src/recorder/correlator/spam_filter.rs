@@ -148,6 +148,23 @@ mod tests {
     }
 
     #[test]
+    fn a_shortfall_under_one_nanosecond_of_refill_still_passes_as_in_x_time_rate() {
+        // x/time/rate turns a shortfall into a wait truncated to whole nanoseconds, and a
+        // zero wait is allowed. At 3 tokens/s, 333_333_333 ns refill 0.999999999 tokens: the
+        // 1e-9 shortfall is a 0.33 ns wait, so the event passes.
+        let e = ev("R");
+        let mut f = SpamFilter::new(3.0, 1, &SpamKeyField::DEFAULT, 10);
+        assert!(f.filter(v(&e), Time::from_unix_nanos(0)).allowed);
+        let r = f.filter(v(&e), Time::from_unix_nanos(333_333_333));
+        assert!(r.allowed, "tokens left {}", r.tokens_left);
+        assert!(r.tokens_left < 0.0);
+        // 1 ns earlier the shortfall is a 1.3 ns wait: refused.
+        let mut f = SpamFilter::new(3.0, 1, &SpamKeyField::DEFAULT, 10);
+        assert!(f.filter(v(&e), Time::from_unix_nanos(0)).allowed);
+        assert!(!f.filter(v(&e), Time::from_unix_nanos(333_333_332)).allowed);
+    }
+
+    #[test]
     fn a_refused_event_does_not_move_the_bucket() {
         let mut f = SpamFilter::new(1.0, 1, &SpamKeyField::DEFAULT, 10);
         let e = ev("R");
