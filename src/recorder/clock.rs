@@ -81,6 +81,12 @@ pub trait Clock: Send + Sync + fmt::Debug {
     fn now(&self) -> Time;
 }
 
+impl<T: Clock + ?Sized> Clock for Arc<T> {
+    fn now(&self) -> Time {
+        (**self).now()
+    }
+}
+
 /// The system's wall clock.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SystemClock;
