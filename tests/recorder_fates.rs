@@ -230,3 +230,95 @@ async fn under_load_with_a_slow_sink_recorded_equals_the_sum_of_fates() {
     assert!(fates.get(Fate::DroppedIncomingFull) + fates.get(Fate::DroppedWatcherFull) > 0);
     assert!(fates.get(Fate::Created) > 0);
 }
+
+/// Collects the fields of every `event` span, as `name=value` strings.
+#[derive(Clone, Default)]
+struct SpanFields(Arc<Mutex<Vec<Vec<String>>>>);
+
+struct Visitor<'a>(&'a mut Vec<String>);
+
+impl tracing::field::Visit for Visitor<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push(format!("{}={value:?}", field.name()));
+    }
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0.push(format!("{}={value}", field.name()));
+    }
+}
+
+impl<S> tracing_subscriber::Layer<S> for SpanFields
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        _ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        if attrs.metadata().name() != "event" {
+            return;
+        }
+        let mut spans = self.0.lock().unwrap();
+        let idx = usize::try_from(id.into_u64()).unwrap();
+        if spans.len() < idx {
+            spans.resize(idx, Vec::new());
+        }
+        attrs.record(&mut Visitor(&mut spans[idx - 1]));
+    }
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        _ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let mut spans = self.0.lock().unwrap();
+        let idx = usize::try_from(id.into_u64()).unwrap();
+        if let Some(fields) = spans.get_mut(idx - 1) {
+            values.record(&mut Visitor(fields));
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_event_span_carries_keys_count_tokens_tries_and_fate() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let fields = SpanFields::default();
+    let subscriber = tracing_subscriber::registry().with(fields.clone());
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let mut opts = options(10, 10);
+    opts.correlator.burst = 1;
+    let p = Pipeline::new(&opts, ScriptedSink::default(), clock());
+    let rec = p.recorder();
+    rec.record(&pod("web-0"), EventType::Warning, "BackOff", "restarting");
+    rec.record(&pod("web-0"), EventType::Warning, "BackOff", "restarting");
+    drop(rec);
+    p.run(CancellationToken::new()).await;
+    let spans: Vec<Vec<String>> = fields
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|f| !f.is_empty())
+        .cloned()
+        .collect();
+    assert_eq!(spans.len(), 2, "{spans:?}");
+    let first = spans[0].join(" ");
+    for want in [
+        "event.reason=BackOff",
+        "event.type=Warning",
+        "object.ref=Pod/ns/web-0",
+        "event.aggregation_key=",
+        "event.spam_key=",
+        "event.count=1",
+        "event.tokens_left=0.0",
+        "event.tries=1",
+        "event.fate=created",
+    ] {
+        assert!(first.contains(want), "{want} missing in {first}");
+    }
+    let second = spans[1].join(" ");
+    assert!(second.contains("event.count=2"), "{second}");
+    assert!(second.contains("event.fate=spam_filtered"), "{second}");
+    assert!(!second.contains("event.tries"), "{second}");
+}
