@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::keys::{AggregateKey, CountKey, EventView, FingerprintHasher, LocalKey};
+use super::keys::{AggregateKey, CountKey, EventHashes, EventView, FingerprintHasher, LocalKey};
 use crate::recorder::clock::Time;
 use crate::recorder::event::Event;
 use crate::recorder::lru::Lru;
@@ -13,8 +13,56 @@ use crate::recorder::lru::Lru;
 /// The distinct messages seen for one aggregate key, and when the last similar event came.
 #[derive(Debug)]
 struct Record {
-    local_keys: Vec<LocalKey>,
+    local_keys: LocalKeys,
     last_timestamp: Time,
+}
+
+/// A small set of local keys in insertion order; one key is stored inline, so the common
+/// case (a message seen once) allocates nothing.
+#[derive(Debug)]
+enum LocalKeys {
+    One(Option<LocalKey>),
+    Many(Vec<LocalKey>),
+}
+
+impl LocalKeys {
+    fn len(&self) -> usize {
+        match self {
+            LocalKeys::One(k) => usize::from(k.is_some()),
+            LocalKeys::Many(v) => v.len(),
+        }
+    }
+
+    fn clear(&mut self) {
+        match self {
+            LocalKeys::One(k) => *k = None,
+            LocalKeys::Many(v) => v.clear(),
+        }
+    }
+
+    /// Inserts `key`; false if it was already there.
+    fn insert(&mut self, key: LocalKey) -> bool {
+        match self {
+            LocalKeys::One(None) => *self = LocalKeys::One(Some(key)),
+            LocalKeys::One(Some(k)) if *k == key => return false,
+            LocalKeys::One(Some(k)) => *self = LocalKeys::Many(vec![*k, key]),
+            LocalKeys::Many(v) if v.contains(&key) => return false,
+            LocalKeys::Many(v) => v.push(key),
+        }
+        true
+    }
+
+    fn remove(&mut self, key: LocalKey) {
+        match self {
+            LocalKeys::One(k) if *k == Some(key) => *k = None,
+            LocalKeys::One(_) => {}
+            LocalKeys::Many(v) => {
+                if let Some(pos) = v.iter().position(|k| *k == key) {
+                    v.remove(pos);
+                }
+            }
+        }
+    }
 }
 
 /// The key under which the logger counts an event.
@@ -67,44 +115,38 @@ impl Aggregator {
     /// client-go forgets an arbitrary one (`PopAny`) so the set stays below the threshold;
     /// informant forgets the message that just crossed it, so the choice is deterministic and
     /// repeats of that message keep joining the aggregate.
-    pub fn aggregate(&mut self, event: &Event, now: Time) -> Aggregated {
-        let aggregate_key = AggregateKey::of(event);
-        let local_key = LocalKey::of(event);
+    pub fn aggregate(&mut self, event: &Event, hashes: &EventHashes, now: Time) -> Aggregated {
+        let aggregate_key = AggregateKey::of(event, hashes);
+        let local_key = LocalKey::of(hashes);
         let max_interval = self.max_interval_nanos;
         let (record, _) = self.cache.get_or_insert_with(aggregate_key, || Record {
-            local_keys: Vec::new(),
+            local_keys: LocalKeys::One(None),
             last_timestamp: Time::EPOCH,
         });
         // A record just created has lastTimestamp zero, so it is "too old" as in client-go
         // (Go's zero time is year 1; the epoch is as good for any sane clock).
-        if now.nanos_since(record.last_timestamp) > max_interval || record.local_keys.is_empty() {
+        if now.nanos_since(record.last_timestamp) > max_interval {
             record.local_keys.clear();
         }
-        let inserted = if record.local_keys.contains(&local_key) {
-            false
-        } else {
-            record.local_keys.push(local_key);
-            true
-        };
+        record.local_keys.insert(local_key);
         record.last_timestamp = now;
         let distinct_messages = record.local_keys.len();
         if distinct_messages < self.max_events {
             return Aggregated {
                 combined: false,
                 aggregate_key,
-                cache_key: CacheKey::Event(CountKey::of(EventView {
-                    event,
-                    combined: false,
-                })),
+                cache_key: CacheKey::Event(CountKey::of(
+                    EventView {
+                        event,
+                        combined: false,
+                    },
+                    hashes,
+                )),
                 distinct_messages,
             };
         }
-        // Stay below the threshold: forget the newest message (client-go: any one).
-        if inserted {
-            record.local_keys.pop();
-        } else if let Some(pos) = record.local_keys.iter().position(|k| *k == local_key) {
-            record.local_keys.swap_remove(pos);
-        }
+        // Stay below the threshold: forget this message (client-go: any one).
+        record.local_keys.remove(local_key);
         Aggregated {
             combined: true,
             aggregate_key,
@@ -134,6 +176,10 @@ mod tests {
         )
     }
 
+    fn run(a: &mut Aggregator, e: &Event, now: Time) -> Aggregated {
+        a.aggregate(e, &EventHashes::of(e), now)
+    }
+
     fn agg() -> Aggregator {
         Aggregator::new(10, Duration::from_mins(10), 4096)
     }
@@ -142,26 +188,20 @@ mod tests {
     fn the_tenth_distinct_message_becomes_the_aggregate() {
         let mut a = agg();
         for i in 0..9 {
-            let r = a.aggregate(&ev(&format!("m{i}")), Time::from_unix_nanos(i * S));
+            let r = run(&mut a, &ev(&format!("m{i}")), Time::from_unix_nanos(i * S));
             assert!(!r.combined, "message {i}");
         }
-        let r = a.aggregate(&ev("m9"), Time::from_unix_nanos(9 * S));
+        let r = run(&mut a, &ev("m9"), Time::from_unix_nanos(9 * S));
         assert!(r.combined);
         assert_eq!(r.cache_key, CacheKey::Aggregate(r.aggregate_key));
-        assert!(
-            a.aggregate(&ev("m10"), Time::from_unix_nanos(10 * S))
-                .combined
-        );
+        assert!(run(&mut a, &ev("m10"), Time::from_unix_nanos(10 * S)).combined);
     }
 
     #[test]
     fn repeating_one_message_never_aggregates() {
         let mut a = agg();
         for i in 0..50 {
-            assert!(
-                !a.aggregate(&ev("same"), Time::from_unix_nanos(i * S))
-                    .combined
-            );
+            assert!(!run(&mut a, &ev("same"), Time::from_unix_nanos(i * S)).combined);
         }
     }
 
@@ -169,20 +209,17 @@ mod tests {
     fn window_resets_only_when_strictly_older_than_max_interval() {
         let mut a = agg();
         for i in 0..9 {
-            a.aggregate(&ev(&format!("m{i}")), Time::from_unix_nanos(0));
+            run(&mut a, &ev(&format!("m{i}")), Time::from_unix_nanos(0));
         }
         // Exactly 600 s later: the window holds, the 10th message aggregates.
-        assert!(
-            a.aggregate(&ev("m9"), Time::from_unix_nanos(600 * S))
-                .combined
-        );
+        assert!(run(&mut a, &ev("m9"), Time::from_unix_nanos(600 * S)).combined);
 
         let mut a = agg();
         for i in 0..9 {
-            a.aggregate(&ev(&format!("m{i}")), Time::from_unix_nanos(0));
+            run(&mut a, &ev(&format!("m{i}")), Time::from_unix_nanos(0));
         }
         // One nanosecond more: a fresh window.
-        let r = a.aggregate(&ev("m9"), Time::from_unix_nanos(600 * S + 1));
+        let r = run(&mut a, &ev("m9"), Time::from_unix_nanos(600 * S + 1));
         assert!(!r.combined);
         assert_eq!(r.distinct_messages, 1);
     }
@@ -190,10 +227,10 @@ mod tests {
     #[test]
     fn an_evicted_record_starts_over() {
         let mut a = Aggregator::new(2, Duration::from_mins(10), 1);
-        a.aggregate(&ev("m0"), Time::EPOCH);
+        run(&mut a, &ev("m0"), Time::EPOCH);
         let mut other = ev("x");
         other.reason = "Other".into();
-        a.aggregate(&other, Time::EPOCH);
-        assert!(!a.aggregate(&ev("m1"), Time::EPOCH).combined);
+        run(&mut a, &other, Time::EPOCH);
+        assert!(!run(&mut a, &ev("m1"), Time::EPOCH).combined);
     }
 }

@@ -3,7 +3,7 @@
 //! (client-go `tools/record/events_cache.go`, `eventLogger.eventObserve` and `updateState`).
 
 use super::aggregator::CacheKey;
-use super::keys::{CountKey, EventView, Fingerprint, FingerprintHasher};
+use super::keys::{CountKey, EventHashes, EventView, Fingerprint, FingerprintHasher};
 use crate::recorder::clock::Time;
 use crate::recorder::event::EventName;
 use crate::recorder::lru::Lru;
@@ -85,12 +85,13 @@ impl EventLogger {
     pub fn update_state(
         &mut self,
         written: EventView<'_>,
+        hashes: &EventHashes,
         count: u32,
         first_timestamp: Time,
         name: &EventName,
     ) {
         self.cache.insert(
-            CountKey::of(written).0,
+            CountKey::of(written, hashes).0,
             Observation {
                 count,
                 first_timestamp,
@@ -120,10 +121,13 @@ mod tests {
     }
 
     fn key(e: &Event) -> CacheKey {
-        CacheKey::Event(CountKey::of(EventView {
-            event: e,
-            combined: false,
-        }))
+        CacheKey::Event(CountKey::of(
+            EventView {
+                event: e,
+                combined: false,
+            },
+            &EventHashes::of(e),
+        ))
     }
 
     #[test]
@@ -164,13 +168,15 @@ mod tests {
         let mut l = EventLogger::new(10);
         let e = ev("m");
         let n = EventName::default();
-        let agg = CacheKey::Aggregate(AggregateKey::of(&e));
+        let h = EventHashes::of(&e);
+        let agg = CacheKey::Aggregate(AggregateKey::of(&e, &h));
         l.observe(agg, &n, Time::EPOCH);
         l.update_state(
             EventView {
                 event: &e,
                 combined: true,
             },
+            &h,
             1,
             Time::EPOCH,
             &n,

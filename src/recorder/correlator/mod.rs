@@ -15,8 +15,8 @@ use std::fmt;
 
 pub use aggregator::{Aggregated, Aggregator, CacheKey};
 pub use keys::{
-    AggregateKey, COMBINED_PREFIX, CountKey, EventView, Fingerprint, LocalKey, Message, SpamKey,
-    SpamKeySelection,
+    AggregateKey, COMBINED_PREFIX, CountKey, EventHashes, EventView, Fingerprint, LocalKey,
+    Message, SpamKey, SpamKeySelection,
 };
 pub use logger::{EventLogger, Observed};
 pub use spam_filter::{SpamFilter, Verdict};
@@ -79,6 +79,8 @@ pub struct Correlation {
     pub tokens_left: f64,
     /// Distinct messages of similar events in the aggregation window.
     pub distinct_messages: usize,
+    /// Fingerprints of the event's parts, reused by [`Correlator::update_state`].
+    pub hashes: EventHashes,
 }
 
 impl Correlation {
@@ -176,7 +178,8 @@ impl<C: Clock> Correlator<C> {
     /// (reads the clock again), as client-go does.
     pub fn correlate(&mut self, event: &Event) -> Correlation {
         let now = self.clock.now();
-        let aggregated = self.aggregator.aggregate(event, now);
+        let hashes = EventHashes::of(event);
+        let aggregated = self.aggregator.aggregate(event, &hashes, now);
         // The aggregate gets a fresh name from the aggregator's clock reading; a plain event
         // keeps the name it was recorded with.
         let name = if aggregated.combined {
@@ -192,7 +195,7 @@ impl<C: Clock> Correlator<C> {
             event,
             combined: aggregated.combined,
         };
-        let verdict = self.spam_filter.filter(view, self.clock.now());
+        let verdict = self.spam_filter.filter(view, &hashes, self.clock.now());
         let action = if !verdict.allowed {
             Action::Skip
         } else if observed.patch {
@@ -212,6 +215,7 @@ impl<C: Clock> Correlator<C> {
             spam_key: verdict.key,
             tokens_left: verdict.tokens_left,
             distinct_messages: aggregated.distinct_messages,
+            hashes,
         }
     }
 
@@ -220,6 +224,7 @@ impl<C: Clock> Correlator<C> {
     pub fn update_state(&mut self, event: &Event, correlation: &Correlation) {
         self.logger.update_state(
             correlation.view(event),
+            &correlation.hashes,
             correlation.count,
             correlation.first_timestamp,
             &correlation.name,

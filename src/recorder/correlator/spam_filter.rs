@@ -2,7 +2,7 @@
 //! (client-go `tools/record/events_cache.go`, `EventSourceObjectSpamFilter.Filter`, with
 //! golang.org/x/time/rate's `Limiter.AllowN` semantics).
 
-use super::keys::{EventView, FingerprintHasher, SpamKey, SpamKeySelection};
+use super::keys::{EventHashes, EventView, FingerprintHasher, SpamKey, SpamKeySelection};
 use crate::recorder::clock::Time;
 use crate::recorder::lru::Lru;
 use crate::recorder::options::SpamKeyField;
@@ -54,8 +54,8 @@ impl SpamFilter {
     /// An accepted event takes one token and moves the bucket's time to `now`; a rejected one
     /// changes nothing (x/time/rate `reserveN` with zero wait allowed). A clock that went
     /// backwards counts as no time elapsed.
-    pub fn filter(&mut self, view: EventView<'_>, now: Time) -> Verdict {
-        let key = self.selection.key(view);
+    pub fn filter(&mut self, view: EventView<'_>, hashes: &EventHashes, now: Time) -> Verdict {
+        let key = self.selection.key(view, hashes);
         let burst = self.burst;
         let qps = self.qps;
         let (bucket, _) = self.cache.get_or_insert_with(key, || Bucket {
@@ -125,11 +125,14 @@ mod tests {
         let mut f = SpamFilter::new(DEFAULT_QPS, 25, &SpamKeyField::DEFAULT, 10);
         let e = ev("R");
         for i in 0..25 {
-            let r = f.filter(v(&e), Time::from_unix_nanos(0));
+            let r = f.filter(v(&e), &EventHashes::of(&e), Time::from_unix_nanos(0));
             assert!(r.allowed, "event {i}");
             assert!((r.tokens_left - f64::from(24 - i)).abs() < 1e-9);
         }
-        assert!(!f.filter(v(&e), Time::from_unix_nanos(0)).allowed);
+        assert!(
+            !f.filter(v(&e), &EventHashes::of(&e), Time::from_unix_nanos(0))
+                .allowed
+        );
     }
 
     #[test]
@@ -137,13 +140,28 @@ mod tests {
         let mut f = SpamFilter::new(DEFAULT_QPS, 1, &SpamKeyField::DEFAULT, 10);
         let e = ev("R");
         let base = 1_700_000_000 * S;
-        assert!(f.filter(v(&e), Time::from_unix_nanos(base)).allowed);
-        let r = f.filter(v(&e), Time::from_unix_nanos(base + 300 * S));
+        assert!(
+            f.filter(v(&e), &EventHashes::of(&e), Time::from_unix_nanos(base))
+                .allowed
+        );
+        let r = f.filter(
+            v(&e),
+            &EventHashes::of(&e),
+            Time::from_unix_nanos(base + 300 * S),
+        );
         assert!(r.allowed, "1/300 as float32 is slightly more than 1/300");
         // With an exact 1/300 the same instant falls short.
         let mut exact = SpamFilter::new(1.0 / 300.0, 1, &SpamKeyField::DEFAULT, 10);
-        assert!(exact.filter(v(&e), Time::from_unix_nanos(base)).allowed);
-        let r = exact.filter(v(&e), Time::from_unix_nanos(base + 299 * S));
+        assert!(
+            exact
+                .filter(v(&e), &EventHashes::of(&e), Time::from_unix_nanos(base))
+                .allowed
+        );
+        let r = exact.filter(
+            v(&e),
+            &EventHashes::of(&e),
+            Time::from_unix_nanos(base + 299 * S),
+        );
         assert!(!r.allowed);
     }
 
@@ -154,48 +172,92 @@ mod tests {
         // 1e-9 shortfall is a 0.33 ns wait, so the event passes.
         let e = ev("R");
         let mut f = SpamFilter::new(3.0, 1, &SpamKeyField::DEFAULT, 10);
-        assert!(f.filter(v(&e), Time::from_unix_nanos(0)).allowed);
-        let r = f.filter(v(&e), Time::from_unix_nanos(333_333_333));
+        assert!(
+            f.filter(v(&e), &EventHashes::of(&e), Time::from_unix_nanos(0))
+                .allowed
+        );
+        let r = f.filter(
+            v(&e),
+            &EventHashes::of(&e),
+            Time::from_unix_nanos(333_333_333),
+        );
         assert!(r.allowed, "tokens left {}", r.tokens_left);
         assert!(r.tokens_left < 0.0);
         // 1 ns earlier the shortfall is a 1.3 ns wait: refused.
         let mut f = SpamFilter::new(3.0, 1, &SpamKeyField::DEFAULT, 10);
-        assert!(f.filter(v(&e), Time::from_unix_nanos(0)).allowed);
-        assert!(!f.filter(v(&e), Time::from_unix_nanos(333_333_332)).allowed);
+        assert!(
+            f.filter(v(&e), &EventHashes::of(&e), Time::from_unix_nanos(0))
+                .allowed
+        );
+        assert!(
+            !f.filter(
+                v(&e),
+                &EventHashes::of(&e),
+                Time::from_unix_nanos(333_333_332)
+            )
+            .allowed
+        );
     }
 
     #[test]
     fn a_refused_event_does_not_move_the_bucket() {
         let mut f = SpamFilter::new(1.0, 1, &SpamKeyField::DEFAULT, 10);
         let e = ev("R");
-        assert!(f.filter(v(&e), Time::from_unix_nanos(0)).allowed);
-        let r = f.filter(v(&e), Time::from_unix_nanos(S / 2));
+        assert!(
+            f.filter(v(&e), &EventHashes::of(&e), Time::from_unix_nanos(0))
+                .allowed
+        );
+        let r = f.filter(v(&e), &EventHashes::of(&e), Time::from_unix_nanos(S / 2));
         assert!(!r.allowed);
         assert!((r.tokens_left - 0.5).abs() < 1e-9);
         // Had the refusal reset the time, 0.5 s more would not be enough.
-        assert!(f.filter(v(&e), Time::from_unix_nanos(S)).allowed);
+        assert!(
+            f.filter(v(&e), &EventHashes::of(&e), Time::from_unix_nanos(S))
+                .allowed
+        );
     }
 
     #[test]
     fn default_key_shares_one_bucket_across_reasons_but_reason_key_does_not() {
         let mut f = SpamFilter::new(DEFAULT_QPS, 1, &SpamKeyField::DEFAULT, 10);
-        assert!(f.filter(v(&ev("A")), Time::EPOCH).allowed);
-        assert!(!f.filter(v(&ev("B")), Time::EPOCH).allowed);
+        assert!(
+            f.filter(v(&ev("A")), &EventHashes::of(&ev("A")), Time::EPOCH)
+                .allowed
+        );
+        assert!(
+            !f.filter(v(&ev("B")), &EventHashes::of(&ev("B")), Time::EPOCH)
+                .allowed
+        );
         let fields = [
             SpamKeyField::Source,
             SpamKeyField::InvolvedObject,
             SpamKeyField::Reason,
         ];
         let mut f = SpamFilter::new(DEFAULT_QPS, 1, &fields, 10);
-        assert!(f.filter(v(&ev("A")), Time::EPOCH).allowed);
-        assert!(f.filter(v(&ev("B")), Time::EPOCH).allowed);
+        assert!(
+            f.filter(v(&ev("A")), &EventHashes::of(&ev("A")), Time::EPOCH)
+                .allowed
+        );
+        assert!(
+            f.filter(v(&ev("B")), &EventHashes::of(&ev("B")), Time::EPOCH)
+                .allowed
+        );
     }
 
     #[test]
     fn an_evicted_bucket_starts_full_again() {
         let mut f = SpamFilter::new(DEFAULT_QPS, 1, &[SpamKeyField::Reason], 1);
-        assert!(f.filter(v(&ev("A")), Time::EPOCH).allowed);
-        assert!(f.filter(v(&ev("B")), Time::EPOCH).allowed);
-        assert!(f.filter(v(&ev("A")), Time::EPOCH).allowed);
+        assert!(
+            f.filter(v(&ev("A")), &EventHashes::of(&ev("A")), Time::EPOCH)
+                .allowed
+        );
+        assert!(
+            f.filter(v(&ev("B")), &EventHashes::of(&ev("B")), Time::EPOCH)
+                .allowed
+        );
+        assert!(
+            f.filter(v(&ev("A")), &EventHashes::of(&ev("A")), Time::EPOCH)
+                .allowed
+        );
     }
 }
