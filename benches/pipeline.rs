@@ -5,6 +5,7 @@
 //! `cargo bench --bench pipeline` records 1,000,000 events per run; under `cargo test`
 //! (no `--bench` argument) 20,000.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -71,22 +72,22 @@ fn run(producers: usize, total: usize) {
     drop(recorder);
     rt.block_on(running).unwrap();
     latencies.sort_unstable();
-    let pct = |p: f64| latencies[((latencies.len() - 1) as f64 * p) as usize];
+    let percentile = |per_mille: usize| latencies[(latencies.len() - 1) * per_mille / 1000];
     let recorded = (per * producers) as u64;
     assert_eq!(fates.total(), recorded, "conservation law broken");
     println!(
         "{producers} producer(s): {recorded} events in {:.3} s = {:>10.0} events/s; record() p50 {} ns, p99 {} ns, max {} ns",
         elapsed.as_secs_f64(),
         recorded as f64 / elapsed.as_secs_f64(),
-        pct(0.50),
-        pct(0.99),
+        percentile(500),
+        percentile(990),
         latencies.last().copied().unwrap_or(0),
     );
     let mut line = String::from("    fates:");
     for f in Fate::ALL {
         let n = fates.get(f);
         if n > 0 {
-            line.push_str(&format!(" {f}={n}"));
+            let _ = write!(line, " {f}={n}");
         }
     }
     println!("{line} (sum {} = recorded)", fates.total());

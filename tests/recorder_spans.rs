@@ -46,7 +46,10 @@ fn pod(name: &str) -> Arc<ObjectRef> {
 
 /// Collects the fields of every `event` span, as `name=value` strings.
 #[derive(Clone, Default)]
-struct SpanFields(Arc<Mutex<Vec<(u64, Vec<String>)>>>);
+struct SpanFields(Arc<Mutex<Vec<SpanRecord>>>);
+
+/// A span's id and its fields so far.
+type SpanRecord = (u64, Vec<String>);
 
 struct Visitor<'a>(&'a mut Vec<String>);
 
