@@ -32,6 +32,7 @@ use super::status::CacheConfigStatus;
     namespaced,
     status = "CacheConfigStatus",
     shortname = "cc",
+    derive = "PartialEq",
     doc = "A CacheConfig: declares what an informant manager caches and how it records events.",
     category = "informant",
     printcolumn(
@@ -185,14 +186,10 @@ pub struct TransformSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ByObjectSpec {
-    /// API version of the kind, e.g. `v1` or `apps/v1`. Required.
-    #[serde(default)]
-    #[schemars(required)]
+    /// API version of the kind, e.g. `v1` or `apps/v1`.
     pub api_version: String,
 
-    /// The kind, e.g. `Pod` (case-sensitive, as in the object's `kind`). Required.
-    #[serde(default)]
-    #[schemars(required)]
+    /// The kind, e.g. `Pod` (case-sensitive, as in the object's `kind`).
     pub kind: String,
 
     /// Namespaces to cache for this kind, each with optional settings. Absent: inherit

@@ -122,9 +122,13 @@ impl Validator {
                 if let Err(e) =
                     Requirement::new(key.as_str(), Operator::Exists, Vec::<String>::new())
                 {
+                    // The selector's key check names a label key; say which key it is.
+                    let problem = e
+                        .to_string()
+                        .replacen("label key", &format!("{what} key"), 1);
                     self.error(
                         &list_path.index(i),
-                        format!("{e}; write the {what} key exactly as in metadata.{what}s"),
+                        format!("{problem}; write the {what} key exactly as in metadata.{what}s"),
                     );
                 } else if !out.contains(key) {
                     out.push(key.clone());
