@@ -1,4 +1,4 @@
-//! The sample CacheConfigs in `config/samples/` load, validate and mean what their comments
+//! The sample `CacheConfig`s in `config/samples/` load, validate and mean what their comments
 //! say.
 
 use std::path::PathBuf;
@@ -22,8 +22,9 @@ fn every_sample_in_the_directory_is_valid() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/samples");
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".yaml"))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
     names.sort();
     assert_eq!(
@@ -135,7 +136,10 @@ fn cronjob_sample_keys_the_spam_filter_on_reason_too() {
     );
     assert_eq!(v.recorder.component, "cronjob-controller");
     assert_eq!(
-        v.recorder.correlator.qps,
-        informant::recorder::CorrelatorOptions::default().qps
+        v.recorder.correlator.qps.to_bits(),
+        informant::recorder::CorrelatorOptions::default()
+            .qps
+            .to_bits(),
+        "the sample spells out client-go's float32 default exactly"
     );
 }
