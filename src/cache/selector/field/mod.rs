@@ -173,6 +173,13 @@ impl FieldSelector {
         Self { requirements }
     }
 
+    /// The selector requiring every field of `set` to equal its value (apimachinery
+    /// `fields.SelectorFromSet`).
+    #[must_use]
+    pub fn from_set(set: &BTreeMap<String, String>) -> Self {
+        Self::from_requirements(set.iter().map(|(f, v)| FieldRequirement::equals(f, v)))
+    }
+
     /// Whether the selector has no requirements and so matches everything.
     #[must_use]
     pub fn is_empty(&self) -> bool {
