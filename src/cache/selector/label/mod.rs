@@ -1,6 +1,7 @@
 //! Label selectors (`app=web,tier in (a,b),!canary`): apimachinery `labels.Parse` semantics,
 //! canonical printing, and matching against label maps and objects.
 
+mod convert;
 mod lexer;
 mod parser;
 mod requirement;
@@ -12,6 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
+pub use convert::ConvertError;
 pub use requirement::{
     LABEL_NAME_MAX_LENGTH, LABEL_PREFIX_MAX_LENGTH, Operator, Requirement, RequirementError,
 };
