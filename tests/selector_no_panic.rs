@@ -1,5 +1,4 @@
-//! Property tests: the label and field selector parsers never panic, and whatever they accept
-//! prints to a string that parses back to an equal selector.
+//! Property tests: selector parsers never panic, and accepted input round-trips via Display.
 
 use informant::cache::selector::{FieldRequirement, FieldSelector, LabelSelector, ParseError};
 use proptest::prelude::*;

@@ -1,5 +1,4 @@
-//! Kubernetes label and field selectors: parsed into typed values, printed back canonically, and
-//! matched against objects.
+//! Kubernetes label and field selectors: parsed, printed back canonically, matched on objects.
 //!
 //! Both follow apimachinery (`pkg/labels/selector.go`, `pkg/fields/selector.go`): the same
 //! inputs are accepted and rejected, they match the same objects, and they print the same

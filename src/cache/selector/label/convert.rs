@@ -1,5 +1,6 @@
-//! Conversion from the structured `metav1.LabelSelector` (`matchLabels`, `matchExpressions`) with
-//! the rules of apimachinery `LabelSelectorAsSelector` (`pkg/apis/meta/v1/helpers.go`).
+//! Converts a structured `metav1.LabelSelector` like apimachinery `LabelSelectorAsSelector`.
+//!
+//! Upstream: `pkg/apis/meta/v1/helpers.go`.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
 

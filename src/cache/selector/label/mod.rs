@@ -1,5 +1,6 @@
-//! Label selectors (`app=web,tier in (a,b),!canary`): apimachinery `labels.Parse` semantics,
-//! canonical printing, and matching against label maps and objects.
+//! Label selectors (`app=web,!canary`): apimachinery semantics, canonical print, matching.
+//!
+//! Parsing follows `labels.Parse`; matching works on label maps and on objects' metadata.
 
 mod convert;
 mod lexer;
