@@ -36,6 +36,7 @@
 mod error;
 mod field;
 mod label;
+mod schema;
 
 pub use error::{Detail, ParseError};
 pub use field::{FieldOperator, FieldRequirement, FieldSelector, escape_value};
