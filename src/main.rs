@@ -7,6 +7,8 @@ use clap::{Parser, Subcommand};
 use informant::exit_code;
 
 /// informant: a declaratively configured Kubernetes operator framework.
+// Reason: this doc comment is the `--help` text, where Markdown backticks would show as-is.
+#[allow(clippy::doc_markdown)]
 #[derive(Parser, Debug)]
 #[command(name = "informant", version, about, long_about = None)]
 struct Cli {
@@ -14,6 +16,8 @@ struct Cli {
     command: Command,
 }
 
+// Reason: these doc comments are the `--help` text, where Markdown backticks would show as-is.
+#[allow(clippy::doc_markdown)]
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the manager (config from a file with hot reload, or a CacheConfig in the cluster).
