@@ -8,6 +8,8 @@ use clap::{Parser, Subcommand};
 use informant::exit_code;
 
 /// informant: a declaratively configured Kubernetes operator framework.
+// Reason: this doc comment is the `--help` text, where Markdown backticks would show as-is.
+#[allow(clippy::doc_markdown)]
 #[derive(Parser, Debug)]
 #[command(name = "informant", version, about, long_about = None)]
 struct Cli {
@@ -15,6 +17,8 @@ struct Cli {
     command: Command,
 }
 
+// Reason: these doc comments are the `--help` text, where Markdown backticks would show as-is.
+#[allow(clippy::doc_markdown)]
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the manager (config from a file with hot reload, or a CacheConfig in the cluster).
@@ -100,8 +104,25 @@ fn not_yet(name: &str) -> ExitCode {
     ExitCode::from(exit_code::SOFTWARE)
 }
 
+/// Formats an error with its whole `source()` chain, `a: b: c` (STYLE.md §5: each `Display`
+/// covers its own layer only; the CLI prints the chain).
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Telemetry is best effort: a broken OTEL_* setting must not stop `validate` or `crd`.
+    let _telemetry = informant::telemetry::init()
+        .inspect_err(|e| eprintln!("informant: telemetry disabled: {}", chain(e)))
+        .ok();
     match cli.command {
         Command::Run(_) => not_yet("run"),
         Command::Apiserver(_) => not_yet("apiserver"),
