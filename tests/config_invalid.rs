@@ -268,6 +268,14 @@ fn cases() -> Vec<Case> {
             )],
         },
         Case {
+            name: "a built-in kind in the wrong group",
+            doc: Doc::Spec("byObject: [{apiVersion: v1, kind: Deployment}]"),
+            errors: &[(
+                "spec.byObject[0].apiVersion",
+                "Deployment is not served as v1; set apiVersion to apps/v1",
+            )],
+        },
+        Case {
             name: "a duplicate by-object kind",
             doc: Doc::Spec(
                 "byObject: [{apiVersion: v1, kind: Pod}, {apiVersion: v1, kind: Secret}, {apiVersion: v1, kind: Pod, labelSelector: \"a=b\"}]",

@@ -306,6 +306,23 @@ impl Validator {
                 .map(|(_, v, _, _)| *v)
                 .collect();
             if versions.is_empty() {
+                // A built-in kind in the wrong group (`v1 Deployment`): name where it lives.
+                let elsewhere: Vec<String> = builtin::BUILTIN_KINDS
+                    .iter()
+                    .filter(|(_, _, k, _)| k == kind)
+                    .map(|(g, v, _, _)| gv_string(g, v))
+                    .collect();
+                if !elsewhere.is_empty() {
+                    self.error(
+                        &av_path,
+                        format!(
+                            "{kind} is not served as {}; set apiVersion to {}",
+                            spec.api_version,
+                            elsewhere.join(" or ")
+                        ),
+                    );
+                    return None;
+                }
                 let hint = match suggest_kind(&gv.group, kind) {
                     Some(k) => format!("did you mean {k:?}?"),
                     None => "check the kind with `kubectl api-resources`".to_owned(),
