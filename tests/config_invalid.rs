@@ -418,6 +418,30 @@ fn cases() -> Vec<Case> {
             )],
         },
         Case {
+            name: "a misspelled metadata field",
+            doc: Doc::Full(
+                "apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\nmetadata: {name: c, namepsace: ops}\nspec: {}",
+            ),
+            errors: &[(
+                "metadata.namepsace",
+                "unknown field; did you mean \"namespace\"?",
+            )],
+        },
+        Case {
+            name: "numbers in a list of keys",
+            doc: Doc::Spec("defaultTransform: {dropLabels: [1, \"-x\"]}"),
+            errors: &[
+                (
+                    "spec.defaultTransform.dropLabels[0]",
+                    "must be a string, found the number 1; quote the value",
+                ),
+                (
+                    "spec.defaultTransform.dropLabels[1]",
+                    "invalid label key \"-x\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character; write the label key exactly as in metadata.labels",
+                ),
+            ],
+        },
+        Case {
             name: "a wrong apiVersion",
             doc: Doc::Full(
                 "apiVersion: informant.dev/v1\nkind: CacheConfig\nmetadata: {name: c}\nspec: {}",

@@ -209,7 +209,10 @@ fn empty_of(schema: &JSONSchemaProps) -> Value {
 }
 
 /// The message for an unknown field: the closest known name if one is close, else the list.
-fn unknown_field<'a>(key: &str, known: impl Iterator<Item = &'a String> + Clone) -> String {
+pub(crate) fn unknown_field<'a>(
+    key: &str,
+    known: impl Iterator<Item = &'a String> + Clone,
+) -> String {
     if let Some(best) = closest(key, known.clone()) {
         format!("unknown field; did you mean {best:?}?")
     } else {
