@@ -71,7 +71,7 @@ fn crd() -> ExitCode {
 /// `informant validate`: the summary on stdout and exit 0, or every error on stderr and exit
 /// 64 (invalid) or 66 (unreadable).
 fn validate(args: &ValidateArgs) -> ExitCode {
-    match informant::config::load_file(&args.config) {
+    match informant::config::load(&args.config) {
         Ok(valid) => {
             print!("{}", valid.summary());
             ExitCode::from(exit_code::OK)

@@ -4,7 +4,7 @@
 use std::io::Write as _;
 
 use informant::cache;
-use informant::config::{CacheConfig, CacheConfigSpec, Error, load_file, load_str, validate};
+use informant::config::{CacheConfig, CacheConfigSpec, Error, load, load_str, validate};
 
 const BROKEN: &str = r#"
 apiVersion: informant.dev/v1alpha1
@@ -62,7 +62,7 @@ fn a_document_with_many_problems_reports_every_one_in_one_pass() {
 fn a_missing_file_is_a_read_error_naming_the_path() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("absent.yaml");
-    match load_file(&path) {
+    match load(&path) {
         Err(Error::Read { path: p, .. }) => assert_eq!(p, path),
         other => panic!("expected a read error, got {other:?}"),
     }
@@ -71,7 +71,7 @@ fn a_missing_file_is_a_read_error_naming_the_path() {
 #[test]
 fn a_directory_is_a_read_error() {
     let dir = tempfile::tempdir().unwrap();
-    assert!(matches!(load_file(dir.path()), Err(Error::Read { .. })));
+    assert!(matches!(load(dir.path()), Err(Error::Read { .. })));
 }
 
 #[test]
@@ -82,7 +82,7 @@ fn non_yaml_is_a_syntax_error_with_the_file_and_line() {
         "apiVersion: informant.dev/v1alpha1\nspec: {{byObject: [}}"
     )
     .unwrap();
-    let err = load_file(file.path()).unwrap_err();
+    let err = load(file.path()).unwrap_err();
     assert!(matches!(err, Error::Syntax { .. }), "{err:?}");
     let text = err.to_string();
     assert!(
@@ -97,7 +97,7 @@ fn a_file_loads_like_the_same_string() {
     let doc = "apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\nmetadata: {name: c, namespace: ops}\nspec: {syncPeriod: 30m}\n";
     let mut file = tempfile::NamedTempFile::new().unwrap();
     file.write_all(doc.as_bytes()).unwrap();
-    let from_file = load_file(file.path()).unwrap();
+    let from_file = load(file.path()).unwrap();
     let from_str = load_str(doc).unwrap();
     assert_eq!(from_file.cache, from_str.cache);
     assert_eq!(from_file.resource.spec, from_str.resource.spec);

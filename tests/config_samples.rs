@@ -4,14 +4,14 @@
 use std::path::PathBuf;
 
 use informant::cache::options::{NamespaceKey, Namespaces, Scope};
-use informant::config::{Validated, load_file};
+use informant::config::{Validated, load};
 use informant::recorder::SpamKeyField;
 
 fn sample(name: &str) -> Validated {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("config/samples")
         .join(name);
-    match load_file(&path) {
+    match load(&path) {
         Ok(v) => v,
         Err(e) => panic!("{name} must be valid, got: {e}"),
     }

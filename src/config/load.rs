@@ -37,7 +37,7 @@ pub struct Validated {
 ///
 /// [`Error::Read`] if the file cannot be read, [`Error::Syntax`] if it is not YAML,
 /// [`Error::Invalid`] with every problem if it is not a valid `CacheConfig`.
-pub fn load_file(path: impl AsRef<Path>) -> Result<Validated> {
+pub fn load(path: impl AsRef<Path>) -> Result<Validated> {
     let path = path.as_ref();
     let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
         path: path.to_owned(),
