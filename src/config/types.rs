@@ -121,6 +121,10 @@ pub struct CacheConfigSpec {
     /// Settings for single kinds, keyed by `apiVersion` + `kind` (each kind at most once).
     /// Each entry replaces the `default*` settings for its kind. Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend(
+        "x-kubernetes-list-type" = "map",
+        "x-kubernetes-list-map-keys" = ["apiVersion", "kind"]
+    ))]
     pub by_object: Option<Vec<ByObjectSpec>>,
 
     /// The event recorder (client-go's broadcaster → correlator → sink). Default: client-go's
