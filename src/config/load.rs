@@ -21,7 +21,7 @@ use super::{structure, yaml};
 use crate::{cache, recorder};
 
 /// A valid `CacheConfig` and the typed options built from it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Validated {
     /// The document as loaded (structure already checked).
     pub resource: CacheConfig,
