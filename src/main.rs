@@ -87,6 +87,25 @@ fn validate(args: &ValidateArgs) -> ExitCode {
     }
 }
 
+/// `informant simulate`: the correlator options come from `--config` (if given), then the
+/// flags; a config that cannot be read exits 66, an invalid one 64.
+fn simulate(args: &informant::recorder::simulate::Args) -> ExitCode {
+    let base = match &args.config {
+        None => informant::recorder::CorrelatorOptions::default(),
+        Some(path) => match informant::config::load(path) {
+            Ok(valid) => valid.recorder.correlator,
+            Err(e) => {
+                eprintln!("informant simulate: {}", error_chain(&e));
+                return ExitCode::from(match e {
+                    informant::config::Error::Read { .. } => exit_code::NO_INPUT,
+                    _ => exit_code::USAGE,
+                });
+            }
+        },
+    };
+    ExitCode::from(informant::recorder::simulate::cli(args, base))
+}
+
 /// An error and its sources, joined with ": " (each layer's Display covers only itself).
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
@@ -131,6 +150,6 @@ fn main() -> ExitCode {
         Command::Validate(args) => validate(&args),
         Command::Explain(_) => not_yet("explain"),
         Command::Cache(_) => not_yet("cache"),
-        Command::Simulate(args) => ExitCode::from(informant::recorder::simulate::cli(&args)),
+        Command::Simulate(args) => simulate(&args),
     }
 }

@@ -71,9 +71,6 @@ pub enum Error {
         /// What is wrong with its value.
         reason: String,
     },
-    /// `--config` needs the config module, which has not landed on this branch yet.
-    #[error("--config is not supported yet: CacheConfig loading has not landed; use the flags")]
-    ConfigNotYet,
 }
 
 impl Error {
@@ -83,7 +80,6 @@ impl Error {
         match self {
             Error::Open { .. } | Error::Read { .. } => exit_code::NO_INPUT,
             Error::Write(_) => exit_code::FAILURE,
-            Error::ConfigNotYet => exit_code::SOFTWARE,
             Error::Parse { .. } | Error::BadTime { .. } | Error::BadOption { .. } => {
                 exit_code::USAGE
             }
@@ -91,8 +87,8 @@ impl Error {
     }
 }
 
-/// Arguments of `informant simulate`. Flags override the config file, which overrides
-/// client-go's defaults.
+/// Arguments of `informant simulate`. Flags override the config file (loaded by the CLI, so
+/// the recorder does not depend on the config module), which overrides client-go's defaults.
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct Args {
     /// The event stream: one JSON event per line (format: shared/scenarios/README.md).
@@ -127,16 +123,14 @@ pub struct Args {
 }
 
 impl Args {
-    /// The correlator options these arguments select.
+    /// The correlator options these arguments select, starting from `base` (the config
+    /// file's, or the defaults).
     ///
     /// # Errors
     ///
-    /// [`Error::BadOption`] for a value out of range, [`Error::ConfigNotYet`] for `--config`.
-    pub fn options(&self) -> Result<CorrelatorOptions, Error> {
-        if self.config.is_some() {
-            return Err(Error::ConfigNotYet);
-        }
-        let mut o = CorrelatorOptions::default();
+    /// [`Error::BadOption`] for a value out of range or an unknown spam key field.
+    pub fn options(&self, base: CorrelatorOptions) -> Result<CorrelatorOptions, Error> {
+        let mut o = base;
         if let Some(qps) = self.qps {
             if !(qps.is_finite() && qps > 0.0) {
                 return Err(bad("qps", format!("must be a positive number, got {qps}")));
@@ -197,10 +191,11 @@ fn bad(flag: &'static str, reason: String) -> Error {
     Error::BadOption { flag, reason }
 }
 
-/// Runs `informant simulate` with `args`, writing to stdout; returns the exit code.
+/// Runs `informant simulate` with `args` over `base` options (from `--config`, or the
+/// defaults), writing to stdout; returns the exit code.
 #[must_use]
-pub fn cli(args: &Args) -> u8 {
-    match cli_inner(args) {
+pub fn cli(args: &Args, base: CorrelatorOptions) -> u8 {
+    match cli_inner(args, base) {
         Ok(()) => exit_code::OK,
         Err(e) => {
             let mut msg = format!("informant simulate: {e}");
@@ -216,8 +211,8 @@ pub fn cli(args: &Args) -> u8 {
     }
 }
 
-fn cli_inner(args: &Args) -> Result<(), Error> {
-    let options = args.options()?;
+fn cli_inner(args: &Args, base: CorrelatorOptions) -> Result<(), Error> {
+    let options = args.options(base)?;
     let file = File::open(&args.events).map_err(|source| Error::Open {
         path: args.events.clone(),
         source,
@@ -538,7 +533,7 @@ mod tests {
             spam_key_fields: Some(vec!["reason".into(), "source".into(), "reason".into()]),
             ..Args::default()
         };
-        let o = args.options().unwrap();
+        let o = args.options(CorrelatorOptions::default()).unwrap();
         assert!((o.qps - 1.0).abs() < f64::EPSILON);
         assert_eq!(
             o.spam_key_fields,
@@ -548,12 +543,22 @@ mod tests {
             spam_key_fields: Some(vec!["Reason".into()]),
             ..Args::default()
         };
-        assert_eq!(bad.options().unwrap_err().exit_code(), exit_code::USAGE);
+        assert_eq!(
+            bad.options(CorrelatorOptions::default())
+                .unwrap_err()
+                .exit_code(),
+            exit_code::USAGE
+        );
         let bad = Args {
             qps: Some(0.0),
             ..Args::default()
         };
-        assert_eq!(bad.options().unwrap_err().exit_code(), exit_code::USAGE);
+        assert_eq!(
+            bad.options(CorrelatorOptions::default())
+                .unwrap_err()
+                .exit_code(),
+            exit_code::USAGE
+        );
     }
 
     #[test]
