@@ -1,6 +1,6 @@
 //! Pipeline speed: `record()` → broadcaster → correlator → null sink with 1, 2 and 8 producer
 //! threads. Prints events/s of the producers, p50/p99/max latency of `record()` (it never
-//! blocks), the fates (conservation: recorded = sum of fates, checked) and peak memory.
+//! blocks), the fates (conservation: events_recorded = sum of fates, checked) and peak memory.
 //!
 //! `cargo bench --bench pipeline` records 1,000,000 events per run; under `cargo test`
 //! (no `--bench` argument) 20,000.
@@ -73,12 +73,12 @@ fn run(producers: usize, total: usize) {
     rt.block_on(running).unwrap();
     latencies.sort_unstable();
     let percentile = |per_mille: usize| latencies[(latencies.len() - 1) * per_mille / 1000];
-    let recorded = (per * producers) as u64;
-    assert_eq!(fates.total(), recorded, "conservation law broken");
+    let events_recorded = (per * producers) as u64;
+    assert_eq!(fates.total(), events_recorded, "conservation law broken");
     println!(
-        "{producers} producer(s): {recorded} events in {:.3} s = {:>10.0} events/s; record() p50 {} ns, p99 {} ns, max {} ns",
+        "{producers} producer(s): {events_recorded} events in {:.3} s = {:>10.0} events/s; record() p50 {} ns, p99 {} ns, max {} ns",
         elapsed.as_secs_f64(),
-        recorded as f64 / elapsed.as_secs_f64(),
+        events_recorded as f64 / elapsed.as_secs_f64(),
         percentile(500),
         percentile(990),
         latencies.last().copied().unwrap_or(0),

@@ -32,6 +32,9 @@ pub enum SinkError {
         /// The server's message.
         message: String,
     },
+    /// The request could not be built or encoded; it would fail the same way again.
+    #[error("cannot build the request")]
+    Request(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The server could not be reached or the connection broke.
     #[error("cannot reach the api server")]
     Transport(#[source] Box<dyn std::error::Error + Send + Sync>),
