@@ -1,6 +1,6 @@
 //! Pipeline speed: `record()` → broadcaster → correlator → null sink with 1, 2 and 8 producer
 //! threads. Prints events/s of the producers, p50/p99/max latency of `record()` (it never
-//! blocks), the fates (conservation: events_recorded = sum of fates, checked) and peak memory.
+//! blocks), the fates (conservation: recorded = sum of fates, checked) and peak memory.
 //!
 //! `cargo bench --bench pipeline` records 1,000,000 events per run; under `cargo test`
 //! (no `--bench` argument) 20,000.
