@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::clock::{ManualClock, Time};
@@ -301,6 +301,47 @@ fn rel(t: Time) -> Value {
     go_number(t.seconds_since(BASE))
 }
 
+/// One output line: the scenario README's fields in its order, then informant's own.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OutLine<'a> {
+    i: usize,
+    t: Value,
+    skip: bool,
+    action: &'static str,
+    count: u32,
+    message: String,
+    name: String,
+    patch: bool,
+    reason: &'a str,
+    #[serde(rename = "firstT")]
+    first_t: Value,
+    #[serde(rename = "lastT")]
+    last_t: Value,
+    patch_body: Option<Value>,
+    clock_reads: i64,
+    #[serde(serialize_with = "fate_name")]
+    fate: Fate,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    details: Option<Details>,
+}
+
+/// What the correlator knew of an event that reached it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Details {
+    /// The count the logger reached, also for a skipped event.
+    observed_count: u32,
+    combined: bool,
+    aggregate_key: String,
+    spam_key: String,
+    tokens_left: f64,
+}
+
+fn fate_name<S: serde::Serializer>(fate: &Fate, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(fate.as_str())
+}
+
 /// Per-reason tallies for `--summary`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ReasonSummary {
@@ -388,41 +429,70 @@ pub fn run(
                     Action::Skip => Fate::SpamFiltered,
                 };
                 let skip = c.action == Action::Skip;
-                json!({
-                    "i": i,
-                    "t": go_number(ev.t),
-                    "skip": skip,
-                    "action": c.action.as_str(),
-                    "count": if skip { 0 } else { c.count },
-                    "message": if skip { String::new() } else { c.message(&event).to_string() },
-                    "name": if skip { String::new() } else { c.name.to_string() },
-                    "patch": c.action == Action::Patch,
-                    "reason": ev.reason,
-                    "firstT": if skip { Value::Null } else { rel(c.first_timestamp) },
-                    "lastT": if skip { Value::Null } else { rel(c.last_timestamp) },
-                    "patchBody": c.patch_body(&event),
-                    "clockReads": clock.reads() - reads_before,
-                    "fate": fate.as_str(),
-                    "observedCount": c.count,
-                    "combined": c.combined,
-                    "aggregateKey": c.aggregate_key.0.to_string(),
-                    "spamKey": c.spam_key.0.to_string(),
-                    "tokensLeft": c.tokens_left,
-                })
+                OutLine {
+                    i,
+                    t: go_number(ev.t),
+                    skip,
+                    action: c.action.as_str(),
+                    count: if skip { 0 } else { c.count },
+                    message: if skip {
+                        String::new()
+                    } else {
+                        c.message(&event).to_string()
+                    },
+                    name: if skip {
+                        String::new()
+                    } else {
+                        c.name.to_string()
+                    },
+                    patch: c.action == Action::Patch,
+                    reason: &ev.reason,
+                    first_t: if skip {
+                        Value::Null
+                    } else {
+                        rel(c.first_timestamp)
+                    },
+                    last_t: if skip {
+                        Value::Null
+                    } else {
+                        rel(c.last_timestamp)
+                    },
+                    patch_body: c.patch_body(&event),
+                    clock_reads: clock.reads() - reads_before,
+                    fate,
+                    details: Some(Details {
+                        observed_count: c.count,
+                        combined: c.combined,
+                        aggregate_key: c.aggregate_key.0.to_string(),
+                        spam_key: c.spam_key.0.to_string(),
+                        tokens_left: c.tokens_left,
+                    }),
+                }
             }
-            None => json!({
-                "i": i, "t": go_number(ev.t), "skip": true, "action": "skip", "count": 0,
-                "message": "", "name": "", "patch": false, "reason": ev.reason,
-                "firstT": null, "lastT": null, "patchBody": null, "clockReads": 0,
-                "fate": Fate::Invalid.as_str(),
-            }),
+            None => OutLine {
+                i,
+                t: go_number(ev.t),
+                skip: true,
+                action: Action::Skip.as_str(),
+                count: 0,
+                message: String::new(),
+                name: String::new(),
+                patch: false,
+                reason: &ev.reason,
+                first_t: Value::Null,
+                last_t: Value::Null,
+                patch_body: None,
+                clock_reads: 0,
+                fate: Fate::Invalid,
+                details: None,
+            },
         };
-        match record["fate"].as_str() {
-            Some("created") => stats.created += 1,
-            Some("patched") => stats.patched += 1,
+        match record.fate {
+            Fate::Created => stats.created += 1,
+            Fate::Patched => stats.patched += 1,
             _ => stats.skipped += 1,
         }
-        if record["skip"] == Value::Bool(false) {
+        if record.fate.is_delivered() {
             stats.last_delivered = Some(ev.t);
         }
         if lines {

@@ -140,6 +140,24 @@ impl Correlation {
 }
 
 /// Aggregator, logger and spam filter, composed as client-go's `EventCorrelator`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use informant::recorder::{
+///     Action, Clock, Correlator, CorrelatorOptions, Event, EventType, ManualClock, ObjectRef,
+///     Source, Time,
+/// };
+/// let clock = ManualClock::new(Time::from_unix_nanos(1_700_000_000_000_000_000));
+/// let mut correlator = Correlator::new(&CorrelatorOptions::default(), clock.clone());
+/// let job = Arc::new(ObjectRef::new("batch/v1", "CronJob", "default", "hello", "uid-1"));
+/// let source = Arc::new(Source::new("cronjob-controller", ""));
+/// let event = Event::new(job, source, EventType::Normal, "SawCompletedJob", "done", clock.now());
+/// let first = correlator.correlate(&event);
+/// assert_eq!(first.action, Action::Create);
+/// correlator.update_state(&event, &first); // the sink wrote it
+/// let again = correlator.correlate(&event);
+/// assert_eq!((again.action, again.count), (Action::Patch, 2));
+/// ```
 #[derive(Debug)]
 pub struct Correlator<C> {
     clock: C,
