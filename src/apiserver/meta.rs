@@ -54,8 +54,14 @@ pub fn is_dns_subdomain(name: &str) -> bool {
         && name
             .bytes()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'.')
-        && name.bytes().next().is_some_and(|c| c.is_ascii_alphanumeric())
-        && name.bytes().last().is_some_and(|c| c.is_ascii_alphanumeric())
+        && name
+            .bytes()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+        && name
+            .bytes()
+            .last()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
 }
 
 fn meta_mut(obj: &mut Value) -> ApiResult<&mut Map<String, Value>> {
@@ -112,7 +118,9 @@ fn initial_status(rt: &ResourceType, obj: &mut Value) {
     if !rt.status_subresource {
         return;
     }
-    let Some(map) = obj.as_object_mut() else { return };
+    let Some(map) = obj.as_object_mut() else {
+        return;
+    };
     match (rt.group.as_str(), rt.plural.as_str()) {
         // Nodes may set status on create (kubelet registers that way).
         ("", "nodes") => {}
@@ -152,7 +160,9 @@ pub fn prepare_create(
         String::new()
     };
     if rt.namespaced && ns.is_empty() {
-        return Err(ApiError::bad_request("the namespace of the object must be set"));
+        return Err(ApiError::bad_request(
+            "the namespace of the object must be set",
+        ));
     }
     let mut name = typed.name.clone().unwrap_or_default();
     if name.is_empty() {
@@ -275,7 +285,12 @@ pub fn prepare_update(
     if rt.namespaced {
         meta.insert("namespace".into(), Value::String(key.namespace.clone()));
     }
-    for fixed in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"] {
+    for fixed in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+    ] {
         match old_meta.get(fixed) {
             Some(v) => meta.insert(fixed.into(), v.clone()),
             None => meta.remove(fixed),
@@ -297,8 +312,7 @@ pub fn prepare_update(
 #[must_use]
 pub fn ready_to_delete(obj: &Value) -> bool {
     let meta = &obj["metadata"];
-    !meta["deletionTimestamp"].is_null()
-        && meta["finalizers"].as_array().is_none_or(Vec::is_empty)
+    !meta["deletionTimestamp"].is_null() && meta["finalizers"].as_array().is_none_or(Vec::is_empty)
 }
 
 #[cfg(test)]
@@ -313,7 +327,13 @@ mod tests {
     #[test]
     fn create_fills_uid_timestamp_generation_and_namespace_from_the_path() {
         let rt = deployments();
-        let (key, obj) = prepare_create(&rt, "v1", Some("ns"), json!({"metadata": {"name": "web"}, "spec": {}})).unwrap();
+        let (key, obj) = prepare_create(
+            &rt,
+            "v1",
+            Some("ns"),
+            json!({"metadata": {"name": "web"}, "spec": {}}),
+        )
+        .unwrap();
         assert_eq!(key, ObjKey::new("ns", "web"));
         assert_eq!(obj["metadata"]["generation"], 1);
         assert_eq!(obj["metadata"]["uid"].as_str().unwrap().len(), 36);
@@ -324,16 +344,29 @@ mod tests {
     #[test]
     fn create_rejects_a_mismatched_namespace_and_a_bad_name() {
         let rt = deployments();
-        let err = prepare_create(&rt, "v1", Some("a"), json!({"metadata": {"name": "w", "namespace": "b"}})).unwrap_err();
+        let err = prepare_create(
+            &rt,
+            "v1",
+            Some("a"),
+            json!({"metadata": {"name": "w", "namespace": "b"}}),
+        )
+        .unwrap_err();
         assert_eq!(err.code, 400);
-        let err = prepare_create(&rt, "v1", Some("a"), json!({"metadata": {"name": "Web_1"}})).unwrap_err();
+        let err = prepare_create(&rt, "v1", Some("a"), json!({"metadata": {"name": "Web_1"}}))
+            .unwrap_err();
         assert_eq!(err.code, 422);
     }
 
     #[test]
     fn generate_name_appends_five_characters() {
         let rt = deployments();
-        let (key, _) = prepare_create(&rt, "v1", Some("a"), json!({"metadata": {"generateName": "web-"}})).unwrap();
+        let (key, _) = prepare_create(
+            &rt,
+            "v1",
+            Some("a"),
+            json!({"metadata": {"generateName": "web-"}}),
+        )
+        .unwrap();
         assert!(key.name.starts_with("web-"));
         assert_eq!(key.name.len(), 9);
     }
@@ -341,7 +374,13 @@ mod tests {
     #[test]
     fn spec_changes_bump_generation_but_status_and_labels_do_not() {
         let rt = deployments();
-        let (key, old) = prepare_create(&rt, "v1", Some("a"), json!({"metadata": {"name": "w"}, "spec": {"replicas": 1}})).unwrap();
+        let (key, old) = prepare_create(
+            &rt,
+            "v1",
+            Some("a"),
+            json!({"metadata": {"name": "w"}, "spec": {"replicas": 1}}),
+        )
+        .unwrap();
         let mut labels = old.clone();
         labels["metadata"]["labels"] = json!({"x": "y"});
         let same = prepare_update(&rt, "v1", &key, &old, labels, Target::Main).unwrap();
@@ -360,7 +399,8 @@ mod tests {
     #[test]
     fn a_stale_resource_version_is_a_conflict() {
         let rt = deployments();
-        let (key, mut old) = prepare_create(&rt, "v1", Some("a"), json!({"metadata": {"name": "w"}})).unwrap();
+        let (key, mut old) =
+            prepare_create(&rt, "v1", Some("a"), json!({"metadata": {"name": "w"}})).unwrap();
         old["metadata"]["resourceVersion"] = json!("5");
         let mut new = old.clone();
         new["metadata"]["resourceVersion"] = json!("4");
@@ -372,7 +412,8 @@ mod tests {
     #[test]
     fn the_main_resource_cannot_change_status() {
         let rt = deployments();
-        let (key, mut old) = prepare_create(&rt, "v1", Some("a"), json!({"metadata": {"name": "w"}})).unwrap();
+        let (key, mut old) =
+            prepare_create(&rt, "v1", Some("a"), json!({"metadata": {"name": "w"}})).unwrap();
         old["status"] = json!({"replicas": 1});
         let mut new = old.clone();
         new["status"] = json!({"replicas": 9});

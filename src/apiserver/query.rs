@@ -47,7 +47,9 @@ fn flag(key: &str, value: &str) -> ApiResult<bool> {
 
 fn number(key: &str, value: &str) -> ApiResult<u64> {
     value.parse::<u64>().map_err(|_| {
-        ApiError::bad_request(format!("invalid value for {key}: {value:?} is not a non-negative integer"))
+        ApiError::bad_request(format!(
+            "invalid value for {key}: {value:?} is not a non-negative integer"
+        ))
     })
 }
 
@@ -87,9 +89,10 @@ impl Query {
     pub fn rv(&self) -> ApiResult<Option<u64>> {
         match self.resource_version.as_deref() {
             None => Ok(None),
-            Some(v) => v.parse::<u64>().map(Some).map_err(|_| {
-                ApiError::bad_request(format!("invalid resource version: {v:?}"))
-            }),
+            Some(v) => v
+                .parse::<u64>()
+                .map(Some)
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {v:?}"))),
         }
     }
 }

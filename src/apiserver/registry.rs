@@ -98,9 +98,7 @@ impl ResourceType {
     /// Whether `field` may be used in a field selector on this resource.
     #[must_use]
     pub fn supports_field(&self, field: &str) -> bool {
-        field == "metadata.name"
-            || (field == "metadata.namespace" && self.namespaced)
-            || self.fields.contains(&field)
+        field == "metadata.name" || field == "metadata.namespace" || self.fields.contains(&field)
     }
 
     /// The value of a field-selector field of `object`, as kube-apiserver computes it.
@@ -217,7 +215,11 @@ impl Registry {
                 kind: b.kind.to_string(),
                 namespaced: b.namespaced,
                 short_names: b.short.iter().map(ToString::to_string).collect(),
-                categories: if b.all { vec!["all".to_string()] } else { Vec::new() },
+                categories: if b.all {
+                    vec!["all".to_string()]
+                } else {
+                    Vec::new()
+                },
                 status_subresource: b.status,
                 fields: b.fields.to_vec(),
                 printer_columns: Vec::new(),
@@ -258,7 +260,9 @@ impl Registry {
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
         self.read()
             .values()
-            .find(|rt| rt.group == group && rt.kind == kind && rt.versions.iter().any(|v| v == version))
+            .find(|rt| {
+                rt.group == group && rt.kind == kind && rt.versions.iter().any(|v| v == version)
+            })
             .cloned()
     }
 
@@ -327,7 +331,10 @@ mod tests {
         let reg = Registry::new();
         let pods = reg.lookup("", "v1", "pods").unwrap();
         let pod = json!({"spec": {"nodeName": "n1"}});
-        assert_eq!(pods.field_value(&pod, "spec.nodeName").as_deref(), Some("n1"));
+        assert_eq!(
+            pods.field_value(&pod, "spec.nodeName").as_deref(),
+            Some("n1")
+        );
         assert_eq!(pods.field_value(&pod, "status.phase").as_deref(), Some(""));
         assert_eq!(pods.field_value(&pod, "spec.nope"), None);
     }
@@ -337,7 +344,10 @@ mod tests {
         let reg = Registry::new();
         let events = reg.lookup("", "v1", "events").unwrap();
         let ev = json!({"source": {"component": "kubelet"}});
-        assert_eq!(events.field_value(&ev, "source").as_deref(), Some("kubelet"));
+        assert_eq!(
+            events.field_value(&ev, "source").as_deref(),
+            Some("kubelet")
+        );
     }
 
     #[test]

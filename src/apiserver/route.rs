@@ -172,7 +172,10 @@ mod tests {
         assert_eq!(parse("/apis/"), Route::Groups);
         assert_eq!(
             parse("/apis/batch/v1"),
-            Route::Resources { group: "batch".into(), version: "v1".into() }
+            Route::Resources {
+                group: "batch".into(),
+                version: "v1".into()
+            }
         );
         assert_eq!(parse("/nope/x"), Route::Unknown);
     }

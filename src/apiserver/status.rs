@@ -143,7 +143,9 @@ impl ApiError {
         Self::new(
             405,
             "MethodNotAllowed",
-            format!("the server does not allow this method on the requested resource ({verb} {what})"),
+            format!(
+                "the server does not allow this method on the requested resource ({verb} {what})"
+            ),
         )
     }
 
@@ -169,7 +171,9 @@ impl ApiError {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type})"),
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type})"
+            ),
         )
     }
 
@@ -283,7 +287,10 @@ mod tests {
     #[test]
     fn invalid_in_the_core_group_has_no_dangling_dot() {
         let err = ApiError::invalid("ConfigMap", "", "x", "metadata.name: Required value");
-        assert_eq!(err.message, "ConfigMap \"x\" is invalid: metadata.name: Required value");
+        assert_eq!(
+            err.message,
+            "ConfigMap \"x\" is invalid: metadata.name: Required value"
+        );
     }
 
     #[test]

@@ -145,7 +145,9 @@ pub struct Store {
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("limits", &self.limits).finish_non_exhaustive()
+        f.debug_struct("Store")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
     }
 }
 
@@ -196,7 +198,10 @@ impl Store {
     #[must_use]
     pub fn snapshot(&self, resource: &ResourceKey) -> (u64, Objects) {
         let inner = self.lock();
-        (inner.rv, inner.tables.get(resource).cloned().unwrap_or_default())
+        (
+            inner.rv,
+            inner.tables.get(resource).cloned().unwrap_or_default(),
+        )
     }
 
     /// The objects of a resource as they were at `rv` (for `resourceVersionMatch=Exact` and
@@ -239,21 +244,32 @@ impl Store {
         if inner.snapshots.len() >= SNAPSHOT_CACHE {
             inner.snapshots.pop_front();
         }
-        inner.snapshots.push_back((resource.clone(), rv, objs.clone()));
+        inner
+            .snapshots
+            .push_back((resource.clone(), rv, objs.clone()));
         Ok(objs)
     }
 
     /// Atomically read, decide and write one object. `decide` sees the current object and a
     /// lookup into the rest of the store (to check the namespace exists, say).
-    pub fn mutate<F>(&self, resource: &ResourceKey, key: &ObjKey, decide: F) -> ApiResult<(Option<Arc<Stored>>, Option<ChangeType>)>
+    pub fn mutate<F>(
+        &self,
+        resource: &ResourceKey,
+        key: &ObjKey,
+        decide: F,
+    ) -> ApiResult<(Option<Arc<Stored>>, Option<ChangeType>)>
     where
-        F: FnOnce(Option<&Arc<Stored>>, &dyn Fn(&ResourceKey, &ObjKey) -> bool) -> ApiResult<Action>,
+        F: FnOnce(
+            Option<&Arc<Stored>>,
+            &dyn Fn(&ResourceKey, &ObjKey) -> bool,
+        ) -> ApiResult<Action>,
     {
         let mut inner = self.lock();
         let current = inner.tables.get(resource).and_then(|t| t.get(key)).cloned();
         let action = {
             let tables = &inner.tables;
-            let exists = |r: &ResourceKey, k: &ObjKey| tables.get(r).is_some_and(|t| t.contains_key(k));
+            let exists =
+                |r: &ResourceKey, k: &ObjKey| tables.get(r).is_some_and(|t| t.contains_key(k));
             decide(current.as_ref(), &exists)?
         };
         match action {
@@ -285,7 +301,14 @@ impl Store {
                     t.remove(key);
                 }
                 let last = Arc::new(Stored::new(prev.value.clone(), rv));
-                self.record(&mut inner, resource, key, ChangeType::Deleted, last.clone(), Some(prev));
+                self.record(
+                    &mut inner,
+                    resource,
+                    key,
+                    ChangeType::Deleted,
+                    last.clone(),
+                    Some(prev),
+                );
                 Ok((Some(last), Some(ChangeType::Deleted)))
             }
         }
@@ -334,7 +357,12 @@ impl Store {
         inner.tables.remove(resource);
     }
 
-    fn delete_matching(&self, inner: &mut Inner, resource: &ResourceKey, pred: impl Fn(&ObjKey) -> bool) {
+    fn delete_matching(
+        &self,
+        inner: &mut Inner,
+        resource: &ResourceKey,
+        pred: impl Fn(&ObjKey) -> bool,
+    ) {
         let keys: Vec<ObjKey> = inner
             .tables
             .get(resource)
@@ -397,7 +425,10 @@ impl Store {
 
     /// End every open watch now (their clients see the stream close and re-watch).
     pub fn drop_watches(&self) {
-        let mut epoch = self.watch_epoch.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut epoch = self
+            .watch_epoch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         epoch.cancel();
         *epoch = CancellationToken::new();
     }
@@ -435,7 +466,9 @@ mod tests {
     fn put(store: &Store, name: &str, v: &str) -> u64 {
         let r = ResourceKey::new("", "configmaps");
         let (obj, _) = store
-            .mutate(&r, &ObjKey::new("ns", name), |_, _| Ok(Action::Put(cm(name, v))))
+            .mutate(&r, &ObjKey::new("ns", name), |_, _| {
+                Ok(Action::Put(cm(name, v)))
+            })
             .unwrap();
         obj.unwrap().rv
     }
@@ -446,7 +479,9 @@ mod tests {
         let a = put(&store, "a", "1");
         let b = put(&store, "a", "2");
         assert!(b > a);
-        let got = store.get(&ResourceKey::new("", "configmaps"), &ObjKey::new("ns", "a")).unwrap();
+        let got = store
+            .get(&ResourceKey::new("", "configmaps"), &ObjKey::new("ns", "a"))
+            .unwrap();
         assert_eq!(got.value["metadata"]["resourceVersion"], b.to_string());
     }
 
@@ -457,15 +492,23 @@ mod tests {
         let rv1 = put(&store, "a", "1");
         put(&store, "a", "2");
         put(&store, "b", "1");
-        store.mutate(&r, &ObjKey::new("ns", "a"), |_, _| Ok(Action::Delete)).unwrap();
+        store
+            .mutate(&r, &ObjKey::new("ns", "a"), |_, _| Ok(Action::Delete))
+            .unwrap();
         let old = store.snapshot_at(&r, rv1).unwrap();
         assert_eq!(old.len(), 1);
-        assert_eq!(old.get(&ObjKey::new("ns", "a")).unwrap().value["data"]["v"], "1");
+        assert_eq!(
+            old.get(&ObjKey::new("ns", "a")).unwrap().value["data"]["v"],
+            "1"
+        );
     }
 
     #[test]
     fn resuming_before_the_history_window_is_expired() {
-        let store = Store::new(Limits { history: 2, broadcast: 8 });
+        let store = Store::new(Limits {
+            history: 2,
+            broadcast: 8,
+        });
         let r = ResourceKey::new("", "configmaps");
         let first = put(&store, "a", "1");
         put(&store, "a", "2");
