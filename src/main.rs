@@ -1,12 +1,15 @@
 //! The `informant` binary: parses arguments, installs telemetry, dispatches to a subcommand and
 //! turns its outcome into an exit code (see [`informant::exit_code`]).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use informant::exit_code;
 
 /// informant: a declaratively configured Kubernetes operator framework.
+// Reason: this doc comment is the `--help` text, where Markdown backticks would show as-is.
+#[allow(clippy::doc_markdown)]
 #[derive(Parser, Debug)]
 #[command(name = "informant", version, about, long_about = None)]
 struct Cli {
@@ -14,6 +17,8 @@ struct Cli {
     command: Command,
 }
 
+// Reason: these doc comments are the `--help` text, where Markdown backticks would show as-is.
+#[allow(clippy::doc_markdown)]
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the manager (config from a file with hot reload, or a CacheConfig in the cluster).
@@ -22,10 +27,10 @@ enum Command {
     Apiserver(informant::apiserver::cli::Args),
     /// Embedded API server + manager + the CronJob story of seed 001, on one machine.
     Demo(NotYet),
-    /// Print the CacheConfig CustomResourceDefinition as YAML.
-    Crd(NotYet),
-    /// Check a CacheConfig file: every error at once, with its field path.
-    Validate(NotYet),
+    /// Print the cacheconfigs.informant.dev CRD as YAML.
+    Crd,
+    /// Check a cache config file: every error at once, with its field path.
+    Validate(ValidateArgs),
     /// Print the cache tree a config builds, and which cache serves a given object.
     Explain(NotYet),
     /// Get or list objects through the cache tree, exactly as a controller would see them.
@@ -39,6 +44,59 @@ enum Command {
 struct NotYet {
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
     rest: Vec<String>,
+}
+
+/// Arguments of `informant validate`.
+#[derive(clap::Args, Debug)]
+struct ValidateArgs {
+    /// The cache config YAML file (the document you would `kubectl apply`).
+    #[arg(long, short = 'c', value_name = "FILE")]
+    config: PathBuf,
+}
+
+/// `informant crd`: the CRD as YAML on stdout.
+fn crd() -> ExitCode {
+    match informant::config::crd_yaml() {
+        Ok(yaml) => {
+            print!("{yaml}");
+            ExitCode::from(exit_code::OK)
+        }
+        Err(e) => {
+            eprintln!("informant crd: {}", error_chain(&e));
+            ExitCode::from(exit_code::SOFTWARE)
+        }
+    }
+}
+
+/// `informant validate`: the summary on stdout and exit 0, or every error on stderr and exit
+/// 64 (invalid) or 66 (unreadable).
+fn validate(args: &ValidateArgs) -> ExitCode {
+    match informant::config::load(&args.config) {
+        Ok(valid) => {
+            print!("{}", valid.summary());
+            ExitCode::from(exit_code::OK)
+        }
+        Err(e @ informant::config::Error::Read { .. }) => {
+            eprintln!("informant validate: {}", error_chain(&e));
+            ExitCode::from(exit_code::NO_INPUT)
+        }
+        Err(e) => {
+            eprintln!("informant validate: {}", error_chain(&e));
+            ExitCode::from(exit_code::USAGE)
+        }
+    }
+}
+
+/// An error and its sources, joined with ": " (each layer's Display covers only itself).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
 }
 
 fn not_yet(name: &str) -> ExitCode {
@@ -87,27 +145,38 @@ fn apiserver(args: informant::apiserver::cli::Args) -> ExitCode {
         match result {
             Ok(()) => ExitCode::from(exit_code::OK),
             Err(e) => {
-                let mut msg = format!("informant apiserver: {e}");
-                let mut source = std::error::Error::source(&e);
-                while let Some(s) = source {
-                    msg.push_str(&format!(": {s}"));
-                    source = s.source();
-                }
-                eprintln!("{msg}");
+                eprintln!("informant apiserver: {}", chain(&e));
                 ExitCode::from(e.exit_code())
             }
         }
     })
 }
 
+/// Formats an error with its whole `source()` chain, `a: b: c` (STYLE.md §5: each `Display`
+/// covers its own layer only; the CLI prints the chain).
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Telemetry is best effort: a broken OTEL_* setting must not stop `validate` or `crd`.
+    let _telemetry = informant::telemetry::init()
+        .inspect_err(|e| eprintln!("informant: telemetry disabled: {}", chain(e)))
+        .ok();
     match cli.command {
         Command::Run(_) => not_yet("run"),
         Command::Apiserver(args) => apiserver(args),
         Command::Demo(_) => not_yet("demo"),
-        Command::Crd(_) => not_yet("crd"),
-        Command::Validate(_) => not_yet("validate"),
+        Command::Crd => crd(),
+        Command::Validate(args) => validate(&args),
         Command::Explain(_) => not_yet("explain"),
         Command::Cache(_) => not_yet("cache"),
         Command::Simulate(_) => not_yet("simulate"),

@@ -1,6 +1,7 @@
-//! Field selectors (`metadata.name=web,status.phase!=Running`): apimachinery
-//! `fields.ParseSelector` semantics with backslash escaping, canonical printing, and matching
-//! against field sets and JSON objects.
+//! Field selectors (`metadata.name=web`): apimachinery semantics, canonical print, matching.
+//!
+//! Parsing follows `fields.ParseSelector`, including backslash escaping; matching works on field
+//! sets, getters and JSON objects.
 
 mod terms;
 
@@ -171,6 +172,13 @@ impl FieldSelector {
             .collect();
         requirements.sort_by_cached_key(ToString::to_string);
         Self { requirements }
+    }
+
+    /// The selector requiring every field of `set` to equal its value (apimachinery
+    /// `fields.SelectorFromSet`).
+    #[must_use]
+    pub fn from_set(set: &BTreeMap<String, String>) -> Self {
+        Self::from_requirements(set.iter().map(|(f, v)| FieldRequirement::equals(f, v)))
     }
 
     /// Whether the selector has no requirements and so matches everything.
