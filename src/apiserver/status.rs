@@ -165,14 +165,32 @@ impl ApiError {
         )
     }
 
-    /// 415 UnsupportedMediaType.
+    /// 415 UnsupportedMediaType, for a body format the server does not read.
     #[must_use]
     pub fn unsupported_media_type(content_type: &str) -> Self {
         Self::new(
             415,
             "UnsupportedMediaType",
             format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type})"
+                "the body of the request was in an unknown format ({content_type}) - accepted media types include: application/json, application/yaml"
+            ),
+        )
+    }
+
+    /// 415 UnsupportedMediaType for a patch type, with the accepted patch types.
+    #[must_use]
+    pub fn unsupported_patch(strategic: bool) -> Self {
+        let mut accepted = String::from(
+            "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+        );
+        if strategic {
+            accepted.push_str(", application/strategic-merge-patch+json");
+        }
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {accepted}"
             ),
         )
     }
