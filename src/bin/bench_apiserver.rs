@@ -1,4 +1,4 @@
-//! Benchmark of the embedded API server: stores 100k ConfigMaps of ~1 KiB, lists them in pages
+//! Benchmark of the embedded API server: stores 100k `ConfigMaps` of ~1 KiB, lists them in pages
 //! of 500, syncs a kube-rs reflector, fans 1,000 updates out to 10 watchers, and reports memory
 //! per stored object. Run: `cargo run --release --bin bench_apiserver [-- OBJECTS]`.
 
@@ -10,6 +10,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::json;
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 const PAGE: u32 = 500;
 const WATCHERS: usize = 10;
@@ -27,16 +29,21 @@ fn rss_bytes() -> u64 {
         .map_or(0, |pages| pages * 4096)
 }
 
-#[allow(
+#[expect(
     clippy::cast_precision_loss,
-    reason = "object counts and byte sizes are far below 2^52"
+    reason = "object counts are far below 2^52"
 )]
 fn rate(n: usize, d: Duration) -> f64 {
     n as f64 / d.as_secs_f64()
 }
 
+#[expect(clippy::cast_precision_loss, reason = "byte sizes are far below 2^52")]
+fn ratio(bytes: u64, per: usize) -> f64 {
+    bytes as f64 / per as f64
+}
+
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<()> {
     let objects: usize = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
@@ -51,34 +58,59 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     .await?;
     let client = server.client().await?;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let payload = "x".repeat(900);
+    store(&server, &api, objects).await?;
+    list_raw(&client).await?;
+    list_typed(&api).await?;
+    reflector_sync(&api).await?;
+    fan_out(&api).await?;
+    server.shutdown().await?;
+    Ok(())
+}
 
+/// Create the objects through the library handle; report rate and memory.
+async fn store(server: &TestServer, api: &Api<ConfigMap>, objects: usize) -> Result<()> {
+    let payload = "x".repeat(900);
     let rss_before = rss_bytes();
     let t = Instant::now();
     for i in 0..objects {
         server.handle().create(json!({
             "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": format!("cm-{i:06}"), "namespace": "default", "labels": {"bench": "true", "shard": format!("{}", i % 10)}},
+            "metadata": {"name": format!("cm-{i:06}"), "namespace": "default",
+                         "labels": {"bench": "true", "shard": format!("{}", i % 10)}},
             "data": {"payload": payload},
         }))?;
     }
-    let store_time = t.elapsed();
-    let rss_after = rss_bytes();
+    let took = t.elapsed();
+    let grown = rss_bytes().saturating_sub(rss_before);
     let one = api.get("cm-000000").await?;
-    let object_json = serde_json::to_vec(&one)?.len();
-    println!("objects: {objects} ConfigMaps of {object_json} bytes of JSON each");
+    let size = serde_json::to_vec(&one)?.len();
+    println!("objects: {objects} ConfigMaps of {size} bytes of JSON each");
     println!(
         "store (in-process create): {:.0} objects/s ({:.2} s)",
-        rate(objects, store_time),
-        store_time.as_secs_f64()
+        rate(objects, took),
+        took.as_secs_f64()
     );
     println!(
         "memory: {:.0} bytes per stored object (RSS growth {:.1} MiB)",
-        (rss_after.saturating_sub(rss_before)) as f64 / objects as f64,
-        rss_after.saturating_sub(rss_before) as f64 / 1_048_576.0
+        ratio(grown, objects),
+        ratio(grown, 1_048_576)
     );
+    Ok(())
+}
 
-    // Paginated list over HTTP, body only (the server's throughput, no client-side decoding).
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                char::from(b).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+/// Paginated list over HTTP, decoded only as `serde_json::Value` (the server's throughput).
+async fn list_raw(client: &kube::Client) -> Result<()> {
     let t = Instant::now();
     let mut token: Option<String> = None;
     let mut listed = 0usize;
@@ -98,49 +130,60 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             break;
         }
     }
-    let raw_list = t.elapsed();
+    let took = t.elapsed();
     println!(
         "list, pages of {PAGE}, raw HTTP + serde_json::Value: {:.0} objects/s ({listed} in {:.2} s)",
-        rate(listed, raw_list),
-        raw_list.as_secs_f64()
+        rate(listed, took),
+        took.as_secs_f64()
     );
+    Ok(())
+}
 
-    // The same through kube-rs typed Api<ConfigMap>.
+/// The same list through kube-rs's typed `Api<ConfigMap>`.
+async fn list_typed(api: &Api<ConfigMap>) -> Result<()> {
     let t = Instant::now();
     let mut lp = ListParams::default().limit(PAGE);
-    let mut typed = 0usize;
+    let mut listed = 0usize;
     loop {
         let page = api.list(&lp).await?;
-        typed += page.items.len();
+        listed += page.items.len();
         match page.metadata.continue_ {
             Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
             _ => break,
         }
     }
-    let typed_list = t.elapsed();
+    let took = t.elapsed();
     println!(
-        "list, pages of {PAGE}, kube-rs Api<ConfigMap>: {:.0} objects/s ({typed} in {:.2} s)",
-        rate(typed, typed_list),
-        typed_list.as_secs_f64()
+        "list, pages of {PAGE}, kube-rs Api<ConfigMap>: {:.0} objects/s ({listed} in {:.2} s)",
+        rate(listed, took),
+        took.as_secs_f64()
     );
+    Ok(())
+}
 
-    // Reflector initial sync.
+/// A kube-rs reflector's initial sync.
+async fn reflector_sync(api: &Api<ConfigMap>) -> Result<()> {
     let t = Instant::now();
     let (reader, writer) = reflector::store();
     let mut stream = reflector(writer, watcher(api.clone(), watcher::Config::default()))
         .applied_objects()
         .boxed();
-    let sync = tokio::spawn(async move { while stream.next().await.is_some() {} });
-    reader.wait_until_ready().await?;
-    let sync_time = t.elapsed();
+    let drive = async { while stream.next().await.is_some() {} };
+    tokio::select! {
+        () = drive => return Err("the reflector stream ended".into()),
+        ready = reader.wait_until_ready() => ready?,
+    }
+    let took = t.elapsed();
     println!(
         "reflector sync: {:.2} s for {} objects",
-        sync_time.as_secs_f64(),
+        took.as_secs_f64(),
         reader.state().len()
     );
-    sync.abort();
+    Ok(())
+}
 
-    // Watch fan-out: 10 watchers, 1,000 updates.
+/// Watch fan-out: 10 watchers of one object, 1,000 updates to it.
+async fn fan_out(api: &Api<ConfigMap>) -> Result<()> {
     let rv = api
         .list(&ListParams::default().limit(1))
         .await?
@@ -149,61 +192,41 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_default();
     let mut watchers = Vec::new();
     for _ in 0..WATCHERS {
-        let w = api
-            .watch(
-                &WatchParams::default().fields("metadata.name=cm-000001"),
-                &rv,
-            )
-            .await?
-            .boxed();
-        watchers.push(w);
+        let params = WatchParams::default().fields("metadata.name=cm-000001");
+        watchers.push(api.watch(&params, &rv).await?.boxed());
     }
     let t = Instant::now();
-    let counting: Vec<_> = watchers
-        .into_iter()
-        .map(|mut w| {
-            tokio::spawn(async move {
-                let mut n = 0usize;
-                while n < UPDATES {
-                    match w.next().await {
-                        Some(Ok(WatchEvent::Modified(_))) => n += 1,
-                        Some(_) => {}
-                        None => break,
-                    }
-                }
-                n
-            })
-        })
-        .collect();
-    for i in 0..UPDATES {
-        api.patch(
-            "cm-000001",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"n": i.to_string()}})),
-        )
-        .await?;
-    }
-    let mut delivered = 0;
-    for c in counting {
-        delivered += c.await?;
-    }
-    let fanout = t.elapsed();
+    let count = |mut w: futures::stream::BoxStream<
+        'static,
+        kube::Result<WatchEvent<ConfigMap>>,
+    >| async move {
+        let mut n = 0usize;
+        while n < UPDATES {
+            match w.next().await {
+                Some(Ok(WatchEvent::Modified(_))) => n += 1,
+                Some(_) => {}
+                None => break,
+            }
+        }
+        n
+    };
+    let counting = futures::future::join_all(watchers.into_iter().map(count));
+    let updating = async {
+        for i in 0..UPDATES {
+            let patch = Patch::Merge(json!({"data": {"n": i.to_string()}}));
+            api.patch("cm-000001", &PatchParams::default(), &patch)
+                .await?;
+        }
+        Ok::<(), kube::Error>(())
+    };
+    let (counts, updated) = tokio::join!(counting, updating);
+    updated?;
+    let delivered: usize = counts.iter().sum();
+    let took = t.elapsed();
     println!(
         "watch fan-out: {UPDATES} updates x {WATCHERS} watchers = {delivered} events in {:.2} s: {:.0} events/s",
-        fanout.as_secs_f64(),
-        rate(delivered, fanout)
+        took.as_secs_f64(),
+        rate(delivered, took)
     );
-    server.shutdown().await?;
     Ok(())
-}
-
-fn percent_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                char::from(b).to_string()
-            }
-            other => format!("%{other:02X}"),
-        })
-        .collect()
 }
