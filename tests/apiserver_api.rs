@@ -418,3 +418,103 @@ async fn discovery_lists_every_built_in_resource() {
         );
     }
 }
+
+#[tokio::test]
+async fn replace_status_changes_only_status_and_delete_collection_honours_selectors() {
+    let (_s, client) = server().await;
+    let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": []}}}
+    }))
+    .unwrap();
+    let mut created = api.create(&PostParams::default(), &d).await.unwrap();
+    created.status = Some(serde_json::from_value(json!({"readyReplicas": 2})).unwrap());
+    created.metadata.labels = Some(BTreeMap::from([("ignored".into(), "yes".into())]));
+    let replaced = api
+        .replace_status("web", &PostParams::default(), &created)
+        .await
+        .unwrap();
+    assert_eq!(replaced.status.unwrap().ready_replicas, Some(2));
+    assert_eq!(
+        replaced.metadata.labels, None,
+        "status updates ignore metadata changes"
+    );
+
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    for (n, app) in [("a", "web"), ("b", "db"), ("c", "web")] {
+        let mut c = cm(n);
+        c.metadata.labels = Some(BTreeMap::from([("app".into(), app.into())]));
+        cms.create(&PostParams::default(), &c).await.unwrap();
+    }
+    cms.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels("app=web"),
+    )
+    .await
+    .unwrap();
+    let left = cms.list(&ListParams::default()).await.unwrap();
+    assert_eq!(left.items.len(), 1);
+    assert_eq!(left.items[0].metadata.name.as_deref(), Some("b"));
+}
+
+#[tokio::test]
+async fn leases_and_events_are_created_by_update_but_configmaps_are_not() {
+    let (_s, client) = server().await;
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "default");
+    let lease = serde_json::from_value(
+        json!({"metadata": {"name": "leader"}, "spec": {"holderIdentity": "me"}}),
+    )
+    .unwrap();
+    let created = leases
+        .replace("leader", &PostParams::default(), &lease)
+        .await
+        .unwrap();
+    assert_eq!(created.spec.unwrap().holder_identity.as_deref(), Some("me"));
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let err = status_of(
+        cms.replace("a", &PostParams::default(), &cm("a"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 404);
+}
+
+#[tokio::test]
+async fn event_and_secret_field_selectors_match_like_kube_apiserver() {
+    let (_s, client) = server().await;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "default");
+    for (n, kind, reason) in [
+        ("e1", "Pod", "Started"),
+        ("e2", "CronJob", "SawCompletedJob"),
+    ] {
+        let ev = serde_json::from_value(json!({
+            "metadata": {"name": n},
+            "involvedObject": {"kind": kind, "name": "x", "namespace": "default"},
+            "reason": reason, "type": "Normal", "source": {"component": "kubelet"}
+        }))
+        .unwrap();
+        events.create(&PostParams::default(), &ev).await.unwrap();
+    }
+    let got = events
+        .list(
+            &ListParams::default().fields("involvedObject.kind=CronJob,type=Normal,source=kubelet"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(got.items.len(), 1);
+    assert_eq!(got.items[0].reason.as_deref(), Some("SawCompletedJob"));
+
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client, "default");
+    let s =
+        serde_json::from_value(json!({"metadata": {"name": "tls"}, "type": "kubernetes.io/tls"}))
+            .unwrap();
+    secrets.create(&PostParams::default(), &s).await.unwrap();
+    let tls = secrets
+        .list(&ListParams::default().fields("type=kubernetes.io/tls"))
+        .await
+        .unwrap();
+    assert_eq!(tls.items.len(), 1);
+}
