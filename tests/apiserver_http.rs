@@ -163,8 +163,8 @@ async fn discovery_documents_have_the_shapes_clients_parse() {
     assert_eq!(pods_status["verbs"], json!(["get", "patch", "update"]));
     let (_, version) = call(&r, get("/version")).await;
     assert_eq!(version["major"], "1");
-    let (code, _) = call(&r, get("/apis/nope")).await;
-    assert_eq!(code, StatusCode::NOT_FOUND);
+    let (unknown_group, _) = call(&r, get("/apis/nope")).await;
+    assert_eq!(unknown_group, StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]
