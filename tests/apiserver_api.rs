@@ -271,6 +271,17 @@ async fn server_side_apply_creates_merges_and_records_managed_fields() {
     let data = merged.data.unwrap();
     assert_eq!((data["a"].as_str(), data["b"].as_str()), ("1", "2"));
     assert_eq!(merged.metadata.managed_fields.unwrap().len(), 2);
+    // Re-applying without a field this manager alone applied removes it.
+    let fewer =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {}});
+    let pruned = api.patch("ssa", &pp, &Patch::Apply(&fewer)).await.unwrap();
+    let data = pruned.data.unwrap_or_default();
+    assert_eq!(data.get("a"), None, "a was applied only by tester");
+    assert_eq!(
+        data.get("b").map(String::as_str),
+        Some("2"),
+        "b belongs to other"
+    );
 }
 
 #[tokio::test]
