@@ -529,3 +529,39 @@ async fn event_and_secret_field_selectors_match_like_kube_apiserver() {
         .unwrap();
     assert_eq!(tls.items.len(), 1);
 }
+
+#[tokio::test]
+async fn events_written_through_events_k8s_io_are_read_as_core_events_and_back() {
+    let (_s, client) = server().await;
+    let v1: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), "default");
+    let core: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client, "default");
+    let ev = serde_json::from_value(json!({
+        "metadata": {"name": "e1"},
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "regarding": {"kind": "Pod", "name": "p", "namespace": "default"},
+        "note": "pulled", "reason": "Pulled", "type": "Normal", "action": "Pull",
+        "reportingController": "kubelet", "reportingInstance": "node-1"
+    }))
+    .unwrap();
+    v1.create(&PostParams::default(), &ev).await.unwrap();
+    let seen = core.get("e1").await.unwrap();
+    assert_eq!(seen.message.as_deref(), Some("pulled"));
+    assert_eq!(seen.involved_object.kind.as_deref(), Some("Pod"));
+    assert_eq!(seen.reporting_component.as_deref(), Some("kubelet"));
+    let by_kind = core
+        .list(&ListParams::default().fields("involvedObject.kind=Pod"))
+        .await
+        .unwrap();
+    assert_eq!(by_kind.items.len(), 1);
+    core.patch(
+        "e1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"count": 2, "message": "again"})),
+    )
+    .await
+    .unwrap();
+    let back = v1.get("e1").await.unwrap();
+    assert_eq!(back.note.as_deref(), Some("again"));
+    assert_eq!(back.deprecated_count, Some(2));
+    assert_eq!(back.regarding.unwrap().name.as_deref(), Some("p"));
+}

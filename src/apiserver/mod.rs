@@ -11,6 +11,7 @@
 //! injection and counters), [`server`] (state, router, run loop).
 
 pub mod cli;
+pub mod conversion;
 pub mod crd;
 mod debug;
 pub mod discovery;

@@ -183,7 +183,7 @@ pub(super) fn apply(ctx: &Ctx, body: &[u8], target: Target) -> ApiResult<Respons
     } else {
         StatusCode::OK
     };
-    Ok(json_bytes(code, written.stored.json.clone()))
+    Ok(json_bytes(code, ctx.rt.view_bytes(&written.stored)))
 }
 
 #[cfg(test)]

@@ -65,5 +65,8 @@ pub(super) fn patch(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
         }
         _ => return Err(ApiError::unsupported_patch(!ctx.rt.custom)),
     };
-    Ok(json_bytes(StatusCode::OK, written.stored.json.clone()))
+    Ok(json_bytes(
+        StatusCode::OK,
+        ctx.rt.view_bytes(&written.stored),
+    ))
 }

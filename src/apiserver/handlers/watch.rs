@@ -72,7 +72,7 @@ fn error_line(err: &ApiError) -> Bytes {
 impl Watch {
     fn event(&mut self, kind: &str, obj: &Stored) {
         let bytes = match &self.encoding {
-            Encoding::Object => line(kind, &obj.json),
+            Encoding::Object => line(kind, &self.rt.view_bytes(obj)),
             Encoding::Table(include) => {
                 let t = table::build(
                     &self.rt,
@@ -210,7 +210,7 @@ pub(super) fn watch(ctx: &Ctx) -> ApiResult<Response> {
         (Some(false), None | Some(0)) => Some(ctx.app.store.current_rv()),
         (_, Some(r)) => Some(r),
     };
-    let start = match ctx.app.store.watch(&ctx.rt.key(), from) {
+    let start = match ctx.app.store.watch(&ctx.rt.storage_key(), from) {
         Ok(start) => start,
         // Like the watch cache: 200, then one ERROR event with 410, so clients relist.
         Err(err) => return Ok(stream_response(Body::from(error_line(&err)))),
@@ -235,7 +235,7 @@ pub(super) fn watch(ctx: &Ctx) -> ApiResult<Response> {
         pending: VecDeque::new(),
         receiver: start.receiver,
         filter,
-        resource: ctx.rt.key(),
+        resource: ctx.rt.storage_key(),
         rt: ctx.rt.clone(),
         encoding,
         last_rv: start.rv,
