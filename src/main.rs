@@ -36,7 +36,7 @@ enum Command {
     /// Get or list objects through the cache tree, exactly as a controller would see them.
     Cache(NotYet),
     /// Replay an event stream (JSON lines) through the recorder on a virtual clock.
-    Simulate(NotYet),
+    Simulate(informant::recorder::simulate::Args),
 }
 
 /// Arguments of a subcommand that is not implemented yet.
@@ -85,6 +85,25 @@ fn validate(args: &ValidateArgs) -> ExitCode {
             ExitCode::from(exit_code::USAGE)
         }
     }
+}
+
+/// `informant simulate`: the correlator options come from `--config` (if given), then the
+/// flags; a config that cannot be read exits 66, an invalid one 64.
+fn simulate(args: &informant::recorder::simulate::Args) -> ExitCode {
+    let base = match &args.config {
+        None => informant::recorder::CorrelatorOptions::default(),
+        Some(path) => match informant::config::load(path) {
+            Ok(valid) => valid.recorder.correlator,
+            Err(e) => {
+                eprintln!("informant simulate: {}", error_chain(&e));
+                return ExitCode::from(match e {
+                    informant::config::Error::Read { .. } => exit_code::NO_INPUT,
+                    _ => exit_code::USAGE,
+                });
+            }
+        },
+    };
+    ExitCode::from(informant::recorder::simulate::cli(args, base))
 }
 
 /// An error and its sources, joined with ": " (each layer's Display covers only itself).
@@ -179,6 +198,6 @@ fn main() -> ExitCode {
         Command::Validate(args) => validate(&args),
         Command::Explain(_) => not_yet("explain"),
         Command::Cache(_) => not_yet("cache"),
-        Command::Simulate(_) => not_yet("simulate"),
+        Command::Simulate(args) => simulate(&args),
     }
 }
