@@ -282,6 +282,28 @@ async fn server_side_apply_creates_merges_and_records_managed_fields() {
         Some("2"),
         "b belongs to other"
     );
+    // Changing a field another apply manager owns conflicts, unless forced.
+    let steal = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"b": "3"}});
+    let err = status_of(
+        api.patch("ssa", &pp, &Patch::Apply(&steal))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 409);
+    assert!(
+        err.message.contains("conflict with \"other\": .data.b"),
+        "{}",
+        err.message
+    );
+    let forced = api
+        .patch(
+            "ssa",
+            &PatchParams::apply("tester").force(),
+            &Patch::Apply(&steal),
+        )
+        .await
+        .unwrap();
+    assert_eq!(forced.data.unwrap()["b"], "3");
 }
 
 #[tokio::test]

@@ -145,6 +145,72 @@ fn prune(obj: &mut Value, previous: &Value, now: &Value, others: &[Value]) {
     }
 }
 
+/// The leaf paths of a `fieldsV1` set (`["data", "a"]`).
+fn leaves(set: &Value, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    let Some(map) = set.as_object() else { return };
+    if map.is_empty() && !prefix.is_empty() {
+        out.push(prefix.clone());
+        return;
+    }
+    for (fkey, sub) in map {
+        if let Some(key) = fkey.strip_prefix("f:") {
+            prefix.push(key.to_string());
+            leaves(sub, prefix, out);
+            prefix.pop();
+        }
+    }
+}
+
+fn owns(set: &Value, path: &[String]) -> bool {
+    let mut cur = set;
+    for key in path {
+        match cur.get(format!("f:{key}")) {
+            Some(next) => cur = next,
+            None => return false,
+        }
+    }
+    true
+}
+
+fn at<'a>(v: &'a Value, path: &[String]) -> Option<&'a Value> {
+    path.iter().try_fold(v, |cur, key| cur.get(key))
+}
+
+/// Fields `applied` sets to a value other than the live one while another apply manager owns
+/// them: `(manager, .path)` pairs.
+fn conflicts(
+    live: &Value,
+    applied: &Value,
+    manager: &str,
+    target: Target,
+) -> Vec<(String, String)> {
+    let sub = subresource_of(target);
+    let mut paths = Vec::new();
+    leaves(&fields_of(applied, true), &mut Vec::new(), &mut paths);
+    let mut out = Vec::new();
+    for entry in live["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let other = entry["manager"].as_str().unwrap_or_default();
+        if other == manager || entry["operation"] != "Apply" || entry["subresource"].as_str() != sub
+        {
+            continue;
+        }
+        for path in &paths {
+            // An empty map applied owns the key, not the contents: no value to conflict on.
+            if at(applied, path).is_some_and(Value::is_object) {
+                continue;
+            }
+            if owns(&entry["fieldsV1"], path) && at(live, path) != at(applied, path) {
+                out.push((other.to_string(), format!(".{}", path.join("."))));
+            }
+        }
+    }
+    out
+}
+
 /// Server-side apply of a whole object: create when absent, otherwise merge the applied fields
 /// into the live object; record the manager in managedFields.
 pub(super) fn apply(ctx: &Ctx, body: &[u8], target: Target) -> ApiResult<Response> {
@@ -165,10 +231,27 @@ pub(super) fn apply(ctx: &Ctx, body: &[u8], target: Target) -> ApiResult<Respons
         m.remove("managedFields");
     }
     let typed = !ctx.rt.custom;
+    let force = ctx.query.force;
     let written = modify(ctx, target, |cur| {
         let mut out = match cur {
             None => applied.clone(),
             Some(live) => {
+                let found = conflicts(live, &applied, &manager, target);
+                if !found.is_empty() && !force {
+                    let list: Vec<String> = found
+                        .iter()
+                        .map(|(m, p)| format!("conflict with \"{m}\": {p}"))
+                        .collect();
+                    let mut err =
+                        ApiError::conflict(&ctx.rt.group, &ctx.rt.plural, &ctx.key().name);
+                    err.message = format!(
+                        "Apply failed with {} conflict{}: {}",
+                        found.len(),
+                        if found.len() == 1 { "" } else { "s" },
+                        list.join("; ")
+                    );
+                    return Err(err);
+                }
                 let mut v = live.clone();
                 strategic::merge(&mut v, &applied, typed);
                 remove_dropped_fields(&mut v, live, &applied, &manager, target);
@@ -212,6 +295,29 @@ mod tests {
             obj["metadata"]["managedFields"].as_array().unwrap().len(),
             2
         );
+    }
+
+    #[test]
+    fn applying_a_different_value_to_a_field_another_manager_applied_conflicts() {
+        let mut live = json!({"apiVersion": "v1", "metadata": {}, "data": {"a": "1", "b": "2"}});
+        set_managed_fields(
+            &mut live,
+            &json!({"data": {"a": "1"}}),
+            "other",
+            Target::Main,
+        );
+        let same = conflicts(&live, &json!({"data": {"a": "1"}}), "me", Target::Main);
+        assert!(
+            same.is_empty(),
+            "the same value is shared ownership, not a conflict"
+        );
+        let differs = conflicts(
+            &live,
+            &json!({"data": {"a": "9", "b": "2"}}),
+            "me",
+            Target::Main,
+        );
+        assert_eq!(differs, [("other".to_string(), ".data.a".to_string())]);
     }
 
     #[test]
