@@ -95,8 +95,10 @@ k -n demo apply --server-side -f config/samples/by-object.yaml
 expect_eq "server-side apply created the object" "by-object" "$(k -n demo get cc by-object -o jsonpath='{.metadata.name}')"
 expect_eq "managedFields names kubectl's field manager" "kubectl Apply" \
   "$(k -n demo get cc by-object --show-managed-fields -o jsonpath='{.metadata.managedFields[0].manager} {.metadata.managedFields[0].operation}')"
+rv_before=$(k -n demo get cc by-object -o jsonpath='{.metadata.resourceVersion}')
 k -n demo apply --server-side -f config/samples/by-object.yaml
-expect_eq "a repeated apply changes nothing" "1" "$(k -n demo get cc by-object -o jsonpath='{.metadata.generation}')"
+expect_eq "a repeated identical apply changes nothing (same resourceVersion)" "$rv_before" \
+  "$(k -n demo get cc by-object -o jsonpath='{.metadata.resourceVersion}')"
 
 step "get -w sees ADDED, MODIFIED, DELETED"
 # /debug/requests counts requests per verb and resource; a new WATCH means kubectl is watching.

@@ -68,11 +68,19 @@ pub(super) fn set_managed_fields(obj: &mut Value, applied: &Value, manager: &str
         .as_array()
         .cloned()
         .unwrap_or_default();
-    list.retain(|e| {
-        !(e["manager"] == manager
+    let mine = |e: &Value| {
+        e["manager"] == manager
             && e["operation"] == "Apply"
-            && e["subresource"].as_str() == subresource)
-    });
+            && e["subresource"].as_str() == subresource
+    };
+    // An unchanged field set keeps its time, so a repeated identical apply is a no-op.
+    if let Some(previous) = list.iter().find(|e| mine(e))
+        && previous["fieldsV1"] == entry["fieldsV1"]
+        && previous["apiVersion"] == entry["apiVersion"]
+    {
+        entry["time"] = previous["time"].clone();
+    }
+    list.retain(|e| !mine(e));
     list.push(entry);
     if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         m.insert("managedFields".into(), Value::Array(list));
