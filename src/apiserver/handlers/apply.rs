@@ -274,7 +274,7 @@ pub(super) fn apply(ctx: &Ctx, body: &[u8], target: Target) -> ApiResult<Respons
     } else {
         StatusCode::OK
     };
-    Ok(json_bytes(code, ctx.rt.view_bytes(&written.stored)))
+    Ok(json_bytes(code, ctx.render_bytes(&written.stored)))
 }
 
 #[cfg(test)]

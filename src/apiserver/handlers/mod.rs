@@ -23,7 +23,7 @@ use super::registry::ResourceType;
 use super::route::{self, ResourcePath, Route};
 use super::server::App;
 use super::status::{ApiError, ApiResult};
-use super::store::ObjKey;
+use super::store::{ObjKey, Stored};
 use super::{debug, discovery, openapi, protobuf};
 
 /// Everything a verb handler needs about its request.
@@ -58,6 +58,25 @@ impl Ctx {
             .is_some_and(|a| a.contains("as=Table"))
     }
 
+    /// Whether the client asked for `meta.k8s.io/v1` `PartialObjectMetadata` (kube-rs metadata
+    /// APIs, metadata-only informers).
+    pub fn wants_metadata(&self) -> bool {
+        self.headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.contains("as=PartialObjectMetadata"))
+    }
+
+    /// A stored object rendered as the client asked: as this resource presents it, or its
+    /// `PartialObjectMetadata`.
+    pub fn render_bytes(&self, stored: &Stored) -> Bytes {
+        if self.wants_metadata() {
+            Bytes::from(serde_json::to_vec(&partial_metadata(&stored.value)).unwrap_or_default())
+        } else {
+            self.rt.view_bytes(stored)
+        }
+    }
+
     /// The request's content type, without parameters.
     pub fn content_type(&self) -> &str {
         self.headers
@@ -66,6 +85,15 @@ impl Ctx {
             .and_then(|v| v.split(';').next())
             .map_or("application/json", str::trim)
     }
+}
+
+/// The `PartialObjectMetadata` of an object.
+pub(crate) fn partial_metadata(obj: &Value) -> Value {
+    serde_json::json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata").cloned().unwrap_or(Value::Null),
+    })
 }
 
 /// A JSON response from pre-serialized bytes.

@@ -67,6 +67,6 @@ pub(super) fn patch(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     };
     Ok(json_bytes(
         StatusCode::OK,
-        ctx.rt.view_bytes(&written.stored),
+        ctx.render_bytes(&written.stored),
     ))
 }

@@ -34,7 +34,7 @@ pub(super) fn get(ctx: &Ctx) -> ApiResult<Response> {
         );
         return Ok(json_value(StatusCode::OK, &t));
     }
-    Ok(json_bytes(StatusCode::OK, ctx.rt.view_bytes(&obj)))
+    Ok(json_bytes(StatusCode::OK, ctx.render_bytes(&obj)))
 }
 
 /// The position a continue token encodes: the snapshot's resourceVersion and the last key sent.
@@ -179,13 +179,20 @@ pub(super) fn list(ctx: &Ctx) -> ApiResult<Response> {
     if let Some(t) = &token {
         meta["continue"] = serde_json::Value::String(t.clone());
     }
-    let head = serde_json::json!({
-        "kind": format!("{}List", ctx.rt.kind),
-        "apiVersion": ctx.rt.api_version(ctx.version()),
-        "metadata": meta,
-    });
+    let (kind, api_version) = if ctx.wants_metadata() {
+        (
+            "PartialObjectMetadataList".to_string(),
+            "meta.k8s.io/v1".to_string(),
+        )
+    } else {
+        (
+            format!("{}List", ctx.rt.kind),
+            ctx.rt.api_version(ctx.version()),
+        )
+    };
+    let head = serde_json::json!({"kind": kind, "apiVersion": api_version, "metadata": meta});
     let head = serde_json::to_vec(&head).unwrap_or_default();
-    let views: Vec<bytes::Bytes> = items.iter().map(|o| ctx.rt.view_bytes(o)).collect();
+    let views: Vec<bytes::Bytes> = items.iter().map(|o| ctx.render_bytes(o)).collect();
     let size: usize = views.iter().map(|o| o.len() + 1).sum();
     let mut body = Vec::with_capacity(head.len() + size + 16);
     // `head` is an object: reopen it to append "items".

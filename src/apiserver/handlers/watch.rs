@@ -33,6 +33,8 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_mins(30);
 enum Encoding {
     /// The object as stored.
     Object,
+    /// Its `PartialObjectMetadata` (metadata-only watches).
+    Metadata,
     /// A one-row `meta.k8s.io/v1` Table (kubectl get -w).
     Table(Option<String>),
 }
@@ -73,6 +75,10 @@ impl Watch {
     fn event(&mut self, kind: &str, obj: &Stored) {
         let bytes = match &self.encoding {
             Encoding::Object => line(kind, &self.rt.view_bytes(obj)),
+            Encoding::Metadata => line(
+                kind,
+                &serde_json::to_vec(&super::partial_metadata(&obj.value)).unwrap_or_default(),
+            ),
             Encoding::Table(include) => {
                 let t = table::build(
                     &self.rt,
@@ -228,6 +234,8 @@ pub(super) fn watch(ctx: &Ctx) -> ApiResult<Response> {
     });
     let encoding = if ctx.wants_table() {
         Encoding::Table(query.include_object.clone())
+    } else if ctx.wants_metadata() {
+        Encoding::Metadata
     } else {
         Encoding::Object
     };

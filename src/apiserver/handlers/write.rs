@@ -86,7 +86,7 @@ pub(super) fn create(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
         return Ok(json_value(StatusCode::CREATED, &obj));
     }
     let stored = insert(&ctx.app, &ctx.rt, &key, obj)?;
-    Ok(json_bytes(StatusCode::CREATED, ctx.rt.view_bytes(&stored)))
+    Ok(json_bytes(StatusCode::CREATED, ctx.render_bytes(&stored)))
 }
 
 /// The result of a read-modify-write.
@@ -164,7 +164,7 @@ pub(super) fn update(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     } else {
         StatusCode::OK
     };
-    Ok(json_bytes(code, ctx.rt.view_bytes(&written.stored)))
+    Ok(json_bytes(code, ctx.render_bytes(&written.stored)))
 }
 
 fn check_preconditions(
@@ -241,7 +241,7 @@ pub(super) fn delete(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
             .store
             .get(&ctx.rt.storage_key(), &key)
             .ok_or_else(|| ApiError::not_found(&ctx.rt.group, &ctx.rt.plural, &key.name))?;
-        return Ok(json_bytes(StatusCode::OK, ctx.rt.view_bytes(&cur)));
+        return Ok(json_bytes(StatusCode::OK, ctx.render_bytes(&cur)));
     }
     let (stored, deleted) = delete_one(&ctx.app, &ctx.rt, &key, &opts)?;
     let code = if deleted {
@@ -249,7 +249,7 @@ pub(super) fn delete(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     } else {
         StatusCode::ACCEPTED
     };
-    Ok(json_bytes(code, ctx.rt.view_bytes(&stored)))
+    Ok(json_bytes(code, ctx.render_bytes(&stored)))
 }
 
 /// DELETE a collection (with selectors): the list of deleted objects.
