@@ -182,3 +182,49 @@ async fn openapi_v3_publishes_crd_schemas_with_their_group_version_kind() {
         "Widget"
     );
 }
+
+#[tokio::test]
+async fn aggregated_discovery_is_served_when_asked_for_with_its_media_type() {
+    let r = router_with(vec![widget_crd()]).await;
+    let accept =
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+    let req = Request::get("/apis")
+        .header("accept", accept)
+        .body(Body::empty())
+        .unwrap();
+    let resp = r.clone().oneshot(req).await.unwrap();
+    let content_type = resp.headers()["content-type"].to_str().unwrap().to_string();
+    assert!(
+        content_type.contains("as=APIGroupDiscoveryList"),
+        "{content_type}"
+    );
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let doc: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(doc["kind"], "APIGroupDiscoveryList");
+    let widgets = doc["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["metadata"]["name"] == "example.com")
+        .unwrap();
+    let res = &widgets["versions"][0]["resources"][0];
+    assert_eq!(
+        (res["resource"].as_str(), res["scope"].as_str()),
+        (Some("widgets"), Some("Namespaced"))
+    );
+    let req = Request::get("/api")
+        .header("accept", accept)
+        .body(Body::empty())
+        .unwrap();
+    let (_, core) = call(&r, req).await;
+    let names: Vec<&str> = core["items"][0]["versions"][0]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["resource"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"pods") && names.contains(&"namespaces"),
+        "{names:?}"
+    );
+}

@@ -35,8 +35,9 @@
 //! and `propagationPolicy` have no effect) and no controllers; namespaces are deleted at once
 //! (no `Terminating` phase; finalizers of their objects are not waited for); server-side apply
 //! tracks only apply managers (no `Update` entries); no `/scale` or other subresources than
-//! `/status`; no aggregated discovery (clients fall back to the legacy documents).
+//! `/status`.
 
+pub mod aggregated;
 pub mod cli;
 pub mod conversion;
 pub mod crd;

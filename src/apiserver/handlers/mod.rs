@@ -24,7 +24,7 @@ use super::route::{self, ResourcePath, Route};
 use super::server::App;
 use super::status::{ApiError, ApiResult};
 use super::store::{ObjKey, Stored};
-use super::{debug, discovery, openapi, protobuf};
+use super::{aggregated, debug, discovery, openapi, protobuf};
 
 /// Everything a verb handler needs about its request.
 #[derive(Debug)]
@@ -140,6 +140,10 @@ pub async fn dispatch(app: Arc<App>, req: Request<Body>) -> Response {
     let (parts, body) = req.into_parts();
     match route::parse(parts.uri.path()) {
         Route::Version => discovery::version(),
+        Route::CoreVersions if aggregated::wanted(&parts.headers) => {
+            aggregated::document(&app, true)
+        }
+        Route::Groups if aggregated::wanted(&parts.headers) => aggregated::document(&app, false),
         Route::CoreVersions => discovery::core_versions(&app),
         Route::Groups => discovery::groups(&app),
         Route::Group(g) => discovery::group(&app, &g),
