@@ -587,3 +587,38 @@ async fn events_written_through_events_k8s_io_are_read_as_core_events_and_back()
     assert_eq!(back.deprecated_count, Some(2));
     assert_eq!(back.regarding.unwrap().name.as_deref(), Some("p"));
 }
+
+#[tokio::test]
+async fn dry_run_writes_answer_the_result_but_store_nothing() {
+    let (_s, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    api.create(&dry, &cm("ghost")).await.unwrap();
+    assert_eq!(status_of(api.get("ghost").await.unwrap_err()).code, 404);
+    api.create(&PostParams::default(), &cm("real"))
+        .await
+        .unwrap();
+    let pp = PatchParams {
+        dry_run: true,
+        ..PatchParams::default()
+    };
+    let previewed = api
+        .patch("real", &pp, &Patch::Merge(json!({"data": {"k": "dry"}})))
+        .await
+        .unwrap();
+    assert_eq!(previewed.data.unwrap()["k"], "dry");
+    assert_eq!(api.get("real").await.unwrap().data.unwrap()["k"], "v");
+    api.delete(
+        "real",
+        &DeleteParams {
+            dry_run: true,
+            ..DeleteParams::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(api.get("real").await.is_ok());
+}

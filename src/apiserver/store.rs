@@ -44,6 +44,12 @@ pub struct Stored {
 }
 
 impl Stored {
+    /// An object that is not stored (a dry run's answer), at resourceVersion `rv`.
+    #[must_use]
+    pub fn unsaved(value: Value, rv: u64) -> Self {
+        Self::new(value, rv)
+    }
+
     fn new(mut value: Value, rv: u64) -> Self {
         if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.insert("resourceVersion".into(), Value::String(rv.to_string()));

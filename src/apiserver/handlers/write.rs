@@ -105,6 +105,8 @@ pub(crate) fn modify(
     let rt = &ctx.rt;
     let key = ctx.key();
     let mut created = false;
+    // `dryRun=All`: everything is computed and validated, nothing is stored.
+    let mut preview: Option<(Value, u64)> = None;
     let (stored, change) = ctx
         .app
         .store
@@ -123,12 +125,21 @@ pub(crate) fn modify(
                     return Err(ApiError::not_found("", "namespaces", &key.namespace));
                 }
                 created = true;
-                return Ok(Action::Put(rt.to_storage(crd::prepare(&ctx.app, rt, obj)?)));
+                let obj = rt.to_storage(crd::prepare(&ctx.app, rt, obj)?);
+                if ctx.query.dry_run {
+                    preview = Some((obj, 0));
+                    return Ok(Action::Keep);
+                }
+                return Ok(Action::Put(obj));
             };
             let current = rt.view(&cur.value);
             let desired = compute(Some(&current))?;
             let new = prepare_update(rt, ctx.version(), &key, &current, desired, target)?;
             let new = rt.to_storage(new);
+            if ctx.query.dry_run {
+                preview = Some((crd::prepare(&ctx.app, rt, new)?, cur.rv));
+                return Ok(Action::Keep);
+            }
             if ready_to_delete(&new) {
                 return Ok(Action::Delete);
             }
@@ -137,6 +148,12 @@ pub(crate) fn modify(
             }
             Ok(Action::Put(crd::prepare(&ctx.app, rt, new)?))
         })?;
+    if let Some((value, rv)) = preview {
+        return Ok(Written {
+            stored: Arc::new(Stored::unsaved(value, rv)),
+            created,
+        });
+    }
     let stored = stored.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, &key.name))?;
     if let Some(kind) = change {
         after_change(&ctx.app, rt, kind, &stored);
@@ -235,7 +252,8 @@ fn delete_options(ctx: &Ctx, body: &[u8]) -> ApiResult<Value> {
 pub(super) fn delete(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     let opts = delete_options(ctx, body)?;
     let key = ctx.key();
-    if ctx.query.dry_run {
+    let dry_run = ctx.query.dry_run || opts["dryRun"].as_array().is_some_and(|a| !a.is_empty());
+    if dry_run {
         let cur = ctx
             .app
             .store
