@@ -271,6 +271,39 @@ async fn server_side_apply_creates_merges_and_records_managed_fields() {
     let data = merged.data.unwrap();
     assert_eq!((data["a"].as_str(), data["b"].as_str()), ("1", "2"));
     assert_eq!(merged.metadata.managed_fields.unwrap().len(), 2);
+    // Re-applying without a field this manager alone applied removes it.
+    let fewer =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {}});
+    let pruned = api.patch("ssa", &pp, &Patch::Apply(&fewer)).await.unwrap();
+    let data = pruned.data.unwrap_or_default();
+    assert_eq!(data.get("a"), None, "a was applied only by tester");
+    assert_eq!(
+        data.get("b").map(String::as_str),
+        Some("2"),
+        "b belongs to other"
+    );
+    // Changing a field another apply manager owns conflicts, unless forced.
+    let steal = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"b": "3"}});
+    let err = status_of(
+        api.patch("ssa", &pp, &Patch::Apply(&steal))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 409);
+    assert!(
+        err.message.contains("conflict with \"other\": .data.b"),
+        "{}",
+        err.message
+    );
+    let forced = api
+        .patch(
+            "ssa",
+            &PatchParams::apply("tester").force(),
+            &Patch::Apply(&steal),
+        )
+        .await
+        .unwrap();
+    assert_eq!(forced.data.unwrap()["b"], "3");
 }
 
 #[tokio::test]
@@ -417,4 +450,175 @@ async fn discovery_lists_every_built_in_resource() {
             "{g}/{v} {k}"
         );
     }
+}
+
+#[tokio::test]
+async fn replace_status_changes_only_status_and_delete_collection_honours_selectors() {
+    let (_s, client) = server().await;
+    let api: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": []}}}
+    }))
+    .unwrap();
+    let mut created = api.create(&PostParams::default(), &d).await.unwrap();
+    created.status = Some(serde_json::from_value(json!({"readyReplicas": 2})).unwrap());
+    created.metadata.labels = Some(BTreeMap::from([("ignored".into(), "yes".into())]));
+    let replaced = api
+        .replace_status("web", &PostParams::default(), &created)
+        .await
+        .unwrap();
+    assert_eq!(replaced.status.unwrap().ready_replicas, Some(2));
+    assert_eq!(
+        replaced.metadata.labels, None,
+        "status updates ignore metadata changes"
+    );
+
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    for (n, app) in [("a", "web"), ("b", "db"), ("c", "web")] {
+        let mut c = cm(n);
+        c.metadata.labels = Some(BTreeMap::from([("app".into(), app.into())]));
+        cms.create(&PostParams::default(), &c).await.unwrap();
+    }
+    cms.delete_collection(
+        &DeleteParams::default(),
+        &ListParams::default().labels("app=web"),
+    )
+    .await
+    .unwrap();
+    let left = cms.list(&ListParams::default()).await.unwrap();
+    assert_eq!(left.items.len(), 1);
+    assert_eq!(left.items[0].metadata.name.as_deref(), Some("b"));
+}
+
+#[tokio::test]
+async fn leases_and_events_are_created_by_update_but_configmaps_are_not() {
+    let (_s, client) = server().await;
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "default");
+    let lease = serde_json::from_value(
+        json!({"metadata": {"name": "leader"}, "spec": {"holderIdentity": "me"}}),
+    )
+    .unwrap();
+    let created = leases
+        .replace("leader", &PostParams::default(), &lease)
+        .await
+        .unwrap();
+    assert_eq!(created.spec.unwrap().holder_identity.as_deref(), Some("me"));
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    let err = status_of(
+        cms.replace("a", &PostParams::default(), &cm("a"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 404);
+}
+
+#[tokio::test]
+async fn event_and_secret_field_selectors_match_like_kube_apiserver() {
+    let (_s, client) = server().await;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "default");
+    for (n, kind, reason) in [
+        ("e1", "Pod", "Started"),
+        ("e2", "CronJob", "SawCompletedJob"),
+    ] {
+        let ev = serde_json::from_value(json!({
+            "metadata": {"name": n},
+            "involvedObject": {"kind": kind, "name": "x", "namespace": "default"},
+            "reason": reason, "type": "Normal", "source": {"component": "kubelet"}
+        }))
+        .unwrap();
+        events.create(&PostParams::default(), &ev).await.unwrap();
+    }
+    let got = events
+        .list(
+            &ListParams::default().fields("involvedObject.kind=CronJob,type=Normal,source=kubelet"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(got.items.len(), 1);
+    assert_eq!(got.items[0].reason.as_deref(), Some("SawCompletedJob"));
+
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client, "default");
+    let s =
+        serde_json::from_value(json!({"metadata": {"name": "tls"}, "type": "kubernetes.io/tls"}))
+            .unwrap();
+    secrets.create(&PostParams::default(), &s).await.unwrap();
+    let tls = secrets
+        .list(&ListParams::default().fields("type=kubernetes.io/tls"))
+        .await
+        .unwrap();
+    assert_eq!(tls.items.len(), 1);
+}
+
+#[tokio::test]
+async fn events_written_through_events_k8s_io_are_read_as_core_events_and_back() {
+    let (_s, client) = server().await;
+    let v1: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), "default");
+    let core: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client, "default");
+    let ev = serde_json::from_value(json!({
+        "metadata": {"name": "e1"},
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "regarding": {"kind": "Pod", "name": "p", "namespace": "default"},
+        "note": "pulled", "reason": "Pulled", "type": "Normal", "action": "Pull",
+        "reportingController": "kubelet", "reportingInstance": "node-1"
+    }))
+    .unwrap();
+    v1.create(&PostParams::default(), &ev).await.unwrap();
+    let seen = core.get("e1").await.unwrap();
+    assert_eq!(seen.message.as_deref(), Some("pulled"));
+    assert_eq!(seen.involved_object.kind.as_deref(), Some("Pod"));
+    assert_eq!(seen.reporting_component.as_deref(), Some("kubelet"));
+    let by_kind = core
+        .list(&ListParams::default().fields("involvedObject.kind=Pod"))
+        .await
+        .unwrap();
+    assert_eq!(by_kind.items.len(), 1);
+    core.patch(
+        "e1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"count": 2, "message": "again"})),
+    )
+    .await
+    .unwrap();
+    let back = v1.get("e1").await.unwrap();
+    assert_eq!(back.note.as_deref(), Some("again"));
+    assert_eq!(back.deprecated_count, Some(2));
+    assert_eq!(back.regarding.unwrap().name.as_deref(), Some("p"));
+}
+
+#[tokio::test]
+async fn dry_run_writes_answer_the_result_but_store_nothing() {
+    let (_s, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    api.create(&dry, &cm("ghost")).await.unwrap();
+    assert_eq!(status_of(api.get("ghost").await.unwrap_err()).code, 404);
+    api.create(&PostParams::default(), &cm("real"))
+        .await
+        .unwrap();
+    let pp = PatchParams {
+        dry_run: true,
+        ..PatchParams::default()
+    };
+    let previewed = api
+        .patch("real", &pp, &Patch::Merge(json!({"data": {"k": "dry"}})))
+        .await
+        .unwrap();
+    assert_eq!(previewed.data.unwrap()["k"], "dry");
+    assert_eq!(api.get("real").await.unwrap().data.unwrap()["k"], "v");
+    api.delete(
+        "real",
+        &DeleteParams {
+            dry_run: true,
+            ..DeleteParams::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(api.get("real").await.is_ok());
 }

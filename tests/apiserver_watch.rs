@@ -540,3 +540,57 @@ async fn debug_requests_reports_counters_per_verb_and_resource() {
     assert_eq!(count("get"), Some(json!(1)));
     assert_eq!(count("list"), Some(json!(1)));
 }
+
+#[tokio::test]
+async fn metadata_only_lists_gets_and_watches_answer_partial_object_metadata() {
+    let (_s, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    api.create(&PostParams::default(), &cm("a", "web"))
+        .await
+        .unwrap();
+    let list = api.list_metadata(&ListParams::default()).await.unwrap();
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(
+        list.items[0].types.as_ref().unwrap().kind,
+        "PartialObjectMetadata"
+    );
+    assert_eq!(
+        list.items[0].metadata.labels.as_ref().unwrap()["app"],
+        "web"
+    );
+    let one = api.get_metadata("a").await.unwrap();
+    assert_eq!(one.types.unwrap().api_version, "meta.k8s.io/v1");
+
+    let meta: Api<kube::core::PartialObjectMeta<ConfigMap>> = Api::namespaced(client, "default");
+    let mut events = watcher(meta, watcher::Config::default()).boxed();
+    let mut initial = Vec::new();
+    loop {
+        match tokio::time::timeout(PROMPTLY, events.try_next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+        {
+            watcher::Event::Init => {}
+            watcher::Event::InitApply(o) => initial.push(o.metadata.name.unwrap()),
+            watcher::Event::InitDone => break,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(initial, ["a"]);
+    api.create(&PostParams::default(), &cm("b", "web"))
+        .await
+        .unwrap();
+    match tokio::time::timeout(PROMPTLY, events.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+    {
+        watcher::Event::Apply(o) => {
+            assert_eq!(o.metadata.name.as_deref(), Some("b"));
+            assert_eq!(o.types.unwrap().kind, "PartialObjectMetadata");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}

@@ -98,6 +98,7 @@ pub fn resource_type(obj: &Value) -> Result<ResourceType, String> {
         fields: Vec::new(),
         printer_columns,
         custom: true,
+        storage: None,
         schema: storage["schema"]["openAPIV3Schema"]
             .as_object()
             .map(|s| Value::Object(s.clone())),

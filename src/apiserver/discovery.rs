@@ -13,7 +13,7 @@ use super::status::ApiError;
 /// The Kubernetes version the server claims: the one k8s-openapi's `v1_33` feature describes.
 pub const KUBERNETES_MINOR: &str = "33";
 
-const VERBS: &[&str] = &[
+pub(crate) const VERBS: &[&str] = &[
     "create",
     "delete",
     "deletecollection",

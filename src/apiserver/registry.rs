@@ -68,6 +68,9 @@ pub struct ResourceType {
     pub printer_columns: Vec<PrinterColumn>,
     /// Whether this is a custom resource (no strategic merge patch, like kube-apiserver).
     pub custom: bool,
+    /// Where objects are stored when another resource owns the storage (`events.k8s.io`
+    /// events live with core events); `None` for the resource's own key.
+    pub storage: Option<ResourceKey>,
     /// The `OpenAPI` v3 schema of one object, when known (CRDs).
     pub schema: Option<Value>,
 }
@@ -224,6 +227,7 @@ impl Registry {
                 fields: b.fields.to_vec(),
                 printer_columns: Vec::new(),
                 custom: false,
+                storage: (b.group == "events.k8s.io").then(|| ResourceKey::new("", "events")),
                 schema: None,
             };
             types.insert(rt.key(), Arc::new(rt));

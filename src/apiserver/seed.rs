@@ -30,7 +30,7 @@ pub(crate) fn create(app: &App, obj: Value) -> ApiResult<Value> {
     let (key, prepared) = prepare_create(&rt, &version, Some(&ns), obj)?;
     let prepared = crd::prepare(app, &rt, prepared)?;
     let stored = insert(app, &rt, &key, prepared)?;
-    Ok(stored.value.clone())
+    Ok(rt.view(&stored.value))
 }
 
 fn ensure_namespace(app: &App, ns: &str) -> ApiResult<()> {

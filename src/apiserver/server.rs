@@ -246,7 +246,7 @@ impl App {
     }
 }
 
-/// The router: every path goes through [`handlers::dispatch`].
+/// The router: every path goes through one dispatcher (route, verb, faults, handler).
 pub fn router(app: Arc<App>) -> Router {
     Router::new().fallback(serve).with_state(app)
 }

@@ -44,6 +44,12 @@ pub struct Stored {
 }
 
 impl Stored {
+    /// An object that is not stored (a dry run's answer), at resourceVersion `rv`.
+    #[must_use]
+    pub fn unsaved(value: Value, rv: u64) -> Self {
+        Self::new(value, rv)
+    }
+
     fn new(mut value: Value, rv: u64) -> Self {
         if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
@@ -117,9 +123,22 @@ struct Inner {
     rv: u64,
     tables: HashMap<ResourceKey, Objects>,
     history: VecDeque<Arc<Change>>,
-    /// Changes with an rv at or below this may be missing from the history.
+    /// Changes with an rv at or below this may be missing from the history, for every resource
+    /// (raised by [`Store::expire_history`]).
     compacted: u64,
+    /// Per resource: its changes with an rv at or below this may be missing. Tracked per
+    /// resource so that churn on one resource does not expire quiet resources' watches, as
+    /// kube-apiserver keeps one watch cache per resource.
+    compacted_by: HashMap<ResourceKey, u64>,
     snapshots: VecDeque<(ResourceKey, u64, Objects)>,
+}
+
+impl Inner {
+    /// The resourceVersion at or below which `resource`'s changes may be missing.
+    fn floor(&self, resource: &ResourceKey) -> u64 {
+        self.compacted
+            .max(self.compacted_by.get(resource).copied().unwrap_or(0))
+    }
 }
 
 /// Where a watch starts.
@@ -164,6 +183,7 @@ impl Store {
                 tables: HashMap::new(),
                 history: VecDeque::new(),
                 compacted: 0,
+                compacted_by: HashMap::new(),
                 snapshots: VecDeque::new(),
             }),
             limits,
@@ -222,10 +242,11 @@ impl Store {
         {
             return Ok(objs.clone());
         }
-        if rv < inner.compacted {
+        let floor = inner.floor(resource);
+        if rv < floor {
             return Err(ApiError::expired(format!(
                 "too old resource version: {rv} ({})",
-                inner.compacted + 1
+                floor + 1
             )));
         }
         let mut objs = inner.tables.get(resource).cloned().unwrap_or_default();
@@ -342,7 +363,8 @@ impl Store {
         inner.history.push_back(change.clone());
         while inner.history.len() > self.limits.history {
             if let Some(old) = inner.history.pop_front() {
-                inner.compacted = inner.compacted.max(old.rv);
+                let floor = inner.compacted_by.entry(old.resource.clone()).or_insert(0);
+                *floor = (*floor).max(old.rv);
             }
         }
         // No receivers is fine: nobody watches.
@@ -404,10 +426,11 @@ impl Store {
                 receiver,
             }),
             Some(rv) => {
-                if rv < inner.compacted {
+                let floor = inner.floor(resource);
+                if rv < floor {
                     return Err(ApiError::expired(format!(
                         "too old resource version: {rv} ({})",
-                        inner.compacted + 1
+                        floor + 1
                     )));
                 }
                 let backlog = inner
@@ -451,6 +474,7 @@ impl Store {
         inner.history.clear();
         inner.snapshots.clear();
         inner.compacted = inner.rv;
+        inner.compacted_by.clear();
     }
 
     /// Number of stored objects, over all resources.
@@ -530,6 +554,23 @@ mod tests {
         assert_eq!(err.code, 410);
         let ok = store.watch(&r, Some(store.current_rv() - 1)).unwrap();
         assert_eq!(ok.backlog.len(), 1);
+    }
+
+    #[test]
+    fn churn_on_one_resource_does_not_expire_watches_of_another() {
+        let store = Store::new(Limits {
+            history: 2,
+            broadcast: 8,
+        });
+        let secrets = ResourceKey::new("", "secrets");
+        let quiet = store.current_rv();
+        for v in ["1", "2", "3", "4"] {
+            put(&store, "a", v);
+        }
+        assert!(store.watch(&secrets, Some(quiet)).is_ok());
+        assert!(store.snapshot_at(&secrets, quiet).is_ok());
+        let cms = ResourceKey::new("", "configmaps");
+        assert_eq!(store.watch(&cms, Some(quiet)).unwrap_err().code, 410);
     }
 
     #[test]

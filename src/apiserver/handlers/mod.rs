@@ -1,6 +1,7 @@
 //! Request dispatch: path → route → verb, with counters and injected faults applied before the
 //! verb's handler runs.
 
+mod apply;
 mod patch;
 mod read;
 mod strategic;
@@ -22,8 +23,8 @@ use super::registry::ResourceType;
 use super::route::{self, ResourcePath, Route};
 use super::server::App;
 use super::status::{ApiError, ApiResult};
-use super::store::ObjKey;
-use super::{debug, discovery, openapi, protobuf};
+use super::store::{ObjKey, Stored};
+use super::{aggregated, debug, discovery, openapi, protobuf};
 
 /// Everything a verb handler needs about its request.
 #[derive(Debug)]
@@ -57,6 +58,25 @@ impl Ctx {
             .is_some_and(|a| a.contains("as=Table"))
     }
 
+    /// Whether the client asked for `meta.k8s.io/v1` `PartialObjectMetadata` (kube-rs metadata
+    /// APIs, metadata-only informers).
+    pub fn wants_metadata(&self) -> bool {
+        self.headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.contains("as=PartialObjectMetadata"))
+    }
+
+    /// A stored object rendered as the client asked: as this resource presents it, or its
+    /// `PartialObjectMetadata`.
+    pub fn render_bytes(&self, stored: &Stored) -> Bytes {
+        if self.wants_metadata() {
+            Bytes::from(serde_json::to_vec(&partial_metadata(&stored.value)).unwrap_or_default())
+        } else {
+            self.rt.view_bytes(stored)
+        }
+    }
+
     /// The request's content type, without parameters.
     pub fn content_type(&self) -> &str {
         self.headers
@@ -65,6 +85,15 @@ impl Ctx {
             .and_then(|v| v.split(';').next())
             .map_or("application/json", str::trim)
     }
+}
+
+/// The `PartialObjectMetadata` of an object.
+pub(crate) fn partial_metadata(obj: &Value) -> Value {
+    serde_json::json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata").cloned().unwrap_or(Value::Null),
+    })
 }
 
 /// A JSON response from pre-serialized bytes.
@@ -111,6 +140,10 @@ pub async fn dispatch(app: Arc<App>, req: Request<Body>) -> Response {
     let (parts, body) = req.into_parts();
     match route::parse(parts.uri.path()) {
         Route::Version => discovery::version(),
+        Route::CoreVersions if aggregated::wanted(&parts.headers) => {
+            aggregated::document(&app, true)
+        }
+        Route::Groups if aggregated::wanted(&parts.headers) => aggregated::document(&app, false),
         Route::CoreVersions => discovery::core_versions(&app),
         Route::Groups => discovery::groups(&app),
         Route::Group(g) => discovery::group(&app, &g),

@@ -22,7 +22,7 @@ pub(super) fn get(ctx: &Ctx) -> ApiResult<Response> {
     let obj = ctx
         .app
         .store
-        .get(&ctx.rt.key(), &key)
+        .get(&ctx.rt.storage_key(), &key)
         .ok_or_else(|| ApiError::not_found(&ctx.rt.group, &ctx.rt.plural, &key.name))?;
     if ctx.wants_table() {
         let t = table::build(
@@ -34,7 +34,7 @@ pub(super) fn get(ctx: &Ctx) -> ApiResult<Response> {
         );
         return Ok(json_value(StatusCode::OK, &t));
     }
-    Ok(json_bytes(StatusCode::OK, obj.json.clone()))
+    Ok(json_bytes(StatusCode::OK, ctx.render_bytes(&obj)))
 }
 
 /// The position a continue token encodes: the snapshot's resourceVersion and the last key sent.
@@ -74,7 +74,7 @@ fn too_large(requested: u64, current: u64) -> ApiError {
 /// Which snapshot a list reads, at which resourceVersion, and after which key.
 fn source(ctx: &Ctx) -> ApiResult<(u64, Objects, Option<ObjKey>)> {
     let store = &ctx.app.store;
-    let resource = ctx.rt.key();
+    let resource = ctx.rt.storage_key();
     if let Some(raw) = &ctx.query.continue_token {
         if ctx
             .query
@@ -179,22 +179,30 @@ pub(super) fn list(ctx: &Ctx) -> ApiResult<Response> {
     if let Some(t) = &token {
         meta["continue"] = serde_json::Value::String(t.clone());
     }
-    let head = serde_json::json!({
-        "kind": format!("{}List", ctx.rt.kind),
-        "apiVersion": ctx.rt.api_version(ctx.version()),
-        "metadata": meta,
-    });
+    let (kind, api_version) = if ctx.wants_metadata() {
+        (
+            "PartialObjectMetadataList".to_string(),
+            "meta.k8s.io/v1".to_string(),
+        )
+    } else {
+        (
+            format!("{}List", ctx.rt.kind),
+            ctx.rt.api_version(ctx.version()),
+        )
+    };
+    let head = serde_json::json!({"kind": kind, "apiVersion": api_version, "metadata": meta});
     let head = serde_json::to_vec(&head).unwrap_or_default();
-    let size: usize = items.iter().map(|o| o.json.len() + 1).sum();
+    let views: Vec<bytes::Bytes> = items.iter().map(|o| ctx.render_bytes(o)).collect();
+    let size: usize = views.iter().map(|o| o.len() + 1).sum();
     let mut body = Vec::with_capacity(head.len() + size + 16);
     // `head` is an object: reopen it to append "items".
     body.extend_from_slice(&head[..head.len().saturating_sub(1)]);
     body.extend_from_slice(b",\"items\":[");
-    for (i, obj) in items.iter().enumerate() {
+    for (i, obj) in views.iter().enumerate() {
         if i > 0 {
             body.push(b',');
         }
-        body.extend_from_slice(&obj.json);
+        body.extend_from_slice(obj);
     }
     body.extend_from_slice(b"]}");
     Ok(json_bytes(StatusCode::OK, body))

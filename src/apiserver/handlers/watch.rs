@@ -33,6 +33,8 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_mins(30);
 enum Encoding {
     /// The object as stored.
     Object,
+    /// Its `PartialObjectMetadata` (metadata-only watches).
+    Metadata,
     /// A one-row `meta.k8s.io/v1` Table (kubectl get -w).
     Table(Option<String>),
 }
@@ -72,7 +74,11 @@ fn error_line(err: &ApiError) -> Bytes {
 impl Watch {
     fn event(&mut self, kind: &str, obj: &Stored) {
         let bytes = match &self.encoding {
-            Encoding::Object => line(kind, &obj.json),
+            Encoding::Object => line(kind, &self.rt.view_bytes(obj)),
+            Encoding::Metadata => line(
+                kind,
+                &serde_json::to_vec(&super::partial_metadata(&obj.value)).unwrap_or_default(),
+            ),
             Encoding::Table(include) => {
                 let t = table::build(
                     &self.rt,
@@ -210,7 +216,7 @@ pub(super) fn watch(ctx: &Ctx) -> ApiResult<Response> {
         (Some(false), None | Some(0)) => Some(ctx.app.store.current_rv()),
         (_, Some(r)) => Some(r),
     };
-    let start = match ctx.app.store.watch(&ctx.rt.key(), from) {
+    let start = match ctx.app.store.watch(&ctx.rt.storage_key(), from) {
         Ok(start) => start,
         // Like the watch cache: 200, then one ERROR event with 410, so clients relist.
         Err(err) => return Ok(stream_response(Body::from(error_line(&err)))),
@@ -228,6 +234,8 @@ pub(super) fn watch(ctx: &Ctx) -> ApiResult<Response> {
     });
     let encoding = if ctx.wants_table() {
         Encoding::Table(query.include_object.clone())
+    } else if ctx.wants_metadata() {
+        Encoding::Metadata
     } else {
         Encoding::Object
     };
@@ -235,7 +243,7 @@ pub(super) fn watch(ctx: &Ctx) -> ApiResult<Response> {
         pending: VecDeque::new(),
         receiver: start.receiver,
         filter,
-        resource: ctx.rt.key(),
+        resource: ctx.rt.storage_key(),
         rt: ctx.rt.clone(),
         encoding,
         last_rv: start.rv,

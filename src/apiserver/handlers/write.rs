@@ -60,7 +60,8 @@ pub(crate) fn insert(
     key: &ObjKey,
     obj: Value,
 ) -> ApiResult<Arc<Stored>> {
-    let (stored, change) = app.store.mutate(&rt.key(), key, |cur, exists| {
+    let obj = rt.to_storage(obj);
+    let (stored, change) = app.store.mutate(&rt.storage_key(), key, |cur, exists| {
         if cur.is_some() {
             return Err(ApiError::already_exists(&rt.group, &rt.plural, &key.name));
         }
@@ -85,7 +86,7 @@ pub(super) fn create(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
         return Ok(json_value(StatusCode::CREATED, &obj));
     }
     let stored = insert(&ctx.app, &ctx.rt, &key, obj)?;
-    Ok(json_bytes(StatusCode::CREATED, stored.json.clone()))
+    Ok(json_bytes(StatusCode::CREATED, ctx.render_bytes(&stored)))
 }
 
 /// The result of a read-modify-write.
@@ -104,33 +105,55 @@ pub(crate) fn modify(
     let rt = &ctx.rt;
     let key = ctx.key();
     let mut created = false;
-    let (stored, change) = ctx.app.store.mutate(&rt.key(), &key, |cur, exists| {
-        let Some(cur) = cur else {
-            let desired = compute(None)?;
-            let (new_key, obj) =
-                prepare_create(rt, ctx.version(), ctx.path.namespace.as_deref(), desired)?;
-            if new_key != key {
-                return Err(ApiError::bad_request(format!(
-                    "the name of the object ({}) does not match the name on the URL ({})",
-                    new_key.name, key.name
-                )));
+    // `dryRun=All`: everything is computed and validated, nothing is stored.
+    let mut preview: Option<(Value, u64)> = None;
+    let (stored, change) = ctx
+        .app
+        .store
+        .mutate(&rt.storage_key(), &key, |cur, exists| {
+            let Some(cur) = cur else {
+                let desired = compute(None)?;
+                let (new_key, obj) =
+                    prepare_create(rt, ctx.version(), ctx.path.namespace.as_deref(), desired)?;
+                if new_key != key {
+                    return Err(ApiError::bad_request(format!(
+                        "the name of the object ({}) does not match the name on the URL ({})",
+                        new_key.name, key.name
+                    )));
+                }
+                if rt.namespaced && !exists(&namespaces(), &ObjKey::new("", &key.namespace)) {
+                    return Err(ApiError::not_found("", "namespaces", &key.namespace));
+                }
+                created = true;
+                let obj = rt.to_storage(crd::prepare(&ctx.app, rt, obj)?);
+                if ctx.query.dry_run {
+                    preview = Some((obj, 0));
+                    return Ok(Action::Keep);
+                }
+                return Ok(Action::Put(obj));
+            };
+            let current = rt.view(&cur.value);
+            let desired = compute(Some(&current))?;
+            let new = prepare_update(rt, ctx.version(), &key, &current, desired, target)?;
+            let new = rt.to_storage(new);
+            if ctx.query.dry_run {
+                preview = Some((crd::prepare(&ctx.app, rt, new)?, cur.rv));
+                return Ok(Action::Keep);
             }
-            if rt.namespaced && !exists(&namespaces(), &ObjKey::new("", &key.namespace)) {
-                return Err(ApiError::not_found("", "namespaces", &key.namespace));
+            if ready_to_delete(&new) {
+                return Ok(Action::Delete);
             }
-            created = true;
-            return Ok(Action::Put(crd::prepare(&ctx.app, rt, obj)?));
-        };
-        let desired = compute(Some(&cur.value))?;
-        let new = prepare_update(rt, ctx.version(), &key, &cur.value, desired, target)?;
-        if ready_to_delete(&new) {
-            return Ok(Action::Delete);
-        }
-        if strip_rv(&new) == strip_rv(&cur.value) {
-            return Ok(Action::Keep);
-        }
-        Ok(Action::Put(crd::prepare(&ctx.app, rt, new)?))
-    })?;
+            if strip_rv(&new) == strip_rv(&cur.value) {
+                return Ok(Action::Keep);
+            }
+            Ok(Action::Put(crd::prepare(&ctx.app, rt, new)?))
+        })?;
+    if let Some((value, rv)) = preview {
+        return Ok(Written {
+            stored: Arc::new(Stored::unsaved(value, rv)),
+            created,
+        });
+    }
     let stored = stored.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, &key.name))?;
     if let Some(kind) = change {
         after_change(&ctx.app, rt, kind, &stored);
@@ -158,7 +181,7 @@ pub(super) fn update(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     } else {
         StatusCode::OK
     };
-    Ok(json_bytes(code, written.stored.json.clone()))
+    Ok(json_bytes(code, ctx.render_bytes(&written.stored)))
 }
 
 fn check_preconditions(
@@ -191,7 +214,7 @@ fn delete_one(
     key: &ObjKey,
     opts: &Value,
 ) -> ApiResult<(Arc<Stored>, bool)> {
-    let (stored, change) = app.store.mutate(&rt.key(), key, |cur, _| {
+    let (stored, change) = app.store.mutate(&rt.storage_key(), key, |cur, _| {
         let cur = cur.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, &key.name))?;
         check_preconditions(rt, key, &cur.value, opts)?;
         let has_finalizers = cur.value["metadata"]["finalizers"]
@@ -229,13 +252,14 @@ fn delete_options(ctx: &Ctx, body: &[u8]) -> ApiResult<Value> {
 pub(super) fn delete(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     let opts = delete_options(ctx, body)?;
     let key = ctx.key();
-    if ctx.query.dry_run {
+    let dry_run = ctx.query.dry_run || opts["dryRun"].as_array().is_some_and(|a| !a.is_empty());
+    if dry_run {
         let cur = ctx
             .app
             .store
-            .get(&ctx.rt.key(), &key)
+            .get(&ctx.rt.storage_key(), &key)
             .ok_or_else(|| ApiError::not_found(&ctx.rt.group, &ctx.rt.plural, &key.name))?;
-        return Ok(json_bytes(StatusCode::OK, cur.json.clone()));
+        return Ok(json_bytes(StatusCode::OK, ctx.render_bytes(&cur)));
     }
     let (stored, deleted) = delete_one(&ctx.app, &ctx.rt, &key, &opts)?;
     let code = if deleted {
@@ -243,14 +267,14 @@ pub(super) fn delete(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     } else {
         StatusCode::ACCEPTED
     };
-    Ok(json_bytes(code, stored.json.clone()))
+    Ok(json_bytes(code, ctx.render_bytes(&stored)))
 }
 
 /// DELETE a collection (with selectors): the list of deleted objects.
 pub(super) fn delete_collection(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     let opts = delete_options(ctx, body)?;
     let filter = Filter::new(ctx.rt.clone(), ctx.path.namespace.clone(), &ctx.query)?;
-    let (rv, objs) = ctx.app.store.snapshot(&ctx.rt.key());
+    let (rv, objs) = ctx.app.store.snapshot(&ctx.rt.storage_key());
     let (items, _) = super::read::page(&objs, &filter, None, None, rv);
     let keys: Vec<ObjKey> = items
         .iter()
@@ -266,7 +290,7 @@ pub(super) fn delete_collection(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     let mut deleted = Vec::new();
     for key in keys {
         match delete_one(&ctx.app, &ctx.rt, &key, &opts) {
-            Ok((stored, _)) => deleted.push(stored.value.clone()),
+            Ok((stored, _)) => deleted.push(ctx.rt.view(&stored.value)),
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),
         }
