@@ -24,7 +24,7 @@ enum Command {
     /// Run the manager (config from a file with hot reload, or a CacheConfig in the cluster).
     Run(NotYet),
     /// Serve the embedded Kubernetes API server on loopback.
-    Apiserver(NotYet),
+    Apiserver(informant::apiserver::cli::Args),
     /// Embedded API server + manager + the CronJob story of seed 001, on one machine.
     Demo(NotYet),
     /// Print the cacheconfigs.informant.dev CRD as YAML.
@@ -123,6 +123,54 @@ fn not_yet(name: &str) -> ExitCode {
     ExitCode::from(exit_code::SOFTWARE)
 }
 
+/// Cancel `token` on SIGINT or SIGTERM.
+async fn cancel_on_signal(token: tokio_util::sync::CancellationToken) {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("informant: cannot install the SIGTERM handler: {e}");
+                    let _ = ctrl_c.await;
+                    token.cancel();
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    token.cancel();
+}
+
+fn apiserver(args: informant::apiserver::cli::Args) -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("informant apiserver: cannot start the async runtime: {e}");
+            return ExitCode::from(exit_code::FAILURE);
+        }
+    };
+    runtime.block_on(async {
+        let token = tokio_util::sync::CancellationToken::new();
+        let signals = tokio::spawn(cancel_on_signal(token.clone()));
+        let result = informant::apiserver::cli::run(args, token).await;
+        signals.abort();
+        match result {
+            Ok(()) => ExitCode::from(exit_code::OK),
+            Err(e) => {
+                eprintln!("informant apiserver: {}", chain(&e));
+                ExitCode::from(e.exit_code())
+            }
+        }
+    })
+}
+
 /// Formats an error with its whole `source()` chain, `a: b: c` (STYLE.md §5: each `Display`
 /// covers its own layer only; the CLI prints the chain).
 fn chain(error: &dyn std::error::Error) -> String {
@@ -144,7 +192,7 @@ fn main() -> ExitCode {
         .ok();
     match cli.command {
         Command::Run(_) => not_yet("run"),
-        Command::Apiserver(_) => not_yet("apiserver"),
+        Command::Apiserver(args) => apiserver(args),
         Command::Demo(_) => not_yet("demo"),
         Command::Crd => crd(),
         Command::Validate(args) => validate(&args),

@@ -1,2 +1,65 @@
 //! The embedded Kubernetes API server: in-memory, on loopback, for the demo, development and
 //! tests.
+//!
+//! It speaks the real API well enough for kubectl and kube-rs's watcher: discovery, CRUD with
+//! `Status` errors, list/watch with resourceVersion, selectors, pagination, bookmarks and 410
+//! Gone, patches (JSON, merge, strategic, server-side apply), finalizers, CRDs and namespaces.
+//! Start one in a test with [`TestServer::start`]; from the shell with `informant apiserver`.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use informant::apiserver::{TestServer, Verb};
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube::api::{Api, ListParams};
+//!
+//! let server = TestServer::start().await?;
+//! let cms: Api<ConfigMap> = Api::namespaced(server.client().await?, "default");
+//! cms.list(&ListParams::default()).await?;
+//! assert_eq!(server.handle().request_count(Verb::List, "configmaps"), 1);
+//! server.handle().expire_history(); // the next watch resume gets 410 Gone
+//! server.handle().drop_watches(); // every open watch ends now
+//! server.shutdown().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Layout: [`registry`] (what is served), [`store`] (objects, history, change broadcast),
+//! `handlers` (one file per verb family), [`discovery`] and [`openapi`], [`faults`] (fault
+//! injection and counters), [`server`] (state, router, run loop).
+//!
+//! # Differences from kube-apiserver
+//!
+//! Plain HTTP without authentication or authorization; JSON (and YAML for apply) bodies, plus
+//! protobuf only for what `kubectl create namespace|configmap|secret|serviceaccount` sends; no
+//! admission, no per-type validation beyond names and metadata, no CRD schema validation,
+//! defaulting or pruning (`fieldValidation` is ignored); no garbage collector (`ownerReferences`
+//! and `propagationPolicy` have no effect) and no controllers; namespaces are deleted at once
+//! (no `Terminating` phase; finalizers of their objects are not waited for); server-side apply
+//! tracks only apply managers (no `Update` entries); no `/scale` or other subresources than
+//! `/status`.
+
+pub mod aggregated;
+pub mod cli;
+pub mod conversion;
+pub mod crd;
+mod debug;
+pub mod discovery;
+pub mod faults;
+pub mod filter;
+pub(crate) mod handlers;
+pub mod meta;
+pub mod openapi;
+pub mod protobuf;
+pub mod query;
+pub mod registry;
+pub mod route;
+pub mod seed;
+pub mod server;
+pub mod status;
+pub mod store;
+pub mod table;
+mod test_server;
+
+pub use faults::Verb;
+pub use server::{Config, Error, Handle, Server};
+pub use status::ApiError;
+pub use test_server::{TestServer, TestServerError, kubeconfig};

@@ -1,0 +1,356 @@
+//! Server-side apply: create when absent, merge the applied fields into the live object,
+//! remove fields this manager applied before but no longer applies (unless another manager
+//! owns them), and record the manager's field set in `managedFields`.
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{Map, Value, json};
+
+use super::write::modify;
+use super::{Ctx, json_bytes, strategic};
+use crate::apiserver::meta::{self, Target};
+use crate::apiserver::status::{ApiError, ApiResult};
+
+/// The `fieldsV1` set of an applied object: every map key as `f:<key>`, leaves as `{}`.
+fn fields_of(v: &Value, top: bool) -> Value {
+    let Some(map) = v.as_object() else {
+        return json!({});
+    };
+    let mut out = Map::new();
+    for (k, child) in map {
+        if top && (k == "apiVersion" || k == "kind") {
+            continue;
+        }
+        if k == "metadata" && top {
+            let mut meta = child.clone();
+            if let Some(m) = meta.as_object_mut() {
+                for skip in [
+                    "name",
+                    "namespace",
+                    "uid",
+                    "resourceVersion",
+                    "creationTimestamp",
+                    "managedFields",
+                    "generation",
+                ] {
+                    m.remove(skip);
+                }
+            }
+            out.insert("f:metadata".into(), fields_of(&meta, false));
+            continue;
+        }
+        let sub = if child.is_object() {
+            fields_of(child, false)
+        } else {
+            json!({})
+        };
+        out.insert(format!("f:{k}"), sub);
+    }
+    Value::Object(out)
+}
+
+/// Record `manager`'s apply in `obj`'s managedFields (replacing its previous entry).
+pub(super) fn set_managed_fields(obj: &mut Value, applied: &Value, manager: &str, target: Target) {
+    let api_version = obj["apiVersion"].clone();
+    let subresource = (target == Target::Status).then_some("status");
+    let mut entry = json!({
+        "manager": manager,
+        "operation": "Apply",
+        "apiVersion": api_version,
+        "time": meta::now(),
+        "fieldsType": "FieldsV1",
+        "fieldsV1": fields_of(applied, true),
+    });
+    if let Some(s) = subresource {
+        entry["subresource"] = json!(s);
+    }
+    let mut list: Vec<Value> = obj["metadata"]["managedFields"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mine = |e: &Value| {
+        e["manager"] == manager
+            && e["operation"] == "Apply"
+            && e["subresource"].as_str() == subresource
+    };
+    // An unchanged field set keeps its time, so a repeated identical apply is a no-op.
+    if let Some(previous) = list.iter().find(|e| mine(e))
+        && previous["fieldsV1"] == entry["fieldsV1"]
+        && previous["apiVersion"] == entry["apiVersion"]
+    {
+        entry["time"] = previous["time"].clone();
+    }
+    list.retain(|e| !mine(e));
+    list.push(entry);
+    if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.insert("managedFields".into(), Value::Array(list));
+    }
+}
+
+fn subresource_of(target: Target) -> Option<&'static str> {
+    (target == Target::Status).then_some("status")
+}
+
+/// Remove from `obj` the fields `manager` applied last time but not in `applied`, unless
+/// another manager's `fieldsV1` still owns them.
+fn remove_dropped_fields(
+    obj: &mut Value,
+    live: &Value,
+    applied: &Value,
+    manager: &str,
+    target: Target,
+) {
+    let sub = subresource_of(target);
+    let entries = live["metadata"]["managedFields"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let is_mine = |e: &Value| {
+        e["manager"] == manager && e["operation"] == "Apply" && e["subresource"].as_str() == sub
+    };
+    let Some(previous) = entries
+        .iter()
+        .find(|e| is_mine(e))
+        .map(|e| e["fieldsV1"].clone())
+    else {
+        return;
+    };
+    let others: Vec<Value> = entries
+        .iter()
+        .filter(|e| !is_mine(e))
+        .map(|e| e["fieldsV1"].clone())
+        .collect();
+    let now = fields_of(applied, true);
+    prune(obj, &previous, &now, &others);
+}
+
+fn prune(obj: &mut Value, previous: &Value, now: &Value, others: &[Value]) {
+    let (Some(prev), Some(map)) = (previous.as_object(), obj.as_object_mut()) else {
+        return;
+    };
+    for (fkey, prev_sub) in prev {
+        let Some(key) = fkey.strip_prefix("f:") else {
+            continue;
+        };
+        let now_sub = now.get(fkey);
+        let other_subs: Vec<Value> = others.iter().filter_map(|o| o.get(fkey).cloned()).collect();
+        let prev_is_leaf = prev_sub.as_object().is_none_or(Map::is_empty);
+        let empty = json!({});
+        let next_now = match now_sub {
+            // Dropped and owned by nobody else: remove the whole field.
+            None if other_subs.is_empty() => {
+                map.remove(key);
+                continue;
+            }
+            // A leaf still applied, or kept by another manager.
+            Some(_) | None if prev_is_leaf => continue,
+            Some(n) => n,
+            None => &empty,
+        };
+        if let Some(child) = map.get_mut(key) {
+            prune(child, prev_sub, next_now, &other_subs);
+        }
+    }
+}
+
+/// The leaf paths of a `fieldsV1` set (`["data", "a"]`).
+fn leaves(set: &Value, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    let Some(map) = set.as_object() else { return };
+    if map.is_empty() && !prefix.is_empty() {
+        out.push(prefix.clone());
+        return;
+    }
+    for (fkey, sub) in map {
+        if let Some(key) = fkey.strip_prefix("f:") {
+            prefix.push(key.to_string());
+            leaves(sub, prefix, out);
+            prefix.pop();
+        }
+    }
+}
+
+fn owns(set: &Value, path: &[String]) -> bool {
+    let mut cur = set;
+    for key in path {
+        match cur.get(format!("f:{key}")) {
+            Some(next) => cur = next,
+            None => return false,
+        }
+    }
+    true
+}
+
+fn at<'a>(v: &'a Value, path: &[String]) -> Option<&'a Value> {
+    path.iter().try_fold(v, |cur, key| cur.get(key))
+}
+
+/// Fields `applied` sets to a value other than the live one while another apply manager owns
+/// them: `(manager, .path)` pairs.
+fn conflicts(
+    live: &Value,
+    applied: &Value,
+    manager: &str,
+    target: Target,
+) -> Vec<(String, String)> {
+    let sub = subresource_of(target);
+    let mut paths = Vec::new();
+    leaves(&fields_of(applied, true), &mut Vec::new(), &mut paths);
+    let mut out = Vec::new();
+    for entry in live["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let other = entry["manager"].as_str().unwrap_or_default();
+        if other == manager || entry["operation"] != "Apply" || entry["subresource"].as_str() != sub
+        {
+            continue;
+        }
+        for path in &paths {
+            // An empty map applied owns the key, not the contents: no value to conflict on.
+            if at(applied, path).is_some_and(Value::is_object) {
+                continue;
+            }
+            if owns(&entry["fieldsV1"], path) && at(live, path) != at(applied, path) {
+                out.push((other.to_string(), format!(".{}", path.join("."))));
+            }
+        }
+    }
+    out
+}
+
+/// Server-side apply of a whole object: create when absent, otherwise merge the applied fields
+/// into the live object; record the manager in managedFields.
+pub(super) fn apply(ctx: &Ctx, body: &[u8], target: Target) -> ApiResult<Response> {
+    let manager = ctx.query.field_manager.clone().ok_or_else(|| {
+        ApiError::invalid(
+            "PatchOptions",
+            "meta.k8s.io",
+            "",
+            "fieldManager: Required value: is required for apply patch",
+        )
+    })?;
+    let mut applied: Value = serde_yaml::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("couldn't decode apply patch: {e}")))?;
+    if !applied.is_object() {
+        return Err(ApiError::bad_request("an apply patch must be an object"));
+    }
+    if let Some(m) = applied.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("managedFields");
+    }
+    let typed = !ctx.rt.custom;
+    let force = ctx.query.force;
+    let written = modify(ctx, target, |cur| {
+        let mut out = match cur {
+            None => applied.clone(),
+            Some(live) => {
+                let found = conflicts(live, &applied, &manager, target);
+                if !found.is_empty() && !force {
+                    let list: Vec<String> = found
+                        .iter()
+                        .map(|(m, p)| format!("conflict with \"{m}\": {p}"))
+                        .collect();
+                    let mut err =
+                        ApiError::conflict(&ctx.rt.group, &ctx.rt.plural, &ctx.key().name);
+                    err.message = format!(
+                        "Apply failed with {} conflict{}: {}",
+                        found.len(),
+                        if found.len() == 1 { "" } else { "s" },
+                        list.join("; ")
+                    );
+                    return Err(err);
+                }
+                let mut v = live.clone();
+                strategic::merge(&mut v, &applied, typed);
+                remove_dropped_fields(&mut v, live, &applied, &manager, target);
+                v
+            }
+        };
+        set_managed_fields(&mut out, &applied, &manager, target);
+        Ok(out)
+    })?;
+    let code = if written.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(json_bytes(code, ctx.render_bytes(&written.stored)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_v1_lists_applied_keys_but_not_identity() {
+        let f = fields_of(
+            &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "labels": {"x": "y"}}, "data": {"k": "v"}}),
+            true,
+        );
+        assert_eq!(
+            f,
+            json!({"f:metadata": {"f:labels": {"f:x": {}}}, "f:data": {"f:k": {}}})
+        );
+    }
+
+    #[test]
+    fn a_second_apply_by_the_same_manager_replaces_its_entry() {
+        let mut obj = json!({"apiVersion": "v1", "metadata": {}});
+        set_managed_fields(&mut obj, &json!({"data": {}}), "m", Target::Main);
+        set_managed_fields(&mut obj, &json!({"data": {}}), "m", Target::Main);
+        set_managed_fields(&mut obj, &json!({"data": {}}), "other", Target::Main);
+        assert_eq!(
+            obj["metadata"]["managedFields"].as_array().unwrap().len(),
+            2
+        );
+    }
+
+    #[test]
+    fn applying_a_different_value_to_a_field_another_manager_applied_conflicts() {
+        let mut live = json!({"apiVersion": "v1", "metadata": {}, "data": {"a": "1", "b": "2"}});
+        set_managed_fields(
+            &mut live,
+            &json!({"data": {"a": "1"}}),
+            "other",
+            Target::Main,
+        );
+        let same = conflicts(&live, &json!({"data": {"a": "1"}}), "me", Target::Main);
+        assert!(
+            same.is_empty(),
+            "the same value is shared ownership, not a conflict"
+        );
+        let differs = conflicts(
+            &live,
+            &json!({"data": {"a": "9", "b": "2"}}),
+            "me",
+            Target::Main,
+        );
+        assert_eq!(differs, [("other".to_string(), ".data.a".to_string())]);
+    }
+
+    #[test]
+    fn fields_dropped_from_an_apply_are_removed_unless_another_manager_owns_them() {
+        let mut live =
+            json!({"apiVersion": "v1", "metadata": {}, "data": {"a": "1", "b": "2", "c": "3"}});
+        set_managed_fields(
+            &mut live,
+            &json!({"data": {"a": "1", "b": "2"}}),
+            "me",
+            Target::Main,
+        );
+        set_managed_fields(
+            &mut live,
+            &json!({"data": {"b": "2", "c": "3"}}),
+            "other",
+            Target::Main,
+        );
+        let applied = json!({"data": {}});
+        let mut out = live.clone();
+        remove_dropped_fields(&mut out, &live, &applied, "me", Target::Main);
+        assert_eq!(
+            out["data"],
+            json!({"b": "2", "c": "3"}),
+            "a was mine alone; b is shared"
+        );
+    }
+}

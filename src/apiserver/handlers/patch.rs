@@ -1,0 +1,72 @@
+//! PATCH: JSON patch, JSON merge patch, strategic merge patch and server-side apply (with a
+//! managedFields entry per apply manager), on objects and their status.
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::Value;
+
+use super::write::modify;
+use super::{Ctx, json_bytes, strategic};
+use crate::apiserver::meta::Target;
+use crate::apiserver::status::{ApiError, ApiResult};
+
+fn parse_json(body: &[u8]) -> ApiResult<Value> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("couldn't decode patch: {e}")))
+}
+
+/// PATCH an object (or its status).
+pub(super) fn patch(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
+    let target = if ctx.path.subresource.is_some() {
+        Target::Status
+    } else {
+        Target::Main
+    };
+    let (rt, name) = (ctx.rt.clone(), ctx.key().name);
+    let missing = || ApiError::not_found(&rt.group, &rt.plural, &name);
+    let invalid = |msg: String| ApiError::invalid(&rt.kind, &rt.group, &name, msg);
+    let content_type = ctx.content_type().to_string();
+    let written = match content_type.as_str() {
+        "application/json-patch+json" => {
+            let ops: json_patch::Patch = serde_json::from_slice(body)
+                .map_err(|e| ApiError::bad_request(format!("couldn't decode json patch: {e}")))?;
+            modify(ctx, target, |cur| {
+                let mut v = cur.ok_or_else(missing)?.clone();
+                json_patch::patch(&mut v, &ops).map_err(|e| invalid(e.to_string()))?;
+                Ok(v)
+            })?
+        }
+        "application/merge-patch+json" => {
+            let p = parse_json(body)?;
+            modify(ctx, target, |cur| {
+                let mut v = cur.ok_or_else(missing)?.clone();
+                json_patch::merge(&mut v, &p);
+                Ok(v)
+            })?
+        }
+        "application/strategic-merge-patch+json" => {
+            if ctx.rt.custom {
+                return Err(ApiError::unsupported_patch(false));
+            }
+            let p = parse_json(body)?;
+            if !p.is_object() {
+                return Err(ApiError::bad_request(
+                    "a strategic merge patch must be a JSON object",
+                ));
+            }
+            modify(ctx, target, |cur| {
+                let mut v = cur.ok_or_else(missing)?.clone();
+                strategic::merge(&mut v, &p, true);
+                Ok(v)
+            })?
+        }
+        "application/apply-patch+yaml" | "application/apply-patch+json" => {
+            return super::apply::apply(ctx, body, target);
+        }
+        _ => return Err(ApiError::unsupported_patch(!ctx.rt.custom)),
+    };
+    Ok(json_bytes(
+        StatusCode::OK,
+        ctx.render_bytes(&written.stored),
+    ))
+}
