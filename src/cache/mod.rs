@@ -1,4 +1,13 @@
 //! The cache tree: selectors, typed options with controller-runtime's defaulting, and the caches
 //! that serve reads (controller-runtime's `pkg/cache`, rebuilt on kube-rs).
 
+pub mod error;
+pub mod informer;
+pub mod matching;
 pub mod selector;
+pub mod settings;
+pub mod transform;
+
+pub use error::{Error, Result};
+pub use informer::{Informer, InformerInfo};
+pub use settings::InformerSettings;
