@@ -61,14 +61,20 @@ pub fn init() -> Result<Guard, Error> {
         .with_default_directive(tracing::level_filters::LevelFilter::INFO.into())
         .from_env()
         .map_err(Error::Filter)?;
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_filter(filter);
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_filter(filter);
 
     let provider = if otlp_requested(&|k| std::env::var(k).ok()) {
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .build()
             .map_err(Error::Exporter)?;
-        Some(SdkTracerProvider::builder().with_batch_exporter(exporter).build())
+        Some(
+            SdkTracerProvider::builder()
+                .with_batch_exporter(exporter)
+                .build(),
+        )
     } else {
         None
     };
@@ -91,20 +97,28 @@ mod tests {
     use super::otlp_requested;
 
     fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> =
-            pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
         move |k| map.get(k).cloned()
     }
 
     #[test]
     fn otlp_is_off_without_an_endpoint() {
         assert!(!otlp_requested(&env(&[])));
-        assert!(!otlp_requested(&env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", " ")])));
+        assert!(!otlp_requested(&env(&[(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            " "
+        )])));
     }
 
     #[test]
     fn otlp_is_on_with_either_endpoint_variable() {
-        assert!(otlp_requested(&env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")])));
+        assert!(otlp_requested(&env(&[(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "http://127.0.0.1:4318"
+        )])));
         assert!(otlp_requested(&env(&[(
             "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
             "http://127.0.0.1:4318/v1/traces"

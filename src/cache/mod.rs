@@ -11,3 +11,13 @@ pub mod transform;
 pub use error::{Error, Result};
 pub use informer::{Informer, InformerInfo};
 pub use settings::InformerSettings;
+pub mod api;
+pub mod by_kind;
+pub mod informer_cache;
+pub mod multi_namespace;
+pub mod resolver;
+
+pub use api::{Cache, Description, ListOptions};
+pub use by_kind::ByKindCache;
+pub use informer_cache::{Context, InformerCache};
+pub use multi_namespace::MultiNamespaceCache;
