@@ -1,0 +1,247 @@
+//! `MultiNamespaceCache`: an `InformerCache` per namespace, a cluster cache for cluster-scoped
+//! kinds, and the `""` entry as fallback for every other namespace (controller-runtime's
+//! `multiNamespaceCache`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use kube::core::{DynamicObject, GroupVersionKind};
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use super::api::{Cache, Description, ListOptions};
+use super::error::{Error, Result};
+use super::informer::InformerInfo;
+use super::informer_cache::{Context, InformerCache};
+use super::matching::FieldSelector;
+use super::settings::InformerSettings;
+
+/// The key of the fallback entry: every namespace not listed (`metav1.NamespaceAll`).
+pub const ALL_NAMESPACES: &str = "";
+
+/// Routes reads by namespace to per-namespace `InformerCache`s.
+pub struct MultiNamespaceCache {
+    context: Context,
+    namespaces: BTreeMap<String, InformerCache>,
+    cluster: Option<InformerCache>,
+}
+
+impl std::fmt::Debug for MultiNamespaceCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MultiNamespaceCache")
+            .field("namespaces", &self.namespaces.keys().collect::<Vec<_>>())
+            .field("cluster", &self.cluster.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl MultiNamespaceCache {
+    /// One `InformerCache` per entry of `namespaces`, and a cluster cache with `cluster`
+    /// settings when given (controller-runtime creates it only for `defaultNamespaces`, not for
+    /// `byObject[].namespaces`).
+    ///
+    /// The `""` entry watches all namespaces except the listed ones: its field selector gets
+    /// `metadata.namespace!=<ns>` for each (controller-runtime `defaultOpts`), so no object is
+    /// cached twice.
+    #[must_use]
+    pub fn new(
+        context: Context,
+        namespaces: BTreeMap<String, InformerSettings>,
+        cluster: Option<InformerSettings>,
+    ) -> Self {
+        let listed: Vec<&str> = namespaces
+            .keys()
+            .map(String::as_str)
+            .filter(|ns| *ns != ALL_NAMESPACES)
+            .collect();
+        let exclusion = FieldSelector::excluding_namespaces(listed.iter().copied());
+        let caches = namespaces
+            .iter()
+            .map(|(ns, settings)| {
+                let mut settings = settings.clone();
+                let namespace = if ns == ALL_NAMESPACES {
+                    if !exclusion.is_empty() {
+                        settings.field_selector = Some(match settings.field_selector.take() {
+                            Some(own) => own.and(&exclusion),
+                            None => exclusion.clone(),
+                        });
+                    }
+                    None
+                } else {
+                    Some(ns.clone())
+                };
+                (ns.clone(), InformerCache::new(context.clone(), namespace, settings))
+            })
+            .collect();
+        let cluster = cluster.map(|settings| InformerCache::new(context.clone(), None, settings));
+        Self { context, namespaces: caches, cluster }
+    }
+
+    async fn namespaced(&self, gvk: &GroupVersionKind) -> Result<bool> {
+        Ok(self.context.resolver.resolve(gvk).await?.namespaced)
+    }
+
+    fn cluster(&self, gvk: &GroupVersionKind) -> Result<&InformerCache> {
+        self.cluster
+            .as_ref()
+            .ok_or_else(|| Error::ClusterScopedNotCached { gvk: gvk.clone() })
+    }
+
+    /// The cache for `namespace`, or the `""` fallback.
+    fn for_namespace(&self, namespace: &str) -> Option<(&str, &InformerCache)> {
+        self.namespaces
+            .get_key_value(namespace)
+            .or_else(|| self.namespaces.get_key_value(ALL_NAMESPACES))
+            .map(|(k, v)| (k.as_str(), v))
+    }
+
+    fn all_caches(&self) -> impl Iterator<Item = &InformerCache> {
+        self.namespaces.values().chain(self.cluster.iter())
+    }
+}
+
+impl Cache for MultiNamespaceCache {
+    fn get<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        namespace: Option<&'a str>,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Arc<DynamicObject>>> {
+        Box::pin(async move {
+            if !self.namespaced(gvk).await? {
+                return self.cluster(gvk)?.get(gvk, None, name).await;
+            }
+            let namespace = namespace.unwrap_or(ALL_NAMESPACES);
+            match self.for_namespace(namespace) {
+                Some((_, cache)) => cache.get(gvk, Some(namespace), name).await,
+                None => Err(Error::UnknownNamespaceGet { namespace: namespace.to_string(), name: name.to_string() }),
+            }
+        })
+    }
+
+    fn list<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        options: &'a ListOptions,
+    ) -> BoxFuture<'a, Result<Vec<Arc<DynamicObject>>>> {
+        Box::pin(async move {
+            if options.continue_token.as_deref().is_some_and(|c| !c.is_empty()) {
+                return Err(Error::ContinueNotSupported);
+            }
+            if !self.namespaced(gvk).await? {
+                return self.cluster(gvk)?.list(gvk, options).await;
+            }
+            if let Some(namespace) = options.namespace.as_deref().filter(|ns| !ns.is_empty()) {
+                return match self.for_namespace(namespace) {
+                    Some((_, cache)) => cache.list(gvk, options).await,
+                    None => Err(Error::UnknownNamespaceList { namespace: namespace.to_string() }),
+                };
+            }
+            // Every namespace: merge, and stop once the limit is reached.
+            let mut remaining = options.limit.filter(|l| *l > 0);
+            let mut all = Vec::new();
+            for cache in self.namespaces.values() {
+                let per_cache = ListOptions { limit: remaining, ..options.clone() };
+                let items = cache.list(gvk, &per_cache).await?;
+                if let Some(left) = remaining.as_mut() {
+                    *left = left.saturating_sub(items.len());
+                }
+                all.extend(items);
+                if remaining == Some(0) {
+                    break;
+                }
+            }
+            Ok(all)
+        })
+    }
+
+    fn ensure_informer<'a>(&'a self, gvk: &'a GroupVersionKind) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            if !self.namespaced(gvk).await? {
+                return self.cluster(gvk)?.ensure_informer(gvk).await;
+            }
+            for cache in self.namespaces.values() {
+                cache.ensure_informer(gvk).await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn start(&self, tracker: &TaskTracker, shutdown: &CancellationToken) {
+        for cache in self.all_caches() {
+            cache.start(tracker, shutdown);
+        }
+    }
+
+    fn wait_for_sync<'a>(&'a self, cancel: &'a CancellationToken) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            for cache in self.all_caches() {
+                cache.wait_for_sync(cancel).await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn informers(&self) -> Vec<InformerInfo> {
+        self.all_caches().flat_map(Cache::informers).collect()
+    }
+
+    fn describe(&self, role: &str) -> Description {
+        let mut children: Vec<Description> = self
+            .namespaces
+            .iter()
+            .map(|(ns, cache)| {
+                if ns == ALL_NAMESPACES {
+                    cache.describe("namespace \"\" (every namespace not listed)")
+                } else {
+                    cache.describe(&format!("namespace {ns}"))
+                }
+            })
+            .collect();
+        if let Some(cluster) = &self.cluster {
+            children.push(cluster.describe("cluster-scoped kinds"));
+        }
+        Description {
+            cache: "MultiNamespaceCache",
+            role: role.to_string(),
+            namespace: None,
+            label_selector: None,
+            field_selector: None,
+            transform: None,
+            unsafe_disable_deep_copy: false,
+            metadata_only: false,
+            reader_fail_on_missing_informer: false,
+            children,
+        }
+    }
+
+    fn route<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        namespace: Option<&'a str>,
+        name: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<String>>> {
+        Box::pin(async move {
+            if !self.namespaced(gvk).await? {
+                let mut path = vec!["MultiNamespaceCache: cluster-scoped kind, served by the cluster cache (namespace ignored)".to_string()];
+                path.extend(self.cluster(gvk)?.route(gvk, None, name).await?);
+                return Ok(path);
+            }
+            let namespace = namespace.unwrap_or(ALL_NAMESPACES);
+            let Some((key, cache)) = self.for_namespace(namespace) else {
+                return Err(match name {
+                    Some(name) => Error::UnknownNamespaceGet { namespace: namespace.to_string(), name: name.to_string() },
+                    None => Error::UnknownNamespaceList { namespace: namespace.to_string() },
+                });
+            };
+            let how = if key == namespace {
+                format!("MultiNamespaceCache: namespace {namespace:?} is listed")
+            } else {
+                format!("MultiNamespaceCache: namespace {namespace:?} is not listed, served by the \"\" entry")
+            };
+            let mut path = vec![how];
+            path.extend(cache.route(gvk, Some(namespace), name).await?);
+            Ok(path)
+        })
+    }
+}
