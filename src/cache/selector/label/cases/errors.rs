@@ -1,0 +1,143 @@
+//! Error messages, object matching, integer comparison, keywords and serde.
+
+use super::{Pairs, labels};
+use crate::cache::selector::label::LabelSelector;
+
+// Error messages: (input, full message). Positions are character offsets.
+const ERRORS: Pairs = &[
+    (
+        "app=web,=x",
+        r#"unexpected "=" at position 8, expected a label key or "!" after ",""#,
+    ),
+    (
+        "x in (a) y",
+        r#"unexpected "y" at position 9, expected "," or end of input"#,
+    ),
+    (
+        "x,",
+        r#"unexpected end of input at position 2, expected a label key or "!" after ",""#,
+    ),
+    (
+        "!=a",
+        r#"unexpected "!=" at position 0, expected a label key or "!""#,
+    ),
+    (
+        "!(",
+        r#"unexpected "(" at position 1, expected a label key"#,
+    ),
+    (
+        "!x=a",
+        r#"unexpected "=" at position 2, expected "," or end of input ("!key" takes no operator or values)"#,
+    ),
+    (
+        "x y",
+        r#"unexpected "y" at position 2, expected an operator ("in", "notin", "=", "==", "!=", ">" or "<")"#,
+    ),
+    ("x in a", r#"unexpected "a" at position 5, expected "(""#),
+    (
+        "x in (a",
+        r#"unexpected end of input at position 7, expected "," or ")""#,
+    ),
+    (
+        "x in (=",
+        r#"unexpected "=" at position 6, expected a value, "," or ")""#,
+    ),
+    (
+        "x in (a,=)",
+        r#"unexpected "=" at position 8, expected a value or ",""#,
+    ),
+    (
+        "x==a==b",
+        r#"unexpected "==" at position 4, expected "," or end of input"#,
+    ),
+    ("x=(", r#"unexpected "(" at position 2, expected a value"#),
+    (
+        "x>a",
+        r#"invalid value "a" for ">" at position 2: must be an integer"#,
+    ),
+    (
+        "x<",
+        r#"invalid value "" for "<" at position 2: must be an integer"#,
+    ),
+    (
+        "é=1",
+        r#"invalid label key "é" at position 0: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"#,
+    ),
+    (
+        "ab=-c",
+        r#"invalid label value "-c" at position 3: a label value must be empty or must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"#,
+    ),
+    (
+        "x in (a, aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa)",
+        r#"invalid label value "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" at position 9: must be 63 characters or less"#,
+    ),
+    (
+        "a/b/c",
+        r#"invalid label key "a/b/c" at position 0: a label key must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character, with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"#,
+    ),
+    (
+        "/a",
+        r#"invalid label key "/a" at position 0: prefix part must be non-empty"#,
+    ),
+];
+
+#[test]
+fn errors_name_the_token_its_position_and_what_was_expected() {
+    for (input, message) in ERRORS {
+        let err = LabelSelector::parse(input).expect_err(input);
+        assert_eq!(err.to_string(), *message, "input {input:?}");
+    }
+}
+
+#[test]
+fn objects_are_matched_on_metadata_labels() {
+    let selector = LabelSelector::parse("app=web,!canary").unwrap();
+    let web = serde_json::json!({"metadata": {"name": "a", "labels": {"app": "web"}}});
+    let canary = serde_json::json!({"metadata": {"labels": {"app": "web", "canary": "true"}}});
+    let unlabelled = serde_json::json!({"metadata": {"name": "a"}});
+    assert!(selector.matches_object(&web));
+    assert!(!selector.matches_object(&canary));
+    assert!(!selector.matches_object(&unlabelled));
+    let absent = LabelSelector::parse("!app,tier notin (db)").unwrap();
+    assert!(absent.matches_object(&unlabelled));
+    assert!(absent.matches_object(&serde_json::json!({})));
+}
+
+#[test]
+fn integer_comparisons_accept_signed_labels_and_reject_non_integers() {
+    let greater = LabelSelector::parse("x>-1").err();
+    assert!(greater.is_some(), "-1 is not a valid label value");
+    let selector = LabelSelector::parse("x>1").unwrap();
+    assert!(!selector.matches(&labels(&[("x", "1")])));
+    assert!(selector.matches(&labels(&[("x", "+2")])));
+    assert!(!selector.matches(&labels(&[("x", "99999999999999999999")])));
+    assert!(!selector.matches(&labels(&[])));
+}
+
+#[test]
+fn keywords_are_keys_and_values_where_those_are_expected() {
+    let selector = LabelSelector::parse("in in (in),notin notin (notin),!in2,x=in").unwrap();
+    assert_eq!(
+        selector.to_string(),
+        "in in (in),!in2,notin notin (notin),x=in"
+    );
+    assert_eq!(
+        LabelSelector::parse(&selector.to_string()).unwrap(),
+        selector
+    );
+}
+
+#[test]
+fn serde_uses_the_canonical_string_and_rejects_bad_syntax() {
+    let selector = LabelSelector::parse("b in (y,x), a").unwrap();
+    let json = serde_json::to_string(&selector).unwrap();
+    assert_eq!(json, r#""a,b in (x,y)""#);
+    let back: LabelSelector = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, selector);
+    let err = serde_json::from_str::<LabelSelector>(r#""a in""#).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains(r#"unexpected end of input at position 4, expected "(""#),
+        "{err}"
+    );
+}

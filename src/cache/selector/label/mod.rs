@@ -1,0 +1,151 @@
+//! Label selectors (`app=web,tier in (a,b),!canary`): apimachinery `labels.Parse` semantics,
+//! canonical printing, and matching against label maps and objects.
+
+mod lexer;
+mod parser;
+mod requirement;
+
+#[cfg(test)]
+mod cases;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+pub use requirement::{
+    LABEL_NAME_MAX_LENGTH, LABEL_PREFIX_MAX_LENGTH, Operator, Requirement, RequirementError,
+};
+
+use super::ParseError;
+
+/// A parsed label selector: the conjunction of its [`Requirement`]s.
+///
+/// Requirements are kept sorted by key, so [`Display`](fmt::Display) prints the canonical form of
+/// apimachinery's `Selector.String()`, and parsing that output gives back an equal selector.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use informant::cache::selector::LabelSelector;
+///
+/// let selector: LabelSelector = "tier in (web, api),app=shop,!canary".parse().unwrap();
+/// assert_eq!(selector.to_string(), "app=shop,!canary,tier in (api,web)");
+///
+/// let labels = BTreeMap::from([("app".to_owned(), "shop".to_owned()), ("tier".to_owned(), "api".to_owned())]);
+/// assert!(selector.matches(&labels));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct LabelSelector {
+    requirements: Vec<Requirement>,
+}
+
+impl LabelSelector {
+    /// Parses a selector with the grammar and validation of apimachinery `labels.Parse`.
+    ///
+    /// The empty string (or only blanks) is [`LabelSelector::everything`].
+    ///
+    /// # Errors
+    ///
+    /// A [`ParseError`] naming the first offending token and its character position: bad syntax,
+    /// an invalid key or value, or a non-integer value for `>`/`<`.
+    pub fn parse(s: &str) -> Result<Self, ParseError> {
+        parser::parse(s).map(|requirements| Self { requirements })
+    }
+
+    /// The selector that matches every object (apimachinery `labels.Everything()`).
+    #[must_use]
+    pub fn everything() -> Self {
+        Self::default()
+    }
+
+    /// Builds a selector from requirements, sorting them by key like apimachinery `Selector.Add`.
+    #[must_use]
+    pub fn from_requirements(requirements: impl IntoIterator<Item = Requirement>) -> Self {
+        let mut requirements: Vec<Requirement> = requirements.into_iter().collect();
+        requirements.sort_by(|a, b| a.key().cmp(b.key()));
+        Self { requirements }
+    }
+
+    /// Whether the selector has no requirements and so matches everything.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.requirements.is_empty()
+    }
+
+    /// The requirements, sorted by key.
+    #[must_use]
+    pub fn requirements(&self) -> &[Requirement] {
+        &self.requirements
+    }
+
+    /// If the selector requires `key` to have exactly one value (`key=v`, `key==v` or
+    /// `key in (v)`), that value (apimachinery `Selector.RequiresExactMatch`). Only the first
+    /// requirement on `key` is considered, as upstream does.
+    #[must_use]
+    pub fn requires_exact_match(&self, key: &str) -> Option<&str> {
+        let requirement = self.requirements.iter().find(|r| r.key() == key)?;
+        match (requirement.operator(), requirement.values()) {
+            (Operator::Equals | Operator::DoubleEquals | Operator::In, [value]) => Some(value),
+            _ => None,
+        }
+    }
+
+    /// Whether labels looked up through `lookup` satisfy every requirement.
+    pub fn matches_with<'a>(&self, lookup: impl Fn(&str) -> Option<&'a str>) -> bool {
+        self.requirements.iter().all(|r| r.matches_with(&lookup))
+    }
+
+    /// Whether `labels` satisfy every requirement.
+    #[must_use]
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.matches_with(|key| labels.get(key).map(String::as_str))
+    }
+
+    /// Whether the labels of a Kubernetes object in JSON form (`metadata.labels`) satisfy every
+    /// requirement. Missing labels are no labels; label values that are not strings are ignored.
+    #[must_use]
+    pub fn matches_object(&self, obj: &serde_json::Value) -> bool {
+        let labels = obj.get("metadata").and_then(|m| m.get("labels"));
+        self.matches_with(|key| {
+            labels
+                .and_then(|l| l.get(key))
+                .and_then(serde_json::Value::as_str)
+        })
+    }
+}
+
+/// The canonical form: requirements sorted by key, joined by `,` (apimachinery
+/// `internalSelector.String()`).
+impl fmt::Display for LabelSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, requirement) in self.requirements.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{requirement}")?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for LabelSelector {
+    type Err = ParseError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s)
+    }
+}
+
+/// Serializes as the canonical string.
+impl serde::Serialize for LabelSelector {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// Deserializes from a selector string, failing on invalid syntax.
+impl<'de> serde::Deserialize<'de> for LabelSelector {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Self::parse(&text).map_err(serde::de::Error::custom)
+    }
+}

@@ -1,0 +1,233 @@
+//! The label selector grammar of apimachinery `labels.Parse`, as a recursive descent over the
+//! tokens of [`super::lexer`], with errors that name the offending token and its position.
+//!
+//! ```text
+//! <selector>     ::= "" | <requirement> | <requirement> "," <selector>
+//! <requirement>  ::= "!" KEY | KEY [ <set-based> | <exact-match> ]
+//! <set-based>    ::= ("in" | "notin") "(" <values> ")"
+//! <values>       ::= "" | VALUE | <values> "," <values>
+//! <exact-match>  ::= ("=" | "==" | "!=" | ">" | "<") [ VALUE ]
+//! ```
+//!
+//! Where a value is expected, `in` and `notin` are plain identifiers. Empty values are allowed
+//! (`x=`, `x in (a,)`, `x in ()`).
+
+use super::lexer::{Kind, Token, tokenize};
+use super::requirement::{Operator, Requirement, check_integer, validate_key, validate_value};
+use crate::cache::selector::ParseError;
+
+/// What is expected after a key when it is not followed by `,` or the end.
+const EXPECTED_OPERATOR: &str = r#"an operator ("in", "notin", "=", "==", "!=", ">" or "<")"#;
+
+/// Parses a whole label selector into requirements sorted by key (stable, so requirements on the
+/// same key keep their written order).
+pub(super) fn parse(input: &str) -> Result<Vec<Requirement>, ParseError> {
+    let mut parser = Parser {
+        tokens: tokenize(input),
+        next: 0,
+    };
+    let mut requirements = Vec::new();
+    loop {
+        let token = parser.peek();
+        match token.kind_as_value() {
+            Kind::End => break,
+            Kind::Identifier | Kind::Not => {
+                requirements.push(parser.requirement()?);
+                let token = parser.advance();
+                match token.kind_as_value() {
+                    Kind::End => break,
+                    Kind::Comma => {
+                        let after = parser.peek();
+                        if !matches!(after.kind_as_value(), Kind::Identifier | Kind::Not) {
+                            return Err(unexpected(after, r#"a label key or "!" after ",""#));
+                        }
+                    }
+                    _ => return Err(unexpected(&token, r#""," or end of input"#)),
+                }
+            }
+            _ => return Err(unexpected(token, r#"a label key or "!""#)),
+        }
+    }
+    requirements.sort_by(|a, b| a.key().cmp(b.key()));
+    Ok(requirements)
+}
+
+/// An error saying `token` was not what the grammar allows at its position.
+fn unexpected(token: &Token, expected: &str) -> ParseError {
+    ParseError::expected(token.position, format!("unexpected {token}"), expected)
+}
+
+/// The tokens and a cursor over them.
+struct Parser {
+    /// All tokens; the last is [`Kind::End`].
+    tokens: Vec<Token>,
+    /// Index of the next token to consume.
+    next: usize,
+}
+
+impl Parser {
+    /// The next token, without consuming it.
+    fn peek(&self) -> &Token {
+        &self.tokens[self.next.min(self.tokens.len() - 1)]
+    }
+
+    /// Consumes and returns the next token; keeps returning the end token once there.
+    fn advance(&mut self) -> Token {
+        let token = self.peek().clone();
+        if self.next < self.tokens.len() - 1 {
+            self.next += 1;
+        }
+        token
+    }
+
+    /// `"!" KEY` or `KEY [operator values]`.
+    fn requirement(&mut self) -> Result<Requirement, ParseError> {
+        let mut key = self.advance();
+        let negated = key.kind_as_value() == Kind::Not;
+        if negated {
+            key = self.advance();
+        }
+        if key.kind_as_value() != Kind::Identifier {
+            return Err(unexpected(&key, "a label key"));
+        }
+        validate_key(&key.text).map_err(|reason| {
+            ParseError::invalid(
+                key.position,
+                format!("invalid label key {:?}", key.text),
+                reason,
+            )
+        })?;
+        let follows = self.peek();
+        let at_end = matches!(follows.kind_as_value(), Kind::End | Kind::Comma);
+        if negated {
+            if !at_end {
+                return Err(unexpected(
+                    follows,
+                    r#""," or end of input ("!key" takes no operator or values)"#,
+                ));
+            }
+            return Ok(Requirement::from_validated(
+                key.text,
+                Operator::DoesNotExist,
+                Vec::new(),
+            ));
+        }
+        if at_end {
+            return Ok(Requirement::from_validated(
+                key.text,
+                Operator::Exists,
+                Vec::new(),
+            ));
+        }
+        let operator_token = self.advance();
+        let operator = match operator_token.kind {
+            Kind::In => Operator::In,
+            Kind::NotIn => Operator::NotIn,
+            Kind::Equals => Operator::Equals,
+            Kind::DoubleEquals => Operator::DoubleEquals,
+            Kind::NotEquals => Operator::NotEquals,
+            Kind::GreaterThan => Operator::GreaterThan,
+            Kind::LessThan => Operator::LessThan,
+            _ => return Err(unexpected(&operator_token, EXPECTED_OPERATOR)),
+        };
+        let values = match operator {
+            Operator::In | Operator::NotIn => self.value_set()?,
+            _ => vec![self.exact_value(&operator_token, operator)?],
+        };
+        Ok(Requirement::from_validated(key.text, operator, values))
+    }
+
+    /// `"(" values ")"` after `in` or `notin`.
+    fn value_set(&mut self) -> Result<Vec<String>, ParseError> {
+        let open = self.advance();
+        if open.kind_as_value() != Kind::OpenPar {
+            return Err(unexpected(&open, r#""(""#));
+        }
+        let first = self.peek();
+        match first.kind_as_value() {
+            Kind::ClosePar => {
+                self.advance();
+                Ok(vec![String::new()])
+            }
+            Kind::Identifier | Kind::Comma => {
+                let values = self.value_list()?;
+                // `value_list` stops only in front of `)`.
+                self.advance();
+                Ok(values)
+            }
+            _ => Err(unexpected(first, r#"a value, "," or ")""#)),
+        }
+    }
+
+    /// Comma-separated values, each possibly empty, up to (not including) `)`.
+    fn value_list(&mut self) -> Result<Vec<String>, ParseError> {
+        let mut values = Vec::new();
+        loop {
+            let token = self.advance();
+            match token.kind_as_value() {
+                Kind::Identifier => {
+                    validate_value(&token.text).map_err(|reason| {
+                        ParseError::invalid(
+                            token.position,
+                            format!("invalid label value {:?}", token.text),
+                            reason,
+                        )
+                    })?;
+                    values.push(token.text);
+                    let after = self.peek();
+                    match after.kind_as_value() {
+                        Kind::Comma => {}
+                        Kind::ClosePar => return Ok(values),
+                        _ => return Err(unexpected(after, r#""," or ")""#)),
+                    }
+                }
+                Kind::Comma => {
+                    // Commas delimit possibly empty values: `(,a)`, `(a,)` and `(a,,b)` all hold "".
+                    if values.is_empty() {
+                        values.push(String::new());
+                    }
+                    match self.peek().kind_as_value() {
+                        Kind::ClosePar => {
+                            values.push(String::new());
+                            return Ok(values);
+                        }
+                        Kind::Comma => values.push(String::new()),
+                        _ => {}
+                    }
+                }
+                _ => return Err(unexpected(&token, r#"a value or ",""#)),
+            }
+        }
+    }
+
+    /// The single, possibly empty, value after `=`, `==`, `!=`, `>` or `<`.
+    fn exact_value(
+        &mut self,
+        operator_token: &Token,
+        operator: Operator,
+    ) -> Result<String, ParseError> {
+        let token = self.peek();
+        let (value, position) = if matches!(token.kind_as_value(), Kind::End | Kind::Comma) {
+            (String::new(), token.position)
+        } else {
+            let token = self.advance();
+            if token.kind_as_value() != Kind::Identifier {
+                return Err(unexpected(&token, "a value"));
+            }
+            (token.text, token.position)
+        };
+        if matches!(operator, Operator::GreaterThan | Operator::LessThan) {
+            check_integer(operator, &value).map_err(|_| {
+                ParseError::invalid(
+                    position,
+                    format!("invalid value {value:?} for {:?}", operator_token.text),
+                    "must be an integer",
+                )
+            })?;
+        }
+        validate_value(&value).map_err(|reason| {
+            ParseError::invalid(position, format!("invalid label value {value:?}"), reason)
+        })?;
+        Ok(value)
+    }
+}
