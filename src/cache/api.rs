@@ -9,7 +9,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::error::Result;
 use super::informer::InformerInfo;
-use super::matching::{FieldSelector, LabelSelector};
+use super::selector::{FieldSelector, LabelSelector};
 
 /// Options of a list through the cache (controller-runtime's `client.ListOptions` as far as the
 /// cache honours them).

@@ -19,7 +19,8 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::Instrument;
 
 use super::error::{Error, Result};
-use super::matching::{self, LabelSelector};
+use super::matching;
+use super::selector::LabelSelector;
 use super::settings::InformerSettings;
 
 /// What an informer reports about itself (a row of `CacheConfig.status.informers`).

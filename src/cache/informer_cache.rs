@@ -169,7 +169,7 @@ impl Cache for InformerCache {
                 return Err(Error::ContinueNotSupported);
             }
             let fields = match &options.field_selector {
-                Some(selector) => selector.exact_requirements()?,
+                Some(selector) => super::matching::exact_requirements(selector)?,
                 None => Vec::new(),
             };
             Ok(informer.list(

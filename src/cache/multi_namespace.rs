@@ -13,7 +13,7 @@ use super::api::{Cache, Description, ListOptions};
 use super::error::{Error, Result};
 use super::informer::InformerInfo;
 use super::informer_cache::{Context, InformerCache};
-use super::matching::FieldSelector;
+use super::matching::excluding_namespaces;
 use super::settings::InformerSettings;
 
 /// The key of the fallback entry: every namespace not listed (`metav1.NamespaceAll`).
@@ -54,7 +54,7 @@ impl MultiNamespaceCache {
             .map(String::as_str)
             .filter(|ns| *ns != ALL_NAMESPACES)
             .collect();
-        let exclusion = FieldSelector::excluding_namespaces(listed.iter().copied());
+        let exclusion = excluding_namespaces(listed.iter().copied());
         let caches = namespaces
             .iter()
             .map(|(ns, settings)| {

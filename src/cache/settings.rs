@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::matching::{FieldSelector, LabelSelector};
+use super::selector::{FieldSelector, LabelSelector};
 use super::transform::Transform;
 
 /// controller-runtime's `defaultSyncPeriod` (`pkg/cache/cache.go`: 10 hours).
