@@ -231,7 +231,7 @@ impl Informer {
                     let event = if self.settings.transform.is_identity() {
                         event
                     } else {
-                        event.modify(|obj| self.settings.transform.apply(obj))
+                        event.modify(|obj| super::transform::apply(&self.settings.transform, obj))
                     };
                     writer.apply_watcher_event(&event);
                     let init_done = matches!(event, watcher::Event::InitDone);
@@ -406,7 +406,7 @@ fn metadata_to_dynamic(meta: PartialObjectMeta<DynamicObject>, types: &TypeMeta)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::transform::Transform;
+    use crate::cache::options::Transform;
     use futures::stream;
     use k8s_openapi::api::core::v1::ConfigMap;
 

@@ -226,7 +226,7 @@ impl Cache for InformerCache {
                 .as_ref()
                 .filter(|f| !f.is_empty())
                 .map(ToString::to_string),
-            transform: Some(self.settings.transform.describe()),
+            transform: Some(super::transform::describe(&self.settings.transform)),
             unsafe_disable_deep_copy: self.settings.unsafe_disable_deep_copy,
             metadata_only: self.settings.metadata_only,
             reader_fail_on_missing_informer: self.context.reader_fail_on_missing_informer,

@@ -1,23 +1,31 @@
 //! The cache tree: selectors, typed options with controller-runtime's defaulting, and the caches
 //! that serve reads (controller-runtime's `pkg/cache`, rebuilt on kube-rs).
+//!
+//! [`build`] composes the tree from [`Options`] as controller-runtime's `cache.New` does:
+//! one [`InformerCache`]; a [`MultiNamespaceCache`] when `default_namespaces` is set; wrapped
+//! in a [`ByKindCache`] when `by_object` is set. Every layer implements [`Cache`].
 
+pub mod api;
+mod build;
+pub mod by_kind;
 pub mod error;
 pub mod informer;
+pub mod informer_cache;
 pub mod matching;
+pub mod multi_namespace;
+pub mod options;
+pub mod resolver;
 pub mod selector;
 pub mod settings;
 pub mod transform;
-
-pub use error::{Error, Result};
-pub use informer::{Informer, InformerInfo};
-pub use settings::InformerSettings;
-pub mod api;
-pub mod by_kind;
-pub mod informer_cache;
-pub mod multi_namespace;
-pub mod resolver;
+pub mod typed;
 
 pub use api::{Cache, Description, ListOptions};
+pub use build::{BuildError, build, build_with};
 pub use by_kind::ByKindCache;
+pub use error::{Error, Result};
+pub use informer::{Informer, InformerInfo};
 pub use informer_cache::{Context, InformerCache};
 pub use multi_namespace::MultiNamespaceCache;
+pub use options::Options;
+pub use settings::InformerSettings;

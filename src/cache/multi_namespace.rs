@@ -14,6 +14,7 @@ use super::error::{Error, Result};
 use super::informer::InformerInfo;
 use super::informer_cache::{Context, InformerCache};
 use super::matching::excluding_namespaces;
+use super::selector::FieldRequirement;
 use super::settings::InformerSettings;
 
 /// The key of the fallback entry: every namespace not listed (`metav1.NamespaceAll`).
@@ -54,16 +55,24 @@ impl MultiNamespaceCache {
             .map(String::as_str)
             .filter(|ns| *ns != ALL_NAMESPACES)
             .collect();
-        let exclusion = excluding_namespaces(listed.iter().copied());
         let caches = namespaces
             .iter()
             .map(|(ns, settings)| {
                 let mut settings = settings.clone();
                 let namespace = if ns == ALL_NAMESPACES {
-                    if !exclusion.is_empty() {
+                    // Options::defaulted already adds these; add only what is missing.
+                    let present = |ns: &&str| {
+                        settings.field_selector.as_ref().is_some_and(|f| {
+                            f.requirements()
+                                .contains(&FieldRequirement::not_equals("metadata.namespace", *ns))
+                        })
+                    };
+                    let missing: Vec<&str> = listed.iter().copied().filter(|ns| !present(ns)).collect();
+                    if !missing.is_empty() {
+                        let exclusion = excluding_namespaces(missing);
                         settings.field_selector = Some(match settings.field_selector.take() {
                             Some(own) => own.and(&exclusion),
-                            None => exclusion.clone(),
+                            None => exclusion,
                         });
                     }
                     None

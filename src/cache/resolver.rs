@@ -8,10 +8,11 @@ use futures::future::BoxFuture;
 use kube::{
     Client,
     core::{ApiResource, GroupVersionKind},
-    discovery::Scope,
+    discovery::Scope as DiscoveryScope,
 };
 
 use super::error::{Error, Result};
+use super::options::{Scope, builtin_scope};
 
 /// A kind's API resource and whether its objects live in namespaces.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,7 +55,7 @@ impl Resolver for Discovery {
             let (resource, caps) = kube::discovery::pinned_kind(&self.client, gvk)
                 .await
                 .map_err(|source| Error::UnknownKind { gvk: gvk.clone(), source })?;
-            let info = KindInfo { resource, namespaced: caps.scope == Scope::Namespaced };
+            let info = KindInfo { resource, namespaced: caps.scope == DiscoveryScope::Namespaced };
             self.known
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -64,33 +65,9 @@ impl Resolver for Discovery {
     }
 }
 
-/// Cluster-scoped kinds of the built-in API groups (Kubernetes v1.33); everything else in
-/// [`BuiltinKinds`] is treated as namespaced.
-const CLUSTER_SCOPED: &[(&str, &str)] = &[
-    ("", "Namespace"),
-    ("", "Node"),
-    ("", "PersistentVolume"),
-    ("", "ComponentStatus"),
-    ("rbac.authorization.k8s.io", "ClusterRole"),
-    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
-    ("storage.k8s.io", "StorageClass"),
-    ("storage.k8s.io", "CSIDriver"),
-    ("storage.k8s.io", "CSINode"),
-    ("storage.k8s.io", "VolumeAttachment"),
-    ("apiextensions.k8s.io", "CustomResourceDefinition"),
-    ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"),
-    ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"),
-    ("scheduling.k8s.io", "PriorityClass"),
-    ("node.k8s.io", "RuntimeClass"),
-    ("apiregistration.k8s.io", "APIService"),
-    ("certificates.k8s.io", "CertificateSigningRequest"),
-    ("networking.k8s.io", "IngressClass"),
-    ("flowcontrol.apiserver.k8s.io", "FlowSchema"),
-    ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
-];
-
-/// Resolves kinds without an API server: cluster-scoped kinds from a built-in table, every
-/// other kind namespaced, plurals guessed as kube's `ApiResource::from_gvk` does.
+/// Resolves kinds without an API server: scopes of built-in kinds from
+/// [`builtin_scope`](super::options::builtin_scope), every other kind namespaced, plurals
+/// guessed as kube's `ApiResource::from_gvk` does.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct BuiltinKinds;
 
@@ -98,9 +75,7 @@ impl BuiltinKinds {
     /// Resolves `gvk` from the table.
     #[must_use]
     pub fn resolve_now(gvk: &GroupVersionKind) -> KindInfo {
-        let namespaced = !CLUSTER_SCOPED
-            .iter()
-            .any(|(group, kind)| *group == gvk.group && *kind == gvk.kind);
+        let namespaced = builtin_scope(gvk) != Some(Scope::Cluster);
         KindInfo { resource: ApiResource::from_gvk(gvk), namespaced }
     }
 }

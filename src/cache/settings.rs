@@ -4,14 +4,12 @@
 use std::time::Duration;
 
 use super::selector::{FieldSelector, LabelSelector};
-use super::transform::Transform;
+use super::options::{DEFAULT_ENABLE_WATCH_BOOKMARKS, DEFAULT_SYNC_PERIOD, Transform};
 
-/// controller-runtime's `defaultSyncPeriod` (`pkg/cache/cache.go`: 10 hours).
-pub const DEFAULT_SYNC_PERIOD: Duration = Duration::from_secs(10 * 60 * 60);
 
 /// The settings an `InformerCache` applies to each informer it starts. Every value is already
 /// resolved (per-object, then per-namespace, then global precedence happens before this).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct InformerSettings {
     /// Only objects matching this label selector are listed and watched.
     pub label_selector: Option<LabelSelector>,
@@ -37,10 +35,26 @@ impl Default for InformerSettings {
             field_selector: None,
             transform: Transform::default(),
             unsafe_disable_deep_copy: false,
-            // controller-runtime `pkg/cache/cache.go` newCache: EnableWatchBookmarks defaults to true.
-            enable_watch_bookmarks: true,
+            enable_watch_bookmarks: DEFAULT_ENABLE_WATCH_BOOKMARKS,
             sync_period: DEFAULT_SYNC_PERIOD,
             metadata_only: false,
+        }
+    }
+}
+
+impl InformerSettings {
+    /// The settings of a defaulted [`Config`](super::options::Config), built-in defaults for
+    /// anything still unset. An everything selector is no selector.
+    #[must_use]
+    pub fn from_config(config: &super::options::Config, metadata_only: bool) -> Self {
+        Self {
+            label_selector: config.label_selector.clone().filter(|s| !s.is_empty()),
+            field_selector: config.field_selector.clone().filter(|s| !s.is_empty()),
+            transform: config.transform.clone().unwrap_or_default(),
+            unsafe_disable_deep_copy: config.effective_unsafe_disable_deep_copy(),
+            enable_watch_bookmarks: config.effective_enable_watch_bookmarks(),
+            sync_period: config.effective_sync_period(),
+            metadata_only,
         }
     }
 }

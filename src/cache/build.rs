@@ -1,0 +1,97 @@
+//! `build`: composes the cache tree from [`Options`] exactly as controller-runtime's
+//! `cache.New` does (`pkg/cache/cache.go`); the only place that maps options into layers.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kube::Client;
+
+use super::api::Cache;
+use super::by_kind::ByKindCache;
+use super::informer_cache::{Context, InformerCache};
+use super::multi_namespace::MultiNamespaceCache;
+use super::options::{Config, NamespaceKey, Namespaces, Options, OptionsError};
+use super::resolver::Discovery;
+use super::settings::InformerSettings;
+
+/// Why the options can not be turned into a cache tree.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// Defaulting the options failed.
+    #[error("invalid cache options")]
+    Options(#[source] OptionsError),
+}
+
+/// Builds the cache tree for `options`, resolving kinds by discovery through `client`. Nothing
+/// is started and no request is made; call [`Cache::start`].
+///
+/// # Errors
+/// [`BuildError::Options`] when the options can not be defaulted (namespaces set for a
+/// cluster-scoped kind).
+pub fn build(options: &Options, client: Client) -> Result<Arc<dyn Cache>, BuildError> {
+    let context = Context {
+        resolver: Arc::new(Discovery::new(client.clone())),
+        client,
+        reader_fail_on_missing_informer: options.reader_fail_on_missing_informer,
+        sync_timeout: None,
+    };
+    build_with(options, &context)
+}
+
+fn namespace_map(map: &BTreeMap<NamespaceKey, Config>) -> BTreeMap<String, InformerSettings> {
+    map.iter()
+        .map(|(ns, config)| (ns.as_str().to_string(), InformerSettings::from_config(config, false)))
+        .collect()
+}
+
+/// [`build`] with a given context (client, resolver, read behaviour); the context's
+/// `reader_fail_on_missing_informer` wins over the options'.
+///
+/// - no `default_namespaces`, no `by_object`: one [`InformerCache`] over all namespaces with
+///   the `default_*` settings;
+/// - `default_namespaces`: a [`MultiNamespaceCache`] with an `InformerCache` per namespace,
+///   the `""` entry as fallback, and a cluster cache with the `default_*` settings;
+/// - `by_object`: a [`ByKindCache`] routing each listed kind to a `MultiNamespaceCache`
+///   without cluster cache (when it has namespaces) or an `InformerCache` over all
+///   namespaces, and every other kind to the default cache above.
+///
+/// # Errors
+/// As [`build`].
+pub fn build_with(options: &Options, context: &Context) -> Result<Arc<dyn Cache>, BuildError> {
+    let options = options.defaulted().map_err(BuildError::Options)?;
+    let defaults = InformerSettings::from_config(&options.default_config(), false);
+    let default: Arc<dyn Cache> = if options.default_namespaces.is_empty() {
+        Arc::new(InformerCache::new(context.clone(), None, defaults))
+    } else {
+        Arc::new(MultiNamespaceCache::new(
+            context.clone(),
+            namespace_map(&options.default_namespaces),
+            Some(defaults),
+        ))
+    };
+    if options.by_object.is_empty() {
+        return Ok(default);
+    }
+    let caches = options
+        .by_object
+        .iter()
+        .map(|by| {
+            let cache: Arc<dyn Cache> = match &by.namespaces {
+                Namespaces::Only(map) if !map.is_empty() => {
+                    let mut namespaces = namespace_map(map);
+                    for settings in namespaces.values_mut() {
+                        settings.metadata_only = by.metadata_only;
+                    }
+                    Arc::new(MultiNamespaceCache::new(context.clone(), namespaces, None))
+                }
+                _ => Arc::new(InformerCache::new(
+                    context.clone(),
+                    None,
+                    InformerSettings::from_config(&by.config, by.metadata_only),
+                )),
+            };
+            (by.gvk.clone(), cache)
+        })
+        .collect();
+    Ok(Arc::new(ByKindCache::new(caches, default)))
+}

@@ -1,0 +1,330 @@
+//! Typed cache options: what the cache tree caches, per kind and per namespace
+//! (controller-runtime's `cache.Options`, `ByObject` and `Config`, v0.24).
+//!
+//! Built from a `CacheConfig` by [`crate::config`], or by hand. Unset settings are `None`
+//! (Go's nil); [`Options::defaulted`] fills them in one pass with controller-runtime's
+//! precedence, and [`Config`]'s `effective_*` accessors supply the built-in defaults for what
+//! is still unset.
+//!
+//! # Precedence
+//!
+//! Most specific first; a more specific setting **replaces** a less specific one, it is never
+//! combined with it (two label selectors are not ANDed):
+//!
+//! 1. `by_object[i].namespaces[ns]`
+//! 2. `by_object[i]`
+//! 3. `default_namespaces[ns]`
+//! 4. `default_*` (and `sync_period`)
+//!
+//! The one exception is the [`NamespaceKey::AllOthers`] entry of a namespace map: its field
+//! selector gets `metadata.namespace!=<ns>` for every listed namespace `AND`ed to it, so no
+//! object is cached by two informers.
+
+mod builtin;
+mod defaulting;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use kube::core::GroupVersionKind;
+
+use super::selector::{FieldSelector, LabelSelector};
+
+pub use builtin::builtin_scope;
+pub use defaulting::OptionsError;
+
+/// Default resync period of every informer.
+///
+/// controller-runtime `pkg/cache/cache.go`: `defaultSyncPeriod = 10 * time.Hour`.
+pub const DEFAULT_SYNC_PERIOD: Duration = Duration::from_hours(10);
+
+/// Default of `enable_watch_bookmarks`.
+///
+/// controller-runtime `pkg/cache/cache.go` (`newCache`):
+/// `EnableWatchBookmarks: ptr.Deref(config.EnableWatchBookmarks, true)`.
+pub const DEFAULT_ENABLE_WATCH_BOOKMARKS: bool = true;
+
+/// Default of `unsafe_disable_deep_copy`.
+///
+/// controller-runtime `pkg/cache/cache.go` (`newCache`):
+/// `UnsafeDisableDeepCopy: ptr.Deref(config.UnsafeDisableDeepCopy, false)`.
+pub const DEFAULT_UNSAFE_DISABLE_DEEP_COPY: bool = false;
+
+/// Typed cache options (controller-runtime's `cache.Options`).
+///
+/// `Default` caches every kind in every namespace with controller-runtime's defaults.
+///
+/// ```
+/// use informant::cache::{Options, options::{Config, NamespaceKey}};
+/// use informant::cache::selector::LabelSelector;
+///
+/// let mut opts = Options::default();
+/// opts.default_label_selector = Some(LabelSelector::parse("app=shop").unwrap());
+/// opts.default_namespaces.insert(NamespaceKey::named("team-a"), Config::default());
+/// let defaulted = opts.defaulted().unwrap();
+/// let team_a = &defaulted.default_namespaces[&NamespaceKey::named("team-a")];
+/// assert_eq!(team_a.label_selector.as_ref().unwrap().to_string(), "app=shop");
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Options {
+    /// Resync period of every informer without its own; `None`: [`DEFAULT_SYNC_PERIOD`].
+    pub sync_period: Option<Duration>,
+    /// Reads of a kind without an informer fail instead of starting one.
+    pub reader_fail_on_missing_informer: bool,
+    /// Namespaces to cache, each with settings. Empty: every namespace (one cluster-wide
+    /// informer per kind); otherwise only these (a `MultiNamespaceCache`).
+    pub default_namespaces: BTreeMap<NamespaceKey, Config>,
+    /// Label selector of everything without its own.
+    pub default_label_selector: Option<LabelSelector>,
+    /// Field selector of everything without its own.
+    pub default_field_selector: Option<FieldSelector>,
+    /// Transform of everything without its own.
+    pub default_transform: Option<Transform>,
+    /// Skip deep copies on reads, for everything without its own setting.
+    pub default_unsafe_disable_deep_copy: Option<bool>,
+    /// Ask for watch bookmarks, for everything without its own setting.
+    pub default_enable_watch_bookmarks: Option<bool>,
+    /// Per-kind settings; each kind at most once (validation guarantees it).
+    pub by_object: Vec<ByObject>,
+}
+
+impl Options {
+    /// The `default_*` settings as a [`Config`] (controller-runtime's
+    /// `optionDefaultsToConfig`).
+    #[must_use]
+    pub fn default_config(&self) -> Config {
+        Config {
+            label_selector: self.default_label_selector.clone(),
+            field_selector: self.default_field_selector.clone(),
+            transform: self.default_transform.clone(),
+            unsafe_disable_deep_copy: self.default_unsafe_disable_deep_copy,
+            enable_watch_bookmarks: self.default_enable_watch_bookmarks,
+            sync_period: self.sync_period,
+        }
+    }
+
+    /// The per-kind settings of `gvk`, if any.
+    #[must_use]
+    pub fn by_object_for(&self, gvk: &GroupVersionKind) -> Option<&ByObject> {
+        self.by_object.iter().find(|b| &b.gvk == gvk)
+    }
+}
+
+/// Settings of one informer's list/watch and store (controller-runtime's `cache.Config`).
+/// `None` means unset: filled by [`Options::defaulted`] from a less specific level.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Config {
+    /// Label selector; `Some(everything)` stops defaulting.
+    pub label_selector: Option<LabelSelector>,
+    /// Field selector; `Some(everything)` stops defaulting.
+    pub field_selector: Option<FieldSelector>,
+    /// Transform applied before objects are stored.
+    pub transform: Option<Transform>,
+    /// Return cached objects without a deep copy.
+    pub unsafe_disable_deep_copy: Option<bool>,
+    /// Ask for watch bookmarks.
+    pub enable_watch_bookmarks: Option<bool>,
+    /// Resync period.
+    pub sync_period: Option<Duration>,
+}
+
+impl Config {
+    /// Fills every unset setting from `from` (controller-runtime's `defaultConfig`).
+    #[must_use]
+    pub fn or(mut self, from: &Config) -> Config {
+        if self.label_selector.is_none() {
+            self.label_selector.clone_from(&from.label_selector);
+        }
+        if self.field_selector.is_none() {
+            self.field_selector.clone_from(&from.field_selector);
+        }
+        if self.transform.is_none() {
+            self.transform.clone_from(&from.transform);
+        }
+        self.unsafe_disable_deep_copy = self
+            .unsafe_disable_deep_copy
+            .or(from.unsafe_disable_deep_copy);
+        self.enable_watch_bookmarks = self.enable_watch_bookmarks.or(from.enable_watch_bookmarks);
+        self.sync_period = self.sync_period.or(from.sync_period);
+        self
+    }
+
+    /// The label selector to list/watch with (everything if unset).
+    #[must_use]
+    pub fn effective_label_selector(&self) -> LabelSelector {
+        self.label_selector
+            .clone()
+            .unwrap_or_else(LabelSelector::everything)
+    }
+
+    /// The field selector to list/watch with (everything if unset).
+    #[must_use]
+    pub fn effective_field_selector(&self) -> FieldSelector {
+        self.field_selector
+            .clone()
+            .unwrap_or_else(FieldSelector::everything)
+    }
+
+    /// The resync period ([`DEFAULT_SYNC_PERIOD`] if unset).
+    #[must_use]
+    pub fn effective_sync_period(&self) -> Duration {
+        self.sync_period.unwrap_or(DEFAULT_SYNC_PERIOD)
+    }
+
+    /// Whether to ask for bookmarks ([`DEFAULT_ENABLE_WATCH_BOOKMARKS`] if unset).
+    #[must_use]
+    pub fn effective_enable_watch_bookmarks(&self) -> bool {
+        self.enable_watch_bookmarks
+            .unwrap_or(DEFAULT_ENABLE_WATCH_BOOKMARKS)
+    }
+
+    /// Whether to skip deep copies ([`DEFAULT_UNSAFE_DISABLE_DEEP_COPY`] if unset).
+    #[must_use]
+    pub fn effective_unsafe_disable_deep_copy(&self) -> bool {
+        self.unsafe_disable_deep_copy
+            .unwrap_or(DEFAULT_UNSAFE_DISABLE_DEEP_COPY)
+    }
+}
+
+/// A declarative transform applied to objects before they are stored.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Transform {
+    /// Remove `metadata.managedFields`.
+    pub strip_managed_fields: bool,
+    /// Annotation keys to remove.
+    pub drop_annotations: Vec<String>,
+    /// Label keys to remove.
+    pub drop_labels: Vec<String>,
+}
+
+impl Transform {
+    /// Whether the transform changes nothing.
+    #[must_use]
+    pub fn is_identity(&self) -> bool {
+        !self.strip_managed_fields
+            && self.drop_annotations.is_empty()
+            && self.drop_labels.is_empty()
+    }
+
+    /// Applies the transform to an object in its JSON form; other shapes are left alone.
+    ///
+    /// ```
+    /// use informant::cache::options::Transform;
+    /// let t = Transform { strip_managed_fields: true, drop_labels: vec!["x".into()], ..Default::default() };
+    /// let mut pod = serde_json::json!({"metadata": {"managedFields": [{}], "labels": {"x": "1", "y": "2"}}});
+    /// t.apply(&mut pod);
+    /// assert_eq!(pod, serde_json::json!({"metadata": {"labels": {"y": "2"}}}));
+    /// ```
+    pub fn apply(&self, object: &mut serde_json::Value) {
+        let Some(meta) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) else {
+            return;
+        };
+        if self.strip_managed_fields {
+            meta.remove("managedFields");
+        }
+        for (field, keys) in [
+            ("annotations", &self.drop_annotations),
+            ("labels", &self.drop_labels),
+        ] {
+            if let Some(map) = meta.get_mut(field).and_then(|m| m.as_object_mut()) {
+                for key in keys {
+                    map.remove(key);
+                }
+            }
+        }
+    }
+}
+
+/// A key of a namespace map: one namespace, or every namespace not listed.
+///
+/// Orders like the strings (`AllOthers`, the `""` key, first).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NamespaceKey {
+    /// The `""` key: every namespace not listed in the same map (controller-runtime's
+    /// `cache.AllNamespaces`).
+    AllOthers,
+    /// One namespace (a DNS-1123 label; validation guarantees it).
+    Named(String),
+}
+
+impl NamespaceKey {
+    /// The key of one namespace.
+    #[must_use]
+    pub fn named(namespace: &str) -> Self {
+        NamespaceKey::Named(namespace.to_owned())
+    }
+
+    /// The key as written in a `CacheConfig` (`""` for [`NamespaceKey::AllOthers`]).
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        match self {
+            NamespaceKey::AllOthers => "",
+            NamespaceKey::Named(ns) => ns,
+        }
+    }
+}
+
+impl fmt::Display for NamespaceKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NamespaceKey::AllOthers => f.write_str("<all other namespaces>"),
+            NamespaceKey::Named(ns) => f.write_str(ns),
+        }
+    }
+}
+
+/// Which namespaces a kind is cached in: a three-way setting (Go: nil map, empty map, map).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Namespaces {
+    /// Take [`Options::default_namespaces`] (the `namespaces` field is absent). Never left
+    /// after [`Options::defaulted`].
+    #[default]
+    Inherit,
+    /// Every namespace, with one cluster-wide informer (`namespaces: {}`; always the case for
+    /// cluster-scoped kinds).
+    All,
+    /// Only these namespaces, each with its settings (never empty).
+    Only(BTreeMap<NamespaceKey, Config>),
+}
+
+/// Whether a kind's objects live in namespaces.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// Namespaced (`Pod`, `ConfigMap`, ...); assumed for kinds that are not built in.
+    #[default]
+    Namespaced,
+    /// Cluster-scoped (`Node`, `Namespace`, `ClusterRole`, ...).
+    Cluster,
+}
+
+/// Settings of one kind (controller-runtime's `ByObject`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ByObject {
+    /// The kind.
+    pub gvk: GroupVersionKind,
+    /// Its scope: from [`builtin_scope`] for built-in kinds, else namespaced. The cache
+    /// builder may correct it from discovery before calling [`Options::defaulted`].
+    pub scope: Scope,
+    /// Which namespaces to cache it in.
+    pub namespaces: Namespaces,
+    /// Its settings; replace the `default_*` ones.
+    pub config: Config,
+    /// Cache `PartialObjectMetadata` only.
+    pub metadata_only: bool,
+}
+
+impl ByObject {
+    /// Settings for `gvk`, namespaced, inheriting everything.
+    #[must_use]
+    pub fn new(gvk: GroupVersionKind) -> Self {
+        let scope = builtin_scope(&gvk).unwrap_or_default();
+        Self {
+            gvk,
+            scope,
+            namespaces: Namespaces::Inherit,
+            config: Config::default(),
+            metadata_only: false,
+        }
+    }
+}
