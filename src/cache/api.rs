@@ -75,10 +75,26 @@ impl Description {
         let indent = "  ".repeat(depth);
         let _ = write!(out, "{indent}{} ({})", self.cache, self.role);
         if self.cache == "InformerCache" {
-            let _ = write!(out, " namespace={}", self.namespace.as_deref().unwrap_or("<all>"));
-            let _ = write!(out, " labelSelector={:?}", self.label_selector.as_deref().unwrap_or(""));
-            let _ = write!(out, " fieldSelector={:?}", self.field_selector.as_deref().unwrap_or(""));
-            let _ = write!(out, " transform={}", self.transform.as_deref().unwrap_or("none"));
+            let _ = write!(
+                out,
+                " namespace={}",
+                self.namespace.as_deref().unwrap_or("<all>")
+            );
+            let _ = write!(
+                out,
+                " labelSelector={:?}",
+                self.label_selector.as_deref().unwrap_or("")
+            );
+            let _ = write!(
+                out,
+                " fieldSelector={:?}",
+                self.field_selector.as_deref().unwrap_or("")
+            );
+            let _ = write!(
+                out,
+                " transform={}",
+                self.transform.as_deref().unwrap_or("none")
+            );
             if self.unsafe_disable_deep_copy {
                 out.push_str(" unsafeDisableDeepCopy");
             }

@@ -40,7 +40,12 @@ pub fn build(options: &Options, client: Client) -> Result<Arc<dyn Cache>, BuildE
 
 fn namespace_map(map: &BTreeMap<NamespaceKey, Config>) -> BTreeMap<String, InformerSettings> {
     map.iter()
-        .map(|(ns, config)| (ns.as_str().to_string(), InformerSettings::from_config(config, false)))
+        .map(|(ns, config)| {
+            (
+                ns.as_str().to_string(),
+                InformerSettings::from_config(config, false),
+            )
+        })
         .collect()
 }
 
@@ -94,4 +99,108 @@ pub fn build_with(options: &Options, context: &Context) -> Result<Arc<dyn Cache>
         })
         .collect();
     Ok(Arc::new(ByKindCache::new(caches, default)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::options::ByObject;
+    use crate::cache::resolver::BuiltinKinds;
+    use crate::cache::selector::LabelSelector;
+    use kube::core::GroupVersionKind;
+
+    fn context() -> Context {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        Context {
+            client: kube::Client::try_from(config).unwrap(),
+            resolver: Arc::new(BuiltinKinds),
+            reader_fail_on_missing_informer: false,
+            sync_timeout: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn empty_options_build_one_informer_cache() {
+        let tree = build_with(&Options::default(), &context())
+            .unwrap()
+            .describe("root");
+        assert_eq!(tree.cache, "InformerCache");
+        assert_eq!(tree.namespace, None);
+    }
+
+    #[tokio::test]
+    async fn default_namespaces_build_a_multi_namespace_cache_with_a_cluster_cache() {
+        let mut options = Options::default();
+        options.default_label_selector = Some(LabelSelector::parse("app=shop").unwrap());
+        options
+            .default_namespaces
+            .insert(NamespaceKey::named("a"), Config::default());
+        options
+            .default_namespaces
+            .insert(NamespaceKey::AllOthers, Config::default());
+        let tree = build_with(&options, &context()).unwrap().describe("root");
+        assert_eq!(tree.cache, "MultiNamespaceCache");
+        let roles: Vec<&str> = tree.children.iter().map(|c| c.role.as_str()).collect();
+        assert_eq!(
+            roles,
+            [
+                "namespace \"\" (every namespace not listed)",
+                "namespace a",
+                "cluster-scoped kinds"
+            ]
+        );
+        assert_eq!(
+            tree.children[0].field_selector.as_deref(),
+            Some("metadata.namespace!=a")
+        );
+        assert_eq!(tree.children[2].label_selector.as_deref(), Some("app=shop"));
+    }
+
+    #[tokio::test]
+    async fn by_object_wraps_the_default_cache_and_routes_unlisted_kinds_to_it() {
+        let mut options = Options::default();
+        options
+            .default_namespaces
+            .insert(NamespaceKey::named("a"), Config::default());
+        let mut pods = ByObject::new(GroupVersionKind::gvk("", "v1", "Pod"));
+        pods.namespaces = Namespaces::All;
+        pods.metadata_only = true;
+        options.by_object.push(pods);
+        options.by_object.push(ByObject::new(GroupVersionKind::gvk(
+            "apps",
+            "v1",
+            "Deployment",
+        )));
+        let cache = build_with(&options, &context()).unwrap();
+        let tree = cache.describe("root");
+        assert_eq!(tree.cache, "ByKindCache");
+        let kinds: Vec<(&str, &str)> = tree
+            .children
+            .iter()
+            .map(|c| (c.role.as_str(), c.cache))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("byObject v1/Pod", "InformerCache"),
+                ("byObject apps/v1/Deployment", "MultiNamespaceCache"),
+                ("default: every kind not in byObject", "MultiNamespaceCache"),
+            ]
+        );
+        assert!(tree.children[0].metadata_only);
+        // The inherited namespaces of a byObject entry get no cluster cache.
+        assert_eq!(tree.children[1].children.len(), 1);
+        let route = cache
+            .route(
+                &GroupVersionKind::gvk("", "v1", "Secret"),
+                Some("zzz"),
+                Some("s"),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            route.to_string(),
+            "unable to get: zzz/s because of unknown namespace for the cache"
+        );
+    }
 }

@@ -32,23 +32,35 @@ fn key(gvk: &GroupVersionKind) -> (String, String, String) {
 }
 
 fn api_version(gvk: &GroupVersionKind) -> String {
-    if gvk.group.is_empty() { gvk.version.clone() } else { format!("{}/{}", gvk.group, gvk.version) }
+    if gvk.group.is_empty() {
+        gvk.version.clone()
+    } else {
+        format!("{}/{}", gvk.group, gvk.version)
+    }
 }
 
 impl ByKindCache {
     /// Routes each `(gvk, cache)` pair's kind to its cache, everything else to `default`.
     #[must_use]
     pub fn new(caches: Vec<(GroupVersionKind, Arc<dyn Cache>)>, default: Arc<dyn Cache>) -> Self {
-        let caches = caches.into_iter().map(|(gvk, cache)| (key(&gvk), (gvk, cache))).collect();
+        let caches = caches
+            .into_iter()
+            .map(|(gvk, cache)| (key(&gvk), (gvk, cache)))
+            .collect();
         Self { caches, default }
     }
 
     fn cache_for(&self, gvk: &GroupVersionKind) -> &Arc<dyn Cache> {
-        self.caches.get(&key(gvk)).map_or(&self.default, |(_, cache)| cache)
+        self.caches
+            .get(&key(gvk))
+            .map_or(&self.default, |(_, cache)| cache)
     }
 
     fn all(&self) -> impl Iterator<Item = &Arc<dyn Cache>> {
-        self.caches.values().map(|(_, cache)| cache).chain(std::iter::once(&self.default))
+        self.caches
+            .values()
+            .map(|(_, cache)| cache)
+            .chain(std::iter::once(&self.default))
     }
 }
 
@@ -97,7 +109,9 @@ impl Cache for ByKindCache {
         let mut children: Vec<Description> = self
             .caches
             .values()
-            .map(|(gvk, cache)| cache.describe(&format!("byObject {}/{}", api_version(gvk), gvk.kind)))
+            .map(|(gvk, cache)| {
+                cache.describe(&format!("byObject {}/{}", api_version(gvk), gvk.kind))
+            })
             .collect();
         children.push(self.default.describe("default: every kind not in byObject"));
         Description {
@@ -122,9 +136,17 @@ impl Cache for ByKindCache {
     ) -> BoxFuture<'a, Result<Vec<String>>> {
         Box::pin(async move {
             let step = if self.caches.contains_key(&key(gvk)) {
-                format!("ByKindCache: {}/{} is listed in byObject", api_version(gvk), gvk.kind)
+                format!(
+                    "ByKindCache: {}/{} is listed in byObject",
+                    api_version(gvk),
+                    gvk.kind
+                )
             } else {
-                format!("ByKindCache: {}/{} is not in byObject, served by the default cache", api_version(gvk), gvk.kind)
+                format!(
+                    "ByKindCache: {}/{} is not in byObject, served by the default cache",
+                    api_version(gvk),
+                    gvk.kind
+                )
             };
             let mut path = vec![step];
             path.extend(self.cache_for(gvk).route(gvk, namespace, name).await?);

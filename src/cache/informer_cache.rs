@@ -37,7 +37,10 @@ pub struct Context {
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Context")
-            .field("reader_fail_on_missing_informer", &self.reader_fail_on_missing_informer)
+            .field(
+                "reader_fail_on_missing_informer",
+                &self.reader_fail_on_missing_informer,
+            )
             .field("sync_timeout", &self.sync_timeout)
             .finish_non_exhaustive()
     }
@@ -73,7 +76,13 @@ impl InformerCache {
     /// [`Cache::ensure_informer`].
     #[must_use]
     pub fn new(context: Context, namespace: Option<String>, settings: InformerSettings) -> Self {
-        Self { context, namespace, settings, informers: Mutex::new(HashMap::new()), running: OnceLock::new() }
+        Self {
+            context,
+            namespace,
+            settings,
+            informers: Mutex::new(HashMap::new()),
+            running: OnceLock::new(),
+        }
     }
 
     /// The settings applied to every informer of this cache.
@@ -83,7 +92,11 @@ impl InformerCache {
     }
 
     fn peek(&self, gvk: &GroupVersionKind) -> Option<Arc<Informer>> {
-        self.informers.lock().unwrap_or_else(PoisonError::into_inner).get(gvk).cloned()
+        self.informers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(gvk)
+            .cloned()
     }
 
     /// The informer for `gvk`, created (and started, if the cache runs) when missing.
@@ -93,7 +106,10 @@ impl InformerCache {
         }
         let kind = self.context.resolver.resolve(gvk).await?;
         let informer = {
-            let mut informers = self.informers.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut informers = self
+                .informers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             // Another reader may have created it while we resolved the kind.
             Arc::clone(informers.entry(gvk.clone()).or_insert_with(|| {
                 Arc::new(Informer::new(
@@ -106,7 +122,11 @@ impl InformerCache {
             }))
         };
         if let Some(running) = self.running.get() {
-            informer.start(self.context.client.clone(), &running.tracker, running.shutdown.child_token());
+            informer.start(
+                self.context.client.clone(),
+                &running.tracker,
+                running.shutdown.child_token(),
+            );
         }
         Ok(informer)
     }
@@ -138,12 +158,36 @@ impl InformerCache {
             None => wait.await,
             Some(timeout) => tokio::time::timeout(timeout, wait)
                 .await
-                .unwrap_or_else(|_| Err(Error::Timeout { gvk: informer.gvk().clone() })),
+                .unwrap_or_else(|_| {
+                    Err(Error::Timeout {
+                        gvk: informer.gvk().clone(),
+                    })
+                }),
         }
     }
 
+    /// Puts a (test-fed) informer in place for `gvk`.
+    #[cfg(test)]
+    pub(crate) fn insert_informer(&self, informer: Arc<Informer>) {
+        self.informers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(informer.gvk().clone(), informer);
+    }
+
+    /// The informer for `gvk`, if one exists.
+    #[cfg(test)]
+    pub(crate) fn informer_of(&self, gvk: &GroupVersionKind) -> Option<Arc<Informer>> {
+        self.peek(gvk)
+    }
+
     fn all_informers(&self) -> Vec<Arc<Informer>> {
-        self.informers.lock().unwrap_or_else(PoisonError::into_inner).values().cloned().collect()
+        self.informers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
     }
 }
 
@@ -165,7 +209,11 @@ impl Cache for InformerCache {
         Box::pin(async move {
             let informer = self.informer_for_read(gvk).await?;
             // Checked in the reader's order (pkg/cache/internal/cache_reader.go).
-            if options.continue_token.as_deref().is_some_and(|c| !c.is_empty()) {
+            if options
+                .continue_token
+                .as_deref()
+                .is_some_and(|c| !c.is_empty())
+            {
                 return Err(Error::ContinueNotSupported);
             }
             let fields = match &options.field_selector {
@@ -192,7 +240,10 @@ impl Cache for InformerCache {
     }
 
     fn start(&self, tracker: &TaskTracker, shutdown: &CancellationToken) {
-        let running = Running { tracker: tracker.clone(), shutdown: shutdown.clone() };
+        let running = Running {
+            tracker: tracker.clone(),
+            shutdown: shutdown.clone(),
+        };
         if self.running.set(running).is_err() {
             return;
         }
@@ -219,7 +270,11 @@ impl Cache for InformerCache {
             cache: "InformerCache",
             role: role.to_string(),
             namespace: self.namespace.clone(),
-            label_selector: self.settings.label_selector.as_ref().map(ToString::to_string),
+            label_selector: self
+                .settings
+                .label_selector
+                .as_ref()
+                .map(ToString::to_string),
             field_selector: self
                 .settings
                 .field_selector

@@ -66,7 +66,11 @@ pub fn field_value(obj: &DynamicObject, path: &str) -> String {
 
 /// Whether `obj` passes the list's label selector and exact field requirements.
 #[must_use]
-pub fn list_matches(obj: &DynamicObject, labels: Option<&LabelSelector>, fields: &[(&str, &str)]) -> bool {
+pub fn list_matches(
+    obj: &DynamicObject,
+    labels: Option<&LabelSelector>,
+    fields: &[(&str, &str)],
+) -> bool {
     static EMPTY: BTreeMap<String, String> = BTreeMap::new();
     if let Some(sel) = labels
         && !sel.matches(obj.metadata.labels.as_ref().unwrap_or(&EMPTY))
@@ -83,15 +87,28 @@ mod tests {
     #[test]
     fn inequality_and_empty_field_selectors_are_not_exact() {
         let sel = FieldSelector::parse("metadata.name=a,status.phase!=Running").unwrap();
-        assert!(matches!(exact_requirements(&sel), Err(Error::NonExactFieldSelector)));
-        assert!(matches!(exact_requirements(&FieldSelector::everything()), Err(Error::NonExactFieldSelector)));
+        assert!(matches!(
+            exact_requirements(&sel),
+            Err(Error::NonExactFieldSelector)
+        ));
+        assert!(matches!(
+            exact_requirements(&FieldSelector::everything()),
+            Err(Error::NonExactFieldSelector)
+        ));
         let exact = FieldSelector::parse("spec.nodeName==n1").unwrap();
-        assert_eq!(exact_requirements(&exact).unwrap(), vec![("spec.nodeName", "n1")]);
+        assert_eq!(
+            exact_requirements(&exact).unwrap(),
+            vec![("spec.nodeName", "n1")]
+        );
     }
 
     #[test]
     fn field_values_come_from_metadata_and_data() {
-        let mut obj = DynamicObject::new("x", &kube::core::ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&())).within("ns");
+        let mut obj = DynamicObject::new(
+            "x",
+            &kube::core::ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&()),
+        )
+        .within("ns");
         obj.data = serde_json::json!({"spec": {"nodeName": "n1", "replicas": 3}});
         assert_eq!(field_value(&obj, "metadata.namespace"), "ns");
         assert_eq!(field_value(&obj, "spec.nodeName"), "n1");

@@ -42,20 +42,34 @@ impl Discovery {
     /// A resolver asking the API server behind `client`; no request is made until a resolve.
     #[must_use]
     pub fn new(client: Client) -> Self {
-        Self { client, known: Mutex::new(HashMap::new()) }
+        Self {
+            client,
+            known: Mutex::new(HashMap::new()),
+        }
     }
 }
 
 impl Resolver for Discovery {
     fn resolve<'a>(&'a self, gvk: &'a GroupVersionKind) -> BoxFuture<'a, Result<KindInfo>> {
         Box::pin(async move {
-            if let Some(info) = self.known.lock().unwrap_or_else(PoisonError::into_inner).get(gvk) {
+            if let Some(info) = self
+                .known
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(gvk)
+            {
                 return Ok(info.clone());
             }
             let (resource, caps) = kube::discovery::pinned_kind(&self.client, gvk)
                 .await
-                .map_err(|source| Error::UnknownKind { gvk: gvk.clone(), source })?;
-            let info = KindInfo { resource, namespaced: caps.scope == DiscoveryScope::Namespaced };
+                .map_err(|source| Error::UnknownKind {
+                    gvk: gvk.clone(),
+                    source,
+                })?;
+            let info = KindInfo {
+                resource,
+                namespaced: caps.scope == DiscoveryScope::Namespaced,
+            };
             self.known
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -76,7 +90,10 @@ impl BuiltinKinds {
     #[must_use]
     pub fn resolve_now(gvk: &GroupVersionKind) -> KindInfo {
         let namespaced = builtin_scope(gvk) != Some(Scope::Cluster);
-        KindInfo { resource: ApiResource::from_gvk(gvk), namespaced }
+        KindInfo {
+            resource: ApiResource::from_gvk(gvk),
+            namespaced,
+        }
     }
 }
 

@@ -3,9 +3,8 @@
 
 use std::time::Duration;
 
-use super::selector::{FieldSelector, LabelSelector};
 use super::options::{DEFAULT_ENABLE_WATCH_BOOKMARKS, DEFAULT_SYNC_PERIOD, Transform};
-
+use super::selector::{FieldSelector, LabelSelector};
 
 /// The settings an `InformerCache` applies to each informer it starts. Every value is already
 /// resolved (per-object, then per-namespace, then global precedence happens before this).

@@ -41,12 +41,19 @@ pub fn describe(transform: &Transform) -> String {
         parts.push("stripManagedFields".to_string());
     }
     if !transform.drop_annotations.is_empty() {
-        parts.push(format!("dropAnnotations[{}]", transform.drop_annotations.join(",")));
+        parts.push(format!(
+            "dropAnnotations[{}]",
+            transform.drop_annotations.join(",")
+        ));
     }
     if !transform.drop_labels.is_empty() {
         parts.push(format!("dropLabels[{}]", transform.drop_labels.join(",")));
     }
-    if parts.is_empty() { "none".to_string() } else { parts.join(" ") }
+    if parts.is_empty() {
+        "none".to_string()
+    } else {
+        parts.join(" ")
+    }
 }
 
 #[cfg(test)]
@@ -61,8 +68,13 @@ mod tests {
             &kube::core::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
         );
         obj.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
-        obj.metadata.annotations =
-            Some([("drop".to_string(), "x".to_string()), ("keep".into(), "y".into())].into());
+        obj.metadata.annotations = Some(
+            [
+                ("drop".to_string(), "x".to_string()),
+                ("keep".into(), "y".into()),
+            ]
+            .into(),
+        );
         obj.metadata.labels = Some([("gone".to_string(), "x".to_string())].into());
         let t = Transform {
             strip_managed_fields: true,
@@ -71,8 +83,14 @@ mod tests {
         };
         apply(&t, &mut obj);
         assert!(obj.metadata.managed_fields.is_none());
-        assert_eq!(obj.metadata.annotations.unwrap().keys().collect::<Vec<_>>(), vec!["keep"]);
+        assert_eq!(
+            obj.metadata.annotations.unwrap().keys().collect::<Vec<_>>(),
+            vec!["keep"]
+        );
         assert!(obj.metadata.labels.is_none());
-        assert_eq!(describe(&t), "stripManagedFields dropAnnotations[drop] dropLabels[gone]");
+        assert_eq!(
+            describe(&t),
+            "stripManagedFields dropAnnotations[drop] dropLabels[gone]"
+        );
     }
 }

@@ -16,7 +16,10 @@ pub fn gvk_of<K: Resource<DynamicType = ()>>() -> GroupVersionKind {
 fn convert<K: DeserializeOwned>(gvk: &GroupVersionKind, obj: &DynamicObject) -> Result<K> {
     serde_json::to_value(obj)
         .and_then(serde_json::from_value)
-        .map_err(|source| Error::Convert { gvk: gvk.clone(), source })
+        .map_err(|source| Error::Convert {
+            gvk: gvk.clone(),
+            source,
+        })
 }
 
 /// Reads one `K` through `cache`.
@@ -41,5 +44,10 @@ where
     K: Resource<DynamicType = ()> + DeserializeOwned,
 {
     let gvk = gvk_of::<K>();
-    cache.list(&gvk, options).await?.iter().map(|obj| convert(&gvk, obj)).collect()
+    cache
+        .list(&gvk, options)
+        .await?
+        .iter()
+        .map(|obj| convert(&gvk, obj))
+        .collect()
 }
