@@ -123,7 +123,7 @@ pub trait Cache: Send + Sync {
     /// Reads one object. `namespace` is ignored for cluster-scoped kinds.
     ///
     /// # Errors
-    /// NotFound, or why the cache can not answer (see [`super::Error`]).
+    /// `NotFound`, or why the cache can not answer (see [`super::Error`]).
     fn get<'a>(
         &'a self,
         gvk: &'a GroupVersionKind,

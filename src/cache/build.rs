@@ -70,7 +70,7 @@ pub fn build_with(options: &Options, context: &Context) -> Result<Arc<dyn Cache>
     } else {
         Arc::new(MultiNamespaceCache::new(
             context.clone(),
-            namespace_map(&options.default_namespaces),
+            &namespace_map(&options.default_namespaces),
             Some(defaults),
         ))
     };
@@ -87,7 +87,7 @@ pub fn build_with(options: &Options, context: &Context) -> Result<Arc<dyn Cache>
                     for settings in namespaces.values_mut() {
                         settings.metadata_only = by.metadata_only;
                     }
-                    Arc::new(MultiNamespaceCache::new(context.clone(), namespaces, None))
+                    Arc::new(MultiNamespaceCache::new(context.clone(), &namespaces, None))
                 }
                 _ => Arc::new(InformerCache::new(
                     context.clone(),
@@ -130,8 +130,10 @@ mod tests {
 
     #[tokio::test]
     async fn default_namespaces_build_a_multi_namespace_cache_with_a_cluster_cache() {
-        let mut options = Options::default();
-        options.default_label_selector = Some(LabelSelector::parse("app=shop").unwrap());
+        let mut options = Options {
+            default_label_selector: Some(LabelSelector::parse("app=shop").unwrap()),
+            ..Options::default()
+        };
         options
             .default_namespaces
             .insert(NamespaceKey::named("a"), Config::default());

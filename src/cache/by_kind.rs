@@ -15,7 +15,7 @@ use super::informer::InformerInfo;
 /// A cache per listed kind, and a default cache for the rest. Unlike an unknown namespace, an
 /// unlisted kind is no error: it goes to the default cache (seed 000).
 pub struct ByKindCache {
-    caches: BTreeMap<(String, String, String), (GroupVersionKind, Arc<dyn Cache>)>,
+    caches: BTreeMap<KindKey, (GroupVersionKind, Arc<dyn Cache>)>,
     default: Arc<dyn Cache>,
 }
 
@@ -27,7 +27,10 @@ impl std::fmt::Debug for ByKindCache {
     }
 }
 
-fn key(gvk: &GroupVersionKind) -> (String, String, String) {
+/// `(group, version, kind)`: `GroupVersionKind` is not `Ord`.
+type KindKey = (String, String, String);
+
+fn key(gvk: &GroupVersionKind) -> KindKey {
     (gvk.group.clone(), gvk.version.clone(), gvk.kind.clone())
 }
 

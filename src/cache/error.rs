@@ -10,7 +10,7 @@ pub fn gvk_string(gvk: &GroupVersionKind) -> String {
     format!("{}/{}, Kind={}", gvk.group, gvk.version, gvk.kind)
 }
 
-/// Prints the qualified resource of a NotFound error the way controller-runtime's cache reader
+/// Prints the qualified resource of a `NotFound` error the way controller-runtime's cache reader
 /// builds it: `schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}.String()`, so the Kind
 /// (not the plural) and `Kind.group` outside the core group.
 #[must_use]
@@ -25,7 +25,7 @@ pub fn group_kind_string(gvk: &GroupVersionKind) -> String {
 /// An error returned by a read (`get`, `list`), by `ensure_informer` or by `wait_for_sync`.
 ///
 /// The caller-visible cases have their own variants so callers can branch on them; none of them
-/// is NotFound except [`Error::NotFound`]. Retrying helps only for [`Error::Timeout`] and
+/// is `NotFound` except [`Error::NotFound`]. Retrying helps only for [`Error::Timeout`] and
 /// [`Error::InformerFailed`] (once RBAC or the API server is fixed); the others need a change of
 /// the config or of the request.
 #[derive(Debug, thiserror::Error)]
@@ -72,7 +72,7 @@ pub enum Error {
     #[error("non-exact field matches are not supported by the cache")]
     NonExactFieldSelector,
 
-    /// The object is not in the cache. The message is apimachinery's NotFound message built the
+    /// The object is not in the cache. The message is apimachinery's `NotFound` message built the
     /// way controller-runtime's cache reader builds it: the Kind, not the plural, qualified by
     /// the group outside the core group (`Pod "x" not found`, `Deployment.apps "x" not found`).
     #[error("{} \"{name}\" not found", group_kind_string(.gvk))]
@@ -117,7 +117,7 @@ pub enum Error {
         gvk: GroupVersionKind,
         /// The discovery error.
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
 
     /// A cluster-scoped kind was routed to a multi-namespace cache that has no cluster cache
@@ -148,7 +148,7 @@ fn api_version(gvk: &GroupVersionKind) -> String {
 }
 
 impl Error {
-    /// Whether this is the object-level NotFound (and not "kind not cached" or "unknown
+    /// Whether this is the object-level `NotFound` (and not "kind not cached" or "unknown
     /// namespace", which controller-runtime deliberately keeps apart).
     #[must_use]
     pub fn is_not_found(&self) -> bool {

@@ -47,7 +47,7 @@ impl MultiNamespaceCache {
     #[must_use]
     pub fn new(
         context: Context,
-        namespaces: BTreeMap<String, InformerSettings>,
+        namespaces: &BTreeMap<String, InformerSettings>,
         cluster: Option<InformerSettings>,
     ) -> Self {
         let listed: Vec<&str> = namespaces
@@ -343,7 +343,7 @@ mod tests {
         }
         let cache = MultiNamespaceCache::new(
             offline_context(false),
-            namespaces,
+            &namespaces,
             Some(InformerSettings::default()),
         );
         cache.start(&TaskTracker::new(), &CancellationToken::new());
@@ -453,7 +453,7 @@ mod tests {
         assert!(route[0].contains("cluster cache"), "{route:?}");
         let without = MultiNamespaceCache::new(
             offline_context(false),
-            BTreeMap::from([("a".to_string(), InformerSettings::default())]),
+            &BTreeMap::from([("a".to_string(), InformerSettings::default())]),
             None,
         );
         let err = without

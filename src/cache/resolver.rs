@@ -64,7 +64,7 @@ impl Resolver for Discovery {
                 .await
                 .map_err(|source| Error::UnknownKind {
                     gvk: gvk.clone(),
-                    source,
+                    source: Box::new(source),
                 })?;
             let info = KindInfo {
                 resource,
