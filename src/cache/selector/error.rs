@@ -1,5 +1,4 @@
-//! The error both selector parsers return: what was wrong, at which character, and what was
-//! expected there.
+//! The error both selector parsers return: what was wrong, where, and what was expected.
 
 use std::fmt;
 

@@ -1,16 +1,46 @@
-//! Kubernetes label and field selectors: parsed into typed values, printed back canonically, and
-//! matched against objects.
+//! Kubernetes label and field selectors: parsed, printed back canonically, matched on objects.
 //!
-//! Both follow apimachinery exactly (`pkg/labels/selector.go`, `pkg/fields/selector.go`); the
-//! few deliberate differences are documented on the parse functions.
+//! Both follow apimachinery (`pkg/labels/selector.go`, `pkg/fields/selector.go`): the same
+//! inputs are accepted and rejected, they match the same objects, and they print the same
+//! canonical string (what the API server receives as `labelSelector` / `fieldSelector`). Parse
+//! errors carry the character position of the offending input so the config validator can point
+//! at it.
+//!
+//! ```
+//! use informant::cache::selector::{FieldSelector, LabelSelector};
+//!
+//! let labels: LabelSelector = "app=web,tier in (api,web)".parse()?;
+//! let fields = FieldSelector::parse("status.phase=Running")?
+//!     .and(&"metadata.namespace!=kube-system".parse()?);
+//! let pod = serde_json::json!({
+//!     "metadata": {"namespace": "shop", "labels": {"app": "web", "tier": "api"}},
+//!     "status": {"phase": "Running"},
+//! });
+//! assert!(labels.matches_object(&pod) && fields.matches_object(&pod));
+//!
+//! let err = LabelSelector::parse("app=web,=x").unwrap_err();
+//! assert_eq!(err.to_string(), r#"unexpected "=" at position 8, expected a label key or "!" after ",""#);
+//! # Ok::<(), informant::cache::selector::ParseError>(())
+//! ```
+//!
+//! Deliberate differences from upstream, all on inputs nobody writes on purpose:
+//!
+//! - A NUL character ends a label selector upstream (the rest is ignored); here it is an
+//!   ordinary character and so rejected by key/value validation.
+//! - Label requirements on the same key keep their written order (stable sort); upstream's sort
+//!   is unstable past 12 requirements.
+//! - Field terms are ordered by their printed form; upstream orders the raw terms, which differs
+//!   only when `==` is written (`a==x,a=b`).
+//! - There is no "nothing" selector (apimachinery `labels.Nothing()`); hold an `Option` instead.
 
 mod error;
 mod field;
 mod label;
+mod schema;
 
 pub use error::{Detail, ParseError};
-pub use field::{FieldOperator, FieldRequirement, FieldSelector};
+pub use field::{FieldOperator, FieldRequirement, FieldSelector, escape_value};
 pub use label::{
-    LABEL_NAME_MAX_LENGTH, LABEL_PREFIX_MAX_LENGTH, LabelSelector, Operator, Requirement,
-    RequirementError,
+    ConvertError, LABEL_NAME_MAX_LENGTH, LABEL_PREFIX_MAX_LENGTH, LabelSelector, Operator,
+    Requirement, RequirementError,
 };

@@ -1,5 +1,6 @@
-//! Test cases ported from apimachinery `pkg/fields/selector_test.go`, as data tables, plus the
-//! error messages, object matching and conjunction this crate adds.
+//! Field selector test tables ported from apimachinery `pkg/fields/selector_test.go`.
+//!
+//! Plus the error messages, object matching and conjunction this crate adds.
 
 use std::collections::BTreeMap;
 

@@ -1,6 +1,7 @@
-//! Field selectors (`metadata.name=web,status.phase!=Running`): apimachinery
-//! `fields.ParseSelector` semantics with backslash escaping, canonical printing, and matching
-//! against field sets and JSON objects.
+//! Field selectors (`metadata.name=web`): apimachinery semantics, canonical print, matching.
+//!
+//! Parsing follows `fields.ParseSelector`, including backslash escaping; matching works on field
+//! sets, getters and JSON objects.
 
 mod terms;
 

@@ -1,5 +1,6 @@
-//! The lexical layer of apimachinery field selectors: splitting on unescaped commas, splitting a
-//! term at its operator, and escaping values (`\`, `,` and `=` are escaped with a backslash).
+//! Field selector lexing: split terms on unescaped commas, split at the operator, escape values.
+//!
+//! Values escape `\`, `,` and `=` with a backslash (apimachinery `fields.EscapeValue`).
 
 use crate::cache::selector::ParseError;
 

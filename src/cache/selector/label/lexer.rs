@@ -1,5 +1,4 @@
-//! Splits a label selector into tokens, as apimachinery's `labels.Lexer` does, remembering the
-//! character offset of each token for error messages.
+//! Splits a label selector into tokens with their character positions (apimachinery `Lexer`).
 
 use std::fmt;
 

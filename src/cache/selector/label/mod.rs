@@ -1,6 +1,8 @@
-//! Label selectors (`app=web,tier in (a,b),!canary`): apimachinery `labels.Parse` semantics,
-//! canonical printing, and matching against label maps and objects.
+//! Label selectors (`app=web,!canary`): apimachinery semantics, canonical print, matching.
+//!
+//! Parsing follows `labels.Parse`; matching works on label maps and on objects' metadata.
 
+mod convert;
 mod lexer;
 mod parser;
 mod requirement;
@@ -12,6 +14,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
+pub use convert::ConvertError;
 pub use requirement::{
     LABEL_NAME_MAX_LENGTH, LABEL_PREFIX_MAX_LENGTH, Operator, Requirement, RequirementError,
 };

@@ -1,5 +1,6 @@
-//! The label selector grammar of apimachinery `labels.Parse`, as a recursive descent over the
-//! tokens of [`super::lexer`], with errors that name the offending token and its position.
+//! The label selector grammar of apimachinery `labels.Parse`, as a recursive descent.
+//!
+//! It reads the tokens of [`super::lexer`]; errors name the offending token and its position.
 //!
 //! ```text
 //! <selector>     ::= "" | <requirement> | <requirement> "," <selector>

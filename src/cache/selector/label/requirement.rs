@@ -1,5 +1,6 @@
-//! One label requirement (`key in (a,b)`, `!key`, `key>5`): its operator, the validation rules of
-//! apimachinery's `NewRequirement`, matching, and canonical printing.
+//! One label requirement (`key in (a,b)`, `!key`, `key>5`): validation, matching, printing.
+//!
+//! The validation rules are those of apimachinery `labels.NewRequirement`.
 
 use std::fmt;
 
@@ -80,13 +81,13 @@ pub enum RequirementError {
         reason: String,
     },
     /// `in` or `notin` was given no values.
-    #[error("operator {operator:?} needs at least one value")]
+    #[error("operator \"{operator}\" needs at least one value")]
     NoValues {
         /// The operator.
         operator: Operator,
     },
     /// `=`, `==`, `!=`, `gt` or `lt` was not given exactly one value.
-    #[error("operator {operator:?} needs exactly one value, got {count}")]
+    #[error("operator \"{operator}\" needs exactly one value, got {count}")]
     NotOneValue {
         /// The operator.
         operator: Operator,
@@ -94,7 +95,7 @@ pub enum RequirementError {
         count: usize,
     },
     /// `exists` or `!` was given values.
-    #[error("operator {operator:?} takes no values, got {count}")]
+    #[error("operator \"{operator}\" takes no values, got {count}")]
     UnexpectedValues {
         /// The operator.
         operator: Operator,
@@ -102,7 +103,7 @@ pub enum RequirementError {
         count: usize,
     },
     /// `gt` or `lt` was given a value that is not a 64-bit integer.
-    #[error("invalid value {value:?} for operator {operator:?}: must be an integer")]
+    #[error("invalid value {value:?} for operator \"{operator}\": must be an integer")]
     NotAnInteger {
         /// The operator.
         operator: Operator,
@@ -244,30 +245,24 @@ pub(super) fn check_value_count(
     operator: Operator,
     values: &[String],
 ) -> Result<(), RequirementError> {
+    let count = values.len();
     match operator {
         Operator::In | Operator::NotIn if values.is_empty() => {
             Err(RequirementError::NoValues { operator })
         }
-        Operator::Equals
-        | Operator::DoubleEquals
-        | Operator::NotEquals
-        | Operator::GreaterThan
-        | Operator::LessThan
-            if values.len() != 1 =>
-        {
-            Err(RequirementError::NotOneValue {
-                operator,
-                count: values.len(),
-            })
+        Operator::In | Operator::NotIn => Ok(()),
+        Operator::Exists | Operator::DoesNotExist if values.is_empty() => Ok(()),
+        Operator::Exists | Operator::DoesNotExist => {
+            Err(RequirementError::UnexpectedValues { operator, count })
         }
-        Operator::Exists | Operator::DoesNotExist if !values.is_empty() => {
-            Err(RequirementError::UnexpectedValues {
-                operator,
-                count: values.len(),
-            })
-        }
-        Operator::GreaterThan | Operator::LessThan => check_integer(operator, &values[0]),
-        _ => Ok(()),
+        Operator::GreaterThan | Operator::LessThan => match values {
+            [value] => check_integer(operator, value),
+            _ => Err(RequirementError::NotOneValue { operator, count }),
+        },
+        Operator::Equals | Operator::DoubleEquals | Operator::NotEquals => match values {
+            [_] => Ok(()),
+            _ => Err(RequirementError::NotOneValue { operator, count }),
+        },
     }
 }
 

@@ -1,5 +1,6 @@
-//! Test cases ported from apimachinery `pkg/labels/selector_test.go`, as data tables, plus the
-//! error messages and object matching this crate adds. One file per area, each under 600 lines.
+//! Label selector test tables ported from apimachinery `pkg/labels/selector_test.go`.
+//!
+//! Plus the error messages and object matching this crate adds; one file per area.
 
 mod errors;
 mod lexer;

@@ -1,5 +1,7 @@
-//! Parser cases: `TestSelectorParse`, `TestDeterministicParse`, `TestEverything`,
-//! `TestSelectorMatches`, `TestParseOperator` and `TestSetSelectorParser`.
+//! Parser tables: valid and invalid selectors, their canonical form, and what they match.
+//!
+//! Ports `TestSelectorParse`, `TestDeterministicParse`, `TestEverything`, `TestSelectorMatches`,
+//! `TestParseOperator` and `TestSetSelectorParser`.
 
 use super::{Pairs, Reqs, labels, req};
 use crate::cache::selector::label::{LabelSelector, Operator, Requirement};

@@ -1,5 +1,7 @@
-//! Requirement cases: `TestRequirementConstructor`, `TestToString`,
-//! `TestRequirementSelectorMatching`, `TestAdd`, `TestRequiresExactMatch`, and key validation.
+//! Requirement tables: constructor, printing, matching, `Add`, exact match, key validation.
+//!
+//! Ports `TestRequirementConstructor`, `TestToString`, `TestRequirementSelectorMatching`,
+//! `TestAdd` and `TestRequiresExactMatch`.
 
 use super::{Pairs, Reqs, labels, req, selector};
 use crate::cache::selector::label::{LabelSelector, Operator, Requirement, RequirementError};
@@ -330,5 +332,30 @@ fn exact_matches_are_found_only_for_single_value_equality() {
             *expected,
             "{selector} for {key}"
         );
+    }
+}
+
+#[test]
+fn requirement_errors_name_the_operator_as_upstream_spells_it() {
+    let cases: [(Result<Requirement, RequirementError>, &str); 4] = [
+        (
+            Requirement::new("x", Operator::In, Vec::<String>::new()),
+            r#"operator "in" needs at least one value"#,
+        ),
+        (
+            Requirement::new("x", Operator::DoubleEquals, ["a", "b"]),
+            r#"operator "==" needs exactly one value, got 2"#,
+        ),
+        (
+            Requirement::new("x", Operator::DoesNotExist, ["a"]),
+            r#"operator "!" takes no values, got 1"#,
+        ),
+        (
+            Requirement::new("x", Operator::LessThan, ["1.5"]),
+            r#"invalid value "1.5" for operator "lt": must be an integer"#,
+        ),
+    ];
+    for (got, message) in cases {
+        assert_eq!(got.unwrap_err().to_string(), message);
     }
 }
