@@ -1,6 +1,7 @@
 //! The `informant` binary: parses arguments, installs telemetry, dispatches to a subcommand and
 //! turns its outcome into an exit code (see [`informant::exit_code`]).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -22,10 +23,10 @@ enum Command {
     Apiserver(NotYet),
     /// Embedded API server + manager + the CronJob story of seed 001, on one machine.
     Demo(NotYet),
-    /// Print the CacheConfig CustomResourceDefinition as YAML.
-    Crd(NotYet),
-    /// Check a CacheConfig file: every error at once, with its field path.
-    Validate(NotYet),
+    /// Print the cacheconfigs.informant.dev CRD as YAML.
+    Crd,
+    /// Check a cache config file: every error at once, with its field path.
+    Validate(ValidateArgs),
     /// Print the cache tree a config builds, and which cache serves a given object.
     Explain(NotYet),
     /// Get or list objects through the cache tree, exactly as a controller would see them.
@@ -39,6 +40,59 @@ enum Command {
 struct NotYet {
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
     rest: Vec<String>,
+}
+
+/// Arguments of `informant validate`.
+#[derive(clap::Args, Debug)]
+struct ValidateArgs {
+    /// The cache config YAML file (the document you would `kubectl apply`).
+    #[arg(long, short = 'c', value_name = "FILE")]
+    config: PathBuf,
+}
+
+/// `informant crd`: the CRD as YAML on stdout.
+fn crd() -> ExitCode {
+    match informant::config::crd_yaml() {
+        Ok(yaml) => {
+            print!("{yaml}");
+            ExitCode::from(exit_code::OK)
+        }
+        Err(e) => {
+            eprintln!("informant crd: {}", error_chain(&e));
+            ExitCode::from(exit_code::SOFTWARE)
+        }
+    }
+}
+
+/// `informant validate`: the summary on stdout and exit 0, or every error on stderr and exit
+/// 64 (invalid) or 66 (unreadable).
+fn validate(args: &ValidateArgs) -> ExitCode {
+    match informant::config::load_file(&args.config) {
+        Ok(valid) => {
+            print!("{}", valid.summary());
+            ExitCode::from(exit_code::OK)
+        }
+        Err(e @ informant::config::Error::Read { .. }) => {
+            eprintln!("informant validate: {}", error_chain(&e));
+            ExitCode::from(exit_code::NO_INPUT)
+        }
+        Err(e) => {
+            eprintln!("informant validate: {}", error_chain(&e));
+            ExitCode::from(exit_code::USAGE)
+        }
+    }
+}
+
+/// An error and its sources, joined with ": " (each layer's Display covers only itself).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
 }
 
 fn not_yet(name: &str) -> ExitCode {
@@ -69,8 +123,8 @@ fn main() -> ExitCode {
         Command::Run(_) => not_yet("run"),
         Command::Apiserver(_) => not_yet("apiserver"),
         Command::Demo(_) => not_yet("demo"),
-        Command::Crd(_) => not_yet("crd"),
-        Command::Validate(_) => not_yet("validate"),
+        Command::Crd => crd(),
+        Command::Validate(args) => validate(&args),
         Command::Explain(_) => not_yet("explain"),
         Command::Cache(_) => not_yet("cache"),
         Command::Simulate(_) => not_yet("simulate"),

@@ -20,7 +20,7 @@
 //! selector gets `metadata.namespace!=<ns>` for every listed namespace `AND`ed to it, so no
 //! object is cached by two informers.
 
-mod builtin;
+pub(crate) mod builtin;
 mod defaulting;
 
 use std::collections::BTreeMap;

@@ -1,1 +1,34 @@
 //! The `CacheConfig` custom resource: wire types, YAML loading, validation and hot reload.
+//!
+//! A `CacheConfig` is read from the cluster or from a YAML file (the same document a user
+//! would `kubectl apply`), checked against the CRD's own schema (unknown fields and wrong
+//! types, all reported at once with a did-you-mean), then validated into typed
+//! [`crate::cache::Options`] and [`crate::recorder::Options`].
+//!
+//! ```
+//! let config = informant::config::load_str(
+//!     "apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\nmetadata: {name: c}\nspec: {}\n",
+//! )?;
+//! assert!(config.cache.by_object.is_empty());
+//! # Ok::<(), informant::config::Error>(())
+//! ```
+
+mod duration;
+mod error;
+mod load;
+mod names;
+mod status;
+mod structure;
+mod summary;
+mod types;
+mod validate;
+mod yaml;
+
+pub use duration::{DurationError, format_duration, parse_duration};
+pub use error::{Error, FieldError, FieldPath, Origin, Result, Segment};
+pub use load::{Validated, crd_yaml, load_file, load_str, validate};
+pub use status::{CONDITION_READY, CONDITION_VALID, CacheConfigStatus, InformerStatus};
+pub use types::{
+    ByObjectSpec, CacheConfig, CacheConfigSpec, CorrelatorSpec, NamespaceConfig, RecorderSpec,
+    SinkSpec, TransformSpec,
+};

@@ -1,0 +1,36 @@
+//! Writes the `CacheConfig` CRD, generated from the Rust types, to
+//! `crds/cacheconfigs.informant.dev.yaml` (run `cargo run --bin crdgen` after changing them;
+//! the `config_crd` test fails while the committed file is stale).
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use informant::exit_code;
+
+fn main() -> ExitCode {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds/cacheconfigs.informant.dev.yaml");
+    let yaml = match informant::config::crd_yaml() {
+        Ok(yaml) => yaml,
+        Err(e) => {
+            eprintln!("crdgen: {e}");
+            return ExitCode::from(exit_code::SOFTWARE);
+        }
+    };
+    if let Err(e) = std::fs::create_dir_all(path.parent().unwrap_or(Path::new("."))) {
+        eprintln!(
+            "crdgen: cannot create the directory of {}: {e}",
+            path.display()
+        );
+        return ExitCode::from(exit_code::FAILURE);
+    }
+    match std::fs::write(&path, yaml) {
+        Ok(()) => {
+            println!("wrote {}", path.display());
+            ExitCode::from(exit_code::OK)
+        }
+        Err(e) => {
+            eprintln!("crdgen: cannot write {}: {e}", path.display());
+            ExitCode::from(exit_code::FAILURE)
+        }
+    }
+}

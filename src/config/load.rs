@@ -1,0 +1,262 @@
+//! Loading a `CacheConfig` document (a file, a string, or an object from the cluster) into
+//! validated typed options, reporting every problem at once.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::CustomResourceExt;
+use kube::core::Resource;
+use serde_json::Value;
+
+use super::error::{Error, FieldError, FieldPath, Origin, Result};
+use super::names::dns1123_subdomain_problem;
+use super::status::CacheConfigStatus;
+use super::types::{CacheConfig, CacheConfigSpec};
+use super::validate::validate_spec;
+use super::{structure, yaml};
+use crate::{cache, recorder};
+
+/// A valid `CacheConfig` and the typed options built from it.
+#[derive(Clone, Debug)]
+pub struct Validated {
+    /// The document as loaded (structure already checked).
+    pub resource: CacheConfig,
+    /// The cache options, not yet defaulted (see [`cache::Options::defaulted`]).
+    pub cache: cache::Options,
+    /// The recorder options, with client-go's defaults for what the spec leaves out.
+    pub recorder: recorder::Options,
+}
+
+/// Loads and validates a `CacheConfig` YAML file (the document a user would `kubectl apply`).
+///
+/// # Errors
+///
+/// [`Error::Read`] if the file cannot be read, [`Error::Syntax`] if it is not YAML,
+/// [`Error::Invalid`] with every problem if it is not a valid `CacheConfig`.
+pub fn load_file(path: impl AsRef<Path>) -> Result<Validated> {
+    let path = path.as_ref();
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    load_text(&text, &Origin::File(path.to_owned()))
+}
+
+/// Loads and validates a `CacheConfig` YAML document from a string.
+///
+/// # Errors
+///
+/// [`Error::Syntax`] if it is not YAML, [`Error::Invalid`] with every problem if it is not a
+/// valid `CacheConfig`.
+pub fn load_str(text: &str) -> Result<Validated> {
+    load_text(text, &Origin::Text)
+}
+
+/// Validates a `CacheConfig` read from the cluster.
+///
+/// # Errors
+///
+/// [`Error::Invalid`] with every problem.
+pub fn validate(resource: &CacheConfig) -> Result<Validated> {
+    let origin = Origin::Resource {
+        namespace: resource.metadata.namespace.clone().unwrap_or_default(),
+        name: resource.metadata.name.clone().unwrap_or_default(),
+    };
+    let value = serde_json::to_value(resource).map_err(|e| Error::Invalid {
+        origin: origin.clone(),
+        errors: vec![FieldError::new(
+            &FieldPath::default(),
+            format!("cannot serialize: {e}"),
+        )],
+    })?;
+    load_value(value, &origin)
+}
+
+/// The `CacheConfig` CRD as YAML, exactly as `crds/cacheconfigs.informant.dev.yaml` holds it.
+///
+/// # Errors
+///
+/// [`Error::Render`] if YAML rendering fails (it does not for this static type).
+pub fn crd_yaml() -> Result<String> {
+    yaml::render(&CacheConfig::crd()).map_err(Error::Render)
+}
+
+impl TryFrom<&CacheConfigSpec> for cache::Options {
+    type Error = Error;
+
+    /// Validates a bare spec into cache options (paths start at `spec`).
+    fn try_from(spec: &CacheConfigSpec) -> Result<Self> {
+        validate_spec(spec)
+            .map(|(cache, _)| cache)
+            .map_err(|errors| Error::Invalid {
+                origin: Origin::Spec,
+                errors,
+            })
+    }
+}
+
+fn load_text(text: &str, origin: &Origin) -> Result<Validated> {
+    let value = yaml::parse(text).map_err(|message| Error::Syntax {
+        origin: origin.clone(),
+        message,
+    })?;
+    load_value(value, origin)
+}
+
+/// The CRD's `OpenAPI` schema of the whole object, built once, with the fields every object
+/// has (the API server adds them; the generated schema leaves them out).
+fn root_schema() -> &'static JSONSchemaProps {
+    static SCHEMA: OnceLock<JSONSchemaProps> = OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        let crd: CustomResourceDefinition = CacheConfig::crd();
+        let mut schema = crd
+            .spec
+            .versions
+            .into_iter()
+            .next()
+            .and_then(|v| v.schema)
+            .and_then(|s| s.open_api_v3_schema)
+            .unwrap_or_default();
+        let string = JSONSchemaProps {
+            type_: Some("string".to_owned()),
+            ..JSONSchemaProps::default()
+        };
+        let object = JSONSchemaProps {
+            type_: Some("object".to_owned()),
+            x_kubernetes_preserve_unknown_fields: Some(true),
+            ..JSONSchemaProps::default()
+        };
+        let props = schema.properties.get_or_insert_with(Default::default);
+        props.insert("apiVersion".to_owned(), string.clone());
+        props.insert("kind".to_owned(), string);
+        props.insert("metadata".to_owned(), object);
+        schema
+    })
+}
+
+fn load_value(mut value: Value, origin: &Origin) -> Result<Validated> {
+    let invalid = |errors| Error::Invalid {
+        origin: origin.clone(),
+        errors,
+    };
+    let root = FieldPath::default();
+    match &value {
+        Value::Object(_) => {}
+        Value::Null => {
+            return Err(invalid(vec![FieldError::new(
+                &root,
+                "empty document; write a CacheConfig with apiVersion, kind, metadata and spec",
+            )]));
+        }
+        _ => {
+            return Err(invalid(vec![FieldError::new(
+                &root,
+                "must be a mapping; write a CacheConfig with apiVersion, kind, metadata and spec",
+            )]));
+        }
+    }
+    let mut errors = Vec::new();
+    structure::check(&mut value, root_schema(), &root, &mut errors);
+    let structural: Vec<FieldPath> = errors.iter().map(|e| e.path.clone()).collect();
+    let mut semantic = Vec::new();
+
+    check_type_meta(&value, &mut semantic);
+    let metadata = take_metadata(&mut value, &mut semantic);
+    let spec_path = FieldPath::root("spec");
+    let spec = match value.get_mut("spec").map(Value::take) {
+        None => {
+            semantic.push(FieldError::new(
+                &spec_path,
+                "required; add `spec: {}` to use every default",
+            ));
+            None
+        }
+        Some(v) => match serde_json::from_value::<CacheConfigSpec>(v) {
+            Ok(spec) => Some(spec),
+            Err(e) => {
+                semantic.push(FieldError::new(&spec_path, format!("{e}; fix the spec")));
+                None
+            }
+        },
+    };
+    let built = spec.as_ref().map(validate_spec);
+    if let Some(Err(e)) = &built {
+        semantic.extend(e.iter().cloned());
+    }
+    semantic.retain(|e| !structural.iter().any(|p| e.path.starts_with(p)));
+    errors.extend(semantic);
+    match (spec, built) {
+        (Some(spec), Some(Ok((cache, recorder)))) if errors.is_empty() => {
+            let status = value
+                .get_mut("status")
+                .map(Value::take)
+                .and_then(|s| serde_json::from_value::<CacheConfigStatus>(s).ok());
+            let mut resource = CacheConfig::new("", spec);
+            resource.metadata = metadata;
+            resource.status = status;
+            Ok(Validated {
+                resource,
+                cache,
+                recorder,
+            })
+        }
+        _ => Err(invalid(errors)),
+    }
+}
+
+/// Checks `apiVersion` and `kind` against the CRD's.
+fn check_type_meta(value: &Value, errors: &mut Vec<FieldError>) {
+    let want_av = CacheConfig::api_version(&());
+    let want_kind = CacheConfig::kind(&());
+    for (field, want) in [
+        ("apiVersion", want_av.as_ref()),
+        ("kind", want_kind.as_ref()),
+    ] {
+        let path = FieldPath::root(field);
+        match value.get(field).and_then(Value::as_str) {
+            None => errors.push(FieldError::new(
+                &path,
+                format!("required; set it to {want}"),
+            )),
+            Some(got) if got != want => errors.push(FieldError::new(
+                &path,
+                format!("unsupported {got:?}; set it to {want}"),
+            )),
+            Some(_) => {}
+        }
+    }
+}
+
+/// Takes `metadata` out of the document and checks its name.
+fn take_metadata(value: &mut Value, errors: &mut Vec<FieldError>) -> ObjectMeta {
+    let path = FieldPath::root("metadata");
+    let meta = match value.get_mut("metadata").map(Value::take) {
+        None => ObjectMeta::default(),
+        Some(v) => match serde_json::from_value::<ObjectMeta>(v) {
+            Ok(m) => m,
+            Err(e) => {
+                errors.push(FieldError::new(&path, format!("{e}; fix the metadata")));
+                return ObjectMeta::default();
+            }
+        },
+    };
+    match meta.name.as_deref() {
+        None => errors.push(FieldError::new(
+            &path.field("name"),
+            "required; name the CacheConfig, e.g. `name: default`",
+        )),
+        Some(name) => {
+            if let Some(problem) = dns1123_subdomain_problem(name) {
+                errors.push(FieldError::new(
+                    &path.field("name"),
+                    format!("invalid name {name:?}: {problem}; use lowercase letters, digits, '-' and '.'"),
+                ));
+            }
+        }
+    }
+    meta
+}

@@ -1,0 +1,487 @@
+//! Validation: the wire [`CacheConfigSpec`] into typed [`cache::Options`] and
+//! [`recorder::Options`], collecting every error (with its path and a fix) instead of stopping
+//! at the first.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kube::core::{GroupVersion, GroupVersionKind};
+
+use super::duration::parse_duration;
+use super::error::{FieldError, FieldPath};
+use super::names::{dns1123_label_problem, dns1123_subdomain_problem};
+use super::structure::closest;
+use super::types::{
+    ByObjectSpec, CacheConfigSpec, CorrelatorSpec, NamespaceConfig, RecorderSpec, SinkSpec,
+    TransformSpec,
+};
+use crate::cache::options::{
+    ByObject, Config, NamespaceKey, Namespaces, Scope, Transform, builtin_scope,
+};
+use crate::cache::selector::{FieldSelector, LabelSelector, Operator, Requirement};
+use crate::cache::{self, options::builtin};
+use crate::recorder::{self, CorrelatorOptions, SinkOptions, SpamKeyField};
+
+const DURATION_HINT: &str = "write a Go duration such as 10h, 30m, 90s or 1h30m";
+const LABEL_SELECTOR_HINT: &str =
+    "write requirements such as app=web, tier!=db, env in (a,b), !legacy, separated by commas";
+const FIELD_SELECTOR_HINT: &str =
+    "write terms such as status.phase=Running or metadata.name!=x, separated by commas";
+
+/// Typed options built from a valid spec.
+pub(crate) type Built = (cache::Options, recorder::Options);
+
+/// Validates `spec` (reported under the path `spec`) into typed options, or returns every
+/// problem found.
+pub(crate) fn validate_spec(spec: &CacheConfigSpec) -> Result<Built, Vec<FieldError>> {
+    let mut v = Validator::default();
+    let built = v.spec(spec, &FieldPath::root("spec"));
+    if v.errors.is_empty() {
+        Ok(built)
+    } else {
+        Err(v.errors)
+    }
+}
+
+#[derive(Default)]
+struct Validator {
+    errors: Vec<FieldError>,
+}
+
+impl Validator {
+    fn error(&mut self, path: &FieldPath, message: impl Into<String>) {
+        self.errors.push(FieldError::new(path, message));
+    }
+
+    fn spec(&mut self, spec: &CacheConfigSpec, path: &FieldPath) -> Built {
+        let cache = cache::Options {
+            sync_period: self.duration(spec.sync_period.as_deref(), &path.field("syncPeriod")),
+            reader_fail_on_missing_informer: spec.reader_fail_on_missing_informer.unwrap_or(false),
+            default_namespaces: spec
+                .default_namespaces
+                .as_ref()
+                .map(|m| self.namespace_map(m, &path.field("defaultNamespaces")))
+                .unwrap_or_default(),
+            default_label_selector: self.label_selector(
+                spec.default_label_selector.as_deref(),
+                &path.field("defaultLabelSelector"),
+            ),
+            default_field_selector: self.field_selector(
+                spec.default_field_selector.as_deref(),
+                &path.field("defaultFieldSelector"),
+            ),
+            default_transform: self.transform(
+                spec.default_transform.as_ref(),
+                &path.field("defaultTransform"),
+            ),
+            default_unsafe_disable_deep_copy: spec.default_unsafe_disable_deep_copy,
+            default_enable_watch_bookmarks: spec.default_enable_watch_bookmarks,
+            by_object: self.by_objects(spec.by_object.as_deref().unwrap_or_default(), path),
+        };
+        let recorder = self.recorder(spec.recorder.as_ref(), &path.field("recorder"));
+        (cache, recorder)
+    }
+
+    fn duration(&mut self, text: Option<&str>, path: &FieldPath) -> Option<Duration> {
+        match parse_duration(text?) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                self.error(path, format!("{e}; {DURATION_HINT}"));
+                None
+            }
+        }
+    }
+
+    fn label_selector(&mut self, text: Option<&str>, path: &FieldPath) -> Option<LabelSelector> {
+        match LabelSelector::parse(text?) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                self.error(path, format!("{e}; {LABEL_SELECTOR_HINT}"));
+                None
+            }
+        }
+    }
+
+    fn field_selector(&mut self, text: Option<&str>, path: &FieldPath) -> Option<FieldSelector> {
+        match FieldSelector::parse(text?) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                self.error(path, format!("{e}; {FIELD_SELECTOR_HINT}"));
+                None
+            }
+        }
+    }
+
+    fn transform(&mut self, spec: Option<&TransformSpec>, path: &FieldPath) -> Option<Transform> {
+        let spec = spec?;
+        let mut keys = |list: Option<&Vec<String>>, field: &str, what: &str| -> Vec<String> {
+            let list_path = path.field(field);
+            let mut out: Vec<String> = Vec::new();
+            for (i, key) in list.into_iter().flatten().enumerate() {
+                // A label key and an annotation key follow the same rules (qualified names).
+                if let Err(e) =
+                    Requirement::new(key.as_str(), Operator::Exists, Vec::<String>::new())
+                {
+                    self.error(
+                        &list_path.index(i),
+                        format!("{e}; write the {what} key exactly as in metadata.{what}s"),
+                    );
+                } else if !out.contains(key) {
+                    out.push(key.clone());
+                }
+            }
+            out
+        };
+        let drop_annotations = keys(
+            spec.drop_annotations.as_ref(),
+            "dropAnnotations",
+            "annotation",
+        );
+        let drop_labels = keys(spec.drop_labels.as_ref(), "dropLabels", "label");
+        Some(Transform {
+            strip_managed_fields: spec.strip_managed_fields.unwrap_or(false),
+            drop_annotations,
+            drop_labels,
+        })
+    }
+
+    fn namespace_config(&mut self, spec: &NamespaceConfig, path: &FieldPath) -> Config {
+        Config {
+            label_selector: self
+                .label_selector(spec.label_selector.as_deref(), &path.field("labelSelector")),
+            field_selector: self
+                .field_selector(spec.field_selector.as_deref(), &path.field("fieldSelector")),
+            transform: self.transform(spec.transform.as_ref(), &path.field("transform")),
+            unsafe_disable_deep_copy: spec.unsafe_disable_deep_copy,
+            enable_watch_bookmarks: spec.enable_watch_bookmarks,
+            sync_period: self.duration(spec.sync_period.as_deref(), &path.field("syncPeriod")),
+        }
+    }
+
+    fn namespace_map(
+        &mut self,
+        map: &BTreeMap<String, NamespaceConfig>,
+        path: &FieldPath,
+    ) -> BTreeMap<NamespaceKey, Config> {
+        let mut out = BTreeMap::new();
+        for (name, spec) in map {
+            let entry_path = path.key(name);
+            let key = if name.is_empty() {
+                NamespaceKey::AllOthers
+            } else {
+                if let Some(problem) = dns1123_label_problem(name) {
+                    self.error(
+                        &entry_path,
+                        format!(
+                            "invalid namespace name {name:?}: {problem}; use the namespace's name \
+                             as `kubectl get namespaces` shows it, or \"\" for all other namespaces"
+                        ),
+                    );
+                }
+                NamespaceKey::Named(name.clone())
+            };
+            let config = self.namespace_config(spec, &entry_path);
+            out.insert(key, config);
+        }
+        out
+    }
+
+    fn by_objects(&mut self, list: &[ByObjectSpec], spec_path: &FieldPath) -> Vec<ByObject> {
+        let path = spec_path.field("byObject");
+        let mut out: Vec<ByObject> = Vec::new();
+        let mut seen: Vec<(GroupVersionKind, usize)> = Vec::new();
+        for (i, spec) in list.iter().enumerate() {
+            let entry_path = path.index(i);
+            let gvk = self.gvk(spec, &entry_path);
+            let scope = gvk.as_ref().and_then(builtin_scope).unwrap_or_default();
+            if let Some(gvk) = &gvk {
+                if let Some((_, first)) = seen.iter().find(|(g, _)| g == gvk) {
+                    self.error(
+                        &entry_path,
+                        format!(
+                            "duplicate entry for {} {} (first at {}); merge the two entries",
+                            gvk_api_version(gvk),
+                            gvk.kind,
+                            path.index(*first)
+                        ),
+                    );
+                } else {
+                    seen.push((gvk.clone(), i));
+                }
+            }
+            let namespaces_path = entry_path.field("namespaces");
+            let namespaces = match &spec.namespaces {
+                None => Namespaces::Inherit,
+                Some(_) if scope == Scope::Cluster => {
+                    let kind = gvk.as_ref().map_or("", |g| g.kind.as_str());
+                    self.error(
+                        &namespaces_path,
+                        format!(
+                            "type {kind:?} is not namespaced, but its namespaces setting is not \
+                             nil; remove {namespaces_path}"
+                        ),
+                    );
+                    Namespaces::Inherit
+                }
+                Some(map) if map.is_empty() => Namespaces::All,
+                Some(map) => Namespaces::Only(self.namespace_map(map, &namespaces_path)),
+            };
+            let config = Config {
+                label_selector: self.label_selector(
+                    spec.label_selector.as_deref(),
+                    &entry_path.field("labelSelector"),
+                ),
+                field_selector: self.field_selector(
+                    spec.field_selector.as_deref(),
+                    &entry_path.field("fieldSelector"),
+                ),
+                transform: self.transform(spec.transform.as_ref(), &entry_path.field("transform")),
+                unsafe_disable_deep_copy: spec.unsafe_disable_deep_copy,
+                enable_watch_bookmarks: spec.enable_watch_bookmarks,
+                sync_period: self
+                    .duration(spec.sync_period.as_deref(), &entry_path.field("syncPeriod")),
+            };
+            if let Some(gvk) = gvk {
+                out.push(ByObject {
+                    gvk,
+                    scope,
+                    namespaces,
+                    config,
+                    metadata_only: spec.metadata_only.unwrap_or(false),
+                });
+            }
+        }
+        out
+    }
+
+    /// The entry's kind, checked against the built-in kinds where its group is built in.
+    fn gvk(&mut self, spec: &ByObjectSpec, path: &FieldPath) -> Option<GroupVersionKind> {
+        let av_path = path.field("apiVersion");
+        let kind_path = path.field("kind");
+        let gv = if spec.api_version.is_empty() {
+            self.error(
+                &av_path,
+                "required; set the kind's API version, e.g. v1 or apps/v1",
+            );
+            None
+        } else if let Some(problem) = api_version_problem(&spec.api_version) {
+            self.error(
+                &av_path,
+                format!(
+                    "invalid API version {:?}: {problem}; write <version> for the core group \
+                     (v1) or <group>/<version> (apps/v1)",
+                    spec.api_version
+                ),
+            );
+            None
+        } else {
+            spec.api_version.parse::<GroupVersion>().ok()
+        };
+        let kind = &spec.kind;
+        if kind.is_empty() {
+            self.error(&kind_path, "required; set the kind, e.g. Pod");
+            return None;
+        }
+        if !kind.starts_with(|c: char| c.is_ascii_uppercase())
+            || !kind.chars().all(|c| c.is_ascii_alphanumeric())
+        {
+            let hint = match gv.as_ref().and_then(|gv| suggest_kind(&gv.group, kind)) {
+                Some(k) => format!("did you mean {k:?}?"),
+                None => "write it as in the object's `kind`, e.g. Pod".to_owned(),
+            };
+            self.error(
+                &kind_path,
+                format!("invalid kind {kind:?}: a kind is a CamelCase name of letters and digits; {hint}"),
+            );
+            return None;
+        }
+        let gv = gv?;
+        if builtin::is_builtin_group(&gv.group) {
+            let versions: Vec<&str> = builtin::builtin_kinds_in(&gv.group)
+                .filter(|(_, _, k, _)| k == kind)
+                .map(|(_, v, _, _)| *v)
+                .collect();
+            if versions.is_empty() {
+                let hint = match suggest_kind(&gv.group, kind) {
+                    Some(k) => format!("did you mean {k:?}?"),
+                    None => "check the kind with `kubectl api-resources`".to_owned(),
+                };
+                self.error(
+                    &kind_path,
+                    format!(
+                        "unknown kind {kind:?} in API version {}; {hint}",
+                        spec.api_version
+                    ),
+                );
+                return None;
+            }
+            if !versions.contains(&gv.version.as_str()) {
+                let served: Vec<String> =
+                    versions.iter().map(|v| gv_string(&gv.group, v)).collect();
+                self.error(
+                    &av_path,
+                    format!(
+                        "{kind} is not served as {}; set apiVersion to {}",
+                        spec.api_version,
+                        served.join(" or ")
+                    ),
+                );
+                return None;
+            }
+        }
+        Some(gv.with_kind(kind))
+    }
+
+    fn recorder(&mut self, spec: Option<&RecorderSpec>, path: &FieldPath) -> recorder::Options {
+        let mut out = recorder::Options::default();
+        let Some(spec) = spec else { return out };
+        if let Some(component) = &spec.component {
+            if component.trim().is_empty() {
+                self.error(
+                    &path.field("component"),
+                    format!(
+                        "must not be empty; name the controller that records events, or remove \
+                         it to use the default {:?}",
+                        out.component
+                    ),
+                );
+            } else {
+                out.component.clone_from(component);
+            }
+        }
+        if let Some(n) = spec.incoming_queue_length {
+            out.incoming_queue_length = n as usize;
+        }
+        if let Some(n) = spec.watcher_queue_length {
+            out.watcher_queue_length = n as usize;
+        }
+        if let Some(c) = &spec.correlator {
+            out.correlator = self.correlator(c, &path.field("correlator"));
+        }
+        if let Some(s) = &spec.sink {
+            out.sink = self.sink(s, &path.field("sink"));
+        }
+        out
+    }
+
+    fn correlator(&mut self, spec: &CorrelatorSpec, path: &FieldPath) -> CorrelatorOptions {
+        let mut out = CorrelatorOptions::default();
+        if let Some(qps) = spec.qps {
+            if qps > 0.0 && qps.is_finite() {
+                out.qps = qps;
+            } else {
+                self.error(
+                    &path.field("qps"),
+                    format!(
+                        "must be greater than 0, found {qps}; set a positive rate such as 0.01 \
+                         (one event per 100 s), or remove it to use the default 1/300"
+                    ),
+                );
+            }
+        }
+        if let Some(n) = spec.burst {
+            out.burst = n;
+        }
+        if let Some(n) = spec.max_events {
+            out.max_events = n as usize;
+        }
+        if let Some(n) = spec.max_interval_seconds {
+            out.max_interval = Duration::from_secs(u64::from(n));
+        }
+        if let Some(n) = spec.lru_cache_size {
+            out.lru_cache_size = n as usize;
+        }
+        if let Some(fields) = &spec.spam_key_fields {
+            let list_path = path.field("spamKeyFields");
+            if fields.is_empty() {
+                self.error(
+                    &list_path,
+                    "must list at least one field (an empty key makes every event share one \
+                     bucket); remove it to use the default [source, involvedObject, type]",
+                );
+            }
+            let mut parsed: Vec<SpamKeyField> = Vec::new();
+            for (i, name) in fields.iter().enumerate() {
+                match SpamKeyField::parse(name) {
+                    Some(f) if parsed.contains(&f) => self.error(
+                        &list_path.index(i),
+                        format!("{name:?} is listed twice; remove the duplicate"),
+                    ),
+                    Some(f) => parsed.push(f),
+                    None => {
+                        let known: Vec<String> = SpamKeyField::ALL
+                            .iter()
+                            .map(|f| f.as_str().to_owned())
+                            .collect();
+                        let hint = closest(name, known.iter())
+                            .map(|k| format!("did you mean {k:?}? "))
+                            .unwrap_or_default();
+                        self.error(
+                            &list_path.index(i),
+                            format!(
+                                "unknown spam key field {name:?}; {hint}use one of: {}",
+                                known.join(", ")
+                            ),
+                        );
+                    }
+                }
+            }
+            parsed.sort();
+            out.spam_key_fields = parsed;
+        }
+        out
+    }
+
+    fn sink(&mut self, spec: &SinkSpec, path: &FieldPath) -> SinkOptions {
+        let mut out = SinkOptions::default();
+        if let Some(n) = spec.max_retries {
+            out.max_retries = n;
+        }
+        if let Some(d) = self.duration(spec.retry_interval.as_deref(), &path.field("retryInterval"))
+        {
+            out.retry_interval = d;
+        }
+        out
+    }
+}
+
+/// Why an `apiVersion` is malformed, or `None`.
+fn api_version_problem(av: &str) -> Option<String> {
+    let (group, version) = match av.split('/').collect::<Vec<_>>().as_slice() {
+        [v] => ("", *v),
+        [g, v] => (*g, *v),
+        _ => return Some("it has more than one \"/\"".to_owned()),
+    };
+    if let Some(p) = dns1123_subdomain_problem(group).filter(|_| av.contains('/')) {
+        return Some(format!("the group {group:?} {p}"));
+    }
+    if let Some(p) = dns1123_label_problem(version) {
+        return Some(format!("the version {version:?} {p}"));
+    }
+    if !version.starts_with('v') {
+        return Some(format!(
+            "the version {version:?} must start with \"v\", as v1 or v1beta1"
+        ));
+    }
+    None
+}
+
+/// The built-in kind of `group` closest to `kind`.
+fn suggest_kind(group: &str, kind: &str) -> Option<String> {
+    let kinds: Vec<String> = builtin::builtin_kinds_in(group)
+        .map(|(_, _, k, _)| (*k).to_owned())
+        .collect();
+    closest(kind, kinds.iter()).map(str::to_owned)
+}
+
+fn gv_string(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{group}/{version}")
+    }
+}
+
+fn gvk_api_version(gvk: &GroupVersionKind) -> String {
+    gv_string(&gvk.group, &gvk.version)
+}
