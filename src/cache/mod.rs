@@ -8,6 +8,7 @@
 pub mod api;
 mod build;
 pub mod by_kind;
+pub mod cli;
 pub mod error;
 pub mod informer;
 pub mod informer_cache;
