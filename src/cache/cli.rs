@@ -88,7 +88,7 @@ pub enum Output {
 #[derive(clap::Args, Debug)]
 #[command(after_help = EXIT_CODES_HELP)]
 pub struct ExplainArgs {
-    /// The CacheConfig YAML file.
+    /// The `CacheConfig` YAML file.
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: PathBuf,
     /// Which cache serves this object: `APIVERSION/KIND/NAMESPACE/NAME` (`v1/Pod/team-a/web`,
@@ -109,7 +109,7 @@ pub struct CacheArgs {
     pub verb: Verb,
     /// The object's name (`get` only).
     pub name: Option<String>,
-    /// The CacheConfig YAML file.
+    /// The `CacheConfig` YAML file.
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: PathBuf,
     /// The kubeconfig to connect with (default: $KUBECONFIG, ~/.kube/config, in-cluster).
@@ -136,7 +136,7 @@ pub struct CacheArgs {
     /// A continue token (`list`): always rejected by the cache, as in controller-runtime.
     #[arg(long = "continue", value_name = "TOKEN")]
     pub continue_token: Option<String>,
-    /// Call ensure_informer first (what a controller watching the kind does), so a config with
+    /// Call `ensure_informer` first (what a controller watching the kind does), so a config with
     /// readerFailOnMissingInformer can be read.
     #[arg(long)]
     pub ensure_informer: bool,
@@ -405,22 +405,18 @@ pub fn cache(args: &CacheArgs) -> u8 {
             if args.ensure_informer {
                 tree.ensure_informer(&gvk).await?;
             }
-            match (args.verb, &args.name) {
-                (Verb::Get, Some(name)) => Ok((
-                    vec![tree.get(&gvk, args.namespace.as_deref(), name).await?],
-                    true,
-                )),
-                _ => {
-                    let options = ListOptions {
-                        namespace: args.namespace.clone(),
-                        label_selector: label_selector.clone(),
-                        field_selector: field_selector.clone(),
-                        limit: args.limit,
-                        continue_token: args.continue_token.clone(),
-                    };
-                    Ok::<_, Error>((tree.list(&gvk, &options).await?, false))
-                }
+            if let (Verb::Get, Some(name)) = (args.verb, &args.name) {
+                let object = tree.get(&gvk, args.namespace.as_deref(), name).await?;
+                return Ok((vec![object], true));
             }
+            let options = ListOptions {
+                namespace: args.namespace.clone(),
+                label_selector: label_selector.clone(),
+                field_selector: field_selector.clone(),
+                limit: args.limit,
+                continue_token: args.continue_token.clone(),
+            };
+            Ok::<_, Error>((tree.list(&gvk, &options).await?, false))
         }
         .await;
         shutdown.cancel();
