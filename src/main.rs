@@ -20,7 +20,7 @@ enum Command {
     /// Run the manager (config from a file with hot reload, or a CacheConfig in the cluster).
     Run(NotYet),
     /// Serve the embedded Kubernetes API server on loopback.
-    Apiserver(NotYet),
+    Apiserver(informant::apiserver::cli::Args),
     /// Embedded API server + manager + the CronJob story of seed 001, on one machine.
     Demo(NotYet),
     /// Print the cacheconfigs.informant.dev CRD as YAML.
@@ -113,6 +113,60 @@ fn chain(error: &dyn std::error::Error) -> String {
     out
 }
 
+/// Cancel `token` on SIGINT or SIGTERM.
+async fn cancel_on_signal(token: tokio_util::sync::CancellationToken) {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("informant: cannot install the SIGTERM handler: {e}");
+                    let _ = ctrl_c.await;
+                    token.cancel();
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    token.cancel();
+}
+
+fn apiserver(args: informant::apiserver::cli::Args) -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("informant apiserver: cannot start the async runtime: {e}");
+            return ExitCode::from(exit_code::FAILURE);
+        }
+    };
+    runtime.block_on(async {
+        let token = tokio_util::sync::CancellationToken::new();
+        let signals = tokio::spawn(cancel_on_signal(token.clone()));
+        let result = informant::apiserver::cli::run(args, token).await;
+        signals.abort();
+        match result {
+            Ok(()) => ExitCode::from(exit_code::OK),
+            Err(e) => {
+                let mut msg = format!("informant apiserver: {e}");
+                let mut source = std::error::Error::source(&e);
+                while let Some(s) = source {
+                    msg.push_str(&format!(": {s}"));
+                    source = s.source();
+                }
+                eprintln!("{msg}");
+                ExitCode::from(e.exit_code())
+            }
+        }
+    })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Telemetry is best effort: a broken OTEL_* setting must not stop `validate` or `crd`.
@@ -121,7 +175,7 @@ fn main() -> ExitCode {
         .ok();
     match cli.command {
         Command::Run(_) => not_yet("run"),
-        Command::Apiserver(_) => not_yet("apiserver"),
+        Command::Apiserver(args) => apiserver(args),
         Command::Demo(_) => not_yet("demo"),
         Command::Crd => crd(),
         Command::Validate(args) => validate(&args),

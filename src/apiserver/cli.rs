@@ -1,0 +1,223 @@
+//! `informant apiserver`: flags, seed loading, kubeconfig output, and serving until cancelled.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::faults::{FailRule, Verb};
+use super::seed::parse_yaml;
+use super::server::{Config, Server};
+use super::store::Limits;
+use super::test_server::kubeconfig;
+use crate::exit_code;
+
+/// Flags of `informant apiserver`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+    /// Write a kubeconfig for the server to this path.
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig_out: Option<PathBuf>,
+    /// YAML files of objects to create at start (multi-document; repeatable).
+    #[arg(long = "seed", value_name = "FILE.yaml")]
+    pub seeds: Vec<PathBuf>,
+    /// Seconds between watch bookmarks.
+    #[arg(long, default_value_t = 60)]
+    pub bookmark_interval_seconds: u64,
+    /// Changes kept for watch resumption; older resumes get 410 Gone.
+    #[arg(long, default_value_t = Limits::default().history)]
+    pub history: usize,
+    /// Latency added to every resource request, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub latency_ms: u64,
+    /// Fail requests: `VERB:RESOURCE:COUNT:CODE` (`*` for any verb or resource); repeatable.
+    #[arg(long = "fail", value_name = "VERB:RESOURCE:COUNT:CODE")]
+    pub fail: Vec<String>,
+    /// Answer the first requests with 429: `COUNT:RETRY_AFTER_SECONDS`.
+    #[arg(long, value_name = "COUNT:SECONDS")]
+    pub throttle: Option<String>,
+}
+
+/// Errors of `informant apiserver`.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A flag value is malformed.
+    #[error("invalid flag {flag}: {reason}")]
+    Flag {
+        /// The flag.
+        flag: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A seed file cannot be read.
+    #[error("cannot read seed file {path}")]
+    ReadSeed {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A seed file is not YAML.
+    #[error("cannot parse seed file {path}")]
+    ParseSeed {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: serde_yaml::Error,
+    },
+    /// The kubeconfig cannot be written.
+    #[error("cannot write kubeconfig {path}")]
+    WriteKubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server failed.
+    #[error("the api server failed")]
+    Server(#[source] super::server::Error),
+}
+
+impl Error {
+    /// The process exit code for this error.
+    #[must_use]
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Flag { .. } | Self::ParseSeed { .. } => exit_code::USAGE,
+            Self::ReadSeed { .. } => exit_code::NO_INPUT,
+            Self::Server(super::server::Error::Seed { .. }) => exit_code::USAGE,
+            _ => exit_code::FAILURE,
+        }
+    }
+}
+
+fn parse_fail(s: &str) -> Result<FailRule, Error> {
+    let bad = |reason: String| Error::Flag {
+        flag: "--fail",
+        reason,
+    };
+    let parts: Vec<&str> = s.split(':').collect();
+    let [verb, resource, count, code] = parts.as_slice() else {
+        return Err(bad(format!("{s:?} is not VERB:RESOURCE:COUNT:CODE")));
+    };
+    Ok(FailRule {
+        verb: match *verb {
+            "*" => None,
+            v => Some(v.parse::<Verb>().map_err(|e| bad(e.to_string()))?),
+        },
+        resource: (*resource != "*").then(|| (*resource).to_string()),
+        count: count
+            .parse()
+            .map_err(|_| bad(format!("count {count:?} is not a number")))?,
+        code: code
+            .parse()
+            .ok()
+            .filter(|c| (100..600).contains(c))
+            .ok_or_else(|| bad(format!("code {code:?} is not an HTTP status code")))?,
+    })
+}
+
+fn parse_throttle(s: &str) -> Result<(u32, u32), Error> {
+    let bad = || Error::Flag {
+        flag: "--throttle",
+        reason: format!("{s:?} is not COUNT:SECONDS"),
+    };
+    let (count, secs) = s.split_once(':').ok_or_else(bad)?;
+    Ok((
+        count.parse().map_err(|_| bad())?,
+        secs.parse().map_err(|_| bad())?,
+    ))
+}
+
+/// Build the server from flags, print its address, write the kubeconfig, serve until
+/// `shutdown` is cancelled.
+///
+/// # Errors
+///
+/// Bad flags, unreadable seeds, an unwritable kubeconfig, or a server failure.
+pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), Error> {
+    let fails = args
+        .fail
+        .iter()
+        .map(|f| parse_fail(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    let throttle = args.throttle.as_deref().map(parse_throttle).transpose()?;
+    let mut seeds = Vec::new();
+    for path in &args.seeds {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::ReadSeed {
+            path: path.clone(),
+            source,
+        })?;
+        seeds.extend(parse_yaml(&text).map_err(|source| Error::ParseSeed {
+            path: path.clone(),
+            source,
+        })?);
+    }
+    seeds.insert(0, serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
+    let config = Config {
+        listen: args.listen,
+        bookmark_interval: Duration::from_secs(args.bookmark_interval_seconds.max(1)),
+        limits: Limits {
+            history: args.history,
+            ..Limits::default()
+        },
+        seeds,
+        ..Config::default()
+    };
+    let server = Server::bind(config).await.map_err(Error::Server)?;
+    let handle = server.handle();
+    for rule in fails {
+        handle.0.faults.fail_next(rule);
+    }
+    if let Some((count, secs)) = throttle {
+        handle.throttle_next(count, secs);
+    }
+    handle.set_latency(Duration::from_millis(args.latency_ms));
+    let addr = server.local_addr();
+    if let Some(path) = &args.kubeconfig_out {
+        let yaml = serde_yaml::to_string(&kubeconfig(addr)).unwrap_or_default();
+        std::fs::write(path, yaml).map_err(|source| Error::WriteKubeconfig {
+            path: path.clone(),
+            source,
+        })?;
+    }
+    let mut out = std::io::stdout();
+    // The address is the contract with scripts: one line, flushed before serving.
+    let _ = writeln!(out, "http://{addr}");
+    let _ = out.flush();
+    tracing::info!(listen.addr = %addr, "apiserver listening");
+    server.run(shutdown).await.map_err(Error::Server)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fail_flags_parse_wildcards_and_reject_garbage() {
+        let r = parse_fail("list:pods:3:500").unwrap();
+        assert_eq!(
+            (r.verb, r.resource.as_deref(), r.count, r.code),
+            (Some(Verb::List), Some("pods"), 3, 500)
+        );
+        let any = parse_fail("*:*:1:503").unwrap();
+        assert_eq!((any.verb, any.resource), (None, None));
+        assert!(parse_fail("list:pods:x:500").is_err());
+        assert!(parse_fail("fly:pods:1:500").is_err());
+        assert!(parse_fail("list:pods:1:99").is_err());
+    }
+
+    #[test]
+    fn throttle_flags_parse() {
+        assert_eq!(parse_throttle("3:2").unwrap(), (3, 2));
+        assert!(parse_throttle("3").is_err());
+    }
+}

@@ -1,0 +1,159 @@
+//! Discovery documents: `/version`, `/api`, `/apis`, `/apis/{group}`, and the APIResourceList
+//! of each group version, as kube-rs `Discovery` and kubectl read them.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::handlers::json_value;
+use super::registry::ResourceType;
+use super::server::App;
+use super::status::ApiError;
+
+/// The Kubernetes version the server claims: the one k8s-openapi's `v1_33` feature describes.
+pub const KUBERNETES_MINOR: &str = "33";
+
+const VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+/// `/version`.
+#[must_use]
+pub fn version() -> Response {
+    json_value(
+        StatusCode::OK,
+        &json!({
+            "major": "1",
+            "minor": KUBERNETES_MINOR,
+            "gitVersion": format!("v1.{KUBERNETES_MINOR}.0"),
+            "gitCommit": "informant",
+            "gitTreeState": "clean",
+            "buildDate": "2025-04-23T00:00:00Z",
+            "goVersion": "go1.24.2",
+            "compiler": "gc",
+            "platform": format!("{}/{}", std::env::consts::OS, if cfg!(target_arch = "x86_64") { "amd64" } else { std::env::consts::ARCH }),
+        }),
+    )
+}
+
+/// `/api`.
+#[must_use]
+pub fn core_versions(app: &App) -> Response {
+    json_value(
+        StatusCode::OK,
+        &json!({
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": app.addr.to_string()}],
+        }),
+    )
+}
+
+fn group_doc(group: &str, versions: &[String]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+        .collect();
+    json!({
+        "kind": "APIGroup",
+        "apiVersion": "v1",
+        "name": group,
+        "versions": vs,
+        "preferredVersion": vs.first().cloned().unwrap_or(Value::Null),
+    })
+}
+
+/// `/apis`.
+#[must_use]
+pub fn groups(app: &App) -> Response {
+    let groups: Vec<Value> = app
+        .registry
+        .groups()
+        .into_iter()
+        .filter(|(g, _)| !g.is_empty())
+        .map(|(g, vs)| {
+            let mut doc = group_doc(&g, &vs);
+            if let Some(m) = doc.as_object_mut() {
+                m.remove("kind");
+                m.remove("apiVersion");
+            }
+            doc
+        })
+        .collect();
+    json_value(
+        StatusCode::OK,
+        &json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}),
+    )
+}
+
+/// `/apis/{group}`.
+#[must_use]
+pub fn group(app: &App, group: &str) -> Response {
+    match app
+        .registry
+        .groups()
+        .into_iter()
+        .find(|(g, _)| g == group && !g.is_empty())
+    {
+        Some((g, vs)) => json_value(StatusCode::OK, &group_doc(&g, &vs)),
+        None => ApiError::no_route(&format!("/apis/{group}")).into_response(),
+    }
+}
+
+fn resource_entries(rt: &ResourceType) -> Vec<Value> {
+    let mut main = json!({
+        "name": rt.plural,
+        "singularName": rt.singular,
+        "namespaced": rt.namespaced,
+        "kind": rt.kind,
+        "verbs": VERBS,
+    });
+    if !rt.short_names.is_empty() {
+        main["shortNames"] = json!(rt.short_names);
+    }
+    if !rt.categories.is_empty() {
+        main["categories"] = json!(rt.categories);
+    }
+    let mut out = vec![main];
+    if rt.status_subresource {
+        out.push(json!({
+            "name": format!("{}/status", rt.plural),
+            "singularName": "",
+            "namespaced": rt.namespaced,
+            "kind": rt.kind,
+            "verbs": ["get", "patch", "update"],
+        }));
+    }
+    out
+}
+
+/// `/api/v1` and `/apis/{group}/{version}`.
+#[must_use]
+pub fn resources(app: &App, group: &str, version: &str) -> Response {
+    let types: Vec<_> = app
+        .registry
+        .all()
+        .into_iter()
+        .filter(|rt| rt.group == group && rt.versions.iter().any(|v| v == version))
+        .collect();
+    if types.is_empty() {
+        return ApiError::no_route(&format!("{group}/{version}")).into_response();
+    }
+    let group_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    let resources: Vec<Value> = types.iter().flat_map(|rt| resource_entries(rt)).collect();
+    json_value(
+        StatusCode::OK,
+        &json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}),
+    )
+}

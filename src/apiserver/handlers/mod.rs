@@ -1,0 +1,240 @@
+//! Request dispatch: path → route → verb, with counters and injected faults applied before the
+//! verb's handler runs.
+
+mod patch;
+mod read;
+mod strategic;
+mod watch;
+pub(crate) mod write;
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::faults::Verb;
+use super::query::Query;
+use super::registry::ResourceType;
+use super::route::{self, ResourcePath, Route};
+use super::server::App;
+use super::status::{ApiError, ApiResult};
+use super::store::ObjKey;
+use super::{debug, discovery, openapi};
+
+/// Everything a verb handler needs about its request.
+#[derive(Debug)]
+pub(crate) struct Ctx {
+    pub app: Arc<App>,
+    pub rt: Arc<ResourceType>,
+    pub path: ResourcePath,
+    pub query: Query,
+    pub headers: HeaderMap,
+}
+
+impl Ctx {
+    /// The addressed object's key (namespace "" for cluster-scoped resources).
+    pub fn key(&self) -> ObjKey {
+        ObjKey::new(
+            self.path.namespace.as_deref().unwrap_or_default(),
+            self.path.name.as_deref().unwrap_or_default(),
+        )
+    }
+
+    /// The requested API version.
+    pub fn version(&self) -> &str {
+        &self.path.version
+    }
+
+    /// Whether the client asked for a `meta.k8s.io` Table (kubectl get).
+    pub fn wants_table(&self) -> bool {
+        self.headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.contains("as=Table"))
+    }
+
+    /// The request's content type, without parameters.
+    pub fn content_type(&self) -> &str {
+        self.headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .map_or("application/json", str::trim)
+    }
+}
+
+/// A JSON response from pre-serialized bytes.
+pub fn json_bytes(code: StatusCode, body: impl Into<Bytes>) -> Response {
+    let mut resp = (code, Body::from(body.into())).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// A JSON response from a value.
+pub fn json_value(code: StatusCode, body: &Value) -> Response {
+    json_bytes(code, serde_json::to_vec(body).unwrap_or_default())
+}
+
+/// Parse a request body as a JSON object (YAML when the content type says so).
+pub(crate) fn parse_body(ctx: &Ctx, body: &[u8]) -> ApiResult<Value> {
+    let value: Value = if ctx.content_type().contains("yaml") {
+        serde_yaml::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("couldn't decode yaml body: {e}")))?
+    } else {
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("couldn't decode json body: {e}")))?
+    };
+    if value.is_object() {
+        Ok(value)
+    } else {
+        Err(ApiError::bad_request(
+            "the request body is not a JSON object",
+        ))
+    }
+}
+
+async fn read_body(body: Body, limit: usize) -> ApiResult<Bytes> {
+    axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| ApiError::too_large(limit))
+}
+
+/// Answer one request.
+pub async fn dispatch(app: Arc<App>, req: Request<Body>) -> Response {
+    let (parts, body) = req.into_parts();
+    match route::parse(parts.uri.path()) {
+        Route::Version => discovery::version(),
+        Route::CoreVersions => discovery::core_versions(&app),
+        Route::Groups => discovery::groups(&app),
+        Route::Group(g) => discovery::group(&app, &g),
+        Route::Resources { group, version } => discovery::resources(&app, &group, &version),
+        Route::OpenApiV2 => openapi::v2(&app),
+        Route::OpenApiV3 => openapi::v3_index(&app),
+        Route::OpenApiV3Group { group, version } => openapi::v3_group(&app, &group, &version),
+        Route::Health => (StatusCode::OK, "ok").into_response(),
+        Route::DebugRequests => debug::requests(&app),
+        Route::DebugFaults => match read_body(body, app.config.max_body).await {
+            Ok(bytes) => debug::faults(&app, &parts.method, &bytes),
+            Err(e) => e.into_response(),
+        },
+        Route::Resource(path) => resource(
+            app,
+            parts.method,
+            parts.uri.query(),
+            parts.headers,
+            body,
+            path,
+        )
+        .await
+        .unwrap_or_else(IntoResponse::into_response),
+        Route::Unknown => ApiError::no_route(parts.uri.path()).into_response(),
+    }
+}
+
+fn verb_of(method: &Method, named: bool, watch: bool) -> Option<Verb> {
+    Some(match (method.as_str(), named) {
+        ("GET" | "HEAD", _) if watch => Verb::Watch,
+        ("GET" | "HEAD", true) => Verb::Get,
+        ("GET" | "HEAD", false) => Verb::List,
+        ("POST", false) => Verb::Create,
+        ("PUT", true) => Verb::Update,
+        ("PATCH", true) => Verb::Patch,
+        ("DELETE", true) => Verb::Delete,
+        ("DELETE", false) => Verb::DeleteCollection,
+        _ => return None,
+    })
+}
+
+async fn resource(
+    app: Arc<App>,
+    method: Method,
+    raw_query: Option<&str>,
+    headers: HeaderMap,
+    body: Body,
+    path: ResourcePath,
+) -> ApiResult<Response> {
+    let describe = || {
+        format!(
+            "{}/{}",
+            if path.group.is_empty() {
+                "api".to_string()
+            } else {
+                format!("apis/{}", path.group)
+            },
+            path.plural
+        )
+    };
+    let rt = app
+        .registry
+        .lookup(&path.group, &path.version, &path.plural)
+        .ok_or_else(|| ApiError::no_route(&describe()))?;
+    if !rt.namespaced && path.namespace.is_some() {
+        return Err(ApiError::no_route(&describe()));
+    }
+    let query = Query::parse(raw_query)?;
+    let verb = verb_of(&method, path.name.is_some(), query.watch)
+        .ok_or_else(|| ApiError::method_not_allowed(method.as_str(), &describe()))?;
+    let namespaced_write = matches!(
+        verb,
+        Verb::Create | Verb::Update | Verb::Patch | Verb::Delete
+    );
+    if rt.namespaced
+        && path.namespace.is_none()
+        && (namespaced_write || verb == Verb::Get || verb == Verb::DeleteCollection)
+    {
+        return Err(ApiError::no_route(&describe()));
+    }
+    match path.subresource.as_deref() {
+        None => {}
+        Some("status")
+            if rt.status_subresource && matches!(verb, Verb::Get | Verb::Update | Verb::Patch) => {}
+        Some(other) => {
+            return Err(ApiError::no_route(&format!("{}/{other}", describe())));
+        }
+    }
+    app.counters.record(verb, &rt.group, &rt.plural);
+    let (latency, failure) = app.faults.check(verb, &rt.plural);
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    if let Some(err) = failure {
+        return Err(err);
+    }
+    let body = match verb {
+        Verb::Get | Verb::List | Verb::Watch => Bytes::new(),
+        _ => read_body(body, app.config.max_body).await?,
+    };
+    // Only JSON (and YAML for apply) bodies are understood; client-go falls back to JSON on 415.
+    if let Some(ct) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        && (ct.contains("protobuf") || ct.contains("cbor"))
+        && !body.is_empty()
+    {
+        return Err(ApiError::unsupported_media_type(ct));
+    }
+    let ctx = Ctx {
+        app,
+        rt,
+        path,
+        query,
+        headers,
+    };
+    match verb {
+        Verb::Get => read::get(&ctx),
+        Verb::List => read::list(&ctx),
+        Verb::Watch => watch::watch(&ctx),
+        Verb::Create => write::create(&ctx, &body),
+        Verb::Update => write::update(&ctx, &body),
+        Verb::Patch => patch::patch(&ctx, &body),
+        Verb::Delete => write::delete(&ctx, &body),
+        Verb::DeleteCollection => write::delete_collection(&ctx, &body),
+    }
+}

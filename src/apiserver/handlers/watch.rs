@@ -1,0 +1,270 @@
+//! WATCH: a newline-delimited stream of events, driven by an explicit state machine: resume
+//! backlog or synthetic ADDED events first, then live changes filtered by selectors (an object
+//! that stops matching is DELETED), periodic bookmarks, timeout, and 410 Expired when the
+//! client falls behind the history.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde_json::json;
+use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::time::{Instant, Interval, Sleep};
+use tokio_util::sync::CancellationToken;
+
+use super::Ctx;
+use crate::apiserver::filter::Filter;
+use crate::apiserver::registry::{ResourceKey, ResourceType};
+use crate::apiserver::status::{ApiError, ApiResult};
+use crate::apiserver::store::{Change, ChangeType, Stored};
+use crate::apiserver::table;
+
+/// How long a watch without `timeoutSeconds` lasts: kube-apiserver's `--min-request-timeout`
+/// default of 1800 s (`k8s.io/apiserver/pkg/server/options/serving.go`).
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// How events are rendered.
+#[derive(Debug, Clone)]
+enum Encoding {
+    /// The object as stored.
+    Object,
+    /// A one-row `meta.k8s.io/v1` Table (kubectl get -w).
+    Table(Option<String>),
+}
+
+struct Watch {
+    pending: VecDeque<Bytes>,
+    receiver: broadcast::Receiver<Arc<Change>>,
+    filter: Filter,
+    resource: ResourceKey,
+    rt: Arc<ResourceType>,
+    encoding: Encoding,
+    last_rv: u64,
+    bookmarks: Option<Interval>,
+    deadline: Pin<Box<Sleep>>,
+    shutdown: CancellationToken,
+    dropped: CancellationToken,
+    done: bool,
+}
+
+fn line(kind: &str, object: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(object.len() + 32);
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    out.extend_from_slice(object);
+    out.extend_from_slice(b"}\n");
+    Bytes::from(out)
+}
+
+fn error_line(err: &ApiError) -> Bytes {
+    line(
+        "ERROR",
+        &serde_json::to_vec(&err.to_status()).unwrap_or_default(),
+    )
+}
+
+impl Watch {
+    fn event(&mut self, kind: &str, obj: &Stored) {
+        let bytes = match &self.encoding {
+            Encoding::Object => line(kind, &obj.json),
+            Encoding::Table(include) => {
+                let t = table::build(
+                    &self.rt,
+                    &[obj],
+                    &obj.rv.to_string(),
+                    None,
+                    include.as_deref(),
+                );
+                line(kind, &serde_json::to_vec(&t).unwrap_or_default())
+            }
+        };
+        self.pending.push_back(bytes);
+    }
+
+    fn bookmark(&mut self, rv: u64, initial_end: bool) {
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let obj = json!({
+            "kind": self.rt.kind,
+            "apiVersion": self.rt.api_version(self.rt.preferred_version()),
+            "metadata": meta,
+        });
+        self.pending.push_back(line(
+            "BOOKMARK",
+            &serde_json::to_vec(&obj).unwrap_or_default(),
+        ));
+    }
+
+    /// Turn one change into 0 or 1 events for this watch.
+    fn apply(&mut self, change: &Change) {
+        self.last_rv = self.last_rv.max(change.rv);
+        if change.resource != self.resource {
+            return;
+        }
+        let ns = &change.key.namespace;
+        let was = change
+            .previous
+            .as_ref()
+            .is_some_and(|p| self.filter.matches(ns, &p.value));
+        let is = self.filter.matches(ns, &change.object.value);
+        let kind = match (change.kind, was, is) {
+            (ChangeType::Added, _, true) | (ChangeType::Modified, false, true) => "ADDED",
+            (ChangeType::Modified, true, true) => "MODIFIED",
+            (ChangeType::Modified, true, false) | (ChangeType::Deleted, true, _) => "DELETED",
+            _ => return,
+        };
+        self.event(kind, &change.object);
+    }
+
+    async fn next(mut self) -> Option<(Result<Bytes, std::convert::Infallible>, Self)> {
+        loop {
+            if let Some(bytes) = self.pending.pop_front() {
+                return Some((Ok(bytes), self));
+            }
+            if self.done {
+                return None;
+            }
+            let tick = async {
+                match self.bookmarks.as_mut() {
+                    Some(i) => {
+                        i.tick().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                () = self.shutdown.cancelled() => self.done = true,
+                () = self.dropped.cancelled() => self.done = true,
+                () = &mut self.deadline => self.done = true,
+                received = self.receiver.recv() => match received {
+                    Ok(change) => self.apply(&change),
+                    Err(RecvError::Lagged(_)) => {
+                        self.pending.push_back(error_line(&ApiError::expired(
+                            "the watch fell too far behind the event history; relist",
+                        )));
+                        self.done = true;
+                    }
+                    Err(RecvError::Closed) => self.done = true,
+                },
+                () = tick => {
+                    let rv = self.last_rv;
+                    self.bookmark(rv, false);
+                }
+            }
+        }
+    }
+}
+
+fn stream_response(body: Body) -> Response {
+    let mut resp = (StatusCode::OK, body).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    resp.headers_mut().insert(
+        header::TRANSFER_ENCODING,
+        header::HeaderValue::from_static("chunked"),
+    );
+    resp
+}
+
+/// Start a watch.
+pub(super) fn watch(ctx: &Ctx) -> ApiResult<Response> {
+    let mut query = ctx.query.clone();
+    if let Some(name) = &ctx.path.name {
+        let by_name = format!("metadata.name={name}");
+        query.field_selector = Some(match query.field_selector.take() {
+            Some(f) => format!("{f},{by_name}"),
+            None => by_name,
+        });
+    }
+    let filter = Filter::new(ctx.rt.clone(), ctx.path.namespace.clone(), &query)?;
+    let rv = query.rv()?;
+    let send_initial = query.send_initial_events;
+    if send_initial == Some(true) {
+        if query.resource_version_match.as_deref() != Some("NotOlderThan") {
+            return Err(ApiError::invalid(
+                "ListOptions",
+                "meta.k8s.io",
+                "",
+                "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        if !query.allow_watch_bookmarks {
+            return Err(ApiError::invalid(
+                "ListOptions",
+                "meta.k8s.io",
+                "",
+                "allowWatchBookmarks: Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true",
+            ));
+        }
+    }
+    // Legacy watches from "" or "0" start with synthetic ADDED events for the current state.
+    let from = match (send_initial, rv) {
+        (Some(true), _) => None,
+        (Some(false), None | Some(0)) => Some(ctx.app.store.current_rv()),
+        (None, None | Some(0)) => None,
+        (_, Some(r)) => Some(r),
+    };
+    let start = match ctx.app.store.watch(&ctx.rt.key(), from) {
+        Ok(start) => start,
+        // Like the watch cache: 200, then one ERROR event with 410, so clients relist.
+        Err(err) => return Ok(stream_response(Body::from(error_line(&err)))),
+    };
+    let timeout = query
+        .timeout_seconds
+        .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
+    let bookmarks = query.allow_watch_bookmarks.then(|| {
+        let period = ctx
+            .app
+            .config
+            .bookmark_interval
+            .max(Duration::from_millis(1));
+        tokio::time::interval_at(Instant::now() + period, period)
+    });
+    let encoding = if ctx.wants_table() {
+        Encoding::Table(query.include_object.clone())
+    } else {
+        Encoding::Object
+    };
+    let mut w = Watch {
+        pending: VecDeque::new(),
+        receiver: start.receiver,
+        filter,
+        resource: ctx.rt.key(),
+        rt: ctx.rt.clone(),
+        encoding,
+        last_rv: start.rv,
+        bookmarks,
+        deadline: Box::pin(tokio::time::sleep(timeout)),
+        shutdown: ctx.app.shutdown.clone(),
+        dropped: ctx.app.store.watch_epoch(),
+        done: false,
+    };
+    if let Some(initial) = &start.initial {
+        for (key, obj) in initial {
+            if w.filter.matches(&key.namespace, &obj.value) {
+                w.event("ADDED", obj);
+            }
+        }
+        if send_initial == Some(true) {
+            w.bookmark(start.rv, true);
+        }
+    }
+    for change in &start.backlog {
+        w.apply(change);
+    }
+    Ok(stream_response(Body::from_stream(futures::stream::unfold(
+        w,
+        Watch::next,
+    ))))
+}

@@ -1,0 +1,281 @@
+//! CREATE, UPDATE (PUT), DELETE and DELETECOLLECTION, including finalizers, namespace checks,
+//! and the CRD and namespace side effects.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use super::{Ctx, json_bytes, json_value, parse_body};
+use crate::apiserver::crd;
+use crate::apiserver::filter::Filter;
+use crate::apiserver::meta::{self, Target, prepare_create, prepare_update, ready_to_delete};
+use crate::apiserver::registry::{ResourceKey, ResourceType};
+use crate::apiserver::server::App;
+use crate::apiserver::status::{ApiError, ApiResult};
+use crate::apiserver::store::{Action, ChangeType, ObjKey, Stored};
+
+fn namespaces() -> ResourceKey {
+    ResourceKey::new("", "namespaces")
+}
+
+/// Whether PUT of a missing object creates it (kube-apiserver's `AllowCreateOnUpdate`).
+fn allow_create_on_update(rt: &ResourceType) -> bool {
+    matches!(
+        (rt.group.as_str(), rt.plural.as_str()),
+        ("" | "events.k8s.io", "events") | ("coordination.k8s.io", "leases")
+    )
+}
+
+fn strip_rv(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("resourceVersion");
+    }
+    v
+}
+
+/// Run side effects of a stored change: CRDs (un)register their resources, deleted namespaces
+/// lose their objects.
+pub(crate) fn after_change(app: &App, rt: &ResourceType, kind: ChangeType, obj: &Stored) {
+    match (rt.group.as_str(), rt.plural.as_str(), kind) {
+        ("apiextensions.k8s.io", "customresourcedefinitions", ChangeType::Deleted) => {
+            crd::unregister(app, &obj.value);
+        }
+        ("apiextensions.k8s.io", "customresourcedefinitions", _) => crd::register(app, &obj.value),
+        ("", "namespaces", ChangeType::Deleted) => {
+            if let Some(ns) = obj.value["metadata"]["name"].as_str() {
+                app.store.delete_namespace_contents(ns);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Store a new object: 409 when it exists, 404 when its namespace does not.
+pub(crate) fn insert(
+    app: &App,
+    rt: &ResourceType,
+    key: &ObjKey,
+    obj: Value,
+) -> ApiResult<Arc<Stored>> {
+    let (stored, change) = app.store.mutate(&rt.key(), key, |cur, exists| {
+        if cur.is_some() {
+            return Err(ApiError::already_exists(&rt.group, &rt.plural, &key.name));
+        }
+        if rt.namespaced && !exists(&namespaces(), &ObjKey::new("", &key.namespace)) {
+            return Err(ApiError::not_found("", "namespaces", &key.namespace));
+        }
+        Ok(Action::Put(obj))
+    })?;
+    let stored = stored.ok_or_else(|| ApiError::internal("create stored nothing"))?;
+    if let Some(kind) = change {
+        after_change(app, rt, kind, &stored);
+    }
+    Ok(stored)
+}
+
+/// POST a new object.
+pub(super) fn create(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
+    let obj = parse_body(ctx, body)?;
+    let (key, obj) = prepare_create(&ctx.rt, ctx.version(), ctx.path.namespace.as_deref(), obj)?;
+    let obj = crd::prepare(&ctx.app, &ctx.rt, obj)?;
+    if ctx.query.dry_run {
+        return Ok(json_value(StatusCode::CREATED, &obj));
+    }
+    let stored = insert(&ctx.app, &ctx.rt, &key, obj)?;
+    Ok(json_bytes(StatusCode::CREATED, stored.json.clone()))
+}
+
+/// The result of a read-modify-write.
+pub(crate) struct Written {
+    pub stored: Arc<Stored>,
+    pub created: bool,
+}
+
+/// Read-modify-write one object: `compute` turns the current object into the desired one
+/// (`None` when it does not exist yet: return the object to create, or 404).
+pub(crate) fn modify(
+    ctx: &Ctx,
+    target: Target,
+    compute: impl FnOnce(Option<&Value>) -> ApiResult<Value>,
+) -> ApiResult<Written> {
+    let rt = &ctx.rt;
+    let key = ctx.key();
+    let mut created = false;
+    let (stored, change) = ctx.app.store.mutate(&rt.key(), &key, |cur, exists| {
+        let Some(cur) = cur else {
+            let desired = compute(None)?;
+            let (new_key, obj) =
+                prepare_create(rt, ctx.version(), ctx.path.namespace.as_deref(), desired)?;
+            if new_key != key {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({}) does not match the name on the URL ({})",
+                    new_key.name, key.name
+                )));
+            }
+            if rt.namespaced && !exists(&namespaces(), &ObjKey::new("", &key.namespace)) {
+                return Err(ApiError::not_found("", "namespaces", &key.namespace));
+            }
+            created = true;
+            return Ok(Action::Put(crd::prepare(&ctx.app, rt, obj)?));
+        };
+        let desired = compute(Some(&cur.value))?;
+        let new = prepare_update(rt, ctx.version(), &key, &cur.value, desired, target)?;
+        if ready_to_delete(&new) {
+            return Ok(Action::Delete);
+        }
+        if strip_rv(&new) == strip_rv(&cur.value) {
+            return Ok(Action::Keep);
+        }
+        Ok(Action::Put(crd::prepare(&ctx.app, rt, new)?))
+    })?;
+    let stored = stored.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, &key.name))?;
+    if let Some(kind) = change {
+        after_change(&ctx.app, rt, kind, &stored);
+    }
+    Ok(Written { stored, created })
+}
+
+/// PUT an object (or its status).
+pub(super) fn update(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
+    let obj = parse_body(ctx, body)?;
+    let target = if ctx.path.subresource.is_some() {
+        Target::Status
+    } else {
+        Target::Main
+    };
+    let can_create = allow_create_on_update(&ctx.rt) && target == Target::Main;
+    let (rt, name) = (ctx.rt.clone(), ctx.key().name);
+    let written = modify(ctx, target, |cur| match cur {
+        Some(_) => Ok(obj),
+        None if can_create => Ok(obj),
+        None => Err(ApiError::not_found(&rt.group, &rt.plural, &name)),
+    })?;
+    let code = if written.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(json_bytes(code, written.stored.json.clone()))
+}
+
+fn check_preconditions(
+    rt: &ResourceType,
+    key: &ObjKey,
+    cur: &Value,
+    opts: &Value,
+) -> ApiResult<()> {
+    let pre = &opts["preconditions"];
+    let meta = &cur["metadata"];
+    for (field, label) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
+        if let Some(want) = pre[field].as_str()
+            && Some(want) != meta[field].as_str()
+        {
+            let mut err = ApiError::conflict(&rt.group, &rt.plural, &key.name);
+            err.message = format!(
+                "Precondition failed: {label} in precondition: {want}, {label} in object meta: {}",
+                meta[field].as_str().unwrap_or_default()
+            );
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
+/// Delete one object, or mark it for deletion when finalizers remain.
+fn delete_one(
+    app: &App,
+    rt: &ResourceType,
+    key: &ObjKey,
+    opts: &Value,
+) -> ApiResult<(Arc<Stored>, bool)> {
+    let (stored, change) = app.store.mutate(&rt.key(), key, |cur, _| {
+        let cur = cur.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, &key.name))?;
+        check_preconditions(rt, key, &cur.value, opts)?;
+        let has_finalizers = cur.value["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty());
+        if !has_finalizers {
+            return Ok(Action::Delete);
+        }
+        if !cur.value["metadata"]["deletionTimestamp"].is_null() {
+            return Ok(Action::Keep);
+        }
+        let mut marked = cur.value.clone();
+        marked["metadata"]["deletionTimestamp"] = json!(meta::now());
+        marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        Ok(Action::Put(marked))
+    })?;
+    let stored = stored.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, &key.name))?;
+    let deleted = change == Some(ChangeType::Deleted);
+    if let Some(kind) = change {
+        after_change(app, rt, kind, &stored);
+    }
+    Ok((stored, deleted))
+}
+
+fn delete_options(ctx: &Ctx, body: &[u8]) -> ApiResult<Value> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        Ok(Value::Null)
+    } else {
+        parse_body(ctx, body)
+    }
+}
+
+/// DELETE one object: 200 with the deleted object, or 202 with the object still pending
+/// finalizers (as kube-apiserver answers).
+pub(super) fn delete(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
+    let opts = delete_options(ctx, body)?;
+    let key = ctx.key();
+    if ctx.query.dry_run {
+        let cur = ctx
+            .app
+            .store
+            .get(&ctx.rt.key(), &key)
+            .ok_or_else(|| ApiError::not_found(&ctx.rt.group, &ctx.rt.plural, &key.name))?;
+        return Ok(json_bytes(StatusCode::OK, cur.json.clone()));
+    }
+    let (stored, deleted) = delete_one(&ctx.app, &ctx.rt, &key, &opts)?;
+    let code = if deleted {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
+    Ok(json_bytes(code, stored.json.clone()))
+}
+
+/// DELETE a collection (with selectors): the list of deleted objects.
+pub(super) fn delete_collection(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
+    let opts = delete_options(ctx, body)?;
+    let filter = Filter::new(ctx.rt.clone(), ctx.path.namespace.clone(), &ctx.query)?;
+    let (rv, objs) = ctx.app.store.snapshot(&ctx.rt.key());
+    let (items, _) = super::read::page(&objs, &filter, None, None, rv);
+    let keys: Vec<ObjKey> = items
+        .iter()
+        .map(|o| {
+            ObjKey::new(
+                o.value["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or_default(),
+                o.value["metadata"]["name"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    let mut deleted = Vec::new();
+    for key in keys {
+        match delete_one(&ctx.app, &ctx.rt, &key, &opts) {
+            Ok((stored, _)) => deleted.push(stored.value.clone()),
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let list = json!({
+        "kind": format!("{}List", ctx.rt.kind),
+        "apiVersion": ctx.rt.api_version(ctx.version()),
+        "metadata": {"resourceVersion": ctx.app.store.current_rv().to_string()},
+        "items": deleted,
+    });
+    Ok(json_value(StatusCode::OK, &list))
+}

@@ -1,0 +1,423 @@
+//! Object metadata rules on create and update: identity, uid, timestamps, generation,
+//! resourceVersion preconditions, and what the status subresource may change.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde_json::{Map, Value, json};
+
+use super::registry::ResourceType;
+use super::status::{ApiError, ApiResult};
+use super::store::ObjKey;
+
+/// The current time as kube-apiserver writes it (RFC 3339, whole seconds, UTC).
+#[must_use]
+pub fn now() -> String {
+    let ts = jiff::Timestamp::now();
+    jiff::Timestamp::from_second(ts.as_second())
+        .unwrap_or(ts)
+        .to_string()
+}
+
+/// A random RFC 4122 version-4 uid.
+#[must_use]
+pub fn new_uid() -> String {
+    let n: u128 = rand::random();
+    let b = n.to_be_bytes();
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let v = format!(
+        "{}-{}-4{}-{:x}{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[13..16],
+        (b[8] & 0x3) | 0x8,
+        &hex[17..20],
+        &hex[20..32]
+    );
+    v
+}
+
+fn random_suffix() -> String {
+    // The alphabet of apimachinery's `util/rand.String` (no vowels, no confusable digits).
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    (0..5)
+        .map(|_| {
+            let i = usize::from(rand::random::<u8>()) % ALPHABET.len();
+            char::from(ALPHABET[i])
+        })
+        .collect()
+}
+
+/// Whether `name` is a DNS-1123 subdomain (the rule for most object names).
+#[must_use]
+pub fn is_dns_subdomain(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name
+            .bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'.')
+        && name
+            .bytes()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+        && name
+            .bytes()
+            .last()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+}
+
+fn meta_mut(obj: &mut Value) -> ApiResult<&mut Map<String, Value>> {
+    let map = obj
+        .as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("the request body is not a JSON object"))?;
+    let meta = map.entry("metadata").or_insert_with(|| json!({}));
+    if meta.is_null() {
+        *meta = json!({});
+    }
+    meta.as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("metadata must be an object"))
+}
+
+/// The typed metadata of a stored or submitted object (400 when malformed).
+pub fn typed_meta(obj: &Value) -> ApiResult<ObjectMeta> {
+    match obj.get("metadata") {
+        None | Some(Value::Null) => Ok(ObjectMeta::default()),
+        Some(m) => serde_json::from_value(m.clone())
+            .map_err(|e| ApiError::bad_request(format!("invalid metadata: {e}"))),
+    }
+}
+
+/// Check `apiVersion`/`kind` of a body against the resource and fill them in when absent.
+fn check_type(rt: &ResourceType, version: &str, obj: &mut Value) -> ApiResult<()> {
+    let expected_av = rt.api_version(version);
+    let map = obj
+        .as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("the request body is not a JSON object"))?;
+    match map.get("apiVersion").and_then(Value::as_str) {
+        Some(av) if av != expected_av && !rt.versions.iter().any(|v| rt.api_version(v) == av) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({av}) does not match the expected API version ({expected_av})"
+            )));
+        }
+        _ => {}
+    }
+    match map.get("kind").and_then(Value::as_str) {
+        Some(k) if k != rt.kind => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                rt.kind
+            )));
+        }
+        _ => {}
+    }
+    map.insert("apiVersion".into(), Value::String(expected_av));
+    map.insert("kind".into(), Value::String(rt.kind.clone()));
+    Ok(())
+}
+
+/// Reset `status` on create for resources with a status subresource, like their strategies.
+fn initial_status(rt: &ResourceType, obj: &mut Value) {
+    if !rt.status_subresource {
+        return;
+    }
+    let Some(map) = obj.as_object_mut() else {
+        return;
+    };
+    match (rt.group.as_str(), rt.plural.as_str()) {
+        // Nodes may set status on create (kubelet registers that way).
+        ("", "nodes") => {}
+        ("", "pods") => {
+            map.insert("status".into(), json!({"phase": "Pending"}));
+        }
+        ("", "namespaces") => {
+            map.insert("status".into(), json!({"phase": "Active"}));
+        }
+        _ => {
+            map.remove("status");
+        }
+    }
+}
+
+/// Prepare a new object for storage: identity, uid, timestamps, generation.
+pub fn prepare_create(
+    rt: &ResourceType,
+    version: &str,
+    namespace: Option<&str>,
+    mut obj: Value,
+) -> ApiResult<(ObjKey, Value)> {
+    check_type(rt, version, &mut obj)?;
+    let typed = typed_meta(&obj)?;
+    let ns = if rt.namespaced {
+        let path_ns = namespace.unwrap_or_default();
+        match typed.namespace.as_deref() {
+            Some(body_ns) if !body_ns.is_empty() && !path_ns.is_empty() && body_ns != path_ns => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            Some(body_ns) if path_ns.is_empty() => body_ns.to_string(),
+            _ => path_ns.to_string(),
+        }
+    } else {
+        String::new()
+    };
+    if rt.namespaced && ns.is_empty() {
+        return Err(ApiError::bad_request(
+            "the namespace of the object must be set",
+        ));
+    }
+    let mut name = typed.name.clone().unwrap_or_default();
+    if name.is_empty() {
+        match typed.generate_name.as_deref() {
+            Some(prefix) if !prefix.is_empty() => name = format!("{prefix}{}", random_suffix()),
+            _ => {
+                return Err(ApiError::invalid(
+                    &rt.kind,
+                    &rt.group,
+                    "",
+                    "metadata.name: Required value: name or generateName is required",
+                ));
+            }
+        }
+    }
+    if !is_dns_subdomain(&name) {
+        return Err(ApiError::invalid(
+            &rt.kind,
+            &rt.group,
+            &name,
+            format!(
+                "metadata.name: Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
+            ),
+        ));
+    }
+    initial_status(rt, &mut obj);
+    let meta = meta_mut(&mut obj)?;
+    meta.insert("name".into(), Value::String(name.clone()));
+    if rt.namespaced {
+        meta.insert("namespace".into(), Value::String(ns.clone()));
+    } else {
+        meta.remove("namespace");
+    }
+    meta.insert("uid".into(), Value::String(new_uid()));
+    meta.insert("creationTimestamp".into(), Value::String(now()));
+    meta.insert("generation".into(), json!(1));
+    meta.remove("resourceVersion");
+    meta.remove("deletionTimestamp");
+    meta.remove("deletionGracePeriodSeconds");
+    meta.remove("selfLink");
+    Ok((ObjKey::new(&ns, &name), obj))
+}
+
+/// The part of an object whose change bumps `metadata.generation`: all but metadata and status.
+fn spec_part(obj: &Value) -> Value {
+    let mut v = obj.clone();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("metadata");
+        m.remove("status");
+        m.remove("apiVersion");
+        m.remove("kind");
+    }
+    v
+}
+
+/// Which part of an object a write may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The main resource: everything but status (when status is a subresource).
+    Main,
+    /// The status subresource: status only.
+    Status,
+}
+
+/// Prepare an updated object: resourceVersion precondition, immutable metadata, status split,
+/// generation bump.
+pub fn prepare_update(
+    rt: &ResourceType,
+    version: &str,
+    key: &ObjKey,
+    old: &Value,
+    mut new: Value,
+    target: Target,
+) -> ApiResult<Value> {
+    check_type(rt, version, &mut new)?;
+    let typed = typed_meta(&new)?;
+    if let Some(name) = typed.name.as_deref()
+        && !name.is_empty()
+        && name != key.name
+    {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({name}) does not match the name on the URL ({})",
+            key.name
+        )));
+    }
+    if let Some(rv) = typed.resource_version.as_deref()
+        && !rv.is_empty()
+        && Some(rv) != old["metadata"]["resourceVersion"].as_str()
+    {
+        return Err(ApiError::conflict(&rt.group, &rt.plural, &key.name));
+    }
+    let mut result = match target {
+        Target::Status => {
+            let mut merged = old.clone();
+            if let Some(m) = merged.as_object_mut() {
+                match new.get("status") {
+                    Some(s) => m.insert("status".into(), s.clone()),
+                    None => m.remove("status"),
+                };
+            }
+            merged
+        }
+        Target::Main => {
+            if rt.status_subresource
+                && let Some(m) = new.as_object_mut()
+            {
+                match old.get("status") {
+                    Some(s) => m.insert("status".into(), s.clone()),
+                    None => m.remove("status"),
+                };
+            }
+            new
+        }
+    };
+    let old_meta = old.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    let generation = old_meta["generation"].as_i64().unwrap_or(1);
+    let bump = target == Target::Main && spec_part(old) != spec_part(&result);
+    let meta = meta_mut(&mut result)?;
+    meta.insert("name".into(), Value::String(key.name.clone()));
+    if rt.namespaced {
+        meta.insert("namespace".into(), Value::String(key.namespace.clone()));
+    }
+    for fixed in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+    ] {
+        match old_meta.get(fixed) {
+            Some(v) => meta.insert(fixed.into(), v.clone()),
+            None => meta.remove(fixed),
+        };
+    }
+    if !meta.contains_key("managedFields")
+        && let Some(mf) = old_meta.get("managedFields")
+    {
+        meta.insert("managedFields".into(), mf.clone());
+    }
+    meta.insert(
+        "generation".into(),
+        json!(if bump { generation + 1 } else { generation }),
+    );
+    Ok(result)
+}
+
+/// Whether an object is being deleted and has no finalizers left (so it must go now).
+#[must_use]
+pub fn ready_to_delete(obj: &Value) -> bool {
+    let meta = &obj["metadata"];
+    !meta["deletionTimestamp"].is_null() && meta["finalizers"].as_array().is_none_or(Vec::is_empty)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::registry::Registry;
+
+    fn deployments() -> std::sync::Arc<ResourceType> {
+        Registry::new().lookup("apps", "v1", "deployments").unwrap()
+    }
+
+    #[test]
+    fn create_fills_uid_timestamp_generation_and_namespace_from_the_path() {
+        let rt = deployments();
+        let (key, obj) = prepare_create(
+            &rt,
+            "v1",
+            Some("ns"),
+            json!({"metadata": {"name": "web"}, "spec": {}}),
+        )
+        .unwrap();
+        assert_eq!(key, ObjKey::new("ns", "web"));
+        assert_eq!(obj["metadata"]["generation"], 1);
+        assert_eq!(obj["metadata"]["uid"].as_str().unwrap().len(), 36);
+        assert_eq!(obj["apiVersion"], "apps/v1");
+        assert_eq!(obj["kind"], "Deployment");
+    }
+
+    #[test]
+    fn create_rejects_a_mismatched_namespace_and_a_bad_name() {
+        let rt = deployments();
+        let err = prepare_create(
+            &rt,
+            "v1",
+            Some("a"),
+            json!({"metadata": {"name": "w", "namespace": "b"}}),
+        )
+        .unwrap_err();
+        assert_eq!(err.code, 400);
+        let err = prepare_create(&rt, "v1", Some("a"), json!({"metadata": {"name": "Web_1"}}))
+            .unwrap_err();
+        assert_eq!(err.code, 422);
+    }
+
+    #[test]
+    fn generate_name_appends_five_characters() {
+        let rt = deployments();
+        let (key, _) = prepare_create(
+            &rt,
+            "v1",
+            Some("a"),
+            json!({"metadata": {"generateName": "web-"}}),
+        )
+        .unwrap();
+        assert!(key.name.starts_with("web-"));
+        assert_eq!(key.name.len(), 9);
+    }
+
+    #[test]
+    fn spec_changes_bump_generation_but_status_and_labels_do_not() {
+        let rt = deployments();
+        let (key, old) = prepare_create(
+            &rt,
+            "v1",
+            Some("a"),
+            json!({"metadata": {"name": "w"}, "spec": {"replicas": 1}}),
+        )
+        .unwrap();
+        let mut labels = old.clone();
+        labels["metadata"]["labels"] = json!({"x": "y"});
+        let same = prepare_update(&rt, "v1", &key, &old, labels, Target::Main).unwrap();
+        assert_eq!(same["metadata"]["generation"], 1);
+        let mut status = old.clone();
+        status["status"] = json!({"replicas": 3});
+        let st = prepare_update(&rt, "v1", &key, &old, status, Target::Status).unwrap();
+        assert_eq!(st["metadata"]["generation"], 1);
+        assert_eq!(st["status"]["replicas"], 3);
+        let mut spec = old.clone();
+        spec["spec"]["replicas"] = json!(2);
+        let bumped = prepare_update(&rt, "v1", &key, &old, spec, Target::Main).unwrap();
+        assert_eq!(bumped["metadata"]["generation"], 2);
+    }
+
+    #[test]
+    fn a_stale_resource_version_is_a_conflict() {
+        let rt = deployments();
+        let (key, mut old) =
+            prepare_create(&rt, "v1", Some("a"), json!({"metadata": {"name": "w"}})).unwrap();
+        old["metadata"]["resourceVersion"] = json!("5");
+        let mut new = old.clone();
+        new["metadata"]["resourceVersion"] = json!("4");
+        let err = prepare_update(&rt, "v1", &key, &old, new, Target::Main).unwrap_err();
+        assert_eq!(err.code, 409);
+        assert_eq!(err.reason, "Conflict");
+    }
+
+    #[test]
+    fn the_main_resource_cannot_change_status() {
+        let rt = deployments();
+        let (key, mut old) =
+            prepare_create(&rt, "v1", Some("a"), json!({"metadata": {"name": "w"}})).unwrap();
+        old["status"] = json!({"replicas": 1});
+        let mut new = old.clone();
+        new["status"] = json!({"replicas": 9});
+        let out = prepare_update(&rt, "v1", &key, &old, new, Target::Main).unwrap();
+        assert_eq!(out["status"]["replicas"], 1);
+    }
+}

@@ -1,0 +1,257 @@
+//! The server: configuration, shared state, the axum router and the `run(self, shutdown)` loop,
+//! plus a [`Handle`] for fault injection and request counters.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::faults::{Counters, FailRule, Faults, RequestCount, Verb};
+use super::registry::Registry;
+use super::status::ApiError;
+use super::store::{Limits, Store};
+use super::{handlers, seed};
+
+/// The server's settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where to listen (`127.0.0.1:0` picks a free port).
+    pub listen: SocketAddr,
+    /// How often an idle watch that asked for bookmarks gets one. kube-apiserver's cacher sends
+    /// them about once a minute (`k8s.io/apiserver/pkg/storage/cacher/cacher.go`,
+    /// `bookmarkFrequency`).
+    pub bookmark_interval: Duration,
+    /// History and broadcast sizes.
+    pub limits: Limits,
+    /// The largest accepted request body: 3 MiB, kube-apiserver's `MaxRequestBodyBytes`
+    /// (`k8s.io/apiserver/pkg/server/config.go`).
+    pub max_body: usize,
+    /// Objects created at start (namespaces first is not required: missing namespaces are
+    /// created for seeded objects).
+    pub seeds: Vec<Value>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            bookmark_interval: Duration::from_secs(60),
+            limits: Limits::default(),
+            max_body: 3 * 1024 * 1024,
+            seeds: Vec::new(),
+        }
+    }
+}
+
+/// Errors starting or running the server.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Serving failed.
+    #[error("serving the api failed")]
+    Serve(#[source] std::io::Error),
+    /// A seed object was rejected.
+    #[error("seed object {index} was rejected")]
+    Seed {
+        /// Its position among the seeds.
+        index: usize,
+        /// The rejection.
+        #[source]
+        source: ApiError,
+    },
+}
+
+/// State shared by every request.
+#[derive(Debug)]
+pub struct App {
+    /// Served resources.
+    pub registry: Registry,
+    /// Objects.
+    pub store: Store,
+    /// Injected faults.
+    pub faults: Faults,
+    /// Request counters.
+    pub counters: Counters,
+    /// Settings.
+    pub config: Config,
+    /// Cancelled when the server shuts down, ending open watches.
+    pub shutdown: CancellationToken,
+    /// The bound address.
+    pub addr: SocketAddr,
+}
+
+/// A handle on a running server: fault injection and counters.
+#[derive(Debug, Clone)]
+pub struct Handle(pub(crate) Arc<App>);
+
+impl Handle {
+    /// End every open watch now.
+    pub fn drop_watches(&self) {
+        self.0.store.drop_watches();
+    }
+
+    /// Forget the watch history: resuming from any older resourceVersion gets 410 Gone.
+    pub fn expire_history(&self) {
+        self.0.store.expire_history();
+    }
+
+    /// Fail the next `count` requests of `verb` on `resource` (any when `None`) with `code`.
+    pub fn fail_next(&self, verb: Option<Verb>, resource: Option<&str>, count: u32, code: u16) {
+        self.0.faults.fail_next(FailRule {
+            verb,
+            resource: resource.map(ToString::to_string),
+            count,
+            code,
+        });
+    }
+
+    /// Delay every resource request.
+    pub fn set_latency(&self, latency: Duration) {
+        self.0.faults.set_latency(latency);
+    }
+
+    /// Answer the next `count` resource requests with 429 Too Many Requests and `Retry-After`.
+    pub fn throttle_next(&self, count: u32, retry_after_secs: u32) {
+        self.0.faults.throttle_next(count, retry_after_secs);
+    }
+
+    /// Remove injected failures, latency and throttling.
+    pub fn clear_faults(&self) {
+        self.0.faults.clear();
+    }
+
+    /// How many `verb` requests `resource` (plural) has received.
+    #[must_use]
+    pub fn request_count(&self, verb: Verb, resource: &str) -> u64 {
+        self.0.counters.get(verb, resource)
+    }
+
+    /// Every request counter.
+    #[must_use]
+    pub fn requests(&self) -> Vec<RequestCount> {
+        self.0.counters.snapshot()
+    }
+
+    /// Create an object directly (as if POSTed), creating its namespace when missing.
+    ///
+    /// # Errors
+    ///
+    /// The rejection the API would answer (unknown kind, invalid object, already exists).
+    pub fn create(&self, object: Value) -> Result<Value, ApiError> {
+        seed::create(&self.0, object)
+    }
+
+    /// Number of stored objects.
+    #[must_use]
+    pub fn object_count(&self) -> usize {
+        self.0.store.len()
+    }
+}
+
+/// A bound, not yet running API server.
+#[derive(Debug)]
+pub struct Server {
+    app: Arc<App>,
+    listener: TcpListener,
+}
+
+impl Server {
+    /// Bind the listen address and load the seed objects.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Bind`] when the address is taken, [`Error::Seed`] when a seed is rejected.
+    pub async fn bind(config: Config) -> Result<Self, Error> {
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| Error::Bind {
+                addr: config.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| Error::Bind {
+            addr: config.listen,
+            source,
+        })?;
+        let app = Arc::new(App::new(config, addr));
+        let seeds = app.config.seeds.clone();
+        for (index, obj) in seeds.into_iter().enumerate() {
+            seed::create(&app, obj).map_err(|source| Error::Seed { index, source })?;
+        }
+        Ok(Self { app, listener })
+    }
+
+    /// The bound address.
+    #[must_use]
+    pub fn local_addr(&self) -> SocketAddr {
+        self.app.addr
+    }
+
+    /// A handle for fault injection and counters.
+    #[must_use]
+    pub fn handle(&self) -> Handle {
+        Handle(self.app.clone())
+    }
+
+    /// The HTTP router, for in-process requests (`tower::ServiceExt::oneshot`).
+    #[must_use]
+    pub fn router(&self) -> Router {
+        router(self.app.clone())
+    }
+
+    /// Serve until `shutdown` is cancelled; open watches end at once, then connections drain.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Serve`] when accepting connections fails.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
+        let app_token = self.app.shutdown.clone();
+        let router = router(self.app.clone());
+        axum::serve(self.listener, router)
+            .with_graceful_shutdown(async move {
+                shutdown.cancelled().await;
+                app_token.cancel();
+            })
+            .await
+            .map_err(Error::Serve)
+    }
+}
+
+impl App {
+    /// Fresh state for `config`, answering as `addr`.
+    #[must_use]
+    pub fn new(config: Config, addr: SocketAddr) -> Self {
+        Self {
+            registry: Registry::new(),
+            store: Store::new(config.limits.clone()),
+            faults: Faults::default(),
+            counters: Counters::default(),
+            config,
+            shutdown: CancellationToken::new(),
+            addr,
+        }
+    }
+}
+
+/// The router: every path goes through [`handlers::dispatch`].
+pub fn router(app: Arc<App>) -> Router {
+    Router::new().fallback(serve).with_state(app)
+}
+
+async fn serve(State(app): State<Arc<App>>, req: Request<Body>) -> Response {
+    handlers::dispatch(app, req).await
+}

@@ -1,0 +1,302 @@
+//! `metav1.Status` error bodies, built the way kube-apiserver builds them (reason, code, details).
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+/// An API error answered to the client as a `Status` object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// The HTTP status code, mirrored in `Status.code`.
+    pub code: u16,
+    /// The machine-readable reason (`NotFound`, `AlreadyExists`, `Conflict`, ...).
+    pub reason: &'static str,
+    /// The human-readable message.
+    pub message: String,
+    /// `details.name`, `details.group`, `details.kind` when the error concerns one object.
+    pub details: Option<Details>,
+    /// Seconds the client should wait before retrying (`Retry-After`, `details.retryAfterSeconds`).
+    pub retry_after: Option<u32>,
+}
+
+/// The object an error concerns: `Status.details`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Details {
+    /// The object's name.
+    pub name: String,
+    /// The API group of its resource ("" for core).
+    pub group: String,
+    /// The resource (plural), which kube-apiserver reports as `details.kind`.
+    pub kind: String,
+}
+
+/// Result of a handler step.
+pub type ApiResult<T> = std::result::Result<T, ApiError>;
+
+/// `"configmaps"` or `"deployments.apps"`: how kube-apiserver qualifies a resource in messages.
+#[must_use]
+pub fn qualified(group: &str, plural: &str) -> String {
+    if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
+    }
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+            retry_after: None,
+        }
+    }
+
+    fn with_details(mut self, group: &str, plural: &str, name: &str) -> Self {
+        self.details = Some(Details {
+            name: name.to_string(),
+            group: group.to_string(),
+            kind: plural.to_string(),
+        });
+        self
+    }
+
+    /// 404 `<resource> "<name>" not found`.
+    #[must_use]
+    pub fn not_found(group: &str, plural: &str, name: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", qualified(group, plural)),
+        )
+        .with_details(group, plural, name)
+    }
+
+    /// 404 for a path that names no known resource.
+    #[must_use]
+    pub fn no_route(path: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("the server could not find the requested resource ({path})"),
+        )
+    }
+
+    /// 409 `<resource> "<name>" already exists`.
+    #[must_use]
+    pub fn already_exists(group: &str, plural: &str, name: &str) -> Self {
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", qualified(group, plural)),
+        )
+        .with_details(group, plural, name)
+    }
+
+    /// 409 Conflict on a stale `resourceVersion`, with kube-apiserver's wording.
+    #[must_use]
+    pub fn conflict(group: &str, plural: &str, name: &str) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; \
+                 please apply your changes to the latest version and try again",
+                qualified(group, plural)
+            ),
+        )
+        .with_details(group, plural, name)
+    }
+
+    /// 400 BadRequest.
+    #[must_use]
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    /// 422 Invalid on one object.
+    #[must_use]
+    pub fn invalid(kind: &str, group: &str, name: &str, message: impl Into<String>) -> Self {
+        let what = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
+        let mut err = Self::new(
+            422,
+            "Invalid",
+            format!("{what} \"{name}\" is invalid: {}", message.into()),
+        );
+        err.details = Some(Details {
+            name: name.to_string(),
+            group: group.to_string(),
+            kind: kind.to_string(),
+        });
+        err
+    }
+
+    /// 405 MethodNotAllowed.
+    #[must_use]
+    pub fn method_not_allowed(verb: &str, what: &str) -> Self {
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            format!(
+                "the server does not allow this method on the requested resource ({verb} {what})"
+            ),
+        )
+    }
+
+    /// 410 Gone with reason Expired: the requested resourceVersion is older than the history.
+    #[must_use]
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    /// 413 RequestEntityTooLarge.
+    #[must_use]
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
+    }
+
+    /// 415 UnsupportedMediaType.
+    #[must_use]
+    pub fn unsupported_media_type(content_type: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type})"
+            ),
+        )
+    }
+
+    /// 429 TooManyRequests with `Retry-After`.
+    #[must_use]
+    pub fn too_many_requests(retry_after: u32) -> Self {
+        let mut err = Self::new(
+            429,
+            "TooManyRequests",
+            "Too many requests, please try again later.",
+        );
+        err.retry_after = Some(retry_after);
+        err
+    }
+
+    /// An injected failure with an arbitrary status code.
+    #[must_use]
+    pub fn injected(code: u16) -> Self {
+        let reason = match code {
+            400 => "BadRequest",
+            401 => "Unauthorized",
+            403 => "Forbidden",
+            404 => "NotFound",
+            409 => "Conflict",
+            410 => "Expired",
+            429 => "TooManyRequests",
+            500 => "InternalError",
+            503 => "ServiceUnavailable",
+            504 => "Timeout",
+            _ => "Unknown",
+        };
+        Self::new(code, reason, format!("injected failure (status {code})"))
+    }
+
+    /// 500 InternalError.
+    #[must_use]
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
+    /// The `Status` object for this error.
+    #[must_use]
+    pub fn to_status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        let mut details = serde_json::Map::new();
+        if let Some(d) = &self.details {
+            details.insert("name".into(), json!(d.name));
+            if !d.group.is_empty() {
+                details.insert("group".into(), json!(d.group));
+            }
+            details.insert("kind".into(), json!(d.kind));
+        }
+        if let Some(secs) = self.retry_after {
+            details.insert("retryAfterSeconds".into(), json!(secs));
+        }
+        if !details.is_empty() {
+            status["details"] = Value::Object(details);
+        }
+        status
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({}): {}", self.code, self.reason, self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = self.to_status().to_string();
+        let mut response = (code, body).into_response();
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if let Some(secs) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_found_names_the_qualified_resource_and_fills_details() {
+        let status = ApiError::not_found("apps", "deployments", "web").to_status();
+        assert_eq!(status["message"], "deployments.apps \"web\" not found");
+        assert_eq!(status["reason"], "NotFound");
+        assert_eq!(status["code"], 404);
+        assert_eq!(status["details"]["kind"], "deployments");
+        assert_eq!(status["details"]["group"], "apps");
+    }
+
+    #[test]
+    fn invalid_in_the_core_group_has_no_dangling_dot() {
+        let err = ApiError::invalid("ConfigMap", "", "x", "metadata.name: Required value");
+        assert_eq!(
+            err.message,
+            "ConfigMap \"x\" is invalid: metadata.name: Required value"
+        );
+    }
+
+    #[test]
+    fn too_many_requests_carries_retry_after() {
+        let status = ApiError::too_many_requests(3).to_status();
+        assert_eq!(status["details"]["retryAfterSeconds"], 3);
+        assert_eq!(status["code"], 429);
+    }
+}
