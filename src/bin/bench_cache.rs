@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
 use kube::{
     Api, Client,
     api::{ObjectMeta, PostParams},
@@ -21,6 +22,7 @@ use kube::{
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 use tokio_util::sync::CancellationToken;
 
+use informant::apiserver::TestServer;
 use informant::cache::{Informer, InformerSettings, options::Transform, selector::LabelSelector};
 
 #[global_allocator]
@@ -66,7 +68,7 @@ fn config_map(i: usize) -> ConfigMap {
     if i % 10 == 0 {
         labels.insert("sample".into(), "yes".into());
     }
-    let data = (0..8)
+    let data = (0..6)
         .map(|k| (format!("key-{k}"), format!("{i:08}-{}", "v".repeat(80))))
         .collect();
     ConfigMap {
@@ -78,6 +80,17 @@ fn config_map(i: usize) -> ConfigMap {
                 "bench.informant.dev/index".to_string(),
                 i.to_string(),
             )])),
+            managed_fields: Some(vec![ManagedFieldsEntry {
+                api_version: Some("v1".into()),
+                fields_type: Some("FieldsV1".into()),
+                fields_v1: Some(FieldsV1(serde_json::json!({
+                    "f:data": (0..6).map(|k| (format!("f:key-{k}"), serde_json::json!({}))).collect::<serde_json::Map<_, _>>(),
+                    "f:metadata": {"f:labels": {"f:app": {}}, "f:annotations": {"f:bench.informant.dev/index": {}}},
+                }))),
+                manager: Some("bench".into()),
+                operation: Some("Apply".into()),
+                ..ManagedFieldsEntry::default()
+            }]),
             ..ObjectMeta::default()
         },
         data: Some(data),
@@ -330,29 +343,48 @@ async fn run(client: Client, objects: usize) -> Result<(), String> {
     Ok(())
 }
 
-async fn client(args: &Args) -> Result<Client, String> {
-    match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig =
-                kube::config::Kubeconfig::read_from(path).map_err(|e| e.to_string())?;
-            let config = kube::Config::from_custom_kubeconfig(
-                kubeconfig,
-                &kube::config::KubeConfigOptions::default(),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-            Client::try_from(config).map_err(|e| e.to_string())
-        }
-        None => Err("the embedded API server is not available yet; pass --kubeconfig".to_string()),
+async fn client(path: &str) -> Result<Client, String> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|e| e.to_string())?;
+    let options = kube::config::KubeConfigOptions::default();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .map_err(|e| e.to_string())?;
+    Client::try_from(config).map_err(|e| e.to_string())
+}
+
+/// Seeds the embedded server directly through its handle (no HTTP round trip per object).
+fn seed_embedded(server: &TestServer, objects: usize) -> Result<(), String> {
+    for i in 0..objects {
+        let mut object = serde_json::to_value(config_map(i)).map_err(|e| e.to_string())?;
+        object["apiVersion"] = "v1".into();
+        object["kind"] = "ConfigMap".into();
+        server
+            .handle()
+            .create(object)
+            .map_err(|e| format!("seeding failed: {e}"))?;
     }
+    Ok(())
 }
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let outcome = async {
         let args = parse_args()?;
-        let client = client(&args).await?;
-        run(client, args.objects).await
+        match &args.kubeconfig {
+            Some(path) => run(client(path).await?, args.objects).await,
+            None => {
+                let server = TestServer::start().await.map_err(|e| e.to_string())?;
+                let seeded = Instant::now();
+                seed_embedded(&server, args.objects)?;
+                println!(
+                    "embedded API server: seeded {} ConfigMaps in {:.1?}",
+                    args.objects,
+                    seeded.elapsed()
+                );
+                let client = server.client().await.map_err(|e| e.to_string())?;
+                run(client, args.objects).await
+            }
+        }
     }
     .await;
     match outcome {
