@@ -15,13 +15,13 @@ use serde_json::json;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 /// A broken test fails after this long instead of hanging.
-const GUARD: Duration = Duration::from_secs(60);
+const GUARD: Duration = Duration::from_mins(1);
 
 fn gvk(kind: &str) -> GroupVersionKind {
     GroupVersionKind::gvk("", "v1", kind)
 }
 
-/// The cache options of a CacheConfig whose spec is `spec` (YAML, indented by 2).
+/// The cache options of a `CacheConfig` whose spec is `spec` (YAML, indented by 2).
 fn options(spec: &str) -> informant::cache::Options {
     let doc = format!(
         "apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\nmetadata: {{name: t}}\nspec:\n{spec}"
@@ -71,7 +71,7 @@ impl Env {
         self.server.handle().create(object).unwrap();
     }
 
-    fn cm(&self, ns: &str, name: &str, labels: serde_json::Value) {
+    fn cm(&self, ns: &str, name: &str, labels: &serde_json::Value) {
         self.create(json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "namespace": ns, "labels": labels}, "data": {"k": "v"}}));
     }
@@ -116,7 +116,7 @@ async fn guarded<F: std::future::Future<Output = ()>>(test: F) {
 async fn b1_a_read_of_an_uncached_kind_starts_an_informer_and_waits_for_its_sync() {
     guarded(async {
         let env = Env::new("  {}\n").await;
-        env.cm("a", "x", json!({}));
+        env.cm("a", "x", &json!({}));
         assert!(env.tree.informers().is_empty());
         let x = env
             .tree
@@ -142,7 +142,7 @@ async fn b1_a_read_of_an_uncached_kind_starts_an_informer_and_waits_for_its_sync
 async fn b2_reader_fail_on_missing_informer_fails_reads_until_ensure_informer() {
     guarded(async {
         let env = Env::new("  readerFailOnMissingInformer: true\n").await;
-        env.cm("a", "x", json!({}));
+        env.cm("a", "x", &json!({}));
         let get = env
             .tree
             .get(&gvk("ConfigMap"), Some("a"), "x")
@@ -175,7 +175,7 @@ async fn b2_reader_fail_on_missing_informer_fails_reads_until_ensure_informer() 
 async fn b3_a_namespace_outside_default_namespaces_is_an_unknown_namespace_error() {
     guarded(async {
         let env = Env::new("  defaultNamespaces: {a: {}, b: {}}\n").await;
-        env.cm("c", "x", json!({}));
+        env.cm("c", "x", &json!({}));
         let get = env
             .tree
             .get(&gvk("ConfigMap"), Some("c"), "x")
@@ -200,8 +200,8 @@ async fn b3_a_namespace_outside_default_namespaces_is_an_unknown_namespace_error
 async fn b4_the_empty_entry_serves_other_namespaces_and_nothing_is_served_twice() {
     guarded(async {
         let env = Env::new("  defaultNamespaces: {a: {}, \"\": {}}\n").await;
-        env.cm("a", "x", json!({}));
-        env.cm("c", "y", json!({}));
+        env.cm("a", "x", &json!({}));
+        env.cm("c", "y", &json!({}));
         assert!(
             env.tree
                 .get(&gvk("ConfigMap"), Some("c"), "y")
@@ -260,7 +260,7 @@ async fn b6_by_object_namespaces_inherit_or_cover_all_and_other_kinds_use_the_de
     guarded(async {
         let spec = "  defaultNamespaces: {a: {}}\n  byObject:\n  - {apiVersion: v1, kind: ConfigMap}\n  - {apiVersion: v1, kind: Secret, namespaces: {}}\n";
         let env = Env::new(spec).await;
-        env.cm("c", "x", json!({}));
+        env.cm("c", "x", &json!({}));
         env.create(json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "c"}}));
         env.create(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "a"},
             "spec": {"containers": [{"name": "c", "image": "i"}]}}));
@@ -297,7 +297,7 @@ async fn b7_missing_objects_are_not_found_and_unstarted_or_unsynced_reads_are_ty
         );
 
         let slow = Env::with_timeout("  {}\n", Some(Duration::from_millis(200))).await;
-        slow.server.handle().set_latency(Duration::from_secs(3600));
+        slow.server.handle().set_latency(Duration::from_hours(1));
         let timeout = slow
             .tree
             .get(&gvk("Pod"), Some("a"), "x")
@@ -334,7 +334,7 @@ async fn b8_lists_across_namespaces_merge_honour_the_limit_and_reject_continue()
             ("b", "y1"),
             ("b", "y2"),
         ] {
-            env.cm(ns, name, json!({}));
+            env.cm(ns, name, &json!({}));
         }
         assert_eq!(
             env.list("ConfigMap", ListOptions::default()).await.unwrap(),
@@ -382,8 +382,8 @@ async fn b9_by_object_selectors_replace_the_default_selector_and_non_matching_no
         let env = Env::new(spec).await;
         env.create(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "worker", "labels": {"role": "worker"}}}));
         env.create(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "shop", "labels": {"app": "shop"}}}));
-        env.cm("a", "shop", json!({"app": "shop"}));
-        env.cm("a", "other", json!({"role": "worker"}));
+        env.cm("a", "shop", &json!({"app": "shop"}));
+        env.cm("a", "other", &json!({"role": "worker"}));
         // Replacement, never AND: the worker node has no app=shop label and is cached.
         assert!(env.tree.get(&gvk("Node"), None, "worker").await.is_ok());
         let shop = env.tree.get(&gvk("Node"), None, "shop").await.unwrap_err();

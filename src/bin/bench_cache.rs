@@ -1,6 +1,6 @@
-//! bench_cache: figures for the cache tree (issue 4, Performance): sync time, bytes per cached
+//! `bench_cache`: figures for the cache tree (issue 4, Performance): sync time, bytes per cached
 //! object (typed, dynamic, metadata-only, with and without stripManagedFields), the memory of a
-//! 10% selector, get latency and list-by-label time, over N ConfigMaps of ~1 KiB JSON.
+//! 10% selector, get latency and list-by-label time, over N `ConfigMap`s of ~1 KiB JSON.
 //!
 //! Usage: `cargo run --release --bin bench_cache -- [--objects N] [--kubeconfig PATH]`
 //! (default: 100000 objects in the embedded API server). Memory is counted by a counting
@@ -62,10 +62,10 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-/// A ConfigMap of about 1 KiB of JSON; every tenth carries `sample=yes`.
+/// A `ConfigMap` of about 1 KiB of JSON; every tenth carries `sample=yes`.
 fn config_map(i: usize) -> ConfigMap {
     let mut labels = BTreeMap::from([("app".to_string(), "bench".to_string())]);
-    if i % 10 == 0 {
+    if i.is_multiple_of(10) {
         labels.insert("sample".into(), "yes".into());
     }
     let data = (0..6)
@@ -163,19 +163,23 @@ async fn dynamic(client: &Client, settings: InformerSettings) -> (Arc<Informer>,
     (informer, elapsed, live_bytes() - before)
 }
 
-/// A plain kube-rs reflector over typed ConfigMaps (the typed baseline).
+/// A plain kube-rs reflector over typed `ConfigMap`s (the typed baseline).
 async fn typed(client: &Client, strip: bool) -> (usize, Duration, i64) {
     let before = live_bytes();
     let started = Instant::now();
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
     let (store, writer) = reflector::store();
-    let mut events = std::pin::pin!(
+    let mut events = Box::pin(
         watcher(api, watcher::Config::default())
             .default_backoff()
-            .map_ok(move |e| e.modify(|cm| if strip {
-                cm.metadata.managed_fields = None
-            }))
-            .reflect(writer)
+            .map_ok(move |e| {
+                e.modify(|cm| {
+                    if strip {
+                        cm.metadata.managed_fields = None;
+                    }
+                })
+            })
+            .reflect(writer),
     );
     while let Some(event) = events.next().await {
         if matches!(event, Ok(watcher::Event::InitDone)) {
@@ -331,8 +335,9 @@ async fn run(client: Client, objects: usize) -> Result<(), String> {
         let mut found = 0;
         for _ in 0..5 {
             let t = Instant::now();
-            found = informer.list(None, sel.as_ref(), &[], None).len();
+            let listed = informer.list(None, sel.as_ref(), &[], None);
             lists.push(t.elapsed());
+            found = listed.len();
         }
         println!(
             "list by label sample=yes over {} objects ({label}): median {:.2?}, {found} found",
@@ -370,21 +375,19 @@ fn seed_embedded(server: &TestServer, objects: usize) -> Result<(), String> {
 async fn main() -> std::process::ExitCode {
     let outcome = async {
         let args = parse_args()?;
-        match &args.kubeconfig {
-            Some(path) => run(client(path).await?, args.objects).await,
-            None => {
-                let server = TestServer::start().await.map_err(|e| e.to_string())?;
-                let seeded = Instant::now();
-                seed_embedded(&server, args.objects)?;
-                println!(
-                    "embedded API server: seeded {} ConfigMaps in {:.1?}",
-                    args.objects,
-                    seeded.elapsed()
-                );
-                let client = server.client().await.map_err(|e| e.to_string())?;
-                run(client, args.objects).await
-            }
+        if let Some(path) = &args.kubeconfig {
+            return run(client(path).await?, args.objects).await;
         }
+        let server = TestServer::start().await.map_err(|e| e.to_string())?;
+        let seeded = Instant::now();
+        seed_embedded(&server, args.objects)?;
+        println!(
+            "embedded API server: seeded {} ConfigMaps in {:.1?}",
+            args.objects,
+            seeded.elapsed()
+        );
+        let client = server.client().await.map_err(|e| e.to_string())?;
+        run(client, args.objects).await
     }
     .await;
     match outcome {
