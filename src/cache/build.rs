@@ -10,8 +10,10 @@ use super::api::Cache;
 use super::by_kind::ByKindCache;
 use super::informer_cache::{Context, InformerCache};
 use super::multi_namespace::MultiNamespaceCache;
-use super::options::{Config, NamespaceKey, Namespaces, Options, OptionsError};
-use super::resolver::Discovery;
+use super::options::{
+    Config, NamespaceKey, Namespaces, Options, OptionsError, Scope, builtin_scope,
+};
+use super::resolver::{Discovery, Resolver};
 use super::settings::InformerSettings;
 
 /// Why the options can not be turned into a cache tree.
@@ -23,7 +25,8 @@ pub enum BuildError {
 }
 
 /// Builds the cache tree for `options`, resolving kinds by discovery through `client`. Nothing
-/// is started and no request is made; call [`Cache::start`].
+/// is started and no request is made; call [`Cache::start`]. `by_object` kinds that are not
+/// built in are taken as namespaced; [`resolve_scopes`] corrects them from discovery first.
 ///
 /// # Errors
 /// [`BuildError::Options`] when the options can not be defaulted (namespaces set for a
@@ -36,6 +39,24 @@ pub fn build(options: &Options, client: Client) -> Result<Arc<dyn Cache>, BuildE
         sync_timeout: None,
     };
     build_with(options, &context)
+}
+
+/// Sets the scope of every `by_object` kind that is not built in (custom resources) from
+/// `resolver`, so a cluster-scoped custom resource gets one cluster-wide informer instead of
+/// per-namespace ones. Kinds the resolver does not know keep their scope.
+pub async fn resolve_scopes(options: &mut Options, resolver: &dyn Resolver) {
+    for by in &mut options.by_object {
+        if builtin_scope(&by.gvk).is_some() {
+            continue;
+        }
+        if let Ok(kind) = resolver.resolve(&by.gvk).await {
+            by.scope = if kind.namespaced {
+                Scope::Namespaced
+            } else {
+                Scope::Cluster
+            };
+        }
+    }
 }
 
 fn namespace_map(map: &BTreeMap<NamespaceKey, Config>) -> BTreeMap<String, InformerSettings> {
@@ -203,6 +224,61 @@ mod tests {
         assert_eq!(
             route.to_string(),
             "unable to get: zzz/s because of unknown namespace for the cache"
+        );
+    }
+
+    /// Resolves every kind as cluster-scoped.
+    struct ClusterScoped;
+
+    impl Resolver for ClusterScoped {
+        fn resolve<'a>(
+            &'a self,
+            gvk: &'a GroupVersionKind,
+        ) -> futures::future::BoxFuture<'a, crate::cache::Result<crate::cache::resolver::KindInfo>>
+        {
+            Box::pin(async move {
+                Ok(crate::cache::resolver::KindInfo {
+                    resource: kube::core::ApiResource::from_gvk(gvk),
+                    namespaced: false,
+                })
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cluster_scoped_custom_resource_gets_one_cluster_wide_informer_once_resolved() {
+        let mut options = Options::default();
+        options
+            .default_namespaces
+            .insert(NamespaceKey::named("a"), Config::default());
+        options.by_object.push(ByObject::new(GroupVersionKind::gvk(
+            "example.com",
+            "v1",
+            "Widget",
+        )));
+        options
+            .by_object
+            .push(ByObject::new(GroupVersionKind::gvk("", "v1", "Pod")));
+        let unresolved = build_with(&options, &context()).unwrap().describe("root");
+        assert_eq!(
+            unresolved.children[1].cache, "MultiNamespaceCache",
+            "assumed namespaced"
+        );
+        resolve_scopes(&mut options, &ClusterScoped).await;
+        assert_eq!(
+            options.by_object[1].scope,
+            Scope::Namespaced,
+            "built-in kinds keep their scope"
+        );
+        let resolved = build_with(&options, &context()).unwrap().describe("root");
+        let roles: Vec<(&str, &str)> = resolved
+            .children
+            .iter()
+            .map(|c| (c.role.as_str(), c.cache))
+            .collect();
+        assert_eq!(
+            roles[1],
+            ("byObject example.com/v1/Widget", "InformerCache")
         );
     }
 }

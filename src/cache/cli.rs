@@ -9,7 +9,7 @@ use kube::core::{DynamicObject, GroupVersionKind};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::api::ListOptions;
-use super::build::build_with;
+use super::build::{build_with, resolve_scopes};
 use super::error::Error;
 use super::informer_cache::Context;
 use super::resolver::{BuiltinKinds, Discovery};
@@ -384,13 +384,16 @@ pub fn cache(args: &CacheArgs) -> u8 {
                 return exit_code::FAILURE;
             }
         };
+        let resolver = Arc::new(Discovery::new(client.clone()));
+        let mut options = valid.cache;
+        resolve_scopes(&mut options, resolver.as_ref()).await;
         let context = Context {
-            resolver: Arc::new(Discovery::new(client.clone())),
+            resolver,
             client,
-            reader_fail_on_missing_informer: valid.cache.reader_fail_on_missing_informer,
+            reader_fail_on_missing_informer: options.reader_fail_on_missing_informer,
             sync_timeout: Some(Duration::from_secs(args.timeout)),
         };
-        let tree = match build_with(&valid.cache, &context) {
+        let tree = match build_with(&options, &context) {
             Ok(tree) => tree,
             Err(e) => {
                 eprintln!("informant cache: {}", chain(&e));

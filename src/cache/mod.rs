@@ -4,6 +4,27 @@
 //! [`build`] composes the tree from [`Options`] as controller-runtime's `cache.New` does:
 //! one [`InformerCache`]; a [`MultiNamespaceCache`] when `default_namespaces` is set; wrapped
 //! in a [`ByKindCache`] when `by_object` is set. Every layer implements [`Cache`].
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use informant::cache::{self, Cache, ListOptions};
+//! use k8s_openapi::api::core::v1::Pod;
+//! use tokio_util::{sync::CancellationToken, task::TaskTracker};
+//!
+//! let options = informant::config::load_file("config/samples/multi-namespace.yaml")?.cache;
+//! let tree = cache::build(&options, kube::Client::try_default().await?)?;
+//! let (tracker, shutdown) = (TaskTracker::new(), CancellationToken::new());
+//! tree.start(&tracker, &shutdown);
+//! // The first read of a kind starts its informers and waits for them to sync.
+//! let pod: Pod = cache::typed::get(tree.as_ref(), Some("team-a"), "web-1").await?;
+//! let pods = tree.list(&cache::typed::gvk_of::<Pod>(), &ListOptions::default()).await?;
+//! # let _ = (pod, pods);
+//! shutdown.cancel();
+//! tracker.close();
+//! tracker.wait().await;
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod api;
 mod build;
@@ -22,7 +43,7 @@ pub mod transform;
 pub mod typed;
 
 pub use api::{Cache, Description, ListOptions};
-pub use build::{BuildError, build, build_with};
+pub use build::{BuildError, build, build_with, resolve_scopes};
 pub use by_kind::ByKindCache;
 pub use error::{Error, Result};
 pub use informer::{Informer, InformerInfo};
