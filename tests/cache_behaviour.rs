@@ -139,6 +139,28 @@ async fn b1_a_read_of_an_uncached_kind_starts_an_informer_and_waits_for_its_sync
 }
 
 #[tokio::test]
+async fn b1_concurrent_first_reads_of_a_kind_share_one_informer_and_one_list() {
+    guarded(async {
+        let env = Env::new("  {}\n").await;
+        env.cm("a", "x", &json!({}));
+        let kind = gvk("ConfigMap");
+        let (one, two) = futures::join!(
+            env.tree.get(&kind, Some("a"), "x"),
+            env.list("ConfigMap", ListOptions::default()),
+        );
+        assert!(one.is_ok());
+        assert_eq!(two.unwrap(), ["a/x"]);
+        assert_eq!(env.tree.informers().len(), 1);
+        assert_eq!(
+            env.server.handle().request_count(Verb::List, "configmaps"),
+            1
+        );
+        env.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn b2_reader_fail_on_missing_informer_fails_reads_until_ensure_informer() {
     guarded(async {
         let env = Env::new("  readerFailOnMissingInformer: true\n").await;
