@@ -8,6 +8,8 @@ use clap::{Parser, Subcommand};
 use informant::exit_code;
 
 /// informant: a declaratively configured Kubernetes operator framework.
+// Reason: this doc comment is the `--help` text, where Markdown backticks would show as-is.
+#[allow(clippy::doc_markdown)]
 #[derive(Parser, Debug)]
 #[command(name = "informant", version, about, long_about = None)]
 struct Cli {
@@ -15,6 +17,8 @@ struct Cli {
     command: Command,
 }
 
+// Reason: these doc comments are the `--help` text, where Markdown backticks would show as-is.
+#[allow(clippy::doc_markdown)]
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the manager (config from a file with hot reload, or a CacheConfig in the cluster).
@@ -67,7 +71,7 @@ fn crd() -> ExitCode {
 /// `informant validate`: the summary on stdout and exit 0, or every error on stderr and exit
 /// 64 (invalid) or 66 (unreadable).
 fn validate(args: &ValidateArgs) -> ExitCode {
-    match informant::config::load_file(&args.config) {
+    match informant::config::load(&args.config) {
         Ok(valid) => {
             print!("{}", valid.summary());
             ExitCode::from(exit_code::OK)

@@ -104,6 +104,40 @@ impl Options {
         }
     }
 
+    /// Adds per-kind settings.
+    ///
+    /// ```
+    /// use informant::cache::Options;
+    /// use informant::cache::options::{ByObject, Config, NamespaceKey, Namespaces};
+    /// use informant::cache::selector::FieldSelector;
+    /// use kube::core::GroupVersionKind;
+    ///
+    /// let opts = Options::default()
+    ///     .with_default_namespace(NamespaceKey::named("shop"), Config::default())
+    ///     .with_by_object(
+    ///         ByObject::new(GroupVersionKind::gvk("", "v1", "Pod"))
+    ///             .with_namespaces(Namespaces::All)
+    ///             .with_config(Config::default().with_field_selector(
+    ///                 FieldSelector::parse("spec.nodeName=node01").unwrap(),
+    ///             )),
+    ///     )
+    ///     .defaulted()
+    ///     .unwrap();
+    /// assert_eq!(opts.by_object[0].namespaces, Namespaces::All);
+    /// ```
+    #[must_use]
+    pub fn with_by_object(mut self, by_object: ByObject) -> Self {
+        self.by_object.push(by_object);
+        self
+    }
+
+    /// Adds (or replaces) one entry of `default_namespaces`.
+    #[must_use]
+    pub fn with_default_namespace(mut self, key: NamespaceKey, config: Config) -> Self {
+        self.default_namespaces.insert(key, config);
+        self
+    }
+
     /// The per-kind settings of `gvk`, if any.
     #[must_use]
     pub fn by_object_for(&self, gvk: &GroupVersionKind) -> Option<&ByObject> {
@@ -147,6 +181,34 @@ impl Config {
             .or(from.unsafe_disable_deep_copy);
         self.enable_watch_bookmarks = self.enable_watch_bookmarks.or(from.enable_watch_bookmarks);
         self.sync_period = self.sync_period.or(from.sync_period);
+        self
+    }
+
+    /// These settings with a label selector.
+    #[must_use]
+    pub fn with_label_selector(mut self, selector: LabelSelector) -> Self {
+        self.label_selector = Some(selector);
+        self
+    }
+
+    /// These settings with a field selector.
+    #[must_use]
+    pub fn with_field_selector(mut self, selector: FieldSelector) -> Self {
+        self.field_selector = Some(selector);
+        self
+    }
+
+    /// These settings with a transform.
+    #[must_use]
+    pub fn with_transform(mut self, transform: Transform) -> Self {
+        self.transform = Some(transform);
+        self
+    }
+
+    /// These settings with a resync period.
+    #[must_use]
+    pub fn with_sync_period(mut self, period: Duration) -> Self {
+        self.sync_period = Some(period);
         self
     }
 
@@ -326,5 +388,26 @@ impl ByObject {
             config: Config::default(),
             metadata_only: false,
         }
+    }
+
+    /// These settings with other namespaces.
+    #[must_use]
+    pub fn with_namespaces(mut self, namespaces: Namespaces) -> Self {
+        self.namespaces = namespaces;
+        self
+    }
+
+    /// These settings with other per-kind settings.
+    #[must_use]
+    pub fn with_config(mut self, config: Config) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// These settings, caching metadata only (or not).
+    #[must_use]
+    pub fn with_metadata_only(mut self, metadata_only: bool) -> Self {
+        self.metadata_only = metadata_only;
+        self
     }
 }

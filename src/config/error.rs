@@ -37,7 +37,7 @@ impl fmt::Display for Origin {
     }
 }
 
-/// Errors of [`super::load_file`], [`super::load_str`] and [`super::validate`].
+/// Errors of [`super::load`], [`super::load_str`] and [`super::validate`].
 ///
 /// None is retryable as is: the document has to change. [`Error::Read`] means the input is
 /// missing or unreadable; the others mean it is not a valid `CacheConfig`.

@@ -21,7 +21,7 @@ use super::{structure, yaml};
 use crate::{cache, recorder};
 
 /// A valid `CacheConfig` and the typed options built from it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Validated {
     /// The document as loaded (structure already checked).
     pub resource: CacheConfig,
@@ -37,7 +37,7 @@ pub struct Validated {
 ///
 /// [`Error::Read`] if the file cannot be read, [`Error::Syntax`] if it is not YAML,
 /// [`Error::Invalid`] with every problem if it is not a valid `CacheConfig`.
-pub fn load_file(path: impl AsRef<Path>) -> Result<Validated> {
+pub fn load(path: impl AsRef<Path>) -> Result<Validated> {
     let path = path.as_ref();
     let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
         path: path.to_owned(),
@@ -231,9 +231,44 @@ fn check_type_meta(value: &Value, errors: &mut Vec<FieldError>) {
     }
 }
 
-/// Takes `metadata` out of the document and checks its name.
+/// The fields of `ObjectMeta` (apimachinery `pkg/apis/meta/v1/types.go`); k8s-openapi's
+/// deserializer ignores any other, so typos are caught here.
+const OBJECT_META_FIELDS: [&str; 15] = [
+    "annotations",
+    "creationTimestamp",
+    "deletionGracePeriodSeconds",
+    "deletionTimestamp",
+    "finalizers",
+    "generateName",
+    "generation",
+    "labels",
+    "managedFields",
+    "name",
+    "namespace",
+    "ownerReferences",
+    "resourceVersion",
+    "selfLink",
+    "uid",
+];
+
+/// Takes `metadata` out of the document and checks its fields and name.
 fn take_metadata(value: &mut Value, errors: &mut Vec<FieldError>) -> ObjectMeta {
     let path = FieldPath::root("metadata");
+    if let Some(Value::Object(map)) = value.get_mut("metadata") {
+        let known: Vec<String> = OBJECT_META_FIELDS.iter().map(|f| (*f).to_owned()).collect();
+        let unknown: Vec<String> = map
+            .keys()
+            .filter(|k| !OBJECT_META_FIELDS.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        for key in unknown {
+            map.remove(&key);
+            errors.push(FieldError::new(
+                &path.field(&key),
+                structure::unknown_field(&key, known.iter()),
+            ));
+        }
+    }
     let meta = match value.get_mut("metadata").map(Value::take) {
         None => ObjectMeta::default(),
         Some(v) => match serde_json::from_value::<ObjectMeta>(v) {

@@ -5,6 +5,8 @@
 //! Offending values are removed (object fields, all optional) or replaced by an empty value of
 //! the right type (list items and map values, so indices stay stable), so the rest of the
 //! document can still be deserialized and validated, and every error is reported in one pass.
+//! Missing required fields below the root are filled with an empty value too: validation
+//! reports them with a field-specific fix.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
@@ -77,6 +79,13 @@ fn check_object(
     out: &mut Vec<FieldError>,
 ) -> bool {
     if let Some(props) = &schema.properties {
+        if !path.segments().is_empty() {
+            for name in schema.required.iter().flatten() {
+                if let (false, Some(prop)) = (map.contains_key(name), props.get(name)) {
+                    map.insert(name.clone(), empty_of(prop));
+                }
+            }
+        }
         let keys: Vec<String> = map.keys().cloned().collect();
         for key in keys {
             let field_path = path.field(&key);
@@ -180,7 +189,17 @@ fn type_mismatch(ty: &str, value: &Value) -> String {
 
 fn empty_of(schema: &JSONSchemaProps) -> Value {
     match schema.type_.as_deref() {
-        Some("object") => Value::Object(serde_json::Map::new()),
+        Some("object") => {
+            let props = schema.properties.as_ref();
+            Value::Object(
+                schema
+                    .required
+                    .iter()
+                    .flatten()
+                    .filter_map(|name| Some((name.clone(), empty_of(props?.get(name)?))))
+                    .collect(),
+            )
+        }
         Some("array") => Value::Array(Vec::new()),
         Some("string") => Value::String(String::new()),
         Some("boolean") => Value::Bool(false),
@@ -190,7 +209,10 @@ fn empty_of(schema: &JSONSchemaProps) -> Value {
 }
 
 /// The message for an unknown field: the closest known name if one is close, else the list.
-fn unknown_field<'a>(key: &str, known: impl Iterator<Item = &'a String> + Clone) -> String {
+pub(crate) fn unknown_field<'a>(
+    key: &str,
+    known: impl Iterator<Item = &'a String> + Clone,
+) -> String {
     if let Some(best) = closest(key, known.clone()) {
         format!("unknown field; did you mean {best:?}?")
     } else {

@@ -32,6 +32,7 @@ use super::status::CacheConfigStatus;
     namespaced,
     status = "CacheConfigStatus",
     shortname = "cc",
+    derive = "PartialEq",
     doc = "A CacheConfig: declares what an informant manager caches and how it records events.",
     category = "informant",
     printcolumn(
@@ -65,6 +66,7 @@ pub struct CacheConfigSpec {
     /// with 10% jitter between informers. Shorter periods re-run reconcilers more often: more
     /// CPU and API writes, no extra memory. It does not re-list from the API server. Change it
     /// only if a controller needs a periodic safety net; prefer requeueing from the reconciler.
+    /// `0` turns resync off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_period: Option<String>,
 
@@ -119,6 +121,10 @@ pub struct CacheConfigSpec {
     /// Settings for single kinds, keyed by `apiVersion` + `kind` (each kind at most once).
     /// Each entry replaces the `default*` settings for its kind. Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend(
+        "x-kubernetes-list-type" = "map",
+        "x-kubernetes-list-map-keys" = ["apiVersion", "kind"]
+    ))]
     pub by_object: Option<Vec<ByObjectSpec>>,
 
     /// The event recorder (client-go's broadcaster → correlator → sink). Default: client-go's
@@ -185,14 +191,10 @@ pub struct TransformSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ByObjectSpec {
-    /// API version of the kind, e.g. `v1` or `apps/v1`. Required.
-    #[serde(default)]
-    #[schemars(required)]
+    /// API version of the kind, e.g. `v1` or `apps/v1`.
     pub api_version: String,
 
-    /// The kind, e.g. `Pod` (case-sensitive, as in the object's `kind`). Required.
-    #[serde(default)]
-    #[schemars(required)]
+    /// The kind, e.g. `Pod` (case-sensitive, as in the object's `kind`).
     pub kind: String,
 
     /// Namespaces to cache for this kind, each with optional settings. Absent: inherit

@@ -122,9 +122,13 @@ impl Validator {
                 if let Err(e) =
                     Requirement::new(key.as_str(), Operator::Exists, Vec::<String>::new())
                 {
+                    // The selector's key check names a label key; say which key it is.
+                    let problem = e
+                        .to_string()
+                        .replacen("label key", &format!("{what} key"), 1);
                     self.error(
                         &list_path.index(i),
-                        format!("{e}; write the {what} key exactly as in metadata.{what}s"),
+                        format!("{problem}; write the {what} key exactly as in metadata.{what}s"),
                     );
                 } else if !out.contains(key) {
                     out.push(key.clone());
@@ -302,6 +306,23 @@ impl Validator {
                 .map(|(_, v, _, _)| *v)
                 .collect();
             if versions.is_empty() {
+                // A built-in kind in the wrong group (`v1 Deployment`): name where it lives.
+                let elsewhere: Vec<String> = builtin::BUILTIN_KINDS
+                    .iter()
+                    .filter(|(_, _, k, _)| k == kind)
+                    .map(|(g, v, _, _)| gv_string(g, v))
+                    .collect();
+                if !elsewhere.is_empty() {
+                    self.error(
+                        &av_path,
+                        format!(
+                            "{kind} is not served as {}; set apiVersion to {}",
+                            spec.api_version,
+                            elsewhere.join(" or ")
+                        ),
+                    );
+                    return None;
+                }
                 let hint = match suggest_kind(&gv.group, kind) {
                     Some(k) => format!("did you mean {k:?}?"),
                     None => "check the kind with `kubectl api-resources`".to_owned(),

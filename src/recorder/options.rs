@@ -81,7 +81,7 @@ impl SpamKeyField {
         SpamKeyField::Message,
     ];
 
-    /// The name used in the CacheConfig and on the command line (`involvedObject`).
+    /// The name used in the `CacheConfig` and on the command line (`involvedObject`).
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
@@ -93,7 +93,7 @@ impl SpamKeyField {
         }
     }
 
-    /// Parses the name used in the CacheConfig; `None` if it is not a field.
+    /// Parses the name used in the `CacheConfig`; `None` if it is not a field.
     #[must_use]
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|f| f.as_str() == name)
@@ -190,7 +190,7 @@ mod tests {
     #[test]
     fn default_qps_is_client_go_float32_one_over_three_hundred() {
         assert!((DEFAULT_QPS - 0.003_333_333_4).abs() < 1e-10);
-        assert_ne!(DEFAULT_QPS, 1.0 / 300.0);
+        assert_ne!(DEFAULT_QPS.to_bits(), (1.0_f64 / 300.0).to_bits());
     }
 
     #[test]

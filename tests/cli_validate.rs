@@ -1,0 +1,160 @@
+//! The `informant` binary: `validate` and `crd` exit codes and output, and the stubs of the
+//! subcommands that do not exist yet.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn informant(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_informant"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn samples() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/samples");
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    paths.sort();
+    paths
+}
+
+#[test]
+fn validate_exits_zero_and_prints_a_summary_for_every_sample() {
+    let all = samples();
+    assert_eq!(all.len(), 5);
+    for path in all {
+        let out = informant(&["validate", "--config", path.to_str().unwrap()]);
+        let stdout = text(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}: {}",
+            path.display(),
+            text(&out.stderr)
+        );
+        assert!(stdout.contains(" is valid\ncache:\n"), "{stdout}");
+        assert!(stdout.contains("\nrecorder:\n"), "{stdout}");
+    }
+}
+
+#[test]
+fn validate_summary_shows_the_defaulted_namespaces() {
+    let out = informant(&[
+        "validate",
+        "--config",
+        "config/samples/multi-namespace.yaml",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains(
+            "    <all other namespaces>: labels app.kubernetes.io/part-of=shop; \
+             fields metadata.namespace!=team-a,metadata.namespace!=team-b; drops managedFields; resync 10h\n"
+        ),
+        "{stdout}"
+    );
+    let out = informant(&["validate", "--config", "config/samples/cronjob-events.yaml"]);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains(
+            "  spam filter: key [source, involvedObject, type, reason], burst 25, \
+             qps 0.0033333334140479565 (one token every 5m)\n"
+        ),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn validate_exits_64_and_lists_every_error_of_a_broken_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("broken.yaml");
+    let original = std::fs::read_to_string("config/samples/by-object.yaml").unwrap();
+    let text_broken = original
+        .replace("syncPeriod: 1h30m", "syncPeriod: 90")
+        .replace("kind: Deployment", "kind: Deployments")
+        .replace("spec.nodeName=node01", "spec.nodeName")
+        .replace("labelSelector: \"\"", "labelSelecter: \"\"");
+    assert_ne!(text_broken, original);
+    std::fs::write(&broken, text_broken).unwrap();
+
+    let out = informant(&["validate", "--config", broken.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(64));
+    assert!(out.stdout.is_empty());
+    let stderr = text(&out.stderr);
+    let want = format!(
+        "informant validate: {}: invalid cacheconfig (4 errors):\n  \
+         spec.byObject[2].labelSelecter: unknown field; did you mean \"labelSelector\"?\n  \
+         spec.syncPeriod: must be a string, found the number 90; quote the value\n  \
+         spec.byObject[0].fieldSelector: invalid field selector term \"spec.nodeName\" at position 0: \
+         it has no operator (\"=\", \"==\" or \"!=\"); write terms such as status.phase=Running or \
+         metadata.name!=x, separated by commas\n  \
+         spec.byObject[1].kind: unknown kind \"Deployments\" in API version apps/v1; did you mean \"Deployment\"?\n",
+        broken.display()
+    );
+    assert_eq!(stderr, want);
+}
+
+#[test]
+fn validate_exits_64_on_yaml_that_does_not_parse() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.yaml");
+    std::fs::write(&path, "spec: [unclosed\n").unwrap();
+    let out = informant(&["validate", "--config", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(64));
+    assert!(
+        text(&out.stderr).contains("not valid YAML"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn validate_exits_66_when_the_file_is_missing() {
+    let out = informant(&["validate", "--config", "config/samples/does-not-exist.yaml"]);
+    assert_eq!(out.status.code(), Some(66));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with(
+            "informant validate: cannot read cacheconfig file config/samples/does-not-exist.yaml: "
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn validate_without_a_config_flag_is_a_usage_error() {
+    let out = informant(&["validate"]);
+    assert_eq!(out.status.code(), Some(2), "clap's usage error");
+    assert!(text(&out.stderr).contains("--config <FILE>"));
+}
+
+#[test]
+fn crd_prints_the_committed_crd() {
+    let out = informant(&["crd"]);
+    assert_eq!(out.status.code(), Some(0));
+    let committed = std::fs::read_to_string("crds/cacheconfigs.informant.dev.yaml").unwrap();
+    assert_eq!(text(&out.stdout), committed);
+}
+
+#[test]
+/// Remove a subcommand from this list in the commit that implements it.
+fn unimplemented_subcommands_say_so_and_exit_70() {
+    for sub in ["run", "apiserver", "demo", "explain", "cache", "simulate"] {
+        let out = informant(&[sub]);
+        assert_eq!(out.status.code(), Some(70), "{sub}");
+        assert_eq!(
+            text(&out.stderr),
+            format!("informant {sub}: not yet implemented\n"),
+            "{sub}"
+        );
+        assert!(out.stdout.is_empty(), "{sub}");
+    }
+}
