@@ -170,10 +170,6 @@ fn stream_response(body: Body) -> Response {
         header::CONTENT_TYPE,
         header::HeaderValue::from_static("application/json"),
     );
-    resp.headers_mut().insert(
-        header::TRANSFER_ENCODING,
-        header::HeaderValue::from_static("chunked"),
-    );
     resp
 }
 
