@@ -198,7 +198,7 @@ pub fn parse_object(text: &str) -> Result<(GroupVersionKind, Option<String>, Str
 }
 
 fn load(path: &PathBuf, command: &str) -> Result<crate::config::Validated, u8> {
-    crate::config::load_file(path).map_err(|e| {
+    crate::config::load(path).map_err(|e| {
         eprintln!("informant {command}: {}", chain(&e));
         if matches!(e, crate::config::Error::Read { .. }) {
             exit_code::NO_INPUT

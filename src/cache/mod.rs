@@ -11,7 +11,7 @@
 //! use k8s_openapi::api::core::v1::Pod;
 //! use tokio_util::{sync::CancellationToken, task::TaskTracker};
 //!
-//! let options = informant::config::load_file("config/samples/multi-namespace.yaml")?.cache;
+//! let options = informant::config::load("config/samples/multi-namespace.yaml")?.cache;
 //! let tree = cache::build(&options, kube::Client::try_default().await?)?;
 //! let (tracker, shutdown) = (TaskTracker::new(), CancellationToken::new());
 //! tree.start(&tracker, &shutdown);
