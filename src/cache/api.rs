@@ -146,6 +146,7 @@ pub trait Cache: Send + Sync {
     ///
     /// # Errors
     /// The kind is unknown, the informer failed, or waiting timed out.
+    #[doc(alias = "GetInformer")]
     fn ensure_informer<'a>(&'a self, gvk: &'a GroupVersionKind) -> BoxFuture<'a, Result<()>>;
 
     /// Starts every informer created so far, and every later one as it is created, on
@@ -157,6 +158,7 @@ pub trait Cache: Send + Sync {
     /// # Errors
     /// [`super::Error::Timeout`] when `cancel` fires first; [`super::Error::InformerFailed`]
     /// when an informer can not list its kind.
+    #[doc(alias = "WaitForCacheSync")]
     fn wait_for_sync<'a>(&'a self, cancel: &'a CancellationToken) -> BoxFuture<'a, Result<()>>;
 
     /// The informers of this cache (and of the caches below it).

@@ -14,6 +14,7 @@ use super::informer::InformerInfo;
 
 /// A cache per listed kind, and a default cache for the rest. Unlike an unknown namespace, an
 /// unlisted kind is no error: it goes to the default cache (seed 000).
+#[doc(alias = "delegatingByGVKCache")]
 pub struct ByKindCache {
     caches: BTreeMap<KindKey, (GroupVersionKind, Arc<dyn Cache>)>,
     default: Arc<dyn Cache>,

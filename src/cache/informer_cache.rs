@@ -54,6 +54,7 @@ struct Running {
 }
 
 /// Informers for any kind, all in one namespace (or all namespaces) with one set of settings.
+#[doc(alias = "informerCache")]
 pub struct InformerCache {
     context: Context,
     namespace: Option<String>,

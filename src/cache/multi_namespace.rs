@@ -21,6 +21,7 @@ use super::settings::InformerSettings;
 pub const ALL_NAMESPACES: &str = "";
 
 /// Routes reads by namespace to per-namespace `InformerCache`s.
+#[doc(alias = "multiNamespaceCache")]
 pub struct MultiNamespaceCache {
     context: Context,
     namespaces: BTreeMap<String, InformerCache>,

@@ -24,6 +24,7 @@ pub struct KindInfo {
 }
 
 /// Maps a kind to its API resource (controller-runtime's `RESTMapper`).
+#[doc(alias = "RESTMapper")]
 pub trait Resolver: Send + Sync {
     /// Resolves `gvk`.
     ///
