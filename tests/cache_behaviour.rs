@@ -504,3 +504,31 @@ async fn b11_a_forbidden_kind_fails_reads_with_the_reason_and_shows_an_unsynced_
     })
     .await;
 }
+
+#[tokio::test]
+async fn b11_a_transient_list_failure_is_retried_and_the_read_waits_for_the_sync() {
+    guarded(async {
+        let env = Env::new("  {}\n").await;
+        env.cm("a", "x", &json!({}));
+        env.server
+            .handle()
+            .fail_next(Some(Verb::List), Some("configmaps"), 1, 500);
+        let x = env
+            .tree
+            .get(&gvk("ConfigMap"), Some("a"), "x")
+            .await
+            .unwrap();
+        assert_eq!(x.metadata.name.as_deref(), Some("x"));
+        assert_eq!(
+            env.server.handle().request_count(Verb::List, "configmaps"),
+            2
+        );
+        assert_eq!(
+            env.tree.informers()[0].last_error,
+            None,
+            "cleared by the successful list"
+        );
+        env.stop().await;
+    })
+    .await;
+}

@@ -263,7 +263,9 @@ impl Cache for InformerCache {
     }
 
     fn informers(&self) -> Vec<InformerInfo> {
-        self.all_informers().iter().map(|i| i.info()).collect()
+        let mut infos: Vec<InformerInfo> = self.all_informers().iter().map(|i| i.info()).collect();
+        infos.sort_by(|a, b| (&a.api_version, &a.kind).cmp(&(&b.api_version, &b.kind)));
+        infos
     }
 
     fn describe(&self, role: &str) -> Description {
