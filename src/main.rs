@@ -36,7 +36,7 @@ enum Command {
     /// Get or list objects through the cache tree, exactly as a controller would see them.
     Cache(informant::cache::cli::CacheArgs),
     /// Replay an event stream (JSON lines) through the recorder on a virtual clock.
-    Simulate(NotYet),
+    Simulate(informant::recorder::simulate::Args),
 }
 
 /// Arguments of a subcommand that is not implemented yet.
@@ -87,6 +87,25 @@ fn validate(args: &ValidateArgs) -> ExitCode {
     }
 }
 
+/// `informant simulate`: the correlator options come from `--config` (if given), then the
+/// flags; a config that cannot be read exits 66, an invalid one 64.
+fn simulate(args: &informant::recorder::simulate::Args) -> ExitCode {
+    let base = match &args.config {
+        None => informant::recorder::CorrelatorOptions::default(),
+        Some(path) => match informant::config::load(path) {
+            Ok(valid) => valid.recorder.correlator,
+            Err(e) => {
+                eprintln!("informant simulate: {}", error_chain(&e));
+                return ExitCode::from(match e {
+                    informant::config::Error::Read { .. } => exit_code::NO_INPUT,
+                    _ => exit_code::USAGE,
+                });
+            }
+        },
+    };
+    ExitCode::from(informant::recorder::simulate::cli(args, base))
+}
+
 /// An error and its sources, joined with ": " (each layer's Display covers only itself).
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
@@ -102,19 +121,6 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 fn not_yet(name: &str) -> ExitCode {
     eprintln!("informant {name}: not yet implemented");
     ExitCode::from(exit_code::SOFTWARE)
-}
-
-/// Formats an error with its whole `source()` chain, `a: b: c` (STYLE.md §5: each `Display`
-/// covers its own layer only; the CLI prints the chain).
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut out = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        out.push_str(": ");
-        out.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    out
 }
 
 /// Cancel `token` on SIGINT or SIGTERM.
@@ -158,17 +164,24 @@ fn apiserver(args: informant::apiserver::cli::Args) -> ExitCode {
         match result {
             Ok(()) => ExitCode::from(exit_code::OK),
             Err(e) => {
-                let mut msg = format!("informant apiserver: {e}");
-                let mut source = std::error::Error::source(&e);
-                while let Some(s) = source {
-                    msg.push_str(&format!(": {s}"));
-                    source = s.source();
-                }
-                eprintln!("{msg}");
+                eprintln!("informant apiserver: {}", chain(&e));
                 ExitCode::from(e.exit_code())
             }
         }
     })
+}
+
+/// Formats an error with its whole `source()` chain, `a: b: c` (STYLE.md §5: each `Display`
+/// covers its own layer only; the CLI prints the chain).
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out
 }
 
 fn main() -> ExitCode {
@@ -185,6 +198,6 @@ fn main() -> ExitCode {
         Command::Validate(args) => validate(&args),
         Command::Explain(args) => ExitCode::from(informant::cache::cli::explain(&args)),
         Command::Cache(args) => ExitCode::from(informant::cache::cli::cache(&args)),
-        Command::Simulate(_) => not_yet("simulate"),
+        Command::Simulate(args) => simulate(&args),
     }
 }

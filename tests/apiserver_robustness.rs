@@ -158,17 +158,16 @@ async fn a_list_at_a_version_from_the_future_times_out_like_kube_apiserver() {
 }
 
 #[tokio::test]
-async fn protobuf_bodies_are_415() {
+async fn protobuf_bodies_of_unsupported_kinds_are_415_and_garbage_is_400() {
     let r = router().await;
-    let (code, body) = send(
-        &r,
-        Method::POST,
-        "/api/v1/namespaces",
-        "application/vnd.kubernetes.protobuf",
-        b"k8s\0junk".to_vec(),
-    )
-    .await;
+    let proto = "application/vnd.kubernetes.protobuf";
+    let pods = "/api/v1/namespaces/default/pods";
+    let (code, body) = send(&r, Method::POST, pods, proto, b"k8s\0junk".to_vec()).await;
     assert_eq!(code, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert_status_body(code, &body);
+    let junk = b"k8s\0\x12\x7f".to_vec();
+    let (code, body) = send(&r, Method::POST, "/api/v1/namespaces", proto, junk).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
     assert_status_body(code, &body);
 }
 

@@ -424,9 +424,7 @@ async fn drive_until<S>(
 {
     tokio::time::timeout(PROMPTLY, async {
         while !cond(reader) {
-            if stream.next().await.is_none() {
-                panic!("the reflector stream ended");
-            }
+            assert!(stream.next().await.is_some(), "the reflector stream ended");
         }
     })
     .await

@@ -91,9 +91,10 @@ impl Error {
     #[must_use]
     pub fn exit_code(&self) -> u8 {
         match self {
-            Self::Flag { .. } | Self::ParseSeed { .. } => exit_code::USAGE,
+            Self::Flag { .. }
+            | Self::ParseSeed { .. }
+            | Self::Server(super::server::Error::Seed { .. }) => exit_code::USAGE,
             Self::ReadSeed { .. } => exit_code::NO_INPUT,
-            Self::Server(super::server::Error::Seed { .. }) => exit_code::USAGE,
             _ => exit_code::FAILURE,
         }
     }

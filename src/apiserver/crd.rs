@@ -1,4 +1,4 @@
-//! CustomResourceDefinitions: validating them, setting their status (names accepted,
+//! `CustomResourceDefinitions`: validating them, setting their status (names accepted,
 //! established), and (un)registering their resources so they are served at once.
 
 use serde_json::{Value, json};
@@ -12,7 +12,11 @@ fn is_crd(rt: &ResourceType) -> bool {
     rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions"
 }
 
-/// The resource a CRD object defines, or why it is invalid.
+/// The resource a CRD object defines.
+///
+/// # Errors
+///
+/// Why the CRD is invalid, with the field path (`spec.scope: ...`).
 pub fn resource_type(obj: &Value) -> Result<ResourceType, String> {
     let spec = &obj["spec"];
     let text = |v: &Value, path: &str| -> Result<String, String> {

@@ -15,9 +15,18 @@ use super::status::ApiError;
 /// `GET /debug/requests`.
 #[must_use]
 pub fn requests(app: &App) -> Response {
-    json_value(
+    #[derive(serde::Serialize)]
+    struct Body {
+        requests: Vec<super::faults::RequestCount>,
+    }
+    // Serialized from the struct so every entry reads `"verb","group","resource","count"` in
+    // that order, which shell scripts can grep.
+    let body = Body {
+        requests: app.counters.snapshot(),
+    };
+    super::handlers::json_bytes(
         StatusCode::OK,
-        &json!({"requests": app.counters.snapshot()}),
+        serde_json::to_vec(&body).unwrap_or_default(),
     )
 }
 

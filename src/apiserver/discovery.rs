@@ -1,4 +1,4 @@
-//! Discovery documents: `/version`, `/api`, `/apis`, `/apis/{group}`, and the APIResourceList
+//! Discovery documents: `/version`, `/api`, `/apis`, `/apis/{group}`, and the `APIResourceList`
 //! of each group version, as kube-rs `Discovery` and kubectl read them.
 
 use axum::http::StatusCode;

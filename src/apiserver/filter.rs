@@ -20,7 +20,11 @@ pub struct Filter {
 }
 
 impl Filter {
-    /// Compile the request's selectors; a malformed selector or an unsupported field is 400.
+    /// Compile the request's selectors.
+    ///
+    /// # Errors
+    ///
+    /// 400 for a malformed selector or a field the resource does not support.
     pub fn new(rt: Arc<ResourceType>, namespace: Option<String>, query: &Query) -> ApiResult<Self> {
         let labels =
             match query.label_selector.as_deref() {

@@ -22,7 +22,11 @@ pub fn now() -> String {
 pub fn new_uid() -> String {
     let n: u128 = rand::random();
     let b = n.to_be_bytes();
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let hex: String = b.iter().fold(String::with_capacity(32), |mut acc, x| {
+        use std::fmt::Write;
+        let _ = write!(acc, "{x:02x}");
+        acc
+    });
     let v = format!(
         "{}-{}-4{}-{:x}{}-{}",
         &hex[0..8],
@@ -76,7 +80,11 @@ fn meta_mut(obj: &mut Value) -> ApiResult<&mut Map<String, Value>> {
         .ok_or_else(|| ApiError::bad_request("metadata must be an object"))
 }
 
-/// The typed metadata of a stored or submitted object (400 when malformed).
+/// The typed metadata of a stored or submitted object.
+///
+/// # Errors
+///
+/// 400 when the metadata is malformed.
 pub fn typed_meta(obj: &Value) -> ApiResult<ObjectMeta> {
     match obj.get("metadata") {
         None | Some(Value::Null) => Ok(ObjectMeta::default()),
@@ -137,6 +145,10 @@ fn initial_status(rt: &ResourceType, obj: &mut Value) {
 }
 
 /// Prepare a new object for storage: identity, uid, timestamps, generation.
+///
+/// # Errors
+///
+/// 400 for a wrong kind, apiVersion or namespace; 422 for a missing or invalid name.
 pub fn prepare_create(
     rt: &ResourceType,
     version: &str,
@@ -229,6 +241,10 @@ pub enum Target {
 
 /// Prepare an updated object: resourceVersion precondition, immutable metadata, status split,
 /// generation bump.
+///
+/// # Errors
+///
+/// 409 Conflict on a stale resourceVersion; 400 for a wrong kind or name.
 pub fn prepare_update(
     rt: &ResourceType,
     version: &str,

@@ -19,6 +19,7 @@ pub mod filter;
 pub(crate) mod handlers;
 pub mod meta;
 pub mod openapi;
+pub mod protobuf;
 pub mod query;
 pub mod registry;
 pub mod route;

@@ -1,4 +1,4 @@
-//! OpenAPI documents: the v3 index and per-group-version documents carrying the CRDs' schemas
+//! `OpenAPI` documents: the v3 index and per-group-version documents carrying the CRDs' schemas
 //! (enough for `kubectl explain` and server-side field validation discovery), and a minimal v2.
 
 use axum::http::StatusCode;

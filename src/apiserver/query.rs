@@ -4,6 +4,10 @@ use super::status::{ApiError, ApiResult};
 
 /// The query parameters the server understands.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "they are the API's own boolean query parameters"
+)]
 pub struct Query {
     /// `labelSelector`.
     pub label_selector: Option<String>,
@@ -54,7 +58,11 @@ fn number(key: &str, value: &str) -> ApiResult<u64> {
 }
 
 impl Query {
-    /// Parse a raw query string; malformed values are 400 BadRequest.
+    /// Parse a raw query string.
+    ///
+    /// # Errors
+    ///
+    /// 400 `BadRequest` for a malformed value.
     pub fn parse(raw: Option<&str>) -> ApiResult<Self> {
         let mut q = Self::default();
         let Some(raw) = raw else { return Ok(q) };
@@ -85,7 +93,11 @@ impl Query {
         Ok(q)
     }
 
-    /// `resourceVersion` as a number; "" and absent are `None`; garbage is 400.
+    /// `resourceVersion` as a number; "" and absent are `None`.
+    ///
+    /// # Errors
+    ///
+    /// 400 when it is not a number.
     pub fn rv(&self) -> ApiResult<Option<u64>> {
         match self.resource_version.as_deref() {
             None => Ok(None),

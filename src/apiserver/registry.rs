@@ -31,9 +31,9 @@ impl ResourceKey {
 pub struct PrinterColumn {
     /// Column header.
     pub name: String,
-    /// OpenAPI type (`string`, `integer`, `date`, ...).
+    /// `OpenAPI` type (`string`, `integer`, `date`, ...).
     pub type_: String,
-    /// A simple JSONPath (`.spec.replicas`).
+    /// A simple `JSONPath` (`.spec.replicas`).
     pub json_path: String,
     /// Column description.
     pub description: String,
@@ -68,7 +68,7 @@ pub struct ResourceType {
     pub printer_columns: Vec<PrinterColumn>,
     /// Whether this is a custom resource (no strategic merge patch, like kube-apiserver).
     pub custom: bool,
-    /// The OpenAPI v3 schema of one object, when known (CRDs).
+    /// The `OpenAPI` v3 schema of one object, when known (CRDs).
     pub schema: Option<Value>,
 }
 

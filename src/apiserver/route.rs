@@ -29,7 +29,7 @@ pub enum Route {
     Groups,
     /// `/apis/{group}`: one group.
     Group(String),
-    /// `/api/v1` or `/apis/{group}/{version}`: the APIResourceList.
+    /// `/api/v1` or `/apis/{group}/{version}`: the `APIResourceList`.
     Resources {
         /// Group.
         group: String,

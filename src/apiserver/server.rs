@@ -42,7 +42,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            bookmark_interval: Duration::from_secs(60),
+            bookmark_interval: Duration::from_mins(1),
             limits: Limits::default(),
             max_body: 3 * 1024 * 1024,
             seeds: Vec::new(),
@@ -147,7 +147,7 @@ impl Handle {
         self.0.counters.snapshot()
     }
 
-    /// Create an object directly (as if POSTed), creating its namespace when missing.
+    /// Create an object directly (as if `POST`ed), creating its namespace when missing.
     ///
     /// # Errors
     ///
@@ -208,7 +208,6 @@ impl Server {
     }
 
     /// The HTTP router, for in-process requests (`tower::ServiceExt::oneshot`).
-    #[must_use]
     pub fn router(&self) -> Router {
         router(self.app.clone())
     }

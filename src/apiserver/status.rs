@@ -14,7 +14,7 @@ pub struct ApiError {
     /// The human-readable message.
     pub message: String,
     /// `details.name`, `details.group`, `details.kind` when the error concerns one object.
-    pub details: Option<Details>,
+    pub details: Option<Box<Details>>,
     /// Seconds the client should wait before retrying (`Retry-After`, `details.retryAfterSeconds`).
     pub retry_after: Option<u32>,
 }
@@ -55,11 +55,11 @@ impl ApiError {
     }
 
     fn with_details(mut self, group: &str, plural: &str, name: &str) -> Self {
-        self.details = Some(Details {
+        self.details = Some(Box::new(Details {
             name: name.to_string(),
             group: group.to_string(),
             kind: plural.to_string(),
-        });
+        }));
         self
     }
 
@@ -110,7 +110,7 @@ impl ApiError {
         .with_details(group, plural, name)
     }
 
-    /// 400 BadRequest.
+    /// 400 `BadRequest`.
     #[must_use]
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
@@ -129,15 +129,15 @@ impl ApiError {
             "Invalid",
             format!("{what} \"{name}\" is invalid: {}", message.into()),
         );
-        err.details = Some(Details {
+        err.details = Some(Box::new(Details {
             name: name.to_string(),
             group: group.to_string(),
             kind: kind.to_string(),
-        });
+        }));
         err
     }
 
-    /// 405 MethodNotAllowed.
+    /// 405 `MethodNotAllowed`.
     #[must_use]
     pub fn method_not_allowed(verb: &str, what: &str) -> Self {
         Self::new(
@@ -155,7 +155,7 @@ impl ApiError {
         Self::new(410, "Expired", message)
     }
 
-    /// 413 RequestEntityTooLarge.
+    /// 413 `RequestEntityTooLarge`.
     #[must_use]
     pub fn too_large(limit: usize) -> Self {
         Self::new(
@@ -165,19 +165,37 @@ impl ApiError {
         )
     }
 
-    /// 415 UnsupportedMediaType.
+    /// 415 `UnsupportedMediaType`, for a body format the server does not read.
     #[must_use]
     pub fn unsupported_media_type(content_type: &str) -> Self {
         Self::new(
             415,
             "UnsupportedMediaType",
             format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type})"
+                "the body of the request was in an unknown format ({content_type}) - accepted media types include: application/json, application/yaml"
             ),
         )
     }
 
-    /// 429 TooManyRequests with `Retry-After`.
+    /// 415 `UnsupportedMediaType` for a patch type, with the accepted patch types.
+    #[must_use]
+    pub fn unsupported_patch(strategic: bool) -> Self {
+        let mut accepted = String::from(
+            "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+        );
+        if strategic {
+            accepted.push_str(", application/strategic-merge-patch+json");
+        }
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {accepted}"
+            ),
+        )
+    }
+
+    /// 429 `TooManyRequests` with `Retry-After`.
     #[must_use]
     pub fn too_many_requests(retry_after: u32) -> Self {
         let mut err = Self::new(
@@ -208,7 +226,7 @@ impl ApiError {
         Self::new(code, reason, format!("injected failure (status {code})"))
     }
 
-    /// 500 InternalError.
+    /// 500 `InternalError`.
     #[must_use]
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)

@@ -205,7 +205,11 @@ impl Store {
     }
 
     /// The objects of a resource as they were at `rv` (for `resourceVersionMatch=Exact` and
-    /// continue tokens); 410 Expired when the history no longer reaches back that far.
+    /// continue tokens).
+    ///
+    /// # Errors
+    ///
+    /// 410 Expired when the history no longer reaches back that far.
     pub fn snapshot_at(&self, resource: &ResourceKey, rv: u64) -> ApiResult<Objects> {
         let mut inner = self.lock();
         if rv >= inner.rv {
@@ -252,6 +256,10 @@ impl Store {
 
     /// Atomically read, decide and write one object. `decide` sees the current object and a
     /// lookup into the rest of the store (to check the namespace exists, say).
+    ///
+    /// # Errors
+    ///
+    /// Whatever `decide` returns.
     pub fn mutate<F>(
         &self,
         resource: &ResourceKey,
@@ -369,18 +377,22 @@ impl Store {
             .map(|t| t.keys().filter(|k| pred(k)).cloned().collect())
             .unwrap_or_default();
         for key in keys {
-            let Some(prev) = inner.tables.get_mut(resource).and_then(|t| t.remove(&key)) else {
+            let Some(old) = inner.tables.get_mut(resource).and_then(|t| t.remove(&key)) else {
                 continue;
             };
             inner.rv += 1;
-            let last = Arc::new(Stored::new(prev.value.clone(), inner.rv));
-            self.record(inner, resource, &key, ChangeType::Deleted, last, Some(prev));
+            let last = Arc::new(Stored::new(old.value.clone(), inner.rv));
+            self.record(inner, resource, &key, ChangeType::Deleted, last, Some(old));
         }
     }
 
     /// Position a watch: from `from` (resume: the changes after it), or from now when `None`
     /// (the caller sends the current objects as ADDED). 410 Expired when `from` is older than
     /// the history.
+    ///
+    /// # Errors
+    ///
+    /// 410 Expired when `from` is older than the history window.
     pub fn watch(&self, resource: &ResourceKey, from: Option<u64>) -> ApiResult<WatchStart> {
         let inner = self.lock();
         let receiver = self.events.subscribe();

@@ -27,22 +27,37 @@ fn age_of(timestamp: &str) -> String {
     human_age(jiff::Timestamp::now().as_second() - ts.as_second())
 }
 
-/// Evaluate a simple JSONPath (`.spec.replicas`, `.status.conditions[0].type`).
+/// Evaluate the `JSONPath` subset printer columns use: fields (`.spec.replicas`), indices
+/// (`.items[0]`) and equality filters (`.conditions[?(@.type=="Ready")].status`, first match).
 #[must_use]
 pub fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
     let path = path.trim().trim_start_matches('{').trim_end_matches('}');
     let mut cur = obj;
-    for part in path.split('.').filter(|p| !p.is_empty()) {
-        let (name, index) = match part.split_once('[') {
-            Some((n, rest)) => (n, rest.trim_end_matches(']').parse::<usize>().ok()),
-            None => (part, None),
-        };
+    let mut rest = path;
+    while !rest.is_empty() {
+        rest = rest.trim_start_matches('.');
+        if let Some(after) = rest.strip_prefix('[') {
+            let end = after.find(']')?;
+            let inner = &after[..end];
+            rest = &after[end + 1..];
+            cur = if let Some(filter) = inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')'))
+            {
+                let (field, want) = filter.split_once("==")?;
+                let want = want.trim().trim_matches(|c| c == '"' || c == '\'');
+                cur.as_array()?
+                    .iter()
+                    .find(|item| item.get(field.trim()).and_then(Value::as_str) == Some(want))?
+            } else {
+                cur.get(inner.parse::<usize>().ok()?)?
+            };
+            continue;
+        }
+        let end = rest.find(['.', '[']).unwrap_or(rest.len());
+        let (name, tail) = rest.split_at(end);
         if !name.is_empty() {
             cur = cur.get(name)?;
         }
-        if let Some(i) = index {
-            cur = cur.get(i)?;
-        }
+        rest = tail;
     }
     Some(cur)
 }
@@ -204,5 +219,13 @@ mod tests {
             Some(&json!("Ready"))
         );
         assert_eq!(json_path(&v, ".spec.x"), None);
+        assert_eq!(
+            json_path(&v, ".status.conditions[?(@.type==\"Ready\")].type"),
+            Some(&json!("Ready"))
+        );
+        assert_eq!(
+            json_path(&v, ".status.conditions[?(@.type==\"Valid\")].type"),
+            None
+        );
     }
 }

@@ -1,6 +1,65 @@
 //! The event recorder: client-go's `tools/record` pipeline (broadcaster → correlator → sink),
 //! with every knob declared and every event's fate counted and traced.
+//!
+//! ```text
+//! Recorder::record() ─▶ Broadcaster ─▶ SinkWorker: Correlator ─▶ Sink (create / patch, retries)
+//!   (never blocks)      (bounded queues)  (aggregator → logger → spam filter)
+//! ```
+//!
+//! Every recorded event ends in exactly one [`Fate`] — `invalid`, `dropped_incoming_full`,
+//! `dropped_watcher_full`, `dropped_shutdown`, `spam_filtered`, `created`, `patched`,
+//! `rejected` or `failed` — counted by a [`FateCounter`] (`informant_events_total{fate}`)
+//! and recorded on the event's `event` span, which runs from `record()` to the fate.
+//!
+//! Where to start: [`Pipeline`] wires everything and hands out [`Recorder`]s; [`Correlator`]
+//! is client-go's `EventCorrelator`, synchronous and driven by an injected [`Clock`];
+//! [`simulate`] replays an event stream through it (`informant simulate`).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use informant::recorder::{EventType, Fate, NullSink, ObjectRef, Options, Pipeline, SystemClock};
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let pipeline = Pipeline::new(&Options::default(), NullSink, Arc::new(SystemClock));
+//! let recorder = pipeline.recorder();
+//! let fates = pipeline.fates();
+//! let pod = Arc::new(ObjectRef::new("v1", "Pod", "default", "web-0", "uid-1"));
+//! for _ in 0..30 {
+//!     recorder.record(&pod, EventType::Warning, "BackOff", "back-off restarting container");
+//! }
+//! drop(recorder); // the pipeline ends once every recorder is gone and all is written
+//! pipeline.run(tokio_util::sync::CancellationToken::new()).await;
+//! // One Event created, 24 repeats patched into it, 5 eaten by the token bucket of 25.
+//! assert_eq!(fates.get(Fate::Created), 1);
+//! assert_eq!(fates.get(Fate::Patched), 24);
+//! assert_eq!(fates.get(Fate::SpamFiltered), 5);
+//! # }
+//! ```
 
+pub mod broadcaster;
+pub mod clock;
+pub mod correlator;
+mod envelope;
+pub mod event;
+mod fate;
+mod handle;
+mod kube_sink;
+pub mod lru;
 mod options;
+pub mod pipeline;
+pub mod simulate;
+pub mod sink;
+mod worker;
 
+pub use broadcaster::Broadcaster;
+pub use clock::{Clock, ManualClock, SystemClock, Time};
+pub use correlator::{Action, Correlation, Correlator};
+pub use envelope::Envelope;
+pub use event::{Event, EventName, EventType, Invalid, ObjectRef, Source};
+pub use fate::{Fate, FateCounter};
+pub use handle::Recorder;
+pub use kube_sink::KubeSink;
 pub use options::{CorrelatorOptions, Options, SinkOptions, SpamKeyField};
+pub use pipeline::Pipeline;
+pub use sink::{NullSink, Sink, SinkError};
+pub use worker::SinkWorker;

@@ -23,7 +23,7 @@ use super::route::{self, ResourcePath, Route};
 use super::server::App;
 use super::status::{ApiError, ApiResult};
 use super::store::ObjKey;
-use super::{debug, discovery, openapi};
+use super::{debug, discovery, openapi, protobuf};
 
 /// Everything a verb handler needs about its request.
 #[derive(Debug)]
@@ -211,14 +211,27 @@ async fn resource(
         Verb::Get | Verb::List | Verb::Watch => Bytes::new(),
         _ => read_body(body, app.config.max_body).await?,
     };
-    // Only JSON (and YAML for apply) bodies are understood; client-go falls back to JSON on 415.
-    if let Some(ct) = headers
+    // JSON and YAML bodies are understood everywhere; protobuf only for the kinds kubectl's
+    // `create <kind>` generators send; anything else is 415.
+    let mut headers = headers;
+    let mut body = body;
+    let proto = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        && (ct.contains("protobuf") || ct.contains("cbor"))
+        .filter(|ct| ct.contains("protobuf") || ct.contains("cbor"))
+        .map(str::to_string);
+    if let Some(ct) = proto
         && !body.is_empty()
     {
-        return Err(ApiError::unsupported_media_type(ct));
+        if ct.contains("cbor") || verb != Verb::Create {
+            return Err(ApiError::unsupported_media_type(&ct));
+        }
+        let json = protobuf::decode(&body, &rt, &ct)?;
+        body = Bytes::from(serde_json::to_vec(&json).unwrap_or_default());
+        headers.insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/json"),
+        );
     }
     let ctx = Ctx {
         app,

@@ -46,7 +46,7 @@ pub(super) fn patch(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
         }
         "application/strategic-merge-patch+json" => {
             if ctx.rt.custom {
-                return Err(ApiError::unsupported_media_type(&content_type));
+                return Err(ApiError::unsupported_patch(false));
             }
             let p = parse_json(body)?;
             if !p.is_object() {
@@ -63,7 +63,7 @@ pub(super) fn patch(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
         "application/apply-patch+yaml" | "application/apply-patch+json" => {
             return apply(ctx, body, target);
         }
-        other => return Err(ApiError::unsupported_media_type(other)),
+        _ => return Err(ApiError::unsupported_patch(!ctx.rt.custom)),
     };
     Ok(json_bytes(StatusCode::OK, written.stored.json.clone()))
 }

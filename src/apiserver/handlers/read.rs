@@ -165,7 +165,7 @@ pub(super) fn list(ctx: &Ctx) -> ApiResult<Response> {
     let limit = ctx.query.limit.filter(|l| *l > 0);
     let (items, token) = page(&objs, &filter, after, limit, rv);
     if ctx.wants_table() {
-        let rows: Vec<&Stored> = items.iter().map(|o| o.as_ref()).collect();
+        let rows: Vec<&Stored> = items.iter().map(AsRef::as_ref).collect();
         let t = table::build(
             &ctx.rt,
             &rows,

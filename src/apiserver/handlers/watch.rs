@@ -26,7 +26,7 @@ use crate::apiserver::table;
 
 /// How long a watch without `timeoutSeconds` lasts: kube-apiserver's `--min-request-timeout`
 /// default of 1800 s (`k8s.io/apiserver/pkg/server/options/serving.go`).
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+const DEFAULT_TIMEOUT: Duration = Duration::from_mins(30);
 
 /// How events are rendered.
 #[derive(Debug, Clone)]
@@ -206,9 +206,8 @@ pub(super) fn watch(ctx: &Ctx) -> ApiResult<Response> {
     }
     // Legacy watches from "" or "0" start with synthetic ADDED events for the current state.
     let from = match (send_initial, rv) {
-        (Some(true), _) => None,
+        (Some(true), _) | (None, None | Some(0)) => None,
         (Some(false), None | Some(0)) => Some(ctx.app.store.current_rv()),
-        (None, None | Some(0)) => None,
         (_, Some(r)) => Some(r),
     };
     let start = match ctx.app.store.watch(&ctx.rt.key(), from) {

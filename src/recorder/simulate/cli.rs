@@ -1,0 +1,150 @@
+//! The `informant simulate` command line: flags over the config file's options, exit codes.
+
+use std::fs::File;
+use std::io::{BufReader, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::summary::write_summary;
+use super::{Error, run};
+use crate::exit_code;
+use crate::recorder::options::{CorrelatorOptions, SpamKeyField};
+
+/// Arguments of `informant simulate`. Flags override the config file (loaded by the CLI, so
+/// the recorder does not depend on the config module), which overrides client-go's defaults.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct Args {
+    /// The event stream: one JSON event per line (format: shared/scenarios/README.md).
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub events: PathBuf,
+    /// A `CacheConfig` YAML whose `spec.recorder.correlator` gives the options.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Refill rate of each spam-filter bucket, tokens per second (default: float32 1/300).
+    #[arg(long)]
+    pub qps: Option<f64>,
+    /// Capacity of each spam-filter bucket (default 25).
+    #[arg(long)]
+    pub burst: Option<u32>,
+    /// Distinct messages of similar events before aggregation (default 10).
+    #[arg(long)]
+    pub max_events: Option<usize>,
+    /// Aggregation window in seconds (default 600).
+    #[arg(long)]
+    pub max_interval_seconds: Option<u64>,
+    /// Entries of each correlator LRU (default 4096).
+    #[arg(long)]
+    pub lru_cache_size: Option<usize>,
+    /// Fields of the spam key, comma-separated: source, involvedObject, type, reason, message
+    /// (default source,involvedObject,type).
+    #[arg(long, value_delimiter = ',')]
+    pub spam_key_fields: Option<Vec<String>>,
+    /// Print per-reason totals and the time after which each reason is never delivered
+    /// again, instead of one line per event.
+    #[arg(long)]
+    pub summary: bool,
+}
+
+impl Args {
+    /// The correlator options these arguments select, starting from `base` (the config
+    /// file's, or the defaults).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BadOption`] for a value out of range or an unknown spam key field.
+    pub fn options(&self, base: CorrelatorOptions) -> Result<CorrelatorOptions, Error> {
+        let mut o = base;
+        if let Some(qps) = self.qps {
+            if !(qps.is_finite() && qps > 0.0) {
+                return Err(bad("qps", format!("must be a positive number, got {qps}")));
+            }
+            o.qps = qps;
+        }
+        if let Some(burst) = self.burst {
+            if burst == 0 {
+                return Err(bad("burst", "must be at least 1".to_owned()));
+            }
+            o.burst = burst;
+        }
+        if let Some(n) = self.max_events {
+            if n == 0 {
+                return Err(bad("max-events", "must be at least 1".to_owned()));
+            }
+            o.max_events = n;
+        }
+        if let Some(s) = self.max_interval_seconds {
+            o.max_interval = Duration::from_secs(s);
+        }
+        if let Some(n) = self.lru_cache_size {
+            if n == 0 {
+                return Err(bad("lru-cache-size", "must be at least 1".to_owned()));
+            }
+            o.lru_cache_size = n;
+        }
+        if let Some(names) = &self.spam_key_fields {
+            let mut fields = Vec::new();
+            for name in names {
+                let field = SpamKeyField::parse(name.trim()).ok_or_else(|| {
+                    let known: Vec<_> = SpamKeyField::ALL.iter().map(|f| f.as_str()).collect();
+                    bad(
+                        "spam-key-fields",
+                        format!(
+                            "unknown field {name:?}, expected one of {}",
+                            known.join(", ")
+                        ),
+                    )
+                })?;
+                fields.push(field);
+            }
+            if fields.is_empty() {
+                return Err(bad(
+                    "spam-key-fields",
+                    "needs at least one field".to_owned(),
+                ));
+            }
+            fields.sort();
+            fields.dedup();
+            o.spam_key_fields = fields;
+        }
+        Ok(o)
+    }
+}
+
+fn bad(flag: &'static str, reason: String) -> Error {
+    Error::BadOption { flag, reason }
+}
+
+/// Runs `informant simulate` with `args` over `base` options (from `--config`, or the
+/// defaults), writing to stdout; returns the exit code.
+#[must_use]
+pub fn cli(args: &Args, base: CorrelatorOptions) -> u8 {
+    match cli_inner(args, base) {
+        Ok(()) => exit_code::OK,
+        Err(e) => {
+            let mut msg = format!("informant simulate: {e}");
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                msg.push_str(": ");
+                msg.push_str(&cause.to_string());
+                source = cause.source();
+            }
+            eprintln!("{msg}");
+            e.exit_code()
+        }
+    }
+}
+
+fn cli_inner(args: &Args, base: CorrelatorOptions) -> Result<(), Error> {
+    let options = args.options(base)?;
+    let file = File::open(&args.events).map_err(|source| Error::Open {
+        path: args.events.clone(),
+        source,
+    })?;
+    let stdout = std::io::stdout().lock();
+    let mut out = std::io::BufWriter::new(stdout);
+    let summary = run(BufReader::new(file), &options, &mut out, !args.summary)?;
+    if args.summary {
+        write_summary(&summary, &mut out)?;
+    }
+    out.flush().map_err(Error::Write)
+}

@@ -1,0 +1,114 @@
+//! The sink's watcher (client-go `StartRecordingToSink` / `recordToSink`): takes events from
+//! its queue, correlates them, writes them with retries, and ends each in its fate. On
+//! shutdown it keeps writing what is queued for a bounded grace period; what is left then
+//! ends `dropped_shutdown`.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::clock::Clock;
+use super::correlator::{Action, Correlator};
+use super::envelope::Envelope;
+use super::fate::Fate;
+use super::options::SinkOptions;
+use super::sink::{Sink, deliver};
+
+/// Correlates and writes the events of one watcher queue.
+#[derive(Debug)]
+pub struct SinkWorker<S, C> {
+    queue: mpsc::Receiver<Envelope>,
+    correlator: Correlator<C>,
+    sink: S,
+    options: SinkOptions,
+    grace: Duration,
+}
+
+impl<S: Sink, C: Clock> SinkWorker<S, C> {
+    /// A worker draining `queue` through `correlator` into `sink`, flushing for `grace`
+    /// after shutdown.
+    #[must_use]
+    pub fn new(
+        queue: mpsc::Receiver<Envelope>,
+        correlator: Correlator<C>,
+        sink: S,
+        options: SinkOptions,
+        grace: Duration,
+    ) -> Self {
+        Self {
+            queue,
+            correlator,
+            sink,
+            options,
+            grace,
+        }
+    }
+
+    /// Sets the grace period after shutdown.
+    #[must_use]
+    pub fn with_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// Runs until the broadcaster is gone and the queue is empty, or until `grace` after
+    /// `shutdown` is cancelled.
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        let deadline = OnceLock::new();
+        let grace = self.grace;
+        let stop = || {
+            let shutdown = &shutdown;
+            let deadline = &deadline;
+            async move {
+                shutdown.cancelled().await;
+                let at = *deadline.get_or_init(|| Instant::now() + grace);
+                tokio::time::sleep_until(at).await;
+            }
+        };
+        loop {
+            let envelope = tokio::select! {
+                biased;
+                () = stop() => break,
+                envelope = self.queue.recv() => match envelope {
+                    Some(envelope) => envelope,
+                    None => break,
+                },
+            };
+            self.handle(envelope, stop()).await;
+        }
+        self.queue.close();
+        while let Ok(envelope) = self.queue.try_recv() {
+            envelope.finish(Fate::DroppedShutdown);
+        }
+    }
+
+    async fn handle(&mut self, envelope: Envelope, stop: impl Future<Output = ()>) {
+        let event = envelope.event().clone();
+        let c = self.correlator.correlate(&event);
+        let span = envelope.span();
+        span.record(
+            "event.aggregation_key",
+            tracing::field::display(c.aggregate_key.0),
+        );
+        span.record("event.spam_key", tracing::field::display(c.spam_key.0));
+        span.record("event.count", c.count);
+        span.record("event.tokens_left", c.tokens_left);
+        if c.action == Action::Skip {
+            envelope.finish(Fate::SpamFiltered);
+            return;
+        }
+        let delivery = deliver(&self.sink, &self.options, &event, &c, stop)
+            .instrument(span.clone())
+            .await;
+        if delivery.fate.is_delivered() {
+            // client-go `UpdateState`: remember what the server now holds.
+            self.correlator.update_state(&event, &c);
+        }
+        span.record("event.tries", delivery.tries);
+        envelope.finish(delivery.fate);
+    }
+}
