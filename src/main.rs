@@ -32,9 +32,9 @@ enum Command {
     /// Check a cache config file: every error at once, with its field path.
     Validate(ValidateArgs),
     /// Print the cache tree a config builds, and which cache serves a given object.
-    Explain(NotYet),
+    Explain(informant::cache::cli::ExplainArgs),
     /// Get or list objects through the cache tree, exactly as a controller would see them.
-    Cache(NotYet),
+    Cache(informant::cache::cli::CacheArgs),
     /// Replay an event stream (JSON lines) through the recorder on a virtual clock.
     Simulate(informant::recorder::simulate::Args),
 }
@@ -196,8 +196,8 @@ fn main() -> ExitCode {
         Command::Demo(_) => not_yet("demo"),
         Command::Crd => crd(),
         Command::Validate(args) => validate(&args),
-        Command::Explain(_) => not_yet("explain"),
-        Command::Cache(_) => not_yet("cache"),
+        Command::Explain(args) => ExitCode::from(informant::cache::cli::explain(&args)),
+        Command::Cache(args) => ExitCode::from(informant::cache::cli::cache(&args)),
         Command::Simulate(args) => simulate(&args),
     }
 }

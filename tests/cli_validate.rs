@@ -147,7 +147,7 @@ fn crd_prints_the_committed_crd() {
 #[test]
 /// Remove a subcommand from this list in the commit that implements it.
 fn unimplemented_subcommands_say_so_and_exit_70() {
-    for sub in ["run", "demo", "explain", "cache"] {
+    for sub in ["run", "demo"] {
         let out = informant(&[sub]);
         assert_eq!(out.status.code(), Some(70), "{sub}");
         assert_eq!(

@@ -1,7 +1,53 @@
 //! The cache tree: selectors, typed options with controller-runtime's defaulting, and the caches
 //! that serve reads (controller-runtime's `pkg/cache`, rebuilt on kube-rs).
+//!
+//! [`build`] composes the tree from [`Options`] as controller-runtime's `cache.New` does:
+//! one [`InformerCache`]; a [`MultiNamespaceCache`] when `default_namespaces` is set; wrapped
+//! in a [`ByKindCache`] when `by_object` is set. Every layer implements [`Cache`].
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use informant::cache::{self, Cache, ListOptions};
+//! use k8s_openapi::api::core::v1::Pod;
+//! use tokio_util::{sync::CancellationToken, task::TaskTracker};
+//!
+//! let options = informant::config::load("config/samples/multi-namespace.yaml")?.cache;
+//! let tree = cache::build(&options, kube::Client::try_default().await?)?;
+//! let (tracker, shutdown) = (TaskTracker::new(), CancellationToken::new());
+//! tree.start(&tracker, &shutdown);
+//! // The first read of a kind starts its informers and waits for them to sync.
+//! let pod: Pod = cache::typed::get(tree.as_ref(), Some("team-a"), "web-1").await?;
+//! let pods = tree.list(&cache::typed::gvk_of::<Pod>(), &ListOptions::default()).await?;
+//! # let _ = (pod, pods);
+//! shutdown.cancel();
+//! tracker.close();
+//! tracker.wait().await;
+//! # Ok(())
+//! # }
+//! ```
 
+pub mod api;
+mod build;
+pub mod by_kind;
+pub mod cli;
+pub mod error;
+pub mod informer;
+pub mod informer_cache;
+pub mod matching;
+pub mod multi_namespace;
 pub mod options;
+pub mod resolver;
 pub mod selector;
+pub mod settings;
+pub mod transform;
+pub mod typed;
 
+pub use api::{Cache, Description, ListOptions};
+pub use build::{BuildError, build, build_with, resolve_scopes};
+pub use by_kind::ByKindCache;
+pub use error::{Error, Result};
+pub use informer::{Informer, InformerInfo};
+pub use informer_cache::{Context, InformerCache};
+pub use multi_namespace::MultiNamespaceCache;
 pub use options::Options;
+pub use settings::InformerSettings;

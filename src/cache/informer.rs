@@ -1,0 +1,560 @@
+//! `Informer`: one kube-runtime watcher feeding one reflector store, for one kind × namespace ×
+//! selectors; tracks sync and surfaces watcher errors instead of waiting silently.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures::{Stream, StreamExt, TryStreamExt};
+use kube::{
+    Api, Client,
+    api::TypeMeta,
+    core::{ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta},
+    runtime::{
+        WatchStreamExt,
+        reflector::{ObjectRef, Store, store::Writer},
+        watcher,
+    },
+};
+use tokio::sync::watch;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use tracing::Instrument;
+
+use super::error::{Error, Result};
+use super::matching;
+use super::selector::LabelSelector;
+use super::settings::InformerSettings;
+
+/// What an informer reports about itself (a row of `CacheConfig.status.informers`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InformerInfo {
+    /// `apiVersion` of the kind (`v1`, `apps/v1`).
+    pub api_version: String,
+    /// The kind.
+    pub kind: String,
+    /// The namespace watched; `None` means all namespaces.
+    pub namespace: Option<String>,
+    /// The label selector sent to the API server.
+    pub label_selector: Option<String>,
+    /// The field selector sent to the API server.
+    pub field_selector: Option<String>,
+    /// Whether only metadata is cached.
+    pub metadata_only: bool,
+    /// Whether the first list has completed.
+    pub synced: bool,
+    /// Objects in the store.
+    pub objects: usize,
+    /// The watcher's last error, cleared by the next successful event.
+    pub last_error: Option<String>,
+}
+
+/// The informer's sync state, published on a watch channel.
+#[derive(Clone, Debug, Default)]
+struct Status {
+    synced: bool,
+    last_error: Option<String>,
+    /// The last error will not go away by retrying alone (401, 403, 404): waiters fail fast.
+    failed: bool,
+}
+
+/// One kind × namespace × selectors, cached by a kube-runtime watcher into a reflector store.
+#[doc(alias = "informer")]
+pub struct Informer {
+    gvk: GroupVersionKind,
+    resource: ApiResource,
+    namespaced: bool,
+    namespace: Option<String>,
+    settings: InformerSettings,
+    store: Store<DynamicObject>,
+    writer: Mutex<Option<Writer<DynamicObject>>>,
+    status: watch::Sender<Status>,
+}
+
+impl std::fmt::Debug for Informer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Informer")
+            .field("gvk", &self.gvk)
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether retrying alone will not fix the watcher error (the API server refused the request:
+/// 401, 403, 404), so readers waiting for sync should fail with the reason.
+fn is_permanent(error: &watcher::Error) -> bool {
+    let client_error = match error {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => e,
+        watcher::Error::WatchError(status) => return matches!(status.code, 401 | 403 | 404),
+        watcher::Error::NoResourceVersion => return true,
+    };
+    matches!(client_error, kube::Error::Api(status) if matches!(status.code, 401 | 403 | 404))
+}
+
+/// Formats an error with its sources, skipping a source whose text the outer message already
+/// contains (kube-rs interpolates its sources).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = cause.source();
+    }
+    out
+}
+
+impl Informer {
+    /// Creates an informer; nothing runs until [`Informer::start`] (or
+    /// [`Informer::run_events`] in tests).
+    #[must_use]
+    pub fn new(
+        gvk: GroupVersionKind,
+        resource: ApiResource,
+        namespaced: bool,
+        namespace: Option<String>,
+        settings: InformerSettings,
+    ) -> Self {
+        let writer = Writer::new(resource.clone());
+        let store = writer.as_reader();
+        let (status, _) = watch::channel(Status::default());
+        let namespace = if namespaced { namespace } else { None };
+        Self {
+            gvk,
+            resource,
+            namespaced,
+            namespace,
+            settings,
+            store,
+            writer: Mutex::new(Some(writer)),
+            status,
+        }
+    }
+
+    /// The kind this informer caches.
+    #[must_use]
+    pub fn gvk(&self) -> &GroupVersionKind {
+        &self.gvk
+    }
+
+    /// Whether the first list has completed.
+    #[must_use]
+    pub fn has_synced(&self) -> bool {
+        self.status.borrow().synced
+    }
+
+    fn watcher_config(&self) -> watcher::Config {
+        let mut config = watcher::Config::default();
+        if let Some(labels) = &self.settings.label_selector {
+            config = config.labels(&labels.to_string());
+        }
+        if let Some(fields) = &self.settings.field_selector
+            && !fields.is_empty()
+        {
+            config = config.fields(&fields.to_string());
+        }
+        if !self.settings.enable_watch_bookmarks {
+            config = config.disable_bookmarks();
+        }
+        config
+    }
+
+    /// Starts the watcher on `tracker`; it stops when `shutdown` is cancelled. Starting twice
+    /// does nothing.
+    pub fn start(
+        self: &Arc<Self>,
+        client: Client,
+        tracker: &TaskTracker,
+        shutdown: CancellationToken,
+    ) {
+        let Some(writer) = self
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        else {
+            return;
+        };
+        let config = self.watcher_config();
+        let events = if self.settings.metadata_only {
+            let api: Api<PartialObjectMeta<DynamicObject>> = match &self.namespace {
+                Some(ns) => Api::namespaced_with(client, ns, &self.resource),
+                None => Api::all_with(client, &self.resource),
+            };
+            let types = TypeMeta {
+                api_version: self.resource.api_version.clone(),
+                kind: self.resource.kind.clone(),
+            };
+            watcher::watcher(api, config)
+                .default_backoff()
+                .map_ok(move |event| map_event(event, |meta| metadata_to_dynamic(meta, &types)))
+                .boxed()
+        } else {
+            let api: Api<DynamicObject> = match &self.namespace {
+                Some(ns) => Api::namespaced_with(client, ns, &self.resource),
+                None => Api::all_with(client, &self.resource),
+            };
+            watcher::watcher(api, config).default_backoff().boxed()
+        };
+        let this = Arc::clone(self);
+        let span = tracing::info_span!(
+            "informer",
+            k8s.gvk = %super::error::gvk_string(&self.gvk),
+            k8s.namespace = self.namespace.as_deref().unwrap_or(""),
+        );
+        tracker
+            .spawn(async move { this.run_events(events, writer, shutdown).await }.instrument(span));
+    }
+
+    /// Drives the store from a stream of watcher events until the stream ends or `shutdown` is
+    /// cancelled: transforms each object, applies it to the store, tracks sync and errors.
+    pub async fn run_events<S>(
+        &self,
+        events: S,
+        mut writer: Writer<DynamicObject>,
+        shutdown: CancellationToken,
+    ) where
+        S: Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>> + Send,
+    {
+        let mut events = std::pin::pin!(events);
+        loop {
+            let next = tokio::select! {
+                () = shutdown.cancelled() => break,
+                next = events.next() => next,
+            };
+            match next {
+                None => break,
+                Some(Ok(event)) => {
+                    let event = if self.settings.transform.is_identity() {
+                        event
+                    } else {
+                        event.modify(|obj| super::transform::apply(&self.settings.transform, obj))
+                    };
+                    writer.apply_watcher_event(&event);
+                    let init_done = matches!(event, watcher::Event::InitDone);
+                    self.status.send_if_modified(|s| {
+                        let changed = s.last_error.is_some() || (init_done && !s.synced);
+                        s.last_error = None;
+                        s.failed = false;
+                        s.synced |= init_done;
+                        changed
+                    });
+                    if init_done {
+                        tracing::info!(objects = self.store.len(), "informer synced");
+                    }
+                }
+                Some(Err(error)) => {
+                    let permanent = is_permanent(&error);
+                    let reason = error_chain(&error);
+                    if permanent {
+                        tracing::warn!(error = %reason, "informer can not list or watch");
+                    } else {
+                        tracing::debug!(error = %reason, "informer retrying");
+                    }
+                    self.status.send_modify(|s| {
+                        s.last_error = Some(reason);
+                        s.failed = permanent;
+                    });
+                }
+            }
+        }
+    }
+
+    /// Takes the store's writer for [`Informer::run_events`] (tests feed their own streams).
+    /// `None` once the informer was started.
+    pub fn take_writer(&self) -> Option<Writer<DynamicObject>> {
+        self.writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
+    /// Waits until the first list completed.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`] when `cancel` fires first; [`Error::InformerFailed`] as soon as the
+    /// watcher reports an error retrying will not fix (e.g. 403 Forbidden).
+    pub async fn wait_for_sync(&self, cancel: &CancellationToken) -> Result<()> {
+        let mut rx = self.status.subscribe();
+        let outcome = tokio::select! {
+            () = cancel.cancelled() => return Err(Error::Timeout { gvk: self.gvk.clone() }),
+            outcome = rx.wait_for(|s| s.synced || s.failed) => outcome.map(|s| s.clone()),
+        };
+        match outcome {
+            Ok(s) if s.synced => Ok(()),
+            Ok(s) => Err(Error::InformerFailed {
+                gvk: self.gvk.clone(),
+                namespace: self.namespace.clone(),
+                reason: s.last_error.unwrap_or_default(),
+            }),
+            // The sender lives in `self`; it can not be dropped while we borrow it.
+            Err(_) => Err(Error::Timeout {
+                gvk: self.gvk.clone(),
+            }),
+        }
+    }
+
+    fn hand_out(&self, obj: Arc<DynamicObject>) -> Arc<DynamicObject> {
+        if self.settings.unsafe_disable_deep_copy {
+            return obj;
+        }
+        let mut copy = (*obj).clone();
+        if copy.types.is_none() {
+            copy.types = Some(TypeMeta {
+                api_version: self.resource.api_version.clone(),
+                kind: self.resource.kind.clone(),
+            });
+        }
+        Arc::new(copy)
+    }
+
+    /// Reads one object: a fresh copy, or the cached `Arc` itself with
+    /// `unsafe_disable_deep_copy`. The namespace is ignored for cluster-scoped kinds.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when the object is not in the store.
+    pub fn get(&self, namespace: Option<&str>, name: &str) -> Result<Arc<DynamicObject>> {
+        let mut key = ObjectRef::<DynamicObject>::new_with(name, self.resource.clone());
+        if self.namespaced
+            && let Some(ns) = namespace
+        {
+            key = key.within(ns);
+        }
+        match self.store.get(&key) {
+            Some(obj) => Ok(self.hand_out(obj)),
+            None => Err(Error::NotFound {
+                gvk: self.gvk.clone(),
+                namespace: namespace.filter(|_| self.namespaced).map(str::to_string),
+                name: name.to_string(),
+            }),
+        }
+    }
+
+    /// Lists objects in `namespace` (all when `None`) matching the label selector and exact
+    /// field requirements, sorted by namespace and name, at most `limit`.
+    #[must_use]
+    pub fn list(
+        &self,
+        namespace: Option<&str>,
+        labels: Option<&LabelSelector>,
+        fields: &[(&str, &str)],
+        limit: Option<usize>,
+    ) -> Vec<Arc<DynamicObject>> {
+        let namespace = namespace.filter(|_| self.namespaced);
+        let mut found = self.store.state_filter(|obj| {
+            namespace.is_none_or(|ns| obj.metadata.namespace.as_deref() == Some(ns))
+                && matching::list_matches(obj, labels, fields)
+        });
+        found.sort_by(|a, b| {
+            (&a.metadata.namespace, &a.metadata.name)
+                .cmp(&(&b.metadata.namespace, &b.metadata.name))
+        });
+        if let Some(limit) = limit {
+            found.truncate(limit);
+        }
+        found.into_iter().map(|obj| self.hand_out(obj)).collect()
+    }
+
+    /// What this informer reports about itself.
+    #[must_use]
+    pub fn info(&self) -> InformerInfo {
+        let status = self.status.borrow().clone();
+        InformerInfo {
+            api_version: self.resource.api_version.clone(),
+            kind: self.resource.kind.clone(),
+            namespace: self.namespace.clone(),
+            label_selector: self
+                .settings
+                .label_selector
+                .as_ref()
+                .map(ToString::to_string),
+            field_selector: self
+                .settings
+                .field_selector
+                .as_ref()
+                .map(ToString::to_string),
+            metadata_only: self.settings.metadata_only,
+            synced: status.synced,
+            objects: self.store.len(),
+            last_error: status.last_error,
+        }
+    }
+}
+
+fn map_event<A, B>(event: watcher::Event<A>, f: impl Fn(A) -> B) -> watcher::Event<B> {
+    match event {
+        watcher::Event::Apply(o) => watcher::Event::Apply(f(o)),
+        watcher::Event::Delete(o) => watcher::Event::Delete(f(o)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(f(o)),
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
+}
+
+/// Keeps only the metadata: the object's data is an empty map, which allocates nothing.
+fn metadata_to_dynamic(meta: PartialObjectMeta<DynamicObject>, types: &TypeMeta) -> DynamicObject {
+    DynamicObject {
+        types: Some(types.clone()),
+        metadata: meta.metadata,
+        data: serde_json::Value::Object(serde_json::Map::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::options::Transform;
+    use futures::stream;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    fn cm(ns: &str, name: &str, labels: &[(&str, &str)]) -> DynamicObject {
+        let mut obj = DynamicObject::new(name, &ApiResource::erase::<ConfigMap>(&())).within(ns);
+        obj.types = None;
+        obj.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
+        );
+        obj.data = serde_json::json!({"data": {"k": "v"}});
+        obj
+    }
+
+    fn informer(settings: InformerSettings) -> Informer {
+        Informer::new(
+            GroupVersionKind::gvk("", "v1", "ConfigMap"),
+            ApiResource::erase::<ConfigMap>(&()),
+            true,
+            None,
+            settings,
+        )
+    }
+
+    async fn feed(
+        inf: &Informer,
+        events: Vec<Result<watcher::Event<DynamicObject>, watcher::Error>>,
+    ) {
+        let writer = inf.take_writer().unwrap();
+        inf.run_events(stream::iter(events), writer, CancellationToken::new())
+            .await;
+    }
+
+    #[tokio::test]
+    async fn informer_syncs_on_init_done_and_serves_copies() {
+        let inf = informer(InformerSettings::default());
+        feed(
+            &inf,
+            vec![
+                Ok(watcher::Event::Init),
+                Ok(watcher::Event::InitApply(cm("a", "one", &[("app", "web")]))),
+                Ok(watcher::Event::InitApply(cm("b", "two", &[]))),
+                Ok(watcher::Event::InitDone),
+            ],
+        )
+        .await;
+        assert!(inf.has_synced());
+        inf.wait_for_sync(&CancellationToken::new()).await.unwrap();
+        let one = inf.get(Some("a"), "one").unwrap();
+        assert_eq!(one.types.as_ref().unwrap().kind, "ConfigMap");
+        let again = inf.get(Some("a"), "one").unwrap();
+        assert!(
+            !Arc::ptr_eq(&one, &again),
+            "deep copy hands out distinct objects"
+        );
+        assert!(inf.get(Some("b"), "one").unwrap_err().is_not_found());
+        let sel = LabelSelector::parse("app=web").unwrap();
+        assert_eq!(inf.list(None, Some(&sel), &[], None).len(), 1);
+        assert_eq!(inf.list(Some("b"), None, &[], None).len(), 1);
+        assert_eq!(inf.list(None, None, &[], Some(1)).len(), 1);
+        assert_eq!(inf.info().objects, 2);
+    }
+
+    #[tokio::test]
+    async fn unsafe_disable_deep_copy_hands_out_the_shared_object() {
+        let inf = informer(InformerSettings {
+            unsafe_disable_deep_copy: true,
+            ..InformerSettings::default()
+        });
+        feed(
+            &inf,
+            vec![
+                Ok(watcher::Event::Init),
+                Ok(watcher::Event::InitApply(cm("a", "one", &[]))),
+                Ok(watcher::Event::InitDone),
+            ],
+        )
+        .await;
+        let one = inf.get(Some("a"), "one").unwrap();
+        let again = inf.get(Some("a"), "one").unwrap();
+        assert!(Arc::ptr_eq(&one, &again));
+    }
+
+    #[tokio::test]
+    async fn transform_applies_before_the_object_is_stored() {
+        let settings = InformerSettings {
+            transform: Transform {
+                drop_labels: vec!["secret".into()],
+                ..Transform::default()
+            },
+            unsafe_disable_deep_copy: true,
+            ..InformerSettings::default()
+        };
+        let inf = informer(settings);
+        feed(
+            &inf,
+            vec![
+                Ok(watcher::Event::Init),
+                Ok(watcher::Event::InitApply(cm(
+                    "a",
+                    "one",
+                    &[("secret", "x"), ("app", "y")],
+                ))),
+                Ok(watcher::Event::InitDone),
+            ],
+        )
+        .await;
+        let labels = inf
+            .get(Some("a"), "one")
+            .unwrap()
+            .metadata
+            .labels
+            .clone()
+            .unwrap();
+        assert_eq!(labels.keys().collect::<Vec<_>>(), vec!["app"]);
+    }
+
+    #[tokio::test]
+    async fn forbidden_list_fails_waiters_with_the_reason_instead_of_hanging() {
+        let inf = informer(InformerSettings::default());
+        let mut status = kube::core::Status::failure(
+            "configmaps is forbidden: User \"x\" cannot list resource \"configmaps\"",
+            "Forbidden",
+        );
+        status.code = 403;
+        let forbidden = kube::Error::Api(status.boxed());
+        feed(
+            &inf,
+            vec![Err(watcher::Error::InitialListFailed(forbidden))],
+        )
+        .await;
+        let err = inf
+            .wait_for_sync(&CancellationToken::new())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::InformerFailed { .. }), "{err}");
+        assert!(err.to_string().contains("forbidden"), "{err}");
+        assert!(!inf.info().synced);
+        assert!(inf.info().last_error.unwrap().contains("forbidden"));
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_sync_wait_is_a_timeout() {
+        let inf = informer(InformerSettings::default());
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        assert!(inf.wait_for_sync(&cancel).await.unwrap_err().is_timeout());
+    }
+}

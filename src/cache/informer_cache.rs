@@ -1,0 +1,315 @@
+//! `InformerCache`: one informer per kind for one namespace (or all) and one set of settings,
+//! created on first read unless `readerFailOnMissingInformer` (controller-runtime's
+//! `informerCache` + `internal.Informers`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use kube::{
+    Client,
+    core::{DynamicObject, GroupVersionKind},
+};
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use super::api::{Cache, Description, ListOptions};
+use super::error::{Error, Result};
+use super::informer::{Informer, InformerInfo};
+use super::resolver::Resolver;
+use super::settings::InformerSettings;
+
+/// What every cache of one tree shares: the client, kind resolution, and read behaviour.
+#[derive(Clone)]
+pub struct Context {
+    /// The client informers list and watch with.
+    pub client: Client,
+    /// Maps kinds to resources and scopes.
+    pub resolver: Arc<dyn Resolver>,
+    /// Reads of a kind without informer fail with [`Error::KindNotCached`] instead of
+    /// starting one (controller-runtime `ReaderFailOnMissingInformer`, default false).
+    pub reader_fail_on_missing_informer: bool,
+    /// How long a read waits for a new informer to sync before [`Error::Timeout`]; `None`
+    /// waits until shutdown, as controller-runtime waits for the caller's context.
+    pub sync_timeout: Option<Duration>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field(
+                "reader_fail_on_missing_informer",
+                &self.reader_fail_on_missing_informer,
+            )
+            .field("sync_timeout", &self.sync_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The tracker and shutdown token the cache was started with.
+#[derive(Clone)]
+struct Running {
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+}
+
+/// Informers for any kind, all in one namespace (or all namespaces) with one set of settings.
+#[doc(alias = "informerCache")]
+pub struct InformerCache {
+    context: Context,
+    namespace: Option<String>,
+    settings: InformerSettings,
+    informers: Mutex<HashMap<GroupVersionKind, Arc<Informer>>>,
+    running: OnceLock<Running>,
+}
+
+impl std::fmt::Debug for InformerCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InformerCache")
+            .field("namespace", &self.namespace)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl InformerCache {
+    /// A cache for `namespace` (`None`: all namespaces); no informer exists until a read or
+    /// [`Cache::ensure_informer`].
+    #[must_use]
+    pub fn new(context: Context, namespace: Option<String>, settings: InformerSettings) -> Self {
+        Self {
+            context,
+            namespace,
+            settings,
+            informers: Mutex::new(HashMap::new()),
+            running: OnceLock::new(),
+        }
+    }
+
+    /// The settings applied to every informer of this cache.
+    #[must_use]
+    pub fn settings(&self) -> &InformerSettings {
+        &self.settings
+    }
+
+    fn peek(&self, gvk: &GroupVersionKind) -> Option<Arc<Informer>> {
+        self.informers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(gvk)
+            .cloned()
+    }
+
+    /// The informer for `gvk`, created (and started, if the cache runs) when missing.
+    async fn informer(&self, gvk: &GroupVersionKind) -> Result<Arc<Informer>> {
+        if let Some(informer) = self.peek(gvk) {
+            return Ok(informer);
+        }
+        let kind = self.context.resolver.resolve(gvk).await?;
+        let informer = {
+            let mut informers = self
+                .informers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            // Another reader may have created it while we resolved the kind.
+            Arc::clone(informers.entry(gvk.clone()).or_insert_with(|| {
+                Arc::new(Informer::new(
+                    gvk.clone(),
+                    kind.resource,
+                    kind.namespaced,
+                    self.namespace.clone(),
+                    self.settings.clone(),
+                ))
+            }))
+        };
+        if let Some(running) = self.running.get() {
+            informer.start(
+                self.context.client.clone(),
+                &running.tracker,
+                running.shutdown.child_token(),
+            );
+        }
+        Ok(informer)
+    }
+
+    /// The informer a read uses: fails fast when it may not be created or the cache is not
+    /// started, otherwise waits for it to sync (controller-runtime `Informers.Get`).
+    async fn informer_for_read(&self, gvk: &GroupVersionKind) -> Result<Arc<Informer>> {
+        let informer = match self.peek(gvk) {
+            Some(informer) => informer,
+            None if self.context.reader_fail_on_missing_informer => {
+                return Err(Error::KindNotCached { gvk: gvk.clone() });
+            }
+            None if self.running.get().is_none() => return Err(Error::NotStarted),
+            None => self.informer(gvk).await?,
+        };
+        let Some(running) = self.running.get() else {
+            return Err(Error::NotStarted);
+        };
+        if !informer.has_synced() {
+            self.wait(&informer, &running.shutdown).await?;
+        }
+        Ok(informer)
+    }
+
+    async fn wait(&self, informer: &Informer, shutdown: &CancellationToken) -> Result<()> {
+        let cancel = shutdown.child_token();
+        let wait = informer.wait_for_sync(&cancel);
+        match self.context.sync_timeout {
+            None => wait.await,
+            Some(timeout) => tokio::time::timeout(timeout, wait)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Error::Timeout {
+                        gvk: informer.gvk().clone(),
+                    })
+                }),
+        }
+    }
+
+    /// Puts a (test-fed) informer in place for `gvk`.
+    #[cfg(test)]
+    pub(crate) fn insert_informer(&self, informer: Arc<Informer>) {
+        self.informers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(informer.gvk().clone(), informer);
+    }
+
+    /// The informer for `gvk`, if one exists.
+    #[cfg(test)]
+    pub(crate) fn informer_of(&self, gvk: &GroupVersionKind) -> Option<Arc<Informer>> {
+        self.peek(gvk)
+    }
+
+    fn all_informers(&self) -> Vec<Arc<Informer>> {
+        self.informers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
+    }
+}
+
+impl Cache for InformerCache {
+    fn get<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        namespace: Option<&'a str>,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Arc<DynamicObject>>> {
+        Box::pin(async move { self.informer_for_read(gvk).await?.get(namespace, name) })
+    }
+
+    fn list<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        options: &'a ListOptions,
+    ) -> BoxFuture<'a, Result<Vec<Arc<DynamicObject>>>> {
+        Box::pin(async move {
+            let informer = self.informer_for_read(gvk).await?;
+            // Checked in the reader's order (pkg/cache/internal/cache_reader.go).
+            if options
+                .continue_token
+                .as_deref()
+                .is_some_and(|c| !c.is_empty())
+            {
+                return Err(Error::ContinueNotSupported);
+            }
+            let fields = match &options.field_selector {
+                Some(selector) => super::matching::exact_requirements(selector)?,
+                None => Vec::new(),
+            };
+            Ok(informer.list(
+                options.namespace.as_deref(),
+                options.label_selector.as_ref(),
+                &fields,
+                options.limit.filter(|l| *l > 0),
+            ))
+        })
+    }
+
+    fn ensure_informer<'a>(&'a self, gvk: &'a GroupVersionKind) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let informer = self.informer(gvk).await?;
+            if let Some(running) = self.running.get() {
+                self.wait(&informer, &running.shutdown).await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn start(&self, tracker: &TaskTracker, shutdown: &CancellationToken) {
+        let running = Running {
+            tracker: tracker.clone(),
+            shutdown: shutdown.clone(),
+        };
+        if self.running.set(running).is_err() {
+            return;
+        }
+        for informer in self.all_informers() {
+            informer.start(self.context.client.clone(), tracker, shutdown.child_token());
+        }
+    }
+
+    fn wait_for_sync<'a>(&'a self, cancel: &'a CancellationToken) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            for informer in self.all_informers() {
+                informer.wait_for_sync(cancel).await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn informers(&self) -> Vec<InformerInfo> {
+        let mut infos: Vec<InformerInfo> = self.all_informers().iter().map(|i| i.info()).collect();
+        infos.sort_by(|a, b| (&a.api_version, &a.kind).cmp(&(&b.api_version, &b.kind)));
+        infos
+    }
+
+    fn describe(&self, role: &str) -> Description {
+        Description {
+            cache: "InformerCache",
+            role: role.to_string(),
+            namespace: self.namespace.clone(),
+            label_selector: self
+                .settings
+                .label_selector
+                .as_ref()
+                .map(ToString::to_string),
+            field_selector: self
+                .settings
+                .field_selector
+                .as_ref()
+                .filter(|f| !f.is_empty())
+                .map(ToString::to_string),
+            transform: Some(super::transform::describe(&self.settings.transform)),
+            unsafe_disable_deep_copy: self.settings.unsafe_disable_deep_copy,
+            metadata_only: self.settings.metadata_only,
+            reader_fail_on_missing_informer: self.context.reader_fail_on_missing_informer,
+            children: Vec::new(),
+        }
+    }
+
+    fn route<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        _namespace: Option<&'a str>,
+        _name: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<String>>> {
+        Box::pin(async move {
+            if self.context.reader_fail_on_missing_informer && self.peek(gvk).is_none() {
+                return Err(Error::KindNotCached { gvk: gvk.clone() });
+            }
+            let d = self.describe("");
+            Ok(vec![format!(
+                "InformerCache namespace={} labelSelector={:?} fieldSelector={:?} transform={}",
+                d.namespace.as_deref().unwrap_or("<all>"),
+                d.label_selector.as_deref().unwrap_or(""),
+                d.field_selector.as_deref().unwrap_or(""),
+                d.transform.as_deref().unwrap_or("none"),
+            )])
+        })
+    }
+}

@@ -1,0 +1,118 @@
+//! Kind resolution: a GVK to its API resource (plural, scope), by kube discovery or by a
+//! built-in table of core kinds (for offline `informant explain` and unit tests).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use futures::future::BoxFuture;
+use kube::{
+    Client,
+    core::{ApiResource, GroupVersionKind},
+    discovery::Scope as DiscoveryScope,
+};
+
+use super::error::{Error, Result};
+use super::options::{Scope, builtin_scope};
+
+/// A kind's API resource and whether its objects live in namespaces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KindInfo {
+    /// The API resource (group, version, kind, plural) used for requests.
+    pub resource: ApiResource,
+    /// Whether objects of this kind are namespaced.
+    pub namespaced: bool,
+}
+
+/// Maps a kind to its API resource (controller-runtime's `RESTMapper`).
+#[doc(alias = "RESTMapper")]
+pub trait Resolver: Send + Sync {
+    /// Resolves `gvk`.
+    ///
+    /// # Errors
+    /// [`Error::UnknownKind`] when the API server does not serve the kind.
+    fn resolve<'a>(&'a self, gvk: &'a GroupVersionKind) -> BoxFuture<'a, Result<KindInfo>>;
+}
+
+/// Resolves kinds by kube discovery, remembering each answer.
+pub struct Discovery {
+    client: Client,
+    known: Mutex<HashMap<GroupVersionKind, KindInfo>>,
+}
+
+impl Discovery {
+    /// A resolver asking the API server behind `client`; no request is made until a resolve.
+    #[must_use]
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            known: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl Resolver for Discovery {
+    fn resolve<'a>(&'a self, gvk: &'a GroupVersionKind) -> BoxFuture<'a, Result<KindInfo>> {
+        Box::pin(async move {
+            if let Some(info) = self
+                .known
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(gvk)
+            {
+                return Ok(info.clone());
+            }
+            let (resource, caps) = kube::discovery::pinned_kind(&self.client, gvk)
+                .await
+                .map_err(|source| Error::UnknownKind {
+                    gvk: gvk.clone(),
+                    source: Box::new(source),
+                })?;
+            let info = KindInfo {
+                resource,
+                namespaced: caps.scope == DiscoveryScope::Namespaced,
+            };
+            self.known
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(gvk.clone(), info.clone());
+            Ok(info)
+        })
+    }
+}
+
+/// Resolves kinds without an API server: scopes of built-in kinds from
+/// [`builtin_scope`](super::options::builtin_scope), every other kind namespaced, plurals
+/// guessed as kube's `ApiResource::from_gvk` does.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BuiltinKinds;
+
+impl BuiltinKinds {
+    /// Resolves `gvk` from the table.
+    #[must_use]
+    pub fn resolve_now(gvk: &GroupVersionKind) -> KindInfo {
+        let namespaced = builtin_scope(gvk) != Some(Scope::Cluster);
+        KindInfo {
+            resource: ApiResource::from_gvk(gvk),
+            namespaced,
+        }
+    }
+}
+
+impl Resolver for BuiltinKinds {
+    fn resolve<'a>(&'a self, gvk: &'a GroupVersionKind) -> BoxFuture<'a, Result<KindInfo>> {
+        Box::pin(async move { Ok(Self::resolve_now(gvk)) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_table_knows_cluster_scoped_core_kinds() {
+        assert!(!BuiltinKinds::resolve_now(&GroupVersionKind::gvk("", "v1", "Node")).namespaced);
+        let pod = BuiltinKinds::resolve_now(&GroupVersionKind::gvk("", "v1", "Pod"));
+        assert!(pod.namespaced);
+        assert_eq!(pod.resource.plural, "pods");
+    }
+}

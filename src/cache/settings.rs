@@ -1,0 +1,59 @@
+//! `InformerSettings`: the resolved settings of every informer one `InformerCache` starts
+//! (controller-runtime's `cache.Config` after defaulting).
+
+use std::time::Duration;
+
+use super::options::{DEFAULT_ENABLE_WATCH_BOOKMARKS, DEFAULT_SYNC_PERIOD, Transform};
+use super::selector::{FieldSelector, LabelSelector};
+
+/// The settings an `InformerCache` applies to each informer it starts. Every value is already
+/// resolved (per-object, then per-namespace, then global precedence happens before this).
+#[derive(Clone, Debug, PartialEq)]
+pub struct InformerSettings {
+    /// Only objects matching this label selector are listed and watched.
+    pub label_selector: Option<LabelSelector>,
+    /// Only objects matching this field selector are listed and watched.
+    pub field_selector: Option<FieldSelector>,
+    /// Applied to each object before it is stored.
+    pub transform: Transform,
+    /// Reads hand out the cached `Arc` instead of a copy.
+    pub unsafe_disable_deep_copy: bool,
+    /// Ask the API server for watch bookmarks (default true, as controller-runtime).
+    pub enable_watch_bookmarks: bool,
+    /// controller-runtime's resync period. kube-runtime's watcher does not resync (the store
+    /// is always current and the cache has no handlers), so this is reported, not acted on.
+    pub sync_period: Duration,
+    /// Cache only metadata (`PartialObjectMetadata`), via metadata-only list and watch.
+    pub metadata_only: bool,
+}
+
+impl Default for InformerSettings {
+    fn default() -> Self {
+        Self {
+            label_selector: None,
+            field_selector: None,
+            transform: Transform::default(),
+            unsafe_disable_deep_copy: false,
+            enable_watch_bookmarks: DEFAULT_ENABLE_WATCH_BOOKMARKS,
+            sync_period: DEFAULT_SYNC_PERIOD,
+            metadata_only: false,
+        }
+    }
+}
+
+impl InformerSettings {
+    /// The settings of a defaulted [`Config`](super::options::Config), built-in defaults for
+    /// anything still unset. An everything selector is no selector.
+    #[must_use]
+    pub fn from_config(config: &super::options::Config, metadata_only: bool) -> Self {
+        Self {
+            label_selector: config.label_selector.clone().filter(|s| !s.is_empty()),
+            field_selector: config.field_selector.clone().filter(|s| !s.is_empty()),
+            transform: config.transform.clone().unwrap_or_default(),
+            unsafe_disable_deep_copy: config.effective_unsafe_disable_deep_copy(),
+            enable_watch_bookmarks: config.effective_enable_watch_bookmarks(),
+            sync_period: config.effective_sync_period(),
+            metadata_only,
+        }
+    }
+}
