@@ -198,7 +198,7 @@ async fn an_injected_404_on_patch_makes_a_create_that_conflicts_and_is_rejected(
 }
 
 #[tokio::test]
-async fn a_server_error_is_rejected_without_retry() {
+async fn a_server_error_is_retried_and_the_event_is_created() {
     let server = TestServer::start().await.unwrap();
     let client = server.client().await.unwrap();
     let p = Pipeline::new(
@@ -217,9 +217,36 @@ async fn a_server_error_is_rejected_without_retry() {
     tokio::time::timeout(Duration::from_secs(10), p.run(CancellationToken::new()))
         .await
         .expect("pipeline did not finish");
+    assert_eq!(fates.get(Fate::Created), 2);
+    assert_eq!(fates.total(), 2);
+    assert_eq!(events(&client, "default").await.len(), 2);
+    assert_eq!(server.handle().request_count(Verb::Create, "events"), 3);
+}
+
+#[tokio::test]
+async fn a_forbidden_event_is_rejected_without_retry() {
+    let server = TestServer::start().await.unwrap();
+    let client = server.client().await.unwrap();
+    let p = Pipeline::new(
+        &options(),
+        KubeSink::new(client.clone()),
+        Arc::new(SystemClock),
+    );
+    let rec = p.recorder();
+    let fates = p.fates();
+    server
+        .handle()
+        .fail_next(Some(Verb::Create), Some("events"), 1, 403);
+    rec.record(&pod("default", "a"), EventType::Normal, "R", "m");
+    rec.record(&pod("default", "b"), EventType::Normal, "R", "m");
+    drop(rec);
+    tokio::time::timeout(Duration::from_secs(10), p.run(CancellationToken::new()))
+        .await
+        .expect("pipeline did not finish");
     assert_eq!(fates.get(Fate::Rejected), 1);
     assert_eq!(fates.get(Fate::Created), 1);
     assert_eq!(events(&client, "default").await.len(), 1);
+    assert_eq!(server.handle().request_count(Verb::Create, "events"), 2);
 }
 
 #[tokio::test]

@@ -37,12 +37,19 @@ impl KubeSink {
     }
 }
 
-/// Sorts a kube-rs error as client-go's `recordEvent` does: a status from the server is
-/// final (404 is told apart so a patch can fall back to create), a request that cannot be
-/// built is final, anything else (transport) may be retried.
+/// Sorts a kube-rs error: a 4xx status from the server is final (404 is told apart so a patch
+/// can fall back to create), 429 and 5xx may be retried (see [`SinkError`] for how this relates
+/// to client-go), a request that cannot be built is final, anything else (transport) may be
+/// retried.
 fn classify(error: kube::Error) -> SinkError {
     match error {
         kube::Error::Api(status) if status.is_not_found() => SinkError::NotFound,
+        kube::Error::Api(status) if status.code == 429 || status.code >= 500 => {
+            SinkError::Unavailable {
+                code: status.code,
+                message: status.message.clone(),
+            }
+        }
         kube::Error::Api(status) => SinkError::Rejected {
             code: status.code,
             message: status.message.clone(),
@@ -169,7 +176,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn not_found_conflict_and_server_errors_are_classified_as_client_go_does() {
+    async fn not_found_is_told_apart_conflicts_are_final_and_server_errors_are_retryable() {
         let (c, _) = client(404, status(404, "NotFound"));
         let e = KubeSink::new(c)
             .patch("a", "b", &serde_json::json!({}))
@@ -183,7 +190,23 @@ mod tests {
 
         let (c, _) = client(500, status(500, "InternalError"));
         let e = KubeSink::new(c).create(&event()).await.unwrap_err();
-        assert!(matches!(e, SinkError::Rejected { code: 500, .. }), "{e:?}");
+        assert!(
+            matches!(e, SinkError::Unavailable { code: 500, .. }),
+            "{e:?}"
+        );
+        assert!(e.is_retryable());
+
+        let (c, _) = client(429, status(429, "TooManyRequests"));
+        let e = KubeSink::new(c).create(&event()).await.unwrap_err();
+        assert!(
+            matches!(e, SinkError::Unavailable { code: 429, .. }),
+            "{e:?}"
+        );
+
+        let (c, _) = client(422, status(422, "Invalid"));
+        let e = KubeSink::new(c).create(&event()).await.unwrap_err();
+        assert!(matches!(e, SinkError::Rejected { code: 422, .. }), "{e:?}");
+        assert!(!e.is_retryable());
     }
 
     #[tokio::test]

@@ -17,8 +17,14 @@ use super::event::Event;
 use super::fate::Fate;
 use super::options::SinkOptions;
 
-/// Why a write failed. Only [`SinkError::Transport`] is retried (as client-go retries only
-/// errors that are not API status errors).
+/// Why a write failed. [`SinkError::Transport`] and [`SinkError::Unavailable`] are retried; the
+/// rest are final.
+///
+/// client-go's `recordEvent` retries transport errors and treats every status error as final;
+/// its REST client, though, retries a 429 or 5xx answer that carries `Retry-After` before
+/// `recordEvent` sees it. kube-rs has no such layer, so the sink retries 429 and 5xx itself:
+/// an overloaded or restarting API server does not cost events, while a 4xx (the server refused
+/// this event) is never retried.
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
     /// The Event to patch does not exist (404); the sink falls back to create.
@@ -27,6 +33,14 @@ pub enum SinkError {
     /// The server answered with an error status; retrying would get the same answer.
     #[error("server rejected the event with status {code}: {message}")]
     Rejected {
+        /// HTTP status code.
+        code: u16,
+        /// The server's message.
+        message: String,
+    },
+    /// The server is overloaded or failing (429 or 5xx); a later try may succeed.
+    #[error("api server unavailable, status {code}: {message}")]
+    Unavailable {
         /// HTTP status code.
         code: u16,
         /// The server's message.
@@ -44,7 +58,10 @@ impl SinkError {
     /// True if trying again may succeed.
     #[must_use]
     pub fn is_retryable(&self) -> bool {
-        matches!(self, SinkError::Transport(_))
+        matches!(
+            self,
+            SinkError::Transport(_) | SinkError::Unavailable { .. }
+        )
     }
 }
 
