@@ -60,9 +60,9 @@ async fn every_event_becomes_one_exported_otel_span_with_its_fate() {
             .find(|kv| kv.key.as_str() == "event.fate")
             .map(|kv| kv.value.to_string())
     };
-    let mut exported: Vec<_> = events.iter().filter_map(|s| fate_of(s)).collect();
-    exported.sort();
-    assert_eq!(exported, ["created", "patched", "spam_filtered"]);
+    let mut fates_seen: Vec<_> = events.iter().filter_map(|s| fate_of(s)).collect();
+    fates_seen.sort();
+    assert_eq!(fates_seen, ["created", "patched", "spam_filtered"]);
     assert_eq!(fates.total(), 3, "recorded = sum of fates");
     for s in &events {
         let keys: Vec<&str> = s.attributes.iter().map(|kv| kv.key.as_str()).collect();
