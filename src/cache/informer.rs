@@ -18,6 +18,7 @@ use tokio::sync::watch;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::Instrument;
 
+use super::compact::CompactObject;
 use super::error::{Error, Result};
 use super::matching;
 use super::selector::LabelSelector;
@@ -56,16 +57,57 @@ struct Status {
     failed: bool,
 }
 
+/// The reflector store, in the representation the read mode needs.
+#[derive(Clone)]
+enum Reader {
+    /// Deep-copying reads: compact objects, decoded on each read.
+    Compact(Store<CompactObject>),
+    /// `unsafeDisableDeepCopy`: parsed objects, handed out shared.
+    Shared(Store<DynamicObject>),
+}
+
+impl Reader {
+    fn len(&self) -> usize {
+        match self {
+            Self::Compact(store) => store.len(),
+            Self::Shared(store) => store.len(),
+        }
+    }
+}
+
+/// The writing half of an informer's reflector store, taken once by whoever drives it
+/// ([`Informer::start`], or a test calling [`Informer::run_events`]).
+pub struct StoreWriter(WriterKind);
+
+enum WriterKind {
+    Compact(Writer<CompactObject>),
+    Shared(Writer<DynamicObject>),
+}
+
+impl std::fmt::Debug for StoreWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreWriter").finish_non_exhaustive()
+    }
+}
+
 /// One kind × namespace × selectors, cached by a kube-runtime watcher into a reflector store.
+///
+/// # Memory usage
+/// With deep-copying reads (the default) the store holds [`CompactObject`]s: about the
+/// object's JSON size; each read decodes a fresh object. With `unsafeDisableDeepCopy` it holds
+/// parsed `DynamicObject`s (several times the JSON size) that reads share without copying.
 #[doc(alias = "informer")]
 pub struct Informer {
     gvk: GroupVersionKind,
     resource: ApiResource,
+    /// The `ApiResource` compact store keys share.
+    key_resource: Arc<ApiResource>,
+    types: TypeMeta,
     namespaced: bool,
     namespace: Option<String>,
     settings: InformerSettings,
-    store: Store<DynamicObject>,
-    writer: Mutex<Option<Writer<DynamicObject>>>,
+    store: Reader,
+    writer: Mutex<Option<StoreWriter>>,
     status: watch::Sender<Status>,
 }
 
@@ -118,18 +160,36 @@ impl Informer {
         namespace: Option<String>,
         settings: InformerSettings,
     ) -> Self {
-        let writer = Writer::new(resource.clone());
-        let store = writer.as_reader();
+        let key_resource = Arc::new(resource.clone());
+        let (store, writer) = if settings.unsafe_disable_deep_copy {
+            let writer = Writer::new(resource.clone());
+            (
+                Reader::Shared(writer.as_reader()),
+                WriterKind::Shared(writer),
+            )
+        } else {
+            let writer = Writer::new(Arc::clone(&key_resource));
+            (
+                Reader::Compact(writer.as_reader()),
+                WriterKind::Compact(writer),
+            )
+        };
         let (status, _) = watch::channel(Status::default());
         let namespace = if namespaced { namespace } else { None };
+        let types = TypeMeta {
+            api_version: resource.api_version.clone(),
+            kind: resource.kind.clone(),
+        };
         Self {
             gvk,
             resource,
+            key_resource,
+            types,
             namespaced,
             namespace,
             settings,
             store,
-            writer: Mutex::new(Some(writer)),
+            writer: Mutex::new(Some(StoreWriter(writer))),
             status,
         }
     }
@@ -184,10 +244,7 @@ impl Informer {
                 Some(ns) => Api::namespaced_with(client, ns, &self.resource),
                 None => Api::all_with(client, &self.resource),
             };
-            let types = TypeMeta {
-                api_version: self.resource.api_version.clone(),
-                kind: self.resource.kind.clone(),
-            };
+            let types = self.types.clone();
             watcher::watcher(api, config)
                 .default_backoff()
                 .map_ok(move |event| map_event(event, |meta| metadata_to_dynamic(meta, &types)))
@@ -210,11 +267,12 @@ impl Informer {
     }
 
     /// Drives the store from a stream of watcher events until the stream ends or `shutdown` is
-    /// cancelled: transforms each object, applies it to the store, tracks sync and errors.
+    /// cancelled: transforms each object, applies it to the store (encoded compactly unless
+    /// reads share objects), tracks sync and errors.
     pub async fn run_events<S>(
         &self,
         events: S,
-        mut writer: Writer<DynamicObject>,
+        mut writer: StoreWriter,
         shutdown: CancellationToken,
     ) where
         S: Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>> + Send,
@@ -233,7 +291,14 @@ impl Informer {
                     } else {
                         event.modify(|obj| super::transform::apply(&self.settings.transform, obj))
                     };
-                    writer.apply_watcher_event(&event);
+                    match &mut writer.0 {
+                        WriterKind::Shared(writer) => writer.apply_watcher_event(&event),
+                        WriterKind::Compact(writer) => {
+                            if let Some(event) = compact_event(&event) {
+                                writer.apply_watcher_event(&event);
+                            }
+                        }
+                    }
                     let init_done = matches!(event, watcher::Event::InitDone);
                     self.status.send_if_modified(|s| {
                         let changed = s.last_error.is_some() || (init_done && !s.synced);
@@ -265,7 +330,7 @@ impl Informer {
 
     /// Takes the store's writer for [`Informer::run_events`] (tests feed their own streams).
     /// `None` once the informer was started.
-    pub fn take_writer(&self) -> Option<Writer<DynamicObject>> {
+    pub fn take_writer(&self) -> Option<StoreWriter> {
         self.writer
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -297,65 +362,113 @@ impl Informer {
         }
     }
 
-    fn hand_out(&self, obj: Arc<DynamicObject>) -> Arc<DynamicObject> {
-        if self.settings.unsafe_disable_deep_copy {
-            return obj;
+    fn not_found(&self, namespace: Option<&str>, name: &str) -> Error {
+        Error::NotFound {
+            gvk: self.gvk.clone(),
+            namespace: namespace.filter(|_| self.namespaced).map(str::to_string),
+            name: name.to_string(),
         }
-        let mut copy = (*obj).clone();
-        if copy.types.is_none() {
-            copy.types = Some(TypeMeta {
-                api_version: self.resource.api_version.clone(),
-                kind: self.resource.kind.clone(),
-            });
-        }
-        Arc::new(copy)
+    }
+
+    /// A fresh object decoded from the compact store.
+    fn decode(&self, obj: &CompactObject) -> Result<Arc<DynamicObject>> {
+        obj.decode(&self.types)
+            .map(Arc::new)
+            .map_err(|source| Error::Decode {
+                gvk: self.gvk.clone(),
+                object: match obj.namespace() {
+                    Some(ns) => format!("{ns}/{}", obj.name()),
+                    None => obj.name().to_string(),
+                },
+                source,
+            })
     }
 
     /// Reads one object: a fresh copy, or the cached `Arc` itself with
     /// `unsafe_disable_deep_copy`. The namespace is ignored for cluster-scoped kinds.
     ///
     /// # Errors
-    /// [`Error::NotFound`] when the object is not in the store.
+    /// [`Error::NotFound`] when the object is not in the store; [`Error::Decode`] if a stored
+    /// object can not be decoded (a bug).
     pub fn get(&self, namespace: Option<&str>, name: &str) -> Result<Arc<DynamicObject>> {
-        let mut key = ObjectRef::<DynamicObject>::new_with(name, self.resource.clone());
-        if self.namespaced
-            && let Some(ns) = namespace
-        {
-            key = key.within(ns);
-        }
-        match self.store.get(&key) {
-            Some(obj) => Ok(self.hand_out(obj)),
-            None => Err(Error::NotFound {
-                gvk: self.gvk.clone(),
-                namespace: namespace.filter(|_| self.namespaced).map(str::to_string),
-                name: name.to_string(),
-            }),
+        let namespace_key = namespace.filter(|_| self.namespaced);
+        match &self.store {
+            Reader::Shared(store) => {
+                let mut key = ObjectRef::<DynamicObject>::new_with(name, self.resource.clone());
+                key.namespace = namespace_key.map(str::to_string);
+                store
+                    .get(&key)
+                    .ok_or_else(|| self.not_found(namespace, name))
+            }
+            Reader::Compact(store) => {
+                let mut key =
+                    ObjectRef::<CompactObject>::new_with(name, Arc::clone(&self.key_resource));
+                key.namespace = namespace_key.map(str::to_string);
+                match store.get(&key) {
+                    Some(obj) => self.decode(&obj),
+                    None => Err(self.not_found(namespace, name)),
+                }
+            }
         }
     }
 
     /// Lists objects in `namespace` (all when `None`) matching the label selector and exact
     /// field requirements, sorted by namespace and name, at most `limit`.
-    #[must_use]
+    ///
+    /// # Errors
+    /// [`Error::Decode`] if a stored object can not be decoded (a bug).
     pub fn list(
         &self,
         namespace: Option<&str>,
         labels: Option<&LabelSelector>,
         fields: &[(&str, &str)],
         limit: Option<usize>,
-    ) -> Vec<Arc<DynamicObject>> {
+    ) -> Result<Vec<Arc<DynamicObject>>> {
         let namespace = namespace.filter(|_| self.namespaced);
-        let mut found = self.store.state_filter(|obj| {
-            namespace.is_none_or(|ns| obj.metadata.namespace.as_deref() == Some(ns))
-                && matching::list_matches(obj, labels, fields)
-        });
-        found.sort_by(|a, b| {
-            (&a.metadata.namespace, &a.metadata.name)
-                .cmp(&(&b.metadata.namespace, &b.metadata.name))
-        });
-        if let Some(limit) = limit {
-            found.truncate(limit);
+        let limit = limit.unwrap_or(usize::MAX);
+        match &self.store {
+            Reader::Shared(store) => {
+                let mut found = store.state_filter(|obj| {
+                    namespace.is_none_or(|ns| obj.metadata.namespace.as_deref() == Some(ns))
+                        && matching::list_matches(obj, labels, fields)
+                });
+                found.sort_by(|a, b| {
+                    (&a.metadata.namespace, &a.metadata.name)
+                        .cmp(&(&b.metadata.namespace, &b.metadata.name))
+                });
+                found.truncate(limit);
+                Ok(found)
+            }
+            Reader::Compact(store) => {
+                // Namespace, name and labels are checked without decoding; other fields on
+                // the decoded copy that is handed out anyway.
+                let mut candidates = store.state_filter(|obj| {
+                    namespace.is_none_or(|ns| obj.namespace() == Some(ns))
+                        && labels.is_none_or(|sel| sel.matches_with(|key| obj.label(key)))
+                        && fields.iter().all(|(f, v)| match *f {
+                            "metadata.name" => obj.name() == *v,
+                            "metadata.namespace" => obj.namespace().unwrap_or_default() == *v,
+                            _ => true,
+                        })
+                });
+                candidates
+                    .sort_by(|a, b| (a.namespace(), a.name()).cmp(&(b.namespace(), b.name())));
+                let mut found = Vec::new();
+                for obj in candidates {
+                    if found.len() >= limit {
+                        break;
+                    }
+                    let decoded = self.decode(&obj)?;
+                    if fields
+                        .iter()
+                        .all(|(f, v)| matching::field_value(&decoded, f) == *v)
+                    {
+                        found.push(decoded);
+                    }
+                }
+                Ok(found)
+            }
         }
-        found.into_iter().map(|obj| self.hand_out(obj)).collect()
     }
 
     /// What this informer reports about itself.
@@ -392,6 +505,29 @@ fn map_event<A, B>(event: watcher::Event<A>, f: impl Fn(A) -> B) -> watcher::Eve
         watcher::Event::InitApply(o) => watcher::Event::InitApply(f(o)),
         watcher::Event::InitDone => watcher::Event::InitDone,
     }
+}
+
+/// The event for the compact store; an object that can not be encoded is left out, with a
+/// warning (serializing a parsed object as JSON does not fail in practice).
+fn compact_event(event: &watcher::Event<DynamicObject>) -> Option<watcher::Event<CompactObject>> {
+    let encode = |obj: &DynamicObject| match CompactObject::encode(obj) {
+        Ok(compact) => Some(compact),
+        Err(error) => {
+            tracing::warn!(
+                object.ref = %format!("{}/{}", obj.metadata.namespace.as_deref().unwrap_or(""), obj.metadata.name.as_deref().unwrap_or("")),
+                error = %error,
+                "object can not be cached"
+            );
+            None
+        }
+    };
+    Some(match event {
+        watcher::Event::Apply(o) => watcher::Event::Apply(encode(o)?),
+        watcher::Event::Delete(o) => watcher::Event::Delete(encode(o)?),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(encode(o)?),
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    })
 }
 
 /// Keeps only the metadata: the object's data is an empty map, which allocates nothing.
@@ -466,10 +602,54 @@ mod tests {
         );
         assert!(inf.get(Some("b"), "one").unwrap_err().is_not_found());
         let sel = LabelSelector::parse("app=web").unwrap();
-        assert_eq!(inf.list(None, Some(&sel), &[], None).len(), 1);
-        assert_eq!(inf.list(Some("b"), None, &[], None).len(), 1);
-        assert_eq!(inf.list(None, None, &[], Some(1)).len(), 1);
+        assert_eq!(inf.list(None, Some(&sel), &[], None).unwrap().len(), 1);
+        assert_eq!(inf.list(Some("b"), None, &[], None).unwrap().len(), 1);
+        assert_eq!(inf.list(None, None, &[], Some(1)).unwrap().len(), 1);
         assert_eq!(inf.info().objects, 2);
+    }
+
+    #[tokio::test]
+    async fn compact_store_serves_field_selectors_deletes_and_independent_copies() {
+        let inf = informer(InformerSettings::default());
+        let mut on_node = cm("a", "one", &[("app", "web")]);
+        on_node.data = serde_json::json!({"data": {"k": "v"}, "spec": {"nodeName": "n1"}});
+        feed(
+            &inf,
+            vec![
+                Ok(watcher::Event::Init),
+                Ok(watcher::Event::InitApply(on_node)),
+                Ok(watcher::Event::InitApply(cm("a", "two", &[("app", "web")]))),
+                Ok(watcher::Event::InitApply(cm("b", "three", &[]))),
+                Ok(watcher::Event::InitDone),
+                Ok(watcher::Event::Delete(cm("b", "three", &[]))),
+            ],
+        )
+        .await;
+        assert!(matches!(inf.store, Reader::Compact(_)));
+        assert_eq!(inf.info().objects, 2);
+        let sel = LabelSelector::parse("app=web").unwrap();
+        let on_n1 = inf
+            .list(None, Some(&sel), &[("spec.nodeName", "n1")], None)
+            .unwrap();
+        assert_eq!(on_n1.len(), 1);
+        assert_eq!(on_n1[0].metadata.name.as_deref(), Some("one"));
+        let by_name = inf
+            .list(None, None, &[("metadata.name", "two")], None)
+            .unwrap();
+        assert_eq!(by_name.len(), 1);
+        let sorted: Vec<_> = inf
+            .list(Some("a"), None, &[], None)
+            .unwrap()
+            .iter()
+            .map(|o| o.metadata.name.clone().unwrap())
+            .collect();
+        assert_eq!(sorted, vec!["one", "two"]);
+        let mut copy = inf.get(Some("a"), "one").unwrap();
+        Arc::make_mut(&mut copy).metadata.labels = None;
+        let again = inf.get(Some("a"), "one").unwrap();
+        assert_eq!(again.metadata.labels.as_ref().unwrap()["app"], "web");
+        assert_eq!(again.data["spec"]["nodeName"], "n1");
+        assert!(inf.get(Some("b"), "three").unwrap_err().is_not_found());
     }
 
     #[tokio::test]

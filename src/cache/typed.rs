@@ -13,7 +13,11 @@ pub fn gvk_of<K: Resource<DynamicType = ()>>() -> GroupVersionKind {
     GroupVersionKind::gvk(&K::group(&()), &K::version(&()), &K::kind(&()))
 }
 
-fn convert<K: DeserializeOwned>(gvk: &GroupVersionKind, obj: &DynamicObject) -> Result<K> {
+/// Converts an object read through a [`Cache`] into `K` (what [`get`] and [`list`] do).
+///
+/// # Errors
+/// [`Error::Convert`] when the object does not fit `K`.
+pub fn convert<K: DeserializeOwned>(gvk: &GroupVersionKind, obj: &DynamicObject) -> Result<K> {
     serde_json::to_value(obj)
         .and_then(serde_json::from_value)
         .map_err(|source| Error::Convert {
