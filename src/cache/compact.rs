@@ -24,7 +24,11 @@ pub struct CompactObject {
     namespace: Option<Box<str>>,
     /// Sorted by key.
     labels: Box<[(Box<str>, Box<str>)]>,
-    /// `serde_json` encoding of the `DynamicObject` with `types` removed.
+    /// Where `metadata` ends in `body`.
+    metadata_len: u32,
+    /// The JSON of `metadata`, then the JSON of the rest of the object (`DynamicObject::data`):
+    /// two documents decoded directly, which is about twice as fast as decoding a
+    /// `DynamicObject` (serde buffers a `#[serde(flatten)]` struct before decoding it).
     body: Box<[u8]>,
 }
 
@@ -34,16 +38,11 @@ impl CompactObject {
     /// # Errors
     /// The object can not be serialized as JSON.
     pub fn encode(obj: &DynamicObject) -> Result<Self, serde_json::Error> {
-        let body = if obj.types.is_some() {
-            let untyped = DynamicObject {
-                types: None,
-                metadata: obj.metadata.clone(),
-                data: obj.data.clone(),
-            };
-            serde_json::to_vec(&untyped)?
-        } else {
-            serde_json::to_vec(obj)?
-        };
+        let mut body = serde_json::to_vec(&obj.metadata)?;
+        let metadata_len = u32::try_from(body.len()).map_err(|_| {
+            <serde_json::Error as serde::ser::Error>::custom("metadata larger than 4 GiB")
+        })?;
+        serde_json::to_writer(&mut body, &obj.data)?;
         let labels = obj
             .metadata
             .labels
@@ -55,6 +54,7 @@ impl CompactObject {
             name: obj.metadata.name.as_deref().unwrap_or_default().into(),
             namespace: obj.metadata.namespace.as_deref().map(Box::from),
             labels,
+            metadata_len,
             body: body.into_boxed_slice(),
         })
     }
@@ -65,9 +65,12 @@ impl CompactObject {
     /// The stored bytes are not a valid object (they were written by [`CompactObject::encode`],
     /// so this means a bug, reported rather than panicking).
     pub fn decode(&self, types: &TypeMeta) -> Result<DynamicObject, serde_json::Error> {
-        let mut obj: DynamicObject = serde_json::from_slice(&self.body)?;
-        obj.types = Some(types.clone());
-        Ok(obj)
+        let (metadata, data) = self.body.split_at(self.metadata_len as usize);
+        Ok(DynamicObject {
+            types: Some(types.clone()),
+            metadata: serde_json::from_slice(metadata)?,
+            data: serde_json::from_slice(data)?,
+        })
     }
 
     /// `metadata.name`.
