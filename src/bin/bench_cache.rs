@@ -342,7 +342,7 @@ async fn run(client: Client, objects: usize) -> Result<(), String> {
                 drop(std::hint::black_box(obj));
                 let t = Instant::now();
                 let obj = match informer.get(Some(NAMESPACE), name) {
-                    Ok(o) => typed::convert::<ConfigMap>(&kind, &o).ok(),
+                    Ok(o) => typed::from_cached::<ConfigMap>(&kind, o).ok(),
                     Err(_) => None,
                 };
                 typed_times.push(t.elapsed());
