@@ -81,7 +81,7 @@ impl Resolver for Discovery {
 }
 
 /// Resolves kinds without an API server: scopes of built-in kinds from
-/// [`builtin_scope`](super::options::builtin_scope), every other kind namespaced, plurals
+/// [`builtin_scope`], every other kind namespaced, plurals
 /// guessed as kube's `ApiResource::from_gvk` does.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct BuiltinKinds;
