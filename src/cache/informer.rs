@@ -8,21 +8,16 @@ use kube::{
     Api, Client,
     api::TypeMeta,
     core::{ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta},
-    runtime::{
-        WatchStreamExt,
-        reflector::{ObjectRef, Store, store::Writer},
-        watcher,
-    },
+    runtime::{WatchStreamExt, watcher},
 };
 use tokio::sync::watch;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::Instrument;
 
-use super::compact::CompactObject;
 use super::error::{Error, Result};
-use super::matching;
 use super::selector::LabelSelector;
 use super::settings::InformerSettings;
+use super::store::{ObjectStore, StoreWriter};
 
 /// What an informer reports about itself (a row of `CacheConfig.status.informers`).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -57,56 +52,21 @@ struct Status {
     failed: bool,
 }
 
-/// The reflector store, in the representation the read mode needs.
-#[derive(Clone)]
-enum Reader {
-    /// Deep-copying reads: compact objects, decoded on each read.
-    Compact(Store<CompactObject>),
-    /// `unsafeDisableDeepCopy`: parsed objects, handed out shared.
-    Shared(Store<DynamicObject>),
-}
-
-impl Reader {
-    fn len(&self) -> usize {
-        match self {
-            Self::Compact(store) => store.len(),
-            Self::Shared(store) => store.len(),
-        }
-    }
-}
-
-/// The writing half of an informer's reflector store, taken once by whoever drives it
-/// ([`Informer::start`], or a test calling [`Informer::run_events`]).
-pub struct StoreWriter(WriterKind);
-
-enum WriterKind {
-    Compact(Writer<CompactObject>),
-    Shared(Writer<DynamicObject>),
-}
-
-impl std::fmt::Debug for StoreWriter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoreWriter").finish_non_exhaustive()
-    }
-}
-
 /// One kind × namespace × selectors, cached by a kube-runtime watcher into a reflector store.
 ///
 /// # Memory usage
-/// With deep-copying reads (the default) the store holds [`CompactObject`]s: about the
+/// With deep-copying reads (the default) the store holds [`super::CompactObject`]s: about the
 /// object's JSON size; each read decodes a fresh object. With `unsafeDisableDeepCopy` it holds
 /// parsed `DynamicObject`s (several times the JSON size) that reads share without copying.
 #[doc(alias = "informer")]
 pub struct Informer {
     gvk: GroupVersionKind,
     resource: ApiResource,
-    /// The `ApiResource` compact store keys share.
-    key_resource: Arc<ApiResource>,
     types: TypeMeta,
     namespaced: bool,
     namespace: Option<String>,
     settings: InformerSettings,
-    store: Reader,
+    store: ObjectStore,
     writer: Mutex<Option<StoreWriter>>,
     status: watch::Sender<Status>,
 }
@@ -160,20 +120,8 @@ impl Informer {
         namespace: Option<String>,
         settings: InformerSettings,
     ) -> Self {
-        let key_resource = Arc::new(resource.clone());
-        let (store, writer) = if settings.unsafe_disable_deep_copy {
-            let writer = Writer::new(resource.clone());
-            (
-                Reader::Shared(writer.as_reader()),
-                WriterKind::Shared(writer),
-            )
-        } else {
-            let writer = Writer::new(Arc::clone(&key_resource));
-            (
-                Reader::Compact(writer.as_reader()),
-                WriterKind::Compact(writer),
-            )
-        };
+        let (store, writer) =
+            ObjectStore::new(gvk.clone(), &resource, settings.unsafe_disable_deep_copy);
         let (status, _) = watch::channel(Status::default());
         let namespace = if namespaced { namespace } else { None };
         let types = TypeMeta {
@@ -183,13 +131,12 @@ impl Informer {
         Self {
             gvk,
             resource,
-            key_resource,
             types,
             namespaced,
             namespace,
             settings,
             store,
-            writer: Mutex::new(Some(StoreWriter(writer))),
+            writer: Mutex::new(Some(writer)),
             status,
         }
     }
@@ -291,14 +238,7 @@ impl Informer {
                     } else {
                         event.modify(|obj| super::transform::apply(&self.settings.transform, obj))
                     };
-                    match &mut writer.0 {
-                        WriterKind::Shared(writer) => writer.apply_watcher_event(&event),
-                        WriterKind::Compact(writer) => {
-                            if let Some(event) = compact_event(&event) {
-                                writer.apply_watcher_event(&event);
-                            }
-                        }
-                    }
+                    writer.apply(&event);
                     let init_done = matches!(event, watcher::Event::InitDone);
                     self.status.send_if_modified(|s| {
                         let changed = s.last_error.is_some() || (init_done && !s.synced);
@@ -362,28 +302,6 @@ impl Informer {
         }
     }
 
-    fn not_found(&self, namespace: Option<&str>, name: &str) -> Error {
-        Error::NotFound {
-            gvk: self.gvk.clone(),
-            namespace: namespace.filter(|_| self.namespaced).map(str::to_string),
-            name: name.to_string(),
-        }
-    }
-
-    /// A fresh object decoded from the compact store.
-    fn decode(&self, obj: &CompactObject) -> Result<Arc<DynamicObject>> {
-        obj.decode(&self.types)
-            .map(Arc::new)
-            .map_err(|source| Error::Decode {
-                gvk: self.gvk.clone(),
-                object: match obj.namespace() {
-                    Some(ns) => format!("{ns}/{}", obj.name()),
-                    None => obj.name().to_string(),
-                },
-                source,
-            })
-    }
-
     /// Reads one object: a fresh copy, or the cached `Arc` itself with
     /// `unsafe_disable_deep_copy`. The namespace is ignored for cluster-scoped kinds.
     ///
@@ -391,25 +309,14 @@ impl Informer {
     /// [`Error::NotFound`] when the object is not in the store; [`Error::Decode`] if a stored
     /// object can not be decoded (a bug).
     pub fn get(&self, namespace: Option<&str>, name: &str) -> Result<Arc<DynamicObject>> {
-        let namespace_key = namespace.filter(|_| self.namespaced);
-        match &self.store {
-            Reader::Shared(store) => {
-                let mut key = ObjectRef::<DynamicObject>::new_with(name, self.resource.clone());
-                key.namespace = namespace_key.map(str::to_string);
-                store
-                    .get(&key)
-                    .ok_or_else(|| self.not_found(namespace, name))
-            }
-            Reader::Compact(store) => {
-                let mut key =
-                    ObjectRef::<CompactObject>::new_with(name, Arc::clone(&self.key_resource));
-                key.namespace = namespace_key.map(str::to_string);
-                match store.get(&key) {
-                    Some(obj) => self.decode(&obj),
-                    None => Err(self.not_found(namespace, name)),
-                }
-            }
-        }
+        let namespace = namespace.filter(|_| self.namespaced);
+        self.store
+            .get(namespace, name)?
+            .ok_or_else(|| Error::NotFound {
+                gvk: self.gvk.clone(),
+                namespace: namespace.map(str::to_string),
+                name: name.to_string(),
+            })
     }
 
     /// Lists objects in `namespace` (all when `None`) matching the label selector and exact
@@ -424,51 +331,12 @@ impl Informer {
         fields: &[(&str, &str)],
         limit: Option<usize>,
     ) -> Result<Vec<Arc<DynamicObject>>> {
-        let namespace = namespace.filter(|_| self.namespaced);
-        let limit = limit.unwrap_or(usize::MAX);
-        match &self.store {
-            Reader::Shared(store) => {
-                let mut found = store.state_filter(|obj| {
-                    namespace.is_none_or(|ns| obj.metadata.namespace.as_deref() == Some(ns))
-                        && matching::list_matches(obj, labels, fields)
-                });
-                found.sort_by(|a, b| {
-                    (&a.metadata.namespace, &a.metadata.name)
-                        .cmp(&(&b.metadata.namespace, &b.metadata.name))
-                });
-                found.truncate(limit);
-                Ok(found)
-            }
-            Reader::Compact(store) => {
-                // Namespace, name and labels are checked without decoding; other fields on
-                // the decoded copy that is handed out anyway.
-                let mut candidates = store.state_filter(|obj| {
-                    namespace.is_none_or(|ns| obj.namespace() == Some(ns))
-                        && labels.is_none_or(|sel| sel.matches_with(|key| obj.label(key)))
-                        && fields.iter().all(|(f, v)| match *f {
-                            "metadata.name" => obj.name() == *v,
-                            "metadata.namespace" => obj.namespace().unwrap_or_default() == *v,
-                            _ => true,
-                        })
-                });
-                candidates
-                    .sort_by(|a, b| (a.namespace(), a.name()).cmp(&(b.namespace(), b.name())));
-                let mut found = Vec::new();
-                for obj in candidates {
-                    if found.len() >= limit {
-                        break;
-                    }
-                    let decoded = self.decode(&obj)?;
-                    if fields
-                        .iter()
-                        .all(|(f, v)| matching::field_value(&decoded, f) == *v)
-                    {
-                        found.push(decoded);
-                    }
-                }
-                Ok(found)
-            }
-        }
+        self.store.list(
+            namespace.filter(|_| self.namespaced),
+            labels,
+            fields,
+            limit.unwrap_or(usize::MAX),
+        )
     }
 
     /// What this informer reports about itself.
@@ -505,29 +373,6 @@ fn map_event<A, B>(event: watcher::Event<A>, f: impl Fn(A) -> B) -> watcher::Eve
         watcher::Event::InitApply(o) => watcher::Event::InitApply(f(o)),
         watcher::Event::InitDone => watcher::Event::InitDone,
     }
-}
-
-/// The event for the compact store; an object that can not be encoded is left out, with a
-/// warning (serializing a parsed object as JSON does not fail in practice).
-fn compact_event(event: &watcher::Event<DynamicObject>) -> Option<watcher::Event<CompactObject>> {
-    let encode = |obj: &DynamicObject| match CompactObject::encode(obj) {
-        Ok(compact) => Some(compact),
-        Err(error) => {
-            tracing::warn!(
-                object.ref = %format!("{}/{}", obj.metadata.namespace.as_deref().unwrap_or(""), obj.metadata.name.as_deref().unwrap_or("")),
-                error = %error,
-                "object can not be cached"
-            );
-            None
-        }
-    };
-    Some(match event {
-        watcher::Event::Apply(o) => watcher::Event::Apply(encode(o)?),
-        watcher::Event::Delete(o) => watcher::Event::Delete(encode(o)?),
-        watcher::Event::Init => watcher::Event::Init,
-        watcher::Event::InitApply(o) => watcher::Event::InitApply(encode(o)?),
-        watcher::Event::InitDone => watcher::Event::InitDone,
-    })
 }
 
 /// Keeps only the metadata: the object's data is an empty map, which allocates nothing.
@@ -625,7 +470,7 @@ mod tests {
             ],
         )
         .await;
-        assert!(matches!(inf.store, Reader::Compact(_)));
+        assert!(inf.store.is_compact());
         assert_eq!(inf.info().objects, 2);
         let sel = LabelSelector::parse("app=web").unwrap();
         let on_n1 = inf
@@ -673,37 +518,50 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn transform_applies_before_the_object_is_stored() {
-        let settings = InformerSettings {
-            transform: Transform {
-                drop_labels: vec!["secret".into()],
-                ..Transform::default()
-            },
-            unsafe_disable_deep_copy: true,
-            ..InformerSettings::default()
-        };
-        let inf = informer(settings);
-        feed(
-            &inf,
-            vec![
-                Ok(watcher::Event::Init),
-                Ok(watcher::Event::InitApply(cm(
-                    "a",
-                    "one",
-                    &[("secret", "x"), ("app", "y")],
-                ))),
-                Ok(watcher::Event::InitDone),
-            ],
-        )
-        .await;
-        let labels = inf
-            .get(Some("a"), "one")
-            .unwrap()
-            .metadata
-            .labels
-            .clone()
-            .unwrap();
-        assert_eq!(labels.keys().collect::<Vec<_>>(), vec!["app"]);
+    async fn transform_applies_before_the_object_is_stored_in_both_forms() {
+        for shared in [true, false] {
+            let settings = InformerSettings {
+                transform: Transform {
+                    drop_labels: vec!["secret".into()],
+                    ..Transform::default()
+                },
+                unsafe_disable_deep_copy: shared,
+                ..InformerSettings::default()
+            };
+            let inf = informer(settings);
+            feed(
+                &inf,
+                vec![
+                    Ok(watcher::Event::Init),
+                    Ok(watcher::Event::InitApply(cm(
+                        "a",
+                        "one",
+                        &[("secret", "x"), ("app", "y")],
+                    ))),
+                    Ok(watcher::Event::InitDone),
+                ],
+            )
+            .await;
+            let labels = inf
+                .get(Some("a"), "one")
+                .unwrap()
+                .metadata
+                .labels
+                .clone()
+                .unwrap();
+            assert_eq!(
+                labels.keys().collect::<Vec<_>>(),
+                vec!["app"],
+                "shared={shared}"
+            );
+            let dropped = LabelSelector::parse("secret=x").unwrap();
+            assert!(
+                inf.list(None, Some(&dropped), &[], None)
+                    .unwrap()
+                    .is_empty(),
+                "shared={shared}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -40,6 +40,7 @@ pub mod options;
 pub mod resolver;
 pub mod selector;
 pub mod settings;
+mod store;
 pub mod transform;
 pub mod typed;
 
@@ -48,8 +49,9 @@ pub use build::{BuildError, build, build_with, resolve_scopes};
 pub use by_kind::ByKindCache;
 pub use compact::CompactObject;
 pub use error::{Error, Result};
-pub use informer::{Informer, InformerInfo, StoreWriter};
+pub use informer::{Informer, InformerInfo};
 pub use informer_cache::{Context, InformerCache};
 pub use multi_namespace::MultiNamespaceCache;
 pub use options::Options;
 pub use settings::InformerSettings;
+pub use store::StoreWriter;
