@@ -23,7 +23,9 @@ use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 use tokio_util::sync::CancellationToken;
 
 use informant::apiserver::TestServer;
-use informant::cache::{Informer, InformerSettings, options::Transform, selector::LabelSelector};
+use informant::cache::{
+    Informer, InformerSettings, options::Transform, selector::LabelSelector, typed,
+};
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
@@ -242,7 +244,7 @@ async fn run(client: Client, objects: usize) -> Result<(), String> {
         let (n, t, b) = typed(&client, strip).await;
         row(
             &format!(
-                "typed (kube-rs Store<ConfigMap>){}",
+                "reference: plain kube-rs Store<ConfigMap> (parsed typed objects){}",
                 if strip { " + stripManagedFields" } else { "" }
             ),
             n,
@@ -254,37 +256,50 @@ async fn run(client: Client, objects: usize) -> Result<(), String> {
         strip_managed_fields: true,
         ..Transform::default()
     };
+    let settings =
+        |metadata_only: bool, strip_managed_fields: bool, shared: bool| InformerSettings {
+            metadata_only,
+            transform: if strip_managed_fields {
+                strip.clone()
+            } else {
+                Transform::default()
+            },
+            unsafe_disable_deep_copy: shared,
+            ..InformerSettings::default()
+        };
     let variants = [
-        ("dynamic (informant Informer)", InformerSettings::default()),
         (
-            "dynamic + stripManagedFields",
-            InformerSettings {
-                transform: strip.clone(),
-                ..InformerSettings::default()
-            },
+            "typed and dynamic, deep copy (compact store)",
+            settings(false, false, false),
         ),
         (
-            "metadataOnly",
-            InformerSettings {
-                metadata_only: true,
-                ..InformerSettings::default()
-            },
+            "typed and dynamic, deep copy (compact store) + stripManagedFields",
+            settings(false, true, false),
         ),
         (
-            "metadataOnly + stripManagedFields",
-            InformerSettings {
-                metadata_only: true,
-                transform: strip.clone(),
-                ..InformerSettings::default()
-            },
+            "typed and dynamic, unsafeDisableDeepCopy (parsed, shared)",
+            settings(false, false, true),
+        ),
+        (
+            "typed and dynamic, unsafeDisableDeepCopy (parsed, shared) + stripManagedFields",
+            settings(false, true, true),
+        ),
+        ("metadataOnly (compact store)", settings(true, false, false)),
+        (
+            "metadataOnly (compact store) + stripManagedFields",
+            settings(true, true, false),
+        ),
+        (
+            "metadataOnly, unsafeDisableDeepCopy (parsed, shared) + stripManagedFields",
+            settings(true, true, true),
         ),
     ];
     let mut all_bytes = 0;
-    for (name, settings) in variants {
+    for (i, (name, settings)) in variants.into_iter().enumerate() {
         let (informer, t, b) = dynamic(&client, settings).await;
         let n = informer.info().objects;
         row(name, n, t, b);
-        if name.starts_with("dynamic (") {
+        if i == 0 {
             all_bytes = b;
         }
     }
@@ -294,7 +309,7 @@ async fn run(client: Client, objects: usize) -> Result<(), String> {
     };
     let (informer, t, b) = dynamic(&client, selected).await;
     row(
-        "dynamic, labelSelector sample=yes (10%)",
+        "deep copy (compact store), labelSelector sample=yes (10%)",
         informer.info().objects,
         t,
         b,
@@ -317,6 +332,9 @@ async fn run(client: Client, objects: usize) -> Result<(), String> {
             .map(|i| format!("cm-{i:06}"))
             .collect();
         let mut times = Vec::with_capacity(names.len() * 10);
+        let mut typed_times = Vec::with_capacity(names.len() * 10);
+        let kind = gvk();
+        // Separate loops, so the typed conversion's allocations do not disturb the plain gets.
         for _ in 0..10 {
             for name in &names {
                 let t = Instant::now();
@@ -325,17 +343,35 @@ async fn run(client: Client, objects: usize) -> Result<(), String> {
                 drop(std::hint::black_box(obj));
             }
         }
+        for _ in 0..10 {
+            for name in &names {
+                let t = Instant::now();
+                let obj = match informer.get(Some(NAMESPACE), name) {
+                    Ok(o) => typed::from_cached::<ConfigMap>(&kind, o).ok(),
+                    Err(_) => None,
+                };
+                typed_times.push(t.elapsed());
+                drop(std::hint::black_box(obj));
+            }
+        }
         println!(
-            "get latency ({label}): median {:.2?} over {} gets",
+            "get latency ({label}, DynamicObject): median {:.2?} over {} gets",
             median(times.clone()),
             times.len()
+        );
+        println!(
+            "get latency ({label}, typed ConfigMap via cache::typed): median {:.2?} over {} gets",
+            median(typed_times.clone()),
+            typed_times.len()
         );
         let sel = LabelSelector::parse("sample=yes").ok();
         let mut lists = Vec::new();
         let mut found = 0;
         for _ in 0..5 {
             let t = Instant::now();
-            let listed = informer.list(None, sel.as_ref(), &[], None);
+            let listed = informer
+                .list(None, sel.as_ref(), &[], None)
+                .map_err(|e| e.to_string())?;
             lists.push(t.elapsed());
             found = listed.len();
         }

@@ -116,9 +116,10 @@ impl Description {
 /// informers. Implemented by [`super::InformerCache`], [`super::MultiNamespaceCache`] and
 /// [`super::ByKindCache`]; [`super::build`] composes them from the options.
 ///
-/// Reads hand out `Arc`s: a fresh copy per read (mutate it with `Arc::make_mut` at no extra
-/// cost), or, with `unsafeDisableDeepCopy`, the cached object itself (then `Arc::make_mut`
-/// copies on write, so the cache can never be corrupted).
+/// Reads hand out `Arc`s: a fresh copy per read, decoded from the compact stored form
+/// (mutate it with `Arc::make_mut` at no extra cost), or, with `unsafeDisableDeepCopy`, the
+/// cached parsed object itself (then `Arc::make_mut` copies on write, so the cache can never
+/// be corrupted). `docs/cache-bench.md` has the memory and latency of both.
 pub trait Cache: Send + Sync {
     /// Reads one object. `namespace` is ignored for cluster-scoped kinds.
     ///

@@ -67,7 +67,7 @@ pub fn exit_code_of(error: &Error) -> u8 {
         Error::ContinueNotSupported | Error::NonExactFieldSelector => codes::UNSUPPORTED,
         Error::UnknownKind { .. } => codes::UNKNOWN_KIND,
         Error::ClusterScopedNotCached { .. } => codes::UNKNOWN_NAMESPACE,
-        Error::Convert { .. } => exit_code::SOFTWARE,
+        Error::Convert { .. } | Error::Decode { .. } => exit_code::SOFTWARE,
     }
 }
 

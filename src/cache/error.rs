@@ -128,6 +128,19 @@ pub enum Error {
         gvk: GroupVersionKind,
     },
 
+    /// An object in the compact store could not be decoded (the cache wrote the bytes itself,
+    /// so this is a bug in the cache, not in the object).
+    #[error("cached {} {object} can not be decoded", gvk_string(.gvk))]
+    Decode {
+        /// The kind that was read.
+        gvk: GroupVersionKind,
+        /// The object, as `namespace/name` (or `name` when cluster-scoped).
+        object: String,
+        /// The serde error.
+        #[source]
+        source: serde_json::Error,
+    },
+
     /// The object read from the cache could not be converted to the requested Rust type.
     #[error("cached {} can not be converted to the requested type", gvk_string(.gvk))]
     Convert {

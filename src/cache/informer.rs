@@ -8,20 +8,16 @@ use kube::{
     Api, Client,
     api::TypeMeta,
     core::{ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta},
-    runtime::{
-        WatchStreamExt,
-        reflector::{ObjectRef, Store, store::Writer},
-        watcher,
-    },
+    runtime::{WatchStreamExt, watcher},
 };
 use tokio::sync::watch;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::Instrument;
 
 use super::error::{Error, Result};
-use super::matching;
 use super::selector::LabelSelector;
 use super::settings::InformerSettings;
+use super::store::{ObjectStore, StoreWriter};
 
 /// What an informer reports about itself (a row of `CacheConfig.status.informers`).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -57,15 +53,21 @@ struct Status {
 }
 
 /// One kind × namespace × selectors, cached by a kube-runtime watcher into a reflector store.
+///
+/// # Memory usage
+/// With deep-copying reads (the default) the store holds [`super::CompactObject`]s: about the
+/// object's JSON size; each read decodes a fresh object. With `unsafeDisableDeepCopy` it holds
+/// parsed `DynamicObject`s (several times the JSON size) that reads share without copying.
 #[doc(alias = "informer")]
 pub struct Informer {
     gvk: GroupVersionKind,
     resource: ApiResource,
+    types: TypeMeta,
     namespaced: bool,
     namespace: Option<String>,
     settings: InformerSettings,
-    store: Store<DynamicObject>,
-    writer: Mutex<Option<Writer<DynamicObject>>>,
+    store: ObjectStore,
+    writer: Mutex<Option<StoreWriter>>,
     status: watch::Sender<Status>,
 }
 
@@ -118,13 +120,18 @@ impl Informer {
         namespace: Option<String>,
         settings: InformerSettings,
     ) -> Self {
-        let writer = Writer::new(resource.clone());
-        let store = writer.as_reader();
+        let (store, writer) =
+            ObjectStore::new(gvk.clone(), &resource, settings.unsafe_disable_deep_copy);
         let (status, _) = watch::channel(Status::default());
         let namespace = if namespaced { namespace } else { None };
+        let types = TypeMeta {
+            api_version: resource.api_version.clone(),
+            kind: resource.kind.clone(),
+        };
         Self {
             gvk,
             resource,
+            types,
             namespaced,
             namespace,
             settings,
@@ -184,10 +191,7 @@ impl Informer {
                 Some(ns) => Api::namespaced_with(client, ns, &self.resource),
                 None => Api::all_with(client, &self.resource),
             };
-            let types = TypeMeta {
-                api_version: self.resource.api_version.clone(),
-                kind: self.resource.kind.clone(),
-            };
+            let types = self.types.clone();
             watcher::watcher(api, config)
                 .default_backoff()
                 .map_ok(move |event| map_event(event, |meta| metadata_to_dynamic(meta, &types)))
@@ -210,11 +214,12 @@ impl Informer {
     }
 
     /// Drives the store from a stream of watcher events until the stream ends or `shutdown` is
-    /// cancelled: transforms each object, applies it to the store, tracks sync and errors.
+    /// cancelled: transforms each object, applies it to the store (encoded compactly unless
+    /// reads share objects), tracks sync and errors.
     pub async fn run_events<S>(
         &self,
         events: S,
-        mut writer: Writer<DynamicObject>,
+        mut writer: StoreWriter,
         shutdown: CancellationToken,
     ) where
         S: Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>> + Send,
@@ -233,7 +238,7 @@ impl Informer {
                     } else {
                         event.modify(|obj| super::transform::apply(&self.settings.transform, obj))
                     };
-                    writer.apply_watcher_event(&event);
+                    writer.apply(&event);
                     let init_done = matches!(event, watcher::Event::InitDone);
                     self.status.send_if_modified(|s| {
                         let changed = s.last_error.is_some() || (init_done && !s.synced);
@@ -265,7 +270,7 @@ impl Informer {
 
     /// Takes the store's writer for [`Informer::run_events`] (tests feed their own streams).
     /// `None` once the informer was started.
-    pub fn take_writer(&self) -> Option<Writer<DynamicObject>> {
+    pub fn take_writer(&self) -> Option<StoreWriter> {
         self.writer
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -297,65 +302,41 @@ impl Informer {
         }
     }
 
-    fn hand_out(&self, obj: Arc<DynamicObject>) -> Arc<DynamicObject> {
-        if self.settings.unsafe_disable_deep_copy {
-            return obj;
-        }
-        let mut copy = (*obj).clone();
-        if copy.types.is_none() {
-            copy.types = Some(TypeMeta {
-                api_version: self.resource.api_version.clone(),
-                kind: self.resource.kind.clone(),
-            });
-        }
-        Arc::new(copy)
-    }
-
     /// Reads one object: a fresh copy, or the cached `Arc` itself with
     /// `unsafe_disable_deep_copy`. The namespace is ignored for cluster-scoped kinds.
     ///
     /// # Errors
-    /// [`Error::NotFound`] when the object is not in the store.
+    /// [`Error::NotFound`] when the object is not in the store; [`Error::Decode`] if a stored
+    /// object can not be decoded (a bug).
     pub fn get(&self, namespace: Option<&str>, name: &str) -> Result<Arc<DynamicObject>> {
-        let mut key = ObjectRef::<DynamicObject>::new_with(name, self.resource.clone());
-        if self.namespaced
-            && let Some(ns) = namespace
-        {
-            key = key.within(ns);
-        }
-        match self.store.get(&key) {
-            Some(obj) => Ok(self.hand_out(obj)),
-            None => Err(Error::NotFound {
+        let namespace = namespace.filter(|_| self.namespaced);
+        self.store
+            .get(namespace, name)?
+            .ok_or_else(|| Error::NotFound {
                 gvk: self.gvk.clone(),
-                namespace: namespace.filter(|_| self.namespaced).map(str::to_string),
+                namespace: namespace.map(str::to_string),
                 name: name.to_string(),
-            }),
-        }
+            })
     }
 
     /// Lists objects in `namespace` (all when `None`) matching the label selector and exact
     /// field requirements, sorted by namespace and name, at most `limit`.
-    #[must_use]
+    ///
+    /// # Errors
+    /// [`Error::Decode`] if a stored object can not be decoded (a bug).
     pub fn list(
         &self,
         namespace: Option<&str>,
         labels: Option<&LabelSelector>,
         fields: &[(&str, &str)],
         limit: Option<usize>,
-    ) -> Vec<Arc<DynamicObject>> {
-        let namespace = namespace.filter(|_| self.namespaced);
-        let mut found = self.store.state_filter(|obj| {
-            namespace.is_none_or(|ns| obj.metadata.namespace.as_deref() == Some(ns))
-                && matching::list_matches(obj, labels, fields)
-        });
-        found.sort_by(|a, b| {
-            (&a.metadata.namespace, &a.metadata.name)
-                .cmp(&(&b.metadata.namespace, &b.metadata.name))
-        });
-        if let Some(limit) = limit {
-            found.truncate(limit);
-        }
-        found.into_iter().map(|obj| self.hand_out(obj)).collect()
+    ) -> Result<Vec<Arc<DynamicObject>>> {
+        self.store.list(
+            namespace.filter(|_| self.namespaced),
+            labels,
+            fields,
+            limit.unwrap_or(usize::MAX),
+        )
     }
 
     /// What this informer reports about itself.
@@ -466,10 +447,54 @@ mod tests {
         );
         assert!(inf.get(Some("b"), "one").unwrap_err().is_not_found());
         let sel = LabelSelector::parse("app=web").unwrap();
-        assert_eq!(inf.list(None, Some(&sel), &[], None).len(), 1);
-        assert_eq!(inf.list(Some("b"), None, &[], None).len(), 1);
-        assert_eq!(inf.list(None, None, &[], Some(1)).len(), 1);
+        assert_eq!(inf.list(None, Some(&sel), &[], None).unwrap().len(), 1);
+        assert_eq!(inf.list(Some("b"), None, &[], None).unwrap().len(), 1);
+        assert_eq!(inf.list(None, None, &[], Some(1)).unwrap().len(), 1);
         assert_eq!(inf.info().objects, 2);
+    }
+
+    #[tokio::test]
+    async fn compact_store_serves_field_selectors_deletes_and_independent_copies() {
+        let inf = informer(InformerSettings::default());
+        let mut on_node = cm("a", "one", &[("app", "web")]);
+        on_node.data = serde_json::json!({"data": {"k": "v"}, "spec": {"nodeName": "n1"}});
+        feed(
+            &inf,
+            vec![
+                Ok(watcher::Event::Init),
+                Ok(watcher::Event::InitApply(on_node)),
+                Ok(watcher::Event::InitApply(cm("a", "two", &[("app", "web")]))),
+                Ok(watcher::Event::InitApply(cm("b", "three", &[]))),
+                Ok(watcher::Event::InitDone),
+                Ok(watcher::Event::Delete(cm("b", "three", &[]))),
+            ],
+        )
+        .await;
+        assert!(inf.store.is_compact());
+        assert_eq!(inf.info().objects, 2);
+        let sel = LabelSelector::parse("app=web").unwrap();
+        let on_n1 = inf
+            .list(None, Some(&sel), &[("spec.nodeName", "n1")], None)
+            .unwrap();
+        assert_eq!(on_n1.len(), 1);
+        assert_eq!(on_n1[0].metadata.name.as_deref(), Some("one"));
+        let by_name = inf
+            .list(None, None, &[("metadata.name", "two")], None)
+            .unwrap();
+        assert_eq!(by_name.len(), 1);
+        let sorted: Vec<_> = inf
+            .list(Some("a"), None, &[], None)
+            .unwrap()
+            .iter()
+            .map(|o| o.metadata.name.clone().unwrap())
+            .collect();
+        assert_eq!(sorted, vec!["one", "two"]);
+        let mut copy = inf.get(Some("a"), "one").unwrap();
+        Arc::make_mut(&mut copy).metadata.labels = None;
+        let again = inf.get(Some("a"), "one").unwrap();
+        assert_eq!(again.metadata.labels.as_ref().unwrap()["app"], "web");
+        assert_eq!(again.data["spec"]["nodeName"], "n1");
+        assert!(inf.get(Some("b"), "three").unwrap_err().is_not_found());
     }
 
     #[tokio::test]
@@ -493,37 +518,50 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn transform_applies_before_the_object_is_stored() {
-        let settings = InformerSettings {
-            transform: Transform {
-                drop_labels: vec!["secret".into()],
-                ..Transform::default()
-            },
-            unsafe_disable_deep_copy: true,
-            ..InformerSettings::default()
-        };
-        let inf = informer(settings);
-        feed(
-            &inf,
-            vec![
-                Ok(watcher::Event::Init),
-                Ok(watcher::Event::InitApply(cm(
-                    "a",
-                    "one",
-                    &[("secret", "x"), ("app", "y")],
-                ))),
-                Ok(watcher::Event::InitDone),
-            ],
-        )
-        .await;
-        let labels = inf
-            .get(Some("a"), "one")
-            .unwrap()
-            .metadata
-            .labels
-            .clone()
-            .unwrap();
-        assert_eq!(labels.keys().collect::<Vec<_>>(), vec!["app"]);
+    async fn transform_applies_before_the_object_is_stored_in_both_forms() {
+        for shared in [true, false] {
+            let settings = InformerSettings {
+                transform: Transform {
+                    drop_labels: vec!["secret".into()],
+                    ..Transform::default()
+                },
+                unsafe_disable_deep_copy: shared,
+                ..InformerSettings::default()
+            };
+            let inf = informer(settings);
+            feed(
+                &inf,
+                vec![
+                    Ok(watcher::Event::Init),
+                    Ok(watcher::Event::InitApply(cm(
+                        "a",
+                        "one",
+                        &[("secret", "x"), ("app", "y")],
+                    ))),
+                    Ok(watcher::Event::InitDone),
+                ],
+            )
+            .await;
+            let labels = inf
+                .get(Some("a"), "one")
+                .unwrap()
+                .metadata
+                .labels
+                .clone()
+                .unwrap();
+            assert_eq!(
+                labels.keys().collect::<Vec<_>>(),
+                vec!["app"],
+                "shared={shared}"
+            );
+            let dropped = LabelSelector::parse("secret=x").unwrap();
+            assert!(
+                inf.list(None, Some(&dropped), &[], None)
+                    .unwrap()
+                    .is_empty(),
+                "shared={shared}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -221,12 +221,12 @@ impl Cache for InformerCache {
                 Some(selector) => super::matching::exact_requirements(selector)?,
                 None => Vec::new(),
             };
-            Ok(informer.list(
+            informer.list(
                 options.namespace.as_deref(),
                 options.label_selector.as_ref(),
                 &fields,
                 options.limit.filter(|l| *l > 0),
-            ))
+            )
         })
     }
 

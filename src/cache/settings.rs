@@ -16,7 +16,9 @@ pub struct InformerSettings {
     pub field_selector: Option<FieldSelector>,
     /// Applied to each object before it is stored.
     pub transform: Transform,
-    /// Reads hand out the cached `Arc` instead of a copy.
+    /// Reads hand out the cached `Arc` instead of a copy. This also changes how objects are
+    /// stored: parsed (several times their JSON size) instead of compact (about their JSON
+    /// size, decoded on each read); see [`super::CompactObject`].
     pub unsafe_disable_deep_copy: bool,
     /// Ask the API server for watch bookmarks (default true, as controller-runtime).
     pub enable_watch_bookmarks: bool,
