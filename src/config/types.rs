@@ -66,7 +66,8 @@ pub struct CacheConfigSpec {
     /// with 10% jitter between informers. Shorter periods re-run reconcilers more often: more
     /// CPU and API writes, no extra memory. It does not re-list from the API server. Change it
     /// only if a controller needs a periodic safety net; prefer requeueing from the reconciler.
-    /// `0` turns resync off.
+    /// `0` turns resync off. Reads never depend on it: until informant runs controllers with
+    /// event handlers, it is validated and reported but changes nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_period: Option<String>,
 
