@@ -133,14 +133,15 @@ impl InformerCache {
     }
 
     /// The informer a read uses: fails fast when it may not be created or the cache is not
-    /// started, otherwise waits for it to sync (controller-runtime `Informers.Get`).
+    /// started, otherwise waits for it to sync (controller-runtime `Informers.Get`). A read
+    /// before start still registers the informer, so that starting the cache starts it, as
+    /// controller-runtime's `addInformerToMap` does before `ErrCacheNotStarted` is returned.
     async fn informer_for_read(&self, gvk: &GroupVersionKind) -> Result<Arc<Informer>> {
         let informer = match self.peek(gvk) {
             Some(informer) => informer,
             None if self.context.reader_fail_on_missing_informer => {
                 return Err(Error::KindNotCached { gvk: gvk.clone() });
             }
-            None if self.running.get().is_none() => return Err(Error::NotStarted),
             None => self.informer(gvk).await?,
         };
         let Some(running) = self.running.get() else {

@@ -465,13 +465,16 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn reads_before_start_fail_with_not_started() {
+    async fn reads_before_start_fail_with_not_started_but_register_the_informer() {
         let cache = InformerCache::new(offline_context(false), None, InformerSettings::default());
         let err = cache.get(&pods(), Some("a"), "x").await.unwrap_err();
         assert_eq!(
             err.to_string(),
             "the cache is not started, can not read objects"
         );
+        let informers = cache.informers();
+        assert_eq!(informers.len(), 1, "the read queued an informer for start");
+        assert!(!informers[0].synced);
     }
 
     #[tokio::test]
