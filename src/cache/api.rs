@@ -62,6 +62,24 @@ pub struct Description {
 }
 
 impl Description {
+    /// A routing layer (`MultiNamespaceCache`, `ByKindCache`): it starts no informer of its
+    /// own, so only its children carry selectors and settings.
+    #[must_use]
+    pub fn routing(cache: &'static str, role: &str, children: Vec<Description>) -> Self {
+        Self {
+            cache,
+            role: role.to_string(),
+            namespace: None,
+            label_selector: None,
+            field_selector: None,
+            transform: None,
+            unsafe_disable_deep_copy: false,
+            metadata_only: false,
+            reader_fail_on_missing_informer: false,
+            children,
+        }
+    }
+
     /// Renders the tree as indented text, one layer per line.
     #[must_use]
     pub fn to_text(&self) -> String {

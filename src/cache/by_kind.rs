@@ -118,18 +118,7 @@ impl Cache for ByKindCache {
             })
             .collect();
         children.push(self.default.describe("default: every kind not in byObject"));
-        Description {
-            cache: "ByKindCache",
-            role: role.to_string(),
-            namespace: None,
-            label_selector: None,
-            field_selector: None,
-            transform: None,
-            unsafe_disable_deep_copy: false,
-            metadata_only: false,
-            reader_fail_on_missing_informer: false,
-            children,
-        }
+        Description::routing("ByKindCache", role, children)
     }
 
     fn route<'a>(

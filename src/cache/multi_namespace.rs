@@ -231,18 +231,7 @@ impl Cache for MultiNamespaceCache {
         if let Some(cluster) = &self.cluster {
             children.push(cluster.describe("cluster-scoped kinds"));
         }
-        Description {
-            cache: "MultiNamespaceCache",
-            role: role.to_string(),
-            namespace: None,
-            label_selector: None,
-            field_selector: None,
-            transform: None,
-            unsafe_disable_deep_copy: false,
-            metadata_only: false,
-            reader_fail_on_missing_informer: false,
-            children,
-        }
+        Description::routing("MultiNamespaceCache", role, children)
     }
 
     fn route<'a>(
