@@ -33,6 +33,49 @@
 //!   only when `==` is written (`a==x,a=b`).
 //! - There is no "nothing" selector (apimachinery `labels.Nothing()`); hold an `Option` instead.
 
+/// Implements the string form both selectors share: `Display` (the requirements joined by `,`,
+/// each printed canonically), `FromStr`, and serde as that string (deserializing parses and
+/// fails on invalid syntax).
+macro_rules! string_form {
+    ($selector:ty, $upstream:literal) => {
+        #[doc = concat!("The canonical form, as apimachinery's `", $upstream, "`.")]
+        impl std::fmt::Display for $selector {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                for (i, requirement) in self.requirements.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    write!(f, "{requirement}")?;
+                }
+                Ok(())
+            }
+        }
+
+        impl std::str::FromStr for $selector {
+            type Err = $crate::cache::selector::ParseError;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                Self::parse(s)
+            }
+        }
+
+        /// Serializes as the canonical string.
+        impl serde::Serialize for $selector {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_str(self)
+            }
+        }
+
+        /// Deserializes from a selector string, failing on invalid syntax.
+        impl<'de> serde::Deserialize<'de> for $selector {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let text = String::deserialize(deserializer)?;
+                Self::parse(&text).map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
 mod error;
 mod field;
 mod label;

@@ -11,7 +11,6 @@ mod cases;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::str::FromStr;
 
 pub use terms::escape_value;
 
@@ -255,38 +254,4 @@ fn json_field<'a>(obj: &'a serde_json::Value, path: &str) -> Cow<'a, str> {
     }
 }
 
-/// The canonical form: terms joined by `,` with values escaped (apimachinery `andTerm.String()`).
-impl fmt::Display for FieldSelector {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, requirement) in self.requirements.iter().enumerate() {
-            if i > 0 {
-                f.write_str(",")?;
-            }
-            write!(f, "{requirement}")?;
-        }
-        Ok(())
-    }
-}
-
-impl FromStr for FieldSelector {
-    type Err = ParseError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::parse(s)
-    }
-}
-
-/// Serializes as the canonical string.
-impl serde::Serialize for FieldSelector {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-/// Deserializes from a selector string, failing on invalid syntax.
-impl<'de> serde::Deserialize<'de> for FieldSelector {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        Self::parse(&text).map_err(serde::de::Error::custom)
-    }
-}
+string_form!(FieldSelector, "andTerm.String()");

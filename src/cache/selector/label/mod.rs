@@ -11,8 +11,6 @@ mod requirement;
 mod cases;
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
 
 pub use convert::ConvertError;
 pub use requirement::{
@@ -23,7 +21,7 @@ use super::ParseError;
 
 /// A parsed label selector: the conjunction of its [`Requirement`]s.
 ///
-/// Requirements are kept sorted by key, so [`Display`](fmt::Display) prints the canonical form of
+/// Requirements are kept sorted by key, so [`Display`](std::fmt::Display) prints the canonical form of
 /// apimachinery's `Selector.String()`, and parsing that output gives back an equal selector.
 ///
 /// ```
@@ -116,39 +114,4 @@ impl LabelSelector {
     }
 }
 
-/// The canonical form: requirements sorted by key, joined by `,` (apimachinery
-/// `internalSelector.String()`).
-impl fmt::Display for LabelSelector {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, requirement) in self.requirements.iter().enumerate() {
-            if i > 0 {
-                f.write_str(",")?;
-            }
-            write!(f, "{requirement}")?;
-        }
-        Ok(())
-    }
-}
-
-impl FromStr for LabelSelector {
-    type Err = ParseError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::parse(s)
-    }
-}
-
-/// Serializes as the canonical string.
-impl serde::Serialize for LabelSelector {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
-
-/// Deserializes from a selector string, failing on invalid syntax.
-impl<'de> serde::Deserialize<'de> for LabelSelector {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        Self::parse(&text).map_err(serde::de::Error::custom)
-    }
-}
+string_form!(LabelSelector, "internalSelector.String()");
