@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use informant::apiserver::{TestServer, Verb};
 use informant::recorder::{
-    EventType, Fate, KubeSink, ObjectRef, Options, Pipeline, SinkOptions, SystemClock,
+    EventType, Fate, FateCounter, KubeSink, ObjectRef, Options, Pipeline, SinkOptions, SystemClock,
 };
 use k8s_openapi::api::core::v1 as corev1;
 use kube::api::{Api, DeleteParams, ListParams};
@@ -197,8 +197,9 @@ async fn an_injected_404_on_patch_makes_a_create_that_conflicts_and_is_rejected(
     assert_eq!(fates.total(), 2);
 }
 
-#[tokio::test]
-async fn a_server_error_is_retried_and_the_event_is_created() {
+/// Records two events on two Pods while the server fails the first create with `code`; returns
+/// the fates, the Events stored, and the create requests the server saw.
+async fn two_events_with_the_first_create_failing(code: u16) -> (FateCounter, usize, u64) {
     let server = TestServer::start().await.unwrap();
     let client = server.client().await.unwrap();
     let p = Pipeline::new(
@@ -210,43 +211,37 @@ async fn a_server_error_is_retried_and_the_event_is_created() {
     let fates = p.fates();
     server
         .handle()
-        .fail_next(Some(Verb::Create), Some("events"), 1, 500);
+        .fail_next(Some(Verb::Create), Some("events"), 1, code);
     rec.record(&pod("default", "a"), EventType::Normal, "R", "m");
     rec.record(&pod("default", "b"), EventType::Normal, "R", "m");
     drop(rec);
     tokio::time::timeout(Duration::from_secs(10), p.run(CancellationToken::new()))
         .await
         .expect("pipeline did not finish");
+    let stored = events(&client, "default").await.len();
+    (
+        fates,
+        stored,
+        server.handle().request_count(Verb::Create, "events"),
+    )
+}
+
+#[tokio::test]
+async fn a_server_error_is_retried_and_the_event_is_created() {
+    let (fates, stored, creates) = two_events_with_the_first_create_failing(500).await;
     assert_eq!(fates.get(Fate::Created), 2);
     assert_eq!(fates.total(), 2);
-    assert_eq!(events(&client, "default").await.len(), 2);
-    assert_eq!(server.handle().request_count(Verb::Create, "events"), 3);
+    assert_eq!(stored, 2);
+    assert_eq!(creates, 3);
 }
 
 #[tokio::test]
 async fn a_forbidden_event_is_rejected_without_retry() {
-    let server = TestServer::start().await.unwrap();
-    let client = server.client().await.unwrap();
-    let p = Pipeline::new(
-        &options(),
-        KubeSink::new(client.clone()),
-        Arc::new(SystemClock),
-    );
-    let rec = p.recorder();
-    let fates = p.fates();
-    server
-        .handle()
-        .fail_next(Some(Verb::Create), Some("events"), 1, 403);
-    rec.record(&pod("default", "a"), EventType::Normal, "R", "m");
-    rec.record(&pod("default", "b"), EventType::Normal, "R", "m");
-    drop(rec);
-    tokio::time::timeout(Duration::from_secs(10), p.run(CancellationToken::new()))
-        .await
-        .expect("pipeline did not finish");
+    let (fates, stored, creates) = two_events_with_the_first_create_failing(403).await;
     assert_eq!(fates.get(Fate::Rejected), 1);
     assert_eq!(fates.get(Fate::Created), 1);
-    assert_eq!(events(&client, "default").await.len(), 1);
-    assert_eq!(server.handle().request_count(Verb::Create, "events"), 2);
+    assert_eq!(stored, 1);
+    assert_eq!(creates, 2);
 }
 
 #[tokio::test]
