@@ -389,6 +389,87 @@ mod tests {
         assert!(is_change(EventKind::Other));
     }
 
+    const DOC: &str =
+        "apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\nmetadata: {name: c}\nspec: {}\n";
+
+    /// A watcher whose event channel the test feeds, instead of the file system.
+    fn fed_watcher(
+        dir: &tempfile::TempDir,
+    ) -> (
+        Watcher,
+        mpsc::UnboundedSender<notify::Result<notify::Event>>,
+        watch::Receiver<Arc<Validated>>,
+    ) {
+        let path = dir.path().join("config.yaml");
+        std::fs::write(&path, DOC).unwrap();
+        let (mut watcher, configs) = Watcher::new(&path, Options::default()).unwrap();
+        let (tx, events) = mpsc::unbounded_channel();
+        watcher.events = events;
+        (watcher, tx, configs)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watcher_error_triggers_a_speculative_reload_that_content_comparison_settles() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let (watcher, tx, configs) = fed_watcher(&dir);
+        let mut outcomes = watcher.subscribe();
+        let shutdown = CancellationToken::new();
+        let run = tokio::spawn(watcher.run(shutdown.clone()));
+
+        tx.send(Err(notify::Error::generic("inotify queue overflow")))
+            .unwrap();
+        let outcome = tokio::time::timeout(Duration::from_secs(10), outcomes.recv())
+            .await
+            .expect("no reload after a watcher error")
+            .unwrap();
+        assert!(matches!(outcome, ReloadOutcome::Unchanged), "{outcome:?}");
+        assert!(!configs.has_changed().unwrap());
+
+        shutdown.cancel();
+        run.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_of_events_within_the_debounce_window_is_one_reload() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let (watcher, tx, _configs) = fed_watcher(&dir);
+        let mut outcomes = watcher.subscribe();
+        let shutdown = CancellationToken::new();
+        let run = tokio::spawn(watcher.run(shutdown.clone()));
+
+        for _ in 0..5 {
+            tx.send(Ok(notify::Event::new(EventKind::Modify(ModifyKind::Any))))
+                .unwrap();
+        }
+        let first = tokio::time::timeout(Duration::from_secs(10), outcomes.recv()).await;
+        assert!(
+            matches!(first, Ok(Ok(ReloadOutcome::Unchanged))),
+            "{first:?}"
+        );
+        // A read of our own is not a change: it must not cause a second reload.
+        tx.send(Ok(notify::Event::new(EventKind::Access(AccessKind::Open(
+            AccessMode::Any,
+        )))))
+        .unwrap();
+        let second = tokio::time::timeout(Duration::from_secs(10), outcomes.recv()).await;
+        assert!(second.is_err(), "a second reload happened: {second:?}");
+
+        shutdown.cancel();
+        run.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn run_fails_when_the_file_system_watcher_stops() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let (watcher, tx, _configs) = fed_watcher(&dir);
+        drop(tx);
+        let result = watcher.run(CancellationToken::new()).await;
+        assert!(
+            matches!(result, Err(Error::WatcherStopped { .. })),
+            "{result:?}"
+        );
+    }
+
     #[test]
     fn the_default_debounce_is_vectors_one_second() {
         assert_eq!(Options::default().debounce, Duration::from_secs(1));
