@@ -22,6 +22,7 @@ mod structure;
 mod summary;
 mod types;
 mod validate;
+pub mod watch;
 mod yaml;
 
 pub use duration::{DurationError, format_duration, parse_duration};
