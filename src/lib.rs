@@ -26,4 +26,5 @@ pub mod config;
 pub mod exit_code;
 pub mod manager;
 pub mod recorder;
+pub mod report;
 pub mod telemetry;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use informant::exit_code;
+use informant::report::error_chain;
 
 /// informant: a declaratively configured Kubernetes operator framework.
 // Reason: this doc comment is the `--help` text, where Markdown backticks would show as-is.
@@ -106,18 +107,6 @@ fn simulate(args: &informant::recorder::simulate::Args) -> ExitCode {
     ExitCode::from(informant::recorder::simulate::cli(args, base))
 }
 
-/// An error and its sources, joined with ": " (each layer's Display covers only itself).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
-}
-
 fn not_yet(name: &str) -> ExitCode {
     eprintln!("informant {name}: not yet implemented");
     ExitCode::from(exit_code::SOFTWARE)
@@ -164,31 +153,18 @@ fn apiserver(args: informant::apiserver::cli::Args) -> ExitCode {
         match result {
             Ok(()) => ExitCode::from(exit_code::OK),
             Err(e) => {
-                eprintln!("informant apiserver: {}", chain(&e));
+                eprintln!("informant apiserver: {}", error_chain(&e));
                 ExitCode::from(e.exit_code())
             }
         }
     })
 }
 
-/// Formats an error with its whole `source()` chain, `a: b: c` (STYLE.md §5: each `Display`
-/// covers its own layer only; the CLI prints the chain).
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut out = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        out.push_str(": ");
-        out.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    out
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Telemetry is best effort: a broken OTEL_* setting must not stop `validate` or `crd`.
     let _telemetry = informant::telemetry::init()
-        .inspect_err(|e| eprintln!("informant: telemetry disabled: {}", chain(e)))
+        .inspect_err(|e| eprintln!("informant: telemetry disabled: {}", error_chain(e)))
         .ok();
     match cli.command {
         Command::Run(_) => not_yet("run"),

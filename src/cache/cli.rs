@@ -15,6 +15,7 @@ use super::informer_cache::Context;
 use super::resolver::{BuiltinKinds, Discovery};
 use super::selector::{FieldSelector, LabelSelector};
 use crate::exit_code;
+use crate::report::error_chain;
 
 /// Exit codes of `informant cache` and `informant explain --object`, one per error class.
 pub mod codes {
@@ -157,17 +158,6 @@ pub enum Verb {
     List,
 }
 
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut out = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        out.push_str(": ");
-        out.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    out
-}
-
 /// Splits `apps/v1` into a GVK with `kind`.
 #[must_use]
 pub fn parse_gvk(api_version: &str, kind: &str) -> GroupVersionKind {
@@ -199,7 +189,7 @@ pub fn parse_object(text: &str) -> Result<(GroupVersionKind, Option<String>, Str
 
 fn load(path: &PathBuf, command: &str) -> Result<crate::config::Validated, u8> {
     crate::config::load(path).map_err(|e| {
-        eprintln!("informant {command}: {}", chain(&e));
+        eprintln!("informant {command}: {}", error_chain(&e));
         if matches!(e, crate::config::Error::Read { .. }) {
             exit_code::NO_INPUT
         } else {
@@ -245,7 +235,7 @@ pub fn explain(args: &ExplainArgs) -> u8 {
         let tree = match build_with(&valid.cache, &context) {
             Ok(tree) => tree,
             Err(e) => {
-                eprintln!("informant explain: {}", chain(&e));
+                eprintln!("informant explain: {}", error_chain(&e));
                 return exit_code::USAGE;
             }
         };
@@ -292,17 +282,18 @@ pub fn explain(args: &ExplainArgs) -> u8 {
 async fn client_for(args: &CacheArgs) -> Result<kube::Client, String> {
     let config = match &args.kubeconfig {
         Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|e| chain(&e))?;
+            let kubeconfig =
+                kube::config::Kubeconfig::read_from(path).map_err(|e| error_chain(&e))?;
             kube::Config::from_custom_kubeconfig(
                 kubeconfig,
                 &kube::config::KubeConfigOptions::default(),
             )
             .await
-            .map_err(|e| chain(&e))?
+            .map_err(|e| error_chain(&e))?
         }
-        None => kube::Config::infer().await.map_err(|e| chain(&e))?,
+        None => kube::Config::infer().await.map_err(|e| error_chain(&e))?,
     };
-    kube::Client::try_from(config).map_err(|e| chain(&e))
+    kube::Client::try_from(config).map_err(|e| error_chain(&e))
 }
 
 fn print_objects(objects: &[Arc<DynamicObject>], output: Output, single: bool) -> u8 {
@@ -356,7 +347,7 @@ pub fn cache(args: &CacheArgs) -> u8 {
     {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("informant cache: --selector: {}", chain(&e));
+            eprintln!("informant cache: --selector: {}", error_chain(&e));
             return exit_code::USAGE;
         }
     };
@@ -368,7 +359,7 @@ pub fn cache(args: &CacheArgs) -> u8 {
     {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("informant cache: --field-selector: {}", chain(&e));
+            eprintln!("informant cache: --field-selector: {}", error_chain(&e));
             return exit_code::USAGE;
         }
     };
@@ -396,7 +387,7 @@ pub fn cache(args: &CacheArgs) -> u8 {
         let tree = match build_with(&options, &context) {
             Ok(tree) => tree,
             Err(e) => {
-                eprintln!("informant cache: {}", chain(&e));
+                eprintln!("informant cache: {}", error_chain(&e));
                 return exit_code::USAGE;
             }
         };
@@ -428,7 +419,7 @@ pub fn cache(args: &CacheArgs) -> u8 {
         match result {
             Ok((objects, single)) => print_objects(&objects, args.output, single),
             Err(e) => {
-                eprintln!("informant cache: {}", chain(&e));
+                eprintln!("informant cache: {}", error_chain(&e));
                 exit_code_of(&e)
             }
         }

@@ -121,14 +121,7 @@ pub fn cli(args: &Args, base: CorrelatorOptions) -> u8 {
     match cli_inner(args, base) {
         Ok(()) => exit_code::OK,
         Err(e) => {
-            let mut msg = format!("informant simulate: {e}");
-            let mut source = std::error::Error::source(&e);
-            while let Some(cause) = source {
-                msg.push_str(": ");
-                msg.push_str(&cause.to_string());
-                source = cause.source();
-            }
-            eprintln!("{msg}");
+            eprintln!("informant simulate: {}", crate::report::error_chain(&e));
             e.exit_code()
         }
     }
