@@ -95,7 +95,7 @@ fn is_permanent(error: &watcher::Error) -> bool {
 
 /// Formats an error with its sources, skipping a source whose text the outer message already
 /// contains (kube-rs interpolates its sources).
-fn error_chain(error: &dyn std::error::Error) -> String {
+fn chain_without_repeats(error: &dyn std::error::Error) -> String {
     let mut out = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
@@ -253,7 +253,7 @@ impl Informer {
                 }
                 Some(Err(error)) => {
                     let permanent = is_permanent(&error);
-                    let reason = error_chain(&error);
+                    let reason = chain_without_repeats(&error);
                     if permanent {
                         tracing::warn!(error = %reason, "informer can not list or watch");
                     } else {
