@@ -77,9 +77,10 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let client = server.client().await?;
     create_pods(&client).await?;
 
-    let tree = cache::build(&options, client.clone())?;
+    // The plan is the tree as data: it needs no client, and describes itself.
     println!("The tree of multi-namespace.yaml:");
-    print!("{}", tree.describe("root").to_text());
+    print!("{}", cache::Plan::new(&options)?.describe().to_text());
+    let tree = cache::build(&options, client.clone())?;
 
     // The cache API requires a tracker for the informer tasks and a token that stops them.
     let (tracker, shutdown) = (TaskTracker::new(), CancellationToken::new());

@@ -10,8 +10,10 @@
 //!
 //! - [`config`]: the `CacheConfig` wire type (the CRD), YAML loading, validation into typed
 //!   options, and hot reload.
-//! - [`cache`]: label and field selectors, the typed [`cache::Options`] with
-//!   controller-runtime's defaulting, and the cache tree (`InformerCache`,
+//! - [`selector`]: label and field selectors, the vocabulary config, cache and the embedded API
+//!   server share.
+//! - [`cache`]: the typed [`cache::Options`] with controller-runtime's defaulting, the pure
+//!   [`cache::Plan`] of a cache tree, and the caches it instantiates (`InformerCache`,
 //!   `MultiNamespaceCache`, `ByKindCache`).
 //! - [`recorder`]: client-go's event pipeline (broadcaster, correlator, sink), where every event
 //!   ends in exactly one named fate.
@@ -23,8 +25,8 @@
 pub mod apiserver;
 pub mod cache;
 pub mod config;
-pub mod exit_code;
 pub mod manager;
 pub mod recorder;
-pub mod report;
+pub mod selector;
+mod suggest;
 pub mod telemetry;

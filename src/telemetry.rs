@@ -1,13 +1,17 @@
 //! The tracing subscriber and OpenTelemetry export. Only the binary installs it.
 //!
 //! Logs go to standard error through `tracing-subscriber`'s `fmt` layer, filtered by `RUST_LOG`
-//! (default `info`). Spans are exported with OTLP when the standard OpenTelemetry environment
+//! or, when it is unset, by the level the command asks for. Colours only on a terminal, and
+//! never when `NO_COLOR` is set (<https://no-color.org>), so logs piped to a file stay plain. Spans are exported with OTLP when the standard OpenTelemetry environment
 //! variables ask for it: `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
 //! set, and `OTEL_TRACES_EXPORTER` not `none`. The exporter itself reads the other `OTEL_*`
 //! variables (headers, timeout, protocol), as the OpenTelemetry specification says.
 
+use std::io::IsTerminal as _;
+
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing::level_filters::LevelFilter;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer as _};
@@ -50,19 +54,31 @@ pub fn otlp_requested(get: &dyn Fn(&str) -> Option<String>) -> bool {
     !disabled && (set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
 }
 
-/// Installs the global subscriber: `fmt` to standard error, `EnvFilter` from `RUST_LOG`, and the
-/// OpenTelemetry layer when [`otlp_requested`].
+/// Whether log lines get ANSI colours: only on a terminal, and not when `NO_COLOR` is set to
+/// anything non-empty.
+#[must_use]
+pub fn use_color(is_terminal: bool, no_color: Option<&str>) -> bool {
+    is_terminal && no_color.is_none_or(str::is_empty)
+}
+
+/// Installs the global subscriber: `fmt` to standard error, `EnvFilter` from `RUST_LOG` (or
+/// `default_level` when it is unset), and the OpenTelemetry layer when [`otlp_requested`].
 ///
 /// # Errors
 ///
 /// A bad `RUST_LOG`, an exporter that cannot be built, or a subscriber already installed.
-pub fn init() -> Result<Guard, Error> {
+pub fn init(default_level: LevelFilter) -> Result<Guard, Error> {
     let filter = EnvFilter::builder()
-        .with_default_directive(tracing::level_filters::LevelFilter::INFO.into())
+        .with_default_directive(default_level.into())
         .from_env()
         .map_err(Error::Filter)?;
+    let color = use_color(
+        std::io::stderr().is_terminal(),
+        std::env::var("NO_COLOR").ok().as_deref(),
+    );
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
+        .with_ansi(color)
         .with_filter(filter);
 
     let provider = if otlp_requested(&|k| std::env::var(k).ok()) {
@@ -94,7 +110,15 @@ pub fn init() -> Result<Guard, Error> {
 mod tests {
     use std::collections::HashMap;
 
-    use super::otlp_requested;
+    use super::{otlp_requested, use_color};
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(use_color(true, None));
+        assert!(use_color(true, Some("")));
+        assert!(!use_color(true, Some("1")));
+        assert!(!use_color(false, None), "a pipe or a file gets plain text");
+    }
 
     fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: HashMap<String, String> = pairs

@@ -5,11 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use informant::apiserver::{TestServer, faults::Verb};
-use informant::cache::{
-    Cache, Context, Error, ListOptions, build_with,
-    resolver::Discovery,
-    selector::{FieldSelector, LabelSelector},
-};
+use informant::cache::{Cache, Context, Error, ListOptions, Plan, resolver::Discovery};
+use informant::selector::{FieldSelector, LabelSelector};
 use kube::core::GroupVersionKind;
 use serde_json::json;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
@@ -52,7 +49,7 @@ impl Env {
             reader_fail_on_missing_informer: opts.reader_fail_on_missing_informer,
             sync_timeout,
         };
-        let tree = build_with(&opts, &context).unwrap();
+        let tree = Plan::new(&opts).unwrap().instantiate(&context);
         Self {
             server,
             tree,

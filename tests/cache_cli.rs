@@ -181,3 +181,143 @@ fn explain_prints_the_tree_and_the_route_or_error_of_an_object() {
         refused.stdout
     );
 }
+
+/// The server, a kubeconfig for it and a config file, in `dir`.
+async fn served(dir: &tempfile::TempDir, spec: &str) -> (TestServer, String, String) {
+    let server = TestServer::start().await.unwrap();
+    let kubeconfig = write(
+        dir,
+        "kubeconfig",
+        &serde_yaml::to_string(&server.kubeconfig()).unwrap(),
+    );
+    let cfg = config(dir, spec);
+    (server, kubeconfig, cfg)
+}
+
+/// `informant` as a user runs it from a script: no `RUST_LOG`, output piped.
+fn informant_plain(args: &[&str]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_informant"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap();
+    Run {
+        code: out.status.code().unwrap(),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unknown_kind_is_one_line_with_the_kinds_the_version_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, kubeconfig, cfg) = served(&dir, "  {}\n").await;
+    let run = |api_version: &str, kind: &str| {
+        let args = [
+            "cache",
+            "list",
+            "-c",
+            &cfg,
+            "--kubeconfig",
+            &kubeconfig,
+            "--api-version",
+            api_version,
+            "--kind",
+            kind,
+        ];
+        tokio::task::block_in_place(|| informant_plain(&args))
+    };
+    let typo = run("v1", "ConfigMaps");
+    assert_eq!(typo.code, 10, "{}", typo.stderr);
+    assert_eq!(typo.stderr.lines().count(), 1, "{}", typo.stderr);
+    assert!(
+        typo.stderr.starts_with(
+            "informant cache: no kind \"ConfigMaps\" in v1 (did you mean \"ConfigMap\"?); known kinds in v1: "
+        ),
+        "{}",
+        typo.stderr
+    );
+    assert!(typo.stderr.contains("Pod"), "{}", typo.stderr);
+    assert!(!typo.stderr.contains("GroupVersionKind"), "no Debug text");
+    let group = run("example.com/v1", "Widget");
+    assert_eq!(group.code, 10, "{}", group.stderr);
+    assert_eq!(
+        group.stderr,
+        "informant cache: no kind \"Widget\" in example.com/v1: the API server does not serve example.com/v1\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_one_shot_read_logs_nothing_and_no_colour_when_piped() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, kubeconfig, cfg) = served(&dir, "  {}\n").await;
+    server
+        .handle()
+        .create(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "a"}}))
+        .unwrap();
+    let args = [
+        "cache",
+        "list",
+        "-c",
+        &cfg,
+        "--kubeconfig",
+        &kubeconfig,
+        "--api-version",
+        "v1",
+        "--kind",
+        "ConfigMap",
+        "-o",
+        "name",
+    ];
+    let quiet = tokio::task::block_in_place(|| informant_plain(&args));
+    assert_eq!((quiet.code, quiet.stdout.as_str()), (0, "a/x\n"));
+    assert_eq!(quiet.stderr, "", "warn level by default: no INFO lines");
+    let mut verbose_args = args.to_vec();
+    verbose_args.push("-v");
+    let verbose = tokio::task::block_in_place(|| informant_plain(&verbose_args));
+    assert!(
+        verbose.stderr.contains("informer synced"),
+        "-v shows info: {}",
+        verbose.stderr
+    );
+    assert!(
+        !verbose.stderr.contains('\u{1b}'),
+        "no ANSI escapes in piped logs: {:?}",
+        verbose.stderr
+    );
+}
+
+#[test]
+fn explain_accepts_exactly_the_formats_it_prints() {
+    let minimal = "config/samples/minimal.yaml";
+    let json = informant(&["explain", "-c", minimal, "-o", "json"]);
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(
+        doc["tree"],
+        json!({
+            "cache": "InformerCache",
+            "role": "root",
+            "namespace": "",
+            "labelSelector": "",
+            "fieldSelector": "",
+            "transform": "none",
+            "unsafeDisableDeepCopy": false,
+            "metadataOnly": false,
+            "readerFailOnMissingInformer": false,
+        }),
+        "every field present for an InformerCache over all namespaces"
+    );
+    let yaml = informant(&["explain", "-c", minimal, "-o", "yaml"]);
+    assert_eq!(yaml.code, 0, "{}", yaml.stderr);
+    let from_yaml: serde_json::Value = serde_yaml::from_str(&yaml.stdout).unwrap();
+    assert_eq!(from_yaml, doc, "yaml is the json document");
+    let name = informant(&["explain", "-c", minimal, "-o", "name"]);
+    assert_eq!(name.code, 2, "clap rejects an unsupported format");
+    assert!(
+        name.stderr.contains("[possible values: text, json, yaml]"),
+        "{}",
+        name.stderr
+    );
+}

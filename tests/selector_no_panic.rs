@@ -1,6 +1,6 @@
 //! Property tests: selector parsers never panic, and accepted input round-trips via Display.
 
-use informant::cache::selector::{FieldRequirement, FieldSelector, LabelSelector, ParseError};
+use informant::selector::{FieldRequirement, FieldSelector, LabelSelector, ParseError};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::FileFailurePersistence;

@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::query::Query;
 use super::registry::ResourceType;
 use super::status::{ApiError, ApiResult};
-use crate::cache::selector::{FieldSelector, LabelSelector};
+use crate::selector::{FieldSelector, LabelSelector};
 
 /// A compiled selection for one request.
 #[derive(Debug, Clone)]

@@ -38,7 +38,6 @@
 //! `/status`.
 
 pub mod aggregated;
-pub mod cli;
 pub mod conversion;
 pub mod crd;
 mod debug;

@@ -23,9 +23,8 @@ use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 use tokio_util::sync::CancellationToken;
 
 use informant::apiserver::TestServer;
-use informant::cache::{
-    Informer, InformerSettings, options::Transform, selector::LabelSelector, typed,
-};
+use informant::cache::{Informer, InformerSettings, options::Transform, typed};
+use informant::selector::LabelSelector;
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;

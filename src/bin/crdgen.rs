@@ -5,15 +5,14 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use informant::exit_code;
-
 fn main() -> ExitCode {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("crds/cacheconfigs.informant.dev.yaml");
     let yaml = match informant::config::crd_yaml() {
         Ok(yaml) => yaml,
         Err(e) => {
             eprintln!("crdgen: {e}");
-            return ExitCode::from(exit_code::SOFTWARE);
+            // EX_SOFTWARE: the types themselves do not produce a CRD.
+            return ExitCode::from(70);
         }
     };
     if let Err(e) = std::fs::create_dir_all(path.parent().unwrap_or(Path::new("."))) {
@@ -21,16 +20,16 @@ fn main() -> ExitCode {
             "crdgen: cannot create the directory of {}: {e}",
             path.display()
         );
-        return ExitCode::from(exit_code::FAILURE);
+        return ExitCode::FAILURE;
     }
     match std::fs::write(&path, yaml) {
         Ok(()) => {
             println!("wrote {}", path.display());
-            ExitCode::from(exit_code::OK)
+            ExitCode::SUCCESS
         }
         Err(e) => {
             eprintln!("crdgen: cannot write {}: {e}", path.display());
-            ExitCode::from(exit_code::FAILURE)
+            ExitCode::FAILURE
         }
     }
 }

@@ -8,12 +8,12 @@ use futures::future::BoxFuture;
 use kube::core::{DynamicObject, GroupVersionKind};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use super::api::{Cache, Description, ListOptions};
+use super::api::{Cache, ListOptions};
 use super::error::Result;
 use super::informer::InformerInfo;
 
 /// A cache per listed kind, and a default cache for the rest. Unlike an unknown namespace, an
-/// unlisted kind is no error: it goes to the default cache (seed 000).
+/// unlisted kind is no error: it goes to the default cache.
 #[doc(alias = "delegatingByGVKCache")]
 pub struct ByKindCache {
     caches: BTreeMap<KindKey, (GroupVersionKind, Arc<dyn Cache>)>,
@@ -33,14 +33,6 @@ type KindKey = (String, String, String);
 
 fn key(gvk: &GroupVersionKind) -> KindKey {
     (gvk.group.clone(), gvk.version.clone(), gvk.kind.clone())
-}
-
-fn api_version(gvk: &GroupVersionKind) -> String {
-    if gvk.group.is_empty() {
-        gvk.version.clone()
-    } else {
-        format!("{}/{}", gvk.group, gvk.version)
-    }
 }
 
 impl ByKindCache {
@@ -107,43 +99,5 @@ impl Cache for ByKindCache {
 
     fn informers(&self) -> Vec<InformerInfo> {
         self.all().flat_map(|c| c.informers()).collect()
-    }
-
-    fn describe(&self, role: &str) -> Description {
-        let mut children: Vec<Description> = self
-            .caches
-            .values()
-            .map(|(gvk, cache)| {
-                cache.describe(&format!("byObject {}/{}", api_version(gvk), gvk.kind))
-            })
-            .collect();
-        children.push(self.default.describe("default: every kind not in byObject"));
-        Description::routing("ByKindCache", role, children)
-    }
-
-    fn route<'a>(
-        &'a self,
-        gvk: &'a GroupVersionKind,
-        namespace: Option<&'a str>,
-        name: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Vec<String>>> {
-        Box::pin(async move {
-            let step = if self.caches.contains_key(&key(gvk)) {
-                format!(
-                    "ByKindCache: {}/{} is listed in byObject",
-                    api_version(gvk),
-                    gvk.kind
-                )
-            } else {
-                format!(
-                    "ByKindCache: {}/{} is not in byObject, served by the default cache",
-                    api_version(gvk),
-                    gvk.kind
-                )
-            };
-            let mut path = vec![step];
-            path.extend(self.cache_for(gvk).route(gvk, namespace, name).await?);
-            Ok(path)
-        })
     }
 }

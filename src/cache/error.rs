@@ -110,9 +110,20 @@ pub enum Error {
         reason: String,
     },
 
-    /// The kind is unknown to the API server (discovery found no such resource).
-    #[error("no matches for kind \"{}\" in version \"{}\"", .gvk.kind, api_version(.gvk))]
+    /// The API server does not serve the kind: its group version serves other kinds (listed,
+    /// with the closest one suggested), or the group version is not served at all.
+    #[error("{}", unknown_kind(.gvk, .known))]
     UnknownKind {
+        /// The kind that was asked for.
+        gvk: GroupVersionKind,
+        /// The kinds the group version serves; empty when it serves none (not served at all).
+        known: Vec<String>,
+    },
+
+    /// Discovery could not be asked about the kind (the API server is unreachable, refused the
+    /// request, ...). Retrying may succeed.
+    #[error("cannot discover kind {}", gvk_string(.gvk))]
+    Discovery {
         /// The kind that was asked for.
         gvk: GroupVersionKind,
         /// The discovery error.
@@ -160,6 +171,26 @@ fn api_version(gvk: &GroupVersionKind) -> String {
     }
 }
 
+/// `no kind "Widgit" in example.com/v1 (did you mean "Widget"?); known kinds in
+/// example.com/v1: Gadget, Widget`, or that the group version is not served.
+fn unknown_kind(gvk: &GroupVersionKind, known: &[String]) -> String {
+    let api_version = api_version(gvk);
+    if known.is_empty() {
+        return format!(
+            "no kind {:?} in {api_version}: the API server does not serve {api_version}",
+            gvk.kind
+        );
+    }
+    let hint = crate::suggest::closest(&gvk.kind, known.iter())
+        .map(|best| format!(" (did you mean {best:?}?)"))
+        .unwrap_or_default();
+    format!(
+        "no kind {:?} in {api_version}{hint}; known kinds in {api_version}: {}",
+        gvk.kind,
+        known.join(", ")
+    )
+}
+
 impl Error {
     /// Whether this is the object-level `NotFound` (and not "kind not cached" or "unknown
     /// namespace", which controller-runtime deliberately keeps apart).
@@ -194,7 +225,10 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Self::Timeout { .. } | Self::InformerFailed { .. } | Self::NotStarted
+            Self::Timeout { .. }
+                | Self::InformerFailed { .. }
+                | Self::NotStarted
+                | Self::Discovery { .. }
         )
     }
 }

@@ -15,9 +15,9 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::Instrument;
 
 use super::error::{Error, Result};
-use super::selector::LabelSelector;
 use super::settings::InformerSettings;
 use super::store::{ObjectStore, StoreWriter};
+use crate::selector::LabelSelector;
 
 /// What an informer reports about itself (a row of `CacheConfig.status.informers`).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]

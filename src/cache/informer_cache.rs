@@ -13,7 +13,7 @@ use kube::{
 };
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use super::api::{Cache, Description, ListOptions};
+use super::api::{Cache, ListOptions};
 use super::error::{Error, Result};
 use super::informer::{Informer, InformerInfo};
 use super::resolver::Resolver;
@@ -43,6 +43,21 @@ impl std::fmt::Debug for Context {
             )
             .field("sync_timeout", &self.sync_timeout)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+impl Context {
+    /// A context whose client is never used: unit tests feed informers by hand and resolve
+    /// kinds from the built-in table.
+    pub(crate) fn offline(reader_fail_on_missing_informer: bool) -> Self {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        Self {
+            client: Client::try_from(config).unwrap(),
+            resolver: Arc::new(super::resolver::BuiltinKinds),
+            reader_fail_on_missing_informer,
+            sync_timeout: None,
+        }
     }
 }
 
@@ -267,50 +282,5 @@ impl Cache for InformerCache {
         let mut infos: Vec<InformerInfo> = self.all_informers().iter().map(|i| i.info()).collect();
         infos.sort_by(|a, b| (&a.api_version, &a.kind).cmp(&(&b.api_version, &b.kind)));
         infos
-    }
-
-    fn describe(&self, role: &str) -> Description {
-        Description {
-            cache: "InformerCache",
-            role: role.to_string(),
-            namespace: self.namespace.clone(),
-            label_selector: self
-                .settings
-                .label_selector
-                .as_ref()
-                .map(ToString::to_string),
-            field_selector: self
-                .settings
-                .field_selector
-                .as_ref()
-                .filter(|f| !f.is_empty())
-                .map(ToString::to_string),
-            transform: Some(super::transform::describe(&self.settings.transform)),
-            unsafe_disable_deep_copy: self.settings.unsafe_disable_deep_copy,
-            metadata_only: self.settings.metadata_only,
-            reader_fail_on_missing_informer: self.context.reader_fail_on_missing_informer,
-            children: Vec::new(),
-        }
-    }
-
-    fn route<'a>(
-        &'a self,
-        gvk: &'a GroupVersionKind,
-        _namespace: Option<&'a str>,
-        _name: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Vec<String>>> {
-        Box::pin(async move {
-            if self.context.reader_fail_on_missing_informer && self.peek(gvk).is_none() {
-                return Err(Error::KindNotCached { gvk: gvk.clone() });
-            }
-            let d = self.describe("");
-            Ok(vec![format!(
-                "InformerCache namespace={} labelSelector={:?} fieldSelector={:?} transform={}",
-                d.namespace.as_deref().unwrap_or("<all>"),
-                d.label_selector.as_deref().unwrap_or(""),
-                d.field_selector.as_deref().unwrap_or(""),
-                d.transform.as_deref().unwrap_or("none"),
-            )])
-        })
     }
 }

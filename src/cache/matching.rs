@@ -1,12 +1,12 @@
 //! How the cache evaluates label and field selectors against cached objects (the one place that
-//! adapts `cache::selector` to the reader).
+//! adapts `selector` to the reader).
 
 use std::collections::BTreeMap;
 
 use kube::core::DynamicObject;
 
 use super::error::{Error, Result};
-use super::selector::{FieldOperator, FieldRequirement, FieldSelector, LabelSelector};
+use crate::selector::{FieldOperator, FieldRequirement, FieldSelector, LabelSelector};
 
 /// A selector `metadata.namespace!=a,metadata.namespace!=b` excluding the namespaces
 /// (controller-runtime `namespaceAllSelector`, `pkg/cache/cache.go`).

@@ -1,9 +1,11 @@
-//! The cache tree: selectors, typed options with controller-runtime's defaulting, and the caches
+//! The cache tree: typed options with controller-runtime's defaulting, the pure plan of a tree, and the caches
 //! that serve reads (controller-runtime's `pkg/cache`, rebuilt on kube-rs).
 //!
-//! [`build`] composes the tree from [`Options`] as controller-runtime's `cache.New` does:
-//! one [`InformerCache`]; a [`MultiNamespaceCache`] when `default_namespaces` is set; wrapped
-//! in a [`ByKindCache`] when `by_object` is set. Every layer implements [`Cache`].
+//! A [`Plan`] is the tree [`Options`] build, as data, composed as controller-runtime's
+//! `cache.New` does: one [`InformerCache`]; a [`MultiNamespaceCache`] when
+//! `default_namespaces` is set; wrapped in a [`ByKindCache`] when `by_object` is set.
+//! [`Plan::instantiate`] builds those caches, each implementing [`Cache`]; [`build`] does both
+//! with discovery.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -29,29 +31,31 @@
 pub mod api;
 mod build;
 pub mod by_kind;
-pub mod cli;
 pub mod compact;
+mod describe;
 pub mod error;
 pub mod informer;
 pub mod informer_cache;
 pub mod matching;
 pub mod multi_namespace;
 pub mod options;
+mod plan;
 pub mod resolver;
-pub mod selector;
 pub mod settings;
 mod store;
 pub mod transform;
 pub mod typed;
 
-pub use api::{Cache, Description, ListOptions};
-pub use build::{BuildError, build, build_with, resolve_scopes};
+pub use api::{Cache, ListOptions};
+pub use build::{build, resolve_scopes};
 pub use by_kind::ByKindCache;
 pub use compact::CompactObject;
+pub use describe::{Description, InformerScopeDescription};
 pub use error::{Error, Result};
 pub use informer::{Informer, InformerInfo};
 pub use informer_cache::{Context, InformerCache};
 pub use multi_namespace::MultiNamespaceCache;
 pub use options::Options;
+pub use plan::{InformerScope, InformerSpec, Kinds, Layer, Plan};
 pub use settings::InformerSettings;
 pub use store::StoreWriter;

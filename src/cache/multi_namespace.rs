@@ -9,22 +9,18 @@ use futures::future::BoxFuture;
 use kube::core::{DynamicObject, GroupVersionKind};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use super::api::{Cache, Description, ListOptions};
+use super::api::{Cache, ListOptions};
 use super::error::{Error, Result};
 use super::informer::InformerInfo;
 use super::informer_cache::{Context, InformerCache};
-use super::matching::excluding_namespaces;
-use super::selector::FieldRequirement;
+use super::options::NamespaceKey;
 use super::settings::InformerSettings;
-
-/// The key of the fallback entry: every namespace not listed (`metav1.NamespaceAll`).
-pub const ALL_NAMESPACES: &str = "";
 
 /// Routes reads by namespace to per-namespace `InformerCache`s.
 #[doc(alias = "multiNamespaceCache")]
 pub struct MultiNamespaceCache {
     context: Context,
-    namespaces: BTreeMap<String, InformerCache>,
+    namespaces: BTreeMap<NamespaceKey, InformerCache>,
     cluster: Option<InformerCache>,
 }
 
@@ -42,49 +38,23 @@ impl MultiNamespaceCache {
     /// settings when given (controller-runtime creates it only for `defaultNamespaces`, not for
     /// `byObject[].namespaces`).
     ///
-    /// The `""` entry watches all namespaces except the listed ones: its field selector gets
-    /// `metadata.namespace!=<ns>` for each (controller-runtime `defaultOpts`), so no object is
-    /// cached twice.
+    /// The settings are taken as they are: the [`NamespaceKey::AllOthers`] entry's field
+    /// selector must already exclude the listed namespaces, as a [`super::Plan`] makes it.
     #[must_use]
     pub fn new(
         context: Context,
-        namespaces: &BTreeMap<String, InformerSettings>,
+        namespaces: BTreeMap<NamespaceKey, InformerSettings>,
         cluster: Option<InformerSettings>,
     ) -> Self {
-        let listed: Vec<&str> = namespaces
-            .keys()
-            .map(String::as_str)
-            .filter(|ns| *ns != ALL_NAMESPACES)
-            .collect();
         let caches = namespaces
-            .iter()
-            .map(|(ns, settings)| {
-                let mut settings = settings.clone();
-                let namespace = if ns == ALL_NAMESPACES {
-                    // Options::defaulted already adds these; add only what is missing.
-                    let present = |ns: &&str| {
-                        settings.field_selector.as_ref().is_some_and(|f| {
-                            f.requirements()
-                                .contains(&FieldRequirement::not_equals("metadata.namespace", *ns))
-                        })
-                    };
-                    let missing: Vec<&str> =
-                        listed.iter().copied().filter(|ns| !present(ns)).collect();
-                    if !missing.is_empty() {
-                        let exclusion = excluding_namespaces(missing);
-                        settings.field_selector = Some(match settings.field_selector.take() {
-                            Some(own) => own.and(&exclusion),
-                            None => exclusion,
-                        });
-                    }
-                    None
-                } else {
-                    Some(ns.clone())
+            .into_iter()
+            .map(|(key, settings)| {
+                let namespace = match &key {
+                    NamespaceKey::Named(ns) => Some(ns.clone()),
+                    NamespaceKey::AllOthers => None,
                 };
-                (
-                    ns.clone(),
-                    InformerCache::new(context.clone(), namespace, settings),
-                )
+                let cache = InformerCache::new(context.clone(), namespace, settings);
+                (key, cache)
             })
             .collect();
         let cluster = cluster.map(|settings| InformerCache::new(context.clone(), None, settings));
@@ -105,12 +75,11 @@ impl MultiNamespaceCache {
             .ok_or_else(|| Error::ClusterScopedNotCached { gvk: gvk.clone() })
     }
 
-    /// The cache for `namespace`, or the `""` fallback.
-    fn for_namespace(&self, namespace: &str) -> Option<(&str, &InformerCache)> {
+    /// The cache for `namespace`, or the [`NamespaceKey::AllOthers`] fallback.
+    fn for_namespace(&self, namespace: &str) -> Option<&InformerCache> {
         self.namespaces
-            .get_key_value(namespace)
-            .or_else(|| self.namespaces.get_key_value(ALL_NAMESPACES))
-            .map(|(k, v)| (k.as_str(), v))
+            .get(&NamespaceKey::named(namespace))
+            .or_else(|| self.namespaces.get(&NamespaceKey::AllOthers))
     }
 
     fn all_caches(&self) -> impl Iterator<Item = &InformerCache> {
@@ -129,9 +98,9 @@ impl Cache for MultiNamespaceCache {
             if !self.namespaced(gvk).await? {
                 return self.cluster(gvk)?.get(gvk, None, name).await;
             }
-            let namespace = namespace.unwrap_or(ALL_NAMESPACES);
+            let namespace = namespace.unwrap_or_default();
             match self.for_namespace(namespace) {
-                Some((_, cache)) => cache.get(gvk, Some(namespace), name).await,
+                Some(cache) => cache.get(gvk, Some(namespace), name).await,
                 None => Err(Error::UnknownNamespaceGet {
                     namespace: namespace.to_string(),
                     name: name.to_string(),
@@ -158,7 +127,7 @@ impl Cache for MultiNamespaceCache {
             }
             if let Some(namespace) = options.namespace.as_deref().filter(|ns| !ns.is_empty()) {
                 return match self.for_namespace(namespace) {
-                    Some((_, cache)) => cache.list(gvk, options).await,
+                    Some(cache) => cache.list(gvk, options).await,
                     None => Err(Error::UnknownNamespaceList {
                         namespace: namespace.to_string(),
                     }),
@@ -215,61 +184,6 @@ impl Cache for MultiNamespaceCache {
     fn informers(&self) -> Vec<InformerInfo> {
         self.all_caches().flat_map(Cache::informers).collect()
     }
-
-    fn describe(&self, role: &str) -> Description {
-        let mut children: Vec<Description> = self
-            .namespaces
-            .iter()
-            .map(|(ns, cache)| {
-                if ns == ALL_NAMESPACES {
-                    cache.describe("namespace \"\" (every namespace not listed)")
-                } else {
-                    cache.describe(&format!("namespace {ns}"))
-                }
-            })
-            .collect();
-        if let Some(cluster) = &self.cluster {
-            children.push(cluster.describe("cluster-scoped kinds"));
-        }
-        Description::routing("MultiNamespaceCache", role, children)
-    }
-
-    fn route<'a>(
-        &'a self,
-        gvk: &'a GroupVersionKind,
-        namespace: Option<&'a str>,
-        name: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Vec<String>>> {
-        Box::pin(async move {
-            if !self.namespaced(gvk).await? {
-                let mut path = vec!["MultiNamespaceCache: cluster-scoped kind, served by the cluster cache (namespace ignored)".to_string()];
-                path.extend(self.cluster(gvk)?.route(gvk, None, name).await?);
-                return Ok(path);
-            }
-            let namespace = namespace.unwrap_or(ALL_NAMESPACES);
-            let Some((key, cache)) = self.for_namespace(namespace) else {
-                return Err(match name {
-                    Some(name) => Error::UnknownNamespaceGet {
-                        namespace: namespace.to_string(),
-                        name: name.to_string(),
-                    },
-                    None => Error::UnknownNamespaceList {
-                        namespace: namespace.to_string(),
-                    },
-                });
-            };
-            let how = if key == namespace {
-                format!("MultiNamespaceCache: namespace {namespace:?} is listed")
-            } else {
-                format!(
-                    "MultiNamespaceCache: namespace {namespace:?} is not listed, served by the \"\" entry"
-                )
-            };
-            let mut path = vec![how];
-            path.extend(cache.route(gvk, Some(namespace), name).await?);
-            Ok(path)
-        })
-    }
 }
 
 #[cfg(test)]
@@ -280,16 +194,6 @@ mod tests {
     use futures::stream;
     use kube::core::ApiResource;
     use kube::runtime::watcher;
-
-    pub(crate) fn offline_context(fail_on_missing: bool) -> Context {
-        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
-        Context {
-            client: kube::Client::try_from(config).unwrap(),
-            resolver: Arc::new(BuiltinKinds),
-            reader_fail_on_missing_informer: fail_on_missing,
-            sync_timeout: None,
-        }
-    }
 
     fn pods() -> GroupVersionKind {
         GroupVersionKind::gvk("", "v1", "Pod")
@@ -325,27 +229,37 @@ mod tests {
 
     async fn two_namespaces(fallback: bool) -> MultiNamespaceCache {
         let mut namespaces = BTreeMap::from([
-            ("a".to_string(), InformerSettings::default()),
-            ("b".to_string(), InformerSettings::default()),
+            (NamespaceKey::named("a"), InformerSettings::default()),
+            (NamespaceKey::named("b"), InformerSettings::default()),
         ]);
         if fallback {
-            namespaces.insert(String::new(), InformerSettings::default());
+            namespaces.insert(NamespaceKey::AllOthers, InformerSettings::default());
         }
         let cache = MultiNamespaceCache::new(
-            offline_context(false),
-            &namespaces,
+            Context::offline(false),
+            namespaces,
             Some(InformerSettings::default()),
         );
         cache.start(&TaskTracker::new(), &CancellationToken::new());
         seed(
-            &cache.namespaces["a"],
+            &cache.namespaces[&NamespaceKey::named("a")],
             Some("a"),
             vec![pod("a", "p1"), pod("a", "p2")],
         )
         .await;
-        seed(&cache.namespaces["b"], Some("b"), vec![pod("b", "p1")]).await;
+        seed(
+            &cache.namespaces[&NamespaceKey::named("b")],
+            Some("b"),
+            vec![pod("b", "p1")],
+        )
+        .await;
         if fallback {
-            seed(&cache.namespaces[""], None, vec![pod("c", "p1")]).await;
+            seed(
+                &cache.namespaces[&NamespaceKey::AllOthers],
+                None,
+                vec![pod("c", "p1")],
+            )
+            .await;
         }
         cache
     }
@@ -388,13 +302,6 @@ mod tests {
                 .as_deref(),
             Some("c")
         );
-        let field = cache.namespaces[""]
-            .settings()
-            .field_selector
-            .as_ref()
-            .unwrap()
-            .to_string();
-        assert_eq!(field, "metadata.namespace!=a,metadata.namespace!=b");
     }
 
     #[tokio::test]
@@ -430,20 +337,10 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn cluster_scoped_kinds_route_to_the_cluster_cache_whatever_the_namespace() {
-        let cache = two_namespaces(false).await;
-        let route = cache
-            .route(
-                &GroupVersionKind::gvk("", "v1", "Node"),
-                Some("zzz"),
-                Some("n1"),
-            )
-            .await
-            .unwrap();
-        assert!(route[0].contains("cluster cache"), "{route:?}");
+    async fn cluster_scoped_kinds_without_a_cluster_cache_are_their_own_error() {
         let without = MultiNamespaceCache::new(
-            offline_context(false),
-            &BTreeMap::from([("a".to_string(), InformerSettings::default())]),
+            Context::offline(false),
+            BTreeMap::from([(NamespaceKey::named("a"), InformerSettings::default())]),
             None,
         );
         let err = without
@@ -455,7 +352,7 @@ mod tests {
 
     #[tokio::test]
     async fn reads_before_start_fail_with_not_started_but_register_the_informer() {
-        let cache = InformerCache::new(offline_context(false), None, InformerSettings::default());
+        let cache = InformerCache::new(Context::offline(false), None, InformerSettings::default());
         let err = cache.get(&pods(), Some("a"), "x").await.unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -468,7 +365,7 @@ mod tests {
 
     #[tokio::test]
     async fn fail_on_missing_informer_reports_the_kind_until_ensured() {
-        let cache = InformerCache::new(offline_context(true), None, InformerSettings::default());
+        let cache = InformerCache::new(Context::offline(true), None, InformerSettings::default());
         cache.start(&TaskTracker::new(), &CancellationToken::new());
         let err = cache.get(&pods(), Some("a"), "x").await.unwrap_err();
         assert_eq!(err.to_string(), "/v1, Kind=Pod is not cached");

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use kube::core::GroupVersionKind;
 
-use super::selector::{FieldSelector, LabelSelector};
+use crate::selector::{FieldSelector, LabelSelector};
 
 pub use builtin::builtin_scope;
 pub use defaulting::OptionsError;
@@ -57,7 +57,7 @@ pub const DEFAULT_UNSAFE_DISABLE_DEEP_COPY: bool = false;
 ///
 /// ```
 /// use informant::cache::{Options, options::{Config, NamespaceKey}};
-/// use informant::cache::selector::LabelSelector;
+/// use informant::selector::LabelSelector;
 ///
 /// let mut opts = Options::default();
 /// opts.default_label_selector = Some(LabelSelector::parse("app=shop").unwrap());
@@ -109,7 +109,7 @@ impl Options {
     /// ```
     /// use informant::cache::Options;
     /// use informant::cache::options::{ByObject, Config, NamespaceKey, Namespaces};
-    /// use informant::cache::selector::FieldSelector;
+    /// use informant::selector::FieldSelector;
     /// use kube::core::GroupVersionKind;
     ///
     /// let opts = Options::default()

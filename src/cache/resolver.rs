@@ -7,7 +7,7 @@ use std::sync::{Mutex, PoisonError};
 use futures::future::BoxFuture;
 use kube::{
     Client,
-    core::{ApiResource, GroupVersionKind},
+    core::{ApiResource, GroupVersion, GroupVersionKind},
     discovery::Scope as DiscoveryScope,
 };
 
@@ -50,6 +50,44 @@ impl Discovery {
     }
 }
 
+impl Discovery {
+    /// Why `gvk` could not be resolved: [`Error::UnknownKind`] with the kinds its group version
+    /// serves (discovery answered, without that kind) or none (the group version is not
+    /// served: 404), else [`Error::Discovery`].
+    async fn unknown(&self, gvk: &GroupVersionKind, error: kube::Error) -> Error {
+        let gv = GroupVersion::gv(&gvk.group, &gvk.version);
+        match error {
+            kube::Error::Discovery(_) => {
+                let known = match kube::discovery::pinned_group(&self.client, &gv).await {
+                    Ok(group) => {
+                        let mut kinds: Vec<String> = group
+                            .versioned_resources(&gvk.version)
+                            .into_iter()
+                            .map(|(resource, _)| resource.kind)
+                            .collect();
+                        kinds.sort();
+                        kinds.dedup();
+                        kinds
+                    }
+                    Err(_) => Vec::new(),
+                };
+                Error::UnknownKind {
+                    gvk: gvk.clone(),
+                    known,
+                }
+            }
+            kube::Error::Api(status) if status.code == 404 => Error::UnknownKind {
+                gvk: gvk.clone(),
+                known: Vec::new(),
+            },
+            other => Error::Discovery {
+                gvk: gvk.clone(),
+                source: Box::new(other),
+            },
+        }
+    }
+}
+
 impl Resolver for Discovery {
     fn resolve<'a>(&'a self, gvk: &'a GroupVersionKind) -> BoxFuture<'a, Result<KindInfo>> {
         Box::pin(async move {
@@ -61,12 +99,10 @@ impl Resolver for Discovery {
             {
                 return Ok(info.clone());
             }
-            let (resource, caps) = kube::discovery::pinned_kind(&self.client, gvk)
-                .await
-                .map_err(|source| Error::UnknownKind {
-                    gvk: gvk.clone(),
-                    source: Box::new(source),
-                })?;
+            let (resource, caps) = match kube::discovery::pinned_kind(&self.client, gvk).await {
+                Ok(found) => found,
+                Err(error) => return Err(self.unknown(gvk, error).await),
+            };
             let info = KindInfo {
                 resource,
                 namespaced: caps.scope == DiscoveryScope::Namespaced,

@@ -4,11 +4,12 @@
 use std::time::Duration;
 
 use super::options::{DEFAULT_ENABLE_WATCH_BOOKMARKS, DEFAULT_SYNC_PERIOD, Transform};
-use super::selector::{FieldSelector, LabelSelector};
+use crate::selector::{FieldSelector, LabelSelector};
 
 /// The settings an `InformerCache` applies to each informer it starts. Every value is already
 /// resolved (per-object, then per-namespace, then global precedence happens before this).
-#[derive(Clone, Debug, PartialEq)]
+/// Equal settings mean equal informers: the identity a reload compares.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct InformerSettings {
     /// Only objects matching this label selector are listed and watched.
     pub label_selector: Option<LabelSelector>,

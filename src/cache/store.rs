@@ -16,7 +16,7 @@ use kube::{
 use super::compact::CompactObject;
 use super::error::{Error, Result};
 use super::matching;
-use super::selector::LabelSelector;
+use crate::selector::LabelSelector;
 
 /// The reading half of the store.
 enum Reader {

@@ -14,6 +14,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use serde_json::Value;
 
 use super::error::{FieldError, FieldPath};
+use crate::suggest::closest;
 
 /// Walks `value` against `schema`, appending one error per problem to `out`. Returns false
 /// if `value` itself is unusable and the caller must remove or replace it.
@@ -221,44 +222,5 @@ pub(crate) fn unknown_field<'a>(
             "unknown field; remove it (known fields: {})",
             names.join(", ")
         )
-    }
-}
-
-/// The known name closest to `key`: equal ignoring case and `_`/`-`, else within an edit
-/// distance of a third of its length (at least 2).
-pub(crate) fn closest<'a>(key: &str, known: impl Iterator<Item = &'a String>) -> Option<&'a str> {
-    let norm = |s: &str| -> String {
-        s.chars()
-            .filter(|c| *c != '_' && *c != '-')
-            .flat_map(char::to_lowercase)
-            .collect()
-    };
-    let key_n = norm(key);
-    let limit = (key_n.chars().count() / 3).max(2);
-    known
-        .map(|k| (strsim::damerau_levenshtein(&key_n, &norm(k)), k))
-        .filter(|(d, _)| *d <= limit)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, k)| k.as_str())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn names(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| (*s).to_owned()).collect()
-    }
-
-    #[test]
-    fn closest_finds_typos_case_and_snake_case() {
-        let known = names(&["byObject", "syncPeriod", "defaultLabelSelector"]);
-        assert_eq!(closest("byObjects", known.iter()), Some("byObject"));
-        assert_eq!(closest("sync_period", known.iter()), Some("syncPeriod"));
-        assert_eq!(
-            closest("DefaultLabelSelecter", known.iter()),
-            Some("defaultLabelSelector")
-        );
-        assert_eq!(closest("zzz", known.iter()), None);
     }
 }

@@ -10,7 +10,6 @@ use kube::core::{GroupVersion, GroupVersionKind};
 use super::duration::parse_duration;
 use super::error::{FieldError, FieldPath};
 use super::names::{dns1123_label_problem, dns1123_subdomain_problem};
-use super::structure::closest;
 use super::types::{
     ByObjectSpec, CacheConfigSpec, CorrelatorSpec, NamespaceConfig, RecorderSpec, SinkSpec,
     TransformSpec,
@@ -18,9 +17,10 @@ use super::types::{
 use crate::cache::options::{
     ByObject, Config, NamespaceKey, Namespaces, Scope, Transform, builtin_scope,
 };
-use crate::cache::selector::{FieldSelector, LabelSelector, Operator, Requirement};
 use crate::cache::{self, options::builtin};
 use crate::recorder::{self, CorrelatorOptions, SinkOptions, SpamKeyField};
+use crate::selector::{FieldSelector, LabelSelector, Operator, Requirement};
+use crate::suggest::closest;
 
 const DURATION_HINT: &str = "write a Go duration such as 10h, 30m, 90s or 1h30m";
 const LABEL_SELECTOR_HINT: &str =

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use kube::core::GroupVersionKind;
 
 use super::{Config, NamespaceKey, Namespaces, Options, Scope};
-use crate::cache::selector::{FieldRequirement, FieldSelector};
+use crate::selector::{FieldRequirement, FieldSelector};
 
 /// Options that cannot be defaulted.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -9,7 +9,7 @@ use kube::core::GroupVersionKind;
 
 use super::super::{ByObject, Config, NamespaceKey, Namespaces, Options, Scope};
 use super::OptionsError;
-use crate::cache::selector::{FieldSelector, LabelSelector};
+use crate::selector::{FieldSelector, LabelSelector};
 
 #[allow(clippy::unnecessary_wraps, reason = "options hold selectors as Option")]
 fn label(s: &str) -> Option<LabelSelector> {

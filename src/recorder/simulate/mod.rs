@@ -1,8 +1,7 @@
 //! `informant simulate`: replays an event stream (JSON lines) through the correlator on a
 //! virtual clock, with a sink that never fails, and prints one fate per event or a summary
-//! per reason. The formats are those of `shared/scenarios/README.md`.
+//! per reason. The formats are those of `tests/data/scenarios/README.md`.
 
-mod cli;
 mod input;
 mod output;
 mod summary;
@@ -10,7 +9,6 @@ mod summary;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
-pub use cli::{Args, cli};
 pub use summary::{ReasonSummary, Summary, write_summary};
 
 use self::input::{InEvent, build};
@@ -19,7 +17,6 @@ use super::clock::{ManualClock, Time};
 use super::correlator::{Action, Correlator};
 use super::fate::Fate;
 use super::options::CorrelatorOptions;
-use crate::exit_code;
 
 /// Unix time of `t = 0` in the scenarios, in nanoseconds (`1700000000 s`).
 pub const BASE: Time = Time::from_unix_nanos(1_700_000_000_000_000_000);
@@ -73,20 +70,6 @@ pub enum Error {
         /// What is wrong with its value.
         reason: String,
     },
-}
-
-impl Error {
-    /// The process exit code for this error ([`crate::exit_code`]).
-    #[must_use]
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            Error::Open { .. } | Error::Read { .. } => exit_code::NO_INPUT,
-            Error::Write(_) => exit_code::FAILURE,
-            Error::Parse { .. } | Error::BadTime { .. } | Error::BadOption { .. } => {
-                exit_code::USAGE
-            }
-        }
-    }
 }
 
 /// Replays `input` through a correlator with `options`, writing one JSON line per event to
@@ -166,7 +149,6 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::recorder::SpamKeyField;
 
     const LINE: &str = r#"{"t":1.5,"source":{"component":"c","host":""},"involvedObject":{"kind":"Pod","namespace":"","name":"p","uid":"u","apiVersion":"v1"},"type":"Normal","reason":"R","message":"m"}"#;
 
@@ -203,41 +185,6 @@ mod tests {
         let (lines, summary) = sim(&LINE.replace("Normal", "normal"));
         assert_eq!(lines[0]["fate"], "invalid");
         assert_eq!(summary["R"].skipped, 1);
-    }
-
-    #[test]
-    fn flags_override_defaults_and_bad_values_are_usage_errors() {
-        let args = Args {
-            qps: Some(1.0),
-            spam_key_fields: Some(vec!["reason".into(), "source".into(), "reason".into()]),
-            ..Args::default()
-        };
-        let o = args.options(CorrelatorOptions::default()).unwrap();
-        assert!((o.qps - 1.0).abs() < f64::EPSILON);
-        assert_eq!(
-            o.spam_key_fields,
-            vec![SpamKeyField::Source, SpamKeyField::Reason]
-        );
-        let bad = Args {
-            spam_key_fields: Some(vec!["Reason".into()]),
-            ..Args::default()
-        };
-        assert_eq!(
-            bad.options(CorrelatorOptions::default())
-                .unwrap_err()
-                .exit_code(),
-            exit_code::USAGE
-        );
-        let bad = Args {
-            qps: Some(0.0),
-            ..Args::default()
-        };
-        assert_eq!(
-            bad.options(CorrelatorOptions::default())
-                .unwrap_err()
-                .exit_code(),
-            exit_code::USAGE
-        );
     }
 
     #[test]

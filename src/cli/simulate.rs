@@ -1,20 +1,21 @@
-//! The `informant simulate` command line: flags over the config file's options, exit codes.
+//! `informant simulate`: replays an event stream through the correlator; flags over the config
+//! file's options over client-go's defaults.
 
 use std::fs::File;
 use std::io::{BufReader, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::summary::write_summary;
-use super::{Error, run};
-use crate::exit_code;
-use crate::recorder::options::{CorrelatorOptions, SpamKeyField};
+use informant::recorder::simulate::{self, Error, write_summary};
+use informant::recorder::{CorrelatorOptions, SpamKeyField};
 
-/// Arguments of `informant simulate`. Flags override the config file (loaded by the CLI, so
-/// the recorder does not depend on the config module), which overrides client-go's defaults.
+use super::exit;
+
+/// Arguments of `informant simulate`. Flags override the config file, which overrides
+/// client-go's defaults.
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct Args {
-    /// The event stream: one JSON event per line (format: shared/scenarios/README.md).
+    /// The event stream: one JSON event per line (format: tests/data/scenarios/README.md).
     #[arg(long, value_name = "FILE.jsonl")]
     pub events: PathBuf,
     /// A `CacheConfig` YAML whose `spec.recorder.correlator` gives the options.
@@ -114,20 +115,13 @@ fn bad(flag: &'static str, reason: String) -> Error {
     Error::BadOption { flag, reason }
 }
 
-/// Runs `informant simulate` with `args` over `base` options (from `--config`, or the
-/// defaults), writing to stdout; returns the exit code.
-#[must_use]
-pub fn cli(args: &Args, base: CorrelatorOptions) -> u8 {
-    match cli_inner(args, base) {
-        Ok(()) => exit_code::OK,
-        Err(e) => {
-            eprintln!("informant simulate: {}", crate::report::error_chain(&e));
-            e.exit_code()
-        }
-    }
-}
-
-fn cli_inner(args: &Args, base: CorrelatorOptions) -> Result<(), Error> {
+/// Runs `informant simulate`: the correlator options come from `--config` (if given), then
+/// the flags; one fate per event, or the summary, on standard output.
+pub fn run(args: &Args) -> exit::Result {
+    let base = match &args.config {
+        None => CorrelatorOptions::default(),
+        Some(path) => informant::config::load(path)?.recorder.correlator,
+    };
     let options = args.options(base)?;
     let file = File::open(&args.events).map_err(|source| Error::Open {
         path: args.events.clone(),
@@ -135,9 +129,43 @@ fn cli_inner(args: &Args, base: CorrelatorOptions) -> Result<(), Error> {
     })?;
     let stdout = std::io::stdout().lock();
     let mut out = std::io::BufWriter::new(stdout);
-    let summary = run(BufReader::new(file), &options, &mut out, !args.summary)?;
+    let summary = simulate::run(BufReader::new(file), &options, &mut out, !args.summary)?;
     if args.summary {
         write_summary(&summary, &mut out)?;
     }
-    out.flush().map_err(Error::Write)
+    out.flush().map_err(Error::Write)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_defaults_and_bad_values_are_usage_errors() {
+        let args = Args {
+            qps: Some(1.0),
+            spam_key_fields: Some(vec!["reason".into(), "source".into(), "reason".into()]),
+            ..Args::default()
+        };
+        let o = args.options(CorrelatorOptions::default()).unwrap();
+        assert!((o.qps - 1.0).abs() < f64::EPSILON);
+        assert_eq!(
+            o.spam_key_fields,
+            vec![SpamKeyField::Source, SpamKeyField::Reason]
+        );
+        for bad in [
+            Args {
+                spam_key_fields: Some(vec!["Reason".into()]),
+                ..Args::default()
+            },
+            Args {
+                qps: Some(0.0),
+                ..Args::default()
+            },
+        ] {
+            let error = bad.options(CorrelatorOptions::default()).unwrap_err();
+            assert_eq!(exit::Failure::from(error).code, exit::USAGE);
+        }
+    }
 }

@@ -7,7 +7,7 @@
 //! at it.
 //!
 //! ```
-//! use informant::cache::selector::{FieldSelector, LabelSelector};
+//! use informant::selector::{FieldSelector, LabelSelector};
 //!
 //! let labels: LabelSelector = "app=web,tier in (api,web)".parse()?;
 //! let fields = FieldSelector::parse("status.phase=Running")?
@@ -20,7 +20,7 @@
 //!
 //! let err = LabelSelector::parse("app=web,=x").unwrap_err();
 //! assert_eq!(err.to_string(), r#"unexpected "=" at position 8, expected a label key or "!" after ",""#);
-//! # Ok::<(), informant::cache::selector::ParseError>(())
+//! # Ok::<(), informant::selector::ParseError>(())
 //! ```
 //!
 //! Deliberate differences from upstream, all on inputs nobody writes on purpose:
@@ -52,7 +52,7 @@ macro_rules! string_form {
         }
 
         impl std::str::FromStr for $selector {
-            type Err = $crate::cache::selector::ParseError;
+            type Err = $crate::selector::ParseError;
 
             fn from_str(s: &str) -> Result<Self, Self::Err> {
                 Self::parse(s)

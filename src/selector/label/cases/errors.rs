@@ -1,7 +1,7 @@
 //! Error messages, object matching, integer comparison, keywords and serde.
 
 use super::{Pairs, labels};
-use crate::cache::selector::label::LabelSelector;
+use crate::selector::label::LabelSelector;
 
 // Error messages: (input, full message). Positions are character offsets.
 const ERRORS: Pairs = &[

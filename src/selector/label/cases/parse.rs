@@ -4,7 +4,7 @@
 //! `TestParseOperator` and `TestSetSelectorParser`.
 
 use super::{Pairs, Reqs, labels, req};
-use crate::cache::selector::label::{LabelSelector, Operator, Requirement};
+use crate::selector::label::{LabelSelector, Operator, Requirement};
 
 // Ports `TestSelectorParse` (pkg/labels/selector_test.go): these parse, and print as the input
 // with blanks removed.

@@ -98,7 +98,7 @@ impl fmt::Display for FieldRequirement {
 /// canonical string and parsing it gives back an equal selector.
 ///
 /// ```
-/// use informant::cache::selector::FieldSelector;
+/// use informant::selector::FieldSelector;
 ///
 /// let selector: FieldSelector = r"status.phase!=Running,metadata.name=a\,b".parse().unwrap();
 /// assert_eq!(selector.to_string(), r"metadata.name=a\,b,status.phase!=Running");

@@ -15,7 +15,7 @@
 
 use super::lexer::{Kind, Token, tokenize};
 use super::requirement::{Operator, Requirement, check_integer, validate_key, validate_value};
-use crate::cache::selector::ParseError;
+use crate::selector::ParseError;
 
 /// What is expected after a key when it is not followed by `,` or the end.
 const EXPECTED_OPERATOR: &str = r#"an operator ("in", "notin", "=", "==", "!=", ">" or "<")"#;

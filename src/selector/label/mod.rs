@@ -26,7 +26,7 @@ use super::ParseError;
 ///
 /// ```
 /// use std::collections::BTreeMap;
-/// use informant::cache::selector::LabelSelector;
+/// use informant::selector::LabelSelector;
 ///
 /// let selector: LabelSelector = "tier in (web, api),app=shop,!canary".parse().unwrap();
 /// assert_eq!(selector.to_string(), "app=shop,!canary,tier in (api,web)");

@@ -5,14 +5,13 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use informant::apiserver::faults::{FailRule, Verb};
+use informant::apiserver::seed::parse_yaml;
+use informant::apiserver::store::Limits;
+use informant::apiserver::{Config, Server, kubeconfig};
 use tokio_util::sync::CancellationToken;
 
-use super::faults::{FailRule, Verb};
-use super::seed::parse_yaml;
-use super::server::{Config, Server};
-use super::store::Limits;
-use super::test_server::kubeconfig;
-use crate::exit_code;
+use super::exit::{self, Failure};
 
 /// Flags of `informant apiserver`.
 #[derive(Debug, Clone, clap::Args)]
@@ -43,68 +42,13 @@ pub struct Args {
     pub throttle: Option<String>,
 }
 
-/// Errors of `informant apiserver`.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A flag value is malformed.
-    #[error("invalid flag {flag}: {reason}")]
-    Flag {
-        /// The flag.
-        flag: &'static str,
-        /// What is wrong.
-        reason: String,
-    },
-    /// A seed file cannot be read.
-    #[error("cannot read seed file {path}")]
-    ReadSeed {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A seed file is not YAML.
-    #[error("cannot parse seed file {path}")]
-    ParseSeed {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: serde_yaml::Error,
-    },
-    /// The kubeconfig cannot be written.
-    #[error("cannot write kubeconfig {path}")]
-    WriteKubeconfig {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The server failed.
-    #[error("the api server failed")]
-    Server(#[source] super::server::Error),
+/// A flag value that is malformed.
+fn bad_flag(flag: &str, reason: &str) -> Failure {
+    Failure::message(exit::USAGE, format!("invalid flag {flag}: {reason}"))
 }
 
-impl Error {
-    /// The process exit code for this error.
-    #[must_use]
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            Self::Flag { .. }
-            | Self::ParseSeed { .. }
-            | Self::Server(super::server::Error::Seed { .. }) => exit_code::USAGE,
-            Self::ReadSeed { .. } => exit_code::NO_INPUT,
-            _ => exit_code::FAILURE,
-        }
-    }
-}
-
-fn parse_fail(s: &str) -> Result<FailRule, Error> {
-    let bad = |reason: String| Error::Flag {
-        flag: "--fail",
-        reason,
-    };
+fn parse_fail(s: &str) -> exit::Result<FailRule> {
+    let bad = |reason: String| bad_flag("--fail", &reason);
     let parts: Vec<&str> = s.split(':').collect();
     let [verb, resource, count, code] = parts.as_slice() else {
         return Err(bad(format!("{s:?} is not VERB:RESOURCE:COUNT:CODE")));
@@ -126,11 +70,8 @@ fn parse_fail(s: &str) -> Result<FailRule, Error> {
     })
 }
 
-fn parse_throttle(s: &str) -> Result<(u32, u32), Error> {
-    let bad = || Error::Flag {
-        flag: "--throttle",
-        reason: format!("{s:?} is not COUNT:SECONDS"),
-    };
+fn parse_throttle(s: &str) -> exit::Result<(u32, u32)> {
+    let bad = || bad_flag("--throttle", &format!("{s:?} is not COUNT:SECONDS"));
     let (count, secs) = s.split_once(':').ok_or_else(bad)?;
     Ok((
         count.parse().map_err(|_| bad())?,
@@ -138,13 +79,10 @@ fn parse_throttle(s: &str) -> Result<(u32, u32), Error> {
     ))
 }
 
-/// Build the server from flags, print its address, write the kubeconfig, serve until
-/// `shutdown` is cancelled.
-///
-/// # Errors
-///
-/// Bad flags, unreadable seeds, an unwritable kubeconfig, or a server failure.
-pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), Error> {
+/// Builds the server from flags, prints its address, writes the kubeconfig, serves until
+/// `shutdown` is cancelled. Bad flags and seeds exit 64, unreadable seeds 66, an unwritable
+/// kubeconfig or a server failure 1.
+pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result {
     let fails = args
         .fail
         .iter()
@@ -153,13 +91,17 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), Error> {
     let throttle = args.throttle.as_deref().map(parse_throttle).transpose()?;
     let mut seeds = Vec::new();
     for path in &args.seeds {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::ReadSeed {
-            path: path.clone(),
-            source,
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Failure::message(
+                exit::NO_INPUT,
+                format!("cannot read seed file {}: {e}", path.display()),
+            )
         })?;
-        seeds.extend(parse_yaml(&text).map_err(|source| Error::ParseSeed {
-            path: path.clone(),
-            source,
+        seeds.extend(parse_yaml(&text).map_err(|e| {
+            Failure::message(
+                exit::USAGE,
+                format!("cannot parse seed file {}: {e}", path.display()),
+            )
         })?);
     }
     seeds.insert(0, serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}));
@@ -173,10 +115,10 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), Error> {
         seeds,
         ..Config::default()
     };
-    let server = Server::bind(config).await.map_err(Error::Server)?;
+    let server = Server::bind(config).await?;
     let handle = server.handle();
     for rule in fails {
-        handle.0.faults.fail_next(rule);
+        handle.fail_next(rule.verb, rule.resource.as_deref(), rule.count, rule.code);
     }
     if let Some((count, secs)) = throttle {
         handle.throttle_next(count, secs);
@@ -184,10 +126,13 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), Error> {
     handle.set_latency(Duration::from_millis(args.latency_ms));
     let addr = server.local_addr();
     if let Some(path) = &args.kubeconfig_out {
-        let yaml = serde_yaml::to_string(&kubeconfig(addr)).unwrap_or_default();
-        std::fs::write(path, yaml).map_err(|source| Error::WriteKubeconfig {
-            path: path.clone(),
-            source,
+        let yaml = serde_yaml::to_string(&kubeconfig(addr))
+            .map_err(|e| Failure::new(exit::SOFTWARE, &e))?;
+        std::fs::write(path, yaml).map_err(|e| {
+            Failure::message(
+                exit::FAILURE,
+                format!("cannot write kubeconfig {}: {e}", path.display()),
+            )
         })?;
     }
     let mut out = std::io::stdout();
@@ -195,7 +140,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), Error> {
     let _ = writeln!(out, "http://{addr}");
     let _ = out.flush();
     tracing::info!(listen.addr = %addr, "apiserver listening");
-    server.run(shutdown).await.map_err(Error::Server)
+    Ok(server.run(shutdown).await?)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! `TestAdd` and `TestRequiresExactMatch`.
 
 use super::{Pairs, Reqs, labels, req, selector};
-use crate::cache::selector::label::{LabelSelector, Operator, Requirement, RequirementError};
+use crate::selector::label::{LabelSelector, Operator, Requirement, RequirementError};
 
 /// What `Requirement::new` is expected to say.
 #[derive(Debug)]

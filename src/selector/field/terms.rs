@@ -2,7 +2,7 @@
 //!
 //! Values escape `\`, `,` and `=` with a backslash (apimachinery `fields.EscapeValue`).
 
-use crate::cache::selector::ParseError;
+use crate::selector::ParseError;
 
 /// The operators a term may use, in the order they are tried at each position: `==` before `=`
 /// so that `a==b` does not leave `=b` as the value (apimachinery `termOperators`).

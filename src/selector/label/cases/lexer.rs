@@ -1,6 +1,6 @@
 //! Lexer cases: `TestLexer`, `TestLexerSequence` and `TestParserLookahead`.
 
-use crate::cache::selector::label::lexer::{Kind, tokenize};
+use crate::selector::label::lexer::{Kind, tokenize};
 
 // Ports `TestLexer` (pkg/labels/selector_test.go): the first token of each input and its text.
 // Lexing returns the longest valid token; non-special characters are part of an identifier.

@@ -1,0 +1,639 @@
+//! `Plan`: the cache tree a set of options builds, as plain data (controller-runtime's
+//! `cache.New` in `pkg/cache/cache.go`, without I/O). Describing a tree (`informant explain`)
+//! and diffing two trees (the manager's hot reload) need no client; [`Plan::instantiate`] turns
+//! a plan into the caches that serve reads.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kube::core::GroupVersionKind;
+
+use super::api::Cache;
+use super::by_kind::ByKindCache;
+use super::describe::{Description, InformerScopeDescription};
+use super::error::Error;
+use super::informer_cache::{Context, InformerCache};
+use super::matching::excluding_namespaces;
+use super::multi_namespace::MultiNamespaceCache;
+use super::options::{Config, NamespaceKey, Namespaces, Options, OptionsError};
+use super::settings::InformerSettings;
+use crate::selector::FieldRequirement;
+
+/// One `InformerCache`: the namespace its informers watch (`None`: all) and their settings.
+/// Two scopes are equal exactly when their informers would list and store the same objects the
+/// same way, which is what lets a reload keep an informer running.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct InformerScope {
+    /// The namespace watched; `None` watches every namespace.
+    pub namespace: Option<String>,
+    /// The settings of every informer started in this scope.
+    pub settings: InformerSettings,
+}
+
+/// Which kinds the informers of a scope are started for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Kinds {
+    /// Only this kind (a `byObject` entry).
+    Only(GroupVersionKind),
+    /// Any kind read through this scope, started on first read (the default cache).
+    Any,
+}
+
+/// One scope of informers in a plan: which kinds, which namespace, which settings.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct InformerSpec {
+    /// The kinds started in this scope.
+    pub kinds: Kinds,
+    /// The namespace and settings.
+    pub scope: InformerScope,
+}
+
+/// One layer of a planned tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Layer {
+    /// An `InformerCache`: one informer per kind read, all in one scope.
+    Informers(InformerScope),
+    /// A `MultiNamespaceCache`: a scope per namespace key, and a cluster scope for
+    /// cluster-scoped kinds when the tree has one (only for `defaultNamespaces`).
+    MultiNamespace {
+        /// The scope of each listed namespace, and of every other namespace
+        /// ([`NamespaceKey::AllOthers`]) when that entry exists.
+        namespaces: BTreeMap<NamespaceKey, InformerScope>,
+        /// The scope of cluster-scoped kinds; `None`: reading one is an error.
+        cluster: Option<InformerScope>,
+    },
+    /// A `ByKindCache`: a layer per `byObject` kind, and a default layer for every other kind.
+    ByKind {
+        /// The layer of each `byObject` kind, ordered by group, version and kind.
+        kinds: Vec<(GroupVersionKind, Layer)>,
+        /// The layer of every other kind.
+        default: Box<Layer>,
+    },
+}
+
+/// The cache tree a set of [`Options`] builds, with no client and no I/O.
+///
+/// ```
+/// use informant::cache::{Layer, Options, Plan};
+///
+/// let options = informant::config::load("config/samples/multi-namespace.yaml")?.cache;
+/// let plan = Plan::new(&options)?;
+/// assert!(matches!(plan.root(), Layer::MultiNamespace { .. }));
+/// print!("{}", plan.describe().to_text());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    root: Layer,
+    reader_fail_on_missing_informer: bool,
+}
+
+impl Plan {
+    /// Plans the tree for `options` exactly as controller-runtime's `cache.New` composes it:
+    ///
+    /// - no `default_namespaces`, no `by_object`: one `InformerCache` over all namespaces with
+    ///   the `default_*` settings;
+    /// - `default_namespaces`: a `MultiNamespaceCache` with an `InformerCache` per namespace,
+    ///   the `""` entry as fallback, and a cluster cache with the `default_*` settings;
+    /// - `by_object`: a `ByKindCache` routing each listed kind to a `MultiNamespaceCache`
+    ///   without cluster cache (when it has namespaces) or an `InformerCache` over all
+    ///   namespaces, and every other kind to the default cache above.
+    ///
+    /// `by_object` kinds that are not built in are taken as namespaced unless their scope was
+    /// resolved first (`resolve_scopes`).
+    ///
+    /// # Errors
+    /// [`OptionsError`] when the options can not be defaulted (namespaces set for a
+    /// cluster-scoped kind).
+    pub fn new(options: &Options) -> Result<Self, OptionsError> {
+        let options = options.defaulted()?;
+        let defaults = InformerSettings::from_config(&options.default_config(), false);
+        let default = if options.default_namespaces.is_empty() {
+            Layer::Informers(InformerScope {
+                namespace: None,
+                settings: defaults,
+            })
+        } else {
+            Layer::MultiNamespace {
+                namespaces: namespace_scopes(&options.default_namespaces, false),
+                cluster: Some(InformerScope {
+                    namespace: None,
+                    settings: defaults,
+                }),
+            }
+        };
+        let root = if options.by_object.is_empty() {
+            default
+        } else {
+            let mut kinds: Vec<(GroupVersionKind, Layer)> = options
+                .by_object
+                .iter()
+                .map(|by| {
+                    let layer = match &by.namespaces {
+                        Namespaces::Only(map) if !map.is_empty() => Layer::MultiNamespace {
+                            namespaces: namespace_scopes(map, by.metadata_only),
+                            cluster: None,
+                        },
+                        _ => Layer::Informers(InformerScope {
+                            namespace: None,
+                            settings: InformerSettings::from_config(&by.config, by.metadata_only),
+                        }),
+                    };
+                    (by.gvk.clone(), layer)
+                })
+                .collect();
+            kinds.sort_by(|(a, _), (b, _)| {
+                (&a.group, &a.version, &a.kind).cmp(&(&b.group, &b.version, &b.kind))
+            });
+            Layer::ByKind {
+                kinds,
+                default: Box::new(default),
+            }
+        };
+        Ok(Self {
+            root,
+            reader_fail_on_missing_informer: options.reader_fail_on_missing_informer,
+        })
+    }
+
+    /// The root layer.
+    #[must_use]
+    pub fn root(&self) -> &Layer {
+        &self.root
+    }
+
+    /// Whether reads of a kind without an informer fail instead of starting one.
+    #[must_use]
+    pub fn reader_fail_on_missing_informer(&self) -> bool {
+        self.reader_fail_on_missing_informer
+    }
+
+    /// Every informer scope of the tree, outermost layer first, each with the kinds it starts.
+    /// Two plans with the same spec share those informers.
+    #[must_use]
+    pub fn informer_specs(&self) -> Vec<InformerSpec> {
+        let mut specs = Vec::new();
+        self.root.collect_specs(&Kinds::Any, &mut specs);
+        specs
+    }
+
+    /// Builds the caches of this plan. Nothing is started and no request is made until
+    /// [`Cache::start`] or a read.
+    #[must_use]
+    pub fn instantiate(&self, context: &Context) -> Arc<dyn Cache> {
+        self.root.instantiate(context)
+    }
+
+    /// The tree for `informant explain`, outermost layer first.
+    #[must_use]
+    pub fn describe(&self) -> Description {
+        self.root
+            .describe("root", self.reader_fail_on_missing_informer)
+    }
+
+    /// Which layers would serve a read of `gvk` in `namespace`, outermost first, or the error a
+    /// read would fail with before reaching an informer. `namespaced` is the kind's scope.
+    ///
+    /// With `readerFailOnMissingInformer`, a plan has no informer yet, so every route ends in
+    /// [`Error::KindNotCached`].
+    ///
+    /// # Errors
+    /// The error the read would return (unknown namespace, kind not cached, ...).
+    pub fn route(
+        &self,
+        gvk: &GroupVersionKind,
+        namespaced: bool,
+        namespace: Option<&str>,
+        name: Option<&str>,
+    ) -> Result<Vec<String>, Error> {
+        let mut path = Vec::new();
+        self.root.route(
+            &Read {
+                gvk,
+                namespaced,
+                namespace,
+                name,
+            },
+            self.reader_fail_on_missing_informer,
+            &mut path,
+        )?;
+        Ok(path)
+    }
+}
+
+/// What a routed read asks for.
+struct Read<'a> {
+    gvk: &'a GroupVersionKind,
+    namespaced: bool,
+    namespace: Option<&'a str>,
+    name: Option<&'a str>,
+}
+
+/// `apps/v1` or `v1`.
+pub(crate) fn api_version(gvk: &GroupVersionKind) -> String {
+    if gvk.group.is_empty() {
+        gvk.version.clone()
+    } else {
+        format!("{}/{}", gvk.group, gvk.version)
+    }
+}
+
+/// The scopes of a namespace map. The [`NamespaceKey::AllOthers`] entry watches all namespaces
+/// except the listed ones: its field selector gets `metadata.namespace!=<ns>` for each
+/// (controller-runtime `defaultOpts`), so no object is cached twice. `Options::defaulted`
+/// already adds these; only what is missing is added here.
+fn namespace_scopes(
+    map: &BTreeMap<NamespaceKey, Config>,
+    metadata_only: bool,
+) -> BTreeMap<NamespaceKey, InformerScope> {
+    let listed: Vec<&str> = map
+        .keys()
+        .filter_map(|key| match key {
+            NamespaceKey::Named(ns) => Some(ns.as_str()),
+            NamespaceKey::AllOthers => None,
+        })
+        .collect();
+    map.iter()
+        .map(|(key, config)| {
+            let mut settings = InformerSettings::from_config(config, metadata_only);
+            let namespace = match key {
+                NamespaceKey::Named(ns) => Some(ns.clone()),
+                NamespaceKey::AllOthers => {
+                    let present = |ns: &&str| {
+                        settings.field_selector.as_ref().is_some_and(|f| {
+                            f.requirements()
+                                .contains(&FieldRequirement::not_equals("metadata.namespace", *ns))
+                        })
+                    };
+                    let missing: Vec<&str> =
+                        listed.iter().copied().filter(|ns| !present(ns)).collect();
+                    if !missing.is_empty() {
+                        let exclusion = excluding_namespaces(missing);
+                        settings.field_selector = Some(match settings.field_selector.take() {
+                            Some(own) => own.and(&exclusion),
+                            None => exclusion,
+                        });
+                    }
+                    None
+                }
+            };
+            (
+                key.clone(),
+                InformerScope {
+                    namespace,
+                    settings,
+                },
+            )
+        })
+        .collect()
+}
+
+/// The role of a namespace key's layer in its parent.
+fn namespace_role(key: &NamespaceKey) -> String {
+    match key {
+        NamespaceKey::AllOthers => "namespace \"\" (every namespace not listed)".to_string(),
+        NamespaceKey::Named(ns) => format!("namespace {ns}"),
+    }
+}
+
+impl Layer {
+    fn collect_specs(&self, kinds: &Kinds, specs: &mut Vec<InformerSpec>) {
+        match self {
+            Layer::Informers(scope) => specs.push(InformerSpec {
+                kinds: kinds.clone(),
+                scope: scope.clone(),
+            }),
+            Layer::MultiNamespace {
+                namespaces,
+                cluster,
+            } => {
+                for scope in namespaces.values().chain(cluster.iter()) {
+                    specs.push(InformerSpec {
+                        kinds: kinds.clone(),
+                        scope: scope.clone(),
+                    });
+                }
+            }
+            Layer::ByKind { kinds: by, default } => {
+                for (gvk, layer) in by {
+                    layer.collect_specs(&Kinds::Only(gvk.clone()), specs);
+                }
+                default.collect_specs(kinds, specs);
+            }
+        }
+    }
+
+    fn instantiate(&self, context: &Context) -> Arc<dyn Cache> {
+        match self {
+            Layer::Informers(scope) => Arc::new(InformerCache::new(
+                context.clone(),
+                scope.namespace.clone(),
+                scope.settings.clone(),
+            )),
+            Layer::MultiNamespace {
+                namespaces,
+                cluster,
+            } => Arc::new(MultiNamespaceCache::new(
+                context.clone(),
+                namespaces
+                    .iter()
+                    .map(|(key, scope)| (key.clone(), scope.settings.clone()))
+                    .collect(),
+                cluster.as_ref().map(|scope| scope.settings.clone()),
+            )),
+            Layer::ByKind { kinds, default } => Arc::new(ByKindCache::new(
+                kinds
+                    .iter()
+                    .map(|(gvk, layer)| (gvk.clone(), layer.instantiate(context)))
+                    .collect(),
+                default.instantiate(context),
+            )),
+        }
+    }
+
+    fn describe(&self, role: &str, reader_fail_on_missing_informer: bool) -> Description {
+        match self {
+            Layer::Informers(scope) => Description::informers(
+                role,
+                InformerScopeDescription::of(scope, reader_fail_on_missing_informer),
+            ),
+            Layer::MultiNamespace {
+                namespaces,
+                cluster,
+            } => {
+                let mut children: Vec<Description> = namespaces
+                    .iter()
+                    .map(|(key, scope)| {
+                        Description::informers(
+                            &namespace_role(key),
+                            InformerScopeDescription::of(scope, reader_fail_on_missing_informer),
+                        )
+                    })
+                    .collect();
+                if let Some(scope) = cluster {
+                    children.push(Description::informers(
+                        "cluster-scoped kinds",
+                        InformerScopeDescription::of(scope, reader_fail_on_missing_informer),
+                    ));
+                }
+                Description::routing("MultiNamespaceCache", role, children)
+            }
+            Layer::ByKind { kinds, default } => {
+                let mut children: Vec<Description> = kinds
+                    .iter()
+                    .map(|(gvk, layer)| {
+                        layer.describe(
+                            &format!("byObject {}/{}", api_version(gvk), gvk.kind),
+                            reader_fail_on_missing_informer,
+                        )
+                    })
+                    .collect();
+                children.push(default.describe(
+                    "default: every kind not in byObject",
+                    reader_fail_on_missing_informer,
+                ));
+                Description::routing("ByKindCache", role, children)
+            }
+        }
+    }
+
+    fn route(
+        &self,
+        read: &Read<'_>,
+        reader_fail_on_missing_informer: bool,
+        path: &mut Vec<String>,
+    ) -> Result<(), Error> {
+        match self {
+            Layer::Informers(scope) => {
+                if reader_fail_on_missing_informer {
+                    return Err(Error::KindNotCached {
+                        gvk: read.gvk.clone(),
+                    });
+                }
+                let d = InformerScopeDescription::of(scope, reader_fail_on_missing_informer);
+                path.push(format!("InformerCache {}", d.to_text()));
+                Ok(())
+            }
+            Layer::MultiNamespace {
+                namespaces,
+                cluster,
+            } => {
+                if !read.namespaced {
+                    let Some(cluster) = cluster else {
+                        return Err(Error::ClusterScopedNotCached {
+                            gvk: read.gvk.clone(),
+                        });
+                    };
+                    path.push("MultiNamespaceCache: cluster-scoped kind, served by the cluster cache (namespace ignored)".to_string());
+                    return Layer::Informers(cluster.clone()).route(
+                        read,
+                        reader_fail_on_missing_informer,
+                        path,
+                    );
+                }
+                let namespace = read.namespace.unwrap_or_default();
+                let listed = namespaces.get_key_value(&NamespaceKey::named(namespace));
+                let Some((key, scope)) =
+                    listed.or_else(|| namespaces.get_key_value(&NamespaceKey::AllOthers))
+                else {
+                    return Err(match read.name {
+                        Some(name) => Error::UnknownNamespaceGet {
+                            namespace: namespace.to_string(),
+                            name: name.to_string(),
+                        },
+                        None => Error::UnknownNamespaceList {
+                            namespace: namespace.to_string(),
+                        },
+                    });
+                };
+                path.push(match key {
+                    NamespaceKey::Named(_) => {
+                        format!("MultiNamespaceCache: namespace {namespace:?} is listed")
+                    }
+                    NamespaceKey::AllOthers => format!(
+                        "MultiNamespaceCache: namespace {namespace:?} is not listed, served by the \"\" entry"
+                    ),
+                });
+                Layer::Informers(scope.clone()).route(read, reader_fail_on_missing_informer, path)
+            }
+            Layer::ByKind { kinds, default } => {
+                let listed = kinds.iter().find(|(gvk, _)| gvk == read.gvk);
+                let kind = format!("{}/{}", api_version(read.gvk), read.gvk.kind);
+                let layer = if let Some((_, layer)) = listed {
+                    path.push(format!("ByKindCache: {kind} is listed in byObject"));
+                    layer
+                } else {
+                    path.push(format!(
+                        "ByKindCache: {kind} is not in byObject, served by the default cache"
+                    ));
+                    default
+                };
+                layer.route(read, reader_fail_on_missing_informer, path)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::options::ByObject;
+    use crate::selector::LabelSelector;
+
+    fn gvk(group: &str, kind: &str) -> GroupVersionKind {
+        GroupVersionKind::gvk(group, "v1", kind)
+    }
+
+    #[test]
+    fn empty_options_plan_one_informer_cache_over_all_namespaces() {
+        let plan = Plan::new(&Options::default()).unwrap();
+        let tree = plan.describe();
+        assert_eq!(tree.cache, "InformerCache");
+        assert_eq!(tree.scope.unwrap().namespace, "");
+        assert_eq!(
+            plan.informer_specs(),
+            [InformerSpec {
+                kinds: Kinds::Any,
+                scope: InformerScope {
+                    namespace: None,
+                    settings: InformerSettings::default()
+                }
+            }]
+        );
+    }
+
+    #[test]
+    fn default_namespaces_plan_a_multi_namespace_cache_with_a_cluster_cache() {
+        let options = Options {
+            default_label_selector: Some(LabelSelector::parse("app=shop").unwrap()),
+            ..Options::default()
+        }
+        .with_default_namespace(NamespaceKey::named("a"), Config::default())
+        .with_default_namespace(NamespaceKey::AllOthers, Config::default());
+        let tree = Plan::new(&options).unwrap().describe();
+        assert_eq!(tree.cache, "MultiNamespaceCache");
+        let roles: Vec<&str> = tree.children.iter().map(|c| c.role.as_str()).collect();
+        assert_eq!(
+            roles,
+            [
+                "namespace \"\" (every namespace not listed)",
+                "namespace a",
+                "cluster-scoped kinds"
+            ]
+        );
+        let scopes: Vec<_> = tree
+            .children
+            .iter()
+            .map(|c| c.scope.clone().unwrap())
+            .collect();
+        assert_eq!(scopes[0].field_selector, "metadata.namespace!=a");
+        assert_eq!(scopes[2].label_selector, "app=shop");
+    }
+
+    #[tokio::test]
+    async fn by_object_wraps_the_default_cache_and_routes_unlisted_kinds_to_it() {
+        let mut pods = ByObject::new(gvk("", "Pod")).with_namespaces(Namespaces::All);
+        pods.metadata_only = true;
+        let options = Options::default()
+            .with_default_namespace(NamespaceKey::named("a"), Config::default())
+            .with_by_object(ByObject::new(gvk("apps", "Deployment")))
+            .with_by_object(pods);
+        let plan = Plan::new(&options).unwrap();
+        let tree = plan.describe();
+        assert_eq!(tree.cache, "ByKindCache");
+        let kinds: Vec<(&str, &str)> = tree
+            .children
+            .iter()
+            .map(|c| (c.role.as_str(), c.cache))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("byObject v1/Pod", "InformerCache"),
+                ("byObject apps/v1/Deployment", "MultiNamespaceCache"),
+                ("default: every kind not in byObject", "MultiNamespaceCache"),
+            ]
+        );
+        assert!(tree.children[0].scope.as_ref().unwrap().metadata_only);
+        // The inherited namespaces of a byObject entry get no cluster cache.
+        assert_eq!(tree.children[1].children.len(), 1);
+        let route = plan
+            .route(&gvk("", "Secret"), true, Some("zzz"), Some("s"))
+            .unwrap_err();
+        assert_eq!(
+            route.to_string(),
+            "unable to get: zzz/s because of unknown namespace for the cache"
+        );
+        let served = plan
+            .route(&gvk("", "Secret"), true, Some("a"), Some("s"))
+            .unwrap();
+        assert_eq!(served.len(), 3, "{served:?}");
+        // The byObject kinds are their own specs; the default cache serves any other kind.
+        let specs = plan.informer_specs();
+        assert_eq!(specs[0].kinds, Kinds::Only(gvk("", "Pod")));
+        assert_eq!(specs[1].kinds, Kinds::Only(gvk("apps", "Deployment")));
+        assert!(specs[2..].iter().all(|s| s.kinds == Kinds::Any));
+        // Instantiating builds the same shape of caches.
+        let cache = plan.instantiate(&Context::offline(false));
+        assert!(cache.informers().is_empty(), "nothing starts before a read");
+    }
+
+    #[test]
+    fn a_cluster_scoped_kind_in_a_tree_without_cluster_cache_is_an_error_route() {
+        let options = Options::default().with_by_object(
+            ByObject::new(gvk("", "ConfigMap")).with_namespaces(Namespaces::Only(BTreeMap::from(
+                [(NamespaceKey::named("a"), Config::default())],
+            ))),
+        );
+        let plan = Plan::new(&options).unwrap();
+        let error = plan
+            .route(&gvk("", "ConfigMap"), false, None, Some("x"))
+            .unwrap_err();
+        assert!(
+            matches!(error, Error::ClusterScopedNotCached { .. }),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_all_others_entry_excludes_every_listed_namespace_once() {
+        let map = BTreeMap::from([
+            (NamespaceKey::named("a"), Config::default()),
+            (NamespaceKey::named("b"), Config::default()),
+            (
+                NamespaceKey::AllOthers,
+                Config::default().with_field_selector(
+                    crate::selector::FieldSelector::parse("metadata.namespace!=a").unwrap(),
+                ),
+            ),
+        ]);
+        let scopes = namespace_scopes(&map, false);
+        let others = &scopes[&NamespaceKey::AllOthers];
+        assert_eq!(others.namespace, None);
+        assert_eq!(
+            others.settings.field_selector.as_ref().unwrap().to_string(),
+            "metadata.namespace!=a,metadata.namespace!=b"
+        );
+        assert_eq!(
+            scopes[&NamespaceKey::named("a")].namespace.as_deref(),
+            Some("a")
+        );
+    }
+
+    #[test]
+    fn equal_options_plan_equal_specs_and_a_changed_selector_changes_only_its_kind() {
+        let spec = |selector: &str| {
+            Options::default()
+                .with_by_object(ByObject::new(gvk("", "Pod")).with_config(
+                    Config::default().with_label_selector(LabelSelector::parse(selector).unwrap()),
+                ))
+                .with_by_object(ByObject::new(gvk("", "Secret")))
+        };
+        let a = Plan::new(&spec("app=a")).unwrap().informer_specs();
+        assert_eq!(a, Plan::new(&spec("app=a")).unwrap().informer_specs());
+        let b = Plan::new(&spec("app=b")).unwrap().informer_specs();
+        let changed: Vec<_> = a.iter().filter(|s| !b.contains(s)).collect();
+        assert_eq!(changed.len(), 1);
+        assert_eq!(changed[0].kinds, Kinds::Only(gvk("", "Pod")));
+    }
+}

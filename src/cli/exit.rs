@@ -1,0 +1,197 @@
+//! Exit codes and error printing: the one place that decides what a failure looks like to the
+//! user and to a script. Codes from BSD `sysexits.h` (as linkerd2-proxy uses them: 64 for bad
+//! configuration, 1 for a failure at run time), plus one code per cache error class.
+
+use informant::{apiserver, cache, config, recorder};
+
+/// Success.
+pub const OK: u8 = 0;
+/// A failure at run time (startup failed, the server went away, ...).
+pub const FAILURE: u8 = 1;
+/// The object is not in the cache (`Pod "x" not found`).
+pub const NOT_FOUND: u8 = 3;
+/// `readerFailOnMissingInformer` is set and the kind has no informer.
+pub const KIND_NOT_CACHED: u8 = 4;
+/// The namespace is not served by the tree (no `""` entry).
+pub const UNKNOWN_NAMESPACE: u8 = 5;
+/// The cache was read before it was started.
+pub const NOT_STARTED: u8 = 6;
+/// The informer did not sync in time.
+pub const TIMEOUT: u8 = 7;
+/// The informer can not list or watch the kind (403, 401, 404 from the API server).
+pub const INFORMER_FAILED: u8 = 8;
+/// The list options are not supported by the cache (continue, non-exact field selector).
+pub const UNSUPPORTED: u8 = 9;
+/// The API server does not serve the kind.
+pub const UNKNOWN_KIND: u8 = 10;
+/// The input is invalid: a bad config, a bad flag value (`EX_USAGE`).
+pub const USAGE: u8 = 64;
+/// An input file is missing or unreadable (`EX_NOINPUT`).
+pub const NO_INPUT: u8 = 66;
+/// The command is not implemented yet, or an internal error (`EX_SOFTWARE`).
+pub const SOFTWARE: u8 = 70;
+
+/// The text appended to `--help` of the commands that read through the cache tree.
+pub const CACHE_EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0   success
+  1   failure at run time (API server unreachable, bad kubeconfig)
+  2   the command line does not parse (unknown flag, missing argument)
+  3   not found: the object is not in the cache
+  4   kind not cached: readerFailOnMissingInformer is set and no informer exists
+  5   unknown namespace: the namespace is not in defaultNamespaces and there is no \"\" entry
+  6   the cache is not started
+  7   timeout waiting for the informer to sync
+  8   informer failed: the API server refuses to list/watch the kind (RBAC, 403)
+  9   unsupported list option (continue token, non-exact field selector)
+  10  unknown kind: the API server does not serve it
+  64  invalid argument values or invalid config
+  66  the config file can not be read";
+
+/// Why a command failed: the exit code and what to print on standard error (nothing when
+/// the command already printed its answer, as `explain --object` does for a refused read).
+#[derive(Debug)]
+pub struct Failure {
+    /// The process exit code.
+    pub code: u8,
+    /// The message, without the `informant <command>: ` prefix.
+    pub message: Option<String>,
+}
+
+impl Failure {
+    /// A failure with `code`, printing `error` and its whole `source()` chain.
+    pub fn new(code: u8, error: &dyn std::error::Error) -> Self {
+        Self {
+            code,
+            message: Some(error_chain(error)),
+        }
+    }
+
+    /// A failure with `code`, printing `message`.
+    pub fn message(code: u8, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: Some(message.into()),
+        }
+    }
+
+    /// A failure whose explanation the command already printed.
+    pub fn silent(code: u8) -> Self {
+        Self {
+            code,
+            message: None,
+        }
+    }
+
+    /// Prints the message as `informant <command>: <message>` and returns the exit code.
+    pub fn report(self, command: &str) -> u8 {
+        if let Some(message) = &self.message {
+            eprintln!("informant {command}: {message}");
+        }
+        self.code
+    }
+}
+
+/// What a command returns.
+pub type Result<T = ()> = std::result::Result<T, Failure>;
+
+/// A config that can not be used: 66 when the file can not be read, 64 when it is invalid.
+impl From<config::Error> for Failure {
+    fn from(error: config::Error) -> Self {
+        let code = match error {
+            config::Error::Read { .. } => NO_INPUT,
+            _ => USAGE,
+        };
+        Self::new(code, &error)
+    }
+}
+
+/// A read through the cache tree that failed: one code per error class.
+impl From<cache::Error> for Failure {
+    fn from(error: cache::Error) -> Self {
+        Self::new(cache_code(&error), &error)
+    }
+}
+
+/// A simulation that failed: the input's fault (64, 66) unless the output could not be written.
+impl From<recorder::simulate::Error> for Failure {
+    fn from(error: recorder::simulate::Error) -> Self {
+        use recorder::simulate::Error;
+        let code = match error {
+            Error::Open { .. } | Error::Read { .. } => NO_INPUT,
+            Error::Write(_) => FAILURE,
+            Error::Parse { .. } | Error::BadTime { .. } | Error::BadOption { .. } => USAGE,
+        };
+        Self::new(code, &error)
+    }
+}
+
+/// The embedded API server could not start or failed.
+impl From<apiserver::Error> for Failure {
+    fn from(error: apiserver::Error) -> Self {
+        let code = match error {
+            apiserver::Error::Seed { .. } => USAGE,
+            _ => FAILURE,
+        };
+        Self::new(code, &error)
+    }
+}
+
+/// The exit code of a cache error.
+pub fn cache_code(error: &cache::Error) -> u8 {
+    use cache::Error;
+    match error {
+        Error::NotFound { .. } => NOT_FOUND,
+        Error::KindNotCached { .. } => KIND_NOT_CACHED,
+        Error::UnknownNamespaceGet { .. }
+        | Error::UnknownNamespaceList { .. }
+        | Error::ClusterScopedNotCached { .. } => UNKNOWN_NAMESPACE,
+        Error::NotStarted => NOT_STARTED,
+        Error::Timeout { .. } => TIMEOUT,
+        Error::InformerFailed { .. } => INFORMER_FAILED,
+        Error::ContinueNotSupported | Error::NonExactFieldSelector => UNSUPPORTED,
+        Error::UnknownKind { .. } => UNKNOWN_KIND,
+        Error::Discovery { .. } => FAILURE,
+        Error::Convert { .. } | Error::Decode { .. } => SOFTWARE,
+    }
+}
+
+/// Formats an error with its whole `source()` chain, joined with `: ` (`a: b: c`). Each
+/// error's `Display` covers only its own layer (STYLE.md §5), so this is how a command shows
+/// the whole story.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot read config.yaml")]
+    struct ReadConfig(#[source] std::io::Error);
+
+    #[test]
+    fn the_chain_joins_every_layer_once() {
+        let error = ReadConfig(std::io::Error::other("permission denied"));
+        assert_eq!(
+            error_chain(&error),
+            "cannot read config.yaml: permission denied"
+        );
+    }
+
+    #[test]
+    fn unreadable_configs_exit_66_and_invalid_ones_64() {
+        let unreadable = config::load("/nonexistent/informant.yaml").unwrap_err();
+        assert_eq!(Failure::from(unreadable).code, NO_INPUT);
+        let invalid = config::load_str("kind: Nope\n").unwrap_err();
+        assert_eq!(Failure::from(invalid).code, USAGE);
+    }
+}

@@ -1,0 +1,142 @@
+//! `informant explain`: the cache tree a config plans, and which cache would serve an object.
+//! Pure: no client, no API server; kinds' scopes come from the built-in kind table.
+
+use std::path::PathBuf;
+
+use informant::cache::Plan;
+use informant::cache::resolver::BuiltinKinds;
+use kube::core::GroupVersionKind;
+
+use super::exit::{self, Failure};
+use super::parse_gvk;
+
+/// Output formats of `informant explain`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// One line per layer, indented.
+    Text,
+    /// `{"tree": ..., "object": ..., "servedBy": [...] | "error": ...}`.
+    Json,
+    /// The same document as `json`, in YAML.
+    Yaml,
+}
+
+/// Arguments of `informant explain`.
+#[derive(clap::Args, Debug)]
+#[command(after_help = exit::CACHE_EXIT_CODES_HELP)]
+pub struct Args {
+    /// The `CacheConfig` YAML file.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: PathBuf,
+    /// Which cache serves this object: `APIVERSION/KIND/NAMESPACE/NAME` (`v1/Pod/team-a/web`,
+    /// `apps/v1/Deployment/shop/cart`, `v1/Node//node01` for cluster-scoped kinds).
+    #[arg(long, value_name = "APIVERSION/KIND/NAMESPACE/NAME")]
+    pub object: Option<String>,
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value = "text")]
+    pub output: Output,
+}
+
+/// A parsed `--object`.
+#[derive(Debug, PartialEq, Eq)]
+struct ObjectRef {
+    gvk: GroupVersionKind,
+    namespace: Option<String>,
+    name: String,
+}
+
+/// Parses `APIVERSION/KIND/NAMESPACE/NAME` (apiVersion may contain one `/`).
+fn parse_object(text: &str) -> exit::Result<ObjectRef> {
+    let bad = || {
+        Failure::message(
+            exit::USAGE,
+            format!("--object {text:?}: expected APIVERSION/KIND/NAMESPACE/NAME"),
+        )
+    };
+    let parts: Vec<&str> = text.rsplitn(4, '/').collect();
+    let [name, namespace, kind, api_version] = parts[..] else {
+        return Err(bad());
+    };
+    if name.is_empty() || kind.is_empty() || api_version.is_empty() {
+        return Err(bad());
+    }
+    Ok(ObjectRef {
+        gvk: parse_gvk(api_version, kind),
+        namespace: (!namespace.is_empty()).then(|| namespace.to_string()),
+        name: name.to_string(),
+    })
+}
+
+/// Prints the plan (and the route of `--object`); a refused route is printed as part of the
+/// answer and exits with the code the read would fail with.
+pub fn run(args: &Args) -> exit::Result {
+    let options = informant::config::load(&args.config)?.cache;
+    let plan = Plan::new(&options).map_err(|e| Failure::new(exit::USAGE, &e))?;
+    let description = plan.describe();
+    let route = match &args.object {
+        None => None,
+        Some(text) => {
+            let object = parse_object(text)?;
+            let namespaced = BuiltinKinds::resolve_now(&object.gvk).namespaced;
+            let route = plan.route(
+                &object.gvk,
+                namespaced,
+                object.namespace.as_deref(),
+                Some(&object.name),
+            );
+            Some((text, route))
+        }
+    };
+    if args.output == Output::Text {
+        print!("{}", description.to_text());
+        if let Some((object, route)) = &route {
+            println!("\n{object}:");
+            match route {
+                Ok(path) => path.iter().for_each(|step| println!("  {step}")),
+                Err(e) => println!("  error: {e}"),
+            }
+        }
+    } else {
+        let mut doc = serde_json::json!({"tree": description});
+        if let Some((object, route)) = &route {
+            doc["object"] = serde_json::json!(object);
+            match route {
+                Ok(path) => doc["servedBy"] = serde_json::json!(path),
+                Err(e) => doc["error"] = serde_json::json!(e.to_string()),
+            }
+        }
+        let text = if args.output == Output::Json {
+            serde_json::to_string_pretty(&doc)
+                .map(|s| s + "\n")
+                .map_err(|e| Failure::new(exit::SOFTWARE, &e))?
+        } else {
+            serde_yaml::to_string(&doc).map_err(|e| Failure::new(exit::SOFTWARE, &e))?
+        };
+        print!("{text}");
+    }
+    match route {
+        Some((_, Err(e))) => Err(Failure::silent(exit::cache_code(&e))),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_references_split_from_the_right() {
+        let object = parse_object("apps/v1/Deployment/shop/cart").unwrap();
+        assert_eq!(
+            object,
+            ObjectRef {
+                gvk: GroupVersionKind::gvk("apps", "v1", "Deployment"),
+                namespace: Some("shop".into()),
+                name: "cart".into()
+            }
+        );
+        let node = parse_object("v1/Node//n1").unwrap();
+        assert_eq!((node.gvk.group.as_str(), node.namespace), ("", None));
+        assert_eq!(parse_object("Pod/x").unwrap_err().code, exit::USAGE);
+    }
+}

@@ -1,0 +1,149 @@
+//! The `informant` command line: one file per subcommand (its flags, the call into the library,
+//! its exit code), exit codes and error printing in one place ([`exit`]), signal handling in
+//! another ([`signal`]). `main` runs every subcommand on one tokio runtime. Nothing in the
+//! library depends on this module.
+
+mod apiserver;
+mod cache;
+mod crd;
+pub mod exit;
+mod explain;
+mod signal;
+mod simulate;
+mod validate;
+
+use clap::{Parser, Subcommand};
+use kube::core::GroupVersionKind;
+use tokio_util::sync::CancellationToken;
+use tracing::level_filters::LevelFilter;
+
+/// informant: a declaratively configured Kubernetes operator framework.
+// Reason: this doc comment is the `--help` text, where Markdown backticks would show as-is.
+#[allow(clippy::doc_markdown)]
+#[derive(Parser, Debug)]
+#[command(name = "informant", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// More log output on standard error: -v info, -vv debug, -vvv trace (RUST_LOG, when set,
+    /// decides instead).
+    #[arg(long, short = 'v', global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+}
+
+// Reason: these doc comments are the `--help` text, where Markdown backticks would show as-is.
+#[allow(clippy::doc_markdown)]
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the manager (config from a file with hot reload, or a CacheConfig in the cluster).
+    Run(NotYet),
+    /// Serve the embedded Kubernetes API server on loopback.
+    Apiserver(apiserver::Args),
+    /// Embedded API server + manager + the CronJob story, on one machine, no cluster needed.
+    Demo(NotYet),
+    /// Print the cacheconfigs.informant.dev CRD as YAML.
+    Crd,
+    /// Check a cache config file: every error at once, with its field path.
+    Validate(validate::Args),
+    /// Print the cache tree a config builds, and which cache serves a given object.
+    Explain(explain::Args),
+    /// Get or list objects through the cache tree, exactly as a controller would see them.
+    Cache(cache::Args),
+    /// Replay an event stream (JSON lines) through the recorder on a virtual clock.
+    Simulate(simulate::Args),
+}
+
+/// Arguments of a subcommand that is not implemented yet.
+#[derive(clap::Args, Debug)]
+struct NotYet {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    rest: Vec<String>,
+}
+
+impl Cli {
+    /// The log level when `RUST_LOG` is not set. One-shot commands log warnings only, so
+    /// their output is their answer; long-running ones (`apiserver`, `run`, `demo`) log their
+    /// lifecycle at info. Each `-v` raises the level by one.
+    pub fn log_level(&self) -> LevelFilter {
+        let base: u8 = match self.command {
+            Command::Run(_) | Command::Apiserver(_) | Command::Demo(_) => 1,
+            _ => 0,
+        };
+        match base.saturating_add(self.verbose) {
+            0 => LevelFilter::WARN,
+            1 => LevelFilter::INFO,
+            2 => LevelFilter::DEBUG,
+            _ => LevelFilter::TRACE,
+        }
+    }
+
+    /// The subcommand's name, as errors are prefixed with it.
+    fn name(&self) -> &'static str {
+        match self.command {
+            Command::Run(_) => "run",
+            Command::Apiserver(_) => "apiserver",
+            Command::Demo(_) => "demo",
+            Command::Crd => "crd",
+            Command::Validate(_) => "validate",
+            Command::Explain(_) => "explain",
+            Command::Cache(_) => "cache",
+            Command::Simulate(_) => "simulate",
+        }
+    }
+
+    /// Runs the subcommand and returns the process exit code. Long-running subcommands stop
+    /// on SIGINT or SIGTERM.
+    pub async fn run(self) -> u8 {
+        let name = self.name();
+        let shutdown = CancellationToken::new();
+        let signals = tokio::spawn(signal::cancel_on_signal(shutdown.clone()));
+        let result = match self.command {
+            Command::Run(_) | Command::Demo(_) => Err(exit::Failure::message(
+                exit::SOFTWARE,
+                "not yet implemented",
+            )),
+            Command::Apiserver(args) => apiserver::run(args, shutdown).await,
+            Command::Crd => crd::run(),
+            Command::Validate(args) => validate::run(&args),
+            Command::Explain(args) => explain::run(&args),
+            Command::Cache(args) => cache::run(&args).await,
+            Command::Simulate(args) => simulate::run(&args),
+        };
+        signals.abort();
+        match result {
+            Ok(()) => exit::OK,
+            Err(failure) => failure.report(name),
+        }
+    }
+}
+
+/// Splits `apps/v1` into a GVK with `kind`.
+fn parse_gvk(api_version: &str, kind: &str) -> GroupVersionKind {
+    match api_version.split_once('/') {
+        Some((group, version)) => GroupVersionKind::gvk(group, version, kind),
+        None => GroupVersionKind::gvk("", api_version, kind),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_shot_commands_log_warnings_and_servers_their_lifecycle() {
+        let level = |args: &[&str]| Cli::parse_from(args).log_level();
+        assert_eq!(level(&["informant", "crd"]), LevelFilter::WARN);
+        assert_eq!(level(&["informant", "crd", "-v"]), LevelFilter::INFO);
+        assert_eq!(level(&["informant", "apiserver"]), LevelFilter::INFO);
+        assert_eq!(
+            level(&["informant", "-vv", "apiserver"]),
+            LevelFilter::TRACE
+        );
+    }
+
+    #[test]
+    fn the_cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}
