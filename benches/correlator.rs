@@ -1,5 +1,5 @@
 //! Correlator speed: events/s and allocations/event for the three workloads of
-//! `shared/scenarios/README.md` (unique, hot, mix), `EventCorrelate` only, pre-built events,
+//! `tests/data/scenarios/README.md` (unique, hot, mix), `EventCorrelate` only, pre-built events,
 //! a fake clock advancing 1 ms per event, a fresh correlator per run.
 //!
 //! `cargo bench --bench correlator` measures 200,000 events per workload; under `cargo test`

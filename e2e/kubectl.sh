@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The real kubectl against `informant apiserver`: issue 3's kubectl acceptance list.
+# The real kubectl against `informant apiserver`: --seed, namespaces, CRDs and printer columns,
+# label and field selectors, merge / JSON / strategic-merge patches, server-side apply, watch,
+# delete, kubectl explain and namespace deletion: the kubectl commands an operator's author runs.
 #
 #   INFORMANT=target/debug/informant KUBECTL=kubectl bash e2e/kubectl.sh
 #

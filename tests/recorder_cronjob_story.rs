@@ -1,4 +1,4 @@
-//! Seed 001's `CronJob` story through `informant simulate --summary`: with client-go's spam key,
+//! The `CronJob` story through `informant simulate --summary`: with client-go's spam key,
 //! `SawCompletedJob` stops being delivered around minute 9–10; with the reason in the key it
 //! is always delivered.
 

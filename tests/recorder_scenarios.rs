@@ -1,4 +1,4 @@
-//! Replays every scenario of `shared/scenarios` through `informant::recorder::simulate` and
+//! Replays every scenario of `tests/data/scenarios` through `informant::recorder::simulate` and
 //! checks each output line against client-go's own answer, field for field.
 
 use std::path::PathBuf;
@@ -7,7 +7,7 @@ use informant::recorder::simulate;
 use informant::recorder::{CorrelatorOptions, SpamKeyField};
 use serde_json::Value;
 
-/// The fields `informant simulate` must reproduce exactly (scenarios README).
+/// The fields `informant simulate` must reproduce exactly (`tests/data/scenarios/README.md`).
 const MANDATORY: [&str; 9] = [
     "i",
     "t",
@@ -20,15 +20,9 @@ const MANDATORY: [&str; 9] = [
     "patchBody",
 ];
 
-/// The in-repo copy first, else `../shared/scenarios` beside the repository.
+/// The scenarios and client-go's answers, shipped with the repository.
 fn scenarios_dir() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let in_repo = root.join("tests/data/scenarios");
-    if in_repo.join("out").is_dir() {
-        in_repo
-    } else {
-        root.join("../shared/scenarios")
-    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/scenarios")
 }
 
 fn check(scenario: &str, input: &str, options: &CorrelatorOptions) {
@@ -130,30 +124,32 @@ fn spam_key_with_reason_matches_client_go() {
 }
 
 #[test]
-fn the_in_repo_copy_equals_the_shared_scenarios_when_both_exist() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let shared = root.join("../shared/scenarios/out");
-    if !shared.is_dir() {
-        return;
-    }
-    for entry in std::fs::read_dir(&shared).unwrap() {
-        let entry = entry.unwrap();
-        let copy = root
-            .join("tests/data/scenarios/out")
-            .join(entry.file_name());
-        assert_eq!(
-            std::fs::read(entry.path()).unwrap(),
-            std::fs::read(&copy).unwrap(),
-            "{}",
-            copy.display()
-        );
-    }
+fn every_reference_output_in_the_repository_is_checked_by_a_test_above() {
+    let mut outputs: Vec<String> = std::fs::read_dir(scenarios_dir().join("out"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| !n.starts_with("f_TestEventCorrelator_"))
+        .map(|n| n.trim_end_matches(".out.jsonl").to_owned())
+        .collect();
+    outputs.sort();
+    assert_eq!(
+        outputs,
+        [
+            "a_cronjob_default",
+            "b_cronjob_qps1_burst100",
+            "c_burst_200_similar",
+            "f_TestEventSpamFilter_default-spam-key-same-object-different-reason-is-spam",
+            "f_TestEventSpamFilter_object-reason-spam-key-different-reason-not-spam",
+            "f_TestEventSpamFilter_object-reason-spam-key-same-reason-different-message-is-spam",
+        ],
+        "a new reference output needs a test above"
+    );
 }
 
 #[test]
 fn the_combined_successful_create_at_600_s_passes_on_the_float32_qps_margin() {
-    // Fact 4 of the scenarios README: with client-go's float32 qps the balance at t = 600 s
-    // is 1.00000005…, so one token is taken and about 5e-8 is left.
+    // Fact 4 of `tests/data/scenarios/README.md`: with client-go's float32 qps the balance at
+    // t = 600 s is 1.00000005…, so one token is taken and about 5e-8 is left.
     let dir = scenarios_dir();
     let input = std::fs::read(dir.join("in/a_cronjob_default.in.jsonl")).unwrap();
     let mut out = Vec::new();
