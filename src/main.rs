@@ -15,7 +15,7 @@ fn main() -> ExitCode {
             eprintln!(
                 "informant: telemetry disabled: {}",
                 cli::exit::error_chain(e)
-            )
+            );
         })
         .ok();
     let runtime = match tokio::runtime::Runtime::new() {

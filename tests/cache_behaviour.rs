@@ -237,7 +237,7 @@ async fn b4_the_empty_entry_serves_other_namespaces_and_nothing_is_served_twice(
             env.list("ConfigMap", ListOptions::default()).await.unwrap(),
             ["c/y", "a/x"]
         );
-        let mut counts: Vec<(Option<String>, usize)> = env
+        let mut counts: Vec<(Option<String>, i64)> = env
             .tree
             .informers()
             .into_iter()
@@ -490,7 +490,7 @@ async fn b11_a_forbidden_kind_fails_reads_with_the_reason_and_shows_an_unsynced_
         let informers = env.tree.informers();
         assert_eq!(informers.len(), 1);
         assert!(!informers[0].synced);
-        assert!(informers[0].last_error.is_some());
+        assert!(informers[0].error.is_some());
         assert!(
             err.to_string()
                 .starts_with("informer for /v1, Kind=Secret in all namespaces can not sync: "),
@@ -521,7 +521,7 @@ async fn b11_a_transient_list_failure_is_retried_and_the_read_waits_for_the_sync
             2
         );
         assert_eq!(
-            env.tree.informers()[0].last_error,
+            env.tree.informers()[0].error,
             None,
             "cleared by the successful list"
         );

@@ -179,7 +179,7 @@ fn cases() -> Vec<Case> {
             )],
         },
         Case {
-            name: "a bad label selector at the issue's position",
+            name: "a bad label selector, pointing at the offending character",
             doc: Doc::Spec(
                 "byObject: [{apiVersion: v1, kind: Pod}, {apiVersion: v1, kind: Secret}, {apiVersion: v1, kind: ConfigMap, labelSelector: \"app in =x\"}]",
             ),

@@ -7,7 +7,7 @@ use kube::core::{DynamicObject, GroupVersionKind};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::error::Result;
-use super::informer::InformerInfo;
+use super::informer::InformerStatus;
 use crate::selector::{FieldSelector, LabelSelector};
 
 /// Options of a list through the cache (controller-runtime's `client.ListOptions` as far as the
@@ -77,5 +77,5 @@ pub trait Cache: Send + Sync {
     fn wait_for_sync<'a>(&'a self, cancel: &'a CancellationToken) -> BoxFuture<'a, Result<()>>;
 
     /// The informers of this cache (and of the caches below it).
-    fn informers(&self) -> Vec<InformerInfo>;
+    fn informers(&self) -> Vec<InformerStatus>;
 }

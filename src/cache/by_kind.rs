@@ -10,7 +10,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::api::{Cache, ListOptions};
 use super::error::Result;
-use super::informer::InformerInfo;
+use super::informer::InformerStatus;
 
 /// A cache per listed kind, and a default cache for the rest. Unlike an unknown namespace, an
 /// unlisted kind is no error: it goes to the default cache.
@@ -97,7 +97,7 @@ impl Cache for ByKindCache {
         })
     }
 
-    fn informers(&self) -> Vec<InformerInfo> {
+    fn informers(&self) -> Vec<InformerStatus> {
         self.all().flat_map(|c| c.informers()).collect()
     }
 }

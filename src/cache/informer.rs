@@ -19,28 +19,46 @@ use super::settings::InformerSettings;
 use super::store::{ObjectStore, StoreWriter};
 use crate::selector::LabelSelector;
 
-/// What an informer reports about itself (a row of `CacheConfig.status.informers`).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+/// One informer of the cache tree: its kind, scope, sync state and object count (a row of a
+/// `CacheConfig`'s `status.informers`).
+#[derive(
+    Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
-pub struct InformerInfo {
-    /// `apiVersion` of the kind (`v1`, `apps/v1`).
+pub struct InformerStatus {
+    /// API version of the watched kind (`v1`, `apps/v1`).
     pub api_version: String,
-    /// The kind.
+
+    /// The watched kind.
     pub kind: String,
-    /// The namespace watched; `None` means all namespaces.
+
+    /// The watched namespace; absent for an informer over every namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-    /// The label selector sent to the API server.
+
+    /// The label selector of the list/watch, in canonical form; absent when it selects
+    /// everything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label_selector: Option<String>,
-    /// The field selector sent to the API server.
+
+    /// The field selector of the list/watch, in canonical form; absent when it selects
+    /// everything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field_selector: Option<String>,
-    /// Whether only metadata is cached.
+
+    /// Whether only metadata (`PartialObjectMetadata`) is cached.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub metadata_only: bool,
-    /// Whether the first list has completed.
+
+    /// Whether the initial list has been stored.
     pub synced: bool,
-    /// Objects in the store.
-    pub objects: usize,
+
+    /// Objects currently cached by this informer.
+    pub objects: i64,
+
     /// The watcher's last error, cleared by the next successful event.
-    pub last_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// The informer's sync state, published on a watch channel.
@@ -341,9 +359,9 @@ impl Informer {
 
     /// What this informer reports about itself.
     #[must_use]
-    pub fn info(&self) -> InformerInfo {
+    pub fn status(&self) -> InformerStatus {
         let status = self.status.borrow().clone();
-        InformerInfo {
+        InformerStatus {
             api_version: self.resource.api_version.clone(),
             kind: self.resource.kind.clone(),
             namespace: self.namespace.clone(),
@@ -359,8 +377,8 @@ impl Informer {
                 .map(ToString::to_string),
             metadata_only: self.settings.metadata_only,
             synced: status.synced,
-            objects: self.store.len(),
-            last_error: status.last_error,
+            objects: i64::try_from(self.store.len()).unwrap_or(i64::MAX),
+            error: status.last_error,
         }
     }
 }
@@ -450,7 +468,7 @@ mod tests {
         assert_eq!(inf.list(None, Some(&sel), &[], None).unwrap().len(), 1);
         assert_eq!(inf.list(Some("b"), None, &[], None).unwrap().len(), 1);
         assert_eq!(inf.list(None, None, &[], Some(1)).unwrap().len(), 1);
-        assert_eq!(inf.info().objects, 2);
+        assert_eq!(inf.status().objects, 2);
     }
 
     #[tokio::test]
@@ -471,7 +489,7 @@ mod tests {
         )
         .await;
         assert!(inf.store.is_compact());
-        assert_eq!(inf.info().objects, 2);
+        assert_eq!(inf.status().objects, 2);
         let sel = LabelSelector::parse("app=web").unwrap();
         let on_n1 = inf
             .list(None, Some(&sel), &[("spec.nodeName", "n1")], None)
@@ -584,8 +602,8 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, Error::InformerFailed { .. }), "{err}");
         assert!(err.to_string().contains("forbidden"), "{err}");
-        assert!(!inf.info().synced);
-        assert!(inf.info().last_error.unwrap().contains("forbidden"));
+        assert!(!inf.status().synced);
+        assert!(inf.status().error.unwrap().contains("forbidden"));
     }
 
     #[tokio::test]

@@ -15,7 +15,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::api::{Cache, ListOptions};
 use super::error::{Error, Result};
-use super::informer::{Informer, InformerInfo};
+use super::informer::{Informer, InformerStatus};
 use super::resolver::Resolver;
 use super::settings::InformerSettings;
 
@@ -278,8 +278,9 @@ impl Cache for InformerCache {
         })
     }
 
-    fn informers(&self) -> Vec<InformerInfo> {
-        let mut infos: Vec<InformerInfo> = self.all_informers().iter().map(|i| i.info()).collect();
+    fn informers(&self) -> Vec<InformerStatus> {
+        let mut infos: Vec<InformerStatus> =
+            self.all_informers().iter().map(|i| i.status()).collect();
         infos.sort_by(|a, b| (&a.api_version, &a.kind).cmp(&(&b.api_version, &b.kind)));
         infos
     }

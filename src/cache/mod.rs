@@ -52,7 +52,7 @@ pub use by_kind::ByKindCache;
 pub use compact::CompactObject;
 pub use describe::{Description, InformerScopeDescription};
 pub use error::{Error, Result};
-pub use informer::{Informer, InformerInfo};
+pub use informer::{Informer, InformerStatus};
 pub use informer_cache::{Context, InformerCache};
 pub use multi_namespace::MultiNamespaceCache;
 pub use options::Options;

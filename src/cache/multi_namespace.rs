@@ -11,7 +11,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::api::{Cache, ListOptions};
 use super::error::{Error, Result};
-use super::informer::InformerInfo;
+use super::informer::InformerStatus;
 use super::informer_cache::{Context, InformerCache};
 use super::options::NamespaceKey;
 use super::settings::InformerSettings;
@@ -181,7 +181,7 @@ impl Cache for MultiNamespaceCache {
         })
     }
 
-    fn informers(&self) -> Vec<InformerInfo> {
+    fn informers(&self) -> Vec<InformerStatus> {
         self.all_caches().flat_map(Cache::informers).collect()
     }
 }

@@ -5,6 +5,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::cache::InformerStatus;
+
 /// Condition type: the spec passed validation (`True`) or not (`False`, with every error in
 /// the message).
 pub const CONDITION_VALID: &str = "Valid";
@@ -35,35 +37,4 @@ pub struct CacheConfigStatus {
     /// When the manager last applied a changed spec.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reload_time: Option<Time>,
-}
-
-/// One running informer.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct InformerStatus {
-    /// API version of the watched kind.
-    pub api_version: String,
-
-    /// The watched kind.
-    pub kind: String,
-
-    /// The watched namespace; absent for a cluster-wide informer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-
-    /// The label selector of the list/watch, in canonical form; absent when it selects
-    /// everything.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label_selector: Option<String>,
-
-    /// The field selector of the list/watch, in canonical form; absent when it selects
-    /// everything.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub field_selector: Option<String>,
-
-    /// Whether the initial list has been stored.
-    pub synced: bool,
-
-    /// Objects currently cached by this informer.
-    pub objects: i64,
 }

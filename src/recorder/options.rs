@@ -43,7 +43,7 @@ pub const DEFAULT_BURST: u32 = 25;
 /// client-go `tools/record/events_cache.go`: `defaultSpamQPS = 1. / 300.`, stored in
 /// `CorrelatorOptions.QPS`, a `float32`: the value the bucket really uses is
 /// `1.0_f32 / 300.0` widened to `f64` (0.0033333334…), which decides whether an event passes
-/// at exactly 300 s boundaries (see `shared/scenarios/README.md`, fact 4).
+/// at exactly 300 s boundaries (see `tests/data/scenarios/README.md`, fact 4).
 pub const DEFAULT_QPS: f64 = (1.0_f32 / 300.0_f32) as f64;
 
 /// A field of an event that is part of the spam filter's key.

@@ -1,5 +1,5 @@
 //! The input format of `informant simulate` (one event per JSON line, as in
-//! `shared/scenarios/README.md`) and the event client-go's recorder builds from it.
+//! `tests/data/scenarios/README.md`) and the event client-go's recorder builds from it.
 
 use std::sync::Arc;
 
