@@ -25,6 +25,7 @@
 pub mod apiserver;
 pub mod cache;
 pub mod config;
+pub mod kinds;
 pub mod manager;
 pub mod recorder;
 pub mod selector;

@@ -161,35 +161,37 @@ const EVENT_FIELDS: &[&str] = &[
     "type",
 ];
 
-struct Builtin {
+/// A built-in resource this server serves: its identity in [`crate::kinds::BUILTIN_KINDS`]
+/// (which gives its plural and scope) and what only serving needs.
+struct Served {
     group: &'static str,
     version: &'static str,
-    plural: &'static str,
-    singular: &'static str,
     kind: &'static str,
-    namespaced: bool,
     short: &'static [&'static str],
+    /// In the `all` category (`kubectl get all`).
     all: bool,
+    /// Has a `/status` subresource.
     status: bool,
+    /// Field selector fields beyond `metadata.name` / `metadata.namespace`.
     fields: &'static [&'static str],
 }
 
 #[rustfmt::skip]
-const BUILTINS: &[Builtin] = &[
-    Builtin { group: "", version: "v1", plural: "namespaces", singular: "namespace", kind: "Namespace", namespaced: false, short: &["ns"], all: false, status: true, fields: &["status.phase"] },
-    Builtin { group: "", version: "v1", plural: "pods", singular: "pod", kind: "Pod", namespaced: true, short: &["po"], all: true, status: true, fields: POD_FIELDS },
-    Builtin { group: "", version: "v1", plural: "configmaps", singular: "configmap", kind: "ConfigMap", namespaced: true, short: &["cm"], all: false, status: false, fields: &[] },
-    Builtin { group: "", version: "v1", plural: "secrets", singular: "secret", kind: "Secret", namespaced: true, short: &[], all: false, status: false, fields: &["type"] },
-    Builtin { group: "", version: "v1", plural: "services", singular: "service", kind: "Service", namespaced: true, short: &["svc"], all: true, status: true, fields: &[] },
-    Builtin { group: "", version: "v1", plural: "nodes", singular: "node", kind: "Node", namespaced: false, short: &["no"], all: false, status: true, fields: &["spec.unschedulable"] },
-    Builtin { group: "", version: "v1", plural: "serviceaccounts", singular: "serviceaccount", kind: "ServiceAccount", namespaced: true, short: &["sa"], all: false, status: false, fields: &[] },
-    Builtin { group: "", version: "v1", plural: "events", singular: "event", kind: "Event", namespaced: true, short: &["ev"], all: false, status: false, fields: EVENT_FIELDS },
-    Builtin { group: "events.k8s.io", version: "v1", plural: "events", singular: "event", kind: "Event", namespaced: true, short: &["ev"], all: false, status: false, fields: &[] },
-    Builtin { group: "apps", version: "v1", plural: "deployments", singular: "deployment", kind: "Deployment", namespaced: true, short: &["deploy"], all: true, status: true, fields: &[] },
-    Builtin { group: "batch", version: "v1", plural: "jobs", singular: "job", kind: "Job", namespaced: true, short: &[], all: true, status: true, fields: &[] },
-    Builtin { group: "batch", version: "v1", plural: "cronjobs", singular: "cronjob", kind: "CronJob", namespaced: true, short: &["cj"], all: true, status: true, fields: &[] },
-    Builtin { group: "coordination.k8s.io", version: "v1", plural: "leases", singular: "lease", kind: "Lease", namespaced: true, short: &[], all: false, status: false, fields: &[] },
-    Builtin { group: "apiextensions.k8s.io", version: "v1", plural: "customresourcedefinitions", singular: "customresourcedefinition", kind: "CustomResourceDefinition", namespaced: false, short: &["crd", "crds"], all: false, status: true, fields: &[] },
+const SERVED: &[Served] = &[
+    Served { group: "", version: "v1", kind: "Namespace", short: &["ns"], all: false, status: true, fields: &["status.phase"] },
+    Served { group: "", version: "v1", kind: "Pod", short: &["po"], all: true, status: true, fields: POD_FIELDS },
+    Served { group: "", version: "v1", kind: "ConfigMap", short: &["cm"], all: false, status: false, fields: &[] },
+    Served { group: "", version: "v1", kind: "Secret", short: &[], all: false, status: false, fields: &["type"] },
+    Served { group: "", version: "v1", kind: "Service", short: &["svc"], all: true, status: true, fields: &[] },
+    Served { group: "", version: "v1", kind: "Node", short: &["no"], all: false, status: true, fields: &["spec.unschedulable"] },
+    Served { group: "", version: "v1", kind: "ServiceAccount", short: &["sa"], all: false, status: false, fields: &[] },
+    Served { group: "", version: "v1", kind: "Event", short: &["ev"], all: false, status: false, fields: EVENT_FIELDS },
+    Served { group: "events.k8s.io", version: "v1", kind: "Event", short: &["ev"], all: false, status: false, fields: &[] },
+    Served { group: "apps", version: "v1", kind: "Deployment", short: &["deploy"], all: true, status: true, fields: &[] },
+    Served { group: "batch", version: "v1", kind: "Job", short: &[], all: true, status: true, fields: &[] },
+    Served { group: "batch", version: "v1", kind: "CronJob", short: &["cj"], all: true, status: true, fields: &[] },
+    Served { group: "coordination.k8s.io", version: "v1", kind: "Lease", short: &[], all: false, status: false, fields: &[] },
+    Served { group: "apiextensions.k8s.io", version: "v1", kind: "CustomResourceDefinition", short: &["crd", "crds"], all: false, status: true, fields: &[] },
 ];
 
 /// The set of served resources; CRDs are added and removed at run time.
@@ -209,14 +211,19 @@ impl Registry {
     #[must_use]
     pub fn new() -> Self {
         let mut types = BTreeMap::new();
-        for b in BUILTINS {
+        for b in SERVED {
+            let Some(kind) = crate::kinds::builtin(b.group, b.version, b.kind) else {
+                // A test checks every served kind is in the table.
+                continue;
+            };
             let rt = ResourceType {
                 group: b.group.to_string(),
                 versions: vec![b.version.to_string()],
-                plural: b.plural.to_string(),
-                singular: b.singular.to_string(),
+                plural: kind.plural.to_string(),
+                // Built-in kinds' singular names are their lowercased kinds.
+                singular: b.kind.to_lowercase(),
                 kind: b.kind.to_string(),
-                namespaced: b.namespaced,
+                namespaced: kind.namespaced,
                 short_names: b.short.iter().map(ToString::to_string).collect(),
                 categories: if b.all {
                     vec!["all".to_string()]
@@ -352,6 +359,20 @@ mod tests {
             events.field_value(&ev, "source").as_deref(),
             Some("kubelet")
         );
+    }
+
+    #[test]
+    fn every_served_built_in_is_in_the_shared_kind_table() {
+        for served in SERVED {
+            assert!(
+                crate::kinds::builtin(served.group, served.version, served.kind).is_some(),
+                "{}/{} {}",
+                served.group,
+                served.version,
+                served.kind
+            );
+        }
+        assert_eq!(Registry::new().all().len(), SERVED.len());
     }
 
     #[test]

@@ -20,7 +20,6 @@
 //! selector gets `metadata.namespace!=<ns>` for every listed namespace `AND`ed to it, so no
 //! object is cached by two informers.
 
-pub(crate) mod builtin;
 mod defaulting;
 
 use std::collections::BTreeMap;
@@ -31,7 +30,6 @@ use kube::core::GroupVersionKind;
 
 use crate::selector::{FieldSelector, LabelSelector};
 
-pub use builtin::builtin_scope;
 pub use defaulting::OptionsError;
 
 /// Default resync period of every informer.
@@ -334,6 +332,27 @@ impl fmt::Display for NamespaceKey {
             NamespaceKey::Named(ns) => f.write_str(ns),
         }
     }
+}
+
+/// The scope of a built-in kind, or `None` if `gvk` is not one (a custom resource, whose scope
+/// only discovery knows).
+///
+/// ```
+/// use informant::cache::options::{builtin_scope, Scope};
+/// use kube::core::GroupVersionKind;
+/// assert_eq!(builtin_scope(&GroupVersionKind::gvk("", "v1", "Node")), Some(Scope::Cluster));
+/// assert_eq!(builtin_scope(&GroupVersionKind::gvk("apps", "v1", "Deployment")), Some(Scope::Namespaced));
+/// assert_eq!(builtin_scope(&GroupVersionKind::gvk("example.com", "v1", "Widget")), None);
+/// ```
+#[must_use]
+pub fn builtin_scope(gvk: &GroupVersionKind) -> Option<Scope> {
+    crate::kinds::builtin(&gvk.group, &gvk.version, &gvk.kind).map(|k| {
+        if k.namespaced {
+            Scope::Namespaced
+        } else {
+            Scope::Cluster
+        }
+    })
 }
 
 /// Which namespaces a kind is cached in: a three-way setting (Go: nil map, empty map, map).

@@ -14,10 +14,11 @@ use super::types::{
     ByObjectSpec, CacheConfigSpec, CorrelatorSpec, NamespaceConfig, RecorderSpec, SinkSpec,
     TransformSpec,
 };
+use crate::cache;
 use crate::cache::options::{
     ByObject, Config, NamespaceKey, Namespaces, Scope, Transform, builtin_scope,
 };
-use crate::cache::{self, options::builtin};
+use crate::kinds;
 use crate::recorder::{self, CorrelatorOptions, SinkOptions, SpamKeyField};
 use crate::selector::{FieldSelector, LabelSelector, Operator, Requirement};
 use crate::suggest::closest;
@@ -300,17 +301,17 @@ impl Validator {
             return None;
         }
         let gv = gv?;
-        if builtin::is_builtin_group(&gv.group) {
-            let versions: Vec<&str> = builtin::builtin_kinds_in(&gv.group)
-                .filter(|(_, _, k, _)| k == kind)
-                .map(|(_, v, _, _)| *v)
+        if kinds::is_builtin_group(&gv.group) {
+            let versions: Vec<&str> = kinds::in_group(&gv.group)
+                .filter(|k| k.kind == kind)
+                .map(|k| k.version)
                 .collect();
             if versions.is_empty() {
                 // A built-in kind in the wrong group (`v1 Deployment`): name where it lives.
-                let elsewhere: Vec<String> = builtin::BUILTIN_KINDS
+                let elsewhere: Vec<String> = kinds::BUILTIN_KINDS
                     .iter()
-                    .filter(|(_, _, k, _)| k == kind)
-                    .map(|(g, v, _, _)| gv_string(g, v))
+                    .filter(|k| k.kind == kind)
+                    .map(|k| gv_string(k.group, k.version))
                     .collect();
                 if !elsewhere.is_empty() {
                     self.error(
@@ -489,10 +490,8 @@ fn api_version_problem(av: &str) -> Option<String> {
 
 /// The built-in kind of `group` closest to `kind`.
 fn suggest_kind(group: &str, kind: &str) -> Option<String> {
-    let kinds: Vec<String> = builtin::builtin_kinds_in(group)
-        .map(|(_, _, k, _)| (*k).to_owned())
-        .collect();
-    closest(kind, kinds.iter()).map(str::to_owned)
+    let known: Vec<String> = kinds::in_group(group).map(|k| k.kind.to_owned()).collect();
+    closest(kind, known.iter()).map(str::to_owned)
 }
 
 fn gv_string(group: &str, version: &str) -> String {

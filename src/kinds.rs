@@ -1,5 +1,6 @@
-//! The scope (namespaced or cluster) of Kubernetes' built-in kinds, read from k8s-openapi's
-//! types, so options can be checked before any API server is reachable.
+//! The built-in kinds of Kubernetes, read from k8s-openapi's types: the one table that config
+//! validation and the cache (kinds and scopes, before any API server is reachable) and the
+//! embedded API server (what it serves) share.
 
 use k8s_openapi::api::{
     admissionregistration::v1 as admission, apps::v1 as apps, autoscaling::v1 as autoscaling_v1,
@@ -11,39 +12,49 @@ use k8s_openapi::api::{
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope, Resource};
-use kube::core::GroupVersionKind;
 
-use super::Scope;
-
-/// Maps k8s-openapi's scope marker types to [`Scope`].
+/// Whether k8s-openapi's scope marker type is namespaced.
 trait ScopeOf {
-    const SCOPE: Scope;
+    const NAMESPACED: bool;
 }
 
 impl ScopeOf for NamespaceResourceScope {
-    const SCOPE: Scope = Scope::Namespaced;
+    const NAMESPACED: bool = true;
 }
 
 impl ScopeOf for ClusterResourceScope {
-    const SCOPE: Scope = Scope::Cluster;
+    const NAMESPACED: bool = false;
 }
 
-/// One built-in kind: group, version, kind, scope.
-pub(crate) type BuiltinKind = (&'static str, &'static str, &'static str, Scope);
+/// One built-in kind, as k8s-openapi describes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BuiltinKind {
+    /// API group, `""` for the core group.
+    pub group: &'static str,
+    /// API version within the group.
+    pub version: &'static str,
+    /// Kind.
+    pub kind: &'static str,
+    /// Plural resource name, as in URLs (`pods`).
+    pub plural: &'static str,
+    /// Whether objects live in a namespace.
+    pub namespaced: bool,
+}
 
 macro_rules! kinds {
     ($($t:ty),* $(,)?) => {
-        &[$((
-            <$t as Resource>::GROUP,
-            <$t as Resource>::VERSION,
-            <$t as Resource>::KIND,
-            <<$t as Resource>::Scope as ScopeOf>::SCOPE,
-        )),*]
+        &[$(BuiltinKind {
+            group: <$t as Resource>::GROUP,
+            version: <$t as Resource>::VERSION,
+            kind: <$t as Resource>::KIND,
+            plural: <$t as Resource>::URL_PATH_SEGMENT,
+            namespaced: <<$t as Resource>::Scope as ScopeOf>::NAMESPACED,
+        }),*]
     };
 }
 
-/// The built-in kinds of Kubernetes 1.33 a cache is likely to be configured for.
-pub(crate) const BUILTIN_KINDS: &[BuiltinKind] = kinds![
+/// The built-in kinds of Kubernetes 1.33 an operator is likely to cache or serve.
+pub const BUILTIN_KINDS: &[BuiltinKind] = kinds![
     core::Binding,
     core::ConfigMap,
     core::Endpoints,
@@ -100,31 +111,28 @@ pub(crate) const BUILTIN_KINDS: &[BuiltinKind] = kinds![
     apiextensions::CustomResourceDefinition,
 ];
 
-/// The scope of a built-in kind, or `None` if `gvk` is not one (a custom resource, whose scope
-/// only discovery knows).
+/// The built-in kind `group`/`version`/`kind`, if it is one.
 ///
 /// ```
-/// use informant::cache::options::{builtin_scope, Scope};
-/// use kube::core::GroupVersionKind;
-/// assert_eq!(builtin_scope(&GroupVersionKind::gvk("", "v1", "Node")), Some(Scope::Cluster));
-/// assert_eq!(builtin_scope(&GroupVersionKind::gvk("apps", "v1", "Deployment")), Some(Scope::Namespaced));
-/// assert_eq!(builtin_scope(&GroupVersionKind::gvk("example.com", "v1", "Widget")), None);
+/// let node = informant::kinds::builtin("", "v1", "Node").unwrap();
+/// assert_eq!((node.plural, node.namespaced), ("nodes", false));
+/// assert!(informant::kinds::builtin("example.com", "v1", "Widget").is_none());
 /// ```
 #[must_use]
-pub fn builtin_scope(gvk: &GroupVersionKind) -> Option<Scope> {
+pub fn builtin(group: &str, version: &str, kind: &str) -> Option<&'static BuiltinKind> {
     BUILTIN_KINDS
         .iter()
-        .find(|(g, v, k, _)| *g == gvk.group && *v == gvk.version && *k == gvk.kind)
-        .map(|(_, _, _, scope)| *scope)
+        .find(|k| k.group == group && k.version == version && k.kind == kind)
 }
 
 /// Whether `group` is one of the built-in API groups listed here (so a kind unknown in it is
 /// a typo, not a custom resource).
-pub(crate) fn is_builtin_group(group: &str) -> bool {
-    BUILTIN_KINDS.iter().any(|(g, ..)| *g == group)
+#[must_use]
+pub fn is_builtin_group(group: &str) -> bool {
+    BUILTIN_KINDS.iter().any(|k| k.group == group)
 }
 
 /// The built-in kinds of `group`.
-pub(crate) fn builtin_kinds_in(group: &str) -> impl Iterator<Item = &'static BuiltinKind> + '_ {
-    BUILTIN_KINDS.iter().filter(move |(g, ..)| *g == group)
+pub fn in_group(group: &str) -> impl Iterator<Item = &'static BuiltinKind> + '_ {
+    BUILTIN_KINDS.iter().filter(move |k| k.group == group)
 }
