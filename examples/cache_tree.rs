@@ -7,7 +7,7 @@ use std::error::Error;
 use std::time::Duration;
 
 use informant::apiserver::TestServer;
-use informant::cache::options::NamespaceKey;
+use informant::cache::NamespaceKey;
 use informant::cache::{self, Cache, ListOptions};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};

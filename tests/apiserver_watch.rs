@@ -347,7 +347,7 @@ async fn resuming_from_an_expired_version_gets_410_gone() {
 #[tokio::test]
 async fn the_history_window_is_bounded() {
     let (_s, client) = server_with(Config {
-        limits: informant::apiserver::store::Limits {
+        limits: informant::apiserver::Limits {
             history: 3,
             ..Default::default()
         },

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use informant::apiserver::{TestServer, faults::Verb};
-use informant::cache::{Cache, Context, Error, ListOptions, Plan, resolver::Discovery};
+use informant::apiserver::{TestServer, Verb};
+use informant::cache::{Cache, Context, Discovery, Error, ListOptions, Plan};
 use informant::selector::{FieldSelector, LabelSelector};
 use kube::core::GroupVersionKind;
 use serde_json::json;

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use informant::cache::options::{NamespaceKey, Namespaces, Scope};
+use informant::cache::{NamespaceKey, Namespaces, Scope};
 use informant::config::{Validated, load};
 use informant::recorder::SpamKeyField;
 

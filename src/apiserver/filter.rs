@@ -65,12 +65,6 @@ impl Filter {
         self.namespace.as_deref()
     }
 
-    /// Whether the request has label or field selectors.
-    #[must_use]
-    pub fn has_selectors(&self) -> bool {
-        self.labels.is_some() || self.fields.is_some()
-    }
-
     /// Whether `obj` (in namespace `namespace`) is selected.
     #[must_use]
     pub fn matches(&self, namespace: &str, obj: &Value) -> bool {

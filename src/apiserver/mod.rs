@@ -37,28 +37,30 @@
 //! tracks only apply managers (no `Update` entries); no `/scale` or other subresources than
 //! `/status`.
 
-pub mod aggregated;
-pub mod conversion;
-pub mod crd;
+mod aggregated;
+mod conversion;
+mod crd;
 mod debug;
-pub mod discovery;
-pub mod faults;
-pub mod filter;
+mod discovery;
+mod faults;
+mod filter;
 pub(crate) mod handlers;
-pub mod meta;
-pub mod openapi;
-pub mod protobuf;
-pub mod query;
-pub mod registry;
-pub mod route;
-pub mod seed;
-pub mod server;
-pub mod status;
-pub mod store;
-pub mod table;
+mod meta;
+mod openapi;
+mod protobuf;
+mod query;
+mod registry;
+mod route;
+mod seed;
+mod server;
+mod status;
+mod store;
+mod table;
 mod test_server;
 
-pub use faults::Verb;
+pub use faults::{FailRule, Verb};
+pub use seed::parse_yaml;
 pub use server::{Config, Error, Handle, Server};
 pub use status::ApiError;
+pub use store::Limits;
 pub use test_server::{TestServer, TestServerError, kubeconfig};

@@ -482,12 +482,6 @@ impl Store {
     pub fn len(&self) -> usize {
         self.lock().tables.values().map(imbl::OrdMap::len).sum()
     }
-
-    /// Whether the store holds no object.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 #[cfg(test)]

@@ -49,7 +49,7 @@ async fn main() -> Result<()> {
         .and_then(|a| a.parse().ok())
         .unwrap_or(100_000);
     let server = TestServer::start_with(Config {
-        limits: informant::apiserver::store::Limits {
+        limits: informant::apiserver::Limits {
             history: 20_000,
             broadcast: 65_536,
         },

@@ -23,7 +23,7 @@ use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 use tokio_util::sync::CancellationToken;
 
 use informant::apiserver::TestServer;
-use informant::cache::{Informer, InformerSettings, options::Transform, typed};
+use informant::cache::{Informer, InformerSettings, Transform, typed};
 use informant::selector::LabelSelector;
 
 /// Objects in an informer's store.

@@ -50,7 +50,7 @@ pub async fn resolve_scopes(options: &mut Options, resolver: &dyn Resolver) {
 mod tests {
     use super::*;
     use crate::cache::Layer;
-    use crate::cache::options::{ByObject, Config, NamespaceKey};
+    use crate::cache::{ByObject, Config, NamespaceKey};
     use kube::core::GroupVersionKind;
 
     /// Resolves every kind as cluster-scoped.
@@ -60,10 +60,9 @@ mod tests {
         fn resolve<'a>(
             &'a self,
             gvk: &'a GroupVersionKind,
-        ) -> futures::future::BoxFuture<'a, crate::cache::Result<crate::cache::resolver::KindInfo>>
-        {
+        ) -> futures::future::BoxFuture<'a, crate::cache::Result<crate::cache::KindInfo>> {
             Box::pin(async move {
-                Ok(crate::cache::resolver::KindInfo {
+                Ok(crate::cache::KindInfo {
                     resource: kube::core::ApiResource::from_gvk(gvk),
                     namespaced: false,
                 })

@@ -405,7 +405,7 @@ fn metadata_to_dynamic(meta: PartialObjectMeta<DynamicObject>, types: &TypeMeta)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::options::Transform;
+    use crate::cache::Transform;
     use futures::stream;
     use k8s_openapi::api::core::v1::ConfigMap;
 

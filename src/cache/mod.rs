@@ -28,22 +28,22 @@
 //! # }
 //! ```
 
-pub mod api;
+mod api;
 mod build;
-pub mod by_kind;
-pub mod compact;
+mod by_kind;
+mod compact;
 mod describe;
-pub mod error;
-pub mod informer;
-pub mod informer_cache;
-pub mod matching;
-pub mod multi_namespace;
-pub mod options;
+mod error;
+mod informer;
+mod informer_cache;
+mod matching;
+mod multi_namespace;
+mod options;
 mod plan;
-pub mod resolver;
-pub mod settings;
+mod resolver;
+mod settings;
 mod store;
-pub mod transform;
+mod transform;
 pub mod typed;
 
 pub use api::{Cache, ListOptions};
@@ -55,7 +55,12 @@ pub use error::{Error, Result};
 pub use informer::{Informer, InformerStatus};
 pub use informer_cache::{Context, InformerCache};
 pub use multi_namespace::MultiNamespaceCache;
-pub use options::Options;
+pub use options::{
+    ByObject, Config, DEFAULT_ENABLE_WATCH_BOOKMARKS, DEFAULT_SYNC_PERIOD,
+    DEFAULT_UNSAFE_DISABLE_DEEP_COPY, NamespaceKey, Namespaces, Options, OptionsError, Scope,
+    Transform, builtin_scope,
+};
 pub use plan::{InformerScope, InformerSpec, Kinds, Layer, Plan};
+pub use resolver::{BuiltinKinds, Discovery, KindInfo, Resolver};
 pub use settings::InformerSettings;
 pub use store::StoreWriter;

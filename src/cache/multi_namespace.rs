@@ -190,7 +190,7 @@ impl Cache for MultiNamespaceCache {
 mod tests {
     use super::*;
     use crate::cache::informer::Informer;
-    use crate::cache::resolver::{BuiltinKinds, Resolver};
+    use crate::cache::{BuiltinKinds, Resolver};
     use futures::stream;
     use kube::core::ApiResource;
     use kube::runtime::watcher;

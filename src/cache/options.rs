@@ -106,7 +106,7 @@ impl Options {
     ///
     /// ```
     /// use informant::cache::Options;
-    /// use informant::cache::options::{ByObject, Config, NamespaceKey, Namespaces};
+    /// use informant::cache::{ByObject, Config, NamespaceKey, Namespaces};
     /// use informant::selector::FieldSelector;
     /// use kube::core::GroupVersionKind;
     ///
@@ -270,7 +270,7 @@ impl Transform {
     /// Applies the transform to an object in its JSON form; other shapes are left alone.
     ///
     /// ```
-    /// use informant::cache::options::Transform;
+    /// use informant::cache::Transform;
     /// let t = Transform { strip_managed_fields: true, drop_labels: vec!["x".into()], ..Default::default() };
     /// let mut pod = serde_json::json!({"metadata": {"managedFields": [{}], "labels": {"x": "1", "y": "2"}}});
     /// t.apply(&mut pod);
@@ -338,7 +338,7 @@ impl fmt::Display for NamespaceKey {
 /// only discovery knows).
 ///
 /// ```
-/// use informant::cache::options::{builtin_scope, Scope};
+/// use informant::cache::{builtin_scope, Scope};
 /// use kube::core::GroupVersionKind;
 /// assert_eq!(builtin_scope(&GroupVersionKind::gvk("", "v1", "Node")), Some(Scope::Cluster));
 /// assert_eq!(builtin_scope(&GroupVersionKind::gvk("apps", "v1", "Deployment")), Some(Scope::Namespaced));

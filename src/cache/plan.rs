@@ -477,7 +477,7 @@ impl Layer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::options::ByObject;
+    use crate::cache::ByObject;
     use crate::selector::LabelSelector;
 
     fn gvk(group: &str, kind: &str) -> GroupVersionKind {

@@ -5,10 +5,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use informant::apiserver::faults::{FailRule, Verb};
-use informant::apiserver::seed::parse_yaml;
-use informant::apiserver::store::Limits;
+use informant::apiserver::Limits;
+use informant::apiserver::parse_yaml;
 use informant::apiserver::{Config, Server, kubeconfig};
+use informant::apiserver::{FailRule, Verb};
 use tokio_util::sync::CancellationToken;
 
 use super::exit::{self, Failure};

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use informant::cache::resolver::Discovery;
+use informant::cache::Discovery;
 use informant::cache::{Cache, Context, ListOptions, Plan, resolve_scopes};
 use informant::selector::{FieldSelector, LabelSelector};
 use kube::core::DynamicObject;

@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
+use informant::cache::BuiltinKinds;
 use informant::cache::Plan;
-use informant::cache::resolver::BuiltinKinds;
 use kube::core::GroupVersionKind;
 
 use super::exit::{self, Failure};

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::duration::format_duration;
 use super::load::Validated;
-use crate::cache::options::{Config, NamespaceKey, Namespaces, Scope};
+use crate::cache::{Config, NamespaceKey, Namespaces, Scope};
 
 impl Validated {
     /// Describes the defaulted cache options and the recorder options, one setting per line.

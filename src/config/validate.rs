@@ -15,9 +15,7 @@ use super::types::{
     TransformSpec,
 };
 use crate::cache;
-use crate::cache::options::{
-    ByObject, Config, NamespaceKey, Namespaces, Scope, Transform, builtin_scope,
-};
+use crate::cache::{ByObject, Config, NamespaceKey, Namespaces, Scope, Transform, builtin_scope};
 use crate::kinds;
 use crate::recorder::{self, CorrelatorOptions, SinkOptions, SpamKeyField};
 use crate::selector::{FieldSelector, LabelSelector, Operator, Requirement};

@@ -43,18 +43,14 @@ impl<K: Hash + Eq + Copy, V, S: BuildHasher + Default> Lru<K, V, S> {
 
 impl<K: Hash + Eq + Copy, V, S: BuildHasher> Lru<K, V, S> {
     /// Number of entries.
+    #[cfg(test)]
     #[must_use]
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
 
-    /// True when there is no entry.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
-    }
-
     /// The value of `key`, marking it most recently used.
+    #[cfg(test)]
     pub fn get_mut(&mut self, key: &K) -> Option<&mut V> {
         let idx = *self.map.get(key)?;
         self.move_to_front(idx);
@@ -62,6 +58,7 @@ impl<K: Hash + Eq + Copy, V, S: BuildHasher> Lru<K, V, S> {
     }
 
     /// The value of `key` without touching the recency order.
+    #[cfg(test)]
     #[must_use]
     pub fn peek(&self, key: &K) -> Option<&V> {
         self.map.get(key).map(|&i| &self.nodes[i as usize].value)

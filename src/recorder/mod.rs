@@ -36,19 +36,19 @@
 //! # }
 //! ```
 
-pub mod broadcaster;
-pub mod clock;
-pub mod correlator;
+mod broadcaster;
+mod clock;
+mod correlator;
 mod envelope;
-pub mod event;
+mod event;
 mod fate;
 mod handle;
 mod kube_sink;
-pub mod lru;
+mod lru;
 mod options;
-pub mod pipeline;
+mod pipeline;
 pub mod simulate;
-pub mod sink;
+mod sink;
 mod worker;
 
 pub use broadcaster::Broadcaster;

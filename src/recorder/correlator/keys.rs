@@ -310,7 +310,7 @@ impl SpamKeySelection {
 
     /// The spam key of `view`, whose event has the fingerprints `h`.
     #[must_use]
-    pub fn key(&self, view: EventView<'_>, h: &EventHashes) -> SpamKey {
+    pub fn key(self, view: EventView<'_>, h: &EventHashes) -> SpamKey {
         let e = view.event;
         SpamKey(Fingerprint::of(&SpamKeyFields {
             domain: Domain::Spam,

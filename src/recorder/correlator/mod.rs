@@ -13,13 +13,10 @@ mod spam_filter;
 
 use std::fmt;
 
-pub use aggregator::{Aggregated, Aggregator, CacheKey};
-pub use keys::{
-    AggregateKey, COMBINED_PREFIX, CountKey, EventHashes, EventView, Fingerprint, LocalKey,
-    Message, SpamKey, SpamKeySelection,
-};
-pub use logger::{EventLogger, Observed};
-pub use spam_filter::{SpamFilter, Verdict};
+pub use aggregator::{Aggregator, CacheKey};
+pub use keys::{AggregateKey, EventHashes, EventView, Message, SpamKey};
+pub use logger::EventLogger;
+pub use spam_filter::SpamFilter;
 
 use super::clock::{Clock, Time};
 use super::event::{Event, EventName, Written};
