@@ -1,7 +1,7 @@
 //! Typed cache options: what the cache tree caches, per kind and per namespace
 //! (controller-runtime's `cache.Options`, `ByObject` and `Config`, v0.24).
 //!
-//! Built from a `CacheConfig` by [`crate::config`], or by hand. Unset settings are `None`
+//! Built from a `CacheConfig` by the config module, or by hand. Unset settings are `None`
 //! (Go's nil); [`Options::defaulted`] fills them in one pass with controller-runtime's
 //! precedence, and [`Config`]'s `effective_*` accessors supply the built-in defaults for what
 //! is still unset.
