@@ -13,11 +13,13 @@ struct Run {
 }
 
 fn informant(args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_informant"))
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_informant"));
+    command.args(args).env("RUST_LOG", "warn");
+    output(&mut command)
+}
+
+fn output(command: &mut Command) -> Run {
+    let out = command.output().unwrap();
     Run {
         code: out.status.code().unwrap(),
         stdout: String::from_utf8(out.stdout).unwrap(),
@@ -196,17 +198,12 @@ async fn served(dir: &tempfile::TempDir, spec: &str) -> (TestServer, String, Str
 
 /// `informant` as a user runs it from a script: no `RUST_LOG`, output piped.
 fn informant_plain(args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_informant"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_informant"));
+    command
         .args(args)
         .env_remove("RUST_LOG")
-        .env_remove("NO_COLOR")
-        .output()
-        .unwrap();
-    Run {
-        code: out.status.code().unwrap(),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    }
+        .env_remove("NO_COLOR");
+    output(&mut command)
 }
 
 #[tokio::test(flavor = "multi_thread")]

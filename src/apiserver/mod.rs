@@ -22,9 +22,9 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Layout: [`registry`] (what is served), [`store`] (objects, history, change broadcast),
-//! `handlers` (one file per verb family), [`discovery`] and [`openapi`], [`faults`] (fault
-//! injection and counters), [`server`] (state, router, run loop).
+//! Layout (private modules): `registry` (what is served), `store` (objects, history, change
+//! broadcast), `handlers` (one file per verb family), `discovery` and `openapi`, `faults` (fault
+//! injection and counters), `server` (state, router, run loop).
 //!
 //! # Differences from kube-apiserver
 //!
