@@ -238,6 +238,30 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_unknown_kind_is_one_line_naming_the_known_kinds_and_the_closest() {
+        let error = Error::UnknownKind {
+            gvk: GroupVersionKind::gvk("", "v1", "ConfigMaps"),
+            known: vec!["ConfigMap".into(), "Pod".into()],
+        };
+        assert_eq!(
+            error.to_string(),
+            "no kind \"ConfigMaps\" in v1 (did you mean \"ConfigMap\"?); known kinds in v1: ConfigMap, Pod"
+        );
+        let error = Error::UnknownKind {
+            gvk: GroupVersionKind::gvk("example.com", "v1", "Widget"),
+            known: Vec::new(),
+        };
+        assert_eq!(
+            error.to_string(),
+            "no kind \"Widget\" in example.com/v1: the API server does not serve example.com/v1"
+        );
+        assert!(
+            std::error::Error::source(&error).is_none(),
+            "no Debug text in the chain"
+        );
+    }
+
     use super::*;
 
     fn gvk(group: &str, version: &str, kind: &str) -> GroupVersionKind {

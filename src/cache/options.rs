@@ -54,7 +54,7 @@ pub const DEFAULT_UNSAFE_DISABLE_DEEP_COPY: bool = false;
 /// `Default` caches every kind in every namespace with controller-runtime's defaults.
 ///
 /// ```
-/// use informant::cache::{Options, options::{Config, NamespaceKey}};
+/// use informant::cache::{Config, NamespaceKey, Options};
 /// use informant::selector::LabelSelector;
 ///
 /// let mut opts = Options::default();

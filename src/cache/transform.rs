@@ -1,4 +1,4 @@
-//! Applies an [`options::Transform`](super::options::Transform) to a typed object before the
+//! Applies a [`Transform`](super::Transform) to a typed object before the
 //! informer stores it (controller-runtime's `DefaultTransform` / `ByObject.Transform`, declared
 //! instead of coded).
 
