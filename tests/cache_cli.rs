@@ -196,6 +196,28 @@ async fn served(dir: &tempfile::TempDir, spec: &str) -> (TestServer, String, Str
     (server, kubeconfig, cfg)
 }
 
+/// `informant cache list` of `api_version`/`kind` through `cfg`, against the server of
+/// `kubeconfig`.
+fn cache_list<'a>(
+    cfg: &'a str,
+    kubeconfig: &'a str,
+    api_version: &'a str,
+    kind: &'a str,
+) -> Vec<&'a str> {
+    vec![
+        "cache",
+        "list",
+        "-c",
+        cfg,
+        "--kubeconfig",
+        kubeconfig,
+        "--api-version",
+        api_version,
+        "--kind",
+        kind,
+    ]
+}
+
 /// `informant` as a user runs it from a script: no `RUST_LOG`, output piped.
 fn informant_plain(args: &[&str]) -> Run {
     let mut command = Command::new(env!("CARGO_BIN_EXE_informant"));
@@ -211,18 +233,7 @@ async fn an_unknown_kind_is_one_line_with_the_kinds_the_version_serves() {
     let dir = tempfile::tempdir().unwrap();
     let (_server, kubeconfig, cfg) = served(&dir, "  {}\n").await;
     let run = |api_version: &str, kind: &str| {
-        let args = [
-            "cache",
-            "list",
-            "-c",
-            &cfg,
-            "--kubeconfig",
-            &kubeconfig,
-            "--api-version",
-            api_version,
-            "--kind",
-            kind,
-        ];
+        let args = cache_list(&cfg, &kubeconfig, api_version, kind);
         tokio::task::block_in_place(|| informant_plain(&args))
     };
     let typo = run("v1", "ConfigMaps");
@@ -253,24 +264,12 @@ async fn a_one_shot_read_logs_nothing_and_no_colour_when_piped() {
         .handle()
         .create(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "a"}}))
         .unwrap();
-    let args = [
-        "cache",
-        "list",
-        "-c",
-        &cfg,
-        "--kubeconfig",
-        &kubeconfig,
-        "--api-version",
-        "v1",
-        "--kind",
-        "ConfigMap",
-        "-o",
-        "name",
-    ];
+    let mut args = cache_list(&cfg, &kubeconfig, "v1", "ConfigMap");
+    args.extend(["-o", "name"]);
     let quiet = tokio::task::block_in_place(|| informant_plain(&args));
     assert_eq!((quiet.code, quiet.stdout.as_str()), (0, "a/x\n"));
     assert_eq!(quiet.stderr, "", "warn level by default: no INFO lines");
-    let mut verbose_args = args.to_vec();
+    let mut verbose_args = args.clone();
     verbose_args.push("-v");
     let verbose = tokio::task::block_in_place(|| informant_plain(&verbose_args));
     assert!(

@@ -288,6 +288,24 @@ fn namespace_scopes(
         .collect()
 }
 
+/// The last step of a route: the `InformerCache` of `scope`, or [`Error::KindNotCached`] when
+/// reads may not start informers (a plan has none yet).
+fn route_to_informers(
+    scope: &InformerScope,
+    read: &Read<'_>,
+    reader_fail_on_missing_informer: bool,
+    path: &mut Vec<String>,
+) -> Result<(), Error> {
+    if reader_fail_on_missing_informer {
+        return Err(Error::KindNotCached {
+            gvk: read.gvk.clone(),
+        });
+    }
+    let d = InformerScopeDescription::of(scope, reader_fail_on_missing_informer);
+    path.push(format!("InformerCache {}", d.to_text()));
+    Ok(())
+}
+
 /// The role of a namespace key's layer in its parent.
 fn namespace_role(key: &NamespaceKey) -> String {
     match key {
@@ -405,14 +423,7 @@ impl Layer {
     ) -> Result<(), Error> {
         match self {
             Layer::Informers(scope) => {
-                if reader_fail_on_missing_informer {
-                    return Err(Error::KindNotCached {
-                        gvk: read.gvk.clone(),
-                    });
-                }
-                let d = InformerScopeDescription::of(scope, reader_fail_on_missing_informer);
-                path.push(format!("InformerCache {}", d.to_text()));
-                Ok(())
+                route_to_informers(scope, read, reader_fail_on_missing_informer, path)
             }
             Layer::MultiNamespace {
                 namespaces,
@@ -425,7 +436,8 @@ impl Layer {
                         });
                     };
                     path.push("MultiNamespaceCache: cluster-scoped kind, served by the cluster cache (namespace ignored)".to_string());
-                    return Layer::Informers(cluster.clone()).route(
+                    return route_to_informers(
+                        cluster,
                         read,
                         reader_fail_on_missing_informer,
                         path,
@@ -454,7 +466,7 @@ impl Layer {
                         "MultiNamespaceCache: namespace {namespace:?} is not listed, served by the \"\" entry"
                     ),
                 });
-                Layer::Informers(scope.clone()).route(read, reader_fail_on_missing_informer, path)
+                route_to_informers(scope, read, reader_fail_on_missing_informer, path)
             }
             Layer::ByKind { kinds, default } => {
                 let listed = kinds.iter().find(|(gvk, _)| gvk == read.gvk);
