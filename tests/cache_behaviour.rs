@@ -44,10 +44,9 @@ impl Env {
         let client = server.client().await.unwrap();
         let opts = options(spec);
         let context = Context {
-            resolver: Arc::new(Discovery::new(client.clone())),
-            client,
             reader_fail_on_missing_informer: opts.reader_fail_on_missing_informer,
             sync_timeout,
+            ..Context::new(client.clone(), Arc::new(Discovery::new(client)))
         };
         let tree = Plan::new(&opts).unwrap().instantiate(&context);
         Self {

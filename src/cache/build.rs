@@ -20,10 +20,8 @@ use super::resolver::{Discovery, Resolver};
 /// cluster-scoped kind).
 pub fn build(options: &Options, client: Client) -> Result<Arc<dyn Cache>, OptionsError> {
     let context = Context {
-        resolver: Arc::new(Discovery::new(client.clone())),
-        client,
         reader_fail_on_missing_informer: options.reader_fail_on_missing_informer,
-        sync_timeout: None,
+        ..Context::new(client.clone(), Arc::new(Discovery::new(client)))
     };
     Ok(Plan::new(options)?.instantiate(&context))
 }

@@ -245,7 +245,18 @@ impl Informer {
         let mut events = std::pin::pin!(events);
         loop {
             let next = tokio::select! {
-                () = shutdown.cancelled() => break,
+                () = shutdown.cancelled() => {
+                    // Readers still waiting for the first list must not wait forever.
+                    self.status.send_if_modified(|s| {
+                        let waiting = !s.synced && !s.failed;
+                        if waiting {
+                            s.failed = true;
+                            s.last_error = Some("informer stopped before it synced".into());
+                        }
+                        waiting
+                    });
+                    break;
+                }
                 next = events.next() => next,
             };
             match next {

@@ -16,6 +16,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use super::api::{Cache, ListOptions};
 use super::error::{Error, Result};
 use super::informer::{Informer, InformerStatus};
+use super::pool::{InformerKey, InformerPool, PooledInformer};
 use super::resolver::Resolver;
 use super::settings::InformerSettings;
 
@@ -26,6 +27,8 @@ pub struct Context {
     pub client: Client,
     /// Maps kinds to resources and scopes.
     pub resolver: Arc<dyn Resolver>,
+    /// Owns the informers; trees built on the same pool share informers of equal identity.
+    pub pool: Arc<InformerPool>,
     /// Reads of a kind without informer fail with [`Error::KindNotCached`] instead of
     /// starting one (controller-runtime `ReaderFailOnMissingInformer`, default false).
     pub reader_fail_on_missing_informer: bool,
@@ -46,25 +49,39 @@ impl std::fmt::Debug for Context {
     }
 }
 
-#[cfg(test)]
 impl Context {
+    /// A context for trees whose informers list and watch through `client`, with a new pool,
+    /// kinds resolved by `resolver`, informers started on first read and reads waiting for
+    /// sync until shutdown (controller-runtime's defaults).
+    #[must_use]
+    pub fn new(client: Client, resolver: Arc<dyn Resolver>) -> Self {
+        Self {
+            pool: InformerPool::new(client.clone()),
+            client,
+            resolver,
+            reader_fail_on_missing_informer: false,
+            sync_timeout: None,
+        }
+    }
+
     /// A context whose client is never used: unit tests feed informers by hand and resolve
     /// kinds from the built-in table.
+    #[cfg(test)]
     pub(crate) fn offline(reader_fail_on_missing_informer: bool) -> Self {
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
         Self {
-            client: Client::try_from(config).unwrap(),
-            resolver: Arc::new(super::resolver::BuiltinKinds),
             reader_fail_on_missing_informer,
-            sync_timeout: None,
+            ..Self::new(
+                Client::try_from(config).unwrap(),
+                Arc::new(super::resolver::BuiltinKinds),
+            )
         }
     }
 }
 
-/// The tracker and shutdown token the cache was started with.
+/// The shutdown token the cache was started with.
 #[derive(Clone)]
 struct Running {
-    tracker: TaskTracker,
     shutdown: CancellationToken,
 }
 
@@ -74,7 +91,7 @@ pub struct InformerCache {
     context: Context,
     namespace: Option<String>,
     settings: InformerSettings,
-    informers: Mutex<HashMap<GroupVersionKind, Arc<Informer>>>,
+    informers: Mutex<HashMap<GroupVersionKind, Arc<PooledInformer>>>,
     running: OnceLock<Running>,
 }
 
@@ -107,7 +124,24 @@ impl InformerCache {
         &self.settings
     }
 
-    fn peek(&self, gvk: &GroupVersionKind) -> Option<Arc<Informer>> {
+    /// Takes over the pool's informers of this cache's namespace and settings whose kind
+    /// `wanted` accepts, so that a tree built for a new config keeps serving the kinds the old
+    /// tree had started, from the same stores.
+    pub fn adopt(&self, wanted: &dyn Fn(&GroupVersionKind) -> bool) {
+        let adopted = self
+            .context
+            .pool
+            .adopt(self.namespace.as_deref(), &self.settings, wanted);
+        let mut informers = self
+            .informers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for (gvk, informer) in adopted {
+            informers.entry(gvk).or_insert(informer);
+        }
+    }
+
+    fn peek(&self, gvk: &GroupVersionKind) -> Option<Arc<PooledInformer>> {
         self.informers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -116,42 +150,29 @@ impl InformerCache {
     }
 
     /// The informer for `gvk`, created (and started, if the cache runs) when missing.
-    async fn informer(&self, gvk: &GroupVersionKind) -> Result<Arc<Informer>> {
+    async fn informer(&self, gvk: &GroupVersionKind) -> Result<Arc<PooledInformer>> {
         if let Some(informer) = self.peek(gvk) {
             return Ok(informer);
         }
         let kind = self.context.resolver.resolve(gvk).await?;
-        let informer = {
-            let mut informers = self
-                .informers
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            // Another reader may have created it while we resolved the kind.
-            Arc::clone(informers.entry(gvk.clone()).or_insert_with(|| {
-                Arc::new(Informer::new(
-                    gvk.clone(),
-                    kind.resource,
-                    kind.namespaced,
-                    self.namespace.clone(),
-                    self.settings.clone(),
-                ))
-            }))
-        };
-        if let Some(running) = self.running.get() {
-            informer.start(
-                self.context.client.clone(),
-                &running.tracker,
-                running.shutdown.child_token(),
-            );
-        }
-        Ok(informer)
+        let mut informers = self
+            .informers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Another reader may have created it while we resolved the kind. The pool starts it
+        // when the pool runs (it does once this cache was started).
+        let informer = informers.entry(gvk.clone()).or_insert_with(|| {
+            let key = InformerKey::new(gvk.clone(), self.namespace.clone(), &self.settings);
+            self.context.pool.obtain(&key, &kind)
+        });
+        Ok(Arc::clone(informer))
     }
 
     /// The informer a read uses: fails fast when it may not be created or the cache is not
     /// started, otherwise waits for it to sync (controller-runtime `Informers.Get`). A read
     /// before start still registers the informer, so that starting the cache starts it, as
     /// controller-runtime's `addInformerToMap` does before `ErrCacheNotStarted` is returned.
-    async fn informer_for_read(&self, gvk: &GroupVersionKind) -> Result<Arc<Informer>> {
+    async fn informer_for_read(&self, gvk: &GroupVersionKind) -> Result<Arc<PooledInformer>> {
         let informer = match self.peek(gvk) {
             Some(informer) => informer,
             None if self.context.reader_fail_on_missing_informer => {
@@ -189,16 +210,16 @@ impl InformerCache {
         self.informers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(informer.gvk().clone(), informer);
+            .insert(informer.gvk().clone(), PooledInformer::unpooled(informer));
     }
 
     /// The informer for `gvk`, if one exists.
     #[cfg(test)]
     pub(crate) fn informer_of(&self, gvk: &GroupVersionKind) -> Option<Arc<Informer>> {
-        self.peek(gvk)
+        self.peek(gvk).map(|p| Arc::clone(p.informer()))
     }
 
-    fn all_informers(&self) -> Vec<Arc<Informer>> {
+    fn all_informers(&self) -> Vec<Arc<PooledInformer>> {
         self.informers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -258,14 +279,17 @@ impl Cache for InformerCache {
 
     fn start(&self, tracker: &TaskTracker, shutdown: &CancellationToken) {
         let running = Running {
-            tracker: tracker.clone(),
             shutdown: shutdown.clone(),
         };
         if self.running.set(running).is_err() {
             return;
         }
+        self.context.pool.start(tracker, shutdown);
+        // Pooled informers run now; this starts the ones fed by hand (tests).
         for informer in self.all_informers() {
-            informer.start(self.context.client.clone(), tracker, shutdown.child_token());
+            informer
+                .informer()
+                .start(self.context.client.clone(), tracker, shutdown.child_token());
         }
     }
 

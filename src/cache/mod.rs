@@ -40,8 +40,10 @@ mod matching;
 mod multi_namespace;
 mod options;
 mod plan;
+mod pool;
 mod resolver;
 mod settings;
+mod shared;
 mod store;
 mod transform;
 pub mod typed;
@@ -61,6 +63,8 @@ pub use options::{
     Transform, builtin_scope,
 };
 pub use plan::{InformerScope, InformerSpec, Kinds, Layer, Plan};
+pub use pool::{InformerKey, InformerPool, PoolStats, PooledInformer};
 pub use resolver::{BuiltinKinds, Discovery, KindInfo, Resolver};
 pub use settings::InformerSettings;
+pub use shared::SharedCache;
 pub use store::StoreWriter;

@@ -65,6 +65,14 @@ impl MultiNamespaceCache {
         }
     }
 
+    /// Takes over the pool's informers for each namespace's cache (and the cluster cache)
+    /// whose kind `wanted` accepts; see [`InformerCache::adopt`].
+    pub fn adopt(&self, wanted: &dyn Fn(&GroupVersionKind) -> bool) {
+        for cache in self.all_caches() {
+            cache.adopt(wanted);
+        }
+    }
+
     async fn namespaced(&self, gvk: &GroupVersionKind) -> Result<bool> {
         Ok(self.context.resolver.resolve(gvk).await?.namespaced)
     }

@@ -180,8 +180,12 @@ impl Plan {
     /// Builds the caches of this plan. Nothing is started and no request is made until
     /// [`Cache::start`] or a read.
     #[must_use]
+    ///
+    /// Each cache takes over the informers of `context`'s pool that match its scope and kinds
+    /// (see [`InformerCache::adopt`]): a tree built on the pool of a running tree serves every
+    /// kind the old one had started, from the same stores, without a new LIST.
     pub fn instantiate(&self, context: &Context) -> Arc<dyn Cache> {
-        self.root.instantiate(context)
+        self.root.instantiate(context, &|_| true)
     }
 
     /// The tree for `informant explain`, outermost layer first.
@@ -341,31 +345,47 @@ impl Layer {
         }
     }
 
-    fn instantiate(&self, context: &Context) -> Arc<dyn Cache> {
+    /// Builds this layer's caches; they adopt the pool's informers of the kinds `wanted`
+    /// accepts (a `byObject` layer only its kind, the default layer every other kind).
+    fn instantiate(
+        &self,
+        context: &Context,
+        wanted: &dyn Fn(&GroupVersionKind) -> bool,
+    ) -> Arc<dyn Cache> {
         match self {
-            Layer::Informers(scope) => Arc::new(InformerCache::new(
-                context.clone(),
-                scope.namespace.clone(),
-                scope.settings.clone(),
-            )),
+            Layer::Informers(scope) => {
+                let cache = InformerCache::new(
+                    context.clone(),
+                    scope.namespace.clone(),
+                    scope.settings.clone(),
+                );
+                cache.adopt(wanted);
+                Arc::new(cache)
+            }
             Layer::MultiNamespace {
                 namespaces,
                 cluster,
-            } => Arc::new(MultiNamespaceCache::new(
-                context.clone(),
-                namespaces
+            } => {
+                let cache = MultiNamespaceCache::new(
+                    context.clone(),
+                    namespaces
+                        .iter()
+                        .map(|(key, scope)| (key.clone(), scope.settings.clone()))
+                        .collect(),
+                    cluster.as_ref().map(|scope| scope.settings.clone()),
+                );
+                cache.adopt(wanted);
+                Arc::new(cache)
+            }
+            Layer::ByKind { kinds, default } => {
+                let by_kind = kinds
                     .iter()
-                    .map(|(key, scope)| (key.clone(), scope.settings.clone()))
-                    .collect(),
-                cluster.as_ref().map(|scope| scope.settings.clone()),
-            )),
-            Layer::ByKind { kinds, default } => Arc::new(ByKindCache::new(
-                kinds
-                    .iter()
-                    .map(|(gvk, layer)| (gvk.clone(), layer.instantiate(context)))
-                    .collect(),
-                default.instantiate(context),
-            )),
+                    .map(|(gvk, layer)| (gvk.clone(), layer.instantiate(context, &|g| g == gvk)))
+                    .collect();
+                let listed = |g: &GroupVersionKind| kinds.iter().any(|(k, _)| k == g);
+                let default = default.instantiate(context, &|g| !listed(g) && wanted(g));
+                Arc::new(ByKindCache::new(by_kind, default))
+            }
         }
     }
 

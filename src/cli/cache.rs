@@ -148,10 +148,9 @@ pub async fn run(args: &Args) -> exit::Result {
     resolve_scopes(&mut options, resolver.as_ref()).await;
     let plan = Plan::new(&options).map_err(|e| Failure::new(exit::USAGE, &e))?;
     let context = Context {
-        resolver,
-        client,
         reader_fail_on_missing_informer: plan.reader_fail_on_missing_informer(),
         sync_timeout: Some(Duration::from_secs(args.timeout)),
+        ..Context::new(client, resolver)
     };
     let tree = plan.instantiate(&context);
     let tracker = TaskTracker::new();

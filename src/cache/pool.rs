@@ -1,0 +1,423 @@
+//! `InformerPool`: the informers of every cache tree, keyed by their full identity, so a tree
+//! built for a new config reuses each running informer whose identity did not change (no new
+//! LIST, no lost store) and the manager stops the ones no tree references any more.
+//!
+//! A tree holds an [`Arc<PooledInformer>`] for each informer it routes to; the pool keeps only
+//! a weak reference to that handle. [`InformerPool::sweep`] stops every informer whose handles
+//! are all gone, that is, no tree uses it.
+
+use std::collections::HashMap;
+use std::ops::Deref;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+
+use kube::{Client, core::GroupVersionKind};
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use super::informer::Informer;
+use super::options::DEFAULT_SYNC_PERIOD;
+use super::resolver::KindInfo;
+use super::settings::InformerSettings;
+
+/// The identity of an informer: what it lists and watches and how it stores what it gets.
+/// Two informers with equal keys would hold the same objects, so one serves both.
+///
+/// The resync period is not part of it: kube-runtime's watcher does not resync, so a changed
+/// `syncPeriod` keeps the informer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct InformerKey {
+    /// The kind.
+    pub gvk: GroupVersionKind,
+    /// The namespace of the cache that asked for it (`None`: all namespaces).
+    pub namespace: Option<String>,
+    /// Selectors, transform, metadata-only, bookmarks and copy mode.
+    pub settings: InformerSettings,
+}
+
+impl InformerKey {
+    /// The key of an informer of `gvk` for a cache over `namespace` with `settings`.
+    #[must_use]
+    pub fn new(
+        gvk: GroupVersionKind,
+        namespace: Option<String>,
+        settings: &InformerSettings,
+    ) -> Self {
+        Self {
+            gvk,
+            namespace,
+            settings: identity(settings),
+        }
+    }
+}
+
+/// `settings` without what does not change the informer's contents.
+fn identity(settings: &InformerSettings) -> InformerSettings {
+    InformerSettings {
+        sync_period: DEFAULT_SYNC_PERIOD,
+        ..settings.clone()
+    }
+}
+
+/// A tree's hold on a pooled informer. While any handle of an informer lives, the pool keeps
+/// it running.
+#[derive(Debug)]
+pub struct PooledInformer {
+    informer: Arc<Informer>,
+}
+
+impl PooledInformer {
+    /// Wraps an informer that no pool owns (tests feed such informers by hand).
+    #[must_use]
+    pub fn unpooled(informer: Arc<Informer>) -> Arc<Self> {
+        Arc::new(Self { informer })
+    }
+
+    /// The informer itself.
+    #[must_use]
+    pub fn informer(&self) -> &Arc<Informer> {
+        &self.informer
+    }
+}
+
+impl Deref for PooledInformer {
+    type Target = Informer;
+
+    fn deref(&self) -> &Informer {
+        &self.informer
+    }
+}
+
+struct Entry {
+    informer: Arc<Informer>,
+    handle: Weak<PooledInformer>,
+    stop: CancellationToken,
+    started: bool,
+}
+
+#[derive(Clone)]
+struct Running {
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+}
+
+/// Counts of what the pool did, for reload summaries and metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Informers running now.
+    pub running: usize,
+    /// Informers started since the pool was created.
+    pub started_total: u64,
+    /// Informers stopped by [`InformerPool::sweep`] since the pool was created.
+    pub stopped_total: u64,
+}
+
+/// Every informer of every cache tree of one client, keyed by [`InformerKey`].
+#[doc(alias = "informer map")]
+pub struct InformerPool {
+    client: Client,
+    entries: Mutex<HashMap<InformerKey, Entry>>,
+    running: OnceLock<Running>,
+    stats: Mutex<PoolStats>,
+}
+
+impl std::fmt::Debug for InformerPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InformerPool")
+            .field("informers", &self.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl InformerPool {
+    /// An empty pool whose informers list and watch through `client`.
+    #[must_use]
+    pub fn new(client: Client) -> Arc<Self> {
+        Arc::new(Self {
+            client,
+            entries: Mutex::new(HashMap::new()),
+            running: OnceLock::new(),
+            stats: Mutex::new(PoolStats::default()),
+        })
+    }
+
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<InformerKey, Entry>> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Starts every pooled informer on `tracker`, and every informer added later; each stops
+    /// when `shutdown` is cancelled or when [`InformerPool::sweep`] finds it unused. Starting
+    /// twice does nothing.
+    pub fn start(&self, tracker: &TaskTracker, shutdown: &CancellationToken) {
+        let running = Running {
+            tracker: tracker.clone(),
+            shutdown: shutdown.clone(),
+        };
+        if self.running.set(running).is_err() {
+            return;
+        }
+        let mut entries = self.entries();
+        let mut started = 0;
+        for entry in entries.values_mut() {
+            started += u64::from(self.start_entry(entry));
+        }
+        drop(entries);
+        self.stats
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .started_total += started;
+    }
+
+    /// Whether [`InformerPool::start`] was called.
+    #[must_use]
+    pub fn is_started(&self) -> bool {
+        self.running.get().is_some()
+    }
+
+    fn start_entry(&self, entry: &mut Entry) -> bool {
+        let Some(running) = self.running.get() else {
+            return false;
+        };
+        if entry.started {
+            return false;
+        }
+        entry.started = true;
+        // An entry made before the pool started has a token of its own; tie it to shutdown.
+        entry.stop = running.shutdown.child_token();
+        entry
+            .informer
+            .start(self.client.clone(), &running.tracker, entry.stop.clone());
+        true
+    }
+
+    /// The handle of the informer for `key`: the running one when it exists, otherwise a new
+    /// one for `kind`, started if the pool runs.
+    #[must_use]
+    pub fn obtain(&self, key: &InformerKey, kind: &KindInfo) -> Arc<PooledInformer> {
+        let mut entries = self.entries();
+        if let Some(entry) = entries.get_mut(key) {
+            if let Some(handle) = entry.handle.upgrade() {
+                return handle;
+            }
+            // Unused but not swept yet: it is still running with its store, so take it back.
+            let handle = Arc::new(PooledInformer {
+                informer: Arc::clone(&entry.informer),
+            });
+            entry.handle = Arc::downgrade(&handle);
+            return handle;
+        }
+        let informer = Arc::new(Informer::new(
+            key.gvk.clone(),
+            kind.resource.clone(),
+            kind.namespaced,
+            key.namespace.clone(),
+            key.settings.clone(),
+        ));
+        let handle = Arc::new(PooledInformer {
+            informer: Arc::clone(&informer),
+        });
+        let stop = self
+            .running
+            .get()
+            .map_or_else(CancellationToken::new, |r| r.shutdown.child_token());
+        let mut entry = Entry {
+            informer,
+            handle: Arc::downgrade(&handle),
+            stop,
+            started: false,
+        };
+        let started = self.start_entry(&mut entry);
+        entries.insert(key.clone(), entry);
+        drop(entries);
+        if started {
+            self.stats
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .started_total += 1;
+        }
+        handle
+    }
+
+    /// Handles of every pooled informer for a cache over `namespace` with `settings` whose kind
+    /// `wanted` accepts: what a new tree's cache takes over from the old tree, so kinds first
+    /// read at run time keep their informers across a reload.
+    #[must_use]
+    pub fn adopt(
+        &self,
+        namespace: Option<&str>,
+        settings: &InformerSettings,
+        wanted: &dyn Fn(&GroupVersionKind) -> bool,
+    ) -> Vec<(GroupVersionKind, Arc<PooledInformer>)> {
+        let settings = identity(settings);
+        let mut entries = self.entries();
+        let mut adopted = Vec::new();
+        for (key, entry) in entries.iter_mut() {
+            if key.namespace.as_deref() != namespace
+                || key.settings != settings
+                || !wanted(&key.gvk)
+            {
+                continue;
+            }
+            let handle = entry.handle.upgrade().unwrap_or_else(|| {
+                let handle = Arc::new(PooledInformer {
+                    informer: Arc::clone(&entry.informer),
+                });
+                entry.handle = Arc::downgrade(&handle);
+                handle
+            });
+            adopted.push((key.gvk.clone(), handle));
+        }
+        adopted
+    }
+
+    /// Stops and forgets every informer no tree holds a handle to; returns their keys.
+    pub fn sweep(&self) -> Vec<InformerKey> {
+        let mut entries = self.entries();
+        let unused: Vec<InformerKey> = entries
+            .iter()
+            .filter(|(_, entry)| entry.handle.strong_count() == 0)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in &unused {
+            if let Some(entry) = entries.remove(key) {
+                entry.stop.cancel();
+            }
+        }
+        drop(entries);
+        self.stats
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .stopped_total += unused.len() as u64;
+        unused
+    }
+
+    /// The keys of every pooled informer.
+    #[must_use]
+    pub fn keys(&self) -> Vec<InformerKey> {
+        self.entries().keys().cloned().collect()
+    }
+
+    /// How many informers the pool holds.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.entries().len()
+    }
+
+    /// Whether the pool holds no informer.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// What the pool did so far.
+    #[must_use]
+    pub fn stats(&self) -> PoolStats {
+        let running = self.entries().values().filter(|e| e.started).count();
+        PoolStats {
+            running,
+            ..*self.stats.lock().unwrap_or_else(PoisonError::into_inner)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::BuiltinKinds;
+
+    fn client() -> Client {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        Client::try_from(config).unwrap()
+    }
+
+    fn key(kind: &str, ns: Option<&str>, labels: Option<&str>) -> InformerKey {
+        let settings = InformerSettings {
+            label_selector: labels.map(|l| crate::selector::LabelSelector::parse(l).unwrap()),
+            ..InformerSettings::default()
+        };
+        InformerKey::new(
+            GroupVersionKind::gvk("", "v1", kind),
+            ns.map(str::to_string),
+            &settings,
+        )
+    }
+
+    fn kind(key: &InformerKey) -> KindInfo {
+        BuiltinKinds::resolve_now(&key.gvk)
+    }
+
+    #[tokio::test]
+    async fn one_identity_is_one_informer_and_a_different_selector_is_another() {
+        let pool = InformerPool::new(client());
+        let a = key("ConfigMap", None, Some("app=web"));
+        let first = pool.obtain(&a, &kind(&a));
+        let again = pool.obtain(&a, &kind(&a));
+        assert!(Arc::ptr_eq(first.informer(), again.informer()));
+        let b = key("ConfigMap", None, Some("app=db"));
+        let other = pool.obtain(&b, &kind(&b));
+        assert!(!Arc::ptr_eq(first.informer(), other.informer()));
+        assert_eq!(pool.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_sync_period_change_keeps_the_informer() {
+        let pool = InformerPool::new(client());
+        let a = key("ConfigMap", None, None);
+        let first = pool.obtain(&a, &kind(&a));
+        let slower = InformerSettings {
+            sync_period: std::time::Duration::from_secs(60),
+            ..InformerSettings::default()
+        };
+        let b = InformerKey::new(a.gvk.clone(), None, &slower);
+        assert!(Arc::ptr_eq(
+            first.informer(),
+            pool.obtain(&b, &kind(&b)).informer()
+        ));
+    }
+
+    #[tokio::test]
+    async fn sweep_stops_only_informers_without_a_handle_and_a_dropped_handle_can_be_taken_back() {
+        let pool = InformerPool::new(client());
+        let tracker = TaskTracker::new();
+        let shutdown = CancellationToken::new();
+        pool.start(&tracker, &shutdown);
+        let kept = key("ConfigMap", None, None);
+        let dropped = key("Secret", Some("a"), None);
+        let held = pool.obtain(&kept, &kind(&kept));
+        let gone = pool.obtain(&dropped, &kind(&dropped));
+        assert_eq!(pool.stats().started_total, 2);
+
+        // Dropping the last handle does not stop it yet: a new tree may take it back.
+        let informer = Arc::clone(gone.informer());
+        drop(gone);
+        let back = pool.obtain(&dropped, &kind(&dropped));
+        assert!(Arc::ptr_eq(&informer, back.informer()));
+        drop(back);
+
+        assert_eq!(pool.sweep(), vec![dropped.clone()]);
+        assert_eq!(pool.keys(), vec![kept.clone()]);
+        assert_eq!(pool.stats().stopped_total, 1);
+        assert_eq!(pool.stats().running, 1);
+        drop(held);
+        shutdown.cancel();
+        tracker.close();
+        tokio::time::timeout(std::time::Duration::from_secs(10), tracker.wait())
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn adopt_takes_the_scope_and_kinds_asked_for() {
+        let pool = InformerPool::new(client());
+        let cm = key("ConfigMap", Some("a"), None);
+        let secret = key("Secret", Some("a"), None);
+        let elsewhere = key("ConfigMap", Some("b"), None);
+        let selected = key("Pod", Some("a"), Some("app=web"));
+        let _handles: Vec<_> = [&cm, &secret, &elsewhere, &selected]
+            .into_iter()
+            .map(|k| pool.obtain(k, &kind(k)))
+            .collect();
+        let not_secrets = |gvk: &GroupVersionKind| gvk.kind != "Secret";
+        let adopted = pool.adopt(Some("a"), &InformerSettings::default(), &not_secrets);
+        let kinds: Vec<_> = adopted.iter().map(|(gvk, _)| gvk.kind.as_str()).collect();
+        assert_eq!(kinds, vec!["ConfigMap"]);
+    }
+}

@@ -1,0 +1,146 @@
+//! `SharedCache`: the cache tree readers use while the manager swaps trees underneath. Each
+//! read takes the current tree once and finishes on it, so a reload never hands a reader a
+//! half-built tree and never pulls one out from under a read in flight.
+
+use std::sync::{Arc, PoisonError, RwLock};
+
+use futures::future::BoxFuture;
+use kube::core::{DynamicObject, GroupVersionKind};
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use super::api::{Cache, ListOptions};
+use super::error::Result;
+use super::informer::InformerStatus;
+
+/// A swappable pointer to the current cache tree, itself a [`Cache`] that delegates every call
+/// to the tree current when the call starts.
+#[doc(alias = "delegating cache")]
+pub struct SharedCache {
+    current: RwLock<Arc<dyn Cache>>,
+}
+
+impl std::fmt::Debug for SharedCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedCache").finish_non_exhaustive()
+    }
+}
+
+impl SharedCache {
+    /// Serves `tree` until [`SharedCache::replace`].
+    #[must_use]
+    pub fn new(tree: Arc<dyn Cache>) -> Self {
+        Self {
+            current: RwLock::new(tree),
+        }
+    }
+
+    /// The tree reads start on now.
+    #[must_use]
+    pub fn load(&self) -> Arc<dyn Cache> {
+        Arc::clone(&self.current.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Publishes `tree`: every read that starts after this returns reads it. Returns the
+    /// previous tree (reads in flight may still hold it).
+    pub fn replace(&self, tree: Arc<dyn Cache>) -> Arc<dyn Cache> {
+        let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
+        std::mem::replace(&mut *current, tree)
+    }
+}
+
+impl Cache for SharedCache {
+    fn get<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        namespace: Option<&'a str>,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Arc<DynamicObject>>> {
+        let tree = self.load();
+        Box::pin(async move { tree.get(gvk, namespace, name).await })
+    }
+
+    fn list<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        options: &'a ListOptions,
+    ) -> BoxFuture<'a, Result<Vec<Arc<DynamicObject>>>> {
+        let tree = self.load();
+        Box::pin(async move { tree.list(gvk, options).await })
+    }
+
+    fn ensure_informer<'a>(&'a self, gvk: &'a GroupVersionKind) -> BoxFuture<'a, Result<()>> {
+        let tree = self.load();
+        Box::pin(async move { tree.ensure_informer(gvk).await })
+    }
+
+    fn start(&self, tracker: &TaskTracker, shutdown: &CancellationToken) {
+        self.load().start(tracker, shutdown);
+    }
+
+    fn wait_for_sync<'a>(&'a self, cancel: &'a CancellationToken) -> BoxFuture<'a, Result<()>> {
+        let tree = self.load();
+        Box::pin(async move { tree.wait_for_sync(cancel).await })
+    }
+
+    fn informers(&self) -> Vec<InformerStatus> {
+        self.load().informers()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::{Context, Informer, InformerCache, InformerSettings};
+    use futures::stream;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::core::ApiResource;
+    use kube::runtime::watcher;
+
+    async fn tree_with(name: &str) -> Arc<dyn Cache> {
+        let context = Context::offline(false);
+        let cache = InformerCache::new(context, None, InformerSettings::default());
+        let gvk = GroupVersionKind::gvk("", "v1", "ConfigMap");
+        let informer = Arc::new(Informer::new(
+            gvk,
+            ApiResource::erase::<ConfigMap>(&()),
+            true,
+            None,
+            InformerSettings::default(),
+        ));
+        let mut obj = DynamicObject::new(name, &ApiResource::erase::<ConfigMap>(&())).within("a");
+        obj.types = None;
+        let writer = informer.take_writer().unwrap();
+        informer
+            .run_events(
+                stream::iter(vec![
+                    Ok(watcher::Event::Init),
+                    Ok(watcher::Event::InitApply(obj)),
+                    Ok(watcher::Event::InitDone),
+                ]),
+                writer,
+                CancellationToken::new(),
+            )
+            .await;
+        cache.insert_informer(informer);
+        cache.start(&TaskTracker::new(), &CancellationToken::new());
+        Arc::new(cache)
+    }
+
+    #[tokio::test]
+    async fn reads_after_a_replace_see_the_new_tree_and_a_read_in_flight_keeps_the_old() {
+        let gvk = GroupVersionKind::gvk("", "v1", "ConfigMap");
+        let shared = SharedCache::new(tree_with("old").await);
+        let in_flight = shared.get(&gvk, Some("a"), "old");
+        let previous = shared.replace(tree_with("new").await);
+        assert!(in_flight.await.is_ok(), "the read started on the old tree");
+        assert!(shared.get(&gvk, Some("a"), "new").await.is_ok());
+        assert!(
+            shared
+                .get(&gvk, Some("a"), "old")
+                .await
+                .unwrap_err()
+                .is_not_found()
+        );
+        assert!(previous.get(&gvk, Some("a"), "old").await.is_ok());
+    }
+}
