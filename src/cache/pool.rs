@@ -363,7 +363,7 @@ mod tests {
         let a = key("ConfigMap", None, None);
         let first = pool.obtain(&a, &kind(&a));
         let slower = InformerSettings {
-            sync_period: std::time::Duration::from_secs(60),
+            sync_period: std::time::Duration::from_mins(1),
             ..InformerSettings::default()
         };
         let b = InformerKey::new(a.gvk.clone(), None, &slower);

@@ -1,0 +1,159 @@
+//! What the manager knows about itself, shared by the reload loop (which writes it), the probes,
+//! `/debug/*` and the status writer (which read it).
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use kube::core::GroupVersionKind;
+use tokio::sync::watch;
+
+use crate::cache::{Cache, InformerStatus, SharedCache};
+use crate::config::Validated;
+
+/// The manager's view of its config and cache, updated by every reload.
+pub struct State {
+    inner: Mutex<Inner>,
+    cache: Arc<SharedCache>,
+    changed: watch::Sender<u64>,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State").finish_non_exhaustive()
+    }
+}
+
+#[derive(Clone)]
+struct Inner {
+    config: Arc<Validated>,
+    invalid: Vec<String>,
+    last_reload: Option<jiff::Timestamp>,
+    eager: Vec<GroupVersionKind>,
+    unsynced: Vec<(GroupVersionKind, String)>,
+}
+
+/// A copy of the state at one moment.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    /// The config running now (the last valid one).
+    pub config: Arc<Validated>,
+    /// Every error of the latest config seen, when it was invalid (then `config` is the last
+    /// good one); empty when the latest config is the running one.
+    pub invalid: Vec<String>,
+    /// When a changed config was last applied.
+    pub last_reload: Option<jiff::Timestamp>,
+    /// The kinds started eagerly (`byObject` kinds).
+    pub eager: Vec<GroupVersionKind>,
+    /// Eager kinds whose first sync failed or timed out at the last reload.
+    pub unsynced: Vec<(GroupVersionKind, String)>,
+    /// Every informer of the published tree.
+    pub informers: Vec<InformerStatus>,
+}
+
+impl Snapshot {
+    /// Why the eager informers are not all synced, or `None` when they are: every informer of
+    /// an eager kind synced (and each eager kind has one).
+    #[must_use]
+    pub fn unready_informers(&self) -> Option<String> {
+        let mut problems = Vec::new();
+        for gvk in &self.eager {
+            let api_version = gvk.api_version();
+            let rows: Vec<&InformerStatus> = self
+                .informers
+                .iter()
+                .filter(|i| i.kind == gvk.kind && i.api_version == api_version)
+                .collect();
+            let name = format!("{}.{api_version}", gvk.kind);
+            if rows.is_empty() {
+                let why = self
+                    .unsynced
+                    .iter()
+                    .find(|(g, _)| g == gvk)
+                    .map_or("not started", |(_, e)| e.as_str());
+                problems.push(format!("{name}: {why}"));
+            }
+            for row in rows.into_iter().filter(|r| !r.synced) {
+                let ns = row.namespace.as_deref().unwrap_or("all namespaces");
+                let why = row.error.as_deref().unwrap_or("syncing");
+                problems.push(format!("{name} in {ns}: {why}"));
+            }
+        }
+        (!problems.is_empty()).then(|| problems.join("; "))
+    }
+}
+
+impl State {
+    /// The state of a manager running `config` over `cache`.
+    #[must_use]
+    pub fn new(config: Arc<Validated>, cache: Arc<SharedCache>) -> Self {
+        let (changed, _) = watch::channel(0);
+        Self {
+            inner: Mutex::new(Inner {
+                config,
+                invalid: Vec::new(),
+                last_reload: None,
+                eager: Vec::new(),
+                unsynced: Vec::new(),
+            }),
+            cache,
+            changed,
+        }
+    }
+
+    fn update(&self, f: impl FnOnce(&mut Inner)) {
+        f(&mut self.inner.lock().unwrap_or_else(PoisonError::into_inner));
+        self.changed.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// A valid config was applied (or found unchanged: `reloaded` false).
+    pub fn applied(
+        &self,
+        config: Arc<Validated>,
+        reloaded: bool,
+        eager: Vec<GroupVersionKind>,
+        unsynced: Vec<(GroupVersionKind, String)>,
+    ) {
+        self.update(|s| {
+            s.config = config;
+            s.invalid.clear();
+            if reloaded {
+                s.last_reload = Some(jiff::Timestamp::now());
+                s.eager = eager;
+                s.unsynced = unsynced;
+            }
+        });
+    }
+
+    /// The latest config seen is invalid; the running one stays.
+    pub fn rejected(&self, errors: Vec<String>) {
+        self.update(|s| s.invalid = errors);
+    }
+
+    /// The latest config seen is valid and equal to the running one.
+    pub fn unchanged(&self) {
+        self.update(|s| s.invalid.clear());
+    }
+
+    /// A receiver that changes on every update (the status writer's nudge).
+    #[must_use]
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// The state now, with the informers of the published tree.
+    #[must_use]
+    pub fn snapshot(&self) -> Snapshot {
+        let inner = self
+            .inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        Snapshot {
+            config: inner.config,
+            invalid: inner.invalid,
+            last_reload: inner.last_reload,
+            eager: inner.eager,
+            unsynced: inner.unsynced,
+            informers: self.cache.informers(),
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! The pool-aware cache reload against the embedded API server: a changed `byObject` entry
+//! restarts exactly that kind's informers (one LIST each), every other informer keeps running
+//! (no LIST), a reload that changes nothing makes no request, and lazily started informers
+//! survive reloads.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use informant::apiserver::{TestServer, Verb};
+use informant::cache::{Cache, Context, Discovery, ListOptions, typed};
+use informant::manager::reload::CacheReloader;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use serde_json::json;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+fn options(yaml: &str) -> informant::cache::Options {
+    informant::config::load_str(yaml).unwrap().cache
+}
+
+fn config(configmap_selector: &str, extra_namespace: bool) -> String {
+    let namespaces = if extra_namespace {
+        "{team-a: {}, team-b: {}}"
+    } else {
+        "{team-a: {}}"
+    };
+    format!(
+        "apiVersion: informant.dev/v1alpha1
+kind: CacheConfig
+metadata: {{name: test, namespace: default}}
+spec:
+  byObject:
+    - {{apiVersion: v1, kind: ConfigMap, labelSelector: '{configmap_selector}'}}
+    - {{apiVersion: v1, kind: Secret, namespaces: {namespaces}}}
+"
+    )
+}
+
+fn lists(server: &TestServer, resource: &str) -> u64 {
+    server.handle().request_count(Verb::List, resource)
+}
+
+fn total_requests(server: &TestServer) -> u64 {
+    server.handle().requests().iter().map(|r| r.count).sum()
+}
+
+struct Env {
+    server: TestServer,
+    reloader: CacheReloader,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+}
+
+impl Env {
+    async fn new() -> Self {
+        let server = TestServer::start().await.unwrap();
+        let h = server.handle();
+        for (ns, name, app) in [
+            ("team-a", "a1", "a"),
+            ("team-a", "b1", "b"),
+            ("team-b", "b2", "b"),
+        ] {
+            h.create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"namespace": ns, "name": name, "labels": {"app": app}}}))
+                .unwrap();
+            h.create(json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"namespace": ns, "name": name}}))
+                .unwrap();
+        }
+        h.create(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"namespace": "team-a", "name": "web"},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}]}}))
+            .unwrap();
+        let client = server.client().await.unwrap();
+        let context = Context {
+            sync_timeout: Some(Duration::from_secs(30)),
+            ..Context::new(client.clone(), Arc::new(Discovery::new(client)))
+        };
+        let tracker = TaskTracker::new();
+        let shutdown = CancellationToken::new();
+        let reloader = CacheReloader::new(context, tracker.clone(), shutdown.clone())
+            .with_sync_timeout(Duration::from_secs(30));
+        Self {
+            server,
+            reloader,
+            tracker,
+            shutdown,
+        }
+    }
+
+    async fn names<K>(&self) -> Vec<String>
+    where
+        K: kube::Resource<DynamicType = ()>,
+    {
+        let cache = self.reloader.cache();
+        let mut names: Vec<String> = cache
+            .list(&typed::gvk_of::<K>(), &ListOptions::default())
+            .await
+            .unwrap()
+            .iter()
+            .map(|o| o.metadata.name.clone().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.tracker.close();
+        tokio::time::timeout(Duration::from_secs(10), self.tracker.wait())
+            .await
+            .expect("every informer stops on shutdown");
+    }
+}
+
+#[tokio::test]
+async fn changing_one_by_object_entry_restarts_only_that_kinds_informers() {
+    let mut env = Env::new().await;
+    let first = env
+        .reloader
+        .apply(&options(&config("app=a", false)))
+        .await
+        .unwrap();
+    assert!(first.changed);
+    assert_eq!(first.started.len(), 2, "{first:?}");
+    assert!(first.unsynced.is_empty(), "{first:?}");
+    assert_eq!(env.names::<ConfigMap>().await, vec!["a1"]);
+    // A kind first read at run time starts lazily in the default cache.
+    assert_eq!(env.names::<Pod>().await, vec!["web"]);
+    let (cm, secrets, pods) = (
+        lists(&env.server, "configmaps"),
+        lists(&env.server, "secrets"),
+        lists(&env.server, "pods"),
+    );
+    assert_eq!((cm, secrets, pods), (1, 1, 1));
+
+    let change = env
+        .reloader
+        .apply(&options(&config("app=b", false)))
+        .await
+        .unwrap();
+    assert_eq!(change.summary(), "started 1 informer, stopped 1, kept 2");
+    assert_eq!(change.started[0].gvk.kind, "ConfigMap");
+    assert_eq!(change.stopped[0].gvk.kind, "ConfigMap");
+    assert_eq!(
+        lists(&env.server, "configmaps"),
+        cm + 1,
+        "the changed kind lists once"
+    );
+    assert_eq!(
+        lists(&env.server, "secrets"),
+        secrets,
+        "unchanged informers do not list"
+    );
+    assert_eq!(
+        lists(&env.server, "pods"),
+        pods,
+        "the lazy informer survives the reload"
+    );
+    assert_eq!(env.names::<ConfigMap>().await, vec!["b1", "b2"]);
+    assert_eq!(env.names::<Pod>().await, vec!["web"]);
+    assert_eq!(env.reloader.pool().stats().running, 3);
+
+    let before = total_requests(&env.server);
+    let same = env
+        .reloader
+        .apply(&options(&config("app=b", false)))
+        .await
+        .unwrap();
+    assert!(!same.changed);
+    assert_eq!(
+        total_requests(&env.server),
+        before,
+        "an unchanged reload makes no request"
+    );
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn adding_a_namespace_starts_only_that_namespaces_informer() {
+    let mut env = Env::new().await;
+    env.reloader
+        .apply(&options(&config("app=a", false)))
+        .await
+        .unwrap();
+    assert_eq!(env.names::<Secret>().await, vec!["a1", "b1"]);
+    let secrets = lists(&env.server, "secrets");
+    let change = env
+        .reloader
+        .apply(&options(&config("app=a", true)))
+        .await
+        .unwrap();
+    assert_eq!(change.summary(), "started 1 informer, stopped 0, kept 2");
+    assert_eq!(change.started[0].namespace.as_deref(), Some("team-b"));
+    assert_eq!(lists(&env.server, "secrets"), secrets + 1);
+    assert_eq!(env.names::<Secret>().await, vec!["a1", "b1", "b2"]);
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn an_unknown_eager_kind_is_reported_and_does_not_block_the_other_kinds() {
+    let mut env = Env::new().await;
+    let yaml = "apiVersion: informant.dev/v1alpha1
+kind: CacheConfig
+metadata: {name: test, namespace: default}
+spec:
+  byObject:
+    - {apiVersion: example.com/v1, kind: Widget}
+    - {apiVersion: v1, kind: ConfigMap}
+";
+    let change = env.reloader.apply(&options(yaml)).await.unwrap();
+    assert_eq!(change.unsynced.len(), 1, "{change:?}");
+    assert_eq!(change.unsynced[0].0.kind, "Widget");
+    assert_eq!(env.names::<ConfigMap>().await, vec!["a1", "b1", "b2"]);
+    env.stop().await;
+}
