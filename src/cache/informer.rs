@@ -61,6 +61,20 @@ pub struct InformerStatus {
     pub error: Option<String>,
 }
 
+/// A change an informer applied to its store, for subscribers that react to changes (the
+/// controller runtime) rather than read ([`super::InformerPool::subscribe`]).
+#[derive(Clone, Debug)]
+pub enum InformerEvent {
+    /// An object was added or updated (after the transform).
+    Applied(Arc<DynamicObject>),
+    /// An object was deleted.
+    Deleted(Arc<DynamicObject>),
+    /// The store was replaced by a fresh list (first sync, relist after 410 Gone) or an
+    /// informer of the kind stopped: objects may have left without a `Deleted`, so read the
+    /// kind again through the cache.
+    Resynced,
+}
+
 /// The informer's sync state, published on a watch channel.
 #[derive(Clone, Debug, Default)]
 struct Status {
@@ -87,6 +101,7 @@ pub struct Informer {
     store: ObjectStore,
     writer: Mutex<Option<StoreWriter>>,
     status: watch::Sender<Status>,
+    events: Option<tokio::sync::broadcast::Sender<InformerEvent>>,
 }
 
 impl std::fmt::Debug for Informer {
@@ -156,7 +171,31 @@ impl Informer {
             store,
             writer: Mutex::new(Some(writer)),
             status,
+            events: None,
         }
+    }
+
+    /// Sends every change this informer applies to `events` (while it has receivers).
+    #[must_use]
+    pub fn with_events(mut self, events: tokio::sync::broadcast::Sender<InformerEvent>) -> Self {
+        self.events = Some(events);
+        self
+    }
+
+    fn publish(&self, event: &watcher::Event<DynamicObject>) {
+        let Some(events) = self.events.as_ref().filter(|e| e.receiver_count() > 0) else {
+            return;
+        };
+        let event = match event {
+            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
+                InformerEvent::Applied(Arc::new(o.clone()))
+            }
+            watcher::Event::Delete(o) => InformerEvent::Deleted(Arc::new(o.clone())),
+            watcher::Event::InitDone => InformerEvent::Resynced,
+            watcher::Event::Init => return,
+        };
+        // No receiver left is fine: nobody is interested any more.
+        let _ = events.send(event);
     }
 
     /// The kind this informer caches.
@@ -268,6 +307,7 @@ impl Informer {
                         event.modify(|obj| super::transform::apply(&self.settings.transform, obj))
                     };
                     writer.apply(&event);
+                    self.publish(&event);
                     let init_done = matches!(event, watcher::Event::InitDone);
                     self.status.send_if_modified(|s| {
                         let changed = s.last_error.is_some() || (init_done && !s.synced);

@@ -54,7 +54,7 @@ pub use by_kind::ByKindCache;
 pub use compact::CompactObject;
 pub use describe::{Description, InformerScopeDescription};
 pub use error::{Error, Result};
-pub use informer::{Informer, InformerStatus};
+pub use informer::{Informer, InformerEvent, InformerStatus};
 pub use informer_cache::{Context, InformerCache};
 pub use multi_namespace::MultiNamespaceCache;
 pub use options::{

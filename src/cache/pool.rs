@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use kube::{Client, core::GroupVersionKind};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use super::informer::Informer;
+use super::informer::{Informer, InformerEvent};
 use super::options::DEFAULT_SYNC_PERIOD;
 use super::resolver::KindInfo;
 use super::settings::InformerSettings;
@@ -117,7 +117,12 @@ pub struct InformerPool {
     entries: Mutex<HashMap<InformerKey, Entry>>,
     running: OnceLock<Running>,
     stats: Mutex<PoolStats>,
+    events: Mutex<HashMap<GroupVersionKind, tokio::sync::broadcast::Sender<InformerEvent>>>,
 }
+
+/// How many changes a slow [`InformerPool::subscribe`] receiver may fall behind before it
+/// lags (it should then read the kind again through the cache).
+const EVENT_CAPACITY: usize = 4096;
 
 impl std::fmt::Debug for InformerPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -136,7 +141,28 @@ impl InformerPool {
             entries: Mutex::new(HashMap::new()),
             running: OnceLock::new(),
             stats: Mutex::new(PoolStats::default()),
+            events: Mutex::new(HashMap::new()),
         })
+    }
+
+    fn sender(&self, gvk: &GroupVersionKind) -> tokio::sync::broadcast::Sender<InformerEvent> {
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(gvk.clone())
+            .or_insert_with(|| tokio::sync::broadcast::channel(EVENT_CAPACITY).0)
+            .clone()
+    }
+
+    /// Every change any informer of `gvk` applies from now on, whichever trees and reloads
+    /// start and stop them; [`InformerEvent::Resynced`] when objects may have left without a
+    /// delete (a relist, or an informer of the kind stopped by a reload).
+    #[must_use]
+    pub fn subscribe(
+        &self,
+        gvk: &GroupVersionKind,
+    ) -> tokio::sync::broadcast::Receiver<InformerEvent> {
+        self.sender(gvk).subscribe()
     }
 
     fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<InformerKey, Entry>> {
@@ -204,13 +230,16 @@ impl InformerPool {
             entry.handle = Arc::downgrade(&handle);
             return handle;
         }
-        let informer = Arc::new(Informer::new(
-            key.gvk.clone(),
-            kind.resource.clone(),
-            kind.namespaced,
-            key.namespace.clone(),
-            key.settings.clone(),
-        ));
+        let informer = Arc::new(
+            Informer::new(
+                key.gvk.clone(),
+                kind.resource.clone(),
+                kind.namespaced,
+                key.namespace.clone(),
+                key.settings.clone(),
+            )
+            .with_events(self.sender(&key.gvk)),
+        );
         let handle = Arc::new(PooledInformer {
             informer: Arc::clone(&informer),
         });
@@ -282,6 +311,10 @@ impl InformerPool {
             }
         }
         drop(entries);
+        for key in &unused {
+            // No receiver is fine.
+            let _ = self.sender(&key.gvk).send(InformerEvent::Resynced);
+        }
         self.stats
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
