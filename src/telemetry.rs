@@ -7,7 +7,9 @@
 //! set, and `OTEL_TRACES_EXPORTER` not `none`. The exporter itself reads the other `OTEL_*`
 //! variables (headers, timeout, protocol), as the OpenTelemetry specification says.
 
+use std::collections::BTreeMap;
 use std::io::IsTerminal as _;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::SdkTracerProvider;
@@ -68,6 +70,16 @@ pub fn use_color(is_terminal: bool, no_color: Option<&str>) -> bool {
 ///
 /// A bad `RUST_LOG`, an exporter that cannot be built, or a subscriber already installed.
 pub fn init(default_level: LevelFilter) -> Result<Guard, Error> {
+    init_with(default_level, None)
+}
+
+/// [`init`], plus a [`FateTally`] of every event span when given (`informant demo` prints its
+/// table of fates per reason from it).
+///
+/// # Errors
+///
+/// As [`init`].
+pub fn init_with(default_level: LevelFilter, tally: Option<FateTally>) -> Result<Guard, Error> {
     let filter = EnvFilter::builder()
         .with_default_directive(default_level.into())
         .from_env()
@@ -98,12 +110,104 @@ pub fn init(default_level: LevelFilter) -> Result<Guard, Error> {
         .as_ref()
         .map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer("informant")));
 
+    let tally = tally.map(|t| {
+        t.with_filter(tracing_subscriber::filter::filter_fn(|meta| {
+            meta.is_span() && meta.name() == "event"
+        }))
+    });
     tracing_subscriber::registry()
         .with(fmt)
         .with(otel)
+        .with(tally)
         .try_init()
         .map_err(Error::AlreadyInstalled)?;
     Ok(Guard { provider })
+}
+
+/// Counts the `event` spans the recorder closes, by reason and fate: the same trace an OTLP
+/// backend receives, tallied in process.
+#[derive(Clone, Debug, Default)]
+pub struct FateTally(Arc<Mutex<BTreeMap<(String, String), u64>>>);
+
+/// The reason and fate recorded on one `event` span so far.
+#[derive(Default)]
+struct EventFields {
+    reason: Option<String>,
+    fate: Option<String>,
+}
+
+impl tracing::field::Visit for EventFields {
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        match field.name() {
+            "event.reason" => self.reason = Some(value.to_string()),
+            "event.fate" => self.fate = Some(value.to_string()),
+            _ => {}
+        }
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        match field.name() {
+            "event.reason" | "event.fate" => self.record_str(field, &format!("{value:?}")),
+            _ => {}
+        }
+    }
+}
+
+impl FateTally {
+    /// `(reason, fate) → events` so far, sorted by reason then fate.
+    #[must_use]
+    pub fn snapshot(&self) -> BTreeMap<(String, String), u64> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl<S> tracing_subscriber::Layer<S> for FateTally
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        if let Some(span) = ctx.span(id) {
+            let mut fields = EventFields::default();
+            attrs.record(&mut fields);
+            span.extensions_mut().insert(fields);
+        }
+    }
+
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        if let Some(span) = ctx.span(id)
+            && let Some(fields) = span.extensions_mut().get_mut::<EventFields>()
+        {
+            values.record(fields);
+        }
+    }
+
+    fn on_close(&self, id: tracing::span::Id, ctx: tracing_subscriber::layer::Context<'_, S>) {
+        let Some(span) = ctx.span(&id) else { return };
+        let Some(fields) = span.extensions_mut().remove::<EventFields>() else {
+            return;
+        };
+        let reason = fields.reason.unwrap_or_default();
+        let fate = fields.fate.unwrap_or_else(|| "unknown".to_string());
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry((reason, fate))
+            .or_default() += 1;
+    }
 }
 
 #[cfg(test)]
@@ -155,5 +259,38 @@ mod tests {
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318"),
             ("OTEL_TRACES_EXPORTER", "none"),
         ])));
+    }
+}
+
+#[cfg(test)]
+mod tally_tests {
+    use std::sync::Arc;
+
+    use tracing_subscriber::layer::SubscriberExt as _;
+
+    use super::FateTally;
+    use crate::recorder::{EventType, NullSink, ObjectRef, Options, Pipeline, SystemClock};
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_tally_counts_each_event_span_by_reason_and_fate() {
+        let tally = FateTally::default();
+        let subscriber = tracing_subscriber::registry().with(tally.clone());
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let pipeline = Pipeline::new(&Options::default(), NullSink, Arc::new(SystemClock));
+        let recorder = pipeline.recorder();
+        let pod = Arc::new(ObjectRef::new("v1", "Pod", "default", "web-0", "uid-1"));
+        for _ in 0..30 {
+            recorder.record(&pod, EventType::Warning, "BackOff", "back-off");
+        }
+        drop(recorder);
+        pipeline
+            .run(tokio_util::sync::CancellationToken::new())
+            .await;
+        let counts = tally.snapshot();
+        let get = |fate: &str| counts.get(&("BackOff".into(), fate.into())).copied();
+        assert_eq!(get("created"), Some(1));
+        assert_eq!(get("patched"), Some(24));
+        assert_eq!(get("spam_filtered"), Some(5));
+        assert_eq!(counts.values().sum::<u64>(), 30);
     }
 }

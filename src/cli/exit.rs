@@ -28,6 +28,9 @@ pub const UNKNOWN_KIND: u8 = 10;
 pub const USAGE: u8 = 64;
 /// An input file is missing or unreadable (`EX_NOINPUT`).
 pub const NO_INPUT: u8 = 66;
+/// A service the command needs is unavailable: an address to listen on is taken
+/// (`EX_UNAVAILABLE`).
+pub const UNAVAILABLE: u8 = 69;
 /// The command is not implemented yet, or an internal error (`EX_SOFTWARE`).
 pub const SOFTWARE: u8 = 70;
 
