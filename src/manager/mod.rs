@@ -1,1 +1,3 @@
 //! The manager: runs caches, the recorder and controllers, reloads them, reports status.
+
+pub mod metrics;
