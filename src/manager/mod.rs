@@ -1,3 +1,4 @@
 //! The manager: runs caches, the recorder and controllers, reloads them, reports status.
 
+pub mod http;
 pub mod metrics;
