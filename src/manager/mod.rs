@@ -1,4 +1,6 @@
 //! The manager: runs caches, the recorder and controllers, reloads them, reports status.
 
+pub mod http;
+pub mod metrics;
 pub mod reload;
 pub mod state;

@@ -1,0 +1,215 @@
+//! Config reloads: `informant_config_reloads_total{result}`, `informant_informer_restarts_total`
+//! and `informant_config_reload_duration_seconds`.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use super::{RECONCILE_TIME_BUCKETS, write_label};
+
+/// Buckets of `informant_config_reload_duration_seconds`: the reconcile buckets, since a reload
+/// is the manager reconciling itself (and may wait for new informers to sync, hence up to 60s).
+pub const RELOAD_DURATION_BUCKETS: [f64; 40] = RECONCILE_TIME_BUCKETS;
+
+/// How a config reload ended: the `result` label of `informant_config_reloads_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ReloadResult {
+    /// The new config was valid and different: a new cache tree was published.
+    Applied,
+    /// The new config was valid and built the same plan: nothing changed.
+    Unchanged,
+    /// The new config was invalid: the last good one stays (`Valid=False`).
+    Rejected,
+}
+
+impl ReloadResult {
+    /// Every result, in label order.
+    pub const ALL: [ReloadResult; 3] = [
+        ReloadResult::Applied,
+        ReloadResult::Unchanged,
+        ReloadResult::Rejected,
+    ];
+
+    /// The label value: `applied`, `unchanged` or `rejected`.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ReloadResult::Applied => "applied",
+            ReloadResult::Unchanged => "unchanged",
+            ReloadResult::Rejected => "rejected",
+        }
+    }
+}
+
+impl fmt::Display for ReloadResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl EncodeLabelValue for ReloadResult {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), fmt::Error> {
+        write_label(encoder, self.as_str())
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReloadLabels {
+    result: ReloadResult,
+}
+
+/// The manager's own metrics: config reloads and the informers they start. Cheap to clone
+/// (clones share the counts).
+///
+/// | series | updated by |
+/// |---|---|
+/// | `informant_config_reloads_total{result="applied"\|"unchanged"\|"rejected"}` | [`ManagerMetrics::reload`] |
+/// | `informant_informer_restarts_total` | [`ManagerMetrics::informers_started`] |
+/// | `informant_config_reload_duration_seconds` (histogram) | [`ManagerMetrics::reload_took`] |
+///
+/// Every `result` series exists from the start, at 0.
+///
+/// ```
+/// use informant::manager::metrics::{ManagerMetrics, ReloadResult};
+/// use prometheus_client::registry::Registry;
+///
+/// let metrics = ManagerMetrics::new();
+/// let mut registry = Registry::default();
+/// metrics.register(&mut registry);
+/// metrics.reload(ReloadResult::Applied);
+/// metrics.informers_started(2);
+/// metrics.reload_took(std::time::Duration::from_millis(40));
+/// assert_eq!(metrics.reloads(ReloadResult::Applied), 1);
+/// ```
+#[derive(Clone, Debug)]
+pub struct ManagerMetrics(Arc<ManagerInner>);
+
+#[derive(Debug)]
+struct ManagerInner {
+    reloads: Family<ReloadLabels, Counter>,
+    /// The `reloads` series, in [`ReloadResult::ALL`] order (no map lookup per reload).
+    reload_counts: [Counter; 3],
+    informer_restarts: Counter,
+    reload_duration: Histogram,
+}
+
+impl Default for ManagerMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ManagerMetrics {
+    /// Metrics at zero.
+    #[must_use]
+    pub fn new() -> Self {
+        let reloads = Family::<ReloadLabels, Counter>::default();
+        let reload_counts =
+            ReloadResult::ALL.map(|result| reloads.get_or_create(&ReloadLabels { result }).clone());
+        Self(Arc::new(ManagerInner {
+            reloads,
+            reload_counts,
+            informer_restarts: Counter::default(),
+            reload_duration: Histogram::new(RELOAD_DURATION_BUCKETS),
+        }))
+    }
+
+    /// Registers the three series in `registry`.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "informant_config_reloads",
+            "Config reloads by result: applied (a new cache tree was published), unchanged (same plan), rejected (invalid, the last good config stays)",
+            self.0.reloads.clone(),
+        );
+        registry.register(
+            "informant_informer_restarts",
+            "Informers started by config reloads after the first cache tree (each one relists)",
+            self.0.informer_restarts.clone(),
+        );
+        registry.register(
+            "informant_config_reload_duration_seconds",
+            "Time from reading a changed config to publishing its cache tree, including the sync of new informers",
+            self.0.reload_duration.clone(),
+        );
+    }
+
+    /// Counts one reload that ended in `result`.
+    pub fn reload(&self, result: ReloadResult) {
+        self.0.reload_counts[result as usize].inc();
+    }
+
+    /// Counts `n` informers started by a reload (not those of the first tree: a high rate
+    /// means reloads keep relisting).
+    pub fn informers_started(&self, n: u64) {
+        self.0.informer_restarts.inc_by(n);
+    }
+
+    /// Observes how long one reload took.
+    pub fn reload_took(&self, duration: Duration) {
+        self.0.reload_duration.observe(duration.as_secs_f64());
+    }
+
+    /// Reloads that ended in `result` so far.
+    #[must_use]
+    pub fn reloads(&self, result: ReloadResult) -> u64 {
+        self.0.reload_counts[result as usize].get()
+    }
+
+    /// Informers started by reloads so far.
+    #[must_use]
+    pub fn informer_restarts(&self) -> u64 {
+        self.0.informer_restarts.get()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manager::metrics::testing::{encode, lines_without_buckets};
+
+    #[test]
+    fn manager_series_have_their_names_labels_and_help() {
+        let metrics = ManagerMetrics::new();
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        metrics.reload(ReloadResult::Applied);
+        metrics.clone().reload(ReloadResult::Rejected);
+        metrics.reload(ReloadResult::Rejected);
+        metrics.informers_started(3);
+        metrics.reload_took(Duration::from_millis(30));
+
+        let text = encode(&registry);
+        let expected = [
+            "# EOF",
+            "# HELP informant_config_reload_duration_seconds Time from reading a changed config to publishing its cache tree, including the sync of new informers.",
+            "# HELP informant_config_reloads Config reloads by result: applied (a new cache tree was published), unchanged (same plan), rejected (invalid, the last good config stays).",
+            "# HELP informant_informer_restarts Informers started by config reloads after the first cache tree (each one relists).",
+            "# TYPE informant_config_reload_duration_seconds histogram",
+            "# TYPE informant_config_reloads counter",
+            "# TYPE informant_informer_restarts counter",
+            "informant_config_reload_duration_seconds_count 1",
+            "informant_config_reload_duration_seconds_sum 0.03",
+            "informant_config_reloads_total{result=\"applied\"} 1",
+            "informant_config_reloads_total{result=\"rejected\"} 2",
+            "informant_config_reloads_total{result=\"unchanged\"} 0",
+            "informant_informer_restarts_total 3",
+        ];
+        assert_eq!(lines_without_buckets(&text), expected, "{text}");
+        assert!(
+            text.contains("informant_config_reload_duration_seconds_bucket{le=\"0.05\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("informant_config_reload_duration_seconds_bucket{le=\"0.025\"} 0\n"),
+            "{text}"
+        );
+        assert_eq!(metrics.reloads(ReloadResult::Rejected), 2);
+        assert_eq!(metrics.informer_restarts(), 3);
+    }
+}
