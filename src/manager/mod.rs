@@ -1,1 +1,4 @@
 //! The manager: runs caches, the recorder and controllers, reloads them, reports status.
+
+pub mod source;
+pub mod status;
