@@ -2,7 +2,7 @@
 //! `desired`, written by `StatusWriter` with server-side apply to the status subresource, shown
 //! by `kubectl get` (the CRD's printer columns).
 
-use informant::apiserver::TestServer;
+use informant::apiserver::{TestServer, Verb};
 use informant::cache::InformerStatus;
 use informant::config::{CacheConfig, CacheConfigSpec, CacheConfigStatus};
 use informant::manager::status::{
@@ -235,5 +235,39 @@ async fn kubectl_get_shows_the_valid_ready_and_informers_columns() {
     assert!(
         cells[4].as_str().is_some_and(|age| age.ends_with('s')),
         "{cells}"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_write_is_sent_again_and_keeps_the_transition_times() {
+    let (server, client) = server().await;
+    let mut writer = StatusWriter::new(client.clone(), NS, NAME, DEFAULT_FIELD_MANAGER);
+    let first = desired(None, &syncing(1, 1000));
+    assert!(writer.write(&first).await.unwrap());
+
+    let second = desired(writer.last_written(), &synced(1, 2000));
+    server
+        .handle()
+        .fail_next(Some(Verb::Patch), Some("cacheconfigs"), 1, 500);
+    let error = writer.write(&second).await.unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "cannot write the status of cacheconfig default/config"
+    );
+    // The failed status was never accepted: transition times still come from the first.
+    assert_eq!(writer.last_written(), Some(&first));
+
+    // The server may or may not hold it: the same status is sent again.
+    let patches = server.handle().request_count(Verb::Patch, "cacheconfigs");
+    assert!(writer.write(&second).await.unwrap());
+    assert_eq!(
+        server.handle().request_count(Verb::Patch, "cacheconfigs"),
+        patches + 1
+    );
+    let stored = cacheconfigs(&client).get(NAME).await.unwrap().status;
+    assert_eq!(stored.as_ref(), Some(&second));
+    assert_eq!(
+        condition(&second, "Valid").last_transition_time,
+        Time(at(1000))
     );
 }

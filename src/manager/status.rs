@@ -352,7 +352,11 @@ pub struct StatusWriter {
     namespace: String,
     name: String,
     params: PatchParams,
-    last: Option<(CacheConfigStatus, Value)>,
+    /// The status of the last accepted write, kept when a later write fails: transition times
+    /// come from it.
+    written: Option<CacheConfigStatus>,
+    /// The status (as sent) the server is known to hold; `None` when unknown.
+    held: Option<Value>,
 }
 
 impl StatusWriter {
@@ -365,7 +369,8 @@ impl StatusWriter {
             namespace: namespace.to_owned(),
             name: name.to_owned(),
             params: PatchParams::apply(field_manager).force(),
-            last: None,
+            written: None,
+            held: None,
         }
     }
 
@@ -373,23 +378,24 @@ impl StatusWriter {
     /// was made and accepted.
     ///
     /// A 404 (the resource is gone) is not an error: it returns `Ok(false)`, logged at debug,
-    /// and the next write sends again.
+    /// and the writer forgets what it wrote.
     ///
     /// # Errors
     ///
-    /// [`Error::Write`] if the API server refuses the status or cannot be reached (the next
-    /// write sends again).
+    /// [`Error::Write`] if the API server refuses the status or cannot be reached; the next
+    /// write sends again, even an equal status, and [`StatusWriter::last_written`] still holds
+    /// the last accepted one.
     pub async fn write(&mut self, status: &CacheConfigStatus) -> Result<bool> {
         let value = serde_json::to_value(status).map_err(|source| Error::Encode {
             namespace: self.namespace.clone(),
             name: self.name.clone(),
             source,
         })?;
-        if self.last.as_ref().is_some_and(|(_, last)| *last == value) {
+        if self.held.as_ref() == Some(&value) {
             return Ok(false);
         }
         // Whatever happens now, what the server holds is no longer known for sure.
-        self.last = None;
+        self.held = None;
         let body = json!({
             "apiVersion": CacheConfig::api_version(&()),
             "kind": CacheConfig::kind(&()),
@@ -402,10 +408,12 @@ impl StatusWriter {
             .await
         {
             Ok(_) => {
-                self.last = Some((status.clone(), value));
+                self.written = Some(status.clone());
+                self.held = Some(value);
                 Ok(true)
             }
             Err(kube::Error::Api(s)) if s.is_not_found() => {
+                self.written = None;
                 tracing::debug!(
                     k8s.namespace = %self.namespace,
                     object.ref = %self.name,
@@ -421,16 +429,19 @@ impl StatusWriter {
         }
     }
 
-    /// The status last written, if the last write was accepted.
+    /// The status of the last accepted write (the `previous` of [`desired`]); `None` before
+    /// the first, after a 404 and after [`StatusWriter::forget`].
     #[must_use]
     pub fn last_written(&self) -> Option<&CacheConfigStatus> {
-        self.last.as_ref().map(|(status, _)| status)
+        self.written.as_ref()
     }
 
-    /// Forgets the status last written, so the next write sends even an equal status. Call it
-    /// when the object was recreated (its uid changed): the new object has no status yet.
+    /// Forgets the status last written, so the next write sends even an equal status and
+    /// [`desired`] starts transition times afresh. Call it when the object was recreated (its
+    /// uid changed): the new object has no status yet.
     pub fn forget(&mut self) {
-        self.last = None;
+        self.written = None;
+        self.held = None;
     }
 }
 
