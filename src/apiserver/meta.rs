@@ -279,6 +279,12 @@ pub fn prepare_update(
                     None => m.remove("status"),
                 };
             }
+            // A status apply records its manager: the one metadata change a status write makes.
+            if let Some(mf) = new["metadata"].get("managedFields")
+                && let Some(meta) = merged.get_mut("metadata").and_then(Value::as_object_mut)
+            {
+                meta.insert("managedFields".into(), mf.clone());
+            }
             merged
         }
         Target::Main => {

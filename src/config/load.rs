@@ -76,6 +76,31 @@ pub fn validate(resource: &CacheConfig) -> Result<Validated> {
     load_value(value, &origin)
 }
 
+/// Validates a `CacheConfig` read from the cluster as JSON (a dynamic object), so a field this
+/// version of informant does not know is reported at its path, as from a file, instead of
+/// failing to decode. `status` is the manager's, not the user's: it is not validated, and is
+/// kept in [`Validated::resource`] when it decodes.
+///
+/// # Errors
+///
+/// [`Error::Invalid`] with every problem.
+pub(crate) fn validate_json(mut object: Value) -> Result<Validated> {
+    let text = |field: &str| {
+        object["metadata"][field]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let origin = Origin::Resource {
+        namespace: text("namespace"),
+        name: text("name"),
+    };
+    let status = object.as_object_mut().and_then(|map| map.remove("status"));
+    let mut config = load_value(object, &origin)?;
+    config.resource.status = status.and_then(|s| serde_json::from_value(s).ok());
+    Ok(config)
+}
+
 /// The `CacheConfig` CRD as YAML, exactly as `crds/cacheconfigs.informant.dev.yaml` holds it.
 ///
 /// # Errors

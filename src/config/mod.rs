@@ -27,6 +27,7 @@ mod yaml;
 
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use error::{Error, FieldError, FieldPath, Origin, Result, Segment};
+pub(crate) use load::validate_json;
 pub use load::{Validated, crd_yaml, load, load_str, validate};
 pub use status::{CONDITION_READY, CONDITION_VALID, CacheConfigStatus};
 pub use types::{

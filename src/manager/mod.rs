@@ -3,4 +3,6 @@
 pub mod http;
 pub mod metrics;
 pub mod reload;
+pub mod source;
 pub mod state;
+pub mod status;

@@ -242,6 +242,14 @@ pub(super) fn apply(ctx: &Ctx, body: &[u8], target: Target) -> ApiResult<Respons
     let force = ctx.query.force;
     let written = modify(ctx, target, |cur| {
         let mut out = match cur {
+            // As kube-apiserver: a subresource never creates its object.
+            None if target == Target::Status => {
+                return Err(ApiError::not_found(
+                    &ctx.rt.group,
+                    &ctx.rt.plural,
+                    &ctx.key().name,
+                ));
+            }
             None => applied.clone(),
             Some(live) => {
                 let found = conflicts(live, &applied, &manager, target);

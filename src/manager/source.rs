@@ -1,0 +1,491 @@
+//! A `CacheConfig` resource in the cluster as the manager's config: validated configs published
+//! on a `tokio::sync::watch`, each reload's outcome on a broadcast.
+//!
+//! [`ResourceWatcher`] is the resource counterpart of [`crate::config::watch::Watcher`] (the
+//! file), with the same shape, so the manager treats both alike: `new` returns the watcher and a
+//! receiver already holding the config to start from, [`ResourceWatcher::subscribe`] gives
+//! [`ReloadOutcome`]s, [`ResourceWatcher::run`] drives kube-rs's `watcher` until shutdown.
+//!
+//! What counts as a change is the spec, never metadata or status: the manager writes this same
+//! resource's status, and its own writes must not reload anything. A version with the uid and
+//! spec last seen (valid or not) produces no outcome at all, so a status write after a
+//! rejection does not repeat the rejection (and its Warning event).
+//!
+//! | the resource                      | published config        | outcome                 |
+//! |-----------------------------------|-------------------------|-------------------------|
+//! | absent at start                   | controller-runtime's defaults | none              |
+//! | invalid at start                  | the defaults            | `Rejected` when `run` starts |
+//! | created, or spec edited, valid    | the new config          | `Applied`               |
+//! | valid, spec equal to the current  | unchanged               | `Unchanged`             |
+//! | spec edited, invalid              | the last good one       | `Rejected`              |
+//! | status or metadata written        | unchanged               | none                    |
+//! | deleted                           | the defaults            | `Applied` (`Unchanged` if already the defaults) |
+//!
+//! After a `Rejected`, the next `Unchanged` or `Applied` means the spec is valid again.
+//!
+//! ```no_run
+//! use informant::config::watch::ReloadOutcome;
+//! use informant::manager::source::ResourceWatcher;
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # async fn example(client: kube::Client) -> Result<(), informant::manager::source::Error> {
+//! let (watcher, mut configs) = ResourceWatcher::new(client, "informant", "default").await?;
+//! let mut outcomes = watcher.subscribe(); // before run: an invalid start is sent then
+//! let observed = watcher.observed(); // generation and uid, for status and Events
+//! let shutdown = CancellationToken::new();
+//! let run = tokio::spawn(watcher.run(shutdown.child_token()));
+//! if let Ok(ReloadOutcome::Rejected { error }) = outcomes.recv().await {
+//!     let generation = observed.borrow().as_ref().and_then(|o| o.generation);
+//!     eprintln!("generation {generation:?}: {error}"); // the last good config is kept
+//! }
+//! configs.changed().await.ok();
+//! shutdown.cancel();
+//! # run.await.ok();
+//! # Ok(())
+//! # }
+//! ```
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::core::Resource;
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::Value;
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::watch::ReloadOutcome;
+use crate::config::{self, CacheConfig, CacheConfigSpec, Validated};
+use crate::recorder::ObjectRef;
+
+/// How many reload outcomes a slow [`ResourceWatcher::subscribe`] receiver may fall behind
+/// before it loses the oldest; the same as the file watcher's.
+const OUTCOME_CAPACITY: usize = 64;
+
+/// Result of starting or running a [`ResourceWatcher`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Errors of [`ResourceWatcher::new`] and [`ResourceWatcher::run`].
+///
+/// All are fatal for the watcher. Errors of the watch itself are not: kube-rs's watcher
+/// retries them with its default backoff (logged at warn when a person must act: 401, 403,
+/// 404), and an invalid resource is a [`ReloadOutcome::Rejected`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The first read failed for another reason than the resource being absent (server
+    /// unreachable, RBAC): the manager cannot know which config to start from.
+    #[error("cannot read cacheconfig {namespace}/{name} to start from it")]
+    Get {
+        /// The namespace.
+        namespace: String,
+        /// The name.
+        name: String,
+        /// What the client said.
+        #[source]
+        source: kube::Error,
+    },
+
+    /// The name is not a valid `CacheConfig` name, so even the defaults cannot be named.
+    #[error("cannot watch cacheconfig {namespace}/{name}: not a valid name")]
+    Name {
+        /// The namespace.
+        namespace: String,
+        /// The name.
+        name: String,
+        /// Why (`metadata.name` with the rule it breaks).
+        #[source]
+        source: Box<config::Error>,
+    },
+
+    /// kube-rs's watcher stream ended (it does not, short of a bug).
+    #[error("the watch of cacheconfig {namespace}/{name} ended")]
+    WatchEnded {
+        /// The namespace.
+        namespace: String,
+        /// The name.
+        name: String,
+    },
+}
+
+/// The `CacheConfig` object as last seen: what status writes and Events refer to.
+///
+/// Changes with every spec edit (the generation) and when the object is recreated (the uid),
+/// never with a status write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observed {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its `metadata.uid`.
+    pub uid: String,
+    /// Its `metadata.generation`: the `observedGeneration` of the status that describes it.
+    pub generation: Option<i64>,
+}
+
+impl Observed {
+    /// The reference Events about this object are recorded against.
+    #[must_use]
+    pub fn object_ref(&self) -> ObjectRef {
+        ObjectRef::new(
+            &CacheConfig::api_version(&()),
+            &CacheConfig::kind(&()),
+            &self.namespace,
+            &self.name,
+            &self.uid,
+        )
+    }
+
+    fn of(object: &DynamicObject, namespace: &str, name: &str) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            uid: object.metadata.uid.clone().unwrap_or_default(),
+            generation: object.metadata.generation,
+        }
+    }
+}
+
+/// The version last seen, valid or not: another version with the same uid and spec is a status
+/// or metadata write and reloads nothing.
+#[derive(Debug, PartialEq)]
+struct Seen {
+    uid: Option<String>,
+    spec: Option<Value>,
+}
+
+/// Watches one `CacheConfig` resource and publishes each new valid version.
+///
+/// Create it with [`ResourceWatcher::new`], then drive it with [`ResourceWatcher::run`];
+/// nothing happens in the background until `run` is polled.
+///
+/// The watch is kube-rs's [`watcher::watch_object`] (a list/watch with the field selector
+/// `metadata.name=<name>` in the namespace) with kube-rs's default backoff. The resource is read
+/// as a dynamic object, so a field this version of informant does not know (a newer CRD) is a
+/// [`ReloadOutcome::Rejected`] naming the field, not a watch that fails to decode.
+///
+/// ## RBAC
+///
+/// `get`, `list` and `watch` on `cacheconfigs.informant.dev` in the namespace.
+#[doc(alias = "hot reload")]
+pub struct ResourceWatcher {
+    api: Api<DynamicObject>,
+    namespace: String,
+    name: String,
+    defaults: Arc<Validated>,
+    seen: Option<Seen>,
+    pending: Option<ReloadOutcome>,
+    configs: watch::Sender<Arc<Validated>>,
+    observed: watch::Sender<Option<Observed>>,
+    outcomes: broadcast::Sender<ReloadOutcome>,
+}
+
+impl std::fmt::Debug for ResourceWatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResourceWatcher")
+            .field("namespace", &self.namespace)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// controller-runtime's defaults as a config: an empty spec named `namespace/name`.
+fn defaults(namespace: &str, name: &str) -> Result<Validated> {
+    let mut resource = CacheConfig::new(name, CacheConfigSpec::default());
+    resource.metadata.namespace = Some(namespace.to_owned());
+    config::validate(&resource).map_err(|source| Error::Name {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        source: Box::new(source),
+    })
+}
+
+impl ResourceWatcher {
+    /// Reads the resource once, so the manager starts from the right config: the resource's
+    /// if it is valid; controller-runtime's defaults (an empty spec named `namespace/name`) if
+    /// it is absent, or if it is invalid, in which case a [`ReloadOutcome::Rejected`] is sent
+    /// as soon as [`ResourceWatcher::run`] starts (subscribe before running to get it).
+    ///
+    /// Returns the watcher and a receiver holding that config; each new valid config is
+    /// published to it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Get`] if the read fails other than with 404 Not Found; [`Error::Name`] if
+    /// `name` is not a valid object name.
+    pub async fn new(
+        client: kube::Client,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(Self, watch::Receiver<Arc<Validated>>)> {
+        let defaults = Arc::new(defaults(namespace, name)?);
+        let api = Api::namespaced_with(client, namespace, &ApiResource::erase::<CacheConfig>(&()));
+        let object = api.get_opt(name).await.map_err(|source| Error::Get {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            source,
+        })?;
+        let (configs, rx) = watch::channel(Arc::clone(&defaults));
+        let (observed, _) = watch::channel(None);
+        let (outcomes, _) = broadcast::channel(OUTCOME_CAPACITY);
+        let mut this = Self {
+            api,
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            defaults,
+            seen: None,
+            pending: None,
+            configs,
+            observed,
+            outcomes,
+        };
+        match object {
+            None => tracing::info!(
+                k8s.namespace = namespace,
+                object.ref = name,
+                "cacheconfig not found; using controller-runtime's defaults"
+            ),
+            Some(object) => {
+                if let Some(outcome) = this.on_present(object) {
+                    log(&outcome);
+                    // Nobody can have subscribed yet: `run` sends it.
+                    if matches!(outcome, ReloadOutcome::Rejected { .. }) {
+                        this.pending = Some(outcome);
+                    }
+                }
+            }
+        }
+        Ok((this, rx))
+    }
+
+    /// A receiver of every [`ReloadOutcome`] from now on.
+    #[must_use]
+    pub fn subscribe(&self) -> broadcast::Receiver<ReloadOutcome> {
+        self.outcomes.subscribe()
+    }
+
+    /// A receiver of the object as last seen (`None` while it does not exist): its generation
+    /// for `observedGeneration`, its uid for Events. It is updated before the config and the
+    /// outcome of the same version are sent, so a subscriber reading it on an outcome sees the
+    /// version the outcome is about.
+    #[must_use]
+    pub fn observed(&self) -> watch::Receiver<Option<Observed>> {
+        self.observed.subscribe()
+    }
+
+    /// The watched namespace.
+    #[must_use]
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The watched name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Publishes each new version until `shutdown` is cancelled.
+    ///
+    /// A bad version never ends the loop: it is logged at warn, sent as
+    /// [`ReloadOutcome::Rejected`], and the last good config stays published.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WatchEnded`] if kube-rs's watcher stream ends.
+    #[tracing::instrument(
+        name = "config_reload",
+        skip_all,
+        fields(k8s.namespace = %self.namespace, object.ref = %self.name)
+    )]
+    pub async fn run(mut self, shutdown: CancellationToken) -> Result<()> {
+        if let Some(outcome) = self.pending.take() {
+            // No subscriber is fine: it was logged in `new`.
+            let _ = self.outcomes.send(outcome);
+        }
+        let events = watcher::watch_object(self.api.clone(), &self.name).default_backoff();
+        let mut events = std::pin::pin!(events);
+        loop {
+            let next = tokio::select! {
+                biased;
+                () = shutdown.cancelled() => return Ok(()),
+                next = events.next() => next,
+            };
+            match next {
+                None => {
+                    return Err(Error::WatchEnded {
+                        namespace: self.namespace,
+                        name: self.name,
+                    });
+                }
+                Some(Ok(Some(object))) => {
+                    if let Some(outcome) = self.on_present(object) {
+                        log(&outcome);
+                        // No subscriber is fine: the outcome is also in the log.
+                        let _ = self.outcomes.send(outcome);
+                    }
+                }
+                Some(Ok(None)) => self.on_absent(),
+                Some(Err(error)) => {
+                    if is_permanent(&error) {
+                        tracing::warn!(error = %error, "cannot watch the cacheconfig; retrying");
+                    } else {
+                        tracing::debug!(error = %error, "cacheconfig watch retrying");
+                    }
+                }
+            }
+        }
+    }
+
+    /// A version of the object was seen: the outcome to send, if any.
+    fn on_present(&mut self, object: DynamicObject) -> Option<ReloadOutcome> {
+        let observed = Observed::of(&object, &self.namespace, &self.name);
+        self.observed
+            .send_if_modified(|current| replace_if_different(current, Some(observed)));
+        let seen = Seen {
+            uid: object.metadata.uid.clone(),
+            spec: object.data.get("spec").cloned(),
+        };
+        if self.seen.as_ref() == Some(&seen) {
+            tracing::trace!("cacheconfig spec unchanged (a status or metadata write)");
+            return None;
+        }
+        self.seen = Some(seen);
+        Some(match self.validate(object) {
+            Ok(config) => self.publish(config),
+            Err(error) => ReloadOutcome::Rejected {
+                error: Arc::new(error),
+            },
+        })
+    }
+
+    /// The object is gone (deleted, or absent from a relist): back to the defaults.
+    fn on_absent(&mut self) {
+        self.observed
+            .send_if_modified(|current| replace_if_different(current, None));
+        if self.seen.take().is_none() {
+            return;
+        }
+        tracing::info!("cacheconfig deleted; using controller-runtime's defaults");
+        let outcome = self.publish(Arc::clone(&self.defaults));
+        let _ = self.outcomes.send(outcome);
+    }
+
+    /// Publishes `config` unless its spec equals the current one.
+    fn publish(&self, config: impl Into<Arc<Validated>>) -> ReloadOutcome {
+        let config = config.into();
+        let mut applied = false;
+        self.configs.send_if_modified(|current| {
+            applied = current.resource.spec != config.resource.spec;
+            if applied {
+                *current = Arc::clone(&config);
+            }
+            applied
+        });
+        if applied {
+            ReloadOutcome::Applied(config)
+        } else {
+            ReloadOutcome::Unchanged
+        }
+    }
+
+    fn validate(&self, object: DynamicObject) -> config::Result<Validated> {
+        // Serializing an object that was just decoded does not fail; were it to, the empty
+        // document would be rejected with a message rather than panic.
+        let mut value = serde_json::to_value(object).unwrap_or_default();
+        if let Some(map) = value.as_object_mut() {
+            // List items need not carry their type; the endpoint says what they are.
+            map.insert(
+                "apiVersion".to_owned(),
+                CacheConfig::api_version(&()).into(),
+            );
+            map.insert("kind".to_owned(), CacheConfig::kind(&()).into());
+            if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.entry("namespace")
+                    .or_insert_with(|| self.namespace.clone().into());
+            }
+        }
+        config::validate_json(value)
+    }
+}
+
+fn replace_if_different<T: PartialEq>(current: &mut T, new: T) -> bool {
+    if *current == new {
+        false
+    } else {
+        *current = new;
+        true
+    }
+}
+
+fn log(outcome: &ReloadOutcome) {
+    match outcome {
+        ReloadOutcome::Applied(_) => tracing::info!("cacheconfig applied"),
+        ReloadOutcome::Rejected { error } => tracing::warn!(
+            error = %error,
+            errors = error.field_errors().len(),
+            "cacheconfig rejected; keeping the last good config"
+        ),
+        _ => tracing::debug!("cacheconfig spec unchanged"),
+    }
+}
+
+/// Whether retrying alone will not fix the watch error (the API server refused the request:
+/// 401, 403, 404), so a person has to act.
+fn is_permanent(error: &watcher::Error) -> bool {
+    let client_error = match error {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => e,
+        watcher::Error::WatchError(status) => return matches!(status.code, 401 | 403 | 404),
+        watcher::Error::NoResourceVersion => return true,
+    };
+    matches!(client_error, kube::Error::Api(status) if matches!(status.code, 401 | 403 | 404))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_are_an_empty_spec_named_after_the_watched_object() {
+        let config = defaults("informant", "default").unwrap();
+        assert_eq!(config.resource.spec, CacheConfigSpec::default());
+        assert_eq!(config.resource.metadata.name.as_deref(), Some("default"));
+        assert_eq!(
+            config.resource.metadata.namespace.as_deref(),
+            Some("informant")
+        );
+        assert!(config.cache.by_object.is_empty());
+    }
+
+    #[test]
+    fn a_name_no_object_can_have_is_an_error_naming_the_rule() {
+        let error = defaults("informant", "Not_A_Name").unwrap_err();
+        assert!(matches!(error, Error::Name { .. }), "{error:?}");
+        let Error::Name { source, .. } = &error else {
+            unreachable!()
+        };
+        assert_eq!(
+            source.field_errors()[0].path.to_string(),
+            "metadata.name",
+            "{source}"
+        );
+    }
+
+    #[test]
+    fn an_observed_object_is_referenced_by_its_kind_name_and_uid() {
+        let observed = Observed {
+            namespace: "ns".into(),
+            name: "c".into(),
+            uid: "u-1".into(),
+            generation: Some(3),
+        };
+        let r = observed.object_ref();
+        assert_eq!(&*r.api_version, "informant.dev/v1alpha1");
+        assert_eq!(&*r.kind, "CacheConfig");
+        assert_eq!((&*r.namespace, &*r.name, &*r.uid), ("ns", "c", "u-1"));
+    }
+}

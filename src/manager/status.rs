@@ -1,0 +1,628 @@
+//! The `CacheConfig` status: built from what the manager knows ([`desired`], pure) and written
+//! to the status subresource with server-side apply ([`StatusWriter`], only when it changed).
+//!
+//! Two conditions, following apimachinery's `meta.SetStatusCondition`
+//! (`k8s.io/apimachinery/pkg/api/meta/conditions.go`): `lastTransitionTime` changes only when
+//! a condition's status flips; reason, message and `observedGeneration` always follow the input.
+//!
+//! | type    | status  | reason                          | message |
+//! |---------|---------|---------------------------------|---------|
+//! | `Valid` | `True`  | [`REASON_VALID`] (`Valid`)      | the spec passed validation |
+//! | `Valid` | `False` | [`REASON_INVALID_SPEC`] (`InvalidSpec`) | every field error with its path, one per line, as `informant validate` prints them |
+//! | `Ready` | `True`  | [`REASON_INFORMERS_SYNCED`] (`InformersSynced`) | how many informers synced |
+//! | `Ready` | `False` | [`REASON_INFORMERS_SYNCING`] (`InformersSyncing`) | the informers not synced yet |
+//! | `Ready` | `False` | [`REASON_INFORMER_FAILED`] (`InformerFailed`) | the informers that cannot list or watch, with the error |
+//!
+//! `kubectl get cacheconfigs` shows the `Valid` and `Ready` statuses and `informerCount`.
+//!
+//! ```
+//! use informant::manager::status::{Readiness, StatusInput, Validity, desired};
+//!
+//! let input = StatusInput {
+//!     generation: Some(2),
+//!     validity: Validity::Valid,
+//!     readiness: Readiness::Synced,
+//!     informers: Vec::new(),
+//!     last_reload_time: None,
+//!     now: jiff::Timestamp::UNIX_EPOCH,
+//! };
+//! let first = desired(None, &input);
+//! let later = StatusInput { now: jiff::Timestamp::MAX, ..input };
+//! // Nothing flipped: the transition times stay.
+//! assert_eq!(desired(Some(&first), &later), first);
+//! ```
+
+use std::fmt::Write as _;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::core::Resource;
+use serde_json::{Value, json};
+
+use crate::cache::InformerStatus;
+use crate::config::{self, CONDITION_READY, CONDITION_VALID, CacheConfig, CacheConfigStatus};
+
+/// `Valid=True` reason: the spec passed validation.
+pub const REASON_VALID: &str = "Valid";
+
+/// `Valid=False` reason: the spec is invalid; the manager keeps the last good config.
+pub const REASON_INVALID_SPEC: &str = "InvalidSpec";
+
+/// `Ready=True` reason: every informer of the cache tree has synced.
+pub const REASON_INFORMERS_SYNCED: &str = "InformersSynced";
+
+/// `Ready=False` reason: some informers have not synced yet.
+pub const REASON_INFORMERS_SYNCING: &str = "InformersSyncing";
+
+/// `Ready=False` reason: some informers cannot list or watch (RBAC, unknown kind, ...).
+pub const REASON_INFORMER_FAILED: &str = "InformerFailed";
+
+/// The field manager of status writes unless told otherwise.
+pub const DEFAULT_FIELD_MANAGER: &str = "informant";
+
+/// The longest condition message the API server accepts, in characters
+/// (apimachinery `pkg/apis/meta/v1/types.go`, `Condition.Message`: `MaxLength=32768`).
+const MAX_MESSAGE_CHARS: usize = 32_768;
+
+/// Whether the spec is valid, for the `Valid` condition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Validity {
+    /// The spec passed validation.
+    Valid,
+    /// The spec is invalid.
+    Invalid {
+        /// Every problem, `path: what is wrong; how to fix it`.
+        errors: Vec<String>,
+    },
+}
+
+impl Validity {
+    /// The validity a rejected config has: every field error with its path (as
+    /// `informant validate` prints them), or the error itself when it has no field errors.
+    #[must_use]
+    pub fn from_error(error: &config::Error) -> Self {
+        let fields = error.field_errors();
+        let errors = if fields.is_empty() {
+            vec![error_chain(error)]
+        } else {
+            fields.iter().map(ToString::to_string).collect()
+        };
+        Self::Invalid { errors }
+    }
+}
+
+/// Whether the cache tree is ready, for the `Ready` condition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Readiness {
+    /// Every informer synced.
+    Synced,
+    /// Some informers have not synced yet.
+    Syncing {
+        /// Each one, as [`informer_name`] names it.
+        pending: Vec<String>,
+    },
+    /// Some informers cannot list or watch.
+    Failed {
+        /// Each one, named as [`informer_name`] does, with its error.
+        failed: Vec<String>,
+    },
+}
+
+impl Readiness {
+    /// The readiness of these informers (pass the eager ones: those the tree must sync before
+    /// it serves): an unsynced informer with an error is failed, one without is syncing.
+    pub fn of<'a>(informers: impl IntoIterator<Item = &'a InformerStatus>) -> Self {
+        let mut pending = Vec::new();
+        let mut failed = Vec::new();
+        for informer in informers {
+            if informer.synced {
+                continue;
+            }
+            match &informer.error {
+                Some(error) => failed.push(format!("{}: {error}", informer_name(informer))),
+                None => pending.push(informer_name(informer)),
+            }
+        }
+        if !failed.is_empty() {
+            Self::Failed { failed }
+        } else if !pending.is_empty() {
+            Self::Syncing { pending }
+        } else {
+            Self::Synced
+        }
+    }
+}
+
+/// An informer as conditions name it: `v1 Pod in team-a`, `apps/v1 Deployment in every
+/// namespace`, followed by its selectors (`labels tier=web`, `fields status.phase=Running`).
+#[must_use]
+pub fn informer_name(informer: &InformerStatus) -> String {
+    let mut name = format!(
+        "{} {} in {}",
+        informer.api_version,
+        informer.kind,
+        informer.namespace.as_deref().unwrap_or("every namespace")
+    );
+    for (what, selector) in [
+        ("labels", &informer.label_selector),
+        ("fields", &informer.field_selector),
+    ] {
+        if let Some(selector) = selector {
+            // Writing to a String does not fail.
+            let _ = write!(name, ", {what} {selector}");
+        }
+    }
+    name
+}
+
+/// What the manager knows, from which [`desired`] builds the status.
+#[derive(Clone, Debug)]
+pub struct StatusInput {
+    /// The `metadata.generation` of the version the manager last saw (valid or not): the
+    /// status's and each condition's `observedGeneration`.
+    pub generation: Option<i64>,
+    /// Whether that version is valid.
+    pub validity: Validity,
+    /// Whether the cache tree in use has synced.
+    pub readiness: Readiness,
+    /// The informers the cache tree runs.
+    pub informers: Vec<InformerStatus>,
+    /// When a changed spec was last applied; `None` keeps the previous status's.
+    pub last_reload_time: Option<Time>,
+    /// The current time, for a condition that flips (truncated to seconds, as the API
+    /// serializes times).
+    pub now: jiff::Timestamp,
+}
+
+/// The status the manager should write, given the previous one and what it knows now.
+///
+/// `previous` is the status last written ([`StatusWriter::last_written`]), or at start the
+/// resource's own ([`config::Validated::resource`]), so transition times survive restarts.
+/// The conditions are exactly `Valid` then `Ready`; informers are sorted by kind, namespace and
+/// selectors, so the same set always makes the same status (and no write).
+#[must_use]
+pub fn desired(previous: Option<&CacheConfigStatus>, input: &StatusInput) -> CacheConfigStatus {
+    let now = Time(jiff::Timestamp::from_second(input.now.as_second()).unwrap_or(input.now));
+    let before = previous.map_or(&[][..], |p| p.conditions.as_slice());
+    let condition = |type_: &str, status: bool, reason: &str, message: String| {
+        let status = if status { "True" } else { "False" };
+        let last_transition_time = before
+            .iter()
+            .find(|c| c.type_ == type_ && c.status == status)
+            .map_or_else(|| now.clone(), |c| c.last_transition_time.clone());
+        Condition {
+            type_: type_.to_owned(),
+            status: status.to_owned(),
+            reason: reason.to_owned(),
+            message: truncate(message),
+            observed_generation: input.generation,
+            last_transition_time,
+        }
+    };
+    let valid = match &input.validity {
+        Validity::Valid => condition(
+            CONDITION_VALID,
+            true,
+            REASON_VALID,
+            "the spec passed validation".to_owned(),
+        ),
+        Validity::Invalid { errors } => condition(
+            CONDITION_VALID,
+            false,
+            REASON_INVALID_SPEC,
+            format!(
+                "the spec is invalid ({} error{}); the last good config stays in use:\n{}",
+                errors.len(),
+                plural(errors.len()),
+                errors.join("\n")
+            ),
+        ),
+    };
+    let ready = match &input.readiness {
+        Readiness::Synced => condition(
+            CONDITION_READY,
+            true,
+            REASON_INFORMERS_SYNCED,
+            format!(
+                "{} informer{} synced",
+                input.informers.len(),
+                plural(input.informers.len())
+            ),
+        ),
+        Readiness::Syncing { pending } => condition(
+            CONDITION_READY,
+            false,
+            REASON_INFORMERS_SYNCING,
+            format!(
+                "waiting for {} informer{} to sync: {}",
+                pending.len(),
+                plural(pending.len()),
+                pending.join("; ")
+            ),
+        ),
+        Readiness::Failed { failed } => condition(
+            CONDITION_READY,
+            false,
+            REASON_INFORMER_FAILED,
+            format!(
+                "{} informer{} cannot list or watch: {}",
+                failed.len(),
+                plural(failed.len()),
+                failed.join("; ")
+            ),
+        ),
+    };
+    let mut informers = input.informers.clone();
+    informers.sort_by(|a, b| sort_key(a).cmp(&sort_key(b)));
+    CacheConfigStatus {
+        observed_generation: input.generation,
+        conditions: vec![valid, ready],
+        informer_count: Some(i32::try_from(informers.len()).unwrap_or(i32::MAX)),
+        informers,
+        last_reload_time: input
+            .last_reload_time
+            .clone()
+            .or_else(|| previous.and_then(|p| p.last_reload_time.clone())),
+    }
+}
+
+fn sort_key(i: &InformerStatus) -> impl Ord + '_ {
+    (
+        &i.api_version,
+        &i.kind,
+        &i.namespace,
+        &i.label_selector,
+        &i.field_selector,
+        i.metadata_only,
+    )
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// Cuts `message` to what the API server accepts, marking the cut.
+fn truncate(message: String) -> String {
+    if message.chars().count() <= MAX_MESSAGE_CHARS {
+        return message;
+    }
+    let mut cut: String = message.chars().take(MAX_MESSAGE_CHARS - 1).collect();
+    cut.push('…');
+    cut
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out
+}
+
+/// Result of [`StatusWriter::write`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Errors of [`StatusWriter::write`]. All are worth retrying at the next write: the status is
+/// rebuilt from scratch each time.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The API server refused the status or could not be reached.
+    #[error("cannot write the status of cacheconfig {namespace}/{name}")]
+    Write {
+        /// The namespace.
+        namespace: String,
+        /// The name.
+        name: String,
+        /// What the client said.
+        #[source]
+        source: kube::Error,
+    },
+
+    /// The status could not be encoded as JSON (a bug: it is built from static types).
+    #[error("cannot encode the status of cacheconfig {namespace}/{name}")]
+    Encode {
+        /// The namespace.
+        namespace: String,
+        /// The name.
+        name: String,
+        /// What serde said.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Writes a `CacheConfig`'s status with server-side apply, only when it changed.
+///
+/// The apply body holds `apiVersion`, `kind`, `metadata.name` and `status` only, sent to the
+/// status subresource with [`PatchParams::apply`] and `force` (the manager is the status's
+/// only writer, as Kubernetes recommends for controllers): a user's spec edits are never
+/// overwritten, and `status` fields this writer stops sending are removed.
+///
+/// ## RBAC
+///
+/// `patch` on `cacheconfigs/status` in the namespace.
+#[derive(Debug)]
+pub struct StatusWriter {
+    /// Dynamic, so the answer decodes even with spec fields this version does not know.
+    api: Api<DynamicObject>,
+    namespace: String,
+    name: String,
+    params: PatchParams,
+    /// The status of the last accepted write, kept when a later write fails: transition times
+    /// come from it.
+    written: Option<CacheConfigStatus>,
+    /// The status (as sent) the server is known to hold; `None` when unknown.
+    held: Option<Value>,
+}
+
+impl StatusWriter {
+    /// A writer of `namespace/name`'s status as `field_manager` (usually
+    /// [`DEFAULT_FIELD_MANAGER`]). Sends nothing until [`StatusWriter::write`].
+    #[must_use]
+    pub fn new(client: kube::Client, namespace: &str, name: &str, field_manager: &str) -> Self {
+        Self {
+            api: Api::namespaced_with(client, namespace, &ApiResource::erase::<CacheConfig>(&())),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            params: PatchParams::apply(field_manager).force(),
+            written: None,
+            held: None,
+        }
+    }
+
+    /// Applies `status` unless it equals the status last written. Returns whether a request
+    /// was made and accepted.
+    ///
+    /// A 404 (the resource is gone) is not an error: it returns `Ok(false)`, logged at debug,
+    /// and the writer forgets what it wrote.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Write`] if the API server refuses the status or cannot be reached; the next
+    /// write sends again, even an equal status, and [`StatusWriter::last_written`] still holds
+    /// the last accepted one.
+    pub async fn write(&mut self, status: &CacheConfigStatus) -> Result<bool> {
+        let value = serde_json::to_value(status).map_err(|source| Error::Encode {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            source,
+        })?;
+        if self.held.as_ref() == Some(&value) {
+            return Ok(false);
+        }
+        // Whatever happens now, what the server holds is no longer known for sure.
+        self.held = None;
+        let body = json!({
+            "apiVersion": CacheConfig::api_version(&()),
+            "kind": CacheConfig::kind(&()),
+            "metadata": {"name": self.name},
+            "status": value,
+        });
+        match self
+            .api
+            .patch_status(&self.name, &self.params, &Patch::Apply(body))
+            .await
+        {
+            Ok(_) => {
+                self.written = Some(status.clone());
+                self.held = Some(value);
+                Ok(true)
+            }
+            Err(kube::Error::Api(s)) if s.is_not_found() => {
+                self.written = None;
+                tracing::debug!(
+                    k8s.namespace = %self.namespace,
+                    object.ref = %self.name,
+                    "cacheconfig gone; status not written"
+                );
+                Ok(false)
+            }
+            Err(source) => Err(Error::Write {
+                namespace: self.namespace.clone(),
+                name: self.name.clone(),
+                source,
+            }),
+        }
+    }
+
+    /// The status of the last accepted write (the `previous` of [`desired`]); `None` before
+    /// the first, after a 404 and after [`StatusWriter::forget`].
+    #[must_use]
+    pub fn last_written(&self) -> Option<&CacheConfigStatus> {
+        self.written.as_ref()
+    }
+
+    /// Forgets the status last written, so the next write sends even an equal status and
+    /// [`desired`] starts transition times afresh. Call it when the object was recreated (its
+    /// uid changed): the new object has no status yet.
+    pub fn forget(&mut self) {
+        self.written = None;
+        self.held = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(second: i64) -> jiff::Timestamp {
+        jiff::Timestamp::from_second(second).unwrap()
+    }
+
+    fn input(validity: Validity, readiness: Readiness, now: i64) -> StatusInput {
+        StatusInput {
+            generation: Some(1),
+            validity,
+            readiness,
+            informers: Vec::new(),
+            last_reload_time: None,
+            now: at(now),
+        }
+    }
+
+    fn informer(kind: &str, namespace: Option<&str>, synced: bool) -> InformerStatus {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": kind, "namespace": namespace,
+            "synced": synced, "objects": 0,
+        }))
+        .unwrap()
+    }
+
+    fn get<'a>(status: &'a CacheConfigStatus, type_: &str) -> &'a Condition {
+        status.conditions.iter().find(|c| c.type_ == type_).unwrap()
+    }
+
+    #[test]
+    fn transition_times_change_only_when_a_condition_flips() {
+        let first = desired(None, &input(Validity::Valid, Readiness::Synced, 100));
+        assert_eq!(get(&first, "Valid").last_transition_time, Time(at(100)));
+
+        let syncing = Readiness::Syncing {
+            pending: vec!["v1 Pod in every namespace".into()],
+        };
+        let mut later = input(Validity::Valid, syncing, 200);
+        later.generation = Some(2);
+        let second = desired(Some(&first), &later);
+        assert_eq!(get(&second, "Valid").last_transition_time, Time(at(100)));
+        assert_eq!(get(&second, "Valid").observed_generation, Some(2));
+        assert_eq!(get(&second, "Ready").last_transition_time, Time(at(200)));
+        assert_eq!(get(&second, "Ready").reason, REASON_INFORMERS_SYNCING);
+
+        // Same status, different reason: the time stays.
+        let failed = Readiness::Failed {
+            failed: vec!["v1 Pod in every namespace: 403".into()],
+        };
+        let third = desired(Some(&second), &input(Validity::Valid, failed, 300));
+        assert_eq!(get(&third, "Ready").last_transition_time, Time(at(200)));
+        assert_eq!(get(&third, "Ready").reason, REASON_INFORMER_FAILED);
+    }
+
+    #[test]
+    fn the_current_time_is_truncated_to_seconds_as_the_api_serializes_it() {
+        let mut i = input(Validity::Valid, Readiness::Synced, 0);
+        i.now = at(5) + jiff::SignedDuration::from_millis(700);
+        let status = desired(None, &i);
+        assert_eq!(get(&status, "Valid").last_transition_time, Time(at(5)));
+    }
+
+    #[test]
+    fn an_invalid_spec_lists_every_field_error_with_its_path() {
+        let error = config::load_str(
+            "apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\nmetadata: {name: c}\n\
+             spec: {syncPeriod: soon, defaultLabelSelector: 'a in (b'}\n",
+        )
+        .unwrap_err();
+        let status = desired(
+            None,
+            &input(Validity::from_error(&error), Readiness::Synced, 0),
+        );
+        let valid = get(&status, "Valid");
+        assert_eq!(
+            (valid.status.as_str(), valid.reason.as_str()),
+            ("False", "InvalidSpec")
+        );
+        assert!(valid.message.contains("(2 errors)"), "{}", valid.message);
+        for line in valid.message.lines().skip(1) {
+            assert!(line.starts_with("spec."), "{line}");
+        }
+        assert!(
+            valid.message.contains("\nspec.syncPeriod: "),
+            "{}",
+            valid.message
+        );
+        assert!(
+            valid.message.contains("\nspec.defaultLabelSelector: "),
+            "{}",
+            valid.message
+        );
+    }
+
+    #[test]
+    fn readiness_names_failed_informers_before_syncing_ones() {
+        let mut failing = informer("Pod", Some("team-a"), false);
+        failing.error = Some("forbidden".into());
+        let informers = [
+            informer("ConfigMap", None, true),
+            informer("Secret", None, false),
+            failing,
+        ];
+        assert_eq!(
+            Readiness::of(&informers),
+            Readiness::Failed {
+                failed: vec!["v1 Pod in team-a: forbidden".into()]
+            }
+        );
+        assert_eq!(
+            Readiness::of(&informers[..2]),
+            Readiness::Syncing {
+                pending: vec!["v1 Secret in every namespace".into()]
+            }
+        );
+        assert_eq!(Readiness::of(&informers[..1]), Readiness::Synced);
+    }
+
+    #[test]
+    fn informers_are_sorted_and_counted() {
+        let mut i = input(Validity::Valid, Readiness::Synced, 0);
+        i.informers = vec![
+            informer("Secret", None, true),
+            informer("ConfigMap", Some("b"), true),
+            informer("ConfigMap", Some("a"), true),
+        ];
+        let status = desired(None, &i);
+        let order: Vec<_> = status
+            .informers
+            .iter()
+            .map(|i| (i.kind.as_str(), i.namespace.as_deref()))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("ConfigMap", Some("a")),
+                ("ConfigMap", Some("b")),
+                ("Secret", None)
+            ]
+        );
+        assert_eq!(status.informer_count, Some(3));
+        assert_eq!(get(&status, "Ready").message, "3 informers synced");
+    }
+
+    #[test]
+    fn the_last_reload_time_is_kept_when_the_input_has_none() {
+        let mut i = input(Validity::Valid, Readiness::Synced, 0);
+        i.last_reload_time = Some(Time(at(42)));
+        let first = desired(None, &i);
+        i.last_reload_time = None;
+        assert_eq!(
+            desired(Some(&first), &i).last_reload_time,
+            Some(Time(at(42)))
+        );
+    }
+
+    #[test]
+    fn an_overlong_message_is_cut_to_what_the_api_server_accepts() {
+        let errors = vec!["spec.x: too long".repeat(5000)];
+        let status = desired(
+            None,
+            &input(Validity::Invalid { errors }, Readiness::Synced, 0),
+        );
+        let message = &get(&status, "Valid").message;
+        assert_eq!(message.chars().count(), MAX_MESSAGE_CHARS);
+        assert!(message.ends_with('…'));
+    }
+
+    #[test]
+    fn informers_are_named_with_their_selectors() {
+        let mut i = informer("Pod", None, true);
+        i.label_selector = Some("tier=web".into());
+        i.field_selector = Some("status.phase=Running".into());
+        assert_eq!(
+            informer_name(&i),
+            "v1 Pod in every namespace, labels tier=web, fields status.phase=Running"
+        );
+    }
+}
