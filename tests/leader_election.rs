@@ -379,6 +379,9 @@ async fn leader_whose_lease_is_stolen_reports_lost_and_stops_leading() {
     elector.register(&mut registry);
     let status = format!("leader_election_master_status{{name=\"{LEASE}\"}}");
     assert!(metrics(&registry).contains(&format!("{status} 0")));
+    assert!(metrics(&registry).contains(&format!(
+        "leader_election_slowpath_total{{name=\"{LEASE}\"}} 0"
+    )));
     let mut c = Candidate::start(elector);
     wait_for(&mut c.leader, true, SLACK).await;
     assert!(metrics(&registry).contains(&format!("{status} 1")));
