@@ -1,6 +1,7 @@
 //! The manager: runs caches, the recorder and controllers, reloads them, reports status.
 
 pub mod http;
+pub mod leader;
 pub mod metrics;
 pub mod reload;
 pub mod source;
