@@ -3,6 +3,10 @@
 //! `DropIfChannelFull`). Unlike client-go, every drop is a fate: the sink's watcher is fixed at
 //! construction, so no event is lost before it is registered (mux.go's "terrible hack"), and
 //! an event its full queue cannot take ends `dropped_watcher_full`.
+//!
+//! A reload arrives in band, behind every event recorded before it: the broadcaster applies
+//! its watcher queue length from there on and passes it to the sink's watcher, again behind
+//! the events it already handed over.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,12 +18,13 @@ use tokio_util::sync::CancellationToken;
 use super::envelope::Envelope;
 use super::event::Event;
 use super::fate::Fate;
+use super::queue::{Item, Receiver, Refused, Sender};
 
 /// Moves events from the incoming queue to the sink's watcher queue and to observers.
 #[derive(Debug)]
 pub struct Broadcaster {
-    incoming: mpsc::Receiver<Envelope>,
-    sink_watcher: mpsc::Sender<Envelope>,
+    incoming: Receiver,
+    sink_watcher: Sender,
     observers: Vec<mpsc::Sender<Arc<Event>>>,
     observer_drops: Arc<AtomicU64>,
 }
@@ -28,7 +33,7 @@ impl Broadcaster {
     /// A broadcaster reading `incoming` and feeding `sink_watcher`, whose outcome is each
     /// event's fate.
     #[must_use]
-    pub fn new(incoming: mpsc::Receiver<Envelope>, sink_watcher: mpsc::Sender<Envelope>) -> Self {
+    pub(crate) fn new(incoming: Receiver, sink_watcher: Sender) -> Self {
         Self {
             incoming,
             sink_watcher,
@@ -60,15 +65,27 @@ impl Broadcaster {
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => break,
-                envelope = self.incoming.recv() => match envelope {
-                    Some(envelope) => self.distribute(envelope),
+                item = self.incoming.recv() => match item {
+                    Some(item) => self.handle(item),
                     None => return,
                 },
             }
         }
         self.incoming.close();
-        while let Some(envelope) = self.incoming.recv().await {
-            self.distribute(envelope);
+        while let Some(item) = self.incoming.recv().await {
+            self.handle(item);
+        }
+    }
+
+    fn handle(&self, item: Item) {
+        match item {
+            Item::Event(envelope) => self.distribute(envelope),
+            Item::Reload(options) => {
+                self.sink_watcher
+                    .bound()
+                    .set_length(options.watcher_queue_length);
+                self.sink_watcher.send_control(Item::Reload(options));
+            }
         }
     }
 
@@ -80,8 +97,8 @@ impl Broadcaster {
         }
         match self.sink_watcher.try_send(envelope) {
             Ok(()) => {}
-            Err(TrySendError::Full(envelope)) => envelope.finish(Fate::DroppedWatcherFull),
-            Err(TrySendError::Closed(envelope)) => envelope.finish(Fate::DroppedShutdown),
+            Err(Refused::Full(envelope)) => envelope.finish(Fate::DroppedWatcherFull),
+            Err(Refused::Closed(envelope)) => envelope.finish(Fate::DroppedShutdown),
         }
     }
 }
@@ -92,6 +109,8 @@ mod tests {
     use crate::recorder::clock::Time;
     use crate::recorder::event::{EventType, ObjectRef, Source};
     use crate::recorder::fate::FateCounter;
+    use crate::recorder::options::Options;
+    use crate::recorder::queue::{Bound, channel};
 
     fn env(fates: &FateCounter) -> Envelope {
         let e = Event::new(
@@ -108,8 +127,8 @@ mod tests {
     #[tokio::test]
     async fn a_full_watcher_queue_drops_as_dropped_watcher_full_without_blocking() {
         let fates = FateCounter::new();
-        let (in_tx, in_rx) = mpsc::channel(10);
-        let (w_tx, mut w_rx) = mpsc::channel(2);
+        let (in_tx, in_rx) = channel(10, Bound::default());
+        let (w_tx, mut w_rx) = channel(2, Bound::default());
         let mut b = Broadcaster::new(in_rx, w_tx);
         let mut observer = b.subscribe(1);
         let drops = b.observer_drops();
@@ -122,7 +141,7 @@ mod tests {
         assert_eq!(drops.load(Ordering::Relaxed), 4);
         assert!(observer.recv().await.is_some());
         let mut queued = 0;
-        while let Ok(e) = w_rx.try_recv() {
+        while let Some(Item::Event(e)) = w_rx.try_recv() {
             e.finish(Fate::Created);
             queued += 1;
         }
@@ -133,8 +152,8 @@ mod tests {
     #[tokio::test]
     async fn after_shutdown_queued_events_are_still_handed_over_and_later_sends_fail() {
         let fates = FateCounter::new();
-        let (in_tx, in_rx) = mpsc::channel(10);
-        let (w_tx, mut w_rx) = mpsc::channel(10);
+        let (in_tx, in_rx) = channel(10, Bound::default());
+        let (w_tx, mut w_rx) = channel(10, Bound::default());
         let b = Broadcaster::new(in_rx, w_tx);
         for _ in 0..3 {
             in_tx.try_send(env(&fates)).unwrap();
@@ -144,12 +163,47 @@ mod tests {
         b.run(shutdown).await;
         assert!(matches!(
             in_tx.try_send(env(&fates)),
-            Err(TrySendError::Closed(_))
+            Err(Refused::Closed(_))
         ));
         let mut handed = 0;
-        while w_rx.try_recv().is_ok() {
+        while w_rx.try_recv().is_some() {
             handed += 1;
         }
         assert_eq!(handed, 3);
+    }
+
+    #[tokio::test]
+    async fn a_reload_sets_the_watcher_length_for_the_events_behind_it_and_is_passed_on() {
+        let fates = FateCounter::new();
+        let (in_tx, in_rx) = channel(100, Bound::default());
+        let (w_tx, mut w_rx) = channel(2, Bound::default());
+        let b = Broadcaster::new(in_rx, w_tx);
+        for _ in 0..3 {
+            in_tx.try_send(env(&fates)).unwrap();
+        }
+        let longer = Options {
+            watcher_queue_length: 10,
+            ..Options::default()
+        };
+        assert!(in_tx.send_control(Item::Reload(Arc::new(longer))));
+        for _ in 0..3 {
+            in_tx.try_send(env(&fates)).unwrap();
+        }
+        drop(in_tx);
+        b.run(CancellationToken::new()).await;
+        // Before the reload 2 fit and 1 was dropped; after it all 3 fit (5 of 10 used).
+        assert_eq!(fates.get(Fate::DroppedWatcherFull), 1);
+        let mut order = Vec::new();
+        while let Some(item) = w_rx.try_recv() {
+            order.push(match item {
+                Item::Event(e) => {
+                    e.finish(Fate::Created);
+                    'e'
+                }
+                Item::Reload(_) => 'R',
+            });
+        }
+        assert_eq!(order.iter().collect::<String>(), "eeReee");
+        assert_eq!(fates.total(), 6);
     }
 }

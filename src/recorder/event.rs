@@ -147,6 +147,24 @@ impl EventName {
     pub fn new(object_name: Arc<str>, time: Time) -> Self {
         Self { object_name, time }
     }
+
+    /// The involved object's name, the part before the dot.
+    #[must_use]
+    pub fn object_name(&self) -> &str {
+        &self.object_name
+    }
+
+    /// The instant the suffix encodes.
+    #[must_use]
+    pub fn time(&self) -> Time {
+        self.time
+    }
+
+    /// The same object name with the suffix of `time`.
+    #[must_use]
+    pub fn at(self, time: Time) -> Self {
+        Self { time, ..self }
+    }
 }
 
 impl fmt::Display for EventName {

@@ -1,34 +1,40 @@
 //! The [`Recorder`] handle controllers use: `record()` builds the event as client-go's
 //! recorder does and queues it; it never blocks and never fails the caller.
 
-use std::sync::Arc;
-
-use tokio::sync::mpsc;
-use tokio::sync::mpsc::error::TrySendError;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use super::clock::Clock;
 use super::envelope::Envelope;
 use super::event::{Event, EventType, ObjectRef, Source};
 use super::fate::{Fate, FateCounter};
+use super::queue::{Refused, Sender};
+
+/// The source stamped on recorded events; a reload replaces it for every [`Recorder`] at
+/// once.
+pub(crate) type SharedSource = Arc<RwLock<Arc<Source>>>;
 
 /// Records events for controllers. Cheap to clone; `Send + Sync`.
 ///
 /// `record` is synchronous and infallible for the caller: an event the pipeline cannot take
 /// ends in a fate (`invalid`, `dropped_incoming_full`, `dropped_shutdown`), counted and
 /// traced, instead of an error.
+///
+/// A [`Reloader`](super::Reloader) reload reaches every handle already given out: events
+/// recorded after it returns get the new component and queue length; nothing needs to be
+/// fetched again.
 #[derive(Clone, Debug)]
 #[doc(alias = "EventRecorder")]
 pub struct Recorder {
-    incoming: mpsc::Sender<Envelope>,
-    source: Arc<Source>,
+    incoming: Sender,
+    source: SharedSource,
     clock: Arc<dyn Clock>,
     fates: FateCounter,
 }
 
 impl Recorder {
     pub(crate) fn new(
-        incoming: mpsc::Sender<Envelope>,
-        source: Arc<Source>,
+        incoming: Sender,
+        source: SharedSource,
         clock: Arc<dyn Clock>,
         fates: FateCounter,
     ) -> Self {
@@ -61,9 +67,14 @@ impl Recorder {
         reason: &str,
         message: &str,
     ) -> Event {
+        let source = self
+            .source
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         Event::new(
             object.clone(),
-            self.source.clone(),
+            source,
             event_type,
             reason,
             message,
@@ -82,8 +93,8 @@ impl Recorder {
         }
         match self.incoming.try_send(envelope) {
             Ok(()) => {}
-            Err(TrySendError::Full(envelope)) => envelope.finish(Fate::DroppedIncomingFull),
-            Err(TrySendError::Closed(envelope)) => envelope.finish(Fate::DroppedShutdown),
+            Err(Refused::Full(envelope)) => envelope.finish(Fate::DroppedIncomingFull),
+            Err(Refused::Closed(envelope)) => envelope.finish(Fate::DroppedShutdown),
         }
     }
 

@@ -43,10 +43,68 @@ impl<K: Hash + Eq + Copy, V, S: BuildHasher + Default> Lru<K, V, S> {
 
 impl<K: Hash + Eq + Copy, V, S: BuildHasher> Lru<K, V, S> {
     /// Number of entries.
-    #[cfg(test)]
     #[must_use]
     pub fn len(&self) -> usize {
         self.nodes.len()
+    }
+
+    /// The most entries the cache holds.
+    #[cfg(test)]
+    #[must_use]
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Removes every entry, keeping the capacity.
+    pub fn clear(&mut self) {
+        self.map.clear();
+        self.nodes.clear();
+        self.head = NIL;
+        self.tail = NIL;
+    }
+
+    /// Every value, in no particular order, without touching the recency order.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+        self.nodes.iter_mut().map(|n| &mut n.value)
+    }
+
+    /// Sets the capacity (at least 1, at most `u32::MAX - 1`), evicting the least recently
+    /// used entries that no longer fit; the others keep their order.
+    pub fn set_capacity(&mut self, capacity: usize) {
+        let capacity = capacity.clamp(1, (NIL - 1) as usize);
+        while self.nodes.len() > capacity {
+            self.remove_lru();
+        }
+        self.capacity = capacity;
+    }
+
+    /// Removes the least recently used entry, moving the last slab slot into its place.
+    fn remove_lru(&mut self) {
+        let idx = self.tail;
+        if idx == NIL {
+            return;
+        }
+        self.unlink(idx);
+        let node = self.nodes.swap_remove(idx as usize);
+        self.map.remove(&node.key);
+        if (idx as usize) < self.nodes.len() {
+            // The node that was last in the slab now sits at `idx`: relink it there.
+            let (prev, next, key) = {
+                let n = &self.nodes[idx as usize];
+                (n.prev, n.next, n.key)
+            };
+            if prev == NIL {
+                self.head = idx;
+            } else {
+                self.nodes[prev as usize].next = idx;
+            }
+            if next == NIL {
+                self.tail = idx;
+            } else {
+                self.nodes[next as usize].prev = idx;
+            }
+            self.map.insert(key, idx);
+        }
     }
 
     /// The value of `key`, marking it most recently used.
@@ -209,5 +267,49 @@ mod tests {
         l.insert(2, "b");
         assert_eq!(l.len(), 1);
         assert_eq!(l.peek(&2), Some(&"b"));
+    }
+
+    #[test]
+    fn shrinking_evicts_the_least_recently_used_and_keeps_the_order_of_the_rest() {
+        let mut l = L::new(5);
+        for k in 1..=5 {
+            l.insert(k, "v");
+        }
+        assert!(l.get_mut(&1).is_some()); // order, most recent first: 1 5 4 3 2
+        l.set_capacity(3);
+        assert_eq!((l.len(), l.capacity()), (3, 3));
+        assert_eq!(l.peek(&2), None);
+        assert_eq!(l.peek(&3), None);
+        // The survivors are still linked in order: inserting evicts 4, then 5, then 1.
+        assert_eq!(l.insert(6, "v"), Some((4, "v")));
+        assert_eq!(l.insert(7, "v"), Some((5, "v")));
+        assert_eq!(l.insert(8, "v"), Some((1, "v")));
+        assert_eq!(l.len(), 3);
+    }
+
+    #[test]
+    fn growing_keeps_every_entry_and_room_for_more() {
+        let mut l = L::new(2);
+        l.insert(1, "a");
+        l.insert(2, "b");
+        l.set_capacity(3);
+        assert_eq!(l.insert(3, "c"), None);
+        assert_eq!(l.insert(4, "d"), Some((1, "a")));
+    }
+
+    #[test]
+    fn clear_empties_and_values_mut_reaches_every_value() {
+        let mut l = Lru::<u32, u32>::new(3);
+        for k in 0..3 {
+            l.insert(k, k);
+        }
+        for v in l.values_mut() {
+            *v += 10;
+        }
+        assert_eq!(l.peek(&2), Some(&12));
+        l.clear();
+        assert_eq!(l.len(), 0);
+        l.insert(9, 9);
+        assert_eq!(l.peek(&9), Some(&9));
     }
 }

@@ -37,6 +37,7 @@
 //! ```
 
 mod broadcaster;
+mod changes;
 mod clock;
 mod correlator;
 mod envelope;
@@ -45,21 +46,27 @@ mod fate;
 mod handle;
 mod kube_sink;
 mod lru;
+mod metrics;
 mod options;
 mod pipeline;
+mod queue;
+mod reloader;
 pub mod simulate;
 mod sink;
 mod worker;
 
 pub use broadcaster::Broadcaster;
+pub use changes::{Change, Changes};
 pub use clock::{Clock, ManualClock, SystemClock, Time};
-pub use correlator::{Action, Correlation, Correlator};
+pub use correlator::{Action, CacheEntries, Correlation, Correlator, EventNaming};
 pub use envelope::Envelope;
 pub use event::{Event, EventName, EventType, Invalid, ObjectRef, Source};
 pub use fate::{Fate, FateCounter};
 pub use handle::Recorder;
 pub use kube_sink::KubeSink;
+pub use metrics::SINK_LATENCY_BUCKETS;
 pub use options::{CorrelatorOptions, Options, SinkOptions, SpamKeyField};
 pub use pipeline::Pipeline;
+pub use reloader::Reloader;
 pub use sink::{NullSink, Sink, SinkError};
 pub use worker::SinkWorker;

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use super::changes::{Changes, show_duration, show_fields, show_seconds};
+
 /// Default length of the broadcaster's incoming queue and of each watcher's queue.
 ///
 /// client-go `tools/record/event.go`: `maxQueuedEvents = 1000`, passed to apimachinery
@@ -183,6 +185,85 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// The fields that differ between `self` (the running options) and `new`, named as in
+    /// the `CacheConfig`'s `spec.recorder`, for a one-line reload summary:
+    /// `burst 25→50, spamKeyFields source+involvedObject→source+involvedObject+reason`.
+    ///
+    /// ```
+    /// use informant::recorder::{CorrelatorOptions, Options};
+    /// let old = Options::default();
+    /// let new = Options {
+    ///     correlator: CorrelatorOptions { qps: 1.0, burst: 50, ..CorrelatorOptions::default() },
+    ///     ..Options::default()
+    /// };
+    /// assert_eq!(old.changes(&new).to_string(), "qps 0.0033→1, burst 25→50");
+    /// assert!(old.changes(&old).is_empty());
+    /// ```
+    #[must_use]
+    pub fn changes(&self, new: &Self) -> Changes {
+        let mut c = Changes::default();
+        let (o, n) = (&self.correlator, &new.correlator);
+        c.diff(
+            "component",
+            self.component.as_str(),
+            &new.component,
+            str::to_owned,
+        );
+        c.diff(
+            "incomingQueueLength",
+            &self.incoming_queue_length,
+            &new.incoming_queue_length,
+            ToString::to_string,
+        );
+        c.diff(
+            "watcherQueueLength",
+            &self.watcher_queue_length,
+            &new.watcher_queue_length,
+            ToString::to_string,
+        );
+        c.diff_rate("qps", o.qps, n.qps);
+        c.diff("burst", &o.burst, &n.burst, ToString::to_string);
+        c.diff(
+            "maxEvents",
+            &o.max_events,
+            &n.max_events,
+            ToString::to_string,
+        );
+        c.diff(
+            "maxIntervalSeconds",
+            &o.max_interval,
+            &n.max_interval,
+            show_seconds,
+        );
+        c.diff(
+            "lruCacheSize",
+            &o.lru_cache_size,
+            &n.lru_cache_size,
+            ToString::to_string,
+        );
+        c.diff(
+            "spamKeyFields",
+            o.spam_key_fields.as_slice(),
+            n.spam_key_fields.as_slice(),
+            show_fields,
+        );
+        c.diff(
+            "maxRetries",
+            &self.sink.max_retries,
+            &new.sink.max_retries,
+            ToString::to_string,
+        );
+        c.diff(
+            "retryInterval",
+            &self.sink.retry_interval,
+            &new.sink.retry_interval,
+            show_duration,
+        );
+        c
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,5 +280,41 @@ mod tests {
             assert_eq!(SpamKeyField::parse(f.as_str()), Some(f));
         }
         assert_eq!(SpamKeyField::parse("involvedobject"), None);
+    }
+
+    #[test]
+    fn changes_name_every_changed_field_in_config_order() {
+        let old = Options::default();
+        let new = Options {
+            component: "shop-operator".into(),
+            incoming_queue_length: 10,
+            watcher_queue_length: 20,
+            correlator: CorrelatorOptions {
+                qps: 1.0,
+                burst: 50,
+                max_events: 5,
+                max_interval: Duration::from_mins(5),
+                lru_cache_size: 100,
+                spam_key_fields: vec![
+                    SpamKeyField::Source,
+                    SpamKeyField::InvolvedObject,
+                    SpamKeyField::Reason,
+                ],
+            },
+            sink: SinkOptions {
+                max_retries: 3,
+                retry_interval: Duration::from_millis(1500),
+            },
+        };
+        assert_eq!(
+            old.changes(&new).to_string(),
+            "component informant→shop-operator, incomingQueueLength 1000→10, \
+             watcherQueueLength 1000→20, qps 0.0033→1, burst 25→50, maxEvents 10→5, \
+             maxIntervalSeconds 600→300, lruCacheSize 4096→100, \
+             spamKeyFields source+involvedObject+type→source+involvedObject+reason, \
+             maxRetries 12→3, retryInterval 10s→1.5s"
+        );
+        assert_eq!(new.changes(&old).len(), 11);
+        assert!(new.changes(&new.clone()).is_empty());
     }
 }

@@ -15,6 +15,7 @@ use std::future::Future;
 use super::correlator::Correlation;
 use super::event::Event;
 use super::fate::Fate;
+use super::metrics::SinkLatency;
 use super::options::SinkOptions;
 
 /// Why a write failed. [`SinkError::Transport`] and [`SinkError::Unavailable`] are retried; the
@@ -99,9 +100,10 @@ impl Sink for NullSink {
 }
 
 /// One try (client-go `recordEvent`): patch if the Event exists (count > 1), falling back to
-/// create on 404; else create.
+/// create on 404; else create. Each request's latency goes to `latency`.
 async fn write_once<S: Sink>(
     sink: &S,
+    latency: &SinkLatency,
     event: &Event,
     correlation: &Correlation,
 ) -> Result<Fate, SinkError> {
@@ -109,7 +111,10 @@ async fn write_once<S: Sink>(
         && let Some(body) = correlation.patch_body(event)
     {
         let name = correlation.name.to_string();
-        match sink.patch(event.namespace(), &name, &body).await {
+        let start = std::time::Instant::now();
+        let patched = sink.patch(event.namespace(), &name, &body).await;
+        latency.patch(start.elapsed());
+        match patched {
             Ok(()) => return Ok(Fate::Patched),
             Err(SinkError::NotFound) => {}
             Err(e) => return Err(e),
@@ -117,7 +122,10 @@ async fn write_once<S: Sink>(
     }
     let message = correlation.message(event);
     let k8s = event.to_k8s(&correlation.written(event, &message));
-    sink.create(&k8s).await.map(|()| Fate::Created)
+    let start = std::time::Instant::now();
+    let created = sink.create(&k8s).await;
+    latency.create(start.elapsed());
+    created.map(|()| Fate::Created)
 }
 
 /// The outcome of delivering one event.
@@ -130,10 +138,12 @@ pub struct Delivery {
     pub tries: u32,
 }
 
-/// Writes the event `correlation` decided, retrying transport errors as client-go does.
-pub async fn deliver<S: Sink>(
+/// Writes the event `correlation` decided, retrying transport errors as client-go does;
+/// every request's latency goes to `latency`.
+pub(crate) async fn deliver<S: Sink>(
     sink: &S,
     options: &SinkOptions,
+    latency: &SinkLatency,
     event: &Event,
     correlation: &Correlation,
     stop: impl Future<Output = ()>,
@@ -143,7 +153,7 @@ pub async fn deliver<S: Sink>(
     let mut tries = 0;
     loop {
         tries += 1;
-        match write_once(sink, event, correlation).await {
+        match write_once(sink, latency, event, correlation).await {
             Ok(fate) => return Delivery { fate, tries },
             Err(e) if !e.is_retryable() => {
                 tracing::warn!(error = %e, tries, "server rejected event, not retrying");
@@ -187,6 +197,7 @@ pub(crate) mod tests {
     use crate::recorder::clock::{Clock, ManualClock, Time};
     use crate::recorder::correlator::Correlator;
     use crate::recorder::event::{EventType, ObjectRef, Source};
+    use crate::recorder::metrics::SinkLatency;
     use crate::recorder::options::CorrelatorOptions;
 
     /// A sink answering from a script, recording every call.
@@ -260,7 +271,15 @@ pub(crate) mod tests {
     async fn transport_errors_are_retried_until_success() {
         let sink = FakeSink::answering(vec![Err(transport()), Err(transport())]);
         let (e, c) = correlated(false);
-        let d = deliver(&sink, &SinkOptions::default(), &e, &c, never()).await;
+        let d = deliver(
+            &sink,
+            &SinkOptions::default(),
+            &SinkLatency::default(),
+            &e,
+            &c,
+            never(),
+        )
+        .await;
         assert_eq!(
             d,
             Delivery {
@@ -275,7 +294,15 @@ pub(crate) mod tests {
         let sink = FakeSink::answering((0..20).map(|_| Err(transport())).collect());
         let (e, c) = correlated(false);
         let start = tokio::time::Instant::now();
-        let d = deliver(&sink, &SinkOptions::default(), &e, &c, never()).await;
+        let d = deliver(
+            &sink,
+            &SinkOptions::default(),
+            &SinkLatency::default(),
+            &e,
+            &c,
+            never(),
+        )
+        .await;
         assert_eq!(
             d,
             Delivery {
@@ -295,7 +322,15 @@ pub(crate) mod tests {
             message: "invalid".into(),
         })]);
         let (e, c) = correlated(false);
-        let d = deliver(&sink, &SinkOptions::default(), &e, &c, never()).await;
+        let d = deliver(
+            &sink,
+            &SinkOptions::default(),
+            &SinkLatency::default(),
+            &e,
+            &c,
+            never(),
+        )
+        .await;
         assert_eq!(
             d,
             Delivery {
@@ -309,7 +344,15 @@ pub(crate) mod tests {
     async fn a_patch_that_gets_404_falls_back_to_create() {
         let sink = FakeSink::answering(vec![Err(SinkError::NotFound)]);
         let (e, c) = correlated(true);
-        let d = deliver(&sink, &SinkOptions::default(), &e, &c, never()).await;
+        let d = deliver(
+            &sink,
+            &SinkOptions::default(),
+            &SinkLatency::default(),
+            &e,
+            &c,
+            never(),
+        )
+        .await;
         assert_eq!(
             d,
             Delivery {
@@ -327,7 +370,15 @@ pub(crate) mod tests {
         let sink = FakeSink::answering((0..20).map(|_| Err(transport())).collect());
         let (e, c) = correlated(false);
         let stop = tokio::time::sleep(Duration::from_secs(15));
-        let d = deliver(&sink, &SinkOptions::default(), &e, &c, stop).await;
+        let d = deliver(
+            &sink,
+            &SinkOptions::default(),
+            &SinkLatency::default(),
+            &e,
+            &c,
+            stop,
+        )
+        .await;
         assert_eq!(d.fate, Fate::DroppedShutdown);
         assert!(d.tries >= 1 && d.tries <= 3);
     }

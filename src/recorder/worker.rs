@@ -2,11 +2,13 @@
 //! its queue, correlates them, writes them with retries, and ends each in its fate. On
 //! shutdown it keeps writing what is queued for a bounded grace period; what is left then
 //! ends `dropped_shutdown`.
+//!
+//! A reload reaches it in band, behind every event recorded before it: those are correlated
+//! and written (retries included) under the old options, everything after under the new.
 
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -15,25 +17,29 @@ use super::clock::Clock;
 use super::correlator::{Action, Correlator};
 use super::envelope::Envelope;
 use super::fate::Fate;
+use super::metrics::{CacheGauges, SinkLatency};
 use super::options::SinkOptions;
+use super::queue::{Item, Receiver};
 use super::sink::{Sink, deliver};
 
 /// Correlates and writes the events of one watcher queue.
 #[derive(Debug)]
 pub struct SinkWorker<S, C> {
-    queue: mpsc::Receiver<Envelope>,
+    queue: Receiver,
     correlator: Correlator<C>,
     sink: S,
     options: SinkOptions,
     grace: Duration,
+    latency: SinkLatency,
+    caches: CacheGauges,
 }
 
 impl<S: Sink, C: Clock> SinkWorker<S, C> {
     /// A worker draining `queue` through `correlator` into `sink`, flushing for `grace`
     /// after shutdown.
     #[must_use]
-    pub fn new(
-        queue: mpsc::Receiver<Envelope>,
+    pub(crate) fn new(
+        queue: Receiver,
         correlator: Correlator<C>,
         sink: S,
         options: SinkOptions,
@@ -45,7 +51,17 @@ impl<S: Sink, C: Clock> SinkWorker<S, C> {
             sink,
             options,
             grace,
+            latency: SinkLatency::default(),
+            caches: CacheGauges::default(),
         }
+    }
+
+    /// Reports request latency to `latency` and cache sizes to `caches`.
+    #[must_use]
+    pub(crate) fn with_metrics(mut self, latency: SinkLatency, caches: CacheGauges) -> Self {
+        self.latency = latency;
+        self.caches = caches;
+        self
     }
 
     /// Sets the grace period after shutdown.
@@ -70,25 +86,35 @@ impl<S: Sink, C: Clock> SinkWorker<S, C> {
             }
         };
         loop {
-            let envelope = tokio::select! {
+            let item = tokio::select! {
                 biased;
                 () = stop() => break,
-                envelope = self.queue.recv() => match envelope {
-                    Some(envelope) => envelope,
+                item = self.queue.recv() => match item {
+                    Some(item) => item,
                     None => break,
                 },
             };
-            self.handle(envelope, stop()).await;
+            match item {
+                Item::Event(envelope) => self.handle(envelope, stop()).await,
+                Item::Reload(options) => {
+                    self.correlator.reconfigure(&options.correlator);
+                    self.options.clone_from(&options.sink);
+                    self.caches.set(self.correlator.cache_entries());
+                }
+            }
         }
         self.queue.close();
-        while let Ok(envelope) = self.queue.try_recv() {
-            envelope.finish(Fate::DroppedShutdown);
+        while let Some(item) = self.queue.try_recv() {
+            if let Item::Event(envelope) = item {
+                envelope.finish(Fate::DroppedShutdown);
+            }
         }
     }
 
     async fn handle(&mut self, envelope: Envelope, stop: impl Future<Output = ()>) {
         let event = envelope.event().clone();
         let c = self.correlator.correlate(&event);
+        self.caches.set(self.correlator.cache_entries());
         let span = envelope.span();
         span.record(
             "event.aggregation_key",
@@ -101,7 +127,7 @@ impl<S: Sink, C: Clock> SinkWorker<S, C> {
             envelope.finish(Fate::SpamFiltered);
             return;
         }
-        let delivery = deliver(&self.sink, &self.options, &event, &c, stop)
+        let delivery = deliver(&self.sink, &self.options, &self.latency, &event, &c, stop)
             .instrument(span.clone())
             .await;
         if delivery.fate.is_delivered() {

@@ -108,6 +108,26 @@ impl Aggregator {
         }
     }
 
+    /// Records remembered.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Applies new parameters, keeping every record that fits: the distinct messages seen so
+    /// far count toward the new `max_events`, and the window of each record is measured with
+    /// the new `max_interval` from the next similar event on.
+    pub fn reconfigure(
+        &mut self,
+        max_events: usize,
+        max_interval: Duration,
+        lru_cache_size: usize,
+    ) {
+        self.max_events = max_events;
+        self.max_interval_nanos = i64::try_from(max_interval.as_nanos()).unwrap_or(i64::MAX);
+        self.cache.set_capacity(lru_cache_size);
+    }
+
     /// Observes `event` at `now` and says whether it becomes the aggregate.
     ///
     /// The window restarts when the last similar event is strictly more than `maxInterval`
@@ -232,5 +252,16 @@ mod tests {
         other.reason = "Other".into();
         run(&mut a, &other, Time::EPOCH);
         assert!(!run(&mut a, &ev("m1"), Time::EPOCH).combined);
+    }
+
+    #[test]
+    fn a_lower_max_events_applies_to_the_messages_already_seen() {
+        let mut a = agg();
+        for i in 0..5 {
+            assert!(!run(&mut a, &ev(&format!("m{i}")), Time::EPOCH).combined);
+        }
+        a.reconfigure(6, Duration::from_mins(10), 4096);
+        assert_eq!(a.len(), 1);
+        assert!(run(&mut a, &ev("m5"), Time::EPOCH).combined);
     }
 }

@@ -52,21 +52,27 @@ impl EventLogger {
         }
     }
 
-    /// Records a sighting under `key` of an event named `name` (if new) at `now`.
+    /// Records a sighting under `key` at `now`; a first sighting takes its name from
+    /// `name` (called only then, so a unique name is claimed only for an Event to create).
     ///
     /// The count rises even if the spam filter later skips the event (client-go observes
     /// before it filters).
-    pub fn observe(&mut self, key: CacheKey, name: &EventName, now: Time) -> Observed {
+    pub fn observe(
+        &mut self,
+        key: CacheKey,
+        name: impl FnOnce() -> EventName,
+        now: Time,
+    ) -> Observed {
         let (obs, inserted) = self.cache.get_or_insert_with(raw(key), || Observation {
             count: 1,
             first_timestamp: now,
-            name: name.clone(),
+            name: name(),
         });
         if inserted {
             return Observed {
                 count: 1,
                 first_timestamp: now,
-                name: name.clone(),
+                name: obs.name.clone(),
                 patch: false,
             };
         }
@@ -77,6 +83,18 @@ impl EventLogger {
             name: obs.name.clone(),
             patch: true,
         }
+    }
+
+    /// Entries remembered.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Remembers up to `lru_cache_size` events from now on, forgetting the least recently
+    /// seen ones that no longer fit.
+    pub fn resize(&mut self, lru_cache_size: usize) {
+        self.cache.set_capacity(lru_cache_size);
     }
 
     /// Remembers an Event the sink wrote, under the key of the Event as written (client-go
@@ -136,10 +154,10 @@ mod tests {
         let e = ev("m");
         let n1 = EventName::new("p".into(), Time::from_unix_nanos(1));
         let n2 = EventName::new("p".into(), Time::from_unix_nanos(2));
-        let o = l.observe(key(&e), &n1, Time::from_unix_nanos(1));
+        let o = l.observe(key(&e), || n1.clone(), Time::from_unix_nanos(1));
         assert!(!o.patch);
         assert_eq!(o.count, 1);
-        let o = l.observe(key(&e), &n2, Time::from_unix_nanos(2));
+        let o = l.observe(key(&e), || n2.clone(), Time::from_unix_nanos(2));
         assert!(o.patch);
         assert_eq!(o.count, 2);
         assert_eq!(o.name, n1);
@@ -150,17 +168,17 @@ mod tests {
     fn different_messages_are_counted_apart() {
         let mut l = EventLogger::new(10);
         let n = EventName::default();
-        l.observe(key(&ev("a")), &n, Time::EPOCH);
-        assert!(!l.observe(key(&ev("b")), &n, Time::EPOCH).patch);
+        l.observe(key(&ev("a")), || n.clone(), Time::EPOCH);
+        assert!(!l.observe(key(&ev("b")), || n.clone(), Time::EPOCH).patch);
     }
 
     #[test]
     fn an_evicted_event_is_created_again() {
         let mut l = EventLogger::new(1);
         let n = EventName::default();
-        l.observe(key(&ev("a")), &n, Time::EPOCH);
-        l.observe(key(&ev("b")), &n, Time::EPOCH);
-        assert!(!l.observe(key(&ev("a")), &n, Time::EPOCH).patch);
+        l.observe(key(&ev("a")), || n.clone(), Time::EPOCH);
+        l.observe(key(&ev("b")), || n.clone(), Time::EPOCH);
+        assert!(!l.observe(key(&ev("a")), || n.clone(), Time::EPOCH).patch);
     }
 
     #[test]
@@ -170,7 +188,7 @@ mod tests {
         let n = EventName::default();
         let h = EventHashes::of(&e);
         let agg = CacheKey::Aggregate(AggregateKey::of(&e, &h));
-        l.observe(agg, &n, Time::EPOCH);
+        l.observe(agg, || n.clone(), Time::EPOCH);
         l.update_state(
             EventView {
                 event: &e,
@@ -182,7 +200,7 @@ mod tests {
             &n,
         );
         // The aggregate key still counts on; the plain event key was never seen.
-        assert_eq!(l.observe(agg, &n, Time::EPOCH).count, 2);
-        assert!(!l.observe(key(&e), &n, Time::EPOCH).patch);
+        assert_eq!(l.observe(agg, || n.clone(), Time::EPOCH).count, 2);
+        assert!(!l.observe(key(&e), || n.clone(), Time::EPOCH).patch);
     }
 }

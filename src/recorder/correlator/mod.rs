@@ -4,11 +4,14 @@
 //!
 //! Defaults (see [`CorrelatorOptions`]): buckets of 25 tokens refilled at 1/300 per second
 //! (a float32 in client-go), aggregation after 10 distinct messages within 600 s, LRUs of
-//! 4096 entries, spam key source + involved object + type.
+//! 4096 entries, spam key source + involved object + type. Unlike client-go, a new Event's
+//! name is unique ([`EventNaming`]), and the options can change while it runs
+//! ([`Correlator::reconfigure`]).
 
 mod aggregator;
 mod keys;
 mod logger;
+mod names;
 mod spam_filter;
 
 use std::fmt;
@@ -16,6 +19,7 @@ use std::fmt;
 pub use aggregator::{Aggregator, CacheKey};
 pub use keys::{AggregateKey, EventHashes, EventView, Message, SpamKey};
 pub use logger::EventLogger;
+pub use names::{EventNaming, Names};
 pub use spam_filter::SpamFilter;
 
 use super::clock::{Clock, Time};
@@ -161,10 +165,24 @@ pub struct Correlator<C> {
     aggregator: Aggregator,
     logger: EventLogger,
     spam_filter: SpamFilter,
+    names: Names,
+}
+
+/// Entries in each cache of a correlator (exported as
+/// `informant_event_correlator_cache_entries{cache}`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheEntries {
+    /// Aggregation records (one per aggregate key).
+    pub aggregator: usize,
+    /// Events the logger counts (one per Event written or seen).
+    pub logger: usize,
+    /// Spam-filter token buckets (one per spam key).
+    pub spam: usize,
 }
 
 impl<C: Clock> Correlator<C> {
-    /// A correlator with `options`, reading time from `clock`.
+    /// A correlator with `options`, reading time from `clock`, giving new Events unique
+    /// names ([`EventNaming::Unique`]).
     #[must_use]
     pub fn new(options: &CorrelatorOptions, clock: C) -> Self {
         Self {
@@ -181,7 +199,15 @@ impl<C: Clock> Correlator<C> {
                 &options.spam_key_fields,
                 options.lru_cache_size,
             ),
+            names: Names::new(EventNaming::Unique),
         }
+    }
+
+    /// The same correlator naming new Events as `naming` says (before any event).
+    #[must_use]
+    pub fn with_naming(mut self, naming: EventNaming) -> Self {
+        self.names = Names::new(naming);
+        self
     }
 
     /// The clock this correlator reads.
@@ -189,8 +215,47 @@ impl<C: Clock> Correlator<C> {
         &self.clock
     }
 
+    /// Entries in each cache now.
+    #[must_use]
+    pub fn cache_entries(&self) -> CacheEntries {
+        CacheEntries {
+            aggregator: self.aggregator.len(),
+            logger: self.logger.len(),
+            spam: self.spam_filter.len(),
+        }
+    }
+
+    /// Applies `options` to the events correlated from now on, keeping the state that still
+    /// means the same thing (reads the clock once):
+    ///
+    /// - aggregation records and the logger's counts (so repeats still patch the Events
+    ///   already written) survive every change; a smaller `lruCacheSize` keeps the most
+    ///   recently used entries that fit;
+    /// - the spam filter keeps its buckets across a qps or burst change (see
+    ///   [`SpamFilter::reconfigure`]: a higher burst grants its extra tokens at once) and
+    ///   starts afresh when the spam key fields change, since old keys cannot be mapped to
+    ///   new ones;
+    /// - names already handed out stay taken.
+    pub fn reconfigure(&mut self, options: &CorrelatorOptions) {
+        let now = self.clock.now();
+        self.aggregator.reconfigure(
+            options.max_events,
+            options.max_interval,
+            options.lru_cache_size,
+        );
+        self.logger.resize(options.lru_cache_size);
+        self.spam_filter.reconfigure(
+            options.qps,
+            options.burst,
+            &options.spam_key_fields,
+            options.lru_cache_size,
+            now,
+        );
+    }
+
     /// Decides what to do with `event`: aggregate (reads the clock), count, then filter
-    /// (reads the clock again), as client-go does.
+    /// (reads the clock again), as client-go does. An Event to create gets a unique name
+    /// (see [`EventNaming`]).
     pub fn correlate(&mut self, event: &Event) -> Correlation {
         let now = self.clock.now();
         let hashes = EventHashes::of(event);
@@ -203,9 +268,12 @@ impl<C: Clock> Correlator<C> {
             event.name()
         };
         let first_sighting = if aggregated.combined { now } else { event.time };
-        let observed = self
-            .logger
-            .observe(aggregated.cache_key, &name, first_sighting);
+        let names = &mut self.names;
+        let observed = self.logger.observe(
+            aggregated.cache_key,
+            || names.claim(event.namespace(), name),
+            first_sighting,
+        );
         let view = EventView {
             event,
             combined: aggregated.combined,
@@ -324,5 +392,60 @@ mod tests {
         let mut c = Correlator::new(&CorrelatorOptions::default(), clock.clone());
         c.correlate(&e);
         assert_eq!(clock.reads() - before, 2);
+    }
+
+    #[test]
+    fn two_events_on_one_object_in_one_instant_get_two_names() {
+        let clock = ManualClock::new(Time::from_unix_nanos(BASE));
+        let mut c = Correlator::new(&CorrelatorOptions::default(), clock.clone());
+        let a = run(&mut c, &ev(&clock, "SawCompletedJob", "saw hello-4"));
+        let b = run(&mut c, &ev(&clock, "SuccessfulDelete", "deleted hello-1"));
+        assert_eq!((a.action, b.action), (Action::Create, Action::Create));
+        assert_eq!(a.name.to_string(), "hello.17979cfe362a0000");
+        assert_eq!(b.name.to_string(), "hello.17979cfe362a0001");
+        // A repeat of the second still patches the Event created under the bumped name.
+        clock.advance(Duration::from_secs(1));
+        let again = run(&mut c, &ev(&clock, "SuccessfulDelete", "deleted hello-1"));
+        assert_eq!((again.action, again.name), (Action::Patch, b.name));
+
+        let mut go = Correlator::new(&CorrelatorOptions::default(), clock.clone())
+            .with_naming(EventNaming::ClientGo);
+        let a = run(&mut go, &ev(&clock, "A", "a"));
+        let b = run(&mut go, &ev(&clock, "B", "b"));
+        assert_eq!(a.name, b.name, "client-go repeats the name");
+    }
+
+    #[test]
+    fn a_burst_change_keeps_the_counts_and_an_lru_shrink_keeps_what_fits() {
+        let clock = ManualClock::new(Time::from_unix_nanos(BASE));
+        let opts = CorrelatorOptions {
+            burst: 1,
+            ..CorrelatorOptions::default()
+        };
+        let mut c = Correlator::new(&opts, clock.clone());
+        assert_eq!(run(&mut c, &ev(&clock, "R", "m")).action, Action::Create);
+        assert_eq!(run(&mut c, &ev(&clock, "R", "m")).action, Action::Skip);
+        c.reconfigure(&CorrelatorOptions {
+            burst: 100,
+            ..CorrelatorOptions::default()
+        });
+        let r = run(&mut c, &ev(&clock, "R", "m"));
+        assert_eq!((r.action, r.count), (Action::Patch, 3));
+        let entries = c.cache_entries();
+        assert_eq!(
+            entries,
+            CacheEntries {
+                aggregator: 1,
+                logger: 1,
+                spam: 1
+            }
+        );
+        run(&mut c, &ev(&clock, "Other", "x"));
+        c.reconfigure(&CorrelatorOptions {
+            lru_cache_size: 1,
+            ..CorrelatorOptions::default()
+        });
+        assert_eq!(c.cache_entries().aggregator, 1);
+        assert_eq!(c.cache_entries().logger, 1);
     }
 }

@@ -48,6 +48,51 @@ impl SpamFilter {
         }
     }
 
+    /// Buckets remembered.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Applies new options at `now`, keeping what still means the same thing:
+    ///
+    /// - a new qps or burst keeps every bucket: each is first refilled at the old rate up to
+    ///   `now` (x/time/rate `SetLimitAt` / `SetBurstAt`), then a higher burst adds its extra
+    ///   tokens to every bucket (tokens spent stay spent: raising 25 to 100 lets a drained
+    ///   object through 75 more times at once, where x/time/rate would make it wait for the
+    ///   refill), and a lower burst caps every bucket at the new burst;
+    /// - new spam key fields empty the filter: a bucket keyed by the old fields cannot be
+    ///   split or merged into the new keys (which events of a source + object bucket had the
+    ///   reason now in the key?), so every key starts full under the new fields;
+    /// - a new cache size keeps the most recently used buckets that fit.
+    pub fn reconfigure(
+        &mut self,
+        qps: f64,
+        burst: u32,
+        fields: &[SpamKeyField],
+        lru_cache_size: usize,
+        now: Time,
+    ) {
+        let burst = f64::from(burst);
+        let selection = SpamKeySelection::new(fields);
+        if selection != self.selection {
+            self.selection = selection;
+            self.cache.clear();
+        } else if qps.to_bits() != self.qps.to_bits() || burst.to_bits() != self.burst.to_bits() {
+            let (old_qps, old_burst) = (self.qps, self.burst);
+            let raise = (burst - old_burst).max(0.0);
+            for bucket in self.cache.values_mut() {
+                let last = if now < bucket.last { now } else { bucket.last };
+                let settled = (bucket.tokens + now.seconds_since(last) * old_qps).min(old_burst);
+                bucket.tokens = (settled + raise).min(burst);
+                bucket.last = now;
+            }
+        }
+        self.qps = qps;
+        self.burst = burst;
+        self.cache.set_capacity(lru_cache_size);
+    }
+
     /// Tries to take a token for `view` at `now`.
     ///
     /// A new bucket starts full. The balance grows by elapsed seconds × qps, capped at burst.
@@ -103,8 +148,12 @@ mod tests {
     const S: i64 = 1_000_000_000;
 
     fn ev(reason: &str) -> Event {
+        ev_on("p", reason)
+    }
+
+    fn ev_on(object: &str, reason: &str) -> Event {
         Event::new(
-            Arc::new(ObjectRef::new("v1", "Pod", "ns", "p", "u")),
+            Arc::new(ObjectRef::new("v1", "Pod", "ns", object, "u")),
             Arc::new(Source::new("c", "")),
             EventType::Normal,
             reason,
@@ -259,5 +308,87 @@ mod tests {
             f.filter(v(&ev("A")), &EventHashes::of(&ev("A")), Time::EPOCH)
                 .allowed
         );
+    }
+
+    fn take(f: &mut SpamFilter, e: &Event, now: Time) -> bool {
+        f.filter(v(e), &EventHashes::of(e), now).allowed
+    }
+
+    #[test]
+    fn raising_the_burst_adds_the_extra_tokens_to_a_drained_bucket() {
+        let mut f = SpamFilter::new(DEFAULT_QPS, 1, &SpamKeyField::DEFAULT, 10);
+        let e = ev("R");
+        assert!(take(&mut f, &e, Time::EPOCH));
+        assert!(!take(&mut f, &e, Time::EPOCH));
+        f.reconfigure(DEFAULT_QPS, 100, &SpamKeyField::DEFAULT, 10, Time::EPOCH);
+        let passed = (0..200).filter(|_| take(&mut f, &e, Time::EPOCH)).count();
+        assert_eq!(passed, 99);
+        // A key first seen after the reload starts full at the new burst.
+        let other = ev_on("other", "R");
+        let passed = (0..200)
+            .filter(|_| take(&mut f, &other, Time::EPOCH))
+            .count();
+        assert_eq!(passed, 100);
+    }
+
+    #[test]
+    fn lowering_the_burst_caps_every_bucket() {
+        let mut f = SpamFilter::new(DEFAULT_QPS, 25, &SpamKeyField::DEFAULT, 10);
+        let e = ev("R");
+        for _ in 0..5 {
+            assert!(take(&mut f, &e, Time::EPOCH));
+        }
+        f.reconfigure(DEFAULT_QPS, 2, &SpamKeyField::DEFAULT, 10, Time::EPOCH);
+        let passed = (0..10).filter(|_| take(&mut f, &e, Time::EPOCH)).count();
+        assert_eq!(passed, 2);
+    }
+
+    #[test]
+    fn a_new_qps_applies_from_the_reload_on_after_settling_at_the_old_rate() {
+        // 1 token/s until the reload at 10 s, then 0.1 token/s.
+        let mut f = SpamFilter::new(1.0, 20, &SpamKeyField::DEFAULT, 10);
+        let e = ev("R");
+        for _ in 0..20 {
+            assert!(take(&mut f, &e, Time::EPOCH));
+        }
+        f.reconfigure(
+            0.1,
+            20,
+            &SpamKeyField::DEFAULT,
+            10,
+            Time::from_unix_nanos(10 * S),
+        );
+        // 10 tokens from the old rate, plus 1 from 10 s at the new one.
+        let passed = (0..50)
+            .filter(|_| take(&mut f, &e, Time::from_unix_nanos(20 * S)))
+            .count();
+        assert_eq!(passed, 11);
+    }
+
+    #[test]
+    fn new_spam_key_fields_start_every_bucket_afresh() {
+        let mut f = SpamFilter::new(DEFAULT_QPS, 1, &SpamKeyField::DEFAULT, 10);
+        assert!(take(&mut f, &ev("A"), Time::EPOCH));
+        assert!(!take(&mut f, &ev("B"), Time::EPOCH));
+        let with_reason = [
+            SpamKeyField::Source,
+            SpamKeyField::InvolvedObject,
+            SpamKeyField::Reason,
+        ];
+        f.reconfigure(DEFAULT_QPS, 1, &with_reason, 10, Time::EPOCH);
+        assert_eq!(f.len(), 0);
+        assert!(take(&mut f, &ev("A"), Time::EPOCH));
+        assert!(take(&mut f, &ev("B"), Time::EPOCH));
+        assert!(!take(&mut f, &ev("A"), Time::EPOCH));
+    }
+
+    #[test]
+    fn unchanged_options_leave_the_buckets_alone() {
+        let mut f = SpamFilter::new(DEFAULT_QPS, 2, &SpamKeyField::DEFAULT, 10);
+        let e = ev("R");
+        assert!(take(&mut f, &e, Time::EPOCH));
+        f.reconfigure(DEFAULT_QPS, 2, &SpamKeyField::DEFAULT, 10, Time::EPOCH);
+        assert!(take(&mut f, &e, Time::EPOCH));
+        assert!(!take(&mut f, &e, Time::EPOCH));
     }
 }

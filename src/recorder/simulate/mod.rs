@@ -14,7 +14,7 @@ pub use summary::{ReasonSummary, Summary, write_summary};
 use self::input::{InEvent, build};
 use self::output::OutLine;
 use super::clock::{ManualClock, Time};
-use super::correlator::{Action, Correlator};
+use super::correlator::{Action, Correlator, EventNaming};
 use super::fate::Fate;
 use super::options::CorrelatorOptions;
 
@@ -78,17 +78,38 @@ pub enum Error {
 /// Invalid events (no kind, name or reason; a type other than Normal or Warning) get the
 /// fate `invalid` and never reach the correlator, as client-go's recorder drops them.
 ///
+/// Events are named exactly as client-go names them ([`EventNaming::ClientGo`]), so the
+/// output compares field for field with client-go's; two events about one object in one
+/// instant then share a name, which a real API server refuses the second time. The
+/// recorder pipeline names them apart ([`run_with`] with [`EventNaming::Unique`] shows
+/// its names).
+///
 /// # Errors
 ///
 /// A line that cannot be read or parsed, a bad `t`, or output that cannot be written.
 pub fn run(
     input: impl BufRead,
     options: &CorrelatorOptions,
+    out: impl Write,
+    lines: bool,
+) -> Result<Summary, Error> {
+    run_with(input, options, EventNaming::ClientGo, out, lines)
+}
+
+/// [`run`], naming new Events as `naming` says.
+///
+/// # Errors
+///
+/// As [`run`].
+pub fn run_with(
+    input: impl BufRead,
+    options: &CorrelatorOptions,
+    naming: EventNaming,
     mut out: impl Write,
     lines: bool,
 ) -> Result<Summary, Error> {
     let clock = ManualClock::new(BASE);
-    let mut correlator = Correlator::new(options, clock.clone());
+    let mut correlator = Correlator::new(options, clock.clone()).with_naming(naming);
     let mut summary = Summary::new();
     let mut i = 0usize;
     for (n, line) in input.lines().enumerate() {
@@ -198,5 +219,74 @@ mod tests {
         )
         .unwrap_err();
         assert!(matches!(err, Error::Parse { line: 2, .. }), "{err}");
+    }
+
+    /// Scenario a (client-go's `CronJob` story) with the pipeline's unique names: every field
+    /// matches client-go's answer except the name of the second of two Events created about
+    /// `hello` in one instant (six times: `SawCompletedJob` and `SuccessfulDelete` at t=187,
+    /// 247, …), which is one nanosecond later, so the API server does not refuse it with
+    /// 409 `AlreadyExists` as it would client-go's.
+    #[test]
+    fn unique_names_differ_from_client_go_only_for_same_instant_creates() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/scenarios");
+        let input = std::fs::read(dir.join("in/a_cronjob_default.in.jsonl")).unwrap();
+        let reference =
+            std::fs::read_to_string(dir.join("out/a_cronjob_default.out.jsonl")).unwrap();
+        let reference: Vec<Value> = reference
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let mut out = Vec::new();
+        run_with(
+            &input[..],
+            &CorrelatorOptions::default(),
+            EventNaming::Unique,
+            &mut out,
+            true,
+        )
+        .unwrap();
+        let got: Vec<Value> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(got.len(), reference.len());
+
+        let mut created = std::collections::HashSet::new();
+        let mut bumped = Vec::new();
+        for (g, r) in got.iter().zip(&reference) {
+            for field in [
+                "i",
+                "t",
+                "action",
+                "count",
+                "message",
+                "firstT",
+                "lastT",
+                "patchBody",
+            ] {
+                assert_eq!(g[field], r[field], "i={} field {field}", r["i"]);
+            }
+            let (got_name, want) = (g["name"].as_str().unwrap(), r["name"].as_str().unwrap());
+            if g["action"] == "create" {
+                assert!(
+                    created.insert(got_name.to_owned()),
+                    "{got_name} created twice"
+                );
+            }
+            if got_name != want {
+                let (object, hex) = want.rsplit_once('.').unwrap();
+                let next = i64::from_str_radix(hex, 16).unwrap() + 1;
+                assert_eq!(got_name, format!("{object}.{next:x}"), "i={}", r["i"]);
+                assert_eq!(
+                    r["action"], "create",
+                    "i={}: only creates are renamed",
+                    r["i"]
+                );
+                bumped.push(r["t"].as_f64().unwrap());
+            }
+        }
+        // client-go created these six names twice; the second create would get 409.
+        assert_eq!(bumped, [187.0, 247.0, 307.0, 367.0, 427.0, 487.0]);
     }
 }
