@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use informant::apiserver::TestServer;
 use informant::cache::{self, Discovery};
-use informant::manager::controller::{Action, Context, Controller, Store, default_error_policy};
+use informant::manager::controller::{
+    Action, Context, Controller, ObjectRef, Store, default_error_policy,
+};
 use informant::manager::metrics::{ControllerMetrics, ReconcileResult};
 use informant::manager::reload::CacheReloader;
 use informant::recorder::{
@@ -250,6 +252,31 @@ async fn an_owned_child_change_reconciles_its_controller_owner() {
         .await
         .unwrap();
     assert_eq!(next(&mut reconciled).await, "parent");
+    running.stop().await;
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_watched_object_reconciles_what_its_mapper_names() {
+    let env = Env::new().await;
+    env.configmap("target", "a");
+    env.configmap("other", "a");
+    let controller = Controller::<ConfigMap>::new("mapped").watches(|secret: &Secret| {
+        let target = secret.labels().get("target").cloned();
+        target
+            .map(|name| ObjectRef::new(&name).within(&secret.namespace().unwrap_or_default()))
+            .into_iter()
+            .collect()
+    });
+    let (running, mut reconciled) =
+        start(controller, env.context(), |_| Ok(Action::await_change()));
+    let mut first = vec![next(&mut reconciled).await, next(&mut reconciled).await];
+    first.sort();
+    assert_eq!(first, vec!["other", "target"]);
+
+    env.create(json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"namespace": "default", "name": "pointer", "labels": {"target": "target"}}}));
+    assert_eq!(next(&mut reconciled).await, "target");
     running.stop().await;
     env.stop().await;
 }

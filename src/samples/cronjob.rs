@@ -1,7 +1,7 @@
 //! The `CronJob` story (seed 001): a `CronJob`'s child Jobs complete; the `CronJob`
-//! controller records `SawCompletedJob` ("Saw completed job: <job>, status: Complete") and,
+//! controller records `SawCompletedJob` (`Saw completed job: <job>, status: Complete`) and,
 //! past `successfulJobsHistoryLimit`, deletes the oldest completed Jobs, recording
-//! `SuccessfulDelete` ("Deleted job <job>"), all on the parent `CronJob`. With client-go's
+//! `SuccessfulDelete` (`Deleted job <job>`), all on the parent `CronJob`. With client-go's
 //! spam key (source + involved object) those events share one token bucket with
 //! `SuccessfulCreate` and fall silent after about nine runs; adding `reason` to the key
 //! (`spec.recorder.correlator.spamKeyFields`) keeps them.
@@ -14,7 +14,7 @@
 //!   `CronJobControllerV2` syncs per `CronJob` for the same reason.
 //! - [`Schedule`] / [`simulate_schedule`], the fake scheduler of the demo: every tick it
 //!   completes the previous Job through the status subresource and creates the next one,
-//!   owned by the `CronJob`, recording `SuccessfulCreate` ("Created job <job>").
+//!   owned by the `CronJob`, recording `SuccessfulCreate` (`Created job <job>`).
 //!
 //! ```no_run
 //! # async fn demo(ctx: informant::manager::controller::Context, cronjob: k8s_openapi::api::batch::v1::CronJob)
@@ -392,7 +392,7 @@ impl Schedule {
 
     /// One run: marks the previous Job complete through the status subresource, then creates
     /// the next Job (`<cronjob>-<scheduled minute>`, owned by the `CronJob` with
-    /// `controller: true`), records `SuccessfulCreate` ("Created job <job>") on the `CronJob`,
+    /// `controller: true`), records `SuccessfulCreate` (`Created job <job>`) on the `CronJob`,
     /// and returns the new Job's name.
     ///
     /// # Errors
@@ -566,6 +566,16 @@ mod tests {
                 ..JobStatus::default()
             }),
         }
+    }
+
+    #[test]
+    fn run_is_a_send_future_a_manager_can_run() {
+        fn is_send<T: Send>(_: &T) {}
+        // Type-checked, never called: the manager spawns runnables on its runtime.
+        let _ = |ctx: Context| {
+            let running = run(ctx, None, CancellationToken::new());
+            is_send(&running);
+        };
     }
 
     #[test]

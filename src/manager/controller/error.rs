@@ -45,6 +45,12 @@ mod tests {
     use super::*;
 
     #[test]
+    fn errors_can_leave_a_runnable() {
+        fn is_send_sync<T: Send + Sync + 'static>() {}
+        is_send_sync::<Error>();
+    }
+
+    #[test]
     fn an_informer_error_names_the_controller_and_the_kind() {
         let gvk = GroupVersionKind::gvk("batch", "v1", "Job");
         let error = Error::Informer {
