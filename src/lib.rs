@@ -18,6 +18,7 @@
 //! - [`recorder`]: client-go's event pipeline (broadcaster, correlator, sink), where every event
 //!   ends in exactly one named fate.
 //! - [`manager`]: runs the pieces, reloads them, reports status.
+//! - [`samples`]: sample controllers on the controller runtime (the seed's `CronJob` story).
 //! - [`apiserver`]: an embedded, in-memory Kubernetes API server for the demo, development and
 //!   tests.
 //! - [`telemetry`]: the tracing subscriber and OpenTelemetry export, installed only by the binary.
@@ -28,6 +29,7 @@ pub mod config;
 pub mod kinds;
 pub mod manager;
 pub mod recorder;
+pub mod samples;
 pub mod selector;
 mod suggest;
 pub mod telemetry;

@@ -165,6 +165,14 @@ impl InformerPool {
         self.sender(gvk).subscribe()
     }
 
+    /// Tells every subscriber of `gvk` to read the kind again ([`InformerEvent::Resynced`]).
+    /// A reload calls it once the tree serving new informers of the kind is published: their
+    /// first sync announced itself while reads still went to the old tree.
+    pub fn resynced(&self, gvk: &GroupVersionKind) {
+        // No receiver is fine.
+        let _ = self.sender(gvk).send(InformerEvent::Resynced);
+    }
+
     fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<InformerKey, Entry>> {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }

@@ -1,5 +1,6 @@
 //! The manager: runs caches, the recorder and controllers, reloads them, reports status.
 
+pub mod controller;
 pub mod http;
 pub mod leader;
 pub mod metrics;

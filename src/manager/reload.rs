@@ -172,6 +172,15 @@ impl CacheReloader {
             .cloned()
             .collect();
         started.sort_by_key(|k| format!("{k:?}"));
+        // New informers announced their first sync before this tree was published, when
+        // subscribers reading the kind again still read the old tree: announce it again.
+        let mut announced: Vec<&GroupVersionKind> = Vec::new();
+        for key in &started {
+            if !announced.contains(&&key.gvk) {
+                self.context.pool.resynced(&key.gvk);
+                announced.push(&key.gvk);
+            }
+        }
         let kept = after.iter().filter(|k| before.contains(k)).count();
         self.plan = Some(plan);
         self.eager = eager;

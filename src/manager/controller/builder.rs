@@ -1,0 +1,320 @@
+//! [`Controller`]: declares the kind a controller reconciles, the kinds it owns and watches,
+//! and runs kube-runtime's scheduler and runner on the informer pool's changes.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::{StreamExt, stream};
+use kube::core::{GroupVersionKind, Resource};
+use kube::runtime::controller::{self as runtime, Action};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+use super::context::Context;
+use super::error::{Error, Result};
+use super::metrics::Series;
+use super::reconcile;
+use super::relation::Relation;
+use super::source::{self, Change, Follow};
+use crate::cache::{Cache, typed};
+use crate::manager::metrics::ControllerMetrics;
+
+/// How many reconciles of one controller run at once unless set.
+///
+/// controller-runtime pkg/controller/controller.go: `MaxConcurrentReconciles` defaults to 1.
+pub const DEFAULT_CONCURRENCY: u16 = 1;
+
+/// A controller for the kind `K`: what it reconciles (`for`), owns and watches, and how many
+/// reconciles run at once. [`Controller::run`] feeds kube-runtime's `Controller` (per-object
+/// dedupe, concurrency, `Action::requeue`, the error policy) from the informer pool, so it
+/// follows the cache tree across reloads and opens no watch of its own.
+///
+/// ```no_run
+/// # async fn demo(ctx: informant::manager::controller::Context)
+/// # -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use informant::manager::controller::{Action, Context, Controller, default_error_policy};
+/// use k8s_openapi::api::batch::v1::{CronJob, Job};
+/// use tokio_util::sync::CancellationToken;
+///
+/// async fn reconcile(cronjob: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
+///     // Read through the cache tree, write with ctx.client(), record with ctx.record().
+///     Ok(Action::await_change())
+/// }
+///
+/// Controller::<CronJob>::new("cronjob")
+///     .owns::<Job>()
+///     .concurrency(2)
+///     .run(ctx, reconcile, default_error_policy, CancellationToken::new())
+///     .await?;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Memory usage
+/// The `for` kind is held twice: compactly in the cache's informer store (about its JSON size,
+/// or parsed with `unsafeDisableDeepCopy`), and decoded into `K` in the controller's own
+/// [`Store`] (kube-runtime's runner reads the object to reconcile from there). A typed
+/// k8s-openapi object takes several times its JSON size, so for a kind of `n` objects of `s`
+/// bytes of JSON expect the controller to add a few times `n × s`, besides one decode per
+/// change. Owned kinds are not stored: each change decodes only the child's metadata; watched
+/// kinds are decoded per change for the mapper and dropped.
+#[doc(alias = "reconciler")]
+pub struct Controller<K: Resource<DynamicType = ()> + Clone + Debug + 'static> {
+    name: String,
+    relations: Vec<Relation<K>>,
+    concurrency: u16,
+    metrics: Option<ControllerMetrics>,
+    store: Store<K>,
+    writer: reflector::store::Writer<K>,
+}
+
+impl<K: Resource<DynamicType = ()> + Clone + Debug + 'static> Debug for Controller<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kinds: Vec<&GroupVersionKind> = self.relations.iter().map(|r| &r.gvk).collect();
+        f.debug_struct("Controller")
+            .field("name", &self.name)
+            .field("kind", &K::kind(&()))
+            .field("related", &kinds)
+            .field("concurrency", &self.concurrency)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K> Controller<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    /// A controller named `name` (its span field and metrics label) reconciling `K`.
+    #[must_use]
+    pub fn new(name: &str) -> Self {
+        let (store, writer) = reflector::store();
+        Self {
+            name: name.to_owned(),
+            relations: Vec::new(),
+            concurrency: DEFAULT_CONCURRENCY,
+            metrics: None,
+            store,
+            writer,
+        }
+    }
+
+    /// Reconciles the controller owner of every `C` that changes (the owner reference with
+    /// `controller: true`, as controller-runtime's `Owns`).
+    ///
+    /// As kube-runtime's own `owns`, a child that leaves the cache without a delete event (a
+    /// reload narrowed its scope) triggers nothing.
+    #[must_use]
+    pub fn owns<C>(mut self) -> Self
+    where
+        C: Resource<DynamicType = ()> + Send + Sync + 'static,
+    {
+        self.relations.push(Relation::owns::<C>());
+        self
+    }
+
+    /// Reconciles the `K`s `mapper` names for every `O` that changes or is deleted.
+    #[must_use]
+    pub fn watches<O, F>(mut self, mapper: F) -> Self
+    where
+        O: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        F: Fn(&O) -> Vec<ObjectRef<K>> + Send + Sync + 'static,
+    {
+        self.relations.push(Relation::watches(mapper));
+        self
+    }
+
+    /// Runs at most `n` reconciles at once (never two of the same object); 0 means
+    /// [`DEFAULT_CONCURRENCY`], as controller-runtime treats it.
+    #[must_use]
+    pub fn concurrency(mut self, n: u16) -> Self {
+        self.concurrency = if n == 0 { DEFAULT_CONCURRENCY } else { n };
+        self
+    }
+
+    /// Counts reconciles and queue adds in `metrics` under this controller's name.
+    #[must_use]
+    pub fn metrics(mut self, metrics: &ControllerMetrics) -> Self {
+        self.metrics = Some(metrics.clone());
+        self
+    }
+
+    /// The controller's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The controller's own store of `K` (what reconciles are scheduled from): empty until
+    /// [`Controller::run`] has listed the kind, then following the cache tree.
+    #[must_use]
+    pub fn store(&self) -> Store<K> {
+        self.store.clone()
+    }
+
+    /// Runs the controller until `shutdown`, then lets running reconciles finish.
+    ///
+    /// It subscribes to the pool's changes of `K` and of every owned and watched kind, then
+    /// makes sure their informers exist and synced (subscribing first, so no change between
+    /// sync and subscription is lost), lists `K` through the cache into its store, and hands
+    /// every change to kube-runtime's scheduler. Each reconcile runs in a `reconcile` span and
+    /// is counted; a failed one goes to `error_policy`, whose [`Action`] says when to retry
+    /// ([`super::default_error_policy`] is controller-runtime's per-object exponential
+    /// backoff). A pool `Resynced` (a relist, or an informer stopped by a reload) lists `K`
+    /// again, so objects that left the cache's scope leave the store.
+    ///
+    /// # Errors
+    /// [`Error::Informer`] when a kind's informers can not start or sync; [`Error::Runner`]
+    /// if kube-runtime's runner stops.
+    pub async fn run<R, Fut, E, P>(
+        self,
+        ctx: Context,
+        reconcile: R,
+        error_policy: P,
+        shutdown: CancellationToken,
+    ) -> Result<()>
+    where
+        R: Fn(Arc<K>, Arc<Context>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<Action, E>> + Send + 'static,
+        E: std::error::Error + Send + Sync + 'static,
+        P: Fn(Arc<K>, &E, Arc<Context>) -> Action + Send + Sync + 'static,
+    {
+        let Self {
+            name,
+            relations,
+            concurrency,
+            metrics,
+            store,
+            writer,
+        } = self;
+        let ctx = Arc::new(ctx.for_controller());
+        let series = Series::new(metrics.as_ref(), &name, concurrency);
+        let gvk = typed::gvk_of::<K>();
+
+        // Subscribe before the informers exist or sync, so no change is lost in between.
+        let own_events = ctx.pool().subscribe(&gvk);
+        let related_events: Vec<_> = relations
+            .iter()
+            .map(|r| ctx.pool().subscribe(&r.gvk))
+            .collect();
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            ensured = ensure_informers(&ctx, &name, &gvk, &relations) => ensured?,
+        }
+
+        let forget = Arc::clone(&ctx);
+        let added = series.clone();
+        let objects = source::changes(
+            own_events,
+            Arc::clone(ctx.cache()),
+            gvk,
+            super::decode::<K>,
+            Follow::Store,
+        )
+        .flat_map(move |change| {
+            if let Change::Deleted(obj) = &change {
+                forget.forget(&ObjectRef::from_obj(obj).erase());
+            }
+            stream::iter(change.into_watcher_events())
+        })
+        .map(Ok::<_, watcher::Error>)
+        .reflect(writer)
+        .applied_objects()
+        .map(move |obj| {
+            added.queue_added();
+            obj
+        });
+
+        let mut controller = runtime::Controller::for_stream(objects, store)
+            .with_config(runtime::Config::default().concurrency(concurrency))
+            .graceful_shutdown_on(shutdown.cancelled_owned());
+        for (relation, events) in relations.into_iter().zip(related_events) {
+            controller =
+                relation.attach(controller, events, Arc::clone(ctx.cache()), series.clone());
+        }
+
+        let label: Arc<str> = name.as_str().into();
+        let reconcile = Arc::new(reconcile);
+        let retried = series.clone();
+        let results = controller.run(
+            move |object, ctx| {
+                let reconcile = Arc::clone(&reconcile);
+                reconcile::instrumented(&label, series.clone(), object, ctx, move |object, ctx| {
+                    reconcile(object, ctx)
+                })
+            },
+            move |object, error, ctx| {
+                let action = error_policy(object, error, ctx);
+                if action != Action::await_change() {
+                    retried.queue_retried();
+                }
+                action
+            },
+            ctx,
+        );
+        drive(results, name).await
+    }
+}
+
+/// Makes sure the informers of `gvk` and of every related kind exist and synced.
+async fn ensure_informers<K>(
+    ctx: &Context,
+    controller: &str,
+    gvk: &GroupVersionKind,
+    relations: &[Relation<K>],
+) -> Result<()>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + 'static,
+{
+    let mut kinds = vec![gvk];
+    for relation in relations {
+        if !kinds.contains(&&relation.gvk) {
+            kinds.push(&relation.gvk);
+        }
+    }
+    futures::future::try_join_all(kinds.into_iter().map(|kind| async move {
+        ctx.cache()
+            .ensure_informer(kind)
+            .await
+            .map_err(|source| Error::Informer {
+                controller: controller.to_owned(),
+                gvk: kind.clone(),
+                source,
+            })
+    }))
+    .await
+    .map(drop)
+}
+
+/// Drives kube-runtime's result stream to its end (shutdown, once running reconciles finish).
+/// Reconcile failures were logged in their span; an object deleted before its turn is normal.
+async fn drive<K, E>(
+    results: impl futures::Stream<
+        Item = std::result::Result<(ObjectRef<K>, Action), runtime::Error<E, watcher::Error>>,
+    >,
+    controller: String,
+) -> Result<()>
+where
+    K: Resource,
+    E: std::error::Error + 'static,
+{
+    let mut results = std::pin::pin!(results);
+    while let Some(result) = results.next().await {
+        match result {
+            Ok(_) | Err(runtime::Error::ReconcilerFailed(..)) => {}
+            Err(runtime::Error::ObjectNotFound(object)) => {
+                tracing::debug!(object.ref = %object, "object left the store before its reconcile");
+            }
+            Err(runtime::Error::QueueError(error)) => {
+                tracing::debug!(error = %super::chain(&error), "trigger stream error");
+            }
+            Err(runtime::Error::RunnerError(source)) => {
+                return Err(Error::Runner { controller, source });
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,249 @@
+//! What a reconcile gets besides its object: reads through the cache tree, a client for
+//! writes, the recorder, and the count of the object's consecutive failed reconciles.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use kube::Client;
+use kube::core::{DynamicObject, Resource};
+use kube::runtime::reflector::ObjectRef;
+use serde::de::DeserializeOwned;
+
+use crate::cache::{self, InformerPool, ListOptions, SharedCache, typed};
+use crate::recorder::{self, EventType, Recorder};
+
+/// The reconcile context: a reader through the cache tree (never straight to the API server),
+/// a kube [`Client`] for writes, and a [`Recorder`].
+///
+/// Built once by the caller ([`Context::new`]) and handed to
+/// [`super::Controller::run`], which gives each reconcile and each error policy call an
+/// `Arc` of it.
+///
+/// ```no_run
+/// # async fn demo(ctx: std::sync::Arc<informant::manager::controller::Context>)
+/// # -> Result<(), Box<dyn std::error::Error>> {
+/// use informant::cache::ListOptions;
+/// use informant::recorder::EventType;
+/// use k8s_openapi::api::batch::v1::{CronJob, Job};
+///
+/// let cronjob: CronJob = ctx.get(Some("default"), "hello").await?;
+/// let jobs: Vec<Job> = ctx
+///     .list(&ListOptions { namespace: Some("default".into()), ..ListOptions::default() })
+///     .await?;
+/// ctx.record(&cronjob, EventType::Normal, "Seen", &format!("{} jobs", jobs.len()));
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Context {
+    cache: Arc<SharedCache>,
+    pool: Arc<InformerPool>,
+    client: Client,
+    recorder: Recorder,
+    failures: Failures,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("cache", &self.cache)
+            .field("pool", &self.pool)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    /// A context reading through `cache` (whose informers `pool` owns), writing with `client`
+    /// and recording with `recorder`: what the manager hands every controller.
+    #[must_use]
+    pub fn new(
+        cache: Arc<SharedCache>,
+        pool: Arc<InformerPool>,
+        client: Client,
+        recorder: Recorder,
+    ) -> Self {
+        Self {
+            cache,
+            pool,
+            client,
+            recorder,
+            failures: Failures::default(),
+        }
+    }
+
+    /// The same context with failure counts of its own (one per running controller).
+    pub(super) fn for_controller(&self) -> Self {
+        Self {
+            failures: Failures::default(),
+            ..self.clone()
+        }
+    }
+
+    /// The cache tree, following every reload.
+    #[must_use]
+    pub fn cache(&self) -> &Arc<SharedCache> {
+        &self.cache
+    }
+
+    /// The informer pool behind the cache tree.
+    #[must_use]
+    pub fn pool(&self) -> &Arc<InformerPool> {
+        &self.pool
+    }
+
+    /// The client, for writes (reads go through [`Context::get`] and [`Context::list`]).
+    #[must_use]
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The recorder.
+    #[must_use]
+    pub fn recorder(&self) -> &Recorder {
+        &self.recorder
+    }
+
+    /// Reads one `T` through the cache tree. `namespace` is ignored for cluster-scoped kinds.
+    ///
+    /// # Errors
+    /// As [`cache::Cache::get`]: `NotFound`, or why the cache can not answer.
+    pub async fn get<T>(&self, namespace: Option<&str>, name: &str) -> cache::Result<T>
+    where
+        T: Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        typed::get(self.cache.as_ref(), namespace, name).await
+    }
+
+    /// Lists `T` through the cache tree.
+    ///
+    /// # Errors
+    /// As [`cache::Cache::list`].
+    pub async fn list<T>(&self, options: &ListOptions) -> cache::Result<Vec<T>>
+    where
+        T: Resource<DynamicType = ()> + DeserializeOwned,
+    {
+        typed::list(self.cache.as_ref(), options).await
+    }
+
+    /// Records an event about `object` (client-go `Eventf`); see [`Recorder::record`].
+    pub fn record<T>(&self, object: &T, event_type: EventType, reason: &str, message: &str)
+    where
+        T: Resource<DynamicType = ()>,
+    {
+        self.recorder
+            .record(&object_ref(object), event_type, reason, message);
+    }
+
+    /// How many reconciles of `object` failed in a row, counting the one that just failed
+    /// when asked from an error policy; 0 after a successful reconcile.
+    #[must_use]
+    pub fn failures<T>(&self, object: &T) -> u32
+    where
+        T: Resource<DynamicType = ()>,
+    {
+        self.failures.get(&ObjectRef::from_obj(object).erase())
+    }
+
+    /// How long to wait before reconciling `object` again after its last failure:
+    /// controller-runtime's per-object exponential backoff ([`super::error_backoff`]).
+    #[must_use]
+    pub fn error_backoff<T>(&self, object: &T) -> Duration
+    where
+        T: Resource<DynamicType = ()>,
+    {
+        super::error_backoff(self.failures(object))
+    }
+
+    pub(super) fn failed(&self, object: ObjectRef<DynamicObject>) {
+        self.failures.failed(object);
+    }
+
+    pub(super) fn forget(&self, object: &ObjectRef<DynamicObject>) {
+        self.failures.forget(object);
+    }
+}
+
+/// The event reference of `object` (its apiVersion, kind, namespace, name and uid), to record
+/// events about it.
+#[must_use]
+pub fn object_ref<T>(object: &T) -> Arc<recorder::ObjectRef>
+where
+    T: Resource<DynamicType = ()>,
+{
+    let meta = object.meta();
+    Arc::new(recorder::ObjectRef::new(
+        &T::api_version(&()),
+        &T::kind(&()),
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default(),
+        meta.uid.as_deref().unwrap_or_default(),
+    ))
+}
+
+/// Consecutive failed reconciles per object (client-go's `ItemExponentialFailureRateLimiter`
+/// failure map): incremented by a failed reconcile, removed by a successful one or when the
+/// object is deleted.
+#[derive(Clone, Debug, Default)]
+struct Failures(Arc<Mutex<HashMap<ObjectRef<DynamicObject>, u32>>>);
+
+impl Failures {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<DynamicObject>, u32>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn get(&self, object: &ObjectRef<DynamicObject>) -> u32 {
+        self.map().get(object).copied().unwrap_or(0)
+    }
+
+    fn failed(&self, object: ObjectRef<DynamicObject>) {
+        let mut map = self.map();
+        let n = map.entry(object).or_insert(0);
+        *n = n.saturating_add(1);
+    }
+
+    fn forget(&self, object: &ObjectRef<DynamicObject>) {
+        self.map().remove(object);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::batch::v1::CronJob;
+    use kube::api::ObjectMeta;
+
+    fn cronjob(name: &str) -> CronJob {
+        CronJob {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                uid: Some(format!("uid-{name}")),
+                ..ObjectMeta::default()
+            },
+            ..CronJob::default()
+        }
+    }
+
+    #[test]
+    fn object_ref_carries_the_identity_events_are_keyed_on() {
+        let r = object_ref(&cronjob("hello"));
+        assert_eq!(
+            *r,
+            recorder::ObjectRef::new("batch/v1", "CronJob", "default", "hello", "uid-hello")
+        );
+    }
+
+    #[test]
+    fn failures_count_per_object_until_forgotten() {
+        let failures = Failures::default();
+        let a = ObjectRef::from_obj(&cronjob("a")).erase();
+        let b = ObjectRef::from_obj(&cronjob("b")).erase();
+        failures.failed(a.clone());
+        failures.failed(a.clone());
+        failures.failed(b.clone());
+        assert_eq!((failures.get(&a), failures.get(&b)), (2, 1));
+        failures.forget(&a);
+        assert_eq!((failures.get(&a), failures.get(&b)), (0, 1));
+    }
+}

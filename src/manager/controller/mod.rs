@@ -1,0 +1,72 @@
+//! The controller runtime: a [`Controller`] declares the kind it reconciles, the kinds it owns
+//! and watches, and runs a `reconcile(object, ctx) -> Result<Action>` on kube-runtime's
+//! scheduler and runner (per-object dedupe, concurrency, `Action::requeue`, the error policy),
+//! fed from the manager's informer pool instead of watches of its own.
+//!
+//! ```text
+//! InformerPool::subscribe(kind) ─▶ typed changes ─▶ Store<K> + triggers ─▶ kube-runtime
+//!   (every informer of the kind,   (list through the      (for / owns /       scheduler ─▶ reconcile
+//!    across reloads)                cache on Resynced)     watches streams)    runner      (span, metrics)
+//! ```
+//!
+//! The reconcile's [`Context`] reads through the cache tree (never straight to the API
+//! server), writes with a kube `Client`, and records with the manager's
+//! [`crate::recorder::Recorder`]; [`object_ref`] makes the event reference of an object.
+//! Each reconcile runs in a `reconcile` span (`controller`, `k8s.namespace`, `object.name`,
+//! `result`, `error`) and is counted in controller-runtime's series
+//! ([`crate::manager::metrics::ControllerMetrics`]) when [`Controller::metrics`] is set.
+//!
+//! A complete controller: [`crate::samples::cronjob`], run by `examples/cronjob_controller.rs`.
+
+mod backoff;
+mod builder;
+mod context;
+mod error;
+mod metrics;
+mod reconcile;
+mod relation;
+mod source;
+
+use std::sync::Arc;
+
+use kube::core::{DynamicObject, GroupVersionKind};
+use serde::de::DeserializeOwned;
+
+pub use backoff::{
+    DEFAULT_ERROR_BACKOFF_BASE, DEFAULT_ERROR_BACKOFF_MAX, default_error_policy, error_backoff,
+};
+pub use builder::{Controller, DEFAULT_CONCURRENCY};
+pub use context::{Context, object_ref};
+pub use error::{Error, Result};
+pub use kube::runtime::controller::Action;
+pub use kube::runtime::reflector::{ObjectRef, Store};
+
+/// Decodes a cached object into `T`, skipping (with a warning) one that does not fit.
+fn decode<T: DeserializeOwned>(gvk: &GroupVersionKind, obj: Arc<DynamicObject>) -> Option<T> {
+    let name = obj.metadata.name.clone().unwrap_or_default();
+    let namespace = obj.metadata.namespace.clone().unwrap_or_default();
+    match crate::cache::typed::from_cached(gvk, obj) {
+        Ok(typed) => Some(typed),
+        Err(error) => {
+            tracing::warn!(
+                k8s.namespace = namespace,
+                object.name = name,
+                error = %chain(&error),
+                "controller skips an object that does not decode"
+            );
+            None
+        }
+    }
+}
+
+/// An error and its sources, joined by `: ` (for one log field).
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

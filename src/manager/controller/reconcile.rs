@@ -1,0 +1,216 @@
+//! Each reconcile as one unit of work: a `reconcile` span, the controller's metrics, and the
+//! object's failure count, around the caller's reconcile function.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use kube::core::Resource;
+use kube::runtime::{controller::Action, reflector::ObjectRef};
+use tracing::{Instrument, field};
+
+use super::context::Context;
+use super::metrics::{Outcome, Series};
+
+/// Runs `reconcile` on `object` in a `reconcile` span (fields `controller`, `k8s.namespace`,
+/// `object.name`, then `result` and, on failure, `error`), counted in `series`. A failure
+/// counts against the object before the error policy runs; a success clears its count.
+pub(super) fn instrumented<K, R, Fut, E>(
+    controller: &str,
+    series: Series,
+    object: Arc<K>,
+    ctx: Arc<Context>,
+    reconcile: R,
+) -> impl Future<Output = Result<Action, E>> + Send + 'static + use<K, R, Fut, E>
+where
+    R: FnOnce(Arc<K>, Arc<Context>) -> Fut,
+    K: Resource<DynamicType = ()>,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    E: std::error::Error + Send + 'static,
+{
+    let meta = object.meta();
+    let span = tracing::info_span!(
+        "reconcile",
+        controller = %controller,
+        k8s.namespace = meta.namespace.as_deref().unwrap_or(""),
+        object.name = meta.name.as_deref().unwrap_or(""),
+        result = field::Empty,
+        error = field::Empty,
+    );
+    let key = ObjectRef::from_obj(object.as_ref()).erase();
+    let running = span.in_scope(|| reconcile(object, Arc::clone(&ctx)));
+    let record = span.clone();
+    async move {
+        let _worker = series.reconcile_started();
+        let started = Instant::now();
+        let result = running.await;
+        let outcome = match &result {
+            Ok(action) if *action == Action::await_change() => Outcome::Success,
+            Ok(_) => Outcome::RequeueAfter,
+            Err(_) => Outcome::Error,
+        };
+        series.reconcile_finished(outcome, started.elapsed());
+        record.record("result", outcome.as_str());
+        match &result {
+            Ok(action) => {
+                ctx.forget(&key);
+                if outcome == Outcome::RequeueAfter {
+                    series.queue_retried();
+                }
+                tracing::debug!(?action, "reconciled");
+            }
+            Err(error) => {
+                ctx.failed(key);
+                let error = super::chain(error);
+                record.record("error", error.as_str());
+                // A user's reconcile failing is theirs to look at, not the manager breaking.
+                tracing::warn!(%error, "reconcile failed");
+            }
+        }
+        result
+    }
+    .instrument(span)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+    use tracing_subscriber::layer::SubscriberExt as _;
+
+    use super::*;
+    use crate::manager::metrics::{ControllerMetrics, ReconcileResult};
+
+    /// The fields of every `reconcile` span, as `name=value`, in the order they were set.
+    #[derive(Clone, Default)]
+    struct Spans(Arc<Mutex<Vec<String>>>);
+
+    struct Visitor<'a>(&'a mut Vec<String>);
+
+    impl tracing::field::Visit for Visitor<'_> {
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+            self.0.push(format!("{}={value:?}", field.name()));
+        }
+        fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+            self.0.push(format!("{}={value}", field.name()));
+        }
+    }
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Spans {
+        fn on_new_span(
+            &self,
+            attrs: &tracing::span::Attributes<'_>,
+            _id: &tracing::span::Id,
+            _ctx: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            if attrs.metadata().name() == "reconcile" {
+                attrs.record(&mut Visitor(&mut self.0.lock().unwrap()));
+            }
+        }
+
+        fn on_record(
+            &self,
+            _id: &tracing::span::Id,
+            values: &tracing::span::Record<'_>,
+            _ctx: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            values.record(&mut Visitor(&mut self.0.lock().unwrap()));
+        }
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("no such thing")]
+    struct Failed;
+
+    fn context() -> Arc<Context> {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let pool = crate::cache::InformerPool::new(client.clone());
+        let tree = crate::cache::Plan::new(&crate::cache::Options::default())
+            .unwrap()
+            .instantiate(&crate::cache::Context::new(
+                client.clone(),
+                Arc::new(crate::cache::BuiltinKinds),
+            ));
+        let pipeline = crate::recorder::Pipeline::new(
+            &crate::recorder::Options::default(),
+            crate::recorder::NullSink,
+            Arc::new(crate::recorder::SystemClock),
+        );
+        Arc::new(Context::new(
+            Arc::new(crate::cache::SharedCache::new(tree)),
+            pool,
+            client,
+            pipeline.recorder(),
+        ))
+    }
+
+    fn configmap() -> Arc<ConfigMap> {
+        Arc::new(ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("web".into()),
+                namespace: Some("shop".into()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        })
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn each_reconcile_is_one_span_with_its_object_and_result_and_is_counted() {
+        let spans = Spans::default();
+        let _guard =
+            tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+        let metrics = ControllerMetrics::new();
+        let series = Series::new(Some(&metrics), "web", 1);
+        let ctx = context();
+        let object = configmap();
+
+        let failed = instrumented(
+            "web",
+            series.clone(),
+            Arc::clone(&object),
+            Arc::clone(&ctx),
+            |_, _| async { Err::<Action, _>(Failed) },
+        )
+        .await;
+        assert!(failed.is_err());
+        assert_eq!(ctx.failures(object.as_ref()), 1);
+        let requeued = instrumented(
+            "web",
+            series,
+            Arc::clone(&object),
+            Arc::clone(&ctx),
+            |_, _| async { Ok::<_, Failed>(Action::requeue(std::time::Duration::from_secs(1))) },
+        )
+        .await;
+        assert!(requeued.is_ok());
+        assert_eq!(
+            ctx.failures(object.as_ref()),
+            0,
+            "a success forgets the failures"
+        );
+
+        let fields = spans.0.lock().unwrap().clone();
+        assert_eq!(
+            fields,
+            [
+                "controller=web",
+                "k8s.namespace=shop",
+                "object.name=web",
+                "result=error",
+                "error=no such thing",
+                "controller=web",
+                "k8s.namespace=shop",
+                "object.name=web",
+                "result=requeue_after",
+            ]
+        );
+        let counted = metrics.controller("web", 1);
+        assert_eq!(counted.reconciles(ReconcileResult::Error), 1);
+        assert_eq!(counted.reconciles(ReconcileResult::RequeueAfter), 1);
+        assert_eq!(counted.active_workers(), 0);
+    }
+}

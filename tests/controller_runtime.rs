@@ -1,0 +1,692 @@
+//! The controller runtime against the embedded API server, fed by a `CacheReloader`'s informer
+//! pool: reconciles for existing and new objects, owned children triggering their owner,
+//! `Action::requeue`, the error backoff with other objects still flowing, reloads that move the
+//! cache's scope, and the `CronJob` sample's events, each exactly once.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use informant::apiserver::TestServer;
+use informant::cache::{self, Discovery};
+use informant::manager::controller::{
+    Action, Context, Controller, ObjectRef, Store, default_error_policy,
+};
+use informant::manager::metrics::{ControllerMetrics, ReconcileResult};
+use informant::manager::reload::CacheReloader;
+use informant::recorder::{
+    Fate, FateCounter, NullSink, Options, Pipeline, Recorder, Sink, SinkError, SystemClock,
+};
+use informant::samples::cronjob::{self, Reconciler, Schedule};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{self as corev1, ConfigMap, Secret};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Every awaited condition must hold within this long.
+const GUARD: Duration = Duration::from_secs(20);
+
+fn options(yaml: &str) -> cache::Options {
+    informant::config::load_str(yaml).unwrap().cache
+}
+
+fn by_object(entries: &str) -> String {
+    format!(
+        "apiVersion: informant.dev/v1alpha1
+kind: CacheConfig
+metadata: {{name: test, namespace: default}}
+spec:
+  byObject:
+{entries}"
+    )
+}
+
+/// The embedded API server, a reloader over its informer pool, and a controller context.
+struct Env {
+    server: TestServer,
+    client: Client,
+    reloader: CacheReloader,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+}
+
+impl Env {
+    async fn new() -> Self {
+        let server = TestServer::start().await.unwrap();
+        let client = server.client().await.unwrap();
+        let context = cache::Context {
+            sync_timeout: Some(GUARD),
+            ..cache::Context::new(client.clone(), Arc::new(Discovery::new(client.clone())))
+        };
+        let tracker = TaskTracker::new();
+        let shutdown = CancellationToken::new();
+        let reloader =
+            CacheReloader::new(context, tracker.clone(), shutdown.clone()).with_sync_timeout(GUARD);
+        Self {
+            server,
+            client,
+            reloader,
+            tracker,
+            shutdown,
+        }
+    }
+
+    fn create(&self, object: serde_json::Value) -> serde_json::Value {
+        self.server.handle().create(object).unwrap()
+    }
+
+    fn configmap(&self, name: &str, app: &str) -> serde_json::Value {
+        self.create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "default", "name": name, "labels": {"app": app}}}))
+    }
+
+    /// A context whose recorder goes nowhere (these controllers record nothing).
+    fn context(&self) -> Context {
+        let pipeline = Pipeline::new(&Options::default(), NullSink, Arc::new(SystemClock));
+        self.context_with(pipeline.recorder())
+    }
+
+    fn context_with(&self, recorder: Recorder) -> Context {
+        Context::new(
+            self.reloader.cache(),
+            Arc::clone(self.reloader.pool()),
+            self.client.clone(),
+            recorder,
+        )
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.tracker.close();
+        tokio::time::timeout(GUARD, self.tracker.wait())
+            .await
+            .expect("every informer stops on shutdown");
+    }
+}
+
+/// A running controller: its task, its store, and its shutdown.
+struct Running<K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + 'static> {
+    task: JoinHandle<informant::manager::controller::Result<()>>,
+    store: Store<K>,
+    shutdown: CancellationToken,
+}
+
+impl<K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + 'static> Running<K> {
+    fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.store.state().iter().map(|o| o.name_any()).collect();
+        names.sort();
+        names
+    }
+
+    /// Stops the controller; it must end cleanly once its reconciles finished.
+    async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(GUARD, self.task)
+            .await
+            .expect("the controller stops on shutdown")
+            .unwrap()
+            .unwrap();
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("reconcile of {0} failed on purpose")]
+struct Failed(String);
+
+/// Runs `controller` with a reconcile that reports each reconciled name on the returned
+/// channel and answers what `answer` says.
+fn start<K, A>(
+    controller: Controller<K>,
+    ctx: Context,
+    answer: A,
+) -> (Running<K>, mpsc::UnboundedReceiver<String>)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    A: Fn(&K) -> Result<Action, Failed> + Send + Sync + 'static,
+{
+    let (tx, rx) = mpsc::unbounded_channel();
+    let store = controller.store();
+    let shutdown = CancellationToken::new();
+    let answer = Arc::new(answer);
+    let task = tokio::spawn(controller.run(
+        ctx,
+        move |object: Arc<K>, _ctx| {
+            let (tx, answer) = (tx.clone(), Arc::clone(&answer));
+            async move {
+                let _ = tx.send(object.name_any());
+                answer(&object)
+            }
+        },
+        default_error_policy,
+        shutdown.clone(),
+    ));
+    (
+        Running {
+            task,
+            store,
+            shutdown,
+        },
+        rx,
+    )
+}
+
+async fn next(rx: &mut mpsc::UnboundedReceiver<String>) -> String {
+    tokio::time::timeout(GUARD, rx.recv())
+        .await
+        .expect("a reconcile within the guard")
+        .expect("the controller is running")
+}
+
+/// Waits for reconciles until one of `name`, returning how many came before it.
+async fn until(rx: &mut mpsc::UnboundedReceiver<String>, name: &str) -> usize {
+    let mut before = 0;
+    while next(rx).await != name {
+        before += 1;
+    }
+    before
+}
+
+#[tokio::test]
+async fn a_reconcile_runs_for_each_existing_object_and_each_new_one() {
+    let env = Env::new().await;
+    env.configmap("one", "a");
+    env.configmap("two", "a");
+    let (running, mut reconciled) = start(
+        Controller::<ConfigMap>::new("configmaps"),
+        env.context(),
+        |_| Ok(Action::await_change()),
+    );
+    let mut first = vec![next(&mut reconciled).await, next(&mut reconciled).await];
+    first.sort();
+    assert_eq!(first, vec!["one", "two"]);
+    assert_eq!(running.names(), vec!["one", "two"]);
+
+    env.configmap("three", "a");
+    assert_eq!(next(&mut reconciled).await, "three");
+    assert_eq!(running.names(), vec!["one", "three", "two"]);
+    running.stop().await;
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn an_owned_child_change_reconciles_its_controller_owner() {
+    let env = Env::new().await;
+    let parent = env.configmap("parent", "a");
+    env.configmap("bystander", "a");
+    let (running, mut reconciled) = start(
+        Controller::<ConfigMap>::new("parents").owns::<Secret>(),
+        env.context(),
+        |_| Ok(Action::await_change()),
+    );
+    let mut first = vec![next(&mut reconciled).await, next(&mut reconciled).await];
+    first.sort();
+    assert_eq!(first, vec!["bystander", "parent"]);
+
+    let owner = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "parent",
+        "uid": parent["metadata"]["uid"], "controller": true});
+    env.create(json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"namespace": "default", "name": "child", "ownerReferences": [owner]}}));
+    assert_eq!(next(&mut reconciled).await, "parent");
+
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), "default");
+    let label = json!({"metadata": {"labels": {"changed": "yes"}}});
+    secrets
+        .patch("child", &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .unwrap();
+    assert_eq!(next(&mut reconciled).await, "parent");
+    secrets
+        .delete("child", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert_eq!(next(&mut reconciled).await, "parent");
+    running.stop().await;
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_watched_object_reconciles_what_its_mapper_names() {
+    let env = Env::new().await;
+    env.configmap("target", "a");
+    env.configmap("other", "a");
+    let controller = Controller::<ConfigMap>::new("mapped").watches(|secret: &Secret| {
+        let target = secret.labels().get("target").cloned();
+        target
+            .map(|name| ObjectRef::new(&name).within(&secret.namespace().unwrap_or_default()))
+            .into_iter()
+            .collect()
+    });
+    let (running, mut reconciled) =
+        start(controller, env.context(), |_| Ok(Action::await_change()));
+    let mut first = vec![next(&mut reconciled).await, next(&mut reconciled).await];
+    first.sort();
+    assert_eq!(first, vec!["other", "target"]);
+
+    env.create(json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"namespace": "default", "name": "pointer", "labels": {"target": "target"}}}));
+    assert_eq!(next(&mut reconciled).await, "target");
+    running.stop().await;
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn requeue_after_reconciles_the_object_again_without_any_change() {
+    let env = Env::new().await;
+    env.configmap("ticker", "a");
+    let runs = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&runs);
+    let (running, mut reconciled) = start(
+        Controller::<ConfigMap>::new("ticker"),
+        env.context(),
+        move |_| {
+            if counted.fetch_add(1, Ordering::SeqCst) < 2 {
+                Ok(Action::requeue(Duration::from_millis(20)))
+            } else {
+                Ok(Action::await_change())
+            }
+        },
+    );
+    for _ in 0..3 {
+        assert_eq!(next(&mut reconciled).await, "ticker");
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+    running.stop().await;
+    env.stop().await;
+}
+
+async fn next_failure(failures: &mut mpsc::UnboundedReceiver<(String, u32)>) -> (String, u32) {
+    tokio::time::timeout(GUARD, failures.recv())
+        .await
+        .expect("a failure within the guard")
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_failing_object_backs_off_per_object_while_other_objects_keep_flowing() {
+    let env = Env::new().await;
+    env.configmap("bad", "a");
+    let metrics = ControllerMetrics::new();
+    let failing = Arc::new(AtomicBool::new(true));
+    let (failures_tx, mut failures) = mpsc::unbounded_channel();
+    let (tx, mut reconciled) = mpsc::unbounded_channel();
+    let shutdown = CancellationToken::new();
+    let fail = Arc::clone(&failing);
+    let task = tokio::spawn(
+        Controller::<ConfigMap>::new("backoff")
+            .metrics(&metrics)
+            .run(
+                env.context(),
+                move |object: Arc<ConfigMap>, _ctx| {
+                    let fails = object.name_any() == "bad" && fail.load(Ordering::SeqCst);
+                    let _ = tx.send((object.name_any(), !fails));
+                    async move {
+                        if fails {
+                            Err(Failed(object.name_any()))
+                        } else {
+                            Ok(Action::await_change())
+                        }
+                    }
+                },
+                move |object: Arc<ConfigMap>, error: &Failed, ctx: Arc<Context>| {
+                    let _ = failures_tx.send((error.0.clone(), ctx.failures(object.as_ref())));
+                    default_error_policy(object, error, ctx)
+                },
+                shutdown.clone(),
+            ),
+    );
+    let mut succeeded = async |name: &str| loop {
+        let (reconciled, ok) = tokio::time::timeout(GUARD, reconciled.recv())
+            .await
+            .expect("a reconcile within the guard")
+            .unwrap();
+        if reconciled == name && ok {
+            return;
+        }
+    };
+
+    // The failures of one object count up, each retried after its backoff (5 ms, 10 ms, ...).
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let (name, n) = next_failure(&mut failures).await;
+        assert_eq!(name, "bad");
+        seen.push(n);
+    }
+    assert_eq!(seen, vec![1, 2, 3, 4]);
+
+    // With one worker and "bad" still failing, new objects are reconciled.
+    env.configmap("good-1", "a");
+    succeeded("good-1").await;
+    env.configmap("good-2", "a");
+    succeeded("good-2").await;
+
+    // Its next retry succeeds, which forgets its failures: the next one is the first again.
+    failing.store(false, Ordering::SeqCst);
+    succeeded("bad").await;
+    while failures.try_recv().is_ok() {}
+    failing.store(true, Ordering::SeqCst);
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    let touch = json!({"metadata": {"labels": {"touched": "yes"}}});
+    configmaps
+        .patch("bad", &PatchParams::default(), &Patch::Merge(&touch))
+        .await
+        .unwrap();
+    assert_eq!(next_failure(&mut failures).await, ("bad".to_string(), 1));
+
+    let series = metrics.controller("backoff", 1);
+    assert!(series.reconciles(ReconcileResult::Error) >= 5);
+    assert!(series.reconciles(ReconcileResult::Success) >= 3);
+    shutdown.cancel();
+    tokio::time::timeout(GUARD, task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_reload_that_narrows_the_selector_removes_objects_that_left_the_scope_from_the_store() {
+    let mut env = Env::new().await;
+    env.configmap("a-1", "a");
+    env.configmap("b-1", "b");
+    let select = |app: &str| {
+        options(&by_object(&format!(
+            "    - {{apiVersion: v1, kind: ConfigMap, labelSelector: 'app={app}'}}\n"
+        )))
+    };
+    env.reloader.apply(&select("a")).await.unwrap();
+    let (running, mut reconciled) = start(
+        Controller::<ConfigMap>::new("scoped"),
+        env.context(),
+        |_| Ok(Action::await_change()),
+    );
+    assert_eq!(next(&mut reconciled).await, "a-1");
+    assert_eq!(running.names(), vec!["a-1"]);
+
+    let change = env.reloader.apply(&select("b")).await.unwrap();
+    assert_eq!(change.stopped.len(), 1, "{change:?}");
+    // A change made after the reload is reconciled after everything the reload did.
+    env.configmap("b-2", "b");
+    until(&mut reconciled, "b-2").await;
+    assert_eq!(running.names(), vec!["b-1", "b-2"], "a-1 left the scope");
+    running.stop().await;
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_reload_that_adds_a_namespace_keeps_the_new_namespaces_objects_in_the_store() {
+    let mut env = Env::new().await;
+    for (ns, name) in [("team-a", "a-1"), ("team-b", "b-1")] {
+        env.create(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"namespace": ns, "name": name}}));
+    }
+    let namespaces = |list: &str| {
+        options(&by_object(&format!(
+            "    - {{apiVersion: v1, kind: Secret, namespaces: {list}}}\n"
+        )))
+    };
+    env.reloader
+        .apply(&namespaces("{team-a: {}}"))
+        .await
+        .unwrap();
+    let (running, mut reconciled) =
+        start(Controller::<Secret>::new("secrets"), env.context(), |_| {
+            Ok(Action::await_change())
+        });
+    assert_eq!(next(&mut reconciled).await, "a-1");
+
+    let change = env
+        .reloader
+        .apply(&namespaces("{team-a: {}, team-b: {}}"))
+        .await
+        .unwrap();
+    assert_eq!(change.summary(), "started 1 informer, stopped 0, kept 1");
+    env.create(json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"namespace": "team-a", "name": "a-2"}}));
+    until(&mut reconciled, "a-2").await;
+    assert_eq!(running.names(), vec!["a-1", "a-2", "b-1"]);
+    running.stop().await;
+    env.stop().await;
+}
+
+/// Keeps every Event the pipeline writes: reason → messages, and how many patches.
+#[derive(Clone, Default)]
+struct CaptureSink {
+    created: Arc<Mutex<BTreeMap<String, Vec<String>>>>,
+    patched: Arc<AtomicU32>,
+    writes: Option<mpsc::UnboundedSender<()>>,
+}
+
+impl Sink for CaptureSink {
+    async fn create(&self, event: &corev1::Event) -> Result<(), SinkError> {
+        self.created
+            .lock()
+            .unwrap()
+            .entry(event.reason.clone().unwrap_or_default())
+            .or_default()
+            .push(event.message.clone().unwrap_or_default());
+        if let Some(writes) = &self.writes {
+            let _ = writes.send(());
+        }
+        Ok(())
+    }
+
+    async fn patch(
+        &self,
+        _namespace: &str,
+        _name: &str,
+        _body: &serde_json::Value,
+    ) -> Result<(), SinkError> {
+        self.patched.fetch_add(1, Ordering::SeqCst);
+        if let Some(writes) = &self.writes {
+            let _ = writes.send(());
+        }
+        Ok(())
+    }
+}
+
+impl CaptureSink {
+    fn messages(&self, reason: &str) -> Vec<String> {
+        self.created
+            .lock()
+            .unwrap()
+            .get(reason)
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+/// A recorder pipeline writing to a [`CaptureSink`], with an observer counting what was
+/// recorded.
+struct Recording {
+    sink: CaptureSink,
+    writes: mpsc::UnboundedReceiver<()>,
+    observed: mpsc::Receiver<Arc<informant::recorder::Event>>,
+    fates: FateCounter,
+    recorder: Recorder,
+    shutdown: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl Recording {
+    fn start(component: &str) -> Self {
+        let (writes_tx, writes) = mpsc::unbounded_channel();
+        let sink = CaptureSink {
+            writes: Some(writes_tx),
+            ..CaptureSink::default()
+        };
+        let options = Options {
+            component: component.into(),
+            ..Options::default()
+        };
+        let mut pipeline = Pipeline::new(&options, sink.clone(), Arc::new(SystemClock));
+        let observed = pipeline.subscribe(1000);
+        let fates = pipeline.fates();
+        let recorder = pipeline.recorder();
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(pipeline.run(shutdown.clone()));
+        Self {
+            sink,
+            writes,
+            observed,
+            fates,
+            recorder,
+            shutdown,
+            task,
+        }
+    }
+
+    /// Waits until `n` events were written (created or patched).
+    async fn written(&mut self, n: u64) {
+        while self.fates.get(Fate::Created) + self.fates.get(Fate::Patched) < n {
+            tokio::time::timeout(GUARD, self.writes.recv())
+                .await
+                .expect("every event is written")
+                .unwrap();
+        }
+    }
+
+    /// Stops the pipeline once what was queued is written; returns how many events were
+    /// recorded.
+    async fn finish(mut self) -> (CaptureSink, FateCounter, u64) {
+        drop(self.recorder);
+        self.shutdown.cancel();
+        tokio::time::timeout(GUARD, self.task)
+            .await
+            .unwrap()
+            .unwrap();
+        let mut recorded = 0;
+        while self.observed.try_recv().is_ok() {
+            recorded += 1;
+        }
+        (self.sink, self.fates, recorded)
+    }
+}
+
+/// Runs the `CronJob` sample's controller; each finished reconcile is reported on the
+/// returned channel.
+fn start_cronjob_controller(
+    ctx: Context,
+    shutdown: &CancellationToken,
+) -> (
+    JoinHandle<informant::manager::controller::Result<()>>,
+    mpsc::UnboundedReceiver<()>,
+) {
+    let (done_tx, done) = mpsc::unbounded_channel();
+    let reconciler = Arc::new(Reconciler::new());
+    let task = tokio::spawn(Reconciler::controller().run(
+        ctx,
+        move |cronjob, ctx| {
+            let (reconciler, done) = (Arc::clone(&reconciler), done_tx.clone());
+            async move {
+                let result = reconciler.reconcile(cronjob, ctx).await;
+                let _ = done.send(());
+                result
+            }
+        },
+        default_error_policy,
+        shutdown.clone(),
+    ));
+    (task, done)
+}
+
+#[tokio::test]
+async fn the_cronjob_sample_records_each_completion_and_delete_once_and_keeps_the_history_limit() {
+    let env = Env::new().await;
+    env.create(json!({"apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"namespace": "default", "name": "hello"},
+        "spec": {"schedule": "* * * * *", "successfulJobsHistoryLimit": 2,
+            "jobTemplate": {"spec": {"template": {"spec": {
+                "restartPolicy": "OnFailure",
+                "containers": [{"name": "hello", "image": "busybox:1.28"}]}}}}}}));
+    let cronjobs: Api<CronJob> = Api::namespaced(env.client.clone(), "default");
+    let hello = cronjobs.get("hello").await.unwrap();
+    let mut recording = Recording::start(cronjob::NAME);
+    let shutdown = CancellationToken::new();
+    let (controller, mut done) =
+        start_cronjob_controller(env.context_with(recording.recorder.clone()), &shutdown);
+    tokio::time::timeout(GUARD, done.recv()).await.unwrap();
+
+    // Five runs: each completes the previous Job and creates the next.
+    let mut schedule = Schedule::new(env.client.clone(), recording.recorder.clone(), hello);
+    let mut names = Vec::new();
+    for _ in 0..5 {
+        names.push(schedule.tick().await.unwrap());
+    }
+    // Jobs 1-4 completed: four SawCompletedJob; with a limit of 2, jobs 1 and 2 deleted.
+    let expected = 5 + 4 + 2;
+    recording.written(expected).await;
+    let jobs: Api<Job> = Api::namespaced(env.client.clone(), "default");
+    let mut left: Vec<String> = jobs
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        names[2..].to_vec(),
+        "the two oldest completed jobs are gone"
+    );
+
+    // Reconciling again (the CronJob changed) records nothing new and deletes nothing.
+    for n in 0..2 {
+        let touch = json!({"metadata": {"labels": {"touched": n.to_string()}}});
+        cronjobs
+            .patch("hello", &PatchParams::default(), &Patch::Merge(&touch))
+            .await
+            .unwrap();
+        tokio::time::timeout(GUARD, done.recv()).await.unwrap();
+    }
+    shutdown.cancel();
+    tokio::time::timeout(GUARD, controller)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    drop(schedule);
+    let (sink, fates, recorded) = recording.finish().await;
+
+    let messages = |format: &dyn Fn(&String) -> String, jobs: &[String]| -> Vec<String> {
+        jobs.iter().map(format).collect()
+    };
+    assert_eq!(
+        sink.messages("SawCompletedJob"),
+        messages(
+            &|job| format!("Saw completed job: {job}, status: Complete"),
+            &names[..4]
+        )
+    );
+    assert_eq!(
+        sink.messages("SuccessfulDelete"),
+        messages(&|job| format!("Deleted job {job}"), &names[..2])
+    );
+    assert_eq!(
+        sink.messages("SuccessfulCreate"),
+        messages(&|job| format!("Created job {job}"), &names)
+    );
+    assert_eq!(
+        sink.patched.load(Ordering::SeqCst),
+        0,
+        "no event was repeated"
+    );
+    // Conservation: every recorded event ended in exactly one fate.
+    assert_eq!(recorded, expected);
+    assert_eq!(fates.total(), recorded);
+    assert_eq!(fates.get(Fate::Created), recorded);
+    env.stop().await;
+}
