@@ -10,7 +10,8 @@ use clap::Parser;
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     // Telemetry is best effort: a broken OTEL_* setting must not stop `validate` or `crd`.
-    let _telemetry = informant::telemetry::init(cli.log_level())
+    let tally = cli.fate_tally();
+    let _telemetry = informant::telemetry::init_with(cli.log_level(), tally.clone())
         .inspect_err(|e| {
             eprintln!(
                 "informant: telemetry disabled: {}",
@@ -25,5 +26,5 @@ fn main() -> ExitCode {
             return ExitCode::from(cli::exit::FAILURE);
         }
     };
-    ExitCode::from(runtime.block_on(cli.run()))
+    ExitCode::from(runtime.block_on(cli.run(tally)))
 }

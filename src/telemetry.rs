@@ -124,6 +124,20 @@ pub fn init_with(default_level: LevelFilter, tally: Option<FateTally>) -> Result
     Ok(Guard { provider })
 }
 
+/// Formats an error with its whole `source()` chain, joined with `: ` (`a: b: c`). Each
+/// error's `Display` covers only its own layer , so this is how a command shows
+/// the whole story.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        out.push_str(": ");
+        out.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    out
+}
+
 /// Counts the `event` spans the recorder closes, by reason and fate: the same trace an OTLP
 /// backend receives, tallied in process.
 #[derive(Clone, Debug, Default)]

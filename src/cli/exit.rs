@@ -159,19 +159,7 @@ pub fn cache_code(error: &cache::Error) -> u8 {
     }
 }
 
-/// Formats an error with its whole `source()` chain, joined with `: ` (`a: b: c`). Each
-/// error's `Display` covers only its own layer (STYLE.md §5), so this is how a command shows
-/// the whole story.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut out = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        out.push_str(": ");
-        out.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    out
-}
+pub use informant::telemetry::error_chain;
 
 #[cfg(test)]
 mod tests {

@@ -6,13 +6,16 @@
 mod apiserver;
 mod cache;
 mod crd;
+mod demo;
 pub mod exit;
 mod explain;
+mod run;
 mod signal;
 mod simulate;
 mod validate;
 
 use clap::{Parser, Subcommand};
+use informant::telemetry::FateTally;
 use kube::core::GroupVersionKind;
 use tokio_util::sync::CancellationToken;
 use tracing::level_filters::LevelFilter;
@@ -36,11 +39,11 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the manager (config from a file with hot reload, or a CacheConfig in the cluster).
-    Run(NotYet),
+    Run(run::Args),
     /// Serve the embedded Kubernetes API server on loopback.
     Apiserver(apiserver::Args),
     /// Embedded API server + manager + the CronJob story, on one machine, no cluster needed.
-    Demo(NotYet),
+    Demo(demo::Args),
     /// Print the cacheconfigs.informant.dev CRD as YAML.
     Crd,
     /// Check a cache config file: every error at once, with its field path.
@@ -53,20 +56,14 @@ enum Command {
     Simulate(simulate::Args),
 }
 
-/// Arguments of a subcommand that is not implemented yet.
-#[derive(clap::Args, Debug)]
-struct NotYet {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    rest: Vec<String>,
-}
-
 impl Cli {
     /// The log level when `RUST_LOG` is not set. One-shot commands log warnings only, so
-    /// their output is their answer; long-running ones (`apiserver`, `run`, `demo`) log their
-    /// lifecycle at info. Each `-v` raises the level by one.
+    /// their output is their answer, and so does `demo`, which tells its story on standard
+    /// output; the servers (`apiserver`, `run`) log their lifecycle at info. Each `-v` raises
+    /// the level by one.
     pub fn log_level(&self) -> LevelFilter {
         let base: u8 = match self.command {
-            Command::Run(_) | Command::Apiserver(_) | Command::Demo(_) => 1,
+            Command::Run(_) | Command::Apiserver(_) => 1,
             _ => 0,
         };
         match base.saturating_add(self.verbose) {
@@ -91,17 +88,20 @@ impl Cli {
         }
     }
 
+    /// The tally of event fates the telemetry should keep: only `demo` prints one.
+    pub fn fate_tally(&self) -> Option<FateTally> {
+        matches!(self.command, Command::Demo(_)).then(FateTally::default)
+    }
+
     /// Runs the subcommand and returns the process exit code. Long-running subcommands stop
     /// on SIGINT or SIGTERM.
-    pub async fn run(self) -> u8 {
+    pub async fn run(self, tally: Option<FateTally>) -> u8 {
         let name = self.name();
         let shutdown = CancellationToken::new();
         let signals = tokio::spawn(signal::cancel_on_signal(shutdown.clone()));
         let result = match self.command {
-            Command::Run(_) | Command::Demo(_) => Err(exit::Failure::message(
-                exit::SOFTWARE,
-                "not yet implemented",
-            )),
+            Command::Run(args) => run::run(args, shutdown).await,
+            Command::Demo(args) => demo::run(args, shutdown, tally.unwrap_or_default()).await,
             Command::Apiserver(args) => apiserver::run(args, shutdown).await,
             Command::Crd => crd::run(),
             Command::Validate(args) => validate::run(&args),

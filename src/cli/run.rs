@@ -1,0 +1,186 @@
+//! `informant run`: the manager, configured by flags or their `INFORMANT_*` environment
+//! variables, as an operator in a Deployment is.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use informant::config::{self, parse_duration};
+use informant::manager::{self, ConfigSource, Manager, http, leader};
+use tokio_util::sync::CancellationToken;
+
+use super::exit::{self, Failure};
+
+/// Where the manager's `ServiceAccount` namespace is mounted in a pod.
+const POD_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+/// The Lease's name when `--lease-name` is not given.
+pub const DEFAULT_LEASE_NAME: &str = "informant";
+
+// Reason: these doc comments are the `--help` text, where Markdown backticks would show as-is.
+#[allow(clippy::doc_markdown)]
+#[derive(clap::Args, Debug)]
+#[command(group = clap::ArgGroup::new("source").required(true))]
+pub struct Args {
+    /// CacheConfig YAML file, hot-reloaded on change (atomic renames and ConfigMap volume
+    /// updates included).
+    #[arg(long, value_name = "FILE", group = "source", env = "INFORMANT_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// CacheConfig resource NAMESPACE/NAME in the cluster, watched; absent means
+    /// controller-runtime's defaults until it is created.
+    #[arg(
+        long,
+        value_name = "NAMESPACE/NAME",
+        group = "source",
+        env = "INFORMANT_CACHE_CONFIG"
+    )]
+    pub cache_config: Option<String>,
+
+    /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the pod's service account).
+    #[arg(long, value_name = "PATH", env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Address of /metrics and /debug/* ("0" disables; ":8080" is every interface).
+    // controller-runtime pkg/metrics/server/server.go DefaultBindAddress.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = ":8080",
+        env = "INFORMANT_METRICS_ADDR"
+    )]
+    pub metrics_addr: String,
+
+    /// Address of /healthz and /readyz ("0" disables).
+    // kubebuilder's scaffold, --health-probe-bind-address=:8081.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = ":8081",
+        env = "INFORMANT_HEALTH_ADDR"
+    )]
+    pub health_addr: String,
+
+    /// Campaign for a Lease; only the leader runs controllers and writes status (caches warm
+    /// on every replica).
+    #[arg(long, env = "INFORMANT_LEADER_ELECT")]
+    pub leader_elect: bool,
+
+    /// Name of the Lease every replica campaigns for.
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_LEASE_NAME, env = "INFORMANT_LEASE_NAME")]
+    pub lease_name: String,
+
+    /// Namespace of the Lease (default: the pod's namespace, else the CacheConfig's, else
+    /// "default").
+    #[arg(long, value_name = "NAMESPACE", env = "INFORMANT_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+
+    /// How long stopping may take (Go duration: 30s, 1m30s).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration, env = "INFORMANT_SHUTDOWN_GRACE")]
+    pub shutdown_grace: Duration,
+
+    /// How long a reload waits for new byObject informers to sync before serving anyway.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = duration, env = "INFORMANT_CACHE_SYNC_TIMEOUT")]
+    pub cache_sync_timeout: Duration,
+
+    /// How long a burst of config file changes is folded into one reload.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration, env = "INFORMANT_DEBOUNCE")]
+    pub debounce: Duration,
+}
+
+fn duration(input: &str) -> Result<Duration, String> {
+    parse_duration(input).map_err(|e| e.to_string())
+}
+
+impl Args {
+    /// The manager's options from the flags.
+    ///
+    /// # Errors
+    /// A usage failure (64) for a malformed address or `NAMESPACE/NAME`.
+    pub fn options(&self) -> exit::Result<manager::Options> {
+        let usage = |flag: &str, e: &dyn std::fmt::Display| {
+            Failure::message(exit::USAGE, format!("invalid {flag}: {e}"))
+        };
+        let source = match (&self.config, &self.cache_config) {
+            (Some(path), _) => ConfigSource::File(path.clone()),
+            (None, Some(reference)) => {
+                let Some((namespace, name)) = reference.split_once('/') else {
+                    return Err(usage(
+                        "--cache-config",
+                        &format!("{reference:?} is not NAMESPACE/NAME"),
+                    ));
+                };
+                if namespace.is_empty() || name.is_empty() || name.contains('/') {
+                    return Err(usage(
+                        "--cache-config",
+                        &format!("{reference:?} is not NAMESPACE/NAME"),
+                    ));
+                }
+                ConfigSource::Resource {
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                }
+            }
+            (None, None) => {
+                return Err(Failure::message(
+                    exit::USAGE,
+                    "one of --config FILE or --cache-config NAMESPACE/NAME is required",
+                ));
+            }
+        };
+        let metrics_addr = http::parse_bind_address(&self.metrics_addr)
+            .map_err(|e| usage("--metrics-addr", &e))?;
+        let health_addr =
+            http::parse_bind_address(&self.health_addr).map_err(|e| usage("--health-addr", &e))?;
+        let leader_election = self.leader_elect.then(|| {
+            let namespace = self
+                .lease_namespace
+                .clone()
+                .or_else(pod_namespace)
+                .or_else(|| match &source {
+                    ConfigSource::Resource { namespace, .. } => Some(namespace.clone()),
+                    ConfigSource::File(_) => None,
+                })
+                .unwrap_or_else(|| "default".to_string());
+            leader::Options::new(&self.lease_name, namespace)
+        });
+        Ok(manager::Options {
+            source,
+            metrics_addr,
+            health_addr,
+            leader_election,
+            shutdown_grace: self.shutdown_grace,
+            cache_sync_timeout: self.cache_sync_timeout,
+            debounce: self.debounce,
+        })
+    }
+}
+
+/// The namespace of the pod this runs in, when it runs in one.
+fn pod_namespace() -> Option<String> {
+    std::fs::read_to_string(POD_NAMESPACE_FILE)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// The exit code and message of a manager error.
+pub fn failure(error: &manager::Error) -> Failure {
+    let code = match error {
+        manager::Error::ConfigFile(config::watch::Error::Load { source, .. }) => match source {
+            config::Error::Read { .. } => exit::NO_INPUT,
+            _ => exit::USAGE,
+        },
+        manager::Error::Http(_) => exit::UNAVAILABLE,
+        _ => exit::FAILURE,
+    };
+    Failure::new(code, error)
+}
+
+pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result<()> {
+    let options = args.options()?;
+    let client = super::cache::client(args.kubeconfig.as_ref()).await?;
+    let manager = Manager::new(client, options)
+        .await
+        .map_err(|e| failure(&e))?;
+    manager.run(shutdown).await.map_err(|e| failure(&e))
+}
