@@ -87,14 +87,15 @@ fn eager_kinds(plan: &Plan) -> Vec<GroupVersionKind> {
 
 impl CacheReloader {
     /// A reloader whose informers list and watch through `context` (its pool and resolver
-    /// are shared by every tree) and run on `tracker` until `shutdown`. It serves an empty
-    /// tree of controller-runtime's defaults until the first [`CacheReloader::apply`].
+    /// are shared by every tree) and run on `tracker` until `shutdown`. Until the first
+    /// [`CacheReloader::apply`] it serves a tree that is not started: reads fail with
+    /// [`crate::cache::Error::NotStarted`].
     #[must_use]
     pub fn new(context: Context, tracker: TaskTracker, shutdown: CancellationToken) -> Self {
-        context.pool.start(&tracker, &shutdown);
+        // Not started: until the first apply, reads fail with `NotStarted`, as
+        // controller-runtime's reads before the cache starts do.
         let empty = Plan::new(&Options::default())
             .map_or_else(|_| unreachable_default(), |plan| plan.instantiate(&context));
-        empty.start(&tracker, &shutdown);
         Self {
             shared: Arc::new(SharedCache::new(empty)),
             context,

@@ -50,10 +50,13 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Why the eager informers are not all synced, or `None` when they are: every informer of
-    /// an eager kind synced (and each eager kind has one).
+    /// Why the eager informers are not all synced, or `None` when they are: the first config's
+    /// tree is serving, every informer of an eager kind synced (and each eager kind has one).
     #[must_use]
     pub fn unready_informers(&self) -> Option<String> {
+        if self.last_reload.is_none() {
+            return Some("the cache tree of the first config is not serving yet".into());
+        }
         let mut problems = Vec::new();
         for gvk in &self.eager {
             let api_version = gvk.api_version();
