@@ -147,18 +147,25 @@ fn crd_prints_the_committed_crd() {
 }
 
 #[test]
-/// Remove a subcommand from this list in the commit that implements it.
-fn unimplemented_subcommands_say_so_and_exit_70() {
-    for sub in ["run", "demo"] {
-        let out = informant(&[sub]);
-        assert_eq!(out.status.code(), Some(70), "{sub}");
-        assert_eq!(
-            text(&out.stderr),
-            format!("informant {sub}: not yet implemented\n"),
-            "{sub}"
-        );
-        assert!(out.stdout.is_empty(), "{sub}");
-    }
+fn run_reports_a_bad_config_file_before_touching_a_cluster() {
+    let missing = informant(&["run", "--config", "/nonexistent/informant.yaml"]);
+    assert_eq!(missing.status.code(), Some(66), "{}", text(&missing.stderr));
+    let invalid = informant(&[
+        "run",
+        "--config",
+        "config/samples/invalid/typos-and-bad-values.yaml",
+    ]);
+    assert_eq!(invalid.status.code(), Some(64), "{}", text(&invalid.stderr));
+    assert!(
+        text(&invalid.stderr).contains("spec."),
+        "{}",
+        text(&invalid.stderr)
+    );
+    let reference = informant(&["run", "--cache-config", "no-slash"]);
+    assert_eq!(reference.status.code(), Some(64));
+    assert!(text(&reference.stderr).contains("NAMESPACE/NAME"));
+    let no_source = informant(&["run"]);
+    assert_eq!(no_source.status.code(), Some(2), "clap's usage error");
 }
 
 /// The README's example of an invalid config: the arguments of its `$ informant validate ...`

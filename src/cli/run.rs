@@ -37,7 +37,7 @@ pub struct Args {
     pub cache_config: Option<String>,
 
     /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the pod's service account).
-    #[arg(long, value_name = "PATH", env = "KUBECONFIG")]
+    #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
 
     /// Address of /metrics and /debug/* ("0" disables; ":8080" is every interface).
@@ -178,6 +178,10 @@ pub fn failure(error: &manager::Error) -> Failure {
 
 pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result<()> {
     let options = args.options()?;
+    if let ConfigSource::File(path) = &options.source {
+        // A bad file is the user's first mistake to hear about, before any cluster problem.
+        config::load(path)?;
+    }
     let client = super::cache::client(args.kubeconfig.as_ref()).await?;
     let manager = Manager::new(client, options)
         .await
