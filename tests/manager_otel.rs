@@ -49,7 +49,7 @@ async fn config_reload_reconcile_and_event_spans_are_exported() {
         ..Options::new(ConfigSource::File(path.clone()))
     };
     let mut manager = Manager::new(client, options).await.unwrap();
-    let (reconciled, mut reconciles) = tokio::sync::mpsc::unbounded_channel();
+    let (sender, mut reconciles) = tokio::sync::mpsc::unbounded_channel();
     let ctx = Context::new(
         manager.cache(),
         manager.pool(),
@@ -61,9 +61,9 @@ async fn config_reload_reconcile_and_event_spans_are_exported() {
             .run(
                 ctx,
                 move |cm, _ctx| {
-                    let reconciled = reconciled.clone();
+                    let sender = sender.clone();
                     async move {
-                        let _ = reconciled.send(cm.metadata.name.clone());
+                        let _ = sender.send(cm.metadata.name.clone());
                         Ok::<_, std::io::Error>(Action::await_change())
                     }
                 },
