@@ -129,3 +129,237 @@ impl<S: Sink> Pipeline<S> {
         tokio::join!(broadcaster.run(shutdown.clone()), worker.run(shutdown));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+
+    use k8s_openapi::api::core::v1 as corev1;
+
+    use super::*;
+    use crate::recorder::clock::{ManualClock, Time};
+    use crate::recorder::event::{EventType, ObjectRef};
+    use crate::recorder::fate::Fate;
+    use crate::recorder::options::CorrelatorOptions;
+    use crate::recorder::sink::SinkError;
+
+    /// Refuses a second create of a name with 409, as the API server does; remembers the
+    /// component of each Event created.
+    #[derive(Clone, Default)]
+    struct UniqueNameSink {
+        names: Arc<Mutex<HashSet<String>>>,
+        components: Arc<Mutex<Vec<String>>>,
+    }
+
+    impl Sink for UniqueNameSink {
+        async fn create(&self, event: &corev1::Event) -> Result<(), SinkError> {
+            let name = event.metadata.name.clone().unwrap_or_default();
+            if !self.names.lock().unwrap().insert(name.clone()) {
+                return Err(SinkError::Rejected {
+                    code: 409,
+                    message: format!("events \"{name}\" already exists"),
+                });
+            }
+            let source = event.source.clone().unwrap_or_default();
+            self.components
+                .lock()
+                .unwrap()
+                .push(source.component.unwrap_or_default());
+            Ok(())
+        }
+        async fn patch(
+            &self,
+            _namespace: &str,
+            name: &str,
+            _body: &serde_json::Value,
+        ) -> Result<(), SinkError> {
+            if self.names.lock().unwrap().contains(name) {
+                Ok(())
+            } else {
+                Err(SinkError::NotFound)
+            }
+        }
+    }
+
+    fn clock() -> Arc<ManualClock> {
+        Arc::new(ManualClock::new(Time::from_unix_nanos(
+            1_700_000_000_000_000_000,
+        )))
+    }
+
+    fn hello() -> Arc<ObjectRef> {
+        Arc::new(ObjectRef::new(
+            "batch/v1", "CronJob", "default", "hello", "u",
+        ))
+    }
+
+    #[tokio::test]
+    async fn two_events_on_one_object_in_one_instant_are_both_created_despite_409_on_duplicates() {
+        let sink = UniqueNameSink::default();
+        let p = Pipeline::new(&Options::default(), sink.clone(), clock());
+        let rec = p.recorder();
+        let fates = p.fates();
+        rec.record(
+            &hello(),
+            EventType::Normal,
+            "SawCompletedJob",
+            "saw hello-4",
+        );
+        rec.record(
+            &hello(),
+            EventType::Normal,
+            "SuccessfulDelete",
+            "deleted hello-1",
+        );
+        drop(rec);
+        p.run(CancellationToken::new()).await;
+        assert_eq!(fates.get(Fate::Created), 2);
+        assert_eq!(fates.get(Fate::Rejected), 0);
+        let mut names: Vec<_> = sink.names.lock().unwrap().iter().cloned().collect();
+        names.sort();
+        assert_eq!(names, ["hello.17979cfe362a0000", "hello.17979cfe362a0001"]);
+    }
+
+    #[tokio::test]
+    async fn two_events_on_one_object_in_one_instant_are_both_created_on_the_api_server() {
+        use kube::api::{Api, ListParams};
+        let server = crate::apiserver::TestServer::start().await.unwrap();
+        let client = server.client().await.unwrap();
+        let p = Pipeline::new(
+            &Options::default(),
+            crate::recorder::KubeSink::new(client.clone()),
+            clock(),
+        );
+        let rec = p.recorder();
+        let fates = p.fates();
+        rec.record(
+            &hello(),
+            EventType::Normal,
+            "SawCompletedJob",
+            "saw hello-4",
+        );
+        rec.record(
+            &hello(),
+            EventType::Normal,
+            "SuccessfulDelete",
+            "deleted hello-1",
+        );
+        drop(rec);
+        tokio::time::timeout(Duration::from_secs(10), p.run(CancellationToken::new()))
+            .await
+            .expect("pipeline did not finish");
+        assert_eq!(fates.get(Fate::Created), 2, "{:?}", fates.snapshot());
+        let events = Api::<corev1::Event>::namespaced(client, "default")
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
+        let mut reasons: Vec<_> = events
+            .iter()
+            .map(|e| (e.metadata.name.clone().unwrap(), e.reason.clone().unwrap()))
+            .collect();
+        reasons.sort();
+        assert_eq!(
+            reasons,
+            [
+                (
+                    "hello.17979cfe362a0000".to_owned(),
+                    "SawCompletedJob".to_owned()
+                ),
+                (
+                    "hello.17979cfe362a0001".to_owned(),
+                    "SuccessfulDelete".to_owned()
+                ),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_reload_before_run_applies_to_the_events_recorded_after_it_only() {
+        let sink = UniqueNameSink::default();
+        let clock = clock();
+        let old = Options {
+            component: "old".into(),
+            ..Options::default()
+        };
+        let p = Pipeline::new(&old, sink.clone(), clock.clone());
+        let rec = p.recorder();
+        let fates = p.fates();
+        let pod = |n: u32| Arc::new(ObjectRef::new("v1", "Pod", "ns", &format!("p{n}"), "u"));
+        for n in 0..3 {
+            rec.record(&pod(n), EventType::Normal, "R", "m");
+        }
+        let new = Options {
+            component: "new".into(),
+            correlator: CorrelatorOptions {
+                burst: 1,
+                ..CorrelatorOptions::default()
+            },
+            ..Options::default()
+        };
+        let changes = p.reloader().reload(&new);
+        assert_eq!(changes.to_string(), "component old→new, burst 25→1");
+        assert_eq!(p.reloader().options(), new);
+        // The same handle, not fetched again: a new component and a bucket of one.
+        for _ in 0..3 {
+            rec.record(&pod(9), EventType::Normal, "R", "m");
+        }
+        drop(rec);
+        p.run(CancellationToken::new()).await;
+        assert_eq!(
+            *sink.components.lock().unwrap(),
+            ["old", "old", "old", "new"]
+        );
+        assert_eq!(fates.get(Fate::Created), 4);
+        assert_eq!(fates.get(Fate::SpamFiltered), 2);
+        assert_eq!(fates.total(), 6);
+    }
+
+    #[tokio::test]
+    async fn metrics_show_sink_latency_cache_sizes_and_queue_lengths() {
+        let opts = Options {
+            incoming_queue_length: 7,
+            watcher_queue_length: 9,
+            ..Options::default()
+        };
+        let p = Pipeline::new(&opts, UniqueNameSink::default(), clock());
+        let mut registry = Registry::default();
+        p.register(&mut registry);
+        let rec = p.recorder();
+        for _ in 0..3 {
+            rec.record(&hello(), EventType::Warning, "BackOff", "restarting");
+        }
+        rec.record(&hello(), EventType::Warning, "BackOff", "pulling");
+        rec.record(&hello(), EventType::Normal, "Started", "started");
+        let reloader = p.reloader();
+        drop(rec);
+        p.run(CancellationToken::new()).await;
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            "informant_events_total{fate=\"created\"} 3",
+            "informant_events_total{fate=\"patched\"} 2",
+            "informant_event_sink_request_duration_seconds_count{verb=\"create\"} 3",
+            "informant_event_sink_request_duration_seconds_count{verb=\"patch\"} 2",
+            "informant_event_sink_request_duration_seconds_bucket{le=\"0.005\",verb=\"create\"}",
+            "informant_event_correlator_cache_entries{cache=\"aggregator\"} 2",
+            "informant_event_correlator_cache_entries{cache=\"logger\"} 3",
+            "informant_event_correlator_cache_entries{cache=\"spam\"} 2",
+            "informant_event_queue_length{queue=\"incoming\"} 7",
+            "informant_event_queue_length{queue=\"watcher\"} 9",
+            "informant_event_queue_depth{queue=\"incoming\"} 0",
+            "informant_event_queue_depth{queue=\"watcher\"} 0",
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+        // A reload shows at once in the configured length of the incoming queue.
+        reloader.reload(&Options {
+            incoming_queue_length: 70,
+            ..opts
+        });
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(text.contains("informant_event_queue_length{queue=\"incoming\"} 70"));
+    }
+}
