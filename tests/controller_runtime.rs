@@ -66,8 +66,14 @@ impl Env {
         };
         let tracker = TaskTracker::new();
         let shutdown = CancellationToken::new();
-        let reloader =
+        let mut reloader =
             CacheReloader::new(context, tracker.clone(), shutdown.clone()).with_sync_timeout(GUARD);
+        // controller-runtime's defaults, as the manager applies its first config before
+        // anything reads.
+        reloader
+            .apply(&informant::cache::Options::default())
+            .await
+            .unwrap();
         Self {
             server,
             client,
