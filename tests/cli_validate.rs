@@ -1,5 +1,5 @@
-//! The `informant` binary: `validate` and `crd` exit codes and output, and the stubs of the
-//! subcommands that do not exist yet. The invalid samples in `config/samples/invalid/` fail
+//! The `informant` binary: `validate` and `crd` exit codes and output, `run`'s errors before
+//! it touches a cluster, and `demo`'s story. The invalid samples in `config/samples/invalid/` fail
 //! with exit 64, and the README's validation example (command and output) is exactly what the
 //! binary prints, so the README and the binary cannot drift apart.
 
@@ -248,4 +248,38 @@ fn every_invalid_sample_fails_validation_with_exit_64_and_a_field_path() {
             path.display()
         );
     }
+}
+
+#[test]
+fn the_demo_tells_the_story_the_readme_promises() {
+    // Fewer, faster runs than the README's; the same story.
+    let out = informant(&["demo", "--runs", "15", "--every", "100ms"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    for expected in [
+        "ByKindCache (root)",
+        "reloaded: started 2 informers, stopped 0, kept 2; recorder: spamKeyFields",
+        "SawCompletedJob",
+        "SuccessfulCreate",
+        "SuccessfulDelete",
+        "filtered",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+    // 15 runs of 3 reasons drain the shared bucket of 25: some events were filtered before
+    // the edit (the "filtered" column of the reasons is not all zeros).
+    let filtered_before: u64 = stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("Su") || l.trim_start().starts_with("Saw"))
+        .map(|l| l.split_whitespace().nth(2).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert!(filtered_before > 0, "{stdout}");
 }
