@@ -7,6 +7,8 @@
 //! Durations are short (lease 1s, renew deadline 600ms, retry 100ms); every wait is a watch or
 //! broadcast channel, or a task, awaited under a timeout. Nothing sleeps.
 
+mod support;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -17,7 +19,6 @@ use informant::config::{CacheConfig, CacheConfigSpec};
 use informant::manager::leader;
 use informant::manager::{ConfigSource, Error, Manager, Options, Reload};
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::config::KubeConfigOptions;
@@ -39,12 +40,7 @@ const SLACK: Duration = Duration::from_secs(3);
 async fn server() -> (TestServer, Client) {
     let server = TestServer::start().await.unwrap();
     let client = server.client().await.unwrap();
-    let crd: CustomResourceDefinition =
-        serde_yaml::from_str(&informant::config::crd_yaml().unwrap()).unwrap();
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
+    support::install_cacheconfig_crd(&client).await;
     let spec: CacheConfigSpec = serde_json::from_value(json!({
         "syncPeriod": "1h",
         "byObject": [{"apiVersion": "v1", "kind": "ConfigMap"}],
@@ -120,7 +116,8 @@ async fn start(server: &TestServer, identity: &'static str) -> Running {
     };
     let manager = Manager::new(client, options).await.unwrap();
     let shutdown = CancellationToken::new();
-    Running {
+    let state = manager.state();
+    let running = Running {
         identity,
         leader: manager.is_leader(),
         status_patches,
@@ -128,7 +125,11 @@ async fn start(server: &TestServer, identity: &'static str) -> Running {
         cache: manager.cache(),
         task: tokio::spawn(manager.run(shutdown.clone())),
         shutdown,
-    }
+    };
+    timeout(WAIT, state.serving())
+        .await
+        .expect("the first tree serves");
+    running
 }
 
 impl Running {

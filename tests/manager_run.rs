@@ -3,6 +3,8 @@
 //! `ConfigReloaded` / `InvalidConfig` Events, `/readyz`, the status of a `CacheConfig`
 //! resource, and graceful shutdown accounting for every recorded event.
 
+mod support;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -15,7 +17,6 @@ use informant::config::{CacheConfig, CacheConfigSpec};
 use informant::manager::{ConfigSource, Manager, Options, Reload};
 use informant::recorder::Fate;
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -279,12 +280,7 @@ async fn a_configmap_volume_symlink_swap_reloads() {
 #[tokio::test]
 async fn a_cacheconfig_resource_gets_its_status_and_an_invalid_edit_sets_valid_false() {
     let (_server, client) = seeded_server().await;
-    let crd: CustomResourceDefinition =
-        serde_yaml::from_str(&informant::config::crd_yaml().unwrap()).unwrap();
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
+    support::install_cacheconfig_crd(&client).await;
     let configs = Api::<CacheConfig>::namespaced(client.clone(), "default");
     let spec: CacheConfigSpec =
         serde_yaml::from_str("byObject: [{apiVersion: v1, kind: ConfigMap, labelSelector: app=a}]")

@@ -4,6 +4,8 @@
 //! Every wait is a channel receipt under a 10 s timeout; nothing sleeps to synchronise. That a
 //! write produced no outcome is shown by the next write's outcome arriving first.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +13,6 @@ use informant::apiserver::{TestServer, Verb};
 use informant::config::watch::ReloadOutcome;
 use informant::config::{CacheConfig, CacheConfigSpec, Validated};
 use informant::manager::source::{Error, Observed, ResourceWatcher};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -28,12 +29,7 @@ const NAME: &str = "config";
 async fn server() -> (TestServer, Client) {
     let server = TestServer::start().await.unwrap();
     let client = server.client().await.unwrap();
-    let crd: CustomResourceDefinition =
-        serde_yaml::from_str(&informant::config::crd_yaml().unwrap()).unwrap();
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
+    support::install_cacheconfig_crd(&client).await;
     (server, client)
 }
 

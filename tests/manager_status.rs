@@ -2,13 +2,14 @@
 //! `desired`, written by `StatusWriter` with server-side apply to the status subresource, shown
 //! by `kubectl get` (the CRD's printer columns).
 
+mod support;
+
 use informant::apiserver::{TestServer, Verb};
 use informant::cache::InformerStatus;
 use informant::config::{CacheConfig, CacheConfigSpec, CacheConfigStatus};
 use informant::manager::status::{
     DEFAULT_FIELD_MANAGER, Readiness, StatusInput, StatusWriter, Validity, desired,
 };
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -21,12 +22,7 @@ const NAME: &str = "config";
 async fn server() -> (TestServer, Client) {
     let server = TestServer::start().await.unwrap();
     let client = server.client().await.unwrap();
-    let crd: CustomResourceDefinition =
-        serde_yaml::from_str(&informant::config::crd_yaml().unwrap()).unwrap();
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
+    support::install_cacheconfig_crd(&client).await;
     let spec = CacheConfigSpec {
         sync_period: Some("1h".into()),
         ..CacheConfigSpec::default()

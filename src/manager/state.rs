@@ -136,6 +136,22 @@ impl State {
         self.update(|s| s.invalid.clear());
     }
 
+    /// Waits until the first config's tree serves; reads before it fail with `NotStarted`.
+    pub async fn serving(&self) {
+        let mut changes = self.subscribe();
+        loop {
+            let serving = self
+                .inner
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .last_reload
+                .is_some();
+            if serving || changes.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
     /// A receiver that changes on every update (the status writer's nudge).
     #[must_use]
     pub fn subscribe(&self) -> watch::Receiver<u64> {
