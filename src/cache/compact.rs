@@ -8,12 +8,17 @@
 //! With `unsafeDisableDeepCopy` the informer keeps parsed objects instead (reads share them).
 
 use std::borrow::Cow;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use kube::{
     api::TypeMeta,
     core::{ApiResource, DynamicObject},
     runtime::reflector::Lookup,
+};
+use serde::de::{
+    self, DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor,
+    value::{BorrowedStrDeserializer, StringDeserializer},
 };
 
 /// One cached object: name, namespace and labels (what the store key, namespace filters and
@@ -73,6 +78,30 @@ impl CompactObject {
         })
     }
 
+    /// Decodes a fresh `K` in one pass, with `types` as its `apiVersion` and `kind`: the
+    /// stored metadata and fields are handed to `K`'s `Deserialize` as one JSON object, without
+    /// building a `DynamicObject` first.
+    ///
+    /// # Errors
+    /// The object does not fit `K` (or, a bug, the stored bytes are not valid JSON).
+    pub fn decode_as<K: DeserializeOwned>(&self, types: &TypeMeta) -> Result<K, serde_json::Error> {
+        let (metadata, data) = self.body.split_at(self.metadata_len as usize);
+        K::deserialize(Parts {
+            types: Some(types),
+            metadata,
+            data,
+        })
+    }
+
+    /// The object's fields other than `metadata`, `apiVersion` and `kind`, parsed (what a
+    /// field selector on another path than name and namespace is evaluated on).
+    ///
+    /// # Errors
+    /// The stored bytes are not valid JSON (a bug).
+    pub fn data(&self) -> Result<serde_json::Value, serde_json::Error> {
+        serde_json::from_slice(&self.body[self.metadata_len as usize..])
+    }
+
     /// `metadata.name`.
     #[must_use]
     pub fn name(&self) -> &str {
@@ -99,6 +128,237 @@ impl CompactObject {
     #[must_use]
     pub fn body_len(&self) -> usize {
         self.body.len()
+    }
+}
+
+/// Converts a parsed object into `K` as [`CompactObject::decode_as`] decodes a stored one, with
+/// `types` as its `apiVersion` and `kind` (`obj.types` when `None`).
+///
+/// # Errors
+/// The object does not fit `K`.
+pub fn convert_as<K: DeserializeOwned>(
+    obj: &DynamicObject,
+    types: Option<&TypeMeta>,
+) -> Result<K, serde_json::Error> {
+    let metadata = serde_json::to_vec(&obj.metadata)?;
+    let data = serde_json::to_vec(&obj.data)?;
+    K::deserialize(Parts {
+        types: types.or(obj.types.as_ref()),
+        metadata: &metadata,
+        data: &data,
+    })
+}
+
+/// A stored object seen as the one JSON object it was:
+/// `{"apiVersion": .., "kind": .., "metadata": <metadata>, <the fields of data>}`. Each part
+/// is read by `serde_json` straight into the target type's fields. Like the JSON of a
+/// `DynamicObject`, `metadata` and (when `types` is set) `apiVersion` and `kind` win over keys
+/// of the same name in `data`.
+struct Parts<'de> {
+    types: Option<&'de TypeMeta>,
+    metadata: &'de [u8],
+    data: &'de [u8],
+}
+
+impl<'de> Deserializer<'de> for Parts<'de> {
+    type Error = serde_json::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        let mut data = serde_json::Deserializer::from_slice(self.data);
+        let value = data.deserialize_any(DataVisitor {
+            types: self.types,
+            metadata: self.metadata,
+            visitor,
+        })?;
+        data.end()?;
+        Ok(value)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map struct enum identifier
+        ignored_any
+    }
+}
+
+/// Reads the `data` document: an object (or `null`, no fields) whose entries follow the
+/// `apiVersion`, `kind` and `metadata` entries handed to the target's visitor.
+struct DataVisitor<'de, V> {
+    types: Option<&'de TypeMeta>,
+    metadata: &'de [u8],
+    visitor: V,
+}
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for DataVisitor<'de, V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the fields of an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, data: A) -> Result<Self::Value, A::Error> {
+        self.visitor.visit_map(Entries {
+            types: self.types,
+            metadata: self.metadata,
+            next: Next::ApiVersion,
+            value: Pending::None,
+            data,
+        })
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        self.visitor.visit_map(Entries {
+            types: self.types,
+            metadata: self.metadata,
+            next: Next::ApiVersion,
+            value: Pending::None,
+            data: NoEntries(PhantomData),
+        })
+    }
+}
+
+/// The entry [`Entries`] hands out next.
+#[derive(Clone, Copy)]
+enum Next {
+    ApiVersion,
+    Kind,
+    Metadata,
+    Data,
+}
+
+/// The value of the key [`Entries`] handed out last.
+enum Pending<'de> {
+    None,
+    Str(&'de str),
+    Metadata,
+    Data,
+}
+
+/// The entries of the whole object: `apiVersion`, `kind`, `metadata`, then `data`'s.
+struct Entries<'de, A> {
+    types: Option<&'de TypeMeta>,
+    metadata: &'de [u8],
+    next: Next,
+    value: Pending<'de>,
+    data: A,
+}
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for Entries<'de, A> {
+    type Error = A::Error;
+
+    fn next_key_seed<S: DeserializeSeed<'de>>(
+        &mut self,
+        seed: S,
+    ) -> Result<Option<S::Value>, Self::Error> {
+        loop {
+            let (key, value) = match (self.next, self.types) {
+                (Next::ApiVersion, types) => {
+                    self.next = Next::Kind;
+                    match types {
+                        Some(t) => ("apiVersion", Pending::Str(&t.api_version)),
+                        None => continue,
+                    }
+                }
+                (Next::Kind, types) => {
+                    self.next = Next::Metadata;
+                    match types {
+                        Some(t) => ("kind", Pending::Str(&t.kind)),
+                        None => continue,
+                    }
+                }
+                (Next::Metadata, _) => {
+                    self.next = Next::Data;
+                    ("metadata", Pending::Metadata)
+                }
+                (Next::Data, types) => {
+                    let Some(key) = self.data.next_key_seed(KeyName)? else {
+                        return Ok(None);
+                    };
+                    let replaced = match &*key {
+                        "metadata" => true,
+                        "apiVersion" | "kind" => types.is_some(),
+                        _ => false,
+                    };
+                    if replaced {
+                        self.data.next_value::<IgnoredAny>()?;
+                        continue;
+                    }
+                    self.value = Pending::Data;
+                    return match key {
+                        Cow::Borrowed(key) => seed.deserialize(BorrowedStrDeserializer::new(key)),
+                        Cow::Owned(key) => seed.deserialize(StringDeserializer::new(key)),
+                    }
+                    .map(Some);
+                }
+            };
+            self.value = value;
+            return seed
+                .deserialize(BorrowedStrDeserializer::new(key))
+                .map(Some);
+        }
+    }
+
+    fn next_value_seed<S: DeserializeSeed<'de>>(
+        &mut self,
+        seed: S,
+    ) -> Result<S::Value, Self::Error> {
+        match std::mem::replace(&mut self.value, Pending::None) {
+            Pending::Str(value) => seed.deserialize(BorrowedStrDeserializer::new(value)),
+            Pending::Metadata => {
+                let mut metadata = serde_json::Deserializer::from_slice(self.metadata);
+                seed.deserialize(&mut metadata)
+                    .and_then(|value| metadata.end().map(|()| value))
+                    .map_err(de::Error::custom)
+            }
+            Pending::Data => self.data.next_value_seed(seed),
+            Pending::None => Err(de::Error::custom("value requested before its key")),
+        }
+    }
+}
+
+/// Reads a key of `data`, borrowed from the JSON when it has no escapes.
+struct KeyName;
+
+impl<'de> DeserializeSeed<'de> for KeyName {
+    type Value = Cow<'de, str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeyName {
+    type Value = Cow<'de, str>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a field name")
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(v))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v.to_string()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v))
+    }
+}
+
+/// The entries of a `null` `data`: none.
+struct NoEntries<E>(PhantomData<E>);
+
+impl<'de, E: de::Error> MapAccess<'de> for NoEntries<E> {
+    type Error = E;
+
+    fn next_key_seed<S: DeserializeSeed<'de>>(&mut self, _: S) -> Result<Option<S::Value>, E> {
+        Ok(None)
+    }
+
+    fn next_value_seed<S: DeserializeSeed<'de>>(&mut self, _: S) -> Result<S::Value, E> {
+        Err(de::Error::custom("no fields"))
     }
 }
 
@@ -176,6 +436,54 @@ mod tests {
         assert_eq!(compact.decode(&types).unwrap(), obj);
         let body = std::str::from_utf8(&compact.body).unwrap();
         assert!(!body.contains("ConfigMap"), "kind is not stored: {body}");
+    }
+
+    #[test]
+    fn decoding_as_a_type_equals_converting_the_decoded_object() {
+        let obj = object();
+        let compact = CompactObject::encode(&obj).unwrap();
+        let types = obj.types.clone().unwrap();
+        let config_map: ConfigMap = compact.decode_as(&types).unwrap();
+        let via_value: ConfigMap =
+            serde_json::from_value(serde_json::to_value(&obj).unwrap()).unwrap();
+        assert_eq!(config_map, via_value);
+        assert_eq!(config_map.metadata.uid.as_deref(), Some("u-1"));
+        let dynamic: DynamicObject = compact.decode_as(&types).unwrap();
+        assert_eq!(dynamic, obj, "apiVersion and kind are handed to the type");
+        assert_eq!(convert_as::<DynamicObject>(&obj, None).unwrap(), obj);
+    }
+
+    #[test]
+    fn decoding_keeps_the_stored_metadata_and_types_over_fields_of_the_same_name() {
+        let mut obj = object();
+        obj.data = serde_json::json!({
+            "metadata": {"name": "shadow"},
+            "kind": "Secret",
+            "data": {"k\"q": "v"},
+        });
+        let compact = CompactObject::encode(&obj).unwrap();
+        let types = obj.types.clone().unwrap();
+        let config_map: ConfigMap = compact.decode_as(&types).unwrap();
+        assert_eq!(config_map.metadata.name.as_deref(), Some("one"));
+        assert_eq!(
+            config_map.data.unwrap()["k\"q"],
+            "v",
+            "escaped keys are read"
+        );
+        let dynamic: DynamicObject = compact.decode_as(&types).unwrap();
+        assert_eq!(dynamic.types.unwrap().kind, "ConfigMap");
+    }
+
+    #[test]
+    fn an_object_without_fields_or_types_decodes() {
+        let mut obj = object();
+        obj.data = serde_json::Value::Null;
+        obj.types = None;
+        let typed: ConfigMap = convert_as(&obj, None).unwrap();
+        assert_eq!(typed.metadata.name.as_deref(), Some("one"));
+        assert!(typed.data.is_none());
+        obj.data = serde_json::json!("not an object");
+        assert!(convert_as::<ConfigMap>(&obj, None).is_err());
     }
 
     #[test]
