@@ -1,11 +1,15 @@
 //! `CompactObject`: how an informer stores an object when reads hand out deep copies — the
-//! routing keys parsed, the rest kept as one JSON byte buffer that each read decodes.
+//! routing keys parsed, the rest kept as one byte buffer that each read decodes.
 //!
 //! A parsed `DynamicObject` costs several times its JSON size (every JSON object a map
 //! allocation, every string its own allocation, `ObjectMeta` hundreds of bytes of empty
 //! options). A deep-copying read has to build a fresh object anyway, so building it by decoding
 //! bytes instead of cloning a tree costs little and keeps the cache near the object's JSON size.
-//! With `unsafeDisableDeepCopy` the informer keeps parsed objects instead (reads share them).
+//! The bytes are the object's JSON as a [`tape`] (strings length-prefixed, numbers parsed),
+//! which decodes faster than JSON text. With `unsafeDisableDeepCopy` the informer keeps parsed
+//! objects instead (reads share them).
+
+mod tape;
 
 use std::borrow::Cow;
 use std::marker::PhantomData;
@@ -31,10 +35,14 @@ pub struct CompactObject {
     labels: Box<[(Box<str>, Box<str>)]>,
     /// Where `metadata` ends in `body`.
     metadata_len: u32,
-    /// The JSON of `metadata`, then the JSON of the rest of the object (`DynamicObject::data`):
+    /// Where `metadata`'s text ends in `strings`.
+    metadata_strings_len: u32,
+    /// The tape of `metadata`, then the tape of the rest of the object (`DynamicObject::data`):
     /// two documents decoded directly, which is about twice as fast as decoding a
     /// `DynamicObject` (serde buffers a `#[serde(flatten)]` struct before decoding it).
     body: Box<[u8]>,
+    /// The text of the strings of both tapes.
+    strings: Box<str>,
 }
 
 impl CompactObject {
@@ -43,11 +51,13 @@ impl CompactObject {
     /// # Errors
     /// The object can not be serialized as JSON.
     pub fn encode(obj: &DynamicObject) -> Result<Self, serde_json::Error> {
-        let mut body = serde_json::to_vec(&obj.metadata)?;
-        let metadata_len = u32::try_from(body.len()).map_err(|_| {
-            <serde_json::Error as serde::ser::Error>::custom("metadata larger than 4 GiB")
-        })?;
-        serde_json::to_writer(&mut body, &obj.data)?;
+        let too_large =
+            |_| <serde_json::Error as serde::ser::Error>::custom("metadata larger than 4 GiB");
+        let (mut body, mut strings) = (Vec::new(), String::new());
+        tape::encode(&serde_json::to_vec(&obj.metadata)?, &mut body, &mut strings)?;
+        let metadata_len = u32::try_from(body.len()).map_err(too_large)?;
+        let metadata_strings_len = u32::try_from(strings.len()).map_err(too_large)?;
+        tape::encode(&serde_json::to_vec(&obj.data)?, &mut body, &mut strings)?;
         let labels = obj
             .metadata
             .labels
@@ -60,7 +70,9 @@ impl CompactObject {
             namespace: obj.metadata.namespace.as_deref().map(Box::from),
             labels,
             metadata_len,
+            metadata_strings_len,
             body: body.into_boxed_slice(),
+            strings: strings.into_boxed_str(),
         })
     }
 
@@ -70,11 +82,11 @@ impl CompactObject {
     /// The stored bytes are not a valid object (they were written by [`CompactObject::encode`],
     /// so this means a bug, reported rather than panicking).
     pub fn decode(&self, types: &TypeMeta) -> Result<DynamicObject, serde_json::Error> {
-        let (metadata, data) = self.body.split_at(self.metadata_len as usize);
+        let (metadata, data) = self.tapes()?;
         Ok(DynamicObject {
             types: Some(types.clone()),
-            metadata: serde_json::from_slice(metadata)?,
-            data: serde_json::from_slice(data)?,
+            metadata: read(metadata)?,
+            data: read(data)?,
         })
     }
 
@@ -85,12 +97,27 @@ impl CompactObject {
     /// # Errors
     /// The object does not fit `K` (or, a bug, the stored bytes are not valid JSON).
     pub fn decode_as<K: DeserializeOwned>(&self, types: &TypeMeta) -> Result<K, serde_json::Error> {
-        let (metadata, data) = self.body.split_at(self.metadata_len as usize);
+        let (metadata, data) = self.tapes()?;
         K::deserialize(Parts {
             types: Some(types),
             metadata,
             data,
         })
+    }
+
+    /// The tapes of `metadata` and of the other fields.
+    fn tapes(&self) -> Result<(TapeBytes<'_>, TapeBytes<'_>), serde_json::Error> {
+        let corrupt =
+            || <serde_json::Error as serde::de::Error>::custom("cached object is corrupt");
+        let (metadata, data) = self
+            .body
+            .split_at_checked(self.metadata_len as usize)
+            .ok_or_else(corrupt)?;
+        let (metadata_strings, data_strings) = self
+            .strings
+            .split_at_checked(self.metadata_strings_len as usize)
+            .ok_or_else(corrupt)?;
+        Ok(((metadata, metadata_strings), (data, data_strings)))
     }
 
     /// The object's fields other than `metadata`, `apiVersion` and `kind`, parsed (what a
@@ -99,7 +126,7 @@ impl CompactObject {
     /// # Errors
     /// The stored bytes are not valid JSON (a bug).
     pub fn data(&self) -> Result<serde_json::Value, serde_json::Error> {
-        serde_json::from_slice(&self.body[self.metadata_len as usize..])
+        read(self.tapes()?.1)
     }
 
     /// `metadata.name`.
@@ -127,7 +154,7 @@ impl CompactObject {
     /// Bytes of the encoded body (for figures and tests).
     #[must_use]
     pub fn body_len(&self) -> usize {
-        self.body.len()
+        self.body.len() + self.strings.len()
     }
 }
 
@@ -140,32 +167,53 @@ pub fn convert_as<K: DeserializeOwned>(
     obj: &DynamicObject,
     types: Option<&TypeMeta>,
 ) -> Result<K, serde_json::Error> {
-    let metadata = serde_json::to_vec(&obj.metadata)?;
-    let data = serde_json::to_vec(&obj.data)?;
+    let (mut metadata, mut metadata_strings) = (Vec::new(), String::new());
+    tape::encode(
+        &serde_json::to_vec(&obj.metadata)?,
+        &mut metadata,
+        &mut metadata_strings,
+    )?;
+    let (mut data, mut data_strings) = (Vec::new(), String::new());
+    tape::encode(
+        &serde_json::to_vec(&obj.data)?,
+        &mut data,
+        &mut data_strings,
+    )?;
     K::deserialize(Parts {
         types: types.or(obj.types.as_ref()),
-        metadata: &metadata,
-        data: &data,
+        metadata: (&metadata, &metadata_strings),
+        data: (&data, &data_strings),
     })
+}
+
+/// A tape's structure and strings.
+type TapeBytes<'a> = (&'a [u8], &'a str);
+
+/// One whole tape read as a `T`.
+fn read<T: DeserializeOwned>((structure, strings): TapeBytes<'_>) -> Result<T, serde_json::Error> {
+    let mut tape = tape::Tape::new(structure, strings);
+    let value = T::deserialize(&mut tape)?;
+    tape.end()?;
+    Ok(value)
 }
 
 /// A stored object seen as the one JSON object it was:
 /// `{"apiVersion": .., "kind": .., "metadata": <metadata>, <the fields of data>}`. Each part
-/// is read by `serde_json` straight into the target type's fields. Like the JSON of a
+/// is read from its tape straight into the target type's fields. Like the JSON of a
 /// `DynamicObject`, `metadata` and (when `types` is set) `apiVersion` and `kind` win over keys
 /// of the same name in `data`.
 struct Parts<'de> {
     types: Option<&'de TypeMeta>,
-    metadata: &'de [u8],
-    data: &'de [u8],
+    metadata: TapeBytes<'de>,
+    data: TapeBytes<'de>,
 }
 
 impl<'de> Deserializer<'de> for Parts<'de> {
     type Error = serde_json::Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
-        let mut data = serde_json::Deserializer::from_slice(self.data);
-        let value = data.deserialize_any(DataVisitor {
+        let mut data = tape::Tape::new(self.data.0, self.data.1);
+        let value = (&mut data).deserialize_any(DataVisitor {
             types: self.types,
             metadata: self.metadata,
             visitor,
@@ -185,7 +233,7 @@ impl<'de> Deserializer<'de> for Parts<'de> {
 /// `apiVersion`, `kind` and `metadata` entries handed to the target's visitor.
 struct DataVisitor<'de, V> {
     types: Option<&'de TypeMeta>,
-    metadata: &'de [u8],
+    metadata: TapeBytes<'de>,
     visitor: V,
 }
 
@@ -237,7 +285,7 @@ enum Pending<'de> {
 /// The entries of the whole object: `apiVersion`, `kind`, `metadata`, then `data`'s.
 struct Entries<'de, A> {
     types: Option<&'de TypeMeta>,
-    metadata: &'de [u8],
+    metadata: TapeBytes<'de>,
     next: Next,
     value: Pending<'de>,
     data: A,
@@ -305,7 +353,7 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for Entries<'de, A> {
         match std::mem::replace(&mut self.value, Pending::None) {
             Pending::Str(value) => seed.deserialize(BorrowedStrDeserializer::new(value)),
             Pending::Metadata => {
-                let mut metadata = serde_json::Deserializer::from_slice(self.metadata);
+                let mut metadata = tape::Tape::new(self.metadata.0, self.metadata.1);
                 seed.deserialize(&mut metadata)
                     .and_then(|value| metadata.end().map(|()| value))
                     .map_err(de::Error::custom)
@@ -434,8 +482,7 @@ mod tests {
         assert_eq!(compact.label("c"), None);
         let types = obj.types.clone().unwrap();
         assert_eq!(compact.decode(&types).unwrap(), obj);
-        let body = std::str::from_utf8(&compact.body).unwrap();
-        assert!(!body.contains("ConfigMap"), "kind is not stored: {body}");
+        assert!(!compact.strings.contains("ConfigMap"), "kind is not stored");
     }
 
     #[test]
