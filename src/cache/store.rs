@@ -32,7 +32,8 @@ enum Reader {
 /// A parsed object of a store whose reads share objects, and the typed copy typed reads share,
 /// made by the first typed read. A changed object is a new `SharedObject` with an empty slot,
 /// so a typed copy never outlives the version it was made from; memory for typed copies is
-/// only spent on objects read typed (an unused slot costs 24 bytes).
+/// only spent on objects read typed. The wrapper and its empty slot cost 48 bytes per object,
+/// less than the copy of the `ApiResource` each key carried before keys shared one.
 #[derive(Clone)]
 struct SharedObject {
     object: Arc<DynamicObject>,
