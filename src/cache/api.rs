@@ -6,8 +6,9 @@ use futures::future::BoxFuture;
 use kube::core::{DynamicObject, GroupVersionKind};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use super::error::Result;
+use super::error::{Error, Result};
 use super::informer::InformerStatus;
+use super::typed::{AnyObject, Decoder};
 use crate::selector::{FieldSelector, LabelSelector};
 
 /// Options of a list through the cache (controller-runtime's `client.ListOptions` as far as the
@@ -55,6 +56,56 @@ pub trait Cache: Send + Sync {
         gvk: &'a GroupVersionKind,
         options: &'a ListOptions,
     ) -> BoxFuture<'a, Result<Vec<Arc<DynamicObject>>>>;
+
+    /// Reads one object as `decoder`'s type (what [`super::typed::get`] calls): decoded once
+    /// by the informer holding it. Caches that route reads forward this as they forward
+    /// [`Cache::get`]; the default converts the result of [`Cache::get`] (correct, but it
+    /// decodes twice with deep-copying reads).
+    ///
+    /// # Errors
+    /// As [`Cache::get`], or [`super::Error::Convert`] when the object does not fit the type.
+    fn get_as<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        decoder: &'a dyn Decoder,
+    ) -> BoxFuture<'a, Result<AnyObject>> {
+        Box::pin(async move {
+            let obj = self.get(gvk, namespace, name).await?;
+            decoder
+                .convert(&obj, None)
+                .map_err(|source| Error::Convert {
+                    gvk: gvk.clone(),
+                    source,
+                })
+        })
+    }
+
+    /// Lists objects as `decoder`'s type (what [`super::typed::list`] calls); the same
+    /// selection and order as [`Cache::list`]. Forwarded as [`Cache::get_as`] is.
+    ///
+    /// # Errors
+    /// As [`Cache::list`], or [`super::Error::Convert`] when an object does not fit the type.
+    fn list_as<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        options: &'a ListOptions,
+        decoder: &'a dyn Decoder,
+    ) -> BoxFuture<'a, Result<Vec<AnyObject>>> {
+        Box::pin(async move {
+            self.list(gvk, options)
+                .await?
+                .iter()
+                .map(|obj| {
+                    decoder.convert(obj, None).map_err(|source| Error::Convert {
+                        gvk: gvk.clone(),
+                        source,
+                    })
+                })
+                .collect()
+        })
+    }
 
     /// Makes sure informers for `gvk` exist (controller-runtime's `GetInformer`), and once the
     /// cache is started, waits for them to sync.

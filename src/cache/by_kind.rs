@@ -11,6 +11,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use super::api::{Cache, ListOptions};
 use super::error::Result;
 use super::informer::InformerStatus;
+use super::typed::{AnyObject, Decoder};
 
 /// A cache per listed kind, and a default cache for the rest. Unlike an unknown namespace, an
 /// unlisted kind is no error: it goes to the default cache.
@@ -76,6 +77,25 @@ impl Cache for ByKindCache {
         options: &'a ListOptions,
     ) -> BoxFuture<'a, Result<Vec<Arc<DynamicObject>>>> {
         self.cache_for(gvk).list(gvk, options)
+    }
+
+    fn get_as<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        decoder: &'a dyn Decoder,
+    ) -> BoxFuture<'a, Result<AnyObject>> {
+        self.cache_for(gvk).get_as(gvk, namespace, name, decoder)
+    }
+
+    fn list_as<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        options: &'a ListOptions,
+        decoder: &'a dyn Decoder,
+    ) -> BoxFuture<'a, Result<Vec<AnyObject>>> {
+        self.cache_for(gvk).list_as(gvk, options, decoder)
     }
 
     fn ensure_informer<'a>(&'a self, gvk: &'a GroupVersionKind) -> BoxFuture<'a, Result<()>> {

@@ -1,19 +1,28 @@
 //! `CompactObject`: how an informer stores an object when reads hand out deep copies — the
-//! routing keys parsed, the rest kept as one JSON byte buffer that each read decodes.
+//! routing keys parsed, the rest kept as one byte buffer that each read decodes.
 //!
 //! A parsed `DynamicObject` costs several times its JSON size (every JSON object a map
 //! allocation, every string its own allocation, `ObjectMeta` hundreds of bytes of empty
 //! options). A deep-copying read has to build a fresh object anyway, so building it by decoding
 //! bytes instead of cloning a tree costs little and keeps the cache near the object's JSON size.
-//! With `unsafeDisableDeepCopy` the informer keeps parsed objects instead (reads share them).
+//! The bytes are the object's JSON as a [`tape`] (strings length-prefixed, numbers parsed),
+//! which decodes faster than JSON text. With `unsafeDisableDeepCopy` the informer keeps parsed
+//! objects instead (reads share them).
+
+mod tape;
 
 use std::borrow::Cow;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use kube::{
     api::TypeMeta,
     core::{ApiResource, DynamicObject},
     runtime::reflector::Lookup,
+};
+use serde::de::{
+    self, DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor,
+    value::{BorrowedStrDeserializer, StringDeserializer},
 };
 
 /// One cached object: name, namespace and labels (what the store key, namespace filters and
@@ -26,10 +35,14 @@ pub struct CompactObject {
     labels: Box<[(Box<str>, Box<str>)]>,
     /// Where `metadata` ends in `body`.
     metadata_len: u32,
-    /// The JSON of `metadata`, then the JSON of the rest of the object (`DynamicObject::data`):
+    /// Where `metadata`'s text ends in `strings`.
+    metadata_strings_len: u32,
+    /// The tape of `metadata`, then the tape of the rest of the object (`DynamicObject::data`):
     /// two documents decoded directly, which is about twice as fast as decoding a
     /// `DynamicObject` (serde buffers a `#[serde(flatten)]` struct before decoding it).
     body: Box<[u8]>,
+    /// The text of the strings of both tapes.
+    strings: Box<str>,
 }
 
 impl CompactObject {
@@ -38,11 +51,13 @@ impl CompactObject {
     /// # Errors
     /// The object can not be serialized as JSON.
     pub fn encode(obj: &DynamicObject) -> Result<Self, serde_json::Error> {
-        let mut body = serde_json::to_vec(&obj.metadata)?;
-        let metadata_len = u32::try_from(body.len()).map_err(|_| {
-            <serde_json::Error as serde::ser::Error>::custom("metadata larger than 4 GiB")
-        })?;
-        serde_json::to_writer(&mut body, &obj.data)?;
+        let too_large =
+            |_| <serde_json::Error as serde::ser::Error>::custom("metadata larger than 4 GiB");
+        let (mut body, mut strings) = (Vec::new(), String::new());
+        tape::encode(&serde_json::to_vec(&obj.metadata)?, &mut body, &mut strings)?;
+        let metadata_len = u32::try_from(body.len()).map_err(too_large)?;
+        let metadata_strings_len = u32::try_from(strings.len()).map_err(too_large)?;
+        tape::encode(&serde_json::to_vec(&obj.data)?, &mut body, &mut strings)?;
         let labels = obj
             .metadata
             .labels
@@ -55,7 +70,9 @@ impl CompactObject {
             namespace: obj.metadata.namespace.as_deref().map(Box::from),
             labels,
             metadata_len,
+            metadata_strings_len,
             body: body.into_boxed_slice(),
+            strings: strings.into_boxed_str(),
         })
     }
 
@@ -65,12 +82,51 @@ impl CompactObject {
     /// The stored bytes are not a valid object (they were written by [`CompactObject::encode`],
     /// so this means a bug, reported rather than panicking).
     pub fn decode(&self, types: &TypeMeta) -> Result<DynamicObject, serde_json::Error> {
-        let (metadata, data) = self.body.split_at(self.metadata_len as usize);
+        let (metadata, data) = self.tapes()?;
         Ok(DynamicObject {
             types: Some(types.clone()),
-            metadata: serde_json::from_slice(metadata)?,
-            data: serde_json::from_slice(data)?,
+            metadata: read(metadata)?,
+            data: read(data)?,
         })
+    }
+
+    /// Decodes a fresh `K` in one pass, with `types` as its `apiVersion` and `kind`: the
+    /// stored metadata and fields are handed to `K`'s `Deserialize` as one JSON object, without
+    /// building a `DynamicObject` first.
+    ///
+    /// # Errors
+    /// The object does not fit `K` (or, a bug, the stored bytes are not valid JSON).
+    pub fn decode_as<K: DeserializeOwned>(&self, types: &TypeMeta) -> Result<K, serde_json::Error> {
+        let (metadata, data) = self.tapes()?;
+        K::deserialize(Parts {
+            types: Some(types),
+            metadata,
+            data,
+        })
+    }
+
+    /// The tapes of `metadata` and of the other fields.
+    fn tapes(&self) -> Result<(TapeBytes<'_>, TapeBytes<'_>), serde_json::Error> {
+        let corrupt =
+            || <serde_json::Error as serde::de::Error>::custom("cached object is corrupt");
+        let (metadata, data) = self
+            .body
+            .split_at_checked(self.metadata_len as usize)
+            .ok_or_else(corrupt)?;
+        let (metadata_strings, data_strings) = self
+            .strings
+            .split_at_checked(self.metadata_strings_len as usize)
+            .ok_or_else(corrupt)?;
+        Ok(((metadata, metadata_strings), (data, data_strings)))
+    }
+
+    /// The object's fields other than `metadata`, `apiVersion` and `kind`, parsed (what a
+    /// field selector on another path than name and namespace is evaluated on).
+    ///
+    /// # Errors
+    /// The stored bytes are not valid JSON (a bug).
+    pub fn data(&self) -> Result<serde_json::Value, serde_json::Error> {
+        read(self.tapes()?.1)
     }
 
     /// `metadata.name`.
@@ -98,7 +154,259 @@ impl CompactObject {
     /// Bytes of the encoded body (for figures and tests).
     #[must_use]
     pub fn body_len(&self) -> usize {
-        self.body.len()
+        self.body.len() + self.strings.len()
+    }
+}
+
+/// Converts a parsed object into `K` as [`CompactObject::decode_as`] decodes a stored one, with
+/// `types` as its `apiVersion` and `kind` (`obj.types` when `None`).
+///
+/// # Errors
+/// The object does not fit `K`.
+pub fn convert_as<K: DeserializeOwned>(
+    obj: &DynamicObject,
+    types: Option<&TypeMeta>,
+) -> Result<K, serde_json::Error> {
+    let (mut metadata, mut metadata_strings) = (Vec::new(), String::new());
+    tape::encode(
+        &serde_json::to_vec(&obj.metadata)?,
+        &mut metadata,
+        &mut metadata_strings,
+    )?;
+    let (mut data, mut data_strings) = (Vec::new(), String::new());
+    tape::encode(
+        &serde_json::to_vec(&obj.data)?,
+        &mut data,
+        &mut data_strings,
+    )?;
+    K::deserialize(Parts {
+        types: types.or(obj.types.as_ref()),
+        metadata: (&metadata, &metadata_strings),
+        data: (&data, &data_strings),
+    })
+}
+
+/// A tape's structure and strings.
+type TapeBytes<'a> = (&'a [u8], &'a str);
+
+/// One whole tape read as a `T`.
+fn read<T: DeserializeOwned>((structure, strings): TapeBytes<'_>) -> Result<T, serde_json::Error> {
+    let mut tape = tape::Tape::new(structure, strings);
+    let value = T::deserialize(&mut tape)?;
+    tape.end()?;
+    Ok(value)
+}
+
+/// A stored object seen as the one JSON object it was:
+/// `{"apiVersion": .., "kind": .., "metadata": <metadata>, <the fields of data>}`. Each part
+/// is read from its tape straight into the target type's fields. Like the JSON of a
+/// `DynamicObject`, `metadata` and (when `types` is set) `apiVersion` and `kind` win over keys
+/// of the same name in `data`.
+struct Parts<'de> {
+    types: Option<&'de TypeMeta>,
+    metadata: TapeBytes<'de>,
+    data: TapeBytes<'de>,
+}
+
+impl<'de> Deserializer<'de> for Parts<'de> {
+    type Error = serde_json::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        let mut data = tape::Tape::new(self.data.0, self.data.1);
+        let value = (&mut data).deserialize_any(DataVisitor {
+            types: self.types,
+            metadata: self.metadata,
+            visitor,
+        })?;
+        data.end()?;
+        Ok(value)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map struct enum identifier
+        ignored_any
+    }
+}
+
+/// Reads the `data` document: an object (or `null`, no fields) whose entries follow the
+/// `apiVersion`, `kind` and `metadata` entries handed to the target's visitor.
+struct DataVisitor<'de, V> {
+    types: Option<&'de TypeMeta>,
+    metadata: TapeBytes<'de>,
+    visitor: V,
+}
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for DataVisitor<'de, V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the fields of an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, data: A) -> Result<Self::Value, A::Error> {
+        self.visitor.visit_map(Entries {
+            types: self.types,
+            metadata: self.metadata,
+            next: Next::ApiVersion,
+            value: Pending::None,
+            data,
+        })
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        self.visitor.visit_map(Entries {
+            types: self.types,
+            metadata: self.metadata,
+            next: Next::ApiVersion,
+            value: Pending::None,
+            data: NoEntries(PhantomData),
+        })
+    }
+}
+
+/// The entry [`Entries`] hands out next.
+#[derive(Clone, Copy)]
+enum Next {
+    ApiVersion,
+    Kind,
+    Metadata,
+    Data,
+}
+
+/// The value of the key [`Entries`] handed out last.
+enum Pending<'de> {
+    None,
+    Str(&'de str),
+    Metadata,
+    Data,
+}
+
+/// The entries of the whole object: `apiVersion`, `kind`, `metadata`, then `data`'s.
+struct Entries<'de, A> {
+    types: Option<&'de TypeMeta>,
+    metadata: TapeBytes<'de>,
+    next: Next,
+    value: Pending<'de>,
+    data: A,
+}
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for Entries<'de, A> {
+    type Error = A::Error;
+
+    fn next_key_seed<S: DeserializeSeed<'de>>(
+        &mut self,
+        seed: S,
+    ) -> Result<Option<S::Value>, Self::Error> {
+        loop {
+            let (key, value) = match (self.next, self.types) {
+                (Next::ApiVersion, types) => {
+                    self.next = Next::Kind;
+                    match types {
+                        Some(t) => ("apiVersion", Pending::Str(&t.api_version)),
+                        None => continue,
+                    }
+                }
+                (Next::Kind, types) => {
+                    self.next = Next::Metadata;
+                    match types {
+                        Some(t) => ("kind", Pending::Str(&t.kind)),
+                        None => continue,
+                    }
+                }
+                (Next::Metadata, _) => {
+                    self.next = Next::Data;
+                    ("metadata", Pending::Metadata)
+                }
+                (Next::Data, types) => {
+                    let Some(key) = self.data.next_key_seed(KeyName)? else {
+                        return Ok(None);
+                    };
+                    let replaced = match &*key {
+                        "metadata" => true,
+                        "apiVersion" | "kind" => types.is_some(),
+                        _ => false,
+                    };
+                    if replaced {
+                        self.data.next_value::<IgnoredAny>()?;
+                        continue;
+                    }
+                    self.value = Pending::Data;
+                    return match key {
+                        Cow::Borrowed(key) => seed.deserialize(BorrowedStrDeserializer::new(key)),
+                        Cow::Owned(key) => seed.deserialize(StringDeserializer::new(key)),
+                    }
+                    .map(Some);
+                }
+            };
+            self.value = value;
+            return seed
+                .deserialize(BorrowedStrDeserializer::new(key))
+                .map(Some);
+        }
+    }
+
+    fn next_value_seed<S: DeserializeSeed<'de>>(
+        &mut self,
+        seed: S,
+    ) -> Result<S::Value, Self::Error> {
+        match std::mem::replace(&mut self.value, Pending::None) {
+            Pending::Str(value) => seed.deserialize(BorrowedStrDeserializer::new(value)),
+            Pending::Metadata => {
+                let mut metadata = tape::Tape::new(self.metadata.0, self.metadata.1);
+                seed.deserialize(&mut metadata)
+                    .and_then(|value| metadata.end().map(|()| value))
+                    .map_err(de::Error::custom)
+            }
+            Pending::Data => self.data.next_value_seed(seed),
+            Pending::None => Err(de::Error::custom("value requested before its key")),
+        }
+    }
+}
+
+/// Reads a key of `data`, borrowed from the JSON when it has no escapes.
+struct KeyName;
+
+impl<'de> DeserializeSeed<'de> for KeyName {
+    type Value = Cow<'de, str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeyName {
+    type Value = Cow<'de, str>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a field name")
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(v))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v.to_string()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v))
+    }
+}
+
+/// The entries of a `null` `data`: none.
+struct NoEntries<E>(PhantomData<E>);
+
+impl<'de, E: de::Error> MapAccess<'de> for NoEntries<E> {
+    type Error = E;
+
+    fn next_key_seed<S: DeserializeSeed<'de>>(&mut self, _: S) -> Result<Option<S::Value>, E> {
+        Ok(None)
+    }
+
+    fn next_value_seed<S: DeserializeSeed<'de>>(&mut self, _: S) -> Result<S::Value, E> {
+        Err(de::Error::custom("no fields"))
     }
 }
 
@@ -174,8 +482,55 @@ mod tests {
         assert_eq!(compact.label("c"), None);
         let types = obj.types.clone().unwrap();
         assert_eq!(compact.decode(&types).unwrap(), obj);
-        let body = std::str::from_utf8(&compact.body).unwrap();
-        assert!(!body.contains("ConfigMap"), "kind is not stored: {body}");
+        assert!(!compact.strings.contains("ConfigMap"), "kind is not stored");
+    }
+
+    #[test]
+    fn decoding_as_a_type_equals_converting_the_decoded_object() {
+        let obj = object();
+        let compact = CompactObject::encode(&obj).unwrap();
+        let types = obj.types.clone().unwrap();
+        let config_map: ConfigMap = compact.decode_as(&types).unwrap();
+        let via_value: ConfigMap =
+            serde_json::from_value(serde_json::to_value(&obj).unwrap()).unwrap();
+        assert_eq!(config_map, via_value);
+        assert_eq!(config_map.metadata.uid.as_deref(), Some("u-1"));
+        let dynamic: DynamicObject = compact.decode_as(&types).unwrap();
+        assert_eq!(dynamic, obj, "apiVersion and kind are handed to the type");
+        assert_eq!(convert_as::<DynamicObject>(&obj, None).unwrap(), obj);
+    }
+
+    #[test]
+    fn decoding_keeps_the_stored_metadata_and_types_over_fields_of_the_same_name() {
+        let mut obj = object();
+        obj.data = serde_json::json!({
+            "metadata": {"name": "shadow"},
+            "kind": "Secret",
+            "data": {"k\"q": "v"},
+        });
+        let compact = CompactObject::encode(&obj).unwrap();
+        let types = obj.types.clone().unwrap();
+        let config_map: ConfigMap = compact.decode_as(&types).unwrap();
+        assert_eq!(config_map.metadata.name.as_deref(), Some("one"));
+        assert_eq!(
+            config_map.data.unwrap()["k\"q"],
+            "v",
+            "escaped keys are read"
+        );
+        let dynamic: DynamicObject = compact.decode_as(&types).unwrap();
+        assert_eq!(dynamic.types.unwrap().kind, "ConfigMap");
+    }
+
+    #[test]
+    fn an_object_without_fields_or_types_decodes() {
+        let mut obj = object();
+        obj.data = serde_json::Value::Null;
+        obj.types = None;
+        let typed: ConfigMap = convert_as(&obj, None).unwrap();
+        assert_eq!(typed.metadata.name.as_deref(), Some("one"));
+        assert!(typed.data.is_none());
+        obj.data = serde_json::json!("not an object");
+        assert!(convert_as::<ConfigMap>(&obj, None).is_err());
     }
 
     #[test]

@@ -408,6 +408,51 @@ impl Informer {
         )
     }
 
+    /// Reads one object as `decoder`'s type (a typed read, see [`super::typed`]): decoded once
+    /// from the compact store, or, with `unsafe_disable_deep_copy`, the typed copy kept beside
+    /// the shared object (made by the first typed read). The namespace is ignored for
+    /// cluster-scoped kinds.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when the object is not in the store; [`Error::Convert`] when it
+    /// does not fit the type.
+    pub fn get_as(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        decoder: &dyn super::typed::Decoder,
+    ) -> Result<super::typed::AnyObject> {
+        let namespace = namespace.filter(|_| self.namespaced);
+        self.store
+            .get_as(namespace, name, decoder)?
+            .ok_or_else(|| Error::NotFound {
+                gvk: self.gvk.clone(),
+                namespace: namespace.map(str::to_string),
+                name: name.to_string(),
+            })
+    }
+
+    /// What [`Informer::list`] selects, as `decoder`'s type (see [`Informer::get_as`]).
+    ///
+    /// # Errors
+    /// [`Error::Convert`] when an object does not fit the type.
+    pub fn list_as(
+        &self,
+        namespace: Option<&str>,
+        labels: Option<&LabelSelector>,
+        fields: &[(&str, &str)],
+        limit: Option<usize>,
+        decoder: &dyn super::typed::Decoder,
+    ) -> Result<Vec<super::typed::AnyObject>> {
+        self.store.list_as(
+            namespace.filter(|_| self.namespaced),
+            labels,
+            fields,
+            limit.unwrap_or(usize::MAX),
+            decoder,
+        )
+    }
+
     /// What this informer reports about itself.
     #[must_use]
     pub fn status(&self) -> InformerStatus {

@@ -19,6 +19,7 @@ use super::informer::{Informer, InformerStatus};
 use super::pool::{InformerKey, InformerPool, PooledInformer};
 use super::resolver::Resolver;
 use super::settings::InformerSettings;
+use super::typed::{AnyObject, Decoder};
 
 /// What every cache of one tree shares: the client, kind resolution, and read behaviour.
 #[derive(Clone)]
@@ -189,6 +190,28 @@ impl InformerCache {
         Ok(informer)
     }
 
+    /// The informer a list uses and the list's exact field requirements, checked in the
+    /// reader's order (`pkg/cache/internal/cache_reader.go`).
+    async fn informer_for_list<'o>(
+        &self,
+        gvk: &GroupVersionKind,
+        options: &'o ListOptions,
+    ) -> Result<(Arc<PooledInformer>, Vec<(&'o str, &'o str)>)> {
+        let informer = self.informer_for_read(gvk).await?;
+        if options
+            .continue_token
+            .as_deref()
+            .is_some_and(|c| !c.is_empty())
+        {
+            return Err(Error::ContinueNotSupported);
+        }
+        let fields = match &options.field_selector {
+            Some(selector) => super::matching::exact_requirements(selector)?,
+            None => Vec::new(),
+        };
+        Ok((informer, fields))
+    }
+
     async fn wait(&self, informer: &Informer, shutdown: &CancellationToken) -> Result<()> {
         let cancel = shutdown.child_token();
         let wait = informer.wait_for_sync(&cancel);
@@ -245,24 +268,44 @@ impl Cache for InformerCache {
         options: &'a ListOptions,
     ) -> BoxFuture<'a, Result<Vec<Arc<DynamicObject>>>> {
         Box::pin(async move {
-            let informer = self.informer_for_read(gvk).await?;
-            // Checked in the reader's order (pkg/cache/internal/cache_reader.go).
-            if options
-                .continue_token
-                .as_deref()
-                .is_some_and(|c| !c.is_empty())
-            {
-                return Err(Error::ContinueNotSupported);
-            }
-            let fields = match &options.field_selector {
-                Some(selector) => super::matching::exact_requirements(selector)?,
-                None => Vec::new(),
-            };
+            let (informer, fields) = self.informer_for_list(gvk, options).await?;
             informer.list(
                 options.namespace.as_deref(),
                 options.label_selector.as_ref(),
                 &fields,
                 options.limit.filter(|l| *l > 0),
+            )
+        })
+    }
+
+    fn get_as<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        decoder: &'a dyn Decoder,
+    ) -> BoxFuture<'a, Result<AnyObject>> {
+        Box::pin(async move {
+            self.informer_for_read(gvk)
+                .await?
+                .get_as(namespace, name, decoder)
+        })
+    }
+
+    fn list_as<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        options: &'a ListOptions,
+        decoder: &'a dyn Decoder,
+    ) -> BoxFuture<'a, Result<Vec<AnyObject>>> {
+        Box::pin(async move {
+            let (informer, fields) = self.informer_for_list(gvk, options).await?;
+            informer.list_as(
+                options.namespace.as_deref(),
+                options.label_selector.as_ref(),
+                &fields,
+                options.limit.filter(|l| *l > 0),
+                decoder,
             )
         })
     }

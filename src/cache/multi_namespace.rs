@@ -15,6 +15,7 @@ use super::informer::InformerStatus;
 use super::informer_cache::{Context, InformerCache};
 use super::options::NamespaceKey;
 use super::settings::InformerSettings;
+use super::typed::{AnyObject, Decoder};
 
 /// Routes reads by namespace to per-namespace `InformerCache`s.
 #[doc(alias = "multiNamespaceCache")]
@@ -93,6 +94,72 @@ impl MultiNamespaceCache {
     fn all_caches(&self) -> impl Iterator<Item = &InformerCache> {
         self.namespaces.values().chain(self.cluster.iter())
     }
+
+    /// The cache serving a get, and the namespace to read in (none for cluster-scoped kinds).
+    async fn cache_for_get<'n>(
+        &self,
+        gvk: &GroupVersionKind,
+        namespace: Option<&'n str>,
+        name: &str,
+    ) -> Result<(&InformerCache, Option<&'n str>)> {
+        if !self.namespaced(gvk).await? {
+            return Ok((self.cluster(gvk)?, None));
+        }
+        let namespace = namespace.unwrap_or_default();
+        match self.for_namespace(namespace) {
+            Some(cache) => Ok((cache, Some(namespace))),
+            None => Err(Error::UnknownNamespaceGet {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+            }),
+        }
+    }
+
+    /// Lists with `list` from the caches serving `options`: the cluster cache, the namespace's
+    /// cache, or every namespace's cache, merged until the limit is reached.
+    async fn list_with<'a, T>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        options: &'a ListOptions,
+        list: impl Fn(&'a InformerCache, ListOptions) -> BoxFuture<'a, Result<Vec<T>>>,
+    ) -> Result<Vec<T>> {
+        if options
+            .continue_token
+            .as_deref()
+            .is_some_and(|c| !c.is_empty())
+        {
+            return Err(Error::ContinueNotSupported);
+        }
+        if !self.namespaced(gvk).await? {
+            return list(self.cluster(gvk)?, options.clone()).await;
+        }
+        if let Some(namespace) = options.namespace.as_deref().filter(|ns| !ns.is_empty()) {
+            return match self.for_namespace(namespace) {
+                Some(cache) => list(cache, options.clone()).await,
+                None => Err(Error::UnknownNamespaceList {
+                    namespace: namespace.to_string(),
+                }),
+            };
+        }
+        // Every namespace: merge, and stop once the limit is reached.
+        let mut remaining = options.limit.filter(|l| *l > 0);
+        let mut all = Vec::new();
+        for cache in self.namespaces.values() {
+            let per_cache = ListOptions {
+                limit: remaining,
+                ..options.clone()
+            };
+            let items = list(cache, per_cache).await?;
+            if let Some(left) = remaining.as_mut() {
+                *left = left.saturating_sub(items.len());
+            }
+            all.extend(items);
+            if remaining == Some(0) {
+                break;
+            }
+        }
+        Ok(all)
+    }
 }
 
 impl Cache for MultiNamespaceCache {
@@ -103,17 +170,8 @@ impl Cache for MultiNamespaceCache {
         name: &'a str,
     ) -> BoxFuture<'a, Result<Arc<DynamicObject>>> {
         Box::pin(async move {
-            if !self.namespaced(gvk).await? {
-                return self.cluster(gvk)?.get(gvk, None, name).await;
-            }
-            let namespace = namespace.unwrap_or_default();
-            match self.for_namespace(namespace) {
-                Some(cache) => cache.get(gvk, Some(namespace), name).await,
-                None => Err(Error::UnknownNamespaceGet {
-                    namespace: namespace.to_string(),
-                    name: name.to_string(),
-                }),
-            }
+            let (cache, namespace) = self.cache_for_get(gvk, namespace, name).await?;
+            cache.get(gvk, namespace, name).await
         })
     }
 
@@ -122,44 +180,33 @@ impl Cache for MultiNamespaceCache {
         gvk: &'a GroupVersionKind,
         options: &'a ListOptions,
     ) -> BoxFuture<'a, Result<Vec<Arc<DynamicObject>>>> {
+        Box::pin(self.list_with(gvk, options, move |cache, options| {
+            Box::pin(async move { cache.list(gvk, &options).await })
+        }))
+    }
+
+    fn get_as<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        decoder: &'a dyn Decoder,
+    ) -> BoxFuture<'a, Result<AnyObject>> {
         Box::pin(async move {
-            if options
-                .continue_token
-                .as_deref()
-                .is_some_and(|c| !c.is_empty())
-            {
-                return Err(Error::ContinueNotSupported);
-            }
-            if !self.namespaced(gvk).await? {
-                return self.cluster(gvk)?.list(gvk, options).await;
-            }
-            if let Some(namespace) = options.namespace.as_deref().filter(|ns| !ns.is_empty()) {
-                return match self.for_namespace(namespace) {
-                    Some(cache) => cache.list(gvk, options).await,
-                    None => Err(Error::UnknownNamespaceList {
-                        namespace: namespace.to_string(),
-                    }),
-                };
-            }
-            // Every namespace: merge, and stop once the limit is reached.
-            let mut remaining = options.limit.filter(|l| *l > 0);
-            let mut all = Vec::new();
-            for cache in self.namespaces.values() {
-                let per_cache = ListOptions {
-                    limit: remaining,
-                    ..options.clone()
-                };
-                let items = cache.list(gvk, &per_cache).await?;
-                if let Some(left) = remaining.as_mut() {
-                    *left = left.saturating_sub(items.len());
-                }
-                all.extend(items);
-                if remaining == Some(0) {
-                    break;
-                }
-            }
-            Ok(all)
+            let (cache, namespace) = self.cache_for_get(gvk, namespace, name).await?;
+            cache.get_as(gvk, namespace, name, decoder).await
         })
+    }
+
+    fn list_as<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        options: &'a ListOptions,
+        decoder: &'a dyn Decoder,
+    ) -> BoxFuture<'a, Result<Vec<AnyObject>>> {
+        Box::pin(self.list_with(gvk, options, move |cache, options| {
+            Box::pin(async move { cache.list_as(gvk, &options, decoder).await })
+        }))
     }
 
     fn ensure_informer<'a>(&'a self, gvk: &'a GroupVersionKind) -> BoxFuture<'a, Result<()>> {
@@ -342,6 +389,35 @@ mod tests {
             err.to_string(),
             "continue list option is not supported by the cache"
         );
+    }
+
+    #[tokio::test]
+    async fn typed_reads_route_as_dynamic_reads() {
+        use crate::cache::typed;
+        use k8s_openapi::api::core::v1::Pod;
+        let cache = two_namespaces(true).await;
+        let limited = ListOptions {
+            limit: Some(2),
+            ..ListOptions::default()
+        };
+        for options in [ListOptions::default(), limited] {
+            let dynamic: Vec<Pod> = cache
+                .list(&pods(), &options)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|o| typed::from_cached(&pods(), o).unwrap())
+                .collect();
+            let listed: Vec<Pod> = typed::list(&cache, &options).await.unwrap();
+            assert_eq!(listed, dynamic);
+        }
+        let fallback: Pod = typed::get(&cache, Some("c"), "p1").await.unwrap();
+        assert_eq!(fallback.metadata.namespace.as_deref(), Some("c"));
+        let strict = two_namespaces(false).await;
+        let err = typed::get::<Pod>(&strict, Some("c"), "p1")
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::UnknownNamespaceGet { .. }), "{err}");
     }
 
     #[tokio::test]

@@ -68,6 +68,27 @@ impl Cache for SharedCache {
         Box::pin(async move { tree.list(gvk, options).await })
     }
 
+    fn get_as<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        decoder: &'a dyn super::typed::Decoder,
+    ) -> BoxFuture<'a, Result<super::typed::AnyObject>> {
+        let tree = self.load();
+        Box::pin(async move { tree.get_as(gvk, namespace, name, decoder).await })
+    }
+
+    fn list_as<'a>(
+        &'a self,
+        gvk: &'a GroupVersionKind,
+        options: &'a ListOptions,
+        decoder: &'a dyn super::typed::Decoder,
+    ) -> BoxFuture<'a, Result<Vec<super::typed::AnyObject>>> {
+        let tree = self.load();
+        Box::pin(async move { tree.list_as(gvk, options, decoder).await })
+    }
+
     fn ensure_informer<'a>(&'a self, gvk: &'a GroupVersionKind) -> BoxFuture<'a, Result<()>> {
         let tree = self.load();
         Box::pin(async move { tree.ensure_informer(gvk).await })

@@ -110,7 +110,7 @@ impl Context {
     /// As [`cache::Cache::get`]: `NotFound`, or why the cache can not answer.
     pub async fn get<T>(&self, namespace: Option<&str>, name: &str) -> cache::Result<T>
     where
-        T: Resource<DynamicType = ()> + DeserializeOwned,
+        T: Resource<DynamicType = ()> + DeserializeOwned + Clone + Send + Sync + 'static,
     {
         typed::get(self.cache.as_ref(), namespace, name).await
     }
@@ -121,7 +121,7 @@ impl Context {
     /// As [`cache::Cache::list`].
     pub async fn list<T>(&self, options: &ListOptions) -> cache::Result<Vec<T>>
     where
-        T: Resource<DynamicType = ()> + DeserializeOwned,
+        T: Resource<DynamicType = ()> + DeserializeOwned + Clone + Send + Sync + 'static,
     {
         typed::list(self.cache.as_ref(), options).await
     }
