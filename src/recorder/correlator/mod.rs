@@ -232,7 +232,7 @@ impl<C: Clock> Correlator<C> {
     ///   already written) survive every change; a smaller `lruCacheSize` keeps the most
     ///   recently used entries that fit;
     /// - the spam filter keeps its buckets across a qps or burst change (see
-    ///   [`SpamFilter::reconfigure`]: a higher burst grants its extra tokens at once) and
+    ///   `SpamFilter::reconfigure`: a higher burst grants its extra tokens at once) and
     ///   starts afresh when the spam key fields change, since old keys cannot be mapped to
     ///   new ones;
     /// - names already handed out stay taken.
