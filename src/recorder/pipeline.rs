@@ -2,7 +2,7 @@
 //! (correlator, sink), with one [`FateCounter`] and one set of metrics for all of it, and a
 //! [`Reloader`] to change its options while it runs.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus_client::registry::Registry;
@@ -14,7 +14,7 @@ use super::clock::Clock;
 use super::correlator::Correlator;
 use super::event::{Event, Source};
 use super::fate::FateCounter;
-use super::handle::Recorder;
+use super::handle::{Recorder, SourceCell};
 use super::metrics::Metrics;
 use super::options::Options;
 use super::queue;
@@ -50,7 +50,7 @@ impl<S: Sink> Pipeline<S> {
         let (in_tx, in_rx) =
             queue::channel(options.incoming_queue_length, metrics.queue("incoming"));
         let (w_tx, w_rx) = queue::channel(options.watcher_queue_length, metrics.queue("watcher"));
-        let source = Arc::new(RwLock::new(Arc::new(Source::new(&options.component, ""))));
+        let source = Arc::new(SourceCell::new(Source::new(&options.component, "")));
         let reloader = Reloader::new(in_tx.downgrade(), source.clone(), options.clone());
         let recorder = Recorder::new(in_tx, source, clock.clone(), fates);
         let correlator = Correlator::new(&options.correlator, clock);
