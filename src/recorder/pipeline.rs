@@ -222,60 +222,6 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn two_events_on_one_object_in_one_instant_are_both_created_on_the_api_server() {
-        use kube::api::{Api, ListParams};
-        let server = crate::apiserver::TestServer::start().await.unwrap();
-        let client = server.client().await.unwrap();
-        let p = Pipeline::new(
-            &Options::default(),
-            crate::recorder::KubeSink::new(client.clone()),
-            clock(),
-        );
-        let rec = p.recorder();
-        let fates = p.fates();
-        rec.record(
-            &hello(),
-            EventType::Normal,
-            "SawCompletedJob",
-            "saw hello-4",
-        );
-        rec.record(
-            &hello(),
-            EventType::Normal,
-            "SuccessfulDelete",
-            "deleted hello-1",
-        );
-        drop(rec);
-        tokio::time::timeout(Duration::from_secs(10), p.run(CancellationToken::new()))
-            .await
-            .expect("pipeline did not finish");
-        assert_eq!(fates.get(Fate::Created), 2, "{:?}", fates.snapshot());
-        let events = Api::<corev1::Event>::namespaced(client, "default")
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items;
-        let mut reasons: Vec<_> = events
-            .iter()
-            .map(|e| (e.metadata.name.clone().unwrap(), e.reason.clone().unwrap()))
-            .collect();
-        reasons.sort();
-        assert_eq!(
-            reasons,
-            [
-                (
-                    "hello.17979cfe362a0000".to_owned(),
-                    "SawCompletedJob".to_owned()
-                ),
-                (
-                    "hello.17979cfe362a0001".to_owned(),
-                    "SuccessfulDelete".to_owned()
-                ),
-            ]
-        );
-    }
-
-    #[tokio::test]
     async fn a_reload_before_run_applies_to_the_events_recorded_after_it_only() {
         let sink = UniqueNameSink::default();
         let clock = clock();
