@@ -2,17 +2,23 @@
 //! reload see the new options, those recorded before finish under the old ones, and the
 //! conservation law (recorded = sum of fates) holds across any number of reloads while
 //! several threads record through handles fetched before the first reload.
+//!
+//! These tests stop the clock; so does the last one, against the embedded API server: two
+//! events about one object in the same instant both become Events (client-go would give
+//! them one name, and the server would refuse the second with 409).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
+use informant::apiserver::TestServer;
 use informant::recorder::{
-    Clock, CorrelatorOptions, EventType, Fate, FateCounter, ManualClock, ObjectRef, Options,
-    Pipeline, Sink, SinkError, SinkOptions, SpamKeyField, Time,
+    Clock, CorrelatorOptions, EventType, Fate, FateCounter, KubeSink, ManualClock, ObjectRef,
+    Options, Pipeline, Sink, SinkError, SinkOptions, SpamKeyField, Time,
 };
 use k8s_openapi::api::core::v1 as corev1;
+use kube::api::{Api, ListParams};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
@@ -317,4 +323,54 @@ fn conservation_holds_when_shutdown_comes_between_reloads() {
     // Whatever was recorded after the shutdown, or still queued at it, ended
     // `dropped_shutdown`, counted like every other fate.
     assert_conserved(&fates, u64::try_from(RECORDERS * PER_RECORDER).unwrap());
+}
+
+#[tokio::test]
+async fn two_events_on_one_object_in_one_instant_are_both_created_on_the_api_server() {
+    let server = TestServer::start().await.unwrap();
+    let client = server.client().await.unwrap();
+    let clock = Arc::new(ManualClock::new(Time::from_unix_nanos(
+        1_700_000_000_000_000_000,
+    )));
+    let p = Pipeline::new(&Options::default(), KubeSink::new(client.clone()), clock);
+    let rec = p.recorder();
+    let fates = p.fates();
+    let job = Arc::new(ObjectRef::new(
+        "batch/v1", "CronJob", "default", "hello", "uid-1",
+    ));
+    rec.record(&job, EventType::Normal, "SawCompletedJob", "saw hello-4");
+    rec.record(
+        &job,
+        EventType::Normal,
+        "SuccessfulDelete",
+        "deleted hello-1",
+    );
+    drop(rec);
+    tokio::time::timeout(GUARD, p.run(CancellationToken::new()))
+        .await
+        .expect("pipeline did not finish");
+    assert_eq!(fates.get(Fate::Created), 2, "{:?}", fates.snapshot());
+    assert_eq!(fates.get(Fate::Rejected), 0);
+    let mut events: Vec<_> = Api::<corev1::Event>::namespaced(client, "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|e| (e.metadata.name.unwrap(), e.reason.unwrap()))
+        .collect();
+    events.sort();
+    assert_eq!(
+        events,
+        [
+            (
+                "hello.17979cfe362a0000".to_owned(),
+                "SawCompletedJob".to_owned()
+            ),
+            (
+                "hello.17979cfe362a0001".to_owned(),
+                "SuccessfulDelete".to_owned()
+            ),
+        ]
+    );
 }

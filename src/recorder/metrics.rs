@@ -17,7 +17,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use super::correlator::CacheEntries;
-use super::queue::Bound;
+use super::queue::{Bound, PaddedGauge};
 
 /// Buckets of the sink latency histogram, in seconds.
 ///
@@ -124,18 +124,18 @@ impl CacheGauges {
 pub(crate) struct Metrics {
     pub(crate) sink_latency: SinkLatency,
     pub(crate) caches: CacheGauges,
-    queue_length: Family<QueueLabels, Gauge>,
-    queue_depth: Family<QueueLabels, Gauge>,
+    queue_length: Family<QueueLabels, PaddedGauge>,
+    queue_depth: Family<QueueLabels, PaddedGauge>,
 }
 
 impl Metrics {
     /// The gauges of the queue `queue` (`incoming` or `watcher`).
     pub(crate) fn queue(&self, queue: &'static str) -> Bound {
         let labels = QueueLabels { queue };
-        Bound {
-            length: self.queue_length.get_or_create(&labels).clone(),
-            depth: self.queue_depth.get_or_create(&labels).clone(),
-        }
+        Bound::new(
+            self.queue_length.get_or_create(&labels).clone(),
+            self.queue_depth.get_or_create(&labels).clone(),
+        )
     }
 
     /// Registers every metric in `registry`.

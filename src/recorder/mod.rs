@@ -15,6 +15,13 @@
 //! is client-go's `EventCorrelator`, synchronous and driven by an injected [`Clock`];
 //! [`simulate`] replays an event stream through it (`informant simulate`).
 //!
+//! Unlike client-go, the options can change while the pipeline runs: a [`Reloader`]
+//! applies them to the events recorded after the reload, in band, without losing or
+//! reordering what is queued, and says what changed ([`Changes`]: `burst 25→50`). New Events
+//! get unique names ([`EventNaming`]), so two events about one object in the same instant
+//! are not refused with 409. [`Pipeline::register`] exposes the fates, the sink's request
+//! latency, the correlator's cache sizes and each queue's length and depth.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use informant::recorder::{EventType, Fate, NullSink, ObjectRef, Options, Pipeline, SystemClock};

@@ -2,7 +2,7 @@
 //! (correlator, sink), with one [`FateCounter`] and one set of metrics for all of it, and a
 //! [`Reloader`] to change its options while it runs.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus_client::registry::Registry;
@@ -14,7 +14,7 @@ use super::clock::Clock;
 use super::correlator::Correlator;
 use super::event::{Event, Source};
 use super::fate::FateCounter;
-use super::handle::Recorder;
+use super::handle::{Recorder, SourceCell};
 use super::metrics::Metrics;
 use super::options::Options;
 use super::queue;
@@ -50,7 +50,7 @@ impl<S: Sink> Pipeline<S> {
         let (in_tx, in_rx) =
             queue::channel(options.incoming_queue_length, metrics.queue("incoming"));
         let (w_tx, w_rx) = queue::channel(options.watcher_queue_length, metrics.queue("watcher"));
-        let source = Arc::new(RwLock::new(Arc::new(Source::new(&options.component, ""))));
+        let source = Arc::new(SourceCell::new(Source::new(&options.component, "")));
         let reloader = Reloader::new(in_tx.downgrade(), source.clone(), options.clone());
         let recorder = Recorder::new(in_tx, source, clock.clone(), fates);
         let correlator = Correlator::new(&options.correlator, clock);
@@ -219,60 +219,6 @@ mod tests {
         let mut names: Vec<_> = sink.names.lock().unwrap().iter().cloned().collect();
         names.sort();
         assert_eq!(names, ["hello.17979cfe362a0000", "hello.17979cfe362a0001"]);
-    }
-
-    #[tokio::test]
-    async fn two_events_on_one_object_in_one_instant_are_both_created_on_the_api_server() {
-        use kube::api::{Api, ListParams};
-        let server = crate::apiserver::TestServer::start().await.unwrap();
-        let client = server.client().await.unwrap();
-        let p = Pipeline::new(
-            &Options::default(),
-            crate::recorder::KubeSink::new(client.clone()),
-            clock(),
-        );
-        let rec = p.recorder();
-        let fates = p.fates();
-        rec.record(
-            &hello(),
-            EventType::Normal,
-            "SawCompletedJob",
-            "saw hello-4",
-        );
-        rec.record(
-            &hello(),
-            EventType::Normal,
-            "SuccessfulDelete",
-            "deleted hello-1",
-        );
-        drop(rec);
-        tokio::time::timeout(Duration::from_secs(10), p.run(CancellationToken::new()))
-            .await
-            .expect("pipeline did not finish");
-        assert_eq!(fates.get(Fate::Created), 2, "{:?}", fates.snapshot());
-        let events = Api::<corev1::Event>::namespaced(client, "default")
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items;
-        let mut reasons: Vec<_> = events
-            .iter()
-            .map(|e| (e.metadata.name.clone().unwrap(), e.reason.clone().unwrap()))
-            .collect();
-        reasons.sort();
-        assert_eq!(
-            reasons,
-            [
-                (
-                    "hello.17979cfe362a0000".to_owned(),
-                    "SawCompletedJob".to_owned()
-                ),
-                (
-                    "hello.17979cfe362a0001".to_owned(),
-                    "SuccessfulDelete".to_owned()
-                ),
-            ]
-        );
     }
 
     #[tokio::test]

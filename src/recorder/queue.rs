@@ -8,11 +8,15 @@
 //! reload) is always admitted and not counted, so a reload is never lost to a full queue.
 //! A shorter length applies to admissions at once; events already queued beyond it stay
 //! and drain.
+//!
+//! The depth, which producers and the consumer both write, sits alone on its cache line,
+//! and "closed" is a flag beside the read-mostly length: a `record()` that finds the queue
+//! full touches no line the consumer keeps writing other than the depth it must read.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{Atomic, Gauge};
 use tokio::sync::mpsc;
 
 use super::envelope::Envelope;
@@ -36,16 +40,56 @@ pub(crate) enum Refused {
     Closed(Envelope),
 }
 
+/// An `i64` on a cache line of its own (see the module documentation).
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub(crate) struct PaddedI64(AtomicI64);
+
+impl Atomic<i64> for PaddedI64 {
+    fn inc(&self) -> i64 {
+        self.inc_by(1)
+    }
+    fn inc_by(&self, v: i64) -> i64 {
+        self.0.fetch_add(v, Ordering::Relaxed)
+    }
+    fn dec(&self) -> i64 {
+        self.dec_by(1)
+    }
+    fn dec_by(&self, v: i64) -> i64 {
+        self.0.fetch_sub(v, Ordering::Relaxed)
+    }
+    fn set(&self, v: i64) -> i64 {
+        self.0.swap(v, Ordering::Relaxed)
+    }
+    fn get(&self) -> i64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A gauge whose value has a cache line of its own.
+pub(crate) type PaddedGauge = Gauge<i64, PaddedI64>;
+
 /// The configured length and the current depth of one queue.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub(crate) struct Bound {
     /// Events the queue may hold.
-    pub(crate) length: Gauge,
+    pub(crate) length: PaddedGauge,
     /// Events in the queue now.
-    pub(crate) depth: Gauge,
+    pub(crate) depth: PaddedGauge,
+    /// Set once the receiver is closed or gone.
+    closed: AtomicBool,
 }
 
 impl Bound {
+    /// A bound reporting through these gauges.
+    pub(crate) fn new(length: PaddedGauge, depth: PaddedGauge) -> Self {
+        Self {
+            length,
+            depth,
+            closed: AtomicBool::new(false),
+        }
+    }
+
     /// Sets the length (at least 1, as the bounded channels before it).
     pub(crate) fn set_length(&self, length: usize) {
         self.length
@@ -82,12 +126,13 @@ impl Sender {
             .bound
             .depth
             .inner()
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |depth| {
+            .0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |depth| {
                 (depth < length).then_some(depth + 1)
             })
             .is_ok();
         if !admitted {
-            return Err(if self.tx.is_closed() {
+            return Err(if self.bound.closed.load(Ordering::Relaxed) {
                 Refused::Closed(envelope)
             } else {
                 Refused::Full(envelope)
@@ -171,6 +216,7 @@ impl Receiver {
 
     /// Refuses new items; queued ones can still be received.
     pub(crate) fn close(&mut self) {
+        self.bound.closed.store(true, Ordering::Relaxed);
         self.rx.close();
     }
 
@@ -178,6 +224,12 @@ impl Receiver {
         if let Some(Item::Event(_)) = item {
             self.bound.depth.dec();
         }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.bound.closed.store(true, Ordering::Relaxed);
     }
 }
 
@@ -243,6 +295,20 @@ mod tests {
         assert!(rx.try_recv().is_some());
         assert!(matches!(tx.try_send(env(&fates)), Err(Refused::Closed(_))));
         assert!(!tx.send_control(Item::Reload(Arc::new(Options::default()))));
+    }
+
+    #[test]
+    fn a_dropped_receiver_refuses_as_closed_even_when_full() {
+        let fates = FateCounter::new();
+        let (tx, rx) = channel(1, Bound::default());
+        assert!(tx.try_send(env(&fates)).is_ok());
+        drop(rx);
+        assert!(matches!(tx.try_send(env(&fates)), Err(Refused::Closed(_))));
+    }
+
+    #[test]
+    fn the_depth_has_a_cache_line_of_its_own() {
+        assert_eq!(std::mem::align_of::<PaddedI64>(), 64);
     }
 
     #[test]

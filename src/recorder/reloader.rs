@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::changes::Changes;
 use super::event::Source;
-use super::handle::SharedSource;
+use super::handle::SourceCell;
 use super::options::Options;
 use super::queue::{Item, WeakSender};
 
@@ -61,13 +61,13 @@ pub struct Reloader {
 #[derive(Debug)]
 struct Inner {
     incoming: WeakSender,
-    source: SharedSource,
+    source: Arc<SourceCell>,
     /// The options in force for events recorded now; its lock also keeps reloads in order.
     current: Mutex<Options>,
 }
 
 impl Reloader {
-    pub(crate) fn new(incoming: WeakSender, source: SharedSource, options: Options) -> Self {
+    pub(crate) fn new(incoming: WeakSender, source: Arc<SourceCell>, options: Options) -> Self {
         Self {
             inner: Arc::new(Inner {
                 incoming,
@@ -98,12 +98,7 @@ impl Reloader {
             .bound()
             .set_length(new.incoming_queue_length);
         if current.component != new.component {
-            let source = Arc::new(Source::new(&new.component, ""));
-            *self
-                .inner
-                .source
-                .write()
-                .unwrap_or_else(PoisonError::into_inner) = source;
+            self.inner.source.set(Source::new(&new.component, ""));
         }
         if let Some(incoming) = self.inner.incoming.upgrade() {
             // Refused only once the pipeline has shut down: nothing is left to apply it to.

@@ -231,10 +231,10 @@ impl<C: Clock> Correlator<C> {
     /// - aggregation records and the logger's counts (so repeats still patch the Events
     ///   already written) survive every change; a smaller `lruCacheSize` keeps the most
     ///   recently used entries that fit;
-    /// - the spam filter keeps its buckets across a qps or burst change (see
-    ///   `SpamFilter::reconfigure`: a higher burst grants its extra tokens at once) and
-    ///   starts afresh when the spam key fields change, since old keys cannot be mapped to
-    ///   new ones;
+    /// - the spam filter keeps its buckets across a qps or burst change (each refilled at
+    ///   the old rate up to now; a higher burst grants its extra tokens at once, a lower one
+    ///   caps them) and starts afresh when the spam key fields change, since old keys cannot
+    ///   be mapped to new ones;
     /// - names already handed out stay taken.
     pub fn reconfigure(&mut self, options: &CorrelatorOptions) {
         let now = self.clock.now();
