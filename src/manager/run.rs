@@ -852,36 +852,7 @@ fn status_input(snapshot: &Snapshot, generation: Option<i64>) -> StatusInput {
             errors: snapshot.invalid.clone(),
         }
     };
-    let eager: Vec<_> = snapshot
-        .informers
-        .iter()
-        .filter(|i| {
-            snapshot
-                .eager
-                .iter()
-                .any(|g| g.kind == i.kind && g.api_version() == i.api_version)
-        })
-        .collect();
-    let mut readiness = Readiness::of(eager.iter().copied());
-    let missing: Vec<String> = snapshot
-        .unsynced
-        .iter()
-        .filter(|(g, _)| {
-            !eager
-                .iter()
-                .any(|i| g.kind == i.kind && g.api_version() == i.api_version)
-        })
-        .map(|(g, e)| format!("{} {}: {e}", g.api_version(), g.kind))
-        .collect();
-    if !missing.is_empty() {
-        readiness = match readiness {
-            Readiness::Failed { mut failed } => {
-                failed.extend(missing);
-                Readiness::Failed { failed }
-            }
-            _ => Readiness::Failed { failed: missing },
-        };
-    }
+    let readiness = snapshot.readiness();
     StatusInput {
         generation,
         validity,
@@ -920,9 +891,14 @@ impl Probes for ManagerProbes {
                 ),
             )
         };
-        let informers = match snapshot.unready_informers() {
-            None => Check::ok("informers"),
-            Some(why) => Check::failed("informers", why),
+        let informers = match snapshot.readiness() {
+            Readiness::Synced => Check::ok("informers"),
+            Readiness::Syncing { pending } => {
+                Check::failed("informers", format!("syncing: {}", pending.join("; ")))
+            }
+            Readiness::Failed { failed } => {
+                Check::failed("informers", format!("failed: {}", failed.join("; ")))
+            }
         };
         vec![Check::ok("ping"), config, informers]
     }

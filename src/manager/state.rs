@@ -8,6 +8,7 @@ use tokio::sync::watch;
 
 use crate::cache::{Cache, InformerStatus, SharedCache};
 use crate::config::Validated;
+use crate::manager::status::Readiness;
 
 /// The manager's view of its config and cache, updated by every reload.
 pub struct State {
@@ -50,37 +51,50 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Why the eager informers are not all synced, or `None` when they are: the first config's
-    /// tree is serving, every informer of an eager kind synced (and each eager kind has one).
+    /// Whether the published tree is ready, for `/readyz` and the `Ready` condition: its
+    /// eager informers (those of `byObject` kinds) synced, an unsynced one with an error
+    /// failed, and an eager kind without any informer (unknown kind, sync timeout at the
+    /// reload) failed with the reload's reason. Before the first config's tree serves, it is
+    /// syncing.
     #[must_use]
-    pub fn unready_informers(&self) -> Option<String> {
+    pub fn readiness(&self) -> Readiness {
         if self.last_reload.is_none() {
-            return Some("the cache tree of the first config is not serving yet".into());
+            return Readiness::Syncing {
+                pending: vec!["the cache tree of the first config".into()],
+            };
         }
-        let mut problems = Vec::new();
-        for gvk in &self.eager {
-            let api_version = gvk.api_version();
-            let rows: Vec<&InformerStatus> = self
-                .informers
+        let is_eager = |api_version: &str, kind: &str| {
+            self.eager
                 .iter()
-                .filter(|i| i.kind == gvk.kind && i.api_version == api_version)
-                .collect();
-            let name = format!("{}.{api_version}", gvk.kind);
-            if rows.is_empty() {
-                let why = self
-                    .unsynced
-                    .iter()
-                    .find(|(g, _)| g == gvk)
-                    .map_or("not started", |(_, e)| e.as_str());
-                problems.push(format!("{name}: {why}"));
-            }
-            for row in rows.into_iter().filter(|r| !r.synced) {
-                let ns = row.namespace.as_deref().unwrap_or("all namespaces");
-                let why = row.error.as_deref().unwrap_or("syncing");
-                problems.push(format!("{name} in {ns}: {why}"));
-            }
+                .any(|g| g.kind == kind && g.api_version() == api_version)
+        };
+        let eager: Vec<&InformerStatus> = self
+            .informers
+            .iter()
+            .filter(|i| is_eager(&i.api_version, &i.kind))
+            .collect();
+        let started = |gvk: &GroupVersionKind| {
+            eager
+                .iter()
+                .any(|i| i.kind == gvk.kind && i.api_version == gvk.api_version())
+        };
+        let missing: Vec<String> = self
+            .unsynced
+            .iter()
+            .filter(|(gvk, _)| !started(gvk))
+            .map(|(gvk, e)| format!("{} {}: {e}", gvk.api_version(), gvk.kind))
+            .collect();
+        let readiness = Readiness::of(eager);
+        if missing.is_empty() {
+            return readiness;
         }
-        (!problems.is_empty()).then(|| problems.join("; "))
+        match readiness {
+            Readiness::Failed { mut failed } => {
+                failed.extend(missing);
+                Readiness::Failed { failed }
+            }
+            _ => Readiness::Failed { failed: missing },
+        }
     }
 }
 
