@@ -106,23 +106,9 @@ impl Broadcaster {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recorder::clock::Time;
-    use crate::recorder::event::{EventType, ObjectRef, Source};
     use crate::recorder::fate::FateCounter;
     use crate::recorder::options::Options;
     use crate::recorder::queue::{Bound, channel};
-
-    fn env(fates: &FateCounter) -> Envelope {
-        let e = Event::new(
-            Arc::new(ObjectRef::new("v1", "Pod", "ns", "p", "u")),
-            Arc::new(Source::new("c", "")),
-            EventType::Normal,
-            "R",
-            "m",
-            Time::EPOCH,
-        );
-        Envelope::new(e, fates.clone())
-    }
 
     #[tokio::test]
     async fn a_full_watcher_queue_drops_as_dropped_watcher_full_without_blocking() {
@@ -133,7 +119,7 @@ mod tests {
         let mut observer = b.subscribe(1);
         let drops = b.observer_drops();
         for _ in 0..5 {
-            in_tx.try_send(env(&fates)).unwrap();
+            in_tx.try_send(Envelope::for_test(&fates)).unwrap();
         }
         drop(in_tx);
         b.run(CancellationToken::new()).await;
@@ -156,13 +142,13 @@ mod tests {
         let (w_tx, mut w_rx) = channel(10, Bound::default());
         let b = Broadcaster::new(in_rx, w_tx);
         for _ in 0..3 {
-            in_tx.try_send(env(&fates)).unwrap();
+            in_tx.try_send(Envelope::for_test(&fates)).unwrap();
         }
         let shutdown = CancellationToken::new();
         shutdown.cancel();
         b.run(shutdown).await;
         assert!(matches!(
-            in_tx.try_send(env(&fates)),
+            in_tx.try_send(Envelope::for_test(&fates)),
             Err(Refused::Closed(_))
         ));
         let mut handed = 0;
@@ -179,7 +165,7 @@ mod tests {
         let (w_tx, mut w_rx) = channel(2, Bound::default());
         let b = Broadcaster::new(in_rx, w_tx);
         for _ in 0..3 {
-            in_tx.try_send(env(&fates)).unwrap();
+            in_tx.try_send(Envelope::for_test(&fates)).unwrap();
         }
         let longer = Options {
             watcher_queue_length: 10,
@@ -187,7 +173,7 @@ mod tests {
         };
         assert!(in_tx.send_control(Item::Reload(Arc::new(longer))));
         for _ in 0..3 {
-            in_tx.try_send(env(&fates)).unwrap();
+            in_tx.try_send(Envelope::for_test(&fates)).unwrap();
         }
         drop(in_tx);
         b.run(CancellationToken::new()).await;

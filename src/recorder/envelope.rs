@@ -81,13 +81,13 @@ impl Drop for Envelope {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::recorder::clock::Time;
-    use crate::recorder::event::{EventType, ObjectRef, Source};
-
-    fn env(fates: &FateCounter) -> Envelope {
-        let e = Event::new(
+impl Envelope {
+    /// A `Normal` event `R` about Pod `ns/p`, counted in `fates`: what queue and broadcaster
+    /// tests put through the pipeline.
+    pub(crate) fn for_test(fates: &FateCounter) -> Self {
+        use super::clock::Time;
+        use super::event::{EventType, ObjectRef, Source};
+        let event = Event::new(
             Arc::new(ObjectRef::new("v1", "Pod", "ns", "p", "u")),
             Arc::new(Source::new("c", "")),
             EventType::Normal,
@@ -95,13 +95,18 @@ mod tests {
             "m",
             Time::EPOCH,
         );
-        Envelope::new(e, fates.clone())
+        Self::new(event, fates.clone())
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     #[test]
     fn finishing_counts_exactly_one_fate() {
         let fates = FateCounter::new();
-        env(&fates).finish(Fate::Created);
+        Envelope::for_test(&fates).finish(Fate::Created);
         assert_eq!(fates.get(Fate::Created), 1);
         assert_eq!(fates.total(), 1);
     }
@@ -109,7 +114,7 @@ mod tests {
     #[test]
     fn an_envelope_dropped_unfinished_counts_as_dropped_shutdown() {
         let fates = FateCounter::new();
-        drop(env(&fates));
+        drop(Envelope::for_test(&fates));
         assert_eq!(fates.get(Fate::DroppedShutdown), 1);
         assert_eq!(fates.total(), 1);
     }

@@ -236,34 +236,23 @@ impl Drop for Receiver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recorder::clock::Time;
-    use crate::recorder::event::{Event, EventType, ObjectRef, Source};
     use crate::recorder::fate::{Fate, FateCounter};
-
-    fn env(fates: &FateCounter) -> Envelope {
-        let e = Event::new(
-            Arc::new(ObjectRef::new("v1", "Pod", "ns", "p", "u")),
-            Arc::new(Source::new("c", "")),
-            EventType::Normal,
-            "R",
-            "m",
-            Time::EPOCH,
-        );
-        Envelope::new(e, fates.clone())
-    }
 
     #[test]
     fn events_beyond_the_length_are_refused_but_reloads_always_pass() {
         let fates = FateCounter::new();
         let (tx, mut rx) = channel(2, Bound::default());
-        assert!(tx.try_send(env(&fates)).is_ok());
-        assert!(tx.try_send(env(&fates)).is_ok());
-        assert!(matches!(tx.try_send(env(&fates)), Err(Refused::Full(_))));
+        assert!(tx.try_send(Envelope::for_test(&fates)).is_ok());
+        assert!(tx.try_send(Envelope::for_test(&fates)).is_ok());
+        assert!(matches!(
+            tx.try_send(Envelope::for_test(&fates)),
+            Err(Refused::Full(_))
+        ));
         assert!(tx.send_control(Item::Reload(Arc::new(Options::default()))));
         assert_eq!(tx.bound().depth.get(), 2);
         assert!(matches!(rx.try_recv(), Some(Item::Event(_))));
         assert_eq!(tx.bound().depth.get(), 1);
-        assert!(tx.try_send(env(&fates)).is_ok());
+        assert!(tx.try_send(Envelope::for_test(&fates)).is_ok());
         drop(rx);
         // All four envelopes (queued, refused, received) end in a fate once dropped.
         assert_eq!(fates.get(Fate::DroppedShutdown), 4);
@@ -274,26 +263,38 @@ mod tests {
         let fates = FateCounter::new();
         let (tx, mut rx) = channel(3, Bound::default());
         for _ in 0..3 {
-            assert!(tx.try_send(env(&fates)).is_ok());
+            assert!(tx.try_send(Envelope::for_test(&fates)).is_ok());
         }
         tx.bound().set_length(1);
-        assert!(matches!(tx.try_send(env(&fates)), Err(Refused::Full(_))));
+        assert!(matches!(
+            tx.try_send(Envelope::for_test(&fates)),
+            Err(Refused::Full(_))
+        ));
         while rx.try_recv().is_some() {}
-        assert!(tx.try_send(env(&fates)).is_ok());
-        assert!(matches!(tx.try_send(env(&fates)), Err(Refused::Full(_))));
+        assert!(tx.try_send(Envelope::for_test(&fates)).is_ok());
+        assert!(matches!(
+            tx.try_send(Envelope::for_test(&fates)),
+            Err(Refused::Full(_))
+        ));
         tx.bound().set_length(5);
-        assert!(tx.try_send(env(&fates)).is_ok());
+        assert!(tx.try_send(Envelope::for_test(&fates)).is_ok());
     }
 
     #[test]
     fn a_closed_queue_refuses_as_closed_even_when_full() {
         let fates = FateCounter::new();
         let (tx, mut rx) = channel(1, Bound::default());
-        assert!(tx.try_send(env(&fates)).is_ok());
+        assert!(tx.try_send(Envelope::for_test(&fates)).is_ok());
         rx.close();
-        assert!(matches!(tx.try_send(env(&fates)), Err(Refused::Closed(_))));
+        assert!(matches!(
+            tx.try_send(Envelope::for_test(&fates)),
+            Err(Refused::Closed(_))
+        ));
         assert!(rx.try_recv().is_some());
-        assert!(matches!(tx.try_send(env(&fates)), Err(Refused::Closed(_))));
+        assert!(matches!(
+            tx.try_send(Envelope::for_test(&fates)),
+            Err(Refused::Closed(_))
+        ));
         assert!(!tx.send_control(Item::Reload(Arc::new(Options::default()))));
     }
 
@@ -301,9 +302,12 @@ mod tests {
     fn a_dropped_receiver_refuses_as_closed_even_when_full() {
         let fates = FateCounter::new();
         let (tx, rx) = channel(1, Bound::default());
-        assert!(tx.try_send(env(&fates)).is_ok());
+        assert!(tx.try_send(Envelope::for_test(&fates)).is_ok());
         drop(rx);
-        assert!(matches!(tx.try_send(env(&fates)), Err(Refused::Closed(_))));
+        assert!(matches!(
+            tx.try_send(Envelope::for_test(&fates)),
+            Err(Refused::Closed(_))
+        ));
     }
 
     #[test]
