@@ -410,31 +410,40 @@ impl<'de, E: de::Error> MapAccess<'de> for NoEntries<E> {
     }
 }
 
+/// The type half of a `Lookup` whose `DynamicType` is the informer's `Arc<ApiResource>`:
+/// every name borrowed from it (the compact and the shared store use it alike).
+macro_rules! shared_resource_type {
+    () => {
+        fn kind(dyntype: &Self::DynamicType) -> Cow<'_, str> {
+            Cow::Borrowed(&dyntype.kind)
+        }
+
+        fn group(dyntype: &Self::DynamicType) -> Cow<'_, str> {
+            Cow::Borrowed(&dyntype.group)
+        }
+
+        fn version(dyntype: &Self::DynamicType) -> Cow<'_, str> {
+            Cow::Borrowed(&dyntype.version)
+        }
+
+        fn api_version(dyntype: &Self::DynamicType) -> Cow<'_, str> {
+            Cow::Borrowed(&dyntype.api_version)
+        }
+
+        fn plural(dyntype: &Self::DynamicType) -> Cow<'_, str> {
+            Cow::Borrowed(&dyntype.plural)
+        }
+    };
+}
+pub(super) use shared_resource_type;
+
 /// Store keys carry the informer's `ApiResource` behind one shared `Arc` (a `DynamicObject`
 /// key carries its own copy of every string of it), and no `resourceVersion` or `uid`: the
 /// store does not use them and the object's body keeps them.
 impl Lookup for CompactObject {
     type DynamicType = Arc<ApiResource>;
 
-    fn kind(dyntype: &Self::DynamicType) -> Cow<'_, str> {
-        Cow::Borrowed(&dyntype.kind)
-    }
-
-    fn group(dyntype: &Self::DynamicType) -> Cow<'_, str> {
-        Cow::Borrowed(&dyntype.group)
-    }
-
-    fn version(dyntype: &Self::DynamicType) -> Cow<'_, str> {
-        Cow::Borrowed(&dyntype.version)
-    }
-
-    fn api_version(dyntype: &Self::DynamicType) -> Cow<'_, str> {
-        Cow::Borrowed(&dyntype.api_version)
-    }
-
-    fn plural(dyntype: &Self::DynamicType) -> Cow<'_, str> {
-        Cow::Borrowed(&dyntype.plural)
-    }
+    shared_resource_type!();
 
     fn name(&self) -> Option<Cow<'_, str>> {
         Some(Cow::Borrowed(&self.name))

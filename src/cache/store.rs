@@ -15,7 +15,7 @@ use kube::{
     },
 };
 
-use super::compact::CompactObject;
+use super::compact::{CompactObject, shared_resource_type};
 use super::error::{Error, Result};
 use super::matching;
 use super::typed::{AnyObject, Decoder};
@@ -67,25 +67,7 @@ impl SharedObject {
 impl Lookup for SharedObject {
     type DynamicType = Arc<ApiResource>;
 
-    fn kind(dyntype: &Self::DynamicType) -> Cow<'_, str> {
-        Cow::Borrowed(&dyntype.kind)
-    }
-
-    fn group(dyntype: &Self::DynamicType) -> Cow<'_, str> {
-        Cow::Borrowed(&dyntype.group)
-    }
-
-    fn version(dyntype: &Self::DynamicType) -> Cow<'_, str> {
-        Cow::Borrowed(&dyntype.version)
-    }
-
-    fn api_version(dyntype: &Self::DynamicType) -> Cow<'_, str> {
-        Cow::Borrowed(&dyntype.api_version)
-    }
-
-    fn plural(dyntype: &Self::DynamicType) -> Cow<'_, str> {
-        Cow::Borrowed(&dyntype.plural)
-    }
+    shared_resource_type!();
 
     fn name(&self) -> Option<Cow<'_, str>> {
         self.object.metadata.name.as_deref().map(Cow::Borrowed)
