@@ -168,6 +168,16 @@ impl Plan {
         self.reader_fail_on_missing_informer
     }
 
+    /// The `byObject` kinds, ordered by group, version and kind: the kinds the manager starts
+    /// eagerly.
+    #[must_use]
+    pub fn by_object_kinds(&self) -> Vec<GroupVersionKind> {
+        match &self.root {
+            Layer::ByKind { kinds, .. } => kinds.iter().map(|(gvk, _)| gvk.clone()).collect(),
+            Layer::Informers(_) | Layer::MultiNamespace { .. } => Vec::new(),
+        }
+    }
+
     /// Every informer scope of the tree, outermost layer first, each with the kinds it starts.
     /// Two plans with the same spec share those informers.
     #[must_use]

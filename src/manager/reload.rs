@@ -11,7 +11,7 @@ use kube::core::GroupVersionKind;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::cache::{
-    self, Cache, Context, InformerKey, InformerPool, Kinds, Options, OptionsError, Plan, Resolver,
+    self, Cache, Context, InformerKey, InformerPool, Options, OptionsError, Plan, Resolver,
     SharedCache,
 };
 
@@ -61,7 +61,6 @@ pub struct CacheReloader {
     tracker: TaskTracker,
     shutdown: CancellationToken,
     sync_timeout: Duration,
-    eager: Vec<GroupVersionKind>,
 }
 
 impl std::fmt::Debug for CacheReloader {
@@ -70,19 +69,6 @@ impl std::fmt::Debug for CacheReloader {
             .field("plan", &self.plan)
             .finish_non_exhaustive()
     }
-}
-
-/// The kinds a plan starts eagerly: its `byObject` kinds.
-fn eager_kinds(plan: &Plan) -> Vec<GroupVersionKind> {
-    let mut kinds = Vec::new();
-    for spec in plan.informer_specs() {
-        if let Kinds::Only(gvk) = spec.kinds
-            && !kinds.contains(&gvk)
-        {
-            kinds.push(gvk);
-        }
-    }
-    kinds
 }
 
 impl CacheReloader {
@@ -103,7 +89,6 @@ impl CacheReloader {
             tracker,
             shutdown,
             sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
-            eager: Vec::new(),
         }
     }
 
@@ -132,12 +117,6 @@ impl CacheReloader {
         self.plan.as_ref()
     }
 
-    /// The kinds the published tree started eagerly (its `byObject` kinds).
-    #[must_use]
-    pub fn eager_kinds(&self) -> &Vec<GroupVersionKind> {
-        &self.eager
-    }
-
     /// Makes the published tree the one `options` plan. An unchanged plan builds nothing and
     /// makes no request. Otherwise the new tree adopts every running informer of unchanged
     /// identity, starts and syncs its new eager informers (failures and timeouts are reported,
@@ -160,7 +139,7 @@ impl CacheReloader {
         };
         let tree = plan.instantiate(&context);
         tree.start(&self.tracker, &self.shutdown);
-        let eager = eager_kinds(&plan);
+        let eager = plan.by_object_kinds();
         let unsynced = self.sync_eager(tree.as_ref(), &eager).await;
         let old = self.shared.replace(tree);
         let took = began.elapsed();
@@ -184,7 +163,6 @@ impl CacheReloader {
         }
         let kept = after.iter().filter(|k| before.contains(k)).count();
         self.plan = Some(plan);
-        self.eager = eager;
         Ok(CacheChange {
             changed: true,
             started,

@@ -617,12 +617,9 @@ impl ReloadLoop<'_> {
             took_ms = change.took.as_millis(),
             "cache tree serving"
         );
-        self.state.applied(
-            Arc::clone(config),
-            true,
-            self.reloader.eager_kinds().clone(),
-            change.unsynced,
-        );
+        let plan = self.reloader.plan().cloned();
+        self.state
+            .applied(Arc::clone(config), plan.map(|plan| (plan, change.unsynced)));
         Ok(())
     }
 
@@ -682,12 +679,13 @@ impl ReloadLoop<'_> {
             "ConfigReloaded",
             &summary,
         );
-        self.state.applied(
-            Arc::clone(&config),
-            change.changed,
-            self.reloader.eager_kinds().clone(),
-            change.unsynced.clone(),
-        );
+        let tree = if change.changed {
+            let plan = self.reloader.plan().cloned();
+            plan.map(|plan| (plan, change.unsynced.clone()))
+        } else {
+            None
+        };
+        self.state.applied(Arc::clone(&config), tree);
         let _ = self.reloads.send(Reload::Applied {
             cache: change,
             recorder: recorder.to_string(),
@@ -905,9 +903,7 @@ impl Probes for ManagerProbes {
 
     fn debug_cache(&self) -> serde_json::Value {
         let snapshot = self.state.snapshot();
-        let tree = crate::cache::Plan::new(&snapshot.config.cache)
-            .ok()
-            .map(|plan| plan.describe());
+        let tree = snapshot.plan.as_ref().map(crate::cache::Plan::describe);
         let stats = self.pool.stats();
         serde_json::json!({
             "tree": tree,

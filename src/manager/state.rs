@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use kube::core::GroupVersionKind;
 use tokio::sync::watch;
 
-use crate::cache::{Cache, InformerStatus, SharedCache};
+use crate::cache::{Cache, InformerStatus, Plan, SharedCache};
 use crate::config::Validated;
 use crate::manager::status::Readiness;
 
@@ -28,7 +28,7 @@ struct Inner {
     config: Arc<Validated>,
     invalid: Vec<String>,
     last_reload: Option<jiff::Timestamp>,
-    eager: Vec<GroupVersionKind>,
+    plan: Option<Plan>,
     unsynced: Vec<(GroupVersionKind, String)>,
 }
 
@@ -42,8 +42,8 @@ pub struct Snapshot {
     pub invalid: Vec<String>,
     /// When a changed config was last applied.
     pub last_reload: Option<jiff::Timestamp>,
-    /// The kinds started eagerly (`byObject` kinds).
-    pub eager: Vec<GroupVersionKind>,
+    /// The plan of the published tree (`None` before the first config's tree serves).
+    pub plan: Option<Plan>,
     /// Eager kinds whose first sync failed or timed out at the last reload.
     pub unsynced: Vec<(GroupVersionKind, String)>,
     /// Every informer of the published tree.
@@ -63,8 +63,13 @@ impl Snapshot {
                 pending: vec!["the cache tree of the first config".into()],
             };
         }
+        let eager_kinds = self
+            .plan
+            .as_ref()
+            .map(Plan::by_object_kinds)
+            .unwrap_or_default();
         let is_eager = |api_version: &str, kind: &str| {
-            self.eager
+            eager_kinds
                 .iter()
                 .any(|g| g.kind == kind && g.api_version() == api_version)
         };
@@ -108,7 +113,7 @@ impl State {
                 config,
                 invalid: Vec::new(),
                 last_reload: None,
-                eager: Vec::new(),
+                plan: None,
                 unsynced: Vec::new(),
             }),
             cache,
@@ -121,20 +126,20 @@ impl State {
         self.changed.send_modify(|v| *v = v.wrapping_add(1));
     }
 
-    /// A valid config was applied (or found unchanged: `reloaded` false).
+    /// A valid config was applied. `tree` is the plan of the tree it published and the eager
+    /// kinds that did not sync, or `None` when the cache tree stayed as it was (only recorder
+    /// options changed).
     pub fn applied(
         &self,
         config: Arc<Validated>,
-        reloaded: bool,
-        eager: Vec<GroupVersionKind>,
-        unsynced: Vec<(GroupVersionKind, String)>,
+        tree: Option<(Plan, Vec<(GroupVersionKind, String)>)>,
     ) {
         self.update(|s| {
             s.config = config;
             s.invalid.clear();
-            if reloaded {
+            if let Some((plan, unsynced)) = tree {
                 s.last_reload = Some(jiff::Timestamp::now());
-                s.eager = eager;
+                s.plan = Some(plan);
                 s.unsynced = unsynced;
             }
         });
@@ -184,7 +189,7 @@ impl State {
             config: inner.config,
             invalid: inner.invalid,
             last_reload: inner.last_reload,
-            eager: inner.eager,
+            plan: inner.plan,
             unsynced: inner.unsynced,
             informers: self.cache.informers(),
         }
