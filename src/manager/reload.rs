@@ -11,8 +11,8 @@ use kube::core::GroupVersionKind;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::cache::{
-    self, Cache, Context, InformerKey, InformerPool, Options, OptionsError, Plan, Resolver,
-    SharedCache,
+    self, Cache, Context, InformerCache, InformerKey, InformerPool, InformerSettings, Options,
+    OptionsError, Plan, Resolver, SharedCache,
 };
 
 /// How long a reload waits for the new eager informers to sync before it publishes the tree
@@ -80,10 +80,9 @@ impl CacheReloader {
     pub fn new(context: Context, tracker: TaskTracker, shutdown: CancellationToken) -> Self {
         // Not started: until the first apply, reads fail with `NotStarted`, as
         // controller-runtime's reads before the cache starts do.
-        let empty = Plan::new(&Options::default())
-            .map_or_else(|_| unreachable_default(), |plan| plan.instantiate(&context));
+        let empty = InformerCache::new(context.clone(), None, InformerSettings::default());
         Self {
-            shared: Arc::new(SharedCache::new(empty)),
+            shared: Arc::new(SharedCache::new(Arc::new(empty))),
             context,
             plan: None,
             tracker,
@@ -212,9 +211,4 @@ impl CacheReloader {
     pub fn resolver(&self) -> &Arc<dyn Resolver> {
         &self.context.resolver
     }
-}
-
-/// Default options always plan: they set no namespaces for a cluster-scoped kind.
-fn unreachable_default() -> Arc<dyn Cache> {
-    unreachable!("the default cache options always plan")
 }

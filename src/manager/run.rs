@@ -651,9 +651,7 @@ impl ReloadLoop<'_> {
         let recorder = self.recorder_reloader.reload(&config.recorder);
         if !change.changed && recorder.is_empty() {
             tracing::Span::current().record("reload.result", "unchanged");
-            self.metrics.reload(ReloadResult::Unchanged);
-            self.state.unchanged();
-            let _ = self.reloads.send(Reload::Unchanged);
+            self.unchanged();
             return;
         }
         tracing::Span::current().record("reload.result", "applied");
@@ -691,6 +689,13 @@ impl ReloadLoop<'_> {
             recorder: recorder.to_string(),
             summary,
         });
+    }
+
+    /// A valid config equal to the running one: counted and announced, nothing else.
+    fn unchanged(&self) {
+        self.metrics.reload(ReloadResult::Unchanged);
+        self.state.unchanged();
+        let _ = self.reloads.send(Reload::Unchanged);
     }
 
     fn reject(&mut self, running: &Validated, errors: Vec<String>) {
@@ -733,9 +738,7 @@ impl ReloadLoop<'_> {
                 Ok(ReloadOutcome::Unchanged) => {
                     let _span =
                         tracing::info_span!("config_reload", reload.result = "unchanged").entered();
-                    self.metrics.reload(ReloadResult::Unchanged);
-                    self.state.unchanged();
-                    let _ = self.reloads.send(Reload::Unchanged);
+                    self.unchanged();
                 }
                 Ok(ReloadOutcome::Rejected { error }) => {
                     let _span =
