@@ -115,7 +115,7 @@ impl std::fmt::Debug for Informer {
 
 /// Whether retrying alone will not fix the watcher error (the API server refused the request:
 /// 401, 403, 404), so readers waiting for sync should fail with the reason.
-fn is_permanent(error: &watcher::Error) -> bool {
+pub(crate) fn is_permanent(error: &watcher::Error) -> bool {
     let client_error = match error {
         watcher::Error::InitialListFailed(e)
         | watcher::Error::WatchStartFailed(e)

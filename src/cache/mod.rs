@@ -54,6 +54,7 @@ pub use by_kind::ByKindCache;
 pub use compact::CompactObject;
 pub use describe::{Description, InformerScopeDescription};
 pub use error::{Error, Result};
+pub(crate) use informer::is_permanent;
 pub use informer::{Informer, InformerEvent, InformerStatus};
 pub use informer_cache::{Context, InformerCache};
 pub use multi_namespace::MultiNamespaceCache;

@@ -329,7 +329,7 @@ impl ResourceWatcher {
                 }
                 Some(Ok(None)) => self.on_absent(),
                 Some(Err(error)) => {
-                    if is_permanent(&error) {
+                    if crate::cache::is_permanent(&error) {
                         tracing::warn!(error = %error, "cannot watch the cacheconfig; retrying");
                     } else {
                         tracing::debug!(error = %error, "cacheconfig watch retrying");
@@ -430,19 +430,6 @@ fn log(outcome: &ReloadOutcome) {
         ),
         _ => tracing::debug!("cacheconfig spec unchanged"),
     }
-}
-
-/// Whether retrying alone will not fix the watch error (the API server refused the request:
-/// 401, 403, 404), so a person has to act.
-fn is_permanent(error: &watcher::Error) -> bool {
-    let client_error = match error {
-        watcher::Error::InitialListFailed(e)
-        | watcher::Error::WatchStartFailed(e)
-        | watcher::Error::WatchFailed(e) => e,
-        watcher::Error::WatchError(status) => return matches!(status.code, 401 | 403 | 404),
-        watcher::Error::NoResourceVersion => return true,
-    };
-    matches!(client_error, kube::Error::Api(status) if matches!(status.code, 401 | 403 | 404))
 }
 
 #[cfg(test)]
