@@ -263,6 +263,25 @@ pub(crate) mod tests {
         (e, again)
     }
 
+    /// [`deliver`] with the default options and a latency histogram nobody reads.
+    async fn deliver_with_defaults<S: Sink>(
+        sink: &S,
+        event: &Event,
+        correlation: &Correlation,
+        stop: impl Future<Output = ()>,
+    ) -> Delivery {
+        let options = SinkOptions::default();
+        deliver(
+            sink,
+            &options,
+            &SinkLatency::default(),
+            event,
+            correlation,
+            stop,
+        )
+        .await
+    }
+
     fn never() -> impl Future<Output = ()> {
         std::future::pending()
     }
@@ -271,15 +290,7 @@ pub(crate) mod tests {
     async fn transport_errors_are_retried_until_success() {
         let sink = FakeSink::answering(vec![Err(transport()), Err(transport())]);
         let (e, c) = correlated(false);
-        let d = deliver(
-            &sink,
-            &SinkOptions::default(),
-            &SinkLatency::default(),
-            &e,
-            &c,
-            never(),
-        )
-        .await;
+        let d = deliver_with_defaults(&sink, &e, &c, never()).await;
         assert_eq!(
             d,
             Delivery {
@@ -294,15 +305,7 @@ pub(crate) mod tests {
         let sink = FakeSink::answering((0..20).map(|_| Err(transport())).collect());
         let (e, c) = correlated(false);
         let start = tokio::time::Instant::now();
-        let d = deliver(
-            &sink,
-            &SinkOptions::default(),
-            &SinkLatency::default(),
-            &e,
-            &c,
-            never(),
-        )
-        .await;
+        let d = deliver_with_defaults(&sink, &e, &c, never()).await;
         assert_eq!(
             d,
             Delivery {
@@ -322,15 +325,7 @@ pub(crate) mod tests {
             message: "invalid".into(),
         })]);
         let (e, c) = correlated(false);
-        let d = deliver(
-            &sink,
-            &SinkOptions::default(),
-            &SinkLatency::default(),
-            &e,
-            &c,
-            never(),
-        )
-        .await;
+        let d = deliver_with_defaults(&sink, &e, &c, never()).await;
         assert_eq!(
             d,
             Delivery {
@@ -344,15 +339,7 @@ pub(crate) mod tests {
     async fn a_patch_that_gets_404_falls_back_to_create() {
         let sink = FakeSink::answering(vec![Err(SinkError::NotFound)]);
         let (e, c) = correlated(true);
-        let d = deliver(
-            &sink,
-            &SinkOptions::default(),
-            &SinkLatency::default(),
-            &e,
-            &c,
-            never(),
-        )
-        .await;
+        let d = deliver_with_defaults(&sink, &e, &c, never()).await;
         assert_eq!(
             d,
             Delivery {
@@ -370,15 +357,7 @@ pub(crate) mod tests {
         let sink = FakeSink::answering((0..20).map(|_| Err(transport())).collect());
         let (e, c) = correlated(false);
         let stop = tokio::time::sleep(Duration::from_secs(15));
-        let d = deliver(
-            &sink,
-            &SinkOptions::default(),
-            &SinkLatency::default(),
-            &e,
-            &c,
-            stop,
-        )
-        .await;
+        let d = deliver_with_defaults(&sink, &e, &c, stop).await;
         assert_eq!(d.fate, Fate::DroppedShutdown);
         assert!(d.tries >= 1 && d.tries <= 3);
     }
