@@ -3,11 +3,13 @@
 //! (no LIST), a reload that changes nothing makes no request, and lazily started informers
 //! survive reloads.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use informant::apiserver::{TestServer, Verb};
-use informant::cache::{Cache, Context, Discovery, ListOptions, typed};
+use informant::cache::{Context, Discovery};
 use informant::manager::reload::CacheReloader;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use serde_json::json;
@@ -87,20 +89,8 @@ impl Env {
         }
     }
 
-    async fn names<K>(&self) -> Vec<String>
-    where
-        K: kube::Resource<DynamicType = ()>,
-    {
-        let cache = self.reloader.cache();
-        let mut names: Vec<String> = cache
-            .list(&typed::gvk_of::<K>(), &ListOptions::default())
-            .await
-            .unwrap()
-            .iter()
-            .map(|o| o.metadata.name.clone().unwrap())
-            .collect();
-        names.sort();
-        names
+    async fn names<K: kube::Resource<DynamicType = ()>>(&self) -> Vec<String> {
+        support::cached_names::<K>(self.reloader.cache().as_ref()).await
     }
 
     async fn stop(self) {

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use informant::apiserver::TestServer;
-use informant::cache::{ListOptions, typed};
 use informant::config::{CacheConfig, CacheConfigSpec};
 use informant::manager::{ConfigSource, Manager, Options, Reload};
 use informant::recorder::Fate;
@@ -65,17 +64,8 @@ async fn next_reload(reloads: &mut broadcast::Receiver<Reload>) -> Reload {
         .unwrap()
 }
 
-async fn names(manager_cache: &Arc<informant::cache::SharedCache>) -> Vec<String> {
-    use informant::cache::Cache as _;
-    let mut names: Vec<String> = manager_cache
-        .list(&typed::gvk_of::<ConfigMap>(), &ListOptions::default())
-        .await
-        .unwrap()
-        .iter()
-        .map(|o| o.metadata.name.clone().unwrap())
-        .collect();
-    names.sort();
-    names
+async fn names(cache: &Arc<informant::cache::SharedCache>) -> Vec<String> {
+    support::cached_names::<ConfigMap>(cache.as_ref()).await
 }
 
 async fn events_with_reason(client: &Client, reason: &str) -> Vec<Event> {
