@@ -5,7 +5,6 @@
 
 mod support;
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -19,11 +18,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use support::{WAIT, eventually, http_get};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
-
-const WAIT: Duration = Duration::from_secs(20);
 
 fn config(selector: &str) -> String {
     format!(
@@ -35,26 +32,6 @@ spec:
     - {{apiVersion: v1, kind: ConfigMap, labelSelector: '{selector}'}}
 "
     )
-}
-
-/// Polls `check` until it holds, at most [`WAIT`]: the condition a test waits for, with a
-/// timeout, instead of a sleep.
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if check().await {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 async fn next_reload(reloads: &mut broadcast::Receiver<Reload>) -> Reload {
@@ -77,22 +54,6 @@ async fn events_with_reason(client: &Client, reason: &str) -> Vec<Event> {
         .into_iter()
         .filter(|e| e.reason.as_deref() == Some(reason))
         .collect()
-}
-
-/// GET `path` on `addr`; the status code and body.
-async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let code = response[9..12].parse().unwrap();
-    let body = response
-        .split("\r\n\r\n")
-        .nth(1)
-        .unwrap_or_default()
-        .to_string();
-    (code, body)
 }
 
 /// Waits until `/readyz` answers 200: the first config's tree serves, eager informers synced.

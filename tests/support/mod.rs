@@ -33,3 +33,49 @@ pub async fn install_cacheconfig_crd(client: &Client) {
         .await
         .unwrap();
 }
+
+/// How long a test waits for a condition before it fails.
+#[allow(dead_code, reason = "not every test binary waits on conditions")]
+pub const WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Polls `check` until it holds, at most [`WAIT`]: the condition a test waits for, with a
+/// timeout, instead of a sleep.
+#[allow(dead_code, reason = "not every test binary waits on conditions")]
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// GET `path` on `addr` (HTTP/1.1, one connection); the status code and body.
+#[allow(
+    dead_code,
+    reason = "not every test binary probes the manager's endpoints"
+)]
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let code = response[9..12].parse().unwrap();
+    let body = response
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    (code, body)
+}
