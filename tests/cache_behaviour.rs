@@ -528,3 +528,28 @@ async fn b11_a_transient_list_failure_is_retried_and_the_read_waits_for_the_sync
     })
     .await;
 }
+
+#[tokio::test]
+async fn run_serves_reads_until_shutdown_then_returns_once_every_informer_stopped() {
+    guarded(async {
+        let env = Env::unstarted(
+            "  byObject:\n    - {apiVersion: v1, kind: ConfigMap}\n",
+            None,
+        )
+        .await;
+        env.cm("a", "x", &json!({}));
+        let shutdown = CancellationToken::new();
+        let running = tokio::spawn(env.tree.clone().run(shutdown.clone()));
+        let x = env
+            .tree
+            .get(&gvk("ConfigMap"), Some("a"), "x")
+            .await
+            .unwrap();
+        assert_eq!(x.metadata.name.as_deref(), Some("x"));
+        assert!(!running.is_finished(), "runs until shutdown");
+        shutdown.cancel();
+        // Returns only once the informer's task has stopped (a hang fails the guard).
+        running.await.unwrap().unwrap();
+    })
+    .await;
+}

@@ -552,7 +552,7 @@ struct Recording {
     fates: FateCounter,
     recorder: Recorder,
     shutdown: CancellationToken,
-    task: JoinHandle<()>,
+    task: JoinHandle<Result<(), std::convert::Infallible>>,
 }
 
 impl Recording {
@@ -598,7 +598,7 @@ impl Recording {
     async fn finish(mut self) -> (CaptureSink, FateCounter, u64) {
         drop(self.recorder);
         self.shutdown.cancel();
-        tokio::time::timeout(GUARD, self.task)
+        let Ok(()) = tokio::time::timeout(GUARD, self.task)
             .await
             .unwrap()
             .unwrap();

@@ -119,6 +119,39 @@ pub trait Cache: Send + Sync {
     /// `tracker`; they stop when `shutdown` is cancelled.
     fn start(&self, tracker: &TaskTracker, shutdown: &CancellationToken);
 
+    /// Runs the cache until `shutdown`, in the shape of every long-running component
+    /// (controller-runtime's blocking `Cache.Start(ctx)`): starts every informer, and every
+    /// later one, on a tracker of its own, and returns once `shutdown` is cancelled and every
+    /// informer has stopped. [`Cache::start`] instead shares a tracker with other components
+    /// (the manager's reload does, to move informers from one tree to the next).
+    ///
+    /// ```no_run
+    /// # async fn demo(tree: std::sync::Arc<dyn informant::cache::Cache>) -> informant::cache::Result<()> {
+    /// let shutdown = tokio_util::sync::CancellationToken::new();
+    /// let running = tokio::spawn(tree.clone().run(shutdown.clone()));
+    /// // ... read through `tree` ...
+    /// shutdown.cancel();
+    /// running.await.expect("the cache task ends")?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// None today: an informer's errors are in its status and fail
+    /// [`Cache::wait_for_sync`]; the `Result` keeps the components' common shape.
+    fn run(self: Arc<Self>, shutdown: CancellationToken) -> BoxFuture<'static, Result<()>>
+    where
+        Self: 'static,
+    {
+        Box::pin(async move {
+            let tracker = TaskTracker::new();
+            self.start(&tracker, &shutdown);
+            shutdown.cancelled().await;
+            tracker.close();
+            tracker.wait().await;
+            Ok(())
+        })
+    }
+
     /// Waits until every informer started so far has synced.
     ///
     /// # Errors

@@ -2,6 +2,7 @@
 //! (correlator, sink), with one [`FateCounter`] and one set of metrics for all of it, and a
 //! [`Reloader`] to change its options while it runs.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -117,7 +118,14 @@ impl<S: Sink> Pipeline<S> {
 
     /// Runs the broadcaster and the sink worker until every [`Recorder`] is dropped and all
     /// events are written, or until `shutdown` plus the grace period.
-    pub async fn run(self, shutdown: CancellationToken) {
+    ///
+    /// It has the shape of every long-running component (`run(self, shutdown) -> Result`), and
+    /// cannot fail: a sink error is an event's fate, never the pipeline's
+    /// (`let Ok(()) = pipeline.run(shutdown).await;`).
+    ///
+    /// # Errors
+    /// None: the error type is [`Infallible`].
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), Infallible> {
         let Self {
             recorder,
             broadcaster,
@@ -127,6 +135,7 @@ impl<S: Sink> Pipeline<S> {
         // The pipeline's own handle must not keep the queue open.
         drop(recorder);
         tokio::join!(broadcaster.run(shutdown.clone()), worker.run(shutdown));
+        Ok(())
     }
 }
 
