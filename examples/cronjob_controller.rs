@@ -13,7 +13,6 @@
 use std::error::Error;
 use std::path::PathBuf;
 
-use informant::manager::controller::Context;
 use informant::manager::{self, ConfigSource, Manager};
 use informant::samples::cronjob;
 use tokio_util::sync::CancellationToken;
@@ -48,18 +47,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     };
 
     let mut manager = Manager::new(client, manager::Options::new(source)).await?;
-    let ctx = Context::new(
-        manager.cache(),
-        manager.pool(),
-        manager.client(),
-        manager.recorder(),
-    );
-    let metrics = manager.controller_metrics().clone();
-    manager.add_leader_runnable(cronjob::NAME, move |shutdown| async move {
-        cronjob::run(ctx, Some(&metrics), shutdown)
-            .await
-            .map_err(Into::into)
-    });
+    cronjob::add_to(&mut manager);
 
     let shutdown = CancellationToken::new();
     let mut running = std::pin::pin!(manager.run(shutdown.clone()));

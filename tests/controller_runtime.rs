@@ -725,3 +725,61 @@ async fn the_cronjob_sample_records_each_completion_and_delete_once_and_keeps_th
     assert_eq!(fates.get(Fate::Created), recorded);
     env.stop().await;
 }
+
+#[tokio::test]
+async fn workqueue_depth_counts_the_objects_waiting_for_a_worker() {
+    let env = Env::new().await;
+    env.configmap("first", "a");
+    let metrics = ControllerMetrics::new();
+    let (gate_tx, gate) = tokio::sync::watch::channel(false);
+    let (tx, mut reconciled) = mpsc::unbounded_channel();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(Controller::<ConfigMap>::new("depth").metrics(&metrics).run(
+        env.context(),
+        move |object: Arc<ConfigMap>, _ctx| {
+            let mut gate = gate.clone();
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(object.name_any());
+                // The one worker holds the first object until the gate opens.
+                gate.wait_for(|open| *open).await.unwrap();
+                Ok::<_, Failed>(Action::await_change())
+            }
+        },
+        default_error_policy,
+        shutdown.clone(),
+    ));
+    assert_eq!(next(&mut reconciled).await, "first");
+    let series = metrics.controller("depth", 1);
+    assert_eq!(
+        series.depth(),
+        0,
+        "the first object was taken by the worker"
+    );
+
+    for name in ["second", "third", "fourth"] {
+        env.configmap(name, "a");
+    }
+    let deadline = tokio::time::Instant::now() + GUARD;
+    while series.depth() != 3 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "three objects wait for the busy worker: depth {}",
+            series.depth()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    gate_tx.send(true).unwrap();
+    for _ in 0..3 {
+        next(&mut reconciled).await;
+    }
+    assert_eq!(series.depth(), 0, "every waiting object was taken");
+    shutdown.cancel();
+    tokio::time::timeout(GUARD, task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    env.stop().await;
+}

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use informant::apiserver::TestServer;
-use informant::manager::controller::{Action, Context, Controller, default_error_policy};
+use informant::manager::controller::{Action, Controller, default_error_policy};
 use informant::manager::{ConfigSource, Manager, Options, Reload};
 use k8s_openapi::api::core::v1::ConfigMap;
 use opentelemetry::trace::TracerProvider as _;
@@ -50,29 +50,17 @@ async fn config_reload_reconcile_and_event_spans_are_exported() {
     };
     let mut manager = Manager::new(client, options).await.unwrap();
     let (sender, mut reconciles) = tokio::sync::mpsc::unbounded_channel();
-    let ctx = Context::new(
-        manager.cache(),
-        manager.pool(),
-        manager.client(),
-        manager.recorder(),
+    manager.add_controller(
+        Controller::<ConfigMap>::new("configmaps"),
+        move |cm, _ctx| {
+            let sender = sender.clone();
+            async move {
+                let _ = sender.send(cm.metadata.name.clone());
+                Ok::<_, std::io::Error>(Action::await_change())
+            }
+        },
+        default_error_policy,
     );
-    manager.add_leader_runnable("configmaps", move |token| async move {
-        Controller::<ConfigMap>::new("configmaps")
-            .run(
-                ctx,
-                move |cm, _ctx| {
-                    let sender = sender.clone();
-                    async move {
-                        let _ = sender.send(cm.metadata.name.clone());
-                        Ok::<_, std::io::Error>(Action::await_change())
-                    }
-                },
-                default_error_policy,
-                token,
-            )
-            .await
-            .map_err(Into::into)
-    });
     let mut reloads = manager.reloads();
     let shutdown = CancellationToken::new();
     let run = tokio::spawn(manager.run(shutdown.clone()));

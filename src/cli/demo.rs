@@ -13,7 +13,6 @@ use std::time::Duration;
 use informant::apiserver::{self, Server};
 use informant::cache::Plan;
 use informant::config::parse_duration;
-use informant::manager::controller::Context;
 use informant::manager::{self, ConfigSource, Manager, Reload};
 use informant::samples::cronjob;
 use informant::telemetry::FateTally;
@@ -188,18 +187,7 @@ async fn story(
     let mut manager = Manager::new(client.clone(), options)
         .await
         .map_err(|e| super::run::failure(&e))?;
-    let context = Context::new(
-        manager.cache(),
-        manager.pool(),
-        manager.client(),
-        manager.recorder(),
-    );
-    let metrics = manager.controller_metrics().clone();
-    manager.add_leader_runnable(cronjob::NAME, move |token| async move {
-        cronjob::run(context, Some(&metrics), token)
-            .await
-            .map_err(Into::into)
-    });
+    cronjob::add_to(&mut manager);
     let mut reloads = manager.reloads();
     let recorder = manager.recorder();
     let state = manager.state();

@@ -17,6 +17,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
+use super::controller;
 use super::http::{self, Check, Probes};
 use super::leader::{self, LeaderElector};
 use super::metrics::{self, ControllerMetrics, ManagerMetrics, ReloadResult};
@@ -374,6 +375,69 @@ impl Manager {
             name.to_string(),
             Box::new(move |token| Box::pin(run(token))),
         ));
+    }
+
+    /// What a reconcile of a controller of this manager gets: reads through the manager's
+    /// cache tree, follows its informer pool, writes with its client, records with its
+    /// recorder.
+    #[must_use]
+    pub fn controller_context(&self) -> controller::Context {
+        controller::Context::new(self.cache(), self.pool(), self.client(), self.recorder())
+    }
+
+    /// Adds a controller (controller-runtime's `ctrl.NewControllerManagedBy(mgr)...Complete`):
+    /// it runs on the leader once the caches synced, reconciles with `reconcile` through
+    /// [`Manager::controller_context`], retries failures as `error_policy` says
+    /// ([`controller::default_error_policy`] is controller-runtime's backoff), and is counted
+    /// in [`Manager::controller_metrics`] under its name.
+    ///
+    /// ```no_run
+    /// # async fn demo(mut manager: informant::manager::Manager) -> Result<(), informant::manager::Error> {
+    /// use std::sync::Arc;
+    /// use informant::manager::controller::{Action, Context, Controller, default_error_policy};
+    /// use k8s_openapi::api::batch::v1::{CronJob, Job};
+    ///
+    /// async fn reconcile(cronjob: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
+    ///     Ok(Action::await_change())
+    /// }
+    ///
+    /// manager.add_controller(
+    ///     Controller::<CronJob>::new("cronjob").owns::<Job>(),
+    ///     reconcile,
+    ///     default_error_policy,
+    /// );
+    /// manager.run(tokio_util::sync::CancellationToken::new()).await
+    /// # }
+    /// ```
+    pub fn add_controller<K, R, Fut, E, P>(
+        &mut self,
+        controller: controller::Controller<K>,
+        reconcile: R,
+        error_policy: P,
+    ) -> &mut Self
+    where
+        K: kube::Resource<DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+        R: Fn(Arc<K>, Arc<controller::Context>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<controller::Action, E>> + Send + 'static,
+        E: std::error::Error + Send + Sync + 'static,
+        P: Fn(Arc<K>, &E, Arc<controller::Context>) -> controller::Action + Send + Sync + 'static,
+    {
+        let ctx = self.controller_context();
+        let controller = controller.metrics(&self.controller_metrics);
+        let name = controller.name().to_owned();
+        self.add_leader_runnable(&name, move |shutdown| async move {
+            controller
+                .run(ctx, reconcile, error_policy, shutdown)
+                .await
+                .map_err(Into::into)
+        });
+        self
     }
 
     /// Applies the first config, then runs until `shutdown` is cancelled

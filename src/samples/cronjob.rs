@@ -324,6 +324,21 @@ impl Reconciler {
     }
 }
 
+/// Adds the `CronJob` controller ([`Reconciler::controller`], [`Reconciler::reconcile`],
+/// controller-runtime's error backoff) to `manager`: it runs on the leader, through the
+/// manager's cache tree and recorder, counted in its controller metrics.
+pub fn add_to(manager: &mut crate::manager::Manager) {
+    let reconciler = Arc::new(Reconciler::new());
+    manager.add_controller(
+        Reconciler::controller(),
+        move |cronjob, ctx| {
+            let reconciler = Arc::clone(&reconciler);
+            async move { reconciler.reconcile(cronjob, ctx).await }
+        },
+        default_error_policy,
+    );
+}
+
 /// Runs the `CronJob` controller ([`Reconciler::controller`], [`Reconciler::reconcile`],
 /// controller-runtime's error backoff) until `shutdown`, counted in `metrics` when given.
 ///

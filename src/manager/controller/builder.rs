@@ -231,7 +231,9 @@ where
         .reflect(writer)
         .applied_objects()
         .map(move |obj| {
-            added.queue_added();
+            if let Ok(obj) = &obj {
+                added.queue_added(ObjectRef::from_obj(obj).erase());
+            }
             obj
         });
 
@@ -246,6 +248,7 @@ where
         let label: Arc<str> = name.as_str().into();
         let reconcile = Arc::new(reconcile);
         let retried = series.clone();
+        let dropped = series.clone();
         let results = controller.run(
             move |object, ctx| {
                 let reconcile = Arc::clone(&reconcile);
@@ -262,7 +265,7 @@ where
             },
             ctx,
         );
-        drive(results, name).await
+        drive(results, name, dropped).await
     }
 }
 
@@ -303,6 +306,7 @@ async fn drive<K, E>(
         Item = std::result::Result<(ObjectRef<K>, Action), runtime::Error<E, watcher::Error>>,
     >,
     controller: String,
+    series: Series,
 ) -> Result<()>
 where
     K: Resource,
@@ -314,6 +318,7 @@ where
             Ok(_) | Err(runtime::Error::ReconcilerFailed(..)) => {}
             Err(runtime::Error::ObjectNotFound(object)) => {
                 tracing::debug!(object.ref = %object, "object left the store before its reconcile");
+                series.dropped(&object.erase());
             }
             Err(runtime::Error::QueueError(error)) => {
                 tracing::debug!(error = %super::chain(&error), "trigger stream error");

@@ -41,7 +41,7 @@ where
     let running = span.in_scope(|| reconcile(object, Arc::clone(&ctx)));
     let record = span.clone();
     async move {
-        let _worker = series.reconcile_started();
+        let _worker = series.reconcile_started(&key);
         let started = Instant::now();
         let result = running.await;
         let outcome = match &result {

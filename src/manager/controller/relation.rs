@@ -57,8 +57,8 @@ where
             )
             .flat_map(|change| stream::iter(change.into_objects()))
             .map(move |child: PartialObjectMeta<C>| {
-                if owner_of_kind::<K>(&child).is_some() {
-                    series.queue_added();
+                if let Some(owner) = owner_of_kind::<K>(&child) {
+                    series.queue_added(owner.erase());
                 }
                 Ok(child)
             });
@@ -87,8 +87,8 @@ where
             .map(Ok);
             controller.watches_stream(others, move |other: O| {
                 let targets = mapper(&other);
-                for _ in &targets {
-                    series.queue_added();
+                for target in &targets {
+                    series.queue_added(target.clone().erase());
                 }
                 targets
             })

@@ -340,6 +340,12 @@ impl ControllerSeries {
     pub fn active_workers(&self) -> i64 {
         self.active_workers.get()
     }
+
+    /// Items in the queue now (`workqueue_depth`).
+    #[must_use]
+    pub fn depth(&self) -> i64 {
+        self.depth.get()
+    }
 }
 
 /// A worker counted in `controller_runtime_active_workers`, from
