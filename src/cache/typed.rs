@@ -197,6 +197,19 @@ pub fn from_cached<K: DeserializeOwned>(
 /// `unsafeDisableDeepCopy`, the typed copy the cache keeps for the object (every read of the
 /// unchanged object returns the same `Arc`; `Arc::make_mut` copies on write).
 ///
+/// ```no_run
+/// # async fn demo(tree: &dyn informant::cache::Cache) -> informant::cache::Result<()> {
+/// use std::sync::Arc;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+///
+/// let mut settings =
+///     informant::cache::typed::get_arc::<ConfigMap>(tree, Some("team-a"), "settings").await?;
+/// // Copies only when the cache shares the object (`unsafeDisableDeepCopy`).
+/// Arc::make_mut(&mut settings).data = None;
+/// # Ok(())
+/// # }
+/// ```
+///
 /// # Errors
 /// As [`Cache::get`] (e.g. [`Error::NotFound`]), or [`Error::Convert`] when the object does
 /// not fit `K`.
