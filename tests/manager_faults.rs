@@ -14,27 +14,18 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
 use kube::api::{Api, DeleteParams, ListParams};
 use kube::config::KubeConfigOptions;
 use serde_json::json;
-use support::{WAIT, cached_names, eventually, http_get};
+use support::{
+    WAIT, cache_config, cached_names, eventually, http_get, manager_options, replace, stopped,
+};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 fn options(path: &std::path::Path) -> Options {
-    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
     Options {
-        metrics_addr: Some(loopback),
-        health_addr: Some(loopback),
-        debounce: Duration::ZERO,
-        shutdown_grace: Duration::from_secs(10),
         cache_sync_timeout: Duration::from_secs(5),
-        ..Options::new(ConfigSource::File(path.to_path_buf()))
+        ..manager_options(ConfigSource::File(path.to_path_buf()))
     }
-}
-
-fn replace(path: &std::path::Path, text: &str) {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
 }
 
 fn create(server: &TestServer, kind: &str, name: &str) {
@@ -58,14 +49,9 @@ async fn a_403_on_one_kind_leaves_the_other_kinds_serving_and_heals_when_access_
     let path = dir.path().join("config.yaml");
     std::fs::write(
         &path,
-        "apiVersion: informant.dev/v1alpha1
-kind: CacheConfig
-metadata: {name: test, namespace: default}
-spec:
-  byObject:
-    - {apiVersion: v1, kind: ConfigMap}
-    - {apiVersion: v1, kind: Secret}
-",
+        cache_config(
+            "  byObject:\n    - {apiVersion: v1, kind: ConfigMap}\n    - {apiVersion: v1, kind: Secret}\n",
+        ),
     )
     .unwrap();
     let manager = Manager::new(server.client().await.unwrap(), options(&path))
@@ -110,11 +96,7 @@ spec:
     assert_eq!(cached_names::<Secret>(cache.as_ref()).await, ["s1"]);
 
     shutdown.cancel();
-    tokio::time::timeout(WAIT, run)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    stopped(run).await;
 }
 
 /// A TCP proxy in front of the API server that can be taken away (every connection closed,
@@ -185,18 +167,14 @@ async fn an_api_server_that_goes_away_and_comes_back_is_caught_up_with() {
     // The sink retries every 300 ms, 30 times: an event recorded while the server is away
     // outlives the outage.
     let config = |burst: u32| {
-        format!(
-            "apiVersion: informant.dev/v1alpha1
-kind: CacheConfig
-metadata: {{name: test, namespace: default}}
-spec:
-  byObject:
+        cache_config(&format!(
+            "  byObject:
     - {{apiVersion: v1, kind: ConfigMap}}
   recorder:
     correlator: {{burst: {burst}}}
     sink: {{maxRetries: 30, retryInterval: 300ms}}
 "
-        )
+        ))
     };
     std::fs::write(&path, config(25)).unwrap();
     let manager = Manager::new(client, options(&path)).await.unwrap();
@@ -256,11 +234,7 @@ spec:
     .await;
 
     shutdown.cancel();
-    tokio::time::timeout(WAIT, run)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    stopped(run).await;
     assert_eq!(fates.total(), 1, "one event recorded, one fate");
     assert_eq!(fates.get(Fate::Created), 1, "{:?}", fates.snapshot());
 }

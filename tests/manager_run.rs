@@ -6,32 +6,24 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use informant::apiserver::TestServer;
 use informant::config::{CacheConfig, CacheConfigSpec};
-use informant::manager::{ConfigSource, Manager, Options, Reload};
+use informant::manager::{ConfigSource, Manager, Reload};
 use informant::recorder::Fate;
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use support::{WAIT, eventually, http_get};
+use support::{WAIT, eventually, http_get, manager_options, replace, stopped};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 fn config(selector: &str) -> String {
-    format!(
-        "apiVersion: informant.dev/v1alpha1
-kind: CacheConfig
-metadata: {{name: test, namespace: default}}
-spec:
-  byObject:
-    - {{apiVersion: v1, kind: ConfigMap, labelSelector: '{selector}'}}
-"
-    )
+    support::cache_config(&format!(
+        "  byObject:\n    - {{apiVersion: v1, kind: ConfigMap, labelSelector: '{selector}'}}\n"
+    ))
 }
 
 async fn next_reload(reloads: &mut broadcast::Receiver<Reload>) -> Reload {
@@ -77,32 +69,18 @@ async fn seeded_server() -> (TestServer, Client) {
     (server, client)
 }
 
-fn options(source: ConfigSource) -> Options {
-    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
-    Options {
-        metrics_addr: Some(loopback),
-        health_addr: Some(loopback),
-        debounce: Duration::ZERO,
-        shutdown_grace: Duration::from_secs(10),
-        ..Options::new(source)
-    }
-}
-
-fn replace(path: &Path, text: &str) {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
-}
-
 #[tokio::test]
 async fn file_reloads_apply_invalid_ones_keep_the_old_tree_and_every_event_ends_in_a_fate() {
     let (_server, client) = seeded_server().await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("config.yaml");
     std::fs::write(&path, config("app=a")).unwrap();
-    let manager = Manager::new(client.clone(), options(ConfigSource::File(path.clone())))
-        .await
-        .unwrap();
+    let manager = Manager::new(
+        client.clone(),
+        manager_options(ConfigSource::File(path.clone())),
+    )
+    .await
+    .unwrap();
     let cache = manager.cache();
     let health = manager.health_addr().unwrap();
     let fates = manager.recorder().fates().clone();
@@ -169,11 +147,7 @@ async fn file_reloads_apply_invalid_ones_keep_the_old_tree_and_every_event_ends_
     .await;
 
     shutdown.cancel();
-    tokio::time::timeout(WAIT, run)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    stopped(run).await;
     assert_eq!(
         fates.total(),
         2,
@@ -199,7 +173,7 @@ async fn a_configmap_volume_symlink_swap_reloads() {
     symlink("..data/config.yaml", dir.path().join("config.yaml")).unwrap();
     let manager = Manager::new(
         client,
-        options(ConfigSource::File(dir.path().join("config.yaml"))),
+        manager_options(ConfigSource::File(dir.path().join("config.yaml"))),
     )
     .await
     .unwrap();
@@ -221,11 +195,7 @@ async fn a_configmap_volume_symlink_swap_reloads() {
     ));
     assert_eq!(names(&cache).await, vec!["b1"]);
     shutdown.cancel();
-    tokio::time::timeout(WAIT, run)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    stopped(run).await;
 }
 
 #[tokio::test]
@@ -244,7 +214,9 @@ async fn a_cacheconfig_resource_gets_its_status_and_an_invalid_edit_sets_valid_f
         namespace: "default".into(),
         name: "test".into(),
     };
-    let manager = Manager::new(client.clone(), options(source)).await.unwrap();
+    let manager = Manager::new(client.clone(), manager_options(source))
+        .await
+        .unwrap();
     let cache = manager.cache();
     let health = manager.health_addr().unwrap();
     let mut reloads = manager.reloads();
@@ -293,9 +265,5 @@ async fn a_cacheconfig_resource_gets_its_status_and_an_invalid_edit_sets_valid_f
         "the last good config keeps serving"
     );
     shutdown.cancel();
-    tokio::time::timeout(WAIT, run)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    stopped(run).await;
 }

@@ -79,3 +79,45 @@ pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
         .to_string();
     (code, body)
 }
+
+/// A `CacheConfig` document named `test` in `default` whose spec is `spec` (YAML, each line
+/// indented by two spaces).
+#[allow(dead_code, reason = "not every test binary writes a config")]
+pub fn cache_config(spec: &str) -> String {
+    format!(
+        "apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\nmetadata: {{name: test, namespace: default}}\nspec:\n{spec}"
+    )
+}
+
+/// Manager options for a test: `source`, both listeners on free loopback ports, no debounce,
+/// a 10 s grace.
+#[allow(dead_code, reason = "not every test binary runs a manager")]
+pub fn manager_options(source: informant::manager::ConfigSource) -> informant::manager::Options {
+    let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    informant::manager::Options {
+        metrics_addr: Some(loopback),
+        health_addr: Some(loopback),
+        debounce: std::time::Duration::ZERO,
+        shutdown_grace: std::time::Duration::from_secs(10),
+        ..informant::manager::Options::new(source)
+    }
+}
+
+/// Writes `text` over `path` as editors do: a new file renamed over the old one.
+#[allow(dead_code, reason = "not every test binary writes a config")]
+pub fn replace(path: &std::path::Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// Waits (at most [`WAIT`]) for a manager's `run` task to end, and fails the test unless it
+/// ended well.
+#[allow(dead_code, reason = "not every test binary runs a manager")]
+pub async fn stopped(run: tokio::task::JoinHandle<Result<(), informant::manager::Error>>) {
+    tokio::time::timeout(WAIT, run)
+        .await
+        .expect("the manager stops within the timeout")
+        .unwrap()
+        .unwrap();
+}
