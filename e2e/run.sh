@@ -141,10 +141,11 @@ harness_list_count() {
     awk -F: '{ s += $NF } END { print s + 0 }'
 }
 
+replica_ready() { [ "$(curl -s -o /dev/null -w '%{http_code}' "http://${manager_addrs[$1]}/readyz")" = 200 ]; }
+
 harness_scale_out() {
   start_manager 2
-  wait_until "$E2E_WAIT" "manager 2 is ready (caches warm on standbys too)" \
-    eval '[ "$(curl -s -o /dev/null -w "%{http_code}" "http://${manager_addrs[2]}/readyz")" = 200 ]'
+  wait_until "$E2E_WAIT" "manager 2 is ready (caches warm on standbys too)" replica_ready 2
 }
 
 harness_stop_leader() {

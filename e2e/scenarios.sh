@@ -67,6 +67,19 @@ cc_events() {
   kn get events --field-selector "involvedObject.kind=CacheConfig,involvedObject.name=$E2E_CC" -o json
 }
 
+# event_says TYPE REASON TEXT: an Event about the CacheConfig has that type, reason and TEXT in
+# its message.
+event_says() {
+  cc_events | python3 "$E2E_LIB/events.py" actual "*" "$1" "$2" | grep -qF "$3"
+}
+
+# lease_moved_from ID: the Lease has a holder, and it is not ID.
+lease_moved_from() {
+  local holder
+  holder=$(lease_holder)
+  [ -n "$holder" ] && [ "$holder" != "$1" ]
+}
+
 # Events the manager recorded = one per applied reload (ConfigReloaded) + one per rejected one
 # (InvalidConfig); the conservation law says their fates add up to it once nothing is in flight.
 events_settled() {
@@ -134,7 +147,7 @@ scenario_reload() {
   else
     note "this cluster does not count LIST requests per resource; the restarts metric stands for it"
   fi
-  wait_until "$E2E_WAIT" "a ConfigReloaded Event" eval 'cc_events | grep -q "started 2 informers, stopped 1, kept 2"'
+  wait_until "$E2E_WAIT" "a ConfigReloaded Event" event_says Normal ConfigReloaded "started 2 informers, stopped 1, kept 2"
   echo "ok: Normal ConfigReloaded Event says what changed"
 }
 
@@ -152,8 +165,8 @@ scenario_invalid() {
   expect_eq "status.informers unchanged" "$before" "$(informers)"
   table=$(kn get cc "$E2E_CC" --no-headers | awk '{print $2, $3, $4}')
   expect_eq "kubectl get cc: Valid False, Ready True, 4 informers" "False True 4" "$table"
-  wait_until "$E2E_WAIT" "a Warning InvalidConfig Event" eval \
-    'cc_events | python3 "$E2E_LIB/events.py" actual "*" Warning InvalidConfig | grep -qF "spec.byObject[1].labelSelector: unexpected end of input"'
+  wait_until "$E2E_WAIT" "a Warning InvalidConfig Event" \
+    event_says Warning InvalidConfig "spec.byObject[1].labelSelector: unexpected end of input"
   echo "ok: Warning InvalidConfig Event with the error"
   health=$(harness_health /readyz)
   expect_contains "/readyz fails on the config check" "500 [-]config failed" "$health"
@@ -247,13 +260,12 @@ scenario_fates() {
 scenario_leader() {
   step "6. two replicas: stop the leader, the standby takes over and status keeps updating"
   harness_scale_out
-  wait_until "$E2E_WAIT" "a Lease holder" eval '[ -n "$(lease_holder)" ]'
+  wait_until "$E2E_WAIT" "a Lease holder" lease_moved_from ""
   local holder
   holder=$(lease_holder)
   note "leader: $holder"
   harness_stop_leader "$holder"
-  wait_until "$E2E_TAKEOVER_TIMEOUT" "another replica holds the Lease" \
-    eval 'h=$(lease_holder); [ -n "$h" ] && [ "$h" != "$holder" ]'
+  wait_until "$E2E_TAKEOVER_TIMEOUT" "another replica holds the Lease" lease_moved_from "$holder"
   note "new leader: $(lease_holder)"
   echo "ok: the standby took the Lease over"
   local reloaded
