@@ -93,6 +93,9 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+# A signal ends the script through exit, so the EXIT trap cleans up.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 harness_logs() {
   echo "== manager logs (last 60 lines per pod)"

@@ -70,6 +70,9 @@ cleanup() {
   fi
 }
 trap cleanup EXIT
+# A signal ends the script through exit, so the EXIT trap cleans up.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 harness_logs() {
   echo "== server log (last 20 lines)"
