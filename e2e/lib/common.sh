@@ -10,11 +10,29 @@ KUBECTL=${KUBECTL:-kubectl}
 step() { echo "--- $*"; }
 note() { echo "    $*"; }
 
-fail() {
+# A file whose existence says a failure was reported (with the logs) already, also from a
+# subshell; the harness removes it on exit.
+E2E_FAIL_MARK=${E2E_FAIL_MARK:-$(mktemp -u "${TMPDIR:-/tmp}/informant-e2e-failed.XXXXXX")}
+export E2E_FAIL_MARK
+
+# report_failure MESSAGE: MESSAGE and, the first time only, the harness's logs.
+report_failure() {
   echo "FAIL: $*" >&2
-  if declare -F harness_logs >/dev/null; then harness_logs >&2 || true; fi
+  if [ ! -e "$E2E_FAIL_MARK" ]; then
+    : >"$E2E_FAIL_MARK"
+    if declare -F harness_logs >/dev/null; then harness_logs >&2 || true; fi
+  fi
+}
+
+fail() {
+  report_failure "$@"
   exit 1
 }
+
+# on_error LINE COMMAND STATUS: the ERR trap of the harness scripts (`set -E`), so a command
+# failing where nothing expected it is reported, with the logs, instead of ending the run
+# silently.
+on_error() { report_failure "line $1: \`$2\` exited $3"; }
 
 expect_eq() { # expect_eq WHAT EXPECTED ACTUAL
   if [ "$2" != "$3" ]; then fail "$1: expected [$2], got [$3]"; fi
