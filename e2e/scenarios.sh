@@ -54,12 +54,16 @@ wait_condition() { # wait_condition TYPE STATUS
 }
 
 # JSON-patches the spec and waits for the manager to observe the new generation.
-edit() { # edit JSON-PATCH
-  local next
-  next=$(($(generation) + 1))
-  kn patch cc "$E2E_CC" --type json -p "$1" >/dev/null
-  expect_eq "the edit made generation $next" "$next" "$(generation)"
-  wait_observed "$next"
+# edit JSON-PATCH [FILE]: JSON-patches the spec, keeps the edited object as YAML in FILE (when
+# given), and waits for the manager to observe the new generation.
+edit() {
+  local edited generation
+  edited=$(kn patch cc "$E2E_CC" --type json -p "$1" -o yaml)
+  if [ -n "${2:-}" ]; then printf '%s\n' "$edited" >"$2"; fi
+  generation=$(printf '%s\n' "$edited" | sed -n 's/^  generation: //p')
+  [ -n "$generation" ] || fail "the patched object has no metadata.generation"
+  note "generation $generation"
+  wait_observed "$generation"
 }
 
 # The Events about the CacheConfig, as JSON.
@@ -201,10 +205,9 @@ scenario_stream() {
     i=$((i + 1))
     local patch="[{\"op\":\"replace\",\"path\":\"/spec/byObject/1/labelSelector\",\"value\":\"$selector\"},
                   {\"op\":\"add\",\"path\":\"/spec/syncPeriod\",\"value\":\"${i}h\"}]"
-    edit "$patch"
+    edit "$patch" "$work/invalid.yaml"
     t=$(awk -v now="$(date +%s.%N)" -v start="$start" 'BEGIN { printf "%.3f", now - start }')
     # The message the manager records: the errors as `informant validate` prints them.
-    kn get cc "$E2E_CC" -o yaml >"$work/invalid.yaml"
     errors=$({ "$INFORMANT" validate --config "$work/invalid.yaml" 2>&1 || true; } | sed -n 's/^  //p')
     [ -n "$errors" ] || fail "informant validate found no error in edit $i ($selector)"
     local count
