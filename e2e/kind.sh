@@ -66,14 +66,20 @@ forward_pid=""
 metrics_port=""
 health_port=""
 deployment=""
+manager_logs_collected=""
 
-collect_logs() {
+# The managers' logs (every container of the release, previous instances included) and every
+# Event, while the pods still exist: before the uninstall, or at exit when the run stopped early.
+collect_manager_logs() {
   mkdir -p "$ARTIFACTS"
-  k -n "$E2E_NS" logs -l "app.kubernetes.io/instance=$RELEASE" --all-containers --prefix --tail=-1 \
-    >"$ARTIFACTS/manager.log" 2>&1 || true
+  local pod
+  for pod in $(live_pods 2>/dev/null || true); do
+    k -n "$E2E_NS" logs "$pod" --all-containers --tail=-1 >"$ARTIFACTS/$pod.log" 2>&1 || true
+    k -n "$E2E_NS" logs "$pod" --all-containers --previous --tail=-1 >"$ARTIFACTS/$pod.previous.log" 2>/dev/null ||
+      rm -f "$ARTIFACTS/$pod.previous.log"
+  done
   k get events -A -o wide >"$ARTIFACTS/events.txt" 2>&1 || true
-  kind export logs "$ARTIFACTS/kind" --name "$CLUSTER" >/dev/null 2>&1 || true
-  echo "logs collected in $ARTIFACTS"
+  manager_logs_collected=1
 }
 
 stop_forward() {
@@ -86,7 +92,11 @@ stop_forward() {
 
 cleanup() {
   stop_forward
-  if [ -n "${KUBECONFIG:-}" ] && [ -f "$KUBECONFIG" ]; then collect_logs; fi
+  if [ -n "${KUBECONFIG:-}" ] && [ -f "$KUBECONFIG" ]; then
+    if [ -z "$manager_logs_collected" ]; then collect_manager_logs; fi
+    kind export logs "$ARTIFACTS/kind" --name "$CLUSTER" >/dev/null 2>&1 || true
+    echo "logs collected in $ARTIFACTS"
+  fi
   if [ -n "$created_cluster" ] && [ "${E2E_KEEP_CLUSTER:-}" != 1 ]; then
     kind delete cluster --name "$CLUSTER" || true
   elif [ -n "$created_cluster" ]; then
@@ -120,11 +130,17 @@ start_forward() {
   local pod
   pod=$(live_pods | head -n1)
   k -n "$E2E_NS" wait --for=condition=Ready "pod/$pod" --timeout="${E2E_WAIT}s" >/dev/null
-  k -n "$E2E_NS" port-forward --address 127.0.0.1 "pod/$pod" :8080 :8081 >"$work/forward.log" 2>&1 &
+  # The container ports, from the manager's flags (":8080" -> 8080).
+  local metrics health
+  metrics=$(manager_arg --metrics-addr)
+  health=$(manager_arg --health-addr)
+  metrics=${metrics##*:}
+  health=${health##*:}
+  k -n "$E2E_NS" port-forward --address 127.0.0.1 "pod/$pod" ":$metrics" ":$health" >"$work/forward.log" 2>&1 &
   forward_pid=$!
   wait_until "$E2E_WAIT" "kubectl port-forward to $pod" forwarding
-  metrics_port=$(sed -n 's/^Forwarding from 127.0.0.1:\([0-9]*\) -> 8080$/\1/p' "$work/forward.log")
-  health_port=$(sed -n 's/^Forwarding from 127.0.0.1:\([0-9]*\) -> 8081$/\1/p' "$work/forward.log")
+  metrics_port=$(sed -n "s/^Forwarding from 127.0.0.1:\([0-9]*\) -> $metrics\$/\1/p" "$work/forward.log")
+  health_port=$(sed -n "s/^Forwarding from 127.0.0.1:\([0-9]*\) -> $health\$/\1/p" "$work/forward.log")
   note "port-forward to $pod: metrics 127.0.0.1:$metrics_port, probes 127.0.0.1:$health_port"
 }
 
@@ -181,6 +197,7 @@ harness_stop_leader() {
 
 harness_uninstall() {
   stop_forward
+  collect_manager_logs
   k delete clusterrolebinding "$E2E_RBAC" >/dev/null
   k delete clusterrole "$E2E_RBAC" >/dev/null
   helm uninstall "$RELEASE" --namespace "$E2E_NS" --wait --timeout "${E2E_WAIT}s"

@@ -47,18 +47,25 @@ expect_not_contains() { # expect_not_contains WHAT NEEDLE HAYSTACK
   case "$3" in *"$2"*) fail "$1: [$2] unexpectedly in [$3]" ;; *) echo "ok: $1" ;; esac
 }
 
-# wait_until SECONDS DESCRIPTION COMMAND...: runs COMMAND every 0.1 s until it succeeds, for at
-# most SECONDS; fails the suite with DESCRIPTION when the deadline passes.
-wait_until() {
-  local seconds=$1 what=$2
-  shift 2
+# poll_until SECONDS COMMAND...: runs COMMAND every 0.1 s until it succeeds (0), for at most
+# SECONDS (then 1).
+poll_until() {
+  local seconds=$1
+  shift
   local deadline=$((SECONDS + seconds))
   while true; do
     if "$@" >/dev/null 2>&1; then return 0; fi
-    if [ "$SECONDS" -ge "$deadline" ]; then break; fi
+    if [ "$SECONDS" -ge "$deadline" ]; then return 1; fi
     sleep 0.1
   done
-  fail "timed out after ${seconds}s waiting for: $what"
+}
+
+# wait_until SECONDS DESCRIPTION COMMAND...: poll_until, failing the suite with DESCRIPTION when
+# the deadline passes.
+wait_until() {
+  local seconds=$1 what=$2
+  shift 2
+  poll_until "$seconds" "$@" || fail "timed out after ${seconds}s waiting for: $what"
 }
 
 k() { "$KUBECTL" "$@"; }
