@@ -18,9 +18,9 @@ use informant::cache::{Cache, ListOptions, typed};
 use informant::config::{CacheConfig, CacheConfigSpec};
 use informant::manager::leader;
 use informant::manager::{ConfigSource, Error, Manager, Options, Reload};
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::config::KubeConfigOptions;
 use serde_json::json;
 use tokio::sync::{broadcast, watch};
@@ -347,4 +347,17 @@ async fn the_standby_takes_over_the_status_when_the_leader_stops() {
         "both managers led at the same time"
     );
     standby.stop().await;
+
+    // Both replicas applied both changes, but only the leader of the moment recorded each
+    // ConfigReloaded (stopping flushed every recorder, so the count is final).
+    let recorded: i32 = Api::<Event>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("ConfigReloaded"))
+        .map(|e| e.count.unwrap_or(1))
+        .sum();
+    assert_eq!(recorded, 2, "one ConfigReloaded per change, from its leader");
 }

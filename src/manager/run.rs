@@ -497,6 +497,9 @@ impl Manager {
             metrics: metrics.clone(),
             reloads: reloads.clone(),
             observed: observed.clone(),
+            is_leader: elector
+                .as_ref()
+                .map_or_else(|| watch::channel(true).1, LeaderElector::is_leader),
         };
         reload.first(&first).await?;
 
@@ -667,6 +670,9 @@ struct ReloadLoop<'a> {
     metrics: ManagerMetrics,
     reloads: broadcast::Sender<Reload>,
     observed: Option<watch::Receiver<Option<source::Observed>>>,
+    /// Whether this replica leads: only the leader records the reload's Events (every
+    /// replica reloads its caches; N replicas recording would write N copies).
+    is_leader: watch::Receiver<bool>,
 }
 
 impl ReloadLoop<'_> {
@@ -735,12 +741,14 @@ impl ReloadLoop<'_> {
         self.metrics.informers_started(change.started.len() as u64);
         self.metrics.reload_took(began.elapsed());
         tracing::info!(summary = %summary, took_ms = change.took.as_millis(), "config reloaded");
-        self.recorder.record(
-            &self.config_ref(&config),
-            EventType::Normal,
-            "ConfigReloaded",
-            &summary,
-        );
+        if *self.is_leader.borrow() {
+            self.recorder.record(
+                &self.config_ref(&config),
+                EventType::Normal,
+                "ConfigReloaded",
+                &summary,
+            );
+        }
         let tree = if change.changed {
             let plan = self.reloader.plan().cloned();
             plan.map(|plan| (plan, change.unsynced.clone()))
@@ -772,12 +780,14 @@ impl ReloadLoop<'_> {
             errors.join("; ")
         );
         tracing::warn!("{message}");
-        self.recorder.record(
-            &self.config_ref(running),
-            EventType::Warning,
-            "InvalidConfig",
-            &message,
-        );
+        if *self.is_leader.borrow() {
+            self.recorder.record(
+                &self.config_ref(running),
+                EventType::Warning,
+                "InvalidConfig",
+                &message,
+            );
+        }
         self.state.rejected(errors.clone());
         let _ = self.reloads.send(Reload::Rejected { errors });
     }
