@@ -1,8 +1,9 @@
-//! `informant rbac`: the Roles / ClusterRole a `CacheConfig` needs, as `kubectl apply` reads
+//! `informant rbac`: the `Role`s / `ClusterRole` a `CacheConfig` needs, as `kubectl apply` reads
 //! them, and the exit code of a bad config. Also checks that the Helm chart's table of kinds
 //! (`charts/informant/files/kinds.yaml`, from which its RBAC template resolves plurals and
 //! scopes) is the one `informant rbac` resolves with.
 
+use std::fmt::Write as _;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -240,10 +241,12 @@ fn chart_kinds_table() -> String {
         } else {
             format!("{}/{}", kind.group, kind.version)
         };
-        text.push_str(&format!(
-            "{api_version}/{}: {{plural: {}, namespaced: {}}}\n",
+        writeln!(
+            text,
+            "{api_version}/{}: {{plural: {}, namespaced: {}}}",
             kind.kind, kind.plural, kind.namespaced
-        ));
+        )
+        .unwrap();
     }
     text
 }
