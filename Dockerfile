@@ -2,7 +2,7 @@
 # The informant image: the `informant` binary on a distroless base, nothing else.
 #
 #   docker build -t informant:0.1.0 .
-#   docker run --rm --read-only informant:0.1.0 validate --config /dev/stdin < config/samples/minimal.yaml
+#   docker run --rm -i --read-only informant:0.1.0 validate --config /dev/stdin < config/samples/minimal.yaml
 #
 # It runs as the distroless non-root user (65532) and writes nothing to its filesystem, so it
 # runs with a read-only root filesystem (the Helm chart mounts an emptyDir on /tmp all the same).
