@@ -14,7 +14,7 @@ use super::run::DEFAULT_LEASE_NAME;
 /// Output formats of `informant rbac`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Output {
-    /// A YAML stream, one document per object (`kubectl apply -f -`).
+    /// A YAML stream, one document per object (for kubectl apply -f -).
     Yaml,
     /// A `v1` `List` of the objects.
     Json,
@@ -40,7 +40,7 @@ pub struct Args {
     /// The manager runs with --leader-elect: add rights on its Lease.
     #[arg(long)]
     pub leader_elect: bool,
-    /// Name of the Lease (as `informant run --lease-name`).
+    /// Name of the Lease (as informant run --lease-name).
     #[arg(long, value_name = "NAME", default_value = DEFAULT_LEASE_NAME)]
     pub lease_name: String,
     /// A kind the default cache serves at run time (a controller reads it), which the config
