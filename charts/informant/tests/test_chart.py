@@ -73,6 +73,9 @@ def strict(schema):
         if node.get("type") == "object" and "properties" in node:
             if not node.get("x-kubernetes-preserve-unknown-fields") and "additionalProperties" not in node:
                 node["additionalProperties"] = False
+        # OpenAPI's nullable is JSON schema's null type.
+        if node.get("nullable") and isinstance(node.get("type"), str):
+            node["type"] = [node["type"], "null"]
         for key in ("properties",):
             for child in node.get(key, {}).values():
                 walk(child)
