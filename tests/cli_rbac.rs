@@ -158,6 +158,30 @@ fn a_cluster_wide_config_gets_a_cluster_role_with_every_by_object_kind() {
 }
 
 #[test]
+fn the_namespace_defaults_to_the_configs_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "c.yaml",
+        "apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\n\
+         metadata: {name: c, namespace: ops}\nspec: {}\n",
+    );
+    let objects = objects(&["--config", &config]);
+    let roles = of_kind(&objects, "Role");
+    assert_eq!(roles.len(), 1);
+    assert_eq!(roles[0]["metadata"]["namespace"], "ops");
+    let bare = objects_of_minimal();
+    assert_eq!(
+        of_kind(&bare, "Role")[0]["metadata"]["namespace"],
+        "default"
+    );
+}
+
+fn objects_of_minimal() -> Vec<Value> {
+    objects(&["--config", "config/samples/minimal.yaml"])
+}
+
+#[test]
 fn yaml_output_is_one_document_per_object() {
     let out = informant(&["rbac", "--config", "config/samples/minimal.yaml"]);
     assert_eq!(out.status.code(), Some(0));

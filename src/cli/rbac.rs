@@ -28,9 +28,10 @@ pub struct Args {
     /// The CacheConfig YAML file; its metadata.name is the CacheConfig the manager watches.
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: PathBuf,
-    /// The manager's namespace (its CacheConfig and Lease; the service account's).
-    #[arg(long, short = 'n', value_name = "NAMESPACE", default_value = "default")]
-    pub namespace: String,
+    /// The manager's namespace (its CacheConfig and Lease; the service account's). Default:
+    /// the config's metadata.namespace, else "default".
+    #[arg(long, short = 'n', value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
     /// Name of every Role, ClusterRole and binding printed.
     #[arg(long, value_name = "NAME", default_value = "informant")]
     pub name: String,
@@ -58,7 +59,7 @@ pub struct Args {
 
 impl Args {
     /// The deployment options from the flags.
-    fn options(&self) -> exit::Result<rbac::Options> {
+    fn options(&self, namespace: String) -> exit::Result<rbac::Options> {
         let mut kinds = Vec::new();
         for text in &self.kinds {
             let Some((api_version, kind)) = text.rsplit_once('/') else {
@@ -74,7 +75,7 @@ impl Args {
             Some(path) => read_rules(path)?,
         };
         Ok(rbac::Options {
-            namespace: self.namespace.clone(),
+            namespace,
             lease: self.leader_elect.then(|| self.lease_name.clone()),
             kinds,
             extra_rules,
@@ -111,12 +112,17 @@ fn read_rules(path: &PathBuf) -> exit::Result<Vec<PolicyRule>> {
 
 /// Prints the objects, or exits 64 with every error of an invalid config.
 pub fn run(args: &Args) -> exit::Result {
-    let options = args.options()?;
     let valid = config::load(&args.config)?;
+    let namespace = args
+        .namespace
+        .clone()
+        .or_else(|| valid.resource.metadata.namespace.clone())
+        .unwrap_or_else(|| "default".to_owned());
+    let options = args.options(namespace.clone())?;
     let rules = rbac::Rules::derive(&valid, &options);
     let service_account = args.service_account.as_deref().unwrap_or(&args.name);
     let values = rules
-        .objects(&args.name, service_account, &args.namespace)
+        .objects(&args.name, service_account, &namespace)
         .to_values()
         .map_err(|e| Failure::new(exit::SOFTWARE, &e))?;
     let text = match args.output {
