@@ -242,7 +242,7 @@ impl Rules {
     }
 
     /// The `ClusterRole` (when any rule is cluster-wide), the `Role`s, and their bindings to
-    /// the service account `service_account` in `options_namespace`, all named `name`.
+    /// the service account `service_account` in `namespace`, all named `name`.
     #[must_use]
     pub fn objects(&self, name: &str, service_account: &str, namespace: &str) -> Objects {
         let subject = Subject {
