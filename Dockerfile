@@ -21,7 +21,9 @@ COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY benches ./benches
 # The registry and target directories are BuildKit caches: a rebuild after a source change
-# recompiles the crate, not its dependencies.
+# recompiles the crate, not its dependencies. Symbols are stripped (28 MB -> 21 MB on x86_64;
+# panics still print their message and location, without a symbolized backtrace).
+ENV CARGO_PROFILE_RELEASE_STRIP=symbols
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked --bin informant \
