@@ -9,6 +9,7 @@ mod crd;
 mod demo;
 pub mod exit;
 mod explain;
+mod rbac;
 mod run;
 mod signal;
 mod simulate;
@@ -54,6 +55,8 @@ enum Command {
     Cache(cache::Args),
     /// Replay an event stream (JSON lines) through the recorder on a virtual clock.
     Simulate(simulate::Args),
+    /// Print the least-privilege Roles/ClusterRole (and bindings) a CacheConfig needs.
+    Rbac(rbac::Args),
 }
 
 impl Cli {
@@ -85,6 +88,7 @@ impl Cli {
             Command::Explain(_) => "explain",
             Command::Cache(_) => "cache",
             Command::Simulate(_) => "simulate",
+            Command::Rbac(_) => "rbac",
         }
     }
 
@@ -108,6 +112,7 @@ impl Cli {
             Command::Explain(args) => explain::run(&args),
             Command::Cache(args) => cache::run(&args).await,
             Command::Simulate(args) => simulate::run(&args),
+            Command::Rbac(args) => rbac::run(&args),
         };
         signals.abort();
         match result {

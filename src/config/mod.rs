@@ -17,6 +17,7 @@ mod duration;
 mod error;
 mod load;
 mod names;
+pub mod rbac;
 mod status;
 mod structure;
 mod summary;

@@ -1,0 +1,220 @@
+{{/* The chart name, or nameOverride. */}}
+{{- define "informant.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The full name of every resource (Deployment, ServiceAccount, RBAC, Service, the CacheConfig,
+the Lease): fullnameOverride, else <release>-<name>, else <release> when it already contains
+the name. Truncated to 63 characters (DNS label).
+*/}}
+{{- define "informant.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* chart-version, as the helm.sh/chart label. */}}
+{{- define "informant.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels of every resource. */}}
+{{- define "informant.labels" -}}
+helm.sh/chart: {{ include "informant.chart" . }}
+{{ include "informant.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: informant
+{{- end }}
+
+{{/* Labels the Deployment, Service and PodDisruptionBudget select pods by. */}}
+{{- define "informant.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "informant.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* The manager's ServiceAccount name. */}}
+{{- define "informant.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "informant.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* Whether leader election is on: more than one replica. */}}
+{{- define "informant.leaderElect" -}}
+{{- if gt (int .Values.replicaCount) 1 }}true{{ end }}
+{{- end }}
+
+{{/*
+The plural resource name of a lower-case kind not in files/kinds.yaml (a custom resource):
+kube-rs's guess (kube-core discovery `to_plural`), which `informant rbac` uses too.
+*/}}
+{{- define "informant.plural" -}}
+{{- $w := . -}}
+{{- if or (eq $w "endpoints") (eq $w "endpointslices") -}}
+{{- $w -}}
+{{- else if eq $w "nodemetrics" -}}
+nodes
+{{- else if eq $w "podmetrics" -}}
+pods
+{{- else if or (hasSuffix "s" $w) (hasSuffix "x" $w) (hasSuffix "z" $w) (hasSuffix "ch" $w) (hasSuffix "sh" $w) -}}
+{{- printf "%ses" $w -}}
+{{- else if and (hasSuffix "y" $w) (gt (len $w) 1) (not (has (substr (sub (len $w) 2 | int) (sub (len $w) 1 | int) $w) (list "a" "e" "i" "o" "u"))) -}}
+{{- printf "%sies" (trimSuffix "y" $w) -}}
+{{- else -}}
+{{- printf "%ss" $w -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The RBAC rules the CacheConfig needs, as YAML {cluster: [rules], namespaces: {ns: [rules]}}.
+The same derivation as `informant rbac` (src/config/rbac.rs, where each rule is explained); the
+chart tests compare the two for several configs, so change both together.
+*/}}
+{{- define "informant.rbacRules" -}}
+{{- $spec := .Values.cacheConfig.spec | default (dict) -}}
+{{- $kinds := .Files.Get "files/kinds.yaml" | fromYaml -}}
+{{- $releaseNs := .Release.Namespace -}}
+{{- $configName := include "informant.fullname" . -}}
+{{- /* The default scope: cluster-wide when defaultNamespaces is empty or has a "" key. */ -}}
+{{- $defaultNs := list -}}
+{{- $defaultAll := false -}}
+{{- range $ns, $_ := ($spec.defaultNamespaces | default (dict)) -}}
+{{- if eq $ns "" -}}
+{{- $defaultAll = true -}}
+{{- else -}}
+{{- $defaultNs = append $defaultNs $ns -}}
+{{- end -}}
+{{- end -}}
+{{- $defaultCluster := or $defaultAll (empty $defaultNs) -}}
+{{- /* The kinds: byObject, then rbac.extraKinds (which inherit the default scope). */ -}}
+{{- $entries := list -}}
+{{- range ($spec.byObject | default (list)) -}}
+{{- $entries = append $entries . -}}
+{{- end -}}
+{{- range ($.Values.rbac.extraKinds | default (list)) -}}
+{{- $entries = append $entries (dict "apiVersion" .apiVersion "kind" .kind) -}}
+{{- end -}}
+{{- $clusterReads := dict -}}
+{{- $nsReads := dict -}}
+{{- $eventsCluster := $defaultCluster -}}
+{{- $clusterKindCached := false -}}
+{{- range $entries -}}
+{{- $group := "" -}}
+{{- if contains "/" .apiVersion -}}
+{{- $group = first (splitList "/" .apiVersion) -}}
+{{- end -}}
+{{- $key := printf "%s/%s" .apiVersion .kind -}}
+{{- $plural := "" -}}
+{{- $namespaced := true -}}
+{{- if hasKey $kinds $key -}}
+{{- $known := get $kinds $key -}}
+{{- $plural = $known.plural -}}
+{{- $namespaced = $known.namespaced -}}
+{{- else -}}
+{{- $plural = include "informant.plural" (lower .kind) -}}
+{{- end -}}
+{{- $cluster := false -}}
+{{- $names := list -}}
+{{- if not $namespaced -}}
+{{- $cluster = true -}}
+{{- $clusterKindCached = true -}}
+{{- else if not (kindIs "map" .namespaces) -}}
+{{- $cluster = $defaultCluster -}}
+{{- $names = $defaultNs -}}
+{{- else -}}
+{{- $all := false -}}
+{{- range $ns, $_ := .namespaces -}}
+{{- if eq $ns "" -}}
+{{- $all = true -}}
+{{- else -}}
+{{- $names = append $names $ns -}}
+{{- end -}}
+{{- end -}}
+{{- $cluster = or $all (empty $names) -}}
+{{- end -}}
+{{- if $cluster -}}
+{{- if $namespaced -}}
+{{- $eventsCluster = true -}}
+{{- end -}}
+{{- if not (hasKey $clusterReads $group) -}}
+{{- $_ := set $clusterReads $group (dict) -}}
+{{- end -}}
+{{- $_ := set (get $clusterReads $group) $plural true -}}
+{{- else -}}
+{{- range $ns := $names -}}
+{{- if not (hasKey $nsReads $ns) -}}
+{{- $_ := set $nsReads $ns (dict) -}}
+{{- end -}}
+{{- $groups := get $nsReads $ns -}}
+{{- if not (hasKey $groups $group) -}}
+{{- $_ := set $groups $group (dict) -}}
+{{- end -}}
+{{- $_ := set (get $groups $group) $plural true -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $events := dict "apiGroups" (list "") "resources" (list "events") "verbs" (list "create" "patch") -}}
+{{- /* The ClusterRole: cluster-wide reads, events when cluster-wide, extra rules in a cluster-wide default scope. */ -}}
+{{- $clusterRules := list -}}
+{{- range $group := keys $clusterReads | sortAlpha -}}
+{{- $clusterRules = append $clusterRules (dict "apiGroups" (list $group) "resources" (keys (get $clusterReads $group) | sortAlpha) "verbs" (list "list" "watch")) -}}
+{{- end -}}
+{{- if $eventsCluster -}}
+{{- $clusterRules = append $clusterRules $events -}}
+{{- end -}}
+{{- if $defaultCluster -}}
+{{- range ($.Values.rbac.extraRules | default (list)) -}}
+{{- $clusterRules = append $clusterRules . -}}
+{{- end -}}
+{{- end -}}
+{{- /* The Roles: cached namespaces, the default ones, the release's, and "default" for Events about cluster-scoped objects. */ -}}
+{{- $roleNs := keys $nsReads -}}
+{{- if not $defaultCluster -}}
+{{- $roleNs = concat $roleNs $defaultNs -}}
+{{- end -}}
+{{- $roleNs = append $roleNs $releaseNs -}}
+{{- if and $clusterKindCached (not $eventsCluster) -}}
+{{- $roleNs = append $roleNs "default" -}}
+{{- end -}}
+{{- $roles := dict -}}
+{{- range $ns := $roleNs | uniq | sortAlpha -}}
+{{- $rules := list -}}
+{{- if hasKey $nsReads $ns -}}
+{{- $groups := get $nsReads $ns -}}
+{{- range $group := keys $groups | sortAlpha -}}
+{{- $rules = append $rules (dict "apiGroups" (list $group) "resources" (keys (get $groups $group) | sortAlpha) "verbs" (list "list" "watch")) -}}
+{{- end -}}
+{{- end -}}
+{{- if not $eventsCluster -}}
+{{- $rules = append $rules $events -}}
+{{- end -}}
+{{- if eq $ns $releaseNs -}}
+{{- $rules = append $rules (dict "apiGroups" (list "informant.dev") "resources" (list "cacheconfigs") "resourceNames" (list $configName) "verbs" (list "get" "list" "watch")) -}}
+{{- $rules = append $rules (dict "apiGroups" (list "informant.dev") "resources" (list "cacheconfigs/status") "resourceNames" (list $configName) "verbs" (list "patch")) -}}
+{{- if include "informant.leaderElect" $ -}}
+{{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "verbs" (list "create")) -}}
+{{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "resourceNames" (list $configName) "verbs" (list "get" "update")) -}}
+{{- end -}}
+{{- end -}}
+{{- if and (not $defaultCluster) (has $ns $defaultNs) -}}
+{{- range ($.Values.rbac.extraRules | default (list)) -}}
+{{- $rules = append $rules . -}}
+{{- end -}}
+{{- end -}}
+{{- if $rules -}}
+{{- $_ := set $roles $ns $rules -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml (dict "cluster" $clusterRules "namespaces" $roles) -}}
+{{- end -}}

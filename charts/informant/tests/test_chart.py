@@ -1,0 +1,351 @@
+"""The informant Helm chart, rendered and linted by Helm's own engine (helm-python-sdk), every
+rendered manifest checked strictly against the Kubernetes 1.37 schemas (kubernetes-validate),
+the CacheConfig against its CRD's own schema and by `informant validate`, and the rendered RBAC
+against what `informant rbac` derives from the same CacheConfig.
+
+Run from the repository root after a `cargo build` (scripts/test does both):
+
+    python3 charts/informant/tests/test_chart.py
+
+INFORMANT names the binary (default: target/debug/informant).
+"""
+
+import copy
+import glob
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+import helm_python as helm
+import jsonschema
+import kubernetes_validate
+import yaml
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+CHART = os.path.join(ROOT, "charts", "informant")
+INFORMANT = os.environ.get("INFORMANT", os.path.join(ROOT, "target", "debug", "informant"))
+KUBERNETES_VERSION = "1.37.0"
+RELEASE = "informant"
+NAMESPACE = "informant-system"
+
+
+def cases():
+    """(name, values) of the default values and of every values file in ci/."""
+    out = [("default", {})]
+    for path in sorted(glob.glob(os.path.join(CHART, "ci", "*.yaml"))):
+        with open(path) as f:
+            out.append((os.path.basename(path), yaml.safe_load(f) or {}))
+    return out
+
+
+def render(values, name=RELEASE, namespace=NAMESPACE):
+    """Every rendered document (NOTES.txt apart) and the NOTES text."""
+    with helm.Chart.load(CHART) as chart:
+        files = chart.render(values, name=name, namespace=namespace)
+    docs, notes = [], ""
+    for path, text in sorted(files.items()):
+        if path.endswith("NOTES.txt"):
+            notes = text
+            continue
+        docs.extend(d for d in yaml.safe_load_all(text) if d)
+    return docs, notes
+
+
+def merged(values):
+    with helm.Chart.load(CHART) as chart:
+        return chart.merge_values(values)
+
+
+def of_kind(docs, kind):
+    return [d for d in docs if d["kind"] == kind]
+
+
+def strict(schema):
+    """A CRD's structural schema as strict JSON schema: unknown fields are errors (as
+    `kubectl apply --validate=strict` makes them), except where the CRD preserves them."""
+    schema = copy.deepcopy(schema)
+
+    def walk(node):
+        if not isinstance(node, dict):
+            return
+        if node.get("type") == "object" and "properties" in node:
+            if not node.get("x-kubernetes-preserve-unknown-fields") and "additionalProperties" not in node:
+                node["additionalProperties"] = False
+        # OpenAPI's nullable is JSON schema's null type.
+        if node.get("nullable") and isinstance(node.get("type"), str):
+            node["type"] = [node["type"], "null"]
+        for key in ("properties",):
+            for child in node.get(key, {}).values():
+                walk(child)
+        for key in ("items", "additionalProperties"):
+            walk(node.get(key))
+        for key in ("allOf", "anyOf", "oneOf"):
+            for child in node.get(key, []):
+                walk(child)
+
+    walk(schema)
+    return schema
+
+
+def crd_schemas():
+    """(group, version, kind) -> strict schema of every CRD in the chart's crds/."""
+    out = {}
+    for path in glob.glob(os.path.join(CHART, "crds", "*.yaml")):
+        with open(path) as f:
+            crd = yaml.safe_load(f)
+        for version in crd["spec"]["versions"]:
+            schema = strict(version["schema"]["openAPIV3Schema"])
+            schema["properties"].update(
+                {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"}}
+            )
+            out[(crd["spec"]["group"], version["name"], crd["spec"]["names"]["kind"])] = schema
+    return out
+
+
+# The Prometheus Operator's ServiceMonitor is not a Kubernetes API and its CRD is not part of
+# this repository: the fields the chart renders, typed as the monitoring.coreos.com/v1 API
+# documents them, strict like the rest.
+SERVICE_MONITOR_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"},
+        "kind": {"const": "ServiceMonitor"},
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["selector", "endpoints"],
+            "properties": {
+                "selector": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {"matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}},
+                },
+                "namespaceSelector": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "any": {"type": "boolean"},
+                        "matchNames": {"type": "array", "items": {"type": "string"}},
+                    },
+                },
+                "endpoints": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "port": {"type": "string"},
+                            "path": {"type": "string"},
+                            "interval": {"type": "string", "pattern": "^(0|(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"},
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+def validate(doc, crds):
+    """Validates one document strictly; raises on the first error."""
+    api_version = doc["apiVersion"]
+    group, _, version = api_version.rpartition("/")
+    key = (group, version, doc["kind"])
+    if key in crds or key == ("monitoring.coreos.com", "v1", "ServiceMonitor"):
+        schema = crds.get(key, SERVICE_MONITOR_SCHEMA)
+        jsonschema.Draft7Validator(schema).validate(doc)
+        # metadata is an ObjectMeta: check it with Kubernetes' own schema, on a ConfigMap.
+        kubernetes_validate.validate(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": doc["metadata"]}, KUBERNETES_VERSION, strict=True
+        )
+    else:
+        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+
+
+def informant(*args):
+    return subprocess.run([INFORMANT, *args], capture_output=True, text=True)
+
+
+def without_labels(doc):
+    doc = copy.deepcopy(doc)
+    doc["metadata"].pop("labels", None)
+    return doc
+
+
+def rbac_of(docs):
+    """The RBAC documents by (kind, namespace, name), labels removed."""
+    kinds = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+    return {
+        (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]): without_labels(d)
+        for d in docs
+        if d["kind"] in kinds
+    }
+
+
+class ChartTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.rendered = {name: render(values) for name, values in cases()}
+        cls.crds = crd_schemas()
+
+    def test_there_are_the_default_values_and_at_least_four_ci_files(self):
+        names = [name for name, _ in cases()]
+        self.assertEqual(names[0], "default")
+        for wanted in ("multi-namespace", "by-object", "ha", "metrics"):
+            self.assertIn(f"{wanted}-values.yaml", names)
+
+    def test_lint_reports_no_errors(self):
+        for name, values in cases():
+            with self.subTest(name):
+                report = helm.lint(CHART, values, strict=True, kube_version="v" + KUBERNETES_VERSION)
+                self.assertEqual(report["errors"], [])
+                self.assertEqual([m for m in report["messages"] if m["severity"] >= 2], [])
+
+    def test_every_rendered_document_validates_strictly(self):
+        for name, (docs, _) in self.rendered.items():
+            for doc in docs:
+                with self.subTest(name, kind=doc["kind"], object=doc["metadata"].get("name")):
+                    validate(doc, self.crds)
+
+    def test_the_validator_rejects_an_unknown_field(self):
+        docs, _ = self.rendered["default"]
+        deployment = copy.deepcopy(of_kind(docs, "Deployment")[0])
+        deployment["spec"]["template"]["spec"]["containers"][0]["securityContex"] = {}
+        with self.assertRaises(kubernetes_validate.ValidationError):
+            validate(deployment, self.crds)
+        config = copy.deepcopy(of_kind(docs, "CacheConfig")[0])
+        config["spec"]["byObjects"] = []
+        with self.assertRaises(jsonschema.ValidationError):
+            validate(config, self.crds)
+
+    def test_every_rendered_cacheconfig_passes_informant_validate(self):
+        self.assertTrue(os.access(INFORMANT, os.X_OK), f"{INFORMANT} missing: run cargo build first")
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, (docs, _) in self.rendered.items():
+                configs = of_kind(docs, "CacheConfig")
+                self.assertEqual(len(configs), 1, name)
+                path = os.path.join(tmp, "cacheconfig.yaml")
+                with open(path, "w") as f:
+                    yaml.safe_dump(configs[0], f)
+                result = informant("validate", "--config", path)
+                with self.subTest(name):
+                    self.assertEqual(result.returncode, 0, result.stderr)
+                    self.assertIn(" is valid\n", result.stdout)
+
+    def test_a_wrong_type_in_values_fails_at_render_and_at_lint(self):
+        for bad in ({"replicaCount": "three"}, {"cacheConfig": {"spec": ["not", "a", "map"]}},
+                    {"metrics": {"port": "http"}}, {"serviceMonitor": {"enabled": "yes"}}):
+            with self.subTest(bad):
+                with self.assertRaises(helm.HelmValuesError):
+                    render(bad)
+                self.assertNotEqual(helm.lint(CHART, bad)["errors"], [])
+
+    def test_crds_are_byte_identical_to_the_repository_ones(self):
+        ours = sorted(os.path.basename(p) for p in glob.glob(os.path.join(CHART, "crds", "*")))
+        repo = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "crds", "*")))
+        self.assertEqual(ours, repo)
+        for name in repo:
+            with open(os.path.join(CHART, "crds", name), "rb") as a, open(os.path.join(ROOT, "crds", name), "rb") as b:
+                self.assertEqual(a.read(), b.read(), f"charts/informant/crds/{name} differs from crds/{name}")
+
+    def test_leader_election_is_on_iff_more_than_one_replica(self):
+        for name, values in cases():
+            docs, _ = self.rendered[name]
+            replicas = merged(values)["replicaCount"]
+            deployment = of_kind(docs, "Deployment")[0]
+            self.assertEqual(deployment["spec"]["replicas"], replicas)
+            args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+            with self.subTest(name, replicas=replicas):
+                self.assertEqual("--leader-elect" in args, replicas > 1)
+                at = args.index("--cache-config")
+                self.assertEqual(args[at + 1], f"{NAMESPACE}/{RELEASE}")
+                if replicas > 1:
+                    self.assertEqual(args[args.index("--lease-namespace") + 1], NAMESPACE)
+        self.assertTrue(any(merged(v)["replicaCount"] > 1 for _, v in cases()))
+
+    def test_the_pod_is_hardened_and_probed(self):
+        for name, values in cases():
+            docs, _ = self.rendered[name]
+            spec = of_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]
+            container = spec["containers"][0]
+            health = merged(values)["health"]["port"]
+            with self.subTest(name):
+                self.assertTrue(spec["securityContext"]["runAsNonRoot"])
+                self.assertEqual(spec["securityContext"]["seccompProfile"]["type"], "RuntimeDefault")
+                sc = container["securityContext"]
+                self.assertIs(sc["allowPrivilegeEscalation"], False)
+                self.assertIs(sc["readOnlyRootFilesystem"], True)
+                self.assertIs(sc["runAsNonRoot"], True)
+                self.assertEqual(sc["capabilities"]["drop"], ["ALL"])
+                self.assertEqual(sc["seccompProfile"]["type"], "RuntimeDefault")
+                self.assertIn({"name": "tmp", "mountPath": "/tmp"}, container["volumeMounts"])
+                ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+                self.assertEqual(ports["health"], health)
+                self.assertEqual(container["livenessProbe"]["httpGet"], {"path": "/healthz", "port": "health"})
+                self.assertEqual(container["readinessProbe"]["httpGet"], {"path": "/readyz", "port": "health"})
+
+    def test_optional_objects_follow_their_values(self):
+        for name, values in cases():
+            docs, notes = self.rendered[name]
+            m = merged(values)
+            with self.subTest(name):
+                self.assertEqual(len(of_kind(docs, "ServiceMonitor")), int(m["serviceMonitor"]["enabled"]))
+                self.assertEqual(len(of_kind(docs, "PodDisruptionBudget")), int(m["podDisruptionBudget"]["enabled"]))
+                env = of_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0].get("env", [])
+                otlp = [e["value"] for e in env if e["name"] == "OTEL_EXPORTER_OTLP_ENDPOINT"]
+                self.assertEqual(otlp, [m["otlp"]["endpoint"]] if m["otlp"]["endpoint"] else [])
+                self.assertIn(f"get cc {RELEASE}", notes)
+                self.assertIn("port-forward", notes)
+        self.assertFalse(merged({})["serviceMonitor"]["enabled"], "the ServiceMonitor is off by default")
+
+    def test_rbac_is_what_informant_rbac_derives_from_the_same_cacheconfig(self):
+        runs = [(name, values, RELEASE, NAMESPACE) for name, values in cases()]
+        # Another release name and namespace, so names are not compared by luck.
+        runs.append(("by-object as shop in ops", dict(cases())["by-object-values.yaml"], "shop", "ops"))
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, values, release, namespace in runs:
+                docs, _ = render(values, name=release, namespace=namespace)
+                m = merged(values)
+                fullname = of_kind(docs, "Deployment")[0]["metadata"]["name"]
+                account = of_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["serviceAccountName"]
+                config = os.path.join(tmp, "cacheconfig.yaml")
+                with open(config, "w") as f:
+                    yaml.safe_dump(of_kind(docs, "CacheConfig")[0], f)
+                args = ["rbac", "-o", "json", "--config", config, "--namespace", namespace, "--name", fullname,
+                        "--service-account", account, "--lease-name", fullname]
+                if m["replicaCount"] > 1:
+                    args.append("--leader-elect")
+                for kind in m["rbac"]["extraKinds"]:
+                    args += ["--kind", f"{kind['apiVersion']}/{kind['kind']}"]
+                if m["rbac"]["extraRules"]:
+                    rules = os.path.join(tmp, "rules.yaml")
+                    with open(rules, "w") as f:
+                        yaml.safe_dump(m["rbac"]["extraRules"], f)
+                    args += ["--extra-rules", rules]
+                result = informant(*args)
+                with self.subTest(name):
+                    self.assertEqual(result.returncode, 0, result.stderr)
+                    derived = rbac_of(json.loads(result.stdout)["items"])
+                    self.assertEqual(rbac_of(docs), derived)
+                    self.assertIn(("Role", namespace, fullname), derived)
+
+    def test_rbac_is_namespaced_for_a_namespace_scoped_config(self):
+        docs, _ = self.rendered["multi-namespace-values.yaml"]
+        cluster_rules = [r for d in of_kind(docs, "ClusterRole") for r in d["rules"]]
+        self.assertEqual(cluster_rules, [], "a namespace-scoped config needs no ClusterRole")
+        roles = {d["metadata"]["namespace"]: d["rules"] for d in of_kind(docs, "Role")}
+        self.assertEqual(sorted(roles), ["informant-system", "team-a", "team-b"])
+        self.assertIn({"apiGroups": [""], "resources": ["configmaps", "pods"], "verbs": ["list", "watch"]},
+                      roles["team-a"])
+        self.assertIn({"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list", "watch"]},
+                      roles["team-b"])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

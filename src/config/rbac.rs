@@ -1,0 +1,537 @@
+//! Least-privilege RBAC derived from a validated `CacheConfig`: the rules `informant rbac`
+//! prints and the Helm chart's RBAC template renders, so a permission the manager needs is a
+//! test failure, not a 403 at run time.
+//!
+//! # What is derived, and from what
+//!
+//! - **Every kind the config caches** (`byObject`, and the `kinds` passed in, see below):
+//!   `list` and `watch` (an informer's two verbs; reads are served from the cache, so no
+//!   `get`). In a `Role` in each namespace the kind is cached in, or in the `ClusterRole`
+//!   when it is cached cluster-wide: a cluster-scoped kind, `namespaces: {}`, a `""` key, or
+//!   an inherited default scope that is cluster-wide.
+//! - **The default scope's kinds cannot be derived from the config**: the default cache starts
+//!   an informer for any kind a controller reads, at run time. List those kinds in
+//!   [`Options::kinds`] (`informant rbac --kind apps/v1/Deployment`, the chart's
+//!   `rbac.extraKinds`): each gets `list`/`watch` in the default scope (`defaultNamespaces`, or
+//!   cluster-wide when it is empty or has a `""` key; cluster-scoped kinds always cluster-wide).
+//! - **Events**: `create` and `patch` on core `events` (the recorder's sink writes core v1
+//!   Events, see [`crate::recorder::KubeSink`]), wherever events may be recorded: about the
+//!   `CacheConfig` (the manager's namespace) and about the objects the cache serves. That is
+//!   cluster-wide when any namespaced kind is cached cluster-wide (the default scope included);
+//!   otherwise each cached namespace, plus `default` when a cluster-scoped kind is cached
+//!   (Events about cluster-scoped objects go there).
+//! - **The `CacheConfig` itself**, in the manager's namespace: `get`, `list`, `watch` on
+//!   `cacheconfigs` and `patch` on `cacheconfigs/status`, restricted to its name (the watch
+//!   uses a `metadata.name` field selector, which is what RBAC requires of a `list`/`watch`
+//!   restricted by `resourceNames`).
+//! - **The Lease**, when leader election is on: `create` on `leases` (creation cannot be
+//!   restricted by name) and `get`/`update` on the Lease by name
+//!   ([`crate::manager::leader`]).
+//! - **Extra rules** ([`Options::extra_rules`], the chart's `rbac.extraRules`), appended in
+//!   the default scope: to the `ClusterRole` when the default scope is cluster-wide, else to
+//!   the `Role` of each default namespace.
+//!
+//! Kinds are resolved offline: plural and scope from the built-in table ([`crate::kinds`]);
+//! other kinds (custom resources) are taken as namespaced with kube's guessed plural, as
+//! [`crate::cache::BuiltinKinds`] does. A cluster-scoped custom resource therefore needs an
+//! extra rule.
+//!
+//! ```
+//! use informant::config::{load_str, rbac};
+//!
+//! let config = load_str(
+//!     "apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\nmetadata: {name: c}\n\
+//!      spec: {defaultNamespaces: {shop: {}}, byObject: [{apiVersion: v1, kind: Pod}]}\n",
+//! )?;
+//! let rules = rbac::Rules::derive(&config, &rbac::Options::new("informant-system"));
+//! assert!(rules.cluster.is_empty());
+//! assert_eq!(rules.namespaces["shop"][0].resources, Some(vec!["pods".to_owned()]));
+//! # Ok::<(), informant::config::Error>(())
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::GroupVersionKind;
+use serde::Serialize;
+
+use super::load::Validated;
+use crate::cache::{self, BuiltinKinds, NamespaceKey, Namespaces};
+
+/// The API group of `cacheconfigs`.
+const GROUP: &str = "informant.dev";
+/// The API group of `leases`.
+const LEASE_GROUP: &str = "coordination.k8s.io";
+/// The namespace Events about cluster-scoped objects are recorded in (client-go
+/// `tools/record/event.go` `makeEvent`: `metav1.NamespaceDefault` when the object has none).
+const EVENTS_NAMESPACE_OF_CLUSTER_OBJECTS: &str = "default";
+/// The API group of RBAC objects.
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+/// How the manager is deployed: what the config alone does not say.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Options {
+    /// The manager's namespace: the `CacheConfig`'s and the Lease's.
+    pub namespace: String,
+    /// The Lease's name when leader election is on; `None`: no Lease rights.
+    pub lease: Option<String>,
+    /// Kinds the default cache serves at run time (read lazily by controllers), which the
+    /// config does not list.
+    pub kinds: Vec<GroupVersionKind>,
+    /// Rules added as they are, in the default scope.
+    pub extra_rules: Vec<PolicyRule>,
+}
+
+impl Options {
+    /// A manager in `namespace`, without leader election, extra kinds or extra rules.
+    #[must_use]
+    pub fn new(namespace: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// Where a set of rights applies: one `Role` per namespace, or the `ClusterRole`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Scope {
+    Cluster,
+    Namespaces(BTreeSet<String>),
+}
+
+impl Scope {
+    /// The scope of a namespace map (`defaultNamespaces`, `byObject[].namespaces`): cluster-wide
+    /// when it is empty or has the `""` key.
+    fn of_map<V>(map: &BTreeMap<NamespaceKey, V>) -> Scope {
+        let mut names = BTreeSet::new();
+        for key in map.keys() {
+            match key {
+                NamespaceKey::AllOthers => return Scope::Cluster,
+                NamespaceKey::Named(ns) => {
+                    names.insert(ns.clone());
+                }
+            }
+        }
+        if names.is_empty() {
+            Scope::Cluster
+        } else {
+            Scope::Namespaces(names)
+        }
+    }
+}
+
+/// A kind's API group, plural and scope, resolved offline.
+fn resolve(gvk: &GroupVersionKind) -> (String, String, bool) {
+    if let Some(kind) = crate::kinds::builtin(&gvk.group, &gvk.version, &gvk.kind) {
+        (
+            kind.group.to_owned(),
+            kind.plural.to_owned(),
+            kind.namespaced,
+        )
+    } else {
+        let info = BuiltinKinds::resolve_now(gvk);
+        (gvk.group.clone(), info.resource.plural, info.namespaced)
+    }
+}
+
+/// The rules a manager needs, by where they apply.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Rules {
+    /// The `ClusterRole`'s rules; empty: no `ClusterRole` is needed.
+    pub cluster: Vec<PolicyRule>,
+    /// Each namespace's `Role` rules (the manager's namespace always has one; a namespace
+    /// without rules has no `Role`).
+    pub namespaces: BTreeMap<String, Vec<PolicyRule>>,
+}
+
+/// The resources read in one place, by API group.
+type Reads = BTreeMap<String, BTreeSet<String>>;
+
+impl Rules {
+    /// The least-privilege rules of `config` deployed as `options` say (see the module docs).
+    #[must_use]
+    pub fn derive(config: &Validated, options: &Options) -> Rules {
+        Self::derive_options(&config.cache, &config_name(config), options)
+    }
+
+    /// [`Rules::derive`] from the cache options of the `CacheConfig` named `name`.
+    #[must_use]
+    pub fn derive_options(cache: &cache::Options, name: &str, options: &Options) -> Rules {
+        let default_scope = Scope::of_map(&cache.default_namespaces);
+        let mut cluster_reads = Reads::new();
+        let mut namespace_reads: BTreeMap<String, Reads> = BTreeMap::new();
+        let mut events_cluster = default_scope == Scope::Cluster;
+        let mut cluster_kind_cached = false;
+        let kinds = cache
+            .by_object
+            .iter()
+            .map(|by| (&by.gvk, &by.namespaces))
+            .chain(options.kinds.iter().map(|gvk| (gvk, &Namespaces::Inherit)));
+        for (gvk, namespaces) in kinds {
+            let (group, plural, namespaced) = resolve(gvk);
+            let scope = if namespaced {
+                match namespaces {
+                    Namespaces::Inherit => default_scope.clone(),
+                    Namespaces::All => Scope::Cluster,
+                    Namespaces::Only(map) => Scope::of_map(map),
+                }
+            } else {
+                cluster_kind_cached = true;
+                Scope::Cluster
+            };
+            match scope {
+                Scope::Cluster => {
+                    events_cluster |= namespaced;
+                    cluster_reads.entry(group).or_default().insert(plural);
+                }
+                Scope::Namespaces(names) => {
+                    for ns in names {
+                        namespace_reads
+                            .entry(ns)
+                            .or_default()
+                            .entry(group.clone())
+                            .or_default()
+                            .insert(plural.clone());
+                    }
+                }
+            }
+        }
+
+        let mut rules = Rules {
+            cluster: read_rules(&cluster_reads),
+            namespaces: BTreeMap::new(),
+        };
+        // Every namespace with a Role: the cached ones, the manager's, and `default` for
+        // Events about cluster-scoped objects when events are not granted cluster-wide.
+        let mut role_namespaces: BTreeSet<String> = namespace_reads.keys().cloned().collect();
+        if let Scope::Namespaces(names) = &default_scope {
+            role_namespaces.extend(names.iter().cloned());
+        }
+        role_namespaces.insert(options.namespace.clone());
+        if cluster_kind_cached && !events_cluster {
+            role_namespaces.insert(EVENTS_NAMESPACE_OF_CLUSTER_OBJECTS.to_owned());
+        }
+        for ns in role_namespaces {
+            let mut role = namespace_reads.get(&ns).map(read_rules).unwrap_or_default();
+            if !events_cluster {
+                role.push(events_rule());
+            }
+            if ns == options.namespace {
+                role.extend(manager_rules(name, options.lease.as_deref()));
+            }
+            if let Scope::Namespaces(names) = &default_scope
+                && names.contains(&ns)
+            {
+                role.extend(options.extra_rules.iter().cloned());
+            }
+            if !role.is_empty() {
+                rules.namespaces.insert(ns, role);
+            }
+        }
+        if events_cluster {
+            rules.cluster.push(events_rule());
+        }
+        if default_scope == Scope::Cluster {
+            rules.cluster.extend(options.extra_rules.iter().cloned());
+        }
+        rules
+    }
+
+    /// The `ClusterRole` (when any rule is cluster-wide), the `Role`s, and their bindings to
+    /// the service account `service_account` in `namespace`, all named `name`.
+    #[must_use]
+    pub fn objects(&self, name: &str, service_account: &str, namespace: &str) -> Objects {
+        let subject = Subject {
+            kind: "ServiceAccount".to_owned(),
+            name: service_account.to_owned(),
+            namespace: Some(namespace.to_owned()),
+            api_group: None,
+        };
+        let role_ref = |kind: &str| RoleRef {
+            api_group: RBAC_GROUP.to_owned(),
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+        };
+        let meta = |ns: Option<&str>| ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: ns.map(str::to_owned),
+            ..ObjectMeta::default()
+        };
+        let mut objects = Objects::default();
+        if !self.cluster.is_empty() {
+            objects.cluster_role = Some(ClusterRole {
+                metadata: meta(None),
+                rules: Some(self.cluster.clone()),
+                aggregation_rule: None,
+            });
+            objects.cluster_role_binding = Some(ClusterRoleBinding {
+                metadata: meta(None),
+                role_ref: role_ref("ClusterRole"),
+                subjects: Some(vec![subject.clone()]),
+            });
+        }
+        for (ns, rules) in &self.namespaces {
+            objects.roles.push(Role {
+                metadata: meta(Some(ns)),
+                rules: Some(rules.clone()),
+            });
+            objects.role_bindings.push(RoleBinding {
+                metadata: meta(Some(ns)),
+                role_ref: role_ref("Role"),
+                subjects: Some(vec![subject.clone()]),
+            });
+        }
+        objects
+    }
+}
+
+/// The RBAC objects of [`Rules::objects`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Objects {
+    /// The `ClusterRole`, when any rule is cluster-wide.
+    pub cluster_role: Option<ClusterRole>,
+    /// Its binding to the service account.
+    pub cluster_role_binding: Option<ClusterRoleBinding>,
+    /// One `Role` per namespace, sorted by namespace.
+    pub roles: Vec<Role>,
+    /// One `RoleBinding` per `Role`, in the same order.
+    pub role_bindings: Vec<RoleBinding>,
+}
+
+impl Objects {
+    /// Every object as JSON, with `apiVersion` and `kind`: the `ClusterRole` and its binding
+    /// first, then each `Role` followed by its binding.
+    ///
+    /// # Errors
+    ///
+    /// A serialization error (none for these types).
+    pub fn to_values(&self) -> serde_json::Result<Vec<serde_json::Value>> {
+        use k8s_openapi::Resource;
+        fn typed<T: Serialize + Resource>(object: &T) -> serde_json::Result<serde_json::Value> {
+            let mut value = serde_json::to_value(object)?;
+            if let Some(map) = value.as_object_mut() {
+                map.insert("apiVersion".into(), T::API_VERSION.into());
+                map.insert("kind".into(), T::KIND.into());
+            }
+            Ok(value)
+        }
+        let mut values = Vec::new();
+        if let Some(role) = &self.cluster_role {
+            values.push(typed(role)?);
+        }
+        if let Some(binding) = &self.cluster_role_binding {
+            values.push(typed(binding)?);
+        }
+        for (role, binding) in self.roles.iter().zip(&self.role_bindings) {
+            values.push(typed(role)?);
+            values.push(typed(binding)?);
+        }
+        Ok(values)
+    }
+}
+
+/// The name of the `CacheConfig`, as its `metadata.name` says.
+fn config_name(config: &Validated) -> String {
+    config.resource.metadata.name.clone().unwrap_or_default()
+}
+
+/// `list` and `watch` on every resource of `reads`, one rule per API group.
+fn read_rules(reads: &Reads) -> Vec<PolicyRule> {
+    reads
+        .iter()
+        .map(|(group, resources)| {
+            rule(
+                group,
+                &resources.iter().map(String::as_str).collect::<Vec<_>>(),
+                None,
+                &["list", "watch"],
+            )
+        })
+        .collect()
+}
+
+/// `create` and `patch` on core Events.
+fn events_rule() -> PolicyRule {
+    rule("", &["events"], None, &["create", "patch"])
+}
+
+/// The `CacheConfig` named `name` and, with leader election, the Lease named `lease`.
+fn manager_rules(name: &str, lease: Option<&str>) -> Vec<PolicyRule> {
+    let mut rules = vec![
+        rule(
+            GROUP,
+            &["cacheconfigs"],
+            Some(name),
+            &["get", "list", "watch"],
+        ),
+        rule(GROUP, &["cacheconfigs/status"], Some(name), &["patch"]),
+    ];
+    if let Some(lease) = lease {
+        rules.push(rule(LEASE_GROUP, &["leases"], None, &["create"]));
+        rules.push(rule(
+            LEASE_GROUP,
+            &["leases"],
+            Some(lease),
+            &["get", "update"],
+        ));
+    }
+    rules
+}
+
+fn rule(group: &str, resources: &[&str], name: Option<&str>, verbs: &[&str]) -> PolicyRule {
+    let strings = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    PolicyRule {
+        api_groups: Some(vec![group.to_owned()]),
+        resources: Some(strings(resources)),
+        resource_names: name.map(|n| vec![n.to_owned()]),
+        verbs: strings(verbs),
+        non_resource_urls: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::load_str;
+
+    fn derive(spec: &str, options: &Options) -> Rules {
+        let text = format!(
+            "apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\nmetadata: {{name: c}}\nspec: {spec}\n"
+        );
+        Rules::derive(&load_str(&text).unwrap(), options)
+    }
+
+    fn resources(rules: &[PolicyRule]) -> Vec<String> {
+        rules
+            .iter()
+            .flat_map(|r| r.resources.clone().unwrap_or_default())
+            .collect()
+    }
+
+    #[test]
+    fn an_empty_spec_reads_nothing_up_front_and_records_events_everywhere() {
+        let rules = derive("{}", &Options::new("sys"));
+        assert_eq!(rules.cluster, vec![events_rule()]);
+        assert_eq!(rules.namespaces.keys().collect::<Vec<_>>(), ["sys"]);
+        assert_eq!(
+            resources(&rules.namespaces["sys"]),
+            ["cacheconfigs", "cacheconfigs/status"]
+        );
+        assert_eq!(
+            rules.namespaces["sys"][0].resource_names,
+            Some(vec!["c".to_owned()])
+        );
+    }
+
+    #[test]
+    fn namespace_scoped_configs_get_roles_and_cluster_scoped_kinds_a_cluster_role() {
+        let rules = derive(
+            "{defaultNamespaces: {a: {}, b: {}}, byObject: [{apiVersion: v1, kind: Pod}, \
+             {apiVersion: apps/v1, kind: Deployment, namespaces: {b: {}}}, \
+             {apiVersion: v1, kind: Node}]}",
+            &Options::new("sys"),
+        );
+        assert_eq!(resources(&rules.cluster), ["nodes"]);
+        assert_eq!(
+            rules.namespaces.keys().collect::<Vec<_>>(),
+            ["a", "b", "default", "sys"]
+        );
+        assert_eq!(resources(&rules.namespaces["a"]), ["pods", "events"]);
+        assert_eq!(
+            resources(&rules.namespaces["b"]),
+            ["pods", "deployments", "events"]
+        );
+        assert_eq!(resources(&rules.namespaces["default"]), ["events"]);
+        assert_eq!(
+            rules.namespaces["b"][1].api_groups,
+            Some(vec!["apps".into()])
+        );
+        assert_eq!(rules.namespaces["b"][0].verbs, ["list", "watch"]);
+    }
+
+    #[test]
+    fn a_namespaced_kind_cached_everywhere_makes_events_cluster_wide() {
+        let rules = derive(
+            "{defaultNamespaces: {a: {}}, byObject: [{apiVersion: v1, kind: Secret, namespaces: {}}]}",
+            &Options::new("sys"),
+        );
+        assert_eq!(resources(&rules.cluster), ["secrets", "events"]);
+        assert_eq!(rules.namespaces.keys().collect::<Vec<_>>(), ["sys"]);
+        let all_others = derive(
+            "{defaultNamespaces: {a: {}, \"\": {}}}",
+            &Options::new("sys"),
+        );
+        assert_eq!(resources(&all_others.cluster), ["events"]);
+        assert_eq!(all_others.namespaces.keys().collect::<Vec<_>>(), ["sys"]);
+    }
+
+    #[test]
+    fn extra_kinds_and_rules_follow_the_default_scope_and_leases_the_manager() {
+        let extra = rule("example.com", &["widgets"], None, &["get"]);
+        let options = Options {
+            namespace: "sys".into(),
+            lease: Some("informant".into()),
+            kinds: vec![
+                GroupVersionKind::gvk("apps", "v1", "Deployment"),
+                GroupVersionKind::gvk("", "v1", "Namespace"),
+            ],
+            extra_rules: vec![extra.clone()],
+        };
+        let rules = derive("{defaultNamespaces: {a: {}}}", &options);
+        assert_eq!(resources(&rules.cluster), ["namespaces"]);
+        assert_eq!(
+            resources(&rules.namespaces["a"]),
+            ["deployments", "events", "widgets"]
+        );
+        let sys = &rules.namespaces["sys"];
+        assert_eq!(
+            resources(sys),
+            [
+                "events",
+                "cacheconfigs",
+                "cacheconfigs/status",
+                "leases",
+                "leases"
+            ]
+        );
+        assert_eq!(sys[4].resource_names, Some(vec!["informant".to_owned()]));
+        assert_eq!(sys[3].resource_names, None);
+        let cluster = derive("{}", &options);
+        assert_eq!(cluster.cluster.last(), Some(&extra));
+    }
+
+    #[test]
+    fn custom_kinds_are_namespaced_with_the_guessed_plural() {
+        let rules = derive(
+            "{byObject: [{apiVersion: example.com/v1, kind: Policy}]}",
+            &Options::new("sys"),
+        );
+        assert_eq!(rules.cluster[0].resources, Some(vec!["policies".into()]));
+        assert_eq!(
+            rules.cluster[0].api_groups,
+            Some(vec!["example.com".into()])
+        );
+    }
+
+    #[test]
+    fn objects_bind_each_role_to_the_service_account() {
+        let rules = derive(
+            "{byObject: [{apiVersion: v1, kind: Pod}]}",
+            &Options::new("sys"),
+        );
+        let objects = rules.objects("informant", "sa", "sys");
+        let values = objects.to_values().unwrap();
+        let kinds: Vec<&str> = values.iter().map(|v| v["kind"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
+        );
+        assert_eq!(values[1]["subjects"][0]["namespace"], "sys");
+        assert_eq!(values[3]["roleRef"]["kind"], "Role");
+        assert_eq!(values[2]["metadata"]["namespace"], "sys");
+    }
+}
