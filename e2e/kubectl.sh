@@ -59,6 +59,17 @@ k() { "$KUBECTL" "$@"; }
 echo "server at $(head -n1 "$work/addr")"
 expect_eq "--seed created the object and its namespace" "seed" "$(k -n seeded get configmap seeded -o jsonpath='{.data.from}')"
 
+step "kubectl version: the server is within the client's supported skew"
+out=$(k version 2>&1)
+expect_contains "server reports v1.37" "Server Version: v1.37.0" "$out"
+client_minor=$(k version -o json 2>/dev/null | grep -o '"minor": *"[0-9]*' | head -n1 | grep -o '[0-9]*$')
+if [ $((client_minor > 37 ? client_minor - 37 : 37 - client_minor)) -le 1 ]; then
+  case "$out" in *"exceeds the supported minor version skew"*) fail "kubectl 1.$client_minor warns about skew: $out" ;; esac
+  echo "ok: kubectl 1.$client_minor prints no skew warning"
+else
+  echo "note: kubectl 1.$client_minor is itself outside the +/-1 skew of 1.37; skew warning not checked"
+fi
+
 step "create namespace"
 k create namespace demo
 expect_eq "namespace is Active" "Active" "$(k get namespace demo -o jsonpath='{.status.phase}')"
@@ -80,6 +91,14 @@ k create -n demo configmap db --from-literal=k=v
 expect_eq "get --field-selector != on configmaps" "configmap/web" "$(k -n demo get cm --field-selector metadata.name!=db -o name)"
 out=$(k -n demo get cc --field-selector spec.syncPeriod=1h 2>&1 || true)
 expect_contains "unsupported field selector is rejected like kube-apiserver" "field label not supported: spec.syncPeriod" "$out"
+
+step "an immutable configmap refuses data changes (422, as kube-apiserver)"
+k create -n demo configmap frozen --from-literal=k=v
+k -n demo patch configmap frozen --type merge -p '{"immutable":true}'
+out=$(k -n demo patch configmap frozen --type merge -p '{"data":{"k":"w"}}' 2>&1 || true)
+expect_contains "immutable data" 'The ConfigMap "frozen" is invalid: data: Forbidden: field is immutable when `immutable` is set' "$out"
+expect_eq "configmaps carry no generation" "" "$(k -n demo get cm frozen -o jsonpath='{.metadata.generation}')"
+expect_contains "kubectl delete of a configmap (a Status answer)" 'configmap "frozen" deleted' "$(k -n demo delete configmap frozen 2>&1)"
 
 step "patch --type merge | json | strategic"
 k -n demo patch cacheconfig minimal --type merge -p '{"spec":{"syncPeriod":"5h"}}'

@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Map, Value, json};
 
 use super::registry::ResourceType;
-use super::status::{ApiError, ApiResult};
+use super::status::{ApiError, ApiResult, FieldError};
 use super::store::ObjKey;
 
 /// The current time as kube-apiserver writes it (RFC 3339, whole seconds, UTC).
@@ -144,6 +144,32 @@ fn initial_status(rt: &ResourceType, obj: &mut Value) {
     }
 }
 
+/// Whether the resource's strategy tracks `metadata.generation`: custom resources, CRDs, the
+/// workload kinds and Pods (their strategies' `PrepareForCreate` set it to 1, e.g.
+/// `pkg/registry/apps/deployment/strategy.go`; Pods since 1.33, KEP-5067). `ConfigMaps`, `Secrets`,
+/// `Namespaces`, `Services` and the rest never carry it.
+#[must_use]
+pub fn tracks_generation(rt: &ResourceType) -> bool {
+    rt.custom
+        || matches!(
+            (rt.group.as_str(), rt.plural.as_str()),
+            ("", "pods")
+                | ("apps" | "batch", _)
+                | ("apiextensions.k8s.io", "customresourcedefinitions")
+        )
+}
+
+/// Drop a `generateName` that is present but empty (kube-apiserver never stores one: Go's
+/// `omitempty` drops it).
+fn drop_empty_generate_name(meta: &mut Map<String, Value>) {
+    if meta
+        .get("generateName")
+        .is_some_and(|g| g.is_null() || g.as_str() == Some(""))
+    {
+        meta.remove("generateName");
+    }
+}
+
 /// Prepare a new object for storage: identity, uid, timestamps, generation.
 ///
 /// # Errors
@@ -210,7 +236,12 @@ pub fn prepare_create(
     }
     meta.insert("uid".into(), Value::String(new_uid()));
     meta.insert("creationTimestamp".into(), Value::String(now()));
-    meta.insert("generation".into(), json!(1));
+    if tracks_generation(rt) {
+        meta.insert("generation".into(), json!(1));
+    } else {
+        meta.remove("generation");
+    }
+    drop_empty_generate_name(meta);
     meta.remove("resourceVersion");
     meta.remove("deletionTimestamp");
     meta.remove("deletionGracePeriodSeconds");
@@ -323,11 +354,68 @@ pub fn prepare_update(
     {
         meta.insert("managedFields".into(), mf.clone());
     }
-    meta.insert(
-        "generation".into(),
-        json!(if bump { generation + 1 } else { generation }),
-    );
+    if tracks_generation(rt) {
+        meta.insert(
+            "generation".into(),
+            json!(if bump { generation + 1 } else { generation }),
+        );
+    } else {
+        meta.remove("generation");
+    }
+    drop_empty_generate_name(meta);
+    validate_immutable(rt, key, old, &result)?;
     Ok(result)
+}
+
+/// The detail of every field error about an immutable `ConfigMap` or `Secret`
+/// (`pkg/apis/core/validation/validation.go`, `ValidateConfigMapUpdate`, `ValidateSecretUpdate`).
+const IMMUTABLE_SET: &str = "field is immutable when `immutable` is set";
+
+/// A map field as stored: absent, null and empty are the same (protobuf storage does not tell
+/// them apart).
+fn map_field(obj: &Value, field: &str) -> Option<Value> {
+    obj.get(field)
+        .filter(|v| !v.is_null() && v.as_object().is_none_or(|m| !m.is_empty()))
+        .cloned()
+}
+
+/// kube-apiserver's update validation of immutable `ConfigMaps` and `Secrets`: once `immutable`
+/// is true, it cannot be unset and the payload (`data`, and `binaryData` for `ConfigMaps`) cannot
+/// change. Every violation is reported, as `NewInvalid` does.
+///
+/// # Errors
+///
+/// 422 Invalid with a `FieldValueForbidden` cause per field.
+pub fn validate_immutable(
+    rt: &ResourceType,
+    key: &ObjKey,
+    old: &Value,
+    new: &Value,
+) -> ApiResult<()> {
+    let payload: &[&str] = match (rt.group.as_str(), rt.plural.as_str()) {
+        ("", "configmaps") => &["data", "binaryData"],
+        ("", "secrets") => &["data"],
+        _ => return Ok(()),
+    };
+    if old["immutable"].as_bool() != Some(true) {
+        return Ok(());
+    }
+    let mut errors = Vec::new();
+    if new["immutable"].as_bool() != Some(true) {
+        errors.push(FieldError::forbidden("immutable", IMMUTABLE_SET));
+    }
+    for field in payload {
+        if map_field(old, field) != map_field(new, field) {
+            errors.push(FieldError::forbidden(field, IMMUTABLE_SET));
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_fields(
+            &rt.kind, &rt.group, &key.name, &errors,
+        ))
+    }
 }
 
 /// Whether an object is being deleted and has no finalizers left (so it must go now).

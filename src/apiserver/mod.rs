@@ -61,6 +61,6 @@ mod test_server;
 pub use faults::{FailRule, Verb};
 pub use seed::parse_yaml;
 pub use server::{Config, Error, Handle, Server};
-pub use status::ApiError;
+pub use status::{ApiError, Cause, FieldError, FieldErrorType};
 pub use store::Limits;
 pub use test_server::{TestServer, TestServerError, kubeconfig};

@@ -247,8 +247,43 @@ fn delete_options(ctx: &Ctx, body: &[u8]) -> ApiResult<Value> {
     }
 }
 
-/// DELETE one object: 200 with the deleted object, or 202 with the object still pending
-/// finalizers (as kube-apiserver answers).
+/// Whether the resource's storage answers a DELETE with the deleted object
+/// (`ReturnDeletedObject: true` in `pkg/registry/core/{pod,service,serviceaccount,namespace}/
+/// storage/storage.go`); every other kind answers a `Status`.
+fn returns_deleted_object(rt: &ResourceType) -> bool {
+    rt.group.is_empty()
+        && matches!(
+            rt.plural.as_str(),
+            "pods" | "services" | "serviceaccounts" | "namespaces"
+        )
+}
+
+/// The `Status` a store without `ReturnDeletedObject` answers for an object it removed
+/// (`k8s.io/apiserver/pkg/registry/generic/registry/store.go`, `finalizeDelete`): `Success`,
+/// and the object's name, group, uid and resource (as `details.kind`).
+fn deleted_status(rt: &ResourceType, obj: &Value) -> Value {
+    let meta = &obj["metadata"];
+    let mut details = json!({
+        "name": meta["name"],
+        "kind": rt.plural,
+        "uid": meta["uid"],
+    });
+    if !rt.group.is_empty() {
+        details["group"] = json!(rt.group);
+    }
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    })
+}
+
+/// DELETE one object, answered as kube-apiserver does (`endpoints/handlers/delete.go`): 200
+/// with the deleted object for the kinds whose storage returns it and a `Success` Status for
+/// the others; 200 with the object, now carrying a `deletionTimestamp`, when finalizers keep
+/// it; 202 instead only when the client asked `orphanDependents: false`.
 pub(super) fn delete(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     let opts = delete_options(ctx, body)?;
     let key = ctx.key();
@@ -259,13 +294,25 @@ pub(super) fn delete(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
             .store
             .get(&ctx.rt.storage_key(), &key)
             .ok_or_else(|| ApiError::not_found(&ctx.rt.group, &ctx.rt.plural, &key.name))?;
+        if !returns_deleted_object(&ctx.rt) {
+            return Ok(json_value(
+                StatusCode::OK,
+                &deleted_status(&ctx.rt, &cur.value),
+            ));
+        }
         return Ok(json_bytes(StatusCode::OK, ctx.render_bytes(&cur)));
     }
     let (stored, deleted) = delete_one(&ctx.app, &ctx.rt, &key, &opts)?;
-    let code = if deleted {
-        StatusCode::OK
-    } else {
+    if deleted && !returns_deleted_object(&ctx.rt) {
+        return Ok(json_value(
+            StatusCode::OK,
+            &deleted_status(&ctx.rt, &stored.value),
+        ));
+    }
+    let code = if !deleted && opts["orphanDependents"] == json!(false) {
         StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
     };
     Ok(json_bytes(code, ctx.render_bytes(&stored)))
 }

@@ -1,0 +1,333 @@
+//! Where the embedded API server used to differ from kube-apiserver, asserted on the wire: the
+//! answers of DELETE (Status or object, 200 or 202), immutable `ConfigMaps` and `Secrets`, the
+//! too-large-resourceVersion timeout, `metadata.generation` and `generateName`, the reported
+//! version, and `OpenAPI` v2.
+
+use axum::Router;
+use axum::body::Body;
+use http::{Request, StatusCode, header};
+use http_body_util::BodyExt;
+use informant::apiserver::{Config, Server, TestServer};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+async fn router() -> Router {
+    Server::bind(Config {
+        seeds: vec![
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
+        ],
+        ..Config::default()
+    })
+    .await
+    .unwrap()
+    .router()
+}
+
+async fn call(router: &Router, req: Request<Body>) -> (StatusCode, Value) {
+    let resp = router.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+fn send(method: &str, uri: &str, body: &Value) -> Request<Body> {
+    Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+fn merge_patch(uri: &str, body: &Value) -> Request<Body> {
+    Request::builder()
+        .method("PATCH")
+        .uri(uri)
+        .header(header::CONTENT_TYPE, "application/merge-patch+json")
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
+#[tokio::test]
+async fn deleting_a_configmap_answers_a_success_status_with_name_kind_and_uid() {
+    let r = router().await;
+    let (code, created) = call(
+        &r,
+        send(
+            "POST",
+            CMS,
+            &json!({"metadata": {"name": "a"}, "data": {"k": "v"}}),
+        ),
+    )
+    .await;
+    assert_eq!(code, StatusCode::CREATED);
+    let (code, body) = call(&r, send("DELETE", &format!("{CMS}/a"), &json!({}))).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(
+        body,
+        json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": {"name": "a", "kind": "configmaps", "uid": created["metadata"]["uid"]},
+        })
+    );
+}
+
+#[tokio::test]
+async fn deleting_a_deployment_answers_a_status_naming_its_group() {
+    let r = router().await;
+    let (code, created) = call(
+        &r,
+        send(
+            "POST",
+            "/apis/apps/v1/namespaces/default/deployments",
+            &json!({"metadata": {"name": "web"}, "spec": {}}),
+        ),
+    )
+    .await;
+    assert_eq!(code, StatusCode::CREATED);
+    let (_, body) = call(
+        &r,
+        send(
+            "DELETE",
+            "/apis/apps/v1/namespaces/default/deployments/web",
+            &json!({}),
+        ),
+    )
+    .await;
+    assert_eq!(body["kind"], "Status");
+    assert_eq!(
+        body["details"],
+        json!({"name": "web", "group": "apps", "kind": "deployments", "uid": created["metadata"]["uid"]})
+    );
+}
+
+#[tokio::test]
+async fn deleting_a_pod_answers_the_deleted_pod() {
+    let r = router().await;
+    let pods = "/api/v1/namespaces/default/pods";
+    call(&r, send("POST", pods, &json!({"metadata": {"name": "p"}}))).await;
+    let (code, body) = call(&r, send("DELETE", &format!("{pods}/p"), &json!({}))).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(body["kind"], "Pod");
+    assert_eq!(body["metadata"]["name"], "p");
+}
+
+#[tokio::test]
+async fn kube_rs_delete_sees_a_status_for_configmaps_and_the_object_for_pods() {
+    let server = TestServer::start().await.unwrap();
+    let client = server.client().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    cms.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "a"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let answer = cms.delete("a", &DeleteParams::default()).await.unwrap();
+    let status = answer.right().expect("a Status for a ConfigMap");
+    assert_eq!(status.details.unwrap().name, "a");
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    pods.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "p"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let answer = pods.delete("p", &DeleteParams::default()).await.unwrap();
+    let pod = answer.left().expect("the deleted Pod");
+    assert_eq!(pod.metadata.name.as_deref(), Some("p"));
+}
+
+#[tokio::test]
+async fn delete_with_pending_finalizers_is_200_with_the_object_and_202_only_when_not_orphaning() {
+    let r = router().await;
+    for name in ["kept", "cascaded"] {
+        call(
+            &r,
+            send(
+                "POST",
+                CMS,
+                &json!({"metadata": {"name": name, "finalizers": ["x/y"]}}),
+            ),
+        )
+        .await;
+    }
+    let (code, body) = call(&r, send("DELETE", &format!("{CMS}/kept"), &json!({}))).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(body["kind"], "ConfigMap");
+    assert!(body["metadata"]["deletionTimestamp"].is_string(), "{body}");
+    let (code, body) = call(
+        &r,
+        send(
+            "DELETE",
+            &format!("{CMS}/cascaded"),
+            &json!({"kind": "DeleteOptions", "apiVersion": "v1", "orphanDependents": false}),
+        ),
+    )
+    .await;
+    assert_eq!(code, StatusCode::ACCEPTED);
+    assert_eq!(body["metadata"]["name"], "cascaded");
+}
+
+#[tokio::test]
+async fn a_list_from_the_future_is_a_timeout_with_the_too_large_cause_and_a_retry_after() {
+    let r = router().await;
+    let resp = r
+        .clone()
+        .oneshot(
+            Request::get(format!("{CMS}?resourceVersion=999999"))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(resp.headers()[header::RETRY_AFTER], "1");
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let body: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(body["reason"], "Timeout");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("Timeout: Too large resource version: 999999, current: "),
+        "{message}"
+    );
+    assert_eq!(
+        body["details"],
+        json!({
+            "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+            "retryAfterSeconds": 1,
+        })
+    );
+}
+
+#[tokio::test]
+async fn an_immutable_configmap_refuses_data_changes_and_unsetting_immutable() {
+    let r = router().await;
+    call(
+        &r,
+        send(
+            "POST",
+            CMS,
+            &json!({"metadata": {"name": "frozen"}, "data": {"k": "v"}, "immutable": true}),
+        ),
+    )
+    .await;
+    let uri = format!("{CMS}/frozen");
+    let (code, body) = call(&r, merge_patch(&uri, &json!({"data": {"k": "w"}}))).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(body["reason"], "Invalid");
+    assert_eq!(
+        body["message"],
+        "ConfigMap \"frozen\" is invalid: data: Forbidden: field is immutable when `immutable` is set"
+    );
+    assert_eq!(
+        body["details"],
+        json!({
+            "name": "frozen",
+            "kind": "ConfigMap",
+            "causes": [{
+                "reason": "FieldValueForbidden",
+                "message": "Forbidden: field is immutable when `immutable` is set",
+                "field": "data",
+            }],
+        })
+    );
+    let (code, body) = call(
+        &r,
+        merge_patch(
+            &uri,
+            &json!({"immutable": false, "binaryData": {"b": "AA=="}}),
+        ),
+    )
+    .await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        body["message"],
+        "ConfigMap \"frozen\" is invalid: [immutable: Forbidden: field is immutable when `immutable` is set, \
+         binaryData: Forbidden: field is immutable when `immutable` is set]"
+    );
+    // Labels may still change.
+    let (code, _) = call(
+        &r,
+        merge_patch(&uri, &json!({"metadata": {"labels": {"a": "b"}}})),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn an_immutable_secret_refuses_data_changes() {
+    let r = router().await;
+    let secrets = "/api/v1/namespaces/default/secrets";
+    call(
+        &r,
+        send(
+            "POST",
+            secrets,
+            &json!({"metadata": {"name": "s"}, "data": {"k": "dg=="}, "immutable": true}),
+        ),
+    )
+    .await;
+    let mut replaced = json!({"metadata": {"name": "s"}, "data": {"k": "dw=="}, "immutable": true});
+    let (code, body) = call(&r, send("PUT", &format!("{secrets}/s"), &replaced)).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        body["message"],
+        "Secret \"s\" is invalid: data: Forbidden: field is immutable when `immutable` is set"
+    );
+    replaced["data"]["k"] = json!("dg==");
+    let (code, _) = call(&r, send("PUT", &format!("{secrets}/s"), &replaced)).await;
+    assert_eq!(code, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn configmaps_carry_no_generation_and_no_empty_generate_name_but_deployments_do() {
+    let r = router().await;
+    let (_, cm) = call(
+        &r,
+        send(
+            "POST",
+            CMS,
+            &json!({"metadata": {"name": "c", "generateName": "", "generation": 7}}),
+        ),
+    )
+    .await;
+    let meta = cm["metadata"].as_object().unwrap();
+    assert!(!meta.contains_key("generation"), "{cm}");
+    assert!(!meta.contains_key("generateName"), "{cm}");
+    let (_, updated) = call(
+        &r,
+        merge_patch(&format!("{CMS}/c"), &json!({"data": {"a": "b"}})),
+    )
+    .await;
+    assert!(updated["metadata"].get("generation").is_none(), "{updated}");
+    let (_, deploy) = call(
+        &r,
+        send(
+            "POST",
+            "/apis/apps/v1/namespaces/default/deployments",
+            &json!({"metadata": {"name": "d"}, "spec": {}}),
+        ),
+    )
+    .await;
+    assert_eq!(deploy["metadata"]["generation"], 1);
+}
+
+#[tokio::test]
+async fn the_server_reports_the_newest_kubernetes_version_k8s_openapi_knows() {
+    let r = router().await;
+    let (_, version) = call(&r, Request::get("/version").body(Body::empty()).unwrap()).await;
+    assert_eq!(version["major"], "1");
+    assert_eq!(version["minor"], "37");
+    assert_eq!(version["gitVersion"], "v1.37.0");
+}
