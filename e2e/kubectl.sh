@@ -81,6 +81,37 @@ k -n demo apply -f config/samples/minimal.yaml
 expect_eq "sample is stored" "minimal" "$(k -n demo get cacheconfig minimal -o jsonpath='{.metadata.name}')"
 expect_contains "printer columns from the CRD" "INFORMERS" "$(k -n demo get cc)"
 
+step "create -f / apply -f a kind: List (client-side validation reads /openapi/v2 as protobuf)"
+cat >"$work/list.yaml" <<'YAML'
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Namespace
+  metadata: {name: listed}
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: listed, namespace: listed}
+  data: {a: "1"}
+YAML
+k create -f "$work/list.yaml"
+expect_eq "the List's configmap exists" "1" "$(k -n listed get configmap listed -o jsonpath='{.data.a}')"
+cat >"$work/cclist.yaml" <<'YAML'
+apiVersion: v1
+kind: List
+items:
+- apiVersion: informant.dev/v1alpha1
+  kind: CacheConfig
+  metadata: {name: listed, namespace: listed}
+  spec: {syncPeriod: 1h}
+YAML
+k apply -f "$work/cclist.yaml"
+expect_eq "apply -f of a List of custom resources" "1h" "$(k -n listed get cc listed -o jsonpath='{.spec.syncPeriod}')"
+sed 's/syncPeriod: 1h/bogusField: 1/' "$work/cclist.yaml" >"$work/badlist.yaml"
+out=$(k create -f "$work/badlist.yaml" 2>&1 || true)
+expect_contains "a List item with an unknown field fails kubectl's validation against the v2 schema" \
+  'unknown field "bogusField" in dev.informant.v1alpha1.CacheConfig.spec' "$out"
+
 step "label, then get with -l and --field-selector"
 k -n demo label cacheconfig minimal tier=web
 expect_eq "get -l" "cacheconfig.informant.dev/minimal" "$(k -n demo get cc -l tier=web -o name)"

@@ -331,3 +331,59 @@ async fn the_server_reports_the_newest_kubernetes_version_k8s_openapi_knows() {
     assert_eq!(version["minor"], "37");
     assert_eq!(version["gitVersion"], "v1.37.0");
 }
+
+async fn openapi_v2(r: &Router, accept: &str) -> (StatusCode, String, Vec<u8>) {
+    let resp = r
+        .clone()
+        .oneshot(
+            Request::get("/openapi/v2")
+                .header(header::ACCEPT, accept)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let status = resp.status();
+    let ct = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, ct, bytes.to_vec())
+}
+
+#[tokio::test]
+async fn openapi_v2_is_served_as_protobuf_to_kubectl_as_json_otherwise_and_406_for_the_rest() {
+    let r = router().await;
+    let (code, ct, body) = openapi_v2(
+        &r,
+        "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(
+        ct,
+        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+    );
+    // Document.swagger (field 1, length-delimited) comes first: "2.0".
+    assert_eq!(&body[..5], b"\x0a\x032.0");
+    let (code, ct, body) = openapi_v2(&r, "application/json").await;
+    assert_eq!((code, ct.as_str()), (StatusCode::OK, "application/json"));
+    let doc: Value = serde_json::from_slice(&body).unwrap();
+    let patch = &doc["paths"]["/api/v1/namespaces/{namespace}/configmaps/{name}"]["patch"];
+    assert_eq!(
+        patch["x-kubernetes-group-version-kind"],
+        json!({"group": "", "version": "v1", "kind": "ConfigMap"})
+    );
+    assert!(
+        patch["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "fieldValidation" && p["in"] == "query"),
+        "{patch}"
+    );
+    let (code, _, _) = openapi_v2(&r, "text/html").await;
+    assert_eq!(code, StatusCode::NOT_ACCEPTABLE);
+}

@@ -29,7 +29,8 @@
 //! # Differences from kube-apiserver
 //!
 //! Plain HTTP without authentication or authorization; JSON (and YAML for apply) bodies, plus
-//! protobuf only for what `kubectl create namespace|configmap|secret|serviceaccount` sends; no
+//! protobuf only for what `kubectl create namespace|configmap|secret|serviceaccount` sends
+//! (and `/openapi/v2`, which kubectl reads as protobuf); no
 //! admission, no per-type validation beyond names and metadata, no CRD schema validation,
 //! defaulting or pruning (`fieldValidation` is ignored); no garbage collector (`ownerReferences`
 //! and `propagationPolicy` have no effect) and no controllers; namespaces are deleted at once
@@ -47,6 +48,7 @@ mod filter;
 pub(crate) mod handlers;
 mod meta;
 mod openapi;
+mod openapi_v2;
 mod protobuf;
 mod query;
 mod registry;
