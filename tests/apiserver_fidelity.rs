@@ -11,6 +11,8 @@ use informant::apiserver::{Config, Server, TestServer};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
+use std::time::Duration;
+
 use tower::ServiceExt;
 
 async fn router() -> Router {
@@ -386,4 +388,71 @@ async fn openapi_v2_is_served_as_protobuf_to_kubectl_as_json_otherwise_and_406_f
     );
     let (code, _, _) = openapi_v2(&r, "text/html").await;
     assert_eq!(code, StatusCode::NOT_ACCEPTABLE);
+}
+
+/// The frames of a watch response body, each with the virtual time it arrived at.
+async fn watch_frames(r: &Router, uri: &str) -> Vec<(Duration, Value)> {
+    let start = tokio::time::Instant::now();
+    let resp = r
+        .clone()
+        .oneshot(Request::get(uri).body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let mut body = resp.into_body();
+    let mut frames = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let bytes = frame.unwrap().into_data().unwrap();
+        for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            frames.push((start.elapsed(), serde_json::from_slice(line).unwrap()));
+        }
+    }
+    frames.push((start.elapsed(), json!("END")));
+    frames
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_gets_a_bookmark_two_seconds_before_its_timeout_when_the_resource_changed() {
+    let server = Server::bind(Config {
+        seeds: vec![
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
+        ],
+        ..Config::default()
+    })
+    .await
+    .unwrap();
+    let r = server.router();
+    let cm = |name: &str, app: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": "default", "labels": {"app": app}}})
+    };
+    let first = server.handle().create(cm("a", "web")).unwrap();
+    let first_rv = first["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let filtered = server.handle().create(cm("b", "db")).unwrap();
+    let filtered_rv = filtered["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let watch = |rv: &str| {
+        format!(
+            "{CMS}?watch=true&allowWatchBookmarks=true&timeoutSeconds=30&labelSelector=app%3Dweb&resourceVersion={rv}"
+        )
+    };
+    // From before the filtered change: one bookmark at 28 s carrying its resourceVersion,
+    // then the end at 30 s.
+    let frames = watch_frames(&r, &watch(&first_rv)).await;
+    assert_eq!(frames.len(), 2, "{frames:?}");
+    let (at, event) = &frames[0];
+    assert_eq!(event["type"], "BOOKMARK");
+    assert_eq!(
+        event["object"]["metadata"]["resourceVersion"],
+        filtered_rv.as_str()
+    );
+    assert_eq!(*at, Duration::from_secs(28));
+    assert_eq!(frames[1].0, Duration::from_secs(30));
+    // From after it: nothing changed, so no bookmark before the timeout.
+    let frames = watch_frames(&r, &watch(&filtered_rv)).await;
+    assert_eq!(frames, [(Duration::from_secs(30), json!("END"))]);
 }
