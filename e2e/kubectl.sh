@@ -181,6 +181,21 @@ out=$(k explain cacheconfig.spec)
 expect_contains "explain prints the field" "FIELD: spec <Object>" "$out"
 expect_contains "explain prints the schema's description" "byObject" "$out"
 
+step "a deleted namespace is Terminating until its content is gone"
+k create namespace doomed
+expect_eq "a new namespace carries the kubernetes finalizer" "kubernetes" "$(k get namespace doomed -o jsonpath='{.spec.finalizers[*]}')"
+k -n doomed create configmap held --from-literal=k=v
+k -n doomed patch configmap held --type merge -p '{"metadata":{"finalizers":["example.com/hold"]}}'
+k delete namespace doomed --wait=false
+expect_eq "the namespace is Terminating" "Terminating" "$(k get namespace doomed -o jsonpath='{.status.phase}')"
+out=$(k -n doomed create configmap late --from-literal=k=v 2>&1 || true)
+expect_contains "creating in a terminating namespace is forbidden" \
+  'configmaps "late" is forbidden: unable to create new content in namespace doomed because it is being terminated' "$out"
+k -n doomed patch configmap held --type merge -p '{"metadata":{"finalizers":null}}'
+namespace_gone() { ! k get namespace doomed >/dev/null 2>&1; }
+wait_until "the namespace goes once its last object is gone" namespace_gone
+echo "ok: the namespace is gone"
+
 step "namespace deletion removes its objects"
 k delete namespace demo
 expect_eq "configmaps of the namespace are gone" "" "$(k -n demo get configmaps -o name)"

@@ -456,3 +456,120 @@ async fn a_watch_gets_a_bookmark_two_seconds_before_its_timeout_when_the_resourc
     let frames = watch_frames(&r, &watch(&filtered_rv)).await;
     assert_eq!(frames, [(Duration::from_secs(30), json!("END"))]);
 }
+
+fn get(uri: &str) -> Request<Body> {
+    Request::get(uri).body(Body::empty()).unwrap()
+}
+
+#[tokio::test]
+async fn a_deleted_namespace_terminates_refuses_new_content_and_goes_once_its_content_is_gone() {
+    let r = router().await;
+    let (_, ns) = call(
+        &r,
+        send(
+            "POST",
+            "/api/v1/namespaces",
+            &json!({"metadata": {"name": "t"}}),
+        ),
+    )
+    .await;
+    assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));
+    assert_eq!(ns["status"]["phase"], "Active");
+    let cms = "/api/v1/namespaces/t/configmaps";
+    call(
+        &r,
+        send(
+            "POST",
+            cms,
+            &json!({"metadata": {"name": "held", "finalizers": ["x/y"]}}),
+        ),
+    )
+    .await;
+    call(
+        &r,
+        send("POST", cms, &json!({"metadata": {"name": "free"}})),
+    )
+    .await;
+
+    let (code, ns) = call(&r, send("DELETE", "/api/v1/namespaces/t", &json!({}))).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(ns["kind"], "Namespace");
+    assert_eq!(ns["status"]["phase"], "Terminating");
+    assert!(ns["metadata"]["deletionTimestamp"].is_string(), "{ns}");
+    assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));
+
+    let (code, _) = call(&r, get(&format!("{cms}/free"))).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    let (_, held) = call(&r, get(&format!("{cms}/held"))).await;
+    assert!(held["metadata"]["deletionTimestamp"].is_string(), "{held}");
+    let (_, ns) = call(&r, get("/api/v1/namespaces/t")).await;
+    assert_eq!(ns["status"]["phase"], "Terminating");
+
+    let (code, refused) = call(
+        &r,
+        send("POST", cms, &json!({"metadata": {"name": "late"}})),
+    )
+    .await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    assert_eq!(
+        refused,
+        json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "configmaps \"late\" is forbidden: unable to create new content in namespace t because it is being terminated",
+            "reason": "Forbidden",
+            "details": {"name": "late", "kind": "configmaps", "causes": [{
+                "reason": "NamespaceTerminating",
+                "message": "namespace t is being terminated",
+                "field": "metadata.namespace",
+            }]},
+            "code": 403,
+        })
+    );
+
+    // The last finalizer goes: the object, then the namespace.
+    let (code, _) = call(
+        &r,
+        merge_patch(
+            &format!("{cms}/held"),
+            &json!({"metadata": {"finalizers": null}}),
+        ),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK);
+    let (code, _) = call(&r, get("/api/v1/namespaces/t")).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn an_empty_namespace_is_gone_when_its_delete_answers_and_can_be_created_again() {
+    let r = router().await;
+    let body = json!({"metadata": {"name": "e"}});
+    call(&r, send("POST", "/api/v1/namespaces", &body)).await;
+    let (code, ns) = call(&r, send("DELETE", "/api/v1/namespaces/e", &json!({}))).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(ns["status"]["phase"], "Terminating");
+    let (code, _) = call(&r, get("/api/v1/namespaces/e")).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    let (code, _) = call(&r, send("POST", "/api/v1/namespaces", &body)).await;
+    assert_eq!(code, StatusCode::CREATED);
+}
+
+#[tokio::test]
+async fn a_namespace_update_cannot_drop_the_kubernetes_finalizer() {
+    let r = router().await;
+    call(
+        &r,
+        send(
+            "POST",
+            "/api/v1/namespaces",
+            &json!({"metadata": {"name": "f"}}),
+        ),
+    )
+    .await;
+    let (_, ns) = call(
+        &r,
+        merge_patch("/api/v1/namespaces/f", &json!({"spec": {"finalizers": []}})),
+    )
+    .await;
+    assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));
+}

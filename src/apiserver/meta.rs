@@ -121,6 +121,15 @@ fn check_type(rt: &ResourceType, version: &str, obj: &mut Value) -> ApiResult<()
     Ok(())
 }
 
+/// The finalizer that keeps a namespace until its content is deleted (`FinalizerKubernetes`).
+pub const KUBERNETES_FINALIZER: &str = "kubernetes";
+
+/// Whether `rt` is the core group's namespaces.
+#[must_use]
+pub fn is_namespaces(rt: &ResourceType) -> bool {
+    rt.group.is_empty() && rt.plural == "namespaces"
+}
+
 /// Reset `status` on create for resources with a status subresource, like their strategies.
 fn initial_status(rt: &ResourceType, obj: &mut Value) {
     if !rt.status_subresource {
@@ -137,6 +146,25 @@ fn initial_status(rt: &ResourceType, obj: &mut Value) {
         }
         ("", "namespaces") => {
             map.insert("status".into(), json!({"phase": "Active"}));
+            // The namespace strategy's PrepareForCreate adds the `kubernetes` finalizer, which
+            // the namespace controller removes once the namespace's content is gone.
+            let spec = map.entry("spec").or_insert_with(|| json!({}));
+            if !spec.is_object() {
+                *spec = json!({});
+            }
+            let finalizers = spec
+                .as_object_mut()
+                .map(|s| s.entry("finalizers").or_insert_with(|| json!([])));
+            if let Some(list) = finalizers {
+                if !list.is_array() {
+                    *list = json!([]);
+                }
+                if let Some(items) = list.as_array_mut()
+                    && !items.iter().any(|f| f == KUBERNETES_FINALIZER)
+                {
+                    items.push(json!(KUBERNETES_FINALIZER));
+                }
+            }
         }
         _ => {
             map.remove("status");
@@ -327,6 +355,16 @@ pub fn prepare_update(
                     None => m.remove("status"),
                 };
             }
+            // Only `/finalize` changes a namespace's finalizers (the namespace strategy's
+            // PrepareForUpdate keeps the old ones).
+            if is_namespaces(rt) {
+                new["spec"]["finalizers"] = old["spec"]["finalizers"].clone();
+                if new["spec"]["finalizers"].is_null()
+                    && let Some(spec) = new["spec"].as_object_mut()
+                {
+                    spec.remove("finalizers");
+                }
+            }
             new
         }
     };
@@ -418,11 +456,33 @@ pub fn validate_immutable(
     }
 }
 
+/// Whether `obj` has finalizers: `metadata.finalizers`, and for namespaces `spec.finalizers`.
+#[must_use]
+pub fn has_finalizers(rt: &ResourceType, obj: &Value) -> bool {
+    let pending = |v: &Value| v.as_array().is_some_and(|f| !f.is_empty());
+    pending(&obj["metadata"]["finalizers"])
+        || (is_namespaces(rt) && pending(&obj["spec"]["finalizers"]))
+}
+
 /// Whether an object is being deleted and has no finalizers left (so it must go now).
 #[must_use]
-pub fn ready_to_delete(obj: &Value) -> bool {
-    let meta = &obj["metadata"];
-    !meta["deletionTimestamp"].is_null() && meta["finalizers"].as_array().is_none_or(Vec::is_empty)
+pub fn ready_to_delete(rt: &ResourceType, obj: &Value) -> bool {
+    !obj["metadata"]["deletionTimestamp"].is_null() && !has_finalizers(rt, obj)
+}
+
+/// `obj` marked for deletion while finalizers keep it: a `deletionTimestamp`, and what the
+/// resource's storage adds (a zero grace period for most kinds; the `Terminating` phase for a
+/// namespace, whose REST storage sets only the timestamp and the phase).
+#[must_use]
+pub fn mark_for_deletion(rt: &ResourceType, obj: &Value) -> Value {
+    let mut marked = obj.clone();
+    marked["metadata"]["deletionTimestamp"] = json!(now());
+    if is_namespaces(rt) {
+        marked["status"]["phase"] = json!("Terminating");
+    } else {
+        marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+    }
+    marked
 }
 
 #[cfg(test)]

@@ -33,8 +33,9 @@
 //! (and `/openapi/v2`, which kubectl reads as protobuf); no
 //! admission, no per-type validation beyond names and metadata, no CRD schema validation,
 //! defaulting or pruning (`fieldValidation` is ignored); no garbage collector (`ownerReferences`
-//! and `propagationPolicy` have no effect) and no controllers; namespaces are deleted at once
-//! (no `Terminating` phase; finalizers of their objects are not waited for); server-side apply
+//! and `propagationPolicy` have no effect) and no controllers but the namespace controller
+//! (which runs synchronously in the request that lets a terminating namespace move on);
+//! server-side apply
 //! tracks only apply managers (no `Update` entries); no `/scale` or other subresources than
 //! `/status`.
 
@@ -47,6 +48,7 @@ mod faults;
 mod filter;
 pub(crate) mod handlers;
 mod meta;
+mod namespaces;
 mod openapi;
 mod openapi_v2;
 mod protobuf;

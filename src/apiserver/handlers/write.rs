@@ -8,17 +8,13 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::{Ctx, json_bytes, json_value, parse_body};
-use crate::apiserver::crd;
 use crate::apiserver::filter::Filter;
 use crate::apiserver::meta::{self, Target, prepare_create, prepare_update, ready_to_delete};
-use crate::apiserver::registry::{ResourceKey, ResourceType};
+use crate::apiserver::registry::ResourceType;
 use crate::apiserver::server::App;
 use crate::apiserver::status::{ApiError, ApiResult};
 use crate::apiserver::store::{Action, ChangeType, ObjKey, Stored};
-
-fn namespaces() -> ResourceKey {
-    ResourceKey::new("", "namespaces")
-}
+use crate::apiserver::{crd, namespaces};
 
 /// Whether PUT of a missing object creates it (kube-apiserver's `AllowCreateOnUpdate`).
 fn allow_create_on_update(rt: &ResourceType) -> bool {
@@ -36,8 +32,8 @@ fn strip_rv(v: &Value) -> Value {
     v
 }
 
-/// Run side effects of a stored change: CRDs (un)register their resources, deleted namespaces
-/// lose their objects.
+/// Run side effects of a stored change: CRDs (un)register their resources; a terminating
+/// namespace loses its content and goes once empty (the namespace controller).
 pub(crate) fn after_change(app: &App, rt: &ResourceType, kind: ChangeType, obj: &Stored) {
     match (rt.group.as_str(), rt.plural.as_str(), kind) {
         ("apiextensions.k8s.io", "customresourcedefinitions", ChangeType::Deleted) => {
@@ -45,15 +41,20 @@ pub(crate) fn after_change(app: &App, rt: &ResourceType, kind: ChangeType, obj: 
         }
         ("apiextensions.k8s.io", "customresourcedefinitions", _) => crd::register(app, &obj.value),
         ("", "namespaces", ChangeType::Deleted) => {
+            // Normally empty already (the controller finalized it); a safety net.
             if let Some(ns) = obj.value["metadata"]["name"].as_str() {
                 app.store.delete_namespace_contents(ns);
             }
         }
         _ => {}
     }
+    if let Some(ns) = namespaces::affected(rt, &obj.value, kind == ChangeType::Deleted) {
+        namespaces::reconcile(app, &ns);
+    }
 }
 
-/// Store a new object: 409 when it exists, 404 when its namespace does not.
+/// Store a new object: 409 when it exists, 404 when its namespace does not, 403 when it is
+/// terminating.
 pub(crate) fn insert(
     app: &App,
     rt: &ResourceType,
@@ -61,13 +62,11 @@ pub(crate) fn insert(
     obj: Value,
 ) -> ApiResult<Arc<Stored>> {
     let obj = rt.to_storage(obj);
-    let (stored, change) = app.store.mutate(&rt.storage_key(), key, |cur, exists| {
+    let (stored, change) = app.store.mutate(&rt.storage_key(), key, |cur, lookup| {
         if cur.is_some() {
             return Err(ApiError::already_exists(&rt.group, &rt.plural, &key.name));
         }
-        if rt.namespaced && !exists(&namespaces(), &ObjKey::new("", &key.namespace)) {
-            return Err(ApiError::not_found("", "namespaces", &key.namespace));
-        }
+        namespaces::admit_create(rt, key, lookup)?;
         Ok(Action::Put(obj))
     })?;
     let stored = stored.ok_or_else(|| ApiError::internal("create stored nothing"))?;
@@ -110,7 +109,7 @@ pub(crate) fn modify(
     let (stored, change) = ctx
         .app
         .store
-        .mutate(&rt.storage_key(), &key, |cur, exists| {
+        .mutate(&rt.storage_key(), &key, |cur, lookup| {
             let Some(cur) = cur else {
                 let desired = compute(None)?;
                 let (new_key, obj) =
@@ -121,9 +120,7 @@ pub(crate) fn modify(
                         new_key.name, key.name
                     )));
                 }
-                if rt.namespaced && !exists(&namespaces(), &ObjKey::new("", &key.namespace)) {
-                    return Err(ApiError::not_found("", "namespaces", &key.namespace));
-                }
+                namespaces::admit_create(rt, &key, lookup)?;
                 created = true;
                 let obj = rt.to_storage(crd::prepare(&ctx.app, rt, obj)?);
                 if ctx.query.dry_run {
@@ -140,7 +137,7 @@ pub(crate) fn modify(
                 preview = Some((crd::prepare(&ctx.app, rt, new)?, cur.rv));
                 return Ok(Action::Keep);
             }
-            if ready_to_delete(&new) {
+            if ready_to_delete(rt, &new) {
                 return Ok(Action::Delete);
             }
             if strip_rv(&new) == strip_rv(&cur.value) {
@@ -217,19 +214,13 @@ fn delete_one(
     let (stored, change) = app.store.mutate(&rt.storage_key(), key, |cur, _| {
         let cur = cur.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, &key.name))?;
         check_preconditions(rt, key, &cur.value, opts)?;
-        let has_finalizers = cur.value["metadata"]["finalizers"]
-            .as_array()
-            .is_some_and(|f| !f.is_empty());
-        if !has_finalizers {
+        if !meta::has_finalizers(rt, &cur.value) {
             return Ok(Action::Delete);
         }
         if !cur.value["metadata"]["deletionTimestamp"].is_null() {
             return Ok(Action::Keep);
         }
-        let mut marked = cur.value.clone();
-        marked["metadata"]["deletionTimestamp"] = json!(meta::now());
-        marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-        Ok(Action::Put(marked))
+        Ok(Action::Put(meta::mark_for_deletion(rt, &cur.value)))
     })?;
     let stored = stored.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, &key.name))?;
     let deleted = change == Some(ChangeType::Deleted);
