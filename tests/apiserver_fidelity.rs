@@ -573,3 +573,48 @@ async fn a_namespace_update_cannot_drop_the_kubernetes_finalizer() {
     .await;
     assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));
 }
+
+#[tokio::test]
+async fn a_terminating_namespace_refuses_a_second_delete_and_finalize_forces_it_out() {
+    let r = router().await;
+    call(
+        &r,
+        send(
+            "POST",
+            "/api/v1/namespaces",
+            &json!({"metadata": {"name": "stuck"}}),
+        ),
+    )
+    .await;
+    let cms = "/api/v1/namespaces/stuck/configmaps";
+    call(
+        &r,
+        send(
+            "POST",
+            cms,
+            &json!({"metadata": {"name": "held", "finalizers": ["x/y"]}}),
+        ),
+    )
+    .await;
+    let (_, ns) = call(&r, send("DELETE", "/api/v1/namespaces/stuck", &json!({}))).await;
+    assert_eq!(ns["status"]["phase"], "Terminating");
+    let (code, again) = call(&r, send("DELETE", "/api/v1/namespaces/stuck", &json!({}))).await;
+    assert_eq!(code, StatusCode::CONFLICT);
+    assert_eq!(
+        again["message"],
+        "Operation cannot be fulfilled on namespaces \"stuck\": The system is ensuring all content \
+         is removed from this namespace.  Upon completion, this namespace will automatically be \
+         purged by the system."
+    );
+    // `kubectl replace --raw /api/v1/namespaces/stuck/finalize` with the finalizers emptied.
+    let mut finalized = ns.clone();
+    finalized["spec"]["finalizers"] = json!([]);
+    let (code, _) = call(
+        &r,
+        send("PUT", "/api/v1/namespaces/stuck/finalize", &finalized),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK);
+    let (code, _) = call(&r, get("/api/v1/namespaces/stuck")).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+}

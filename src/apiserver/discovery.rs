@@ -127,6 +127,15 @@ fn resource_entries(rt: &ResourceType) -> Vec<Value> {
         main["categories"] = json!(rt.categories);
     }
     let mut out = vec![main];
+    if rt.group.is_empty() && rt.plural == "namespaces" {
+        out.push(json!({
+            "name": "namespaces/finalize",
+            "singularName": "",
+            "namespaced": false,
+            "kind": "Namespace",
+            "verbs": ["update"],
+        }));
+    }
     if rt.status_subresource {
         out.push(json!({
             "name": format!("{}/status", rt.plural),

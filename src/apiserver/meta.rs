@@ -296,6 +296,8 @@ pub enum Target {
     Main,
     /// The status subresource: status only.
     Status,
+    /// A namespace's `/finalize` subresource: `spec.finalizers` only.
+    Finalize,
 }
 
 /// Prepare an updated object: resourceVersion precondition, immutable metadata, status split,
@@ -330,6 +332,18 @@ pub fn prepare_update(
         return Err(ApiError::conflict(&rt.group, &rt.plural, &key.name));
     }
     let mut result = match target {
+        Target::Finalize => {
+            let mut merged = old.clone();
+            match new["spec"].get("finalizers") {
+                Some(f) => merged["spec"]["finalizers"] = f.clone(),
+                None => {
+                    if let Some(spec) = merged["spec"].as_object_mut() {
+                        spec.remove("finalizers");
+                    }
+                }
+            }
+            merged
+        }
         Target::Status => {
             let mut merged = old.clone();
             if let Some(m) = merged.as_object_mut() {

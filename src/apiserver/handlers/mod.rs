@@ -228,6 +228,7 @@ async fn resource(
         None => {}
         Some("status")
             if rt.status_subresource && matches!(verb, Verb::Get | Verb::Update | Verb::Patch) => {}
+        Some("finalize") if super::meta::is_namespaces(&rt) && verb == Verb::Update => {}
         Some(other) => {
             return Err(ApiError::no_route(&format!("{}/{other}", describe())));
         }

@@ -158,13 +158,13 @@ pub(crate) fn modify(
     Ok(Written { stored, created })
 }
 
-/// PUT an object (or its status).
+/// PUT an object, its status, or a namespace's finalizers (`/finalize`).
 pub(super) fn update(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     let obj = parse_body(ctx, body)?;
-    let target = if ctx.path.subresource.is_some() {
-        Target::Status
-    } else {
-        Target::Main
+    let target = match ctx.path.subresource.as_deref() {
+        None => Target::Main,
+        Some("finalize") => Target::Finalize,
+        Some(_) => Target::Status,
     };
     let can_create = allow_create_on_update(&ctx.rt) && target == Target::Main;
     let (rt, name) = (ctx.rt.clone(), ctx.key().name);
@@ -214,6 +214,23 @@ fn delete_one(
     let (stored, change) = app.store.mutate(&rt.storage_key(), key, |cur, _| {
         let cur = cur.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, &key.name))?;
         check_preconditions(rt, key, &cur.value, opts)?;
+        // A terminating namespace waits for its controller (`pkg/registry/core/namespace/
+        // storage/storage.go`, `Delete`).
+        if meta::is_namespaces(rt)
+            && !cur.value["metadata"]["deletionTimestamp"].is_null()
+            && cur.value["spec"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| !f.is_empty())
+        {
+            let mut err = ApiError::conflict(&rt.group, &rt.plural, &key.name);
+            err.message = format!(
+                "Operation cannot be fulfilled on namespaces \"{}\": The system is ensuring all \
+                 content is removed from this namespace.  Upon completion, this namespace will \
+                 automatically be purged by the system.",
+                key.name
+            );
+            return Err(err);
+        }
         if !meta::has_finalizers(rt, &cur.value) {
             return Ok(Action::Delete);
         }
