@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The real kubectl against `informant apiserver`: --seed, namespaces, CRDs and printer columns,
-# label and field selectors, merge / JSON / strategic-merge patches, server-side apply, watch,
-# delete, kubectl explain and namespace deletion: the kubectl commands an operator's author runs.
+# The real kubectl against `informant apiserver`: --seed, version skew, namespaces, CRDs and
+# printer columns, create/apply -f of a kind: List (validated against /openapi/v2 as protobuf),
+# label and field selectors, immutable ConfigMaps, merge / JSON / strategic-merge patches,
+# server-side apply, watch, delete, kubectl explain, and namespace termination (Terminating,
+# 403 on new content, gone once empty): the kubectl commands an operator's author runs.
 #
 #   INFORMANT=target/debug/informant KUBECTL=kubectl bash e2e/kubectl.sh
 #
