@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The real kubectl against `informant apiserver`: --seed, namespaces, CRDs and printer columns,
-# label and field selectors, merge / JSON / strategic-merge patches, server-side apply, watch,
-# delete, kubectl explain and namespace deletion: the kubectl commands an operator's author runs.
+# The real kubectl against `informant apiserver`: --seed, version skew, namespaces, CRDs and
+# printer columns, create/apply -f of a kind: List (validated against /openapi/v2 as protobuf),
+# label and field selectors, immutable ConfigMaps, merge / JSON / strategic-merge patches,
+# server-side apply, watch, delete, kubectl explain, and namespace termination (Terminating,
+# 403 on new content, gone once empty): the kubectl commands an operator's author runs.
 #
 #   INFORMANT=target/debug/informant KUBECTL=kubectl bash e2e/kubectl.sh
 #
@@ -59,6 +61,17 @@ k() { "$KUBECTL" "$@"; }
 echo "server at $(head -n1 "$work/addr")"
 expect_eq "--seed created the object and its namespace" "seed" "$(k -n seeded get configmap seeded -o jsonpath='{.data.from}')"
 
+step "kubectl version: the server is within the client's supported skew"
+out=$(k version 2>&1)
+expect_contains "server reports v1.37" "Server Version: v1.37.0" "$out"
+client_minor=$(k version -o json 2>/dev/null | grep -o '"minor": *"[0-9]*' | head -n1 | grep -o '[0-9]*$')
+if [ $((client_minor > 37 ? client_minor - 37 : 37 - client_minor)) -le 1 ]; then
+  case "$out" in *"exceeds the supported minor version skew"*) fail "kubectl 1.$client_minor warns about skew: $out" ;; esac
+  echo "ok: kubectl 1.$client_minor prints no skew warning"
+else
+  echo "note: kubectl 1.$client_minor is itself outside the +/-1 skew of 1.37; skew warning not checked"
+fi
+
 step "create namespace"
 k create namespace demo
 expect_eq "namespace is Active" "Active" "$(k get namespace demo -o jsonpath='{.status.phase}')"
@@ -70,6 +83,37 @@ k -n demo apply -f config/samples/minimal.yaml
 expect_eq "sample is stored" "minimal" "$(k -n demo get cacheconfig minimal -o jsonpath='{.metadata.name}')"
 expect_contains "printer columns from the CRD" "INFORMERS" "$(k -n demo get cc)"
 
+step "create -f / apply -f a kind: List (client-side validation reads /openapi/v2 as protobuf)"
+cat >"$work/list.yaml" <<'YAML'
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Namespace
+  metadata: {name: listed}
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: listed, namespace: listed}
+  data: {a: "1"}
+YAML
+k create -f "$work/list.yaml"
+expect_eq "the List's configmap exists" "1" "$(k -n listed get configmap listed -o jsonpath='{.data.a}')"
+cat >"$work/cclist.yaml" <<'YAML'
+apiVersion: v1
+kind: List
+items:
+- apiVersion: informant.dev/v1alpha1
+  kind: CacheConfig
+  metadata: {name: listed, namespace: listed}
+  spec: {syncPeriod: 1h}
+YAML
+k apply -f "$work/cclist.yaml"
+expect_eq "apply -f of a List of custom resources" "1h" "$(k -n listed get cc listed -o jsonpath='{.spec.syncPeriod}')"
+sed 's/syncPeriod: 1h/bogusField: 1/' "$work/cclist.yaml" >"$work/badlist.yaml"
+out=$(k create -f "$work/badlist.yaml" 2>&1 || true)
+expect_contains "a List item with an unknown field fails kubectl's validation against the v2 schema" \
+  'unknown field "bogusField" in dev.informant.v1alpha1.CacheConfig.spec' "$out"
+
 step "label, then get with -l and --field-selector"
 k -n demo label cacheconfig minimal tier=web
 expect_eq "get -l" "cacheconfig.informant.dev/minimal" "$(k -n demo get cc -l tier=web -o name)"
@@ -80,6 +124,14 @@ k create -n demo configmap db --from-literal=k=v
 expect_eq "get --field-selector != on configmaps" "configmap/web" "$(k -n demo get cm --field-selector metadata.name!=db -o name)"
 out=$(k -n demo get cc --field-selector spec.syncPeriod=1h 2>&1 || true)
 expect_contains "unsupported field selector is rejected like kube-apiserver" "field label not supported: spec.syncPeriod" "$out"
+
+step "an immutable configmap refuses data changes (422, as kube-apiserver)"
+k create -n demo configmap frozen --from-literal=k=v
+k -n demo patch configmap frozen --type merge -p '{"immutable":true}'
+out=$(k -n demo patch configmap frozen --type merge -p '{"data":{"k":"w"}}' 2>&1 || true)
+expect_contains "immutable data" 'The ConfigMap "frozen" is invalid: data: Forbidden: field is immutable when `immutable` is set' "$out"
+expect_eq "configmaps carry no generation" "" "$(k -n demo get cm frozen -o jsonpath='{.metadata.generation}')"
+expect_contains "kubectl delete of a configmap (a Status answer)" 'configmap "frozen" deleted' "$(k -n demo delete configmap frozen 2>&1)"
 
 step "patch --type merge | json | strategic"
 k -n demo patch cacheconfig minimal --type merge -p '{"spec":{"syncPeriod":"5h"}}'
@@ -130,6 +182,21 @@ step "explain cacheconfig.spec (OpenAPI v3 from the CRD schema)"
 out=$(k explain cacheconfig.spec)
 expect_contains "explain prints the field" "FIELD: spec <Object>" "$out"
 expect_contains "explain prints the schema's description" "byObject" "$out"
+
+step "a deleted namespace is Terminating until its content is gone"
+k create namespace doomed
+expect_eq "a new namespace carries the kubernetes finalizer" "kubernetes" "$(k get namespace doomed -o jsonpath='{.spec.finalizers[*]}')"
+k -n doomed create configmap held --from-literal=k=v
+k -n doomed patch configmap held --type merge -p '{"metadata":{"finalizers":["example.com/hold"]}}'
+k delete namespace doomed --wait=false
+expect_eq "the namespace is Terminating" "Terminating" "$(k get namespace doomed -o jsonpath='{.status.phase}')"
+out=$(k -n doomed create configmap late --from-literal=k=v 2>&1 || true)
+expect_contains "creating in a terminating namespace is forbidden" \
+  'configmaps "late" is forbidden: unable to create new content in namespace doomed because it is being terminated' "$out"
+k -n doomed patch configmap held --type merge -p '{"metadata":{"finalizers":null}}'
+namespace_gone() { ! k get namespace doomed >/dev/null 2>&1; }
+wait_until "the namespace goes once its last object is gone" namespace_gone
+echo "ok: the namespace is gone"
 
 step "namespace deletion removes its objects"
 k delete namespace demo

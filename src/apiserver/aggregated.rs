@@ -44,12 +44,23 @@ fn resource(rt: &ResourceType, version: &str) -> Value {
     if !rt.categories.is_empty() {
         r["categories"] = json!(rt.categories);
     }
+    let mut subresources = Vec::new();
+    if rt.group.is_empty() && rt.plural == "namespaces" {
+        subresources.push(json!({
+            "subresource": "finalize",
+            "responseKind": kind,
+            "verbs": ["update"],
+        }));
+    }
     if rt.status_subresource {
-        r["subresources"] = json!([{
+        subresources.push(json!({
             "subresource": "status",
             "responseKind": kind,
             "verbs": ["get", "patch", "update"],
-        }]);
+        }));
+    }
+    if !subresources.is_empty() {
+        r["subresources"] = json!(subresources);
     }
     r
 }

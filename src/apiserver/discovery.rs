@@ -10,8 +10,13 @@ use super::registry::ResourceType;
 use super::server::App;
 use super::status::ApiError;
 
-/// The Kubernetes version the server claims: the one k8s-openapi's `v1_33` feature describes.
-pub const KUBERNETES_MINOR: &str = "33";
+/// The Kubernetes minor version the server reports: the newest that k8s-openapi 0.29 describes
+/// (its `v1_37` feature), so that the current kubectl is within its supported skew of one
+/// minor version. A documented choice, not a build feature: k8s-openapi compiles exactly one
+/// version, and the crate keeps `v1_33` as the operator's compatibility floor (the types it
+/// reads and writes exist in every version from 1.33 on); what the server serves does not
+/// depend on which k8s-openapi types are compiled.
+pub const KUBERNETES_MINOR: &str = "37";
 
 pub(crate) const VERBS: &[&str] = &[
     "create",
@@ -35,8 +40,8 @@ pub fn version() -> Response {
             "gitVersion": format!("v1.{KUBERNETES_MINOR}.0"),
             "gitCommit": "informant",
             "gitTreeState": "clean",
-            "buildDate": "2025-04-23T00:00:00Z",
-            "goVersion": "go1.24.2",
+            "buildDate": "2026-08-26T00:00:00Z",
+            "goVersion": "go1.25.0",
             "compiler": "gc",
             "platform": format!("{}/{}", std::env::consts::OS, if cfg!(target_arch = "x86_64") { "amd64" } else { std::env::consts::ARCH }),
         }),
@@ -122,6 +127,15 @@ fn resource_entries(rt: &ResourceType) -> Vec<Value> {
         main["categories"] = json!(rt.categories);
     }
     let mut out = vec![main];
+    if rt.group.is_empty() && rt.plural == "namespaces" {
+        out.push(json!({
+            "name": "namespaces/finalize",
+            "singularName": "",
+            "namespaced": false,
+            "kind": "Namespace",
+            "verbs": ["update"],
+        }));
+    }
     if rt.status_subresource {
         out.push(json!({
             "name": format!("{}/status", rt.plural),

@@ -10,6 +10,69 @@ use super::registry::ResourceType;
 use super::status::{ApiError, ApiResult};
 use crate::selector::{FieldSelector, LabelSelector};
 
+/// The message apimachinery's `fields.ParseSelector` gives for an invalid field selector,
+/// which kube-apiserver answers verbatim (`pkg/fields/selector.go`, `parseSelector`): terms are
+/// split on unescaped commas and checked in sorted order; the first without an operator is
+/// "can't understand", the first whose value has a bad escape or an unescaped `,` / `=` gets
+/// `UnescapeValue`'s error (its rune printed as a number, as Go's `%v` does). `None` when
+/// upstream would accept the selector.
+fn upstream_field_error(selector: &str) -> Option<String> {
+    let mut terms = Vec::new();
+    let (mut start, mut escaped) = (0, false);
+    for (i, c) in selector.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            ',' => {
+                terms.push(&selector[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    terms.push(&selector[start..]);
+    terms.sort_unstable();
+    for term in terms.into_iter().filter(|t| !t.is_empty()) {
+        let split = term.char_indices().find_map(|(i, _)| {
+            ["!=", "==", "="]
+                .iter()
+                .find(|op| term[i..].starts_with(**op))
+                .map(|op| &term[i + op.len()..])
+        });
+        let Some(value) = split else {
+            return Some(format!(
+                "invalid selector: '{selector}'; can't understand '{term}'"
+            ));
+        };
+        let mut chars = value.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => match chars.next() {
+                    Some('\\' | ',' | '=') => {}
+                    Some(other) => {
+                        return Some(format!(
+                            "invalid field selector: invalid escape sequence: \\{other}"
+                        ));
+                    }
+                    None => {
+                        return Some(
+                            "invalid field selector: invalid escape sequence: \\".to_string(),
+                        );
+                    }
+                },
+                ',' | '=' => {
+                    return Some(format!(
+                        "invalid field selector: unescaped character in value: {}",
+                        u32::from(c)
+                    ));
+                }
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
 /// A compiled selection for one request.
 #[derive(Debug, Clone)]
 pub struct Filter {
@@ -36,8 +99,12 @@ impl Filter {
         let fields = match query.field_selector.as_deref() {
             None => None,
             Some(s) => {
-                let sel = FieldSelector::parse(s)
-                    .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
+                let sel = FieldSelector::parse(s).map_err(|e| {
+                    ApiError::bad_request(
+                        upstream_field_error(s)
+                            .unwrap_or_else(|| format!("invalid field selector: {e}")),
+                    )
+                })?;
                 if let Some(bad) = sel
                     .requirements()
                     .iter()
@@ -122,6 +189,51 @@ mod tests {
         assert!(!f.matches("b", &pod));
         let failed = json!({"metadata": {"labels": {"app": "web"}}, "status": {"phase": "Failed"}});
         assert!(!f.matches("a", &failed));
+    }
+
+    #[test]
+    fn field_selector_errors_read_as_apimachinery_writes_them() {
+        // The bad strings of apimachinery's `TestSelectorParse` (pkg/fields/selector_test.go).
+        let cases = [
+            (
+                "x=a||y=b",
+                "invalid field selector: unescaped character in value: 61",
+            ),
+            (
+                "x==a==b",
+                "invalid field selector: unescaped character in value: 61",
+            ),
+            ("x=a,b", "invalid selector: 'x=a,b'; can't understand 'b'"),
+            (
+                "x in (a)",
+                "invalid selector: 'x in (a)'; can't understand 'x in (a)'",
+            ),
+            (
+                "x in (a,b,c)",
+                "invalid selector: 'x in (a,b,c)'; can't understand 'b'",
+            ),
+            ("x", "invalid selector: 'x'; can't understand 'x'"),
+            (
+                r"x=a\b",
+                r"invalid field selector: invalid escape sequence: \b",
+            ),
+            (
+                r"x=a\",
+                r"invalid field selector: invalid escape sequence: \",
+            ),
+        ];
+        for (selector, message) in cases {
+            assert_eq!(
+                upstream_field_error(selector).as_deref(),
+                Some(message),
+                "{selector}"
+            );
+            assert!(FieldSelector::parse(selector).is_err(), "{selector}");
+        }
+        for good in ["x=a,y=b,z=c", "", "x!=a,y=b", r"x=a||y\=b", r"x=a\=\=b"] {
+            assert_eq!(upstream_field_error(good), None, "{good}");
+            assert!(FieldSelector::parse(good).is_ok(), "{good}");
+        }
     }
 
     #[test]

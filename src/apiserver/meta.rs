@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Map, Value, json};
 
 use super::registry::ResourceType;
-use super::status::{ApiError, ApiResult};
+use super::status::{ApiError, ApiResult, FieldError};
 use super::store::ObjKey;
 
 /// The current time as kube-apiserver writes it (RFC 3339, whole seconds, UTC).
@@ -121,6 +121,15 @@ fn check_type(rt: &ResourceType, version: &str, obj: &mut Value) -> ApiResult<()
     Ok(())
 }
 
+/// The finalizer that keeps a namespace until its content is deleted (`FinalizerKubernetes`).
+pub const KUBERNETES_FINALIZER: &str = "kubernetes";
+
+/// Whether `rt` is the core group's namespaces.
+#[must_use]
+pub fn is_namespaces(rt: &ResourceType) -> bool {
+    rt.group.is_empty() && rt.plural == "namespaces"
+}
+
 /// Reset `status` on create for resources with a status subresource, like their strategies.
 fn initial_status(rt: &ResourceType, obj: &mut Value) {
     if !rt.status_subresource {
@@ -137,10 +146,55 @@ fn initial_status(rt: &ResourceType, obj: &mut Value) {
         }
         ("", "namespaces") => {
             map.insert("status".into(), json!({"phase": "Active"}));
+            // The namespace strategy's PrepareForCreate adds the `kubernetes` finalizer, which
+            // the namespace controller removes once the namespace's content is gone.
+            let spec = map.entry("spec").or_insert_with(|| json!({}));
+            if !spec.is_object() {
+                *spec = json!({});
+            }
+            let finalizers = spec
+                .as_object_mut()
+                .map(|s| s.entry("finalizers").or_insert_with(|| json!([])));
+            if let Some(list) = finalizers {
+                if !list.is_array() {
+                    *list = json!([]);
+                }
+                if let Some(items) = list.as_array_mut()
+                    && !items.iter().any(|f| f == KUBERNETES_FINALIZER)
+                {
+                    items.push(json!(KUBERNETES_FINALIZER));
+                }
+            }
         }
         _ => {
             map.remove("status");
         }
+    }
+}
+
+/// Whether the resource's strategy tracks `metadata.generation`: custom resources, CRDs, the
+/// workload kinds and Pods (their strategies' `PrepareForCreate` set it to 1, e.g.
+/// `pkg/registry/apps/deployment/strategy.go`; Pods since 1.33, KEP-5067). `ConfigMaps`, `Secrets`,
+/// `Namespaces`, `Services` and the rest never carry it.
+#[must_use]
+pub fn tracks_generation(rt: &ResourceType) -> bool {
+    rt.custom
+        || matches!(
+            (rt.group.as_str(), rt.plural.as_str()),
+            ("", "pods")
+                | ("apps" | "batch", _)
+                | ("apiextensions.k8s.io", "customresourcedefinitions")
+        )
+}
+
+/// Drop a `generateName` that is present but empty (kube-apiserver never stores one: Go's
+/// `omitempty` drops it).
+fn drop_empty_generate_name(meta: &mut Map<String, Value>) {
+    if meta
+        .get("generateName")
+        .is_some_and(|g| g.is_null() || g.as_str() == Some(""))
+    {
+        meta.remove("generateName");
     }
 }
 
@@ -210,7 +264,12 @@ pub fn prepare_create(
     }
     meta.insert("uid".into(), Value::String(new_uid()));
     meta.insert("creationTimestamp".into(), Value::String(now()));
-    meta.insert("generation".into(), json!(1));
+    if tracks_generation(rt) {
+        meta.insert("generation".into(), json!(1));
+    } else {
+        meta.remove("generation");
+    }
+    drop_empty_generate_name(meta);
     meta.remove("resourceVersion");
     meta.remove("deletionTimestamp");
     meta.remove("deletionGracePeriodSeconds");
@@ -237,6 +296,8 @@ pub enum Target {
     Main,
     /// The status subresource: status only.
     Status,
+    /// A namespace's `/finalize` subresource: `spec.finalizers` only.
+    Finalize,
 }
 
 /// Prepare an updated object: resourceVersion precondition, immutable metadata, status split,
@@ -271,6 +332,18 @@ pub fn prepare_update(
         return Err(ApiError::conflict(&rt.group, &rt.plural, &key.name));
     }
     let mut result = match target {
+        Target::Finalize => {
+            let mut merged = old.clone();
+            match new["spec"].get("finalizers") {
+                Some(f) => merged["spec"]["finalizers"] = f.clone(),
+                None => {
+                    if let Some(spec) = merged["spec"].as_object_mut() {
+                        spec.remove("finalizers");
+                    }
+                }
+            }
+            merged
+        }
         Target::Status => {
             let mut merged = old.clone();
             if let Some(m) = merged.as_object_mut() {
@@ -295,6 +368,16 @@ pub fn prepare_update(
                     Some(s) => m.insert("status".into(), s.clone()),
                     None => m.remove("status"),
                 };
+            }
+            // Only `/finalize` changes a namespace's finalizers (the namespace strategy's
+            // PrepareForUpdate keeps the old ones).
+            if is_namespaces(rt) {
+                new["spec"]["finalizers"] = old["spec"]["finalizers"].clone();
+                if new["spec"]["finalizers"].is_null()
+                    && let Some(spec) = new["spec"].as_object_mut()
+                {
+                    spec.remove("finalizers");
+                }
             }
             new
         }
@@ -323,18 +406,97 @@ pub fn prepare_update(
     {
         meta.insert("managedFields".into(), mf.clone());
     }
-    meta.insert(
-        "generation".into(),
-        json!(if bump { generation + 1 } else { generation }),
-    );
+    if tracks_generation(rt) {
+        meta.insert(
+            "generation".into(),
+            json!(if bump { generation + 1 } else { generation }),
+        );
+    } else {
+        meta.remove("generation");
+    }
+    drop_empty_generate_name(meta);
+    validate_immutable(rt, key, old, &result)?;
     Ok(result)
+}
+
+/// The detail of every field error about an immutable `ConfigMap` or `Secret`
+/// (`pkg/apis/core/validation/validation.go`, `ValidateConfigMapUpdate`, `ValidateSecretUpdate`).
+const IMMUTABLE_SET: &str = "field is immutable when `immutable` is set";
+
+/// A map field as stored: absent, null and empty are the same (protobuf storage does not tell
+/// them apart).
+fn map_field(obj: &Value, field: &str) -> Option<Value> {
+    obj.get(field)
+        .filter(|v| !v.is_null() && v.as_object().is_none_or(|m| !m.is_empty()))
+        .cloned()
+}
+
+/// kube-apiserver's update validation of immutable `ConfigMaps` and `Secrets`: once `immutable`
+/// is true, it cannot be unset and the payload (`data`, and `binaryData` for `ConfigMaps`) cannot
+/// change. Every violation is reported, as `NewInvalid` does.
+///
+/// # Errors
+///
+/// 422 Invalid with a `FieldValueForbidden` cause per field.
+pub fn validate_immutable(
+    rt: &ResourceType,
+    key: &ObjKey,
+    old: &Value,
+    new: &Value,
+) -> ApiResult<()> {
+    let payload: &[&str] = match (rt.group.as_str(), rt.plural.as_str()) {
+        ("", "configmaps") => &["data", "binaryData"],
+        ("", "secrets") => &["data"],
+        _ => return Ok(()),
+    };
+    if old["immutable"].as_bool() != Some(true) {
+        return Ok(());
+    }
+    let mut errors = Vec::new();
+    if new["immutable"].as_bool() != Some(true) {
+        errors.push(FieldError::forbidden("immutable", IMMUTABLE_SET));
+    }
+    for field in payload {
+        if map_field(old, field) != map_field(new, field) {
+            errors.push(FieldError::forbidden(field, IMMUTABLE_SET));
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_fields(
+            &rt.kind, &rt.group, &key.name, &errors,
+        ))
+    }
+}
+
+/// Whether `obj` has finalizers: `metadata.finalizers`, and for namespaces `spec.finalizers`.
+#[must_use]
+pub fn has_finalizers(rt: &ResourceType, obj: &Value) -> bool {
+    let pending = |v: &Value| v.as_array().is_some_and(|f| !f.is_empty());
+    pending(&obj["metadata"]["finalizers"])
+        || (is_namespaces(rt) && pending(&obj["spec"]["finalizers"]))
 }
 
 /// Whether an object is being deleted and has no finalizers left (so it must go now).
 #[must_use]
-pub fn ready_to_delete(obj: &Value) -> bool {
-    let meta = &obj["metadata"];
-    !meta["deletionTimestamp"].is_null() && meta["finalizers"].as_array().is_none_or(Vec::is_empty)
+pub fn ready_to_delete(rt: &ResourceType, obj: &Value) -> bool {
+    !obj["metadata"]["deletionTimestamp"].is_null() && !has_finalizers(rt, obj)
+}
+
+/// `obj` marked for deletion while finalizers keep it: a `deletionTimestamp`, and what the
+/// resource's storage adds (a zero grace period for most kinds; the `Terminating` phase for a
+/// namespace, whose REST storage sets only the timestamp and the phase).
+#[must_use]
+pub fn mark_for_deletion(rt: &ResourceType, obj: &Value) -> Value {
+    let mut marked = obj.clone();
+    marked["metadata"]["deletionTimestamp"] = json!(now());
+    if is_namespaces(rt) {
+        marked["status"]["phase"] = json!("Terminating");
+    } else {
+        marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+    }
+    marked
 }
 
 #[cfg(test)]

@@ -29,11 +29,13 @@
 //! # Differences from kube-apiserver
 //!
 //! Plain HTTP without authentication or authorization; JSON (and YAML for apply) bodies, plus
-//! protobuf only for what `kubectl create namespace|configmap|secret|serviceaccount` sends; no
+//! protobuf only for what `kubectl create namespace|configmap|secret|serviceaccount` sends
+//! (and `/openapi/v2`, which kubectl reads as protobuf); no
 //! admission, no per-type validation beyond names and metadata, no CRD schema validation,
 //! defaulting or pruning (`fieldValidation` is ignored); no garbage collector (`ownerReferences`
-//! and `propagationPolicy` have no effect) and no controllers; namespaces are deleted at once
-//! (no `Terminating` phase; finalizers of their objects are not waited for); server-side apply
+//! and `propagationPolicy` have no effect) and no controllers but the namespace controller
+//! (which runs synchronously in the request that lets a terminating namespace move on);
+//! server-side apply
 //! tracks only apply managers (no `Update` entries); no `/scale` or other subresources than
 //! `/status`.
 
@@ -46,7 +48,9 @@ mod faults;
 mod filter;
 pub(crate) mod handlers;
 mod meta;
+mod namespaces;
 mod openapi;
+mod openapi_v2;
 mod protobuf;
 mod query;
 mod registry;
@@ -61,6 +65,6 @@ mod test_server;
 pub use faults::{FailRule, Verb};
 pub use seed::parse_yaml;
 pub use server::{Config, Error, Handle, Server};
-pub use status::ApiError;
+pub use status::{ApiError, Cause, FieldError, FieldErrorType};
 pub use store::Limits;
 pub use test_server::{TestServer, TestServerError, kubeconfig};

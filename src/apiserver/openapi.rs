@@ -1,5 +1,6 @@
 //! `OpenAPI` documents: the v3 index and per-group-version documents carrying the CRDs' schemas
-//! (enough for `kubectl explain` and server-side field validation discovery), and a minimal v2.
+//! (enough for `kubectl explain` and server-side field validation discovery); v2 is in
+//! `openapi_v2`.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -11,7 +12,7 @@ use super::registry::ResourceType;
 use super::server::App;
 use super::status::ApiError;
 
-fn group_path(group: &str, version: &str) -> String {
+pub(super) fn group_path(group: &str, version: &str) -> String {
     if group.is_empty() {
         format!("api/{version}")
     } else {
@@ -20,13 +21,13 @@ fn group_path(group: &str, version: &str) -> String {
 }
 
 /// Reverse-DNS schema name, as kube-apiserver names CRD schemas (`dev.informant.v1alpha1.CacheConfig`).
-fn schema_name(rt: &ResourceType, version: &str) -> String {
+pub(super) fn schema_name(rt: &ResourceType, version: &str) -> String {
     let reversed: Vec<&str> = rt.group.split('.').rev().collect();
     format!("{}.{version}.{}", reversed.join("."), rt.kind)
 }
 
 /// A CRD schema completed the way kube-apiserver publishes it (apiVersion, kind, metadata).
-fn published_schema(rt: &ResourceType, version: &str) -> Value {
+pub(super) fn published_schema(rt: &ResourceType, version: &str) -> Value {
     let mut schema = rt
         .schema
         .clone()
@@ -139,25 +140,6 @@ pub fn v3_group(app: &App, group: &str, version: &str) -> Response {
             "info": {"title": "Kubernetes", "version": format!("v1.{KUBERNETES_MINOR}.0")},
             "paths": paths,
             "components": {"schemas": schemas},
-        }),
-    )
-}
-
-/// `/openapi/v2`: the CRD schemas as swagger definitions, no paths.
-#[must_use]
-pub fn v2(app: &App) -> Response {
-    let mut defs = Map::new();
-    for rt in app.registry.all().iter().filter(|rt| rt.custom) {
-        let v = rt.preferred_version();
-        defs.insert(schema_name(rt, v), published_schema(rt, v));
-    }
-    json_value(
-        StatusCode::OK,
-        &json!({
-            "swagger": "2.0",
-            "info": {"title": "Kubernetes", "version": format!("v1.{KUBERNETES_MINOR}.0")},
-            "paths": {},
-            "definitions": defs,
         }),
     )
 }

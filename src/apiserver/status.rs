@@ -17,6 +17,66 @@ pub struct ApiError {
     pub details: Option<Box<Details>>,
     /// Seconds the client should wait before retrying (`Retry-After`, `details.retryAfterSeconds`).
     pub retry_after: Option<u32>,
+    /// `details.causes`: the field errors of an Invalid error, or the machine-readable cause of
+    /// another (`ResourceVersionTooLarge`).
+    pub causes: Vec<Cause>,
+}
+
+/// One entry of `Status.details.causes` (apimachinery's `metav1.StatusCause`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    /// `reason`: `FieldValueForbidden`, `FieldValueInvalid`, `ResourceVersionTooLarge`, ...
+    pub reason: String,
+    /// `message`: for a field error, its body (`Forbidden: field is immutable ...`).
+    pub message: String,
+    /// `field`: the field path, "" when the cause is not about a field.
+    pub field: String,
+}
+
+/// One field error of a 422 Invalid answer (apimachinery's `field.Error`), rendered as
+/// `<field>: <Type>: <detail>` in the message and as a [`Cause`] in the details.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// The field path (`data`, `metadata.name`).
+    pub field: String,
+    /// The error type: `Forbidden`, `Invalid value`, `Required value`, ...
+    pub type_: FieldErrorType,
+    /// The detail after the type.
+    pub detail: String,
+}
+
+/// apimachinery's `field.ErrorType`s the server reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldErrorType {
+    /// `field.Forbidden`: `FieldValueForbidden`, printed `Forbidden`.
+    Forbidden,
+}
+
+impl FieldErrorType {
+    /// The `CauseType` (`metav1.CauseType`) and the printed name
+    /// (`k8s.io/apimachinery/pkg/util/validation/field/errors.go`, `ErrorType.String`).
+    fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Forbidden => ("FieldValueForbidden", "Forbidden"),
+        }
+    }
+}
+
+impl FieldError {
+    /// A `field.Forbidden` error.
+    #[must_use]
+    pub fn forbidden(field: &str, detail: &str) -> Self {
+        Self {
+            field: field.to_string(),
+            type_: FieldErrorType::Forbidden,
+            detail: detail.to_string(),
+        }
+    }
+
+    /// `ErrorBody`: the type and the detail, without the field.
+    fn body(&self) -> String {
+        format!("{}: {}", self.type_.names().1, self.detail)
+    }
 }
 
 /// The object an error concerns: `Status.details`.
@@ -51,6 +111,7 @@ impl ApiError {
             message: message.into(),
             details: None,
             retry_after: None,
+            causes: Vec::new(),
         }
     }
 
@@ -134,6 +195,66 @@ impl ApiError {
             group: group.to_string(),
             kind: kind.to_string(),
         }));
+        err
+    }
+
+    /// 422 Invalid with field errors, as apimachinery's `NewInvalid` builds it: the message
+    /// lists the errors (`[a, b]` when there are several) and `details.causes` has one entry
+    /// each.
+    #[must_use]
+    pub fn invalid_fields(kind: &str, group: &str, name: &str, errors: &[FieldError]) -> Self {
+        let rendered: Vec<String> = errors
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.body()))
+            .collect();
+        let message = match rendered.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        let mut err = Self::invalid(kind, group, name, message);
+        err.causes = errors
+            .iter()
+            .map(|e| Cause {
+                reason: e.type_.names().0.to_string(),
+                message: e.body(),
+                field: e.field.clone(),
+            })
+            .collect();
+        err
+    }
+
+    /// 403 Forbidden on one object, with apimachinery's `NewForbidden` message
+    /// (`<resource> "<name>" is forbidden: <why>`).
+    #[must_use]
+    pub fn forbidden(group: &str, plural: &str, name: &str, why: &str) -> Self {
+        Self::new(
+            403,
+            "Forbidden",
+            format!(
+                "{} \"{name}\" is forbidden: {why}",
+                qualified(group, plural)
+            ),
+        )
+        .with_details(group, plural, name)
+    }
+
+    /// 504 Timeout for a resourceVersion newer than the server's, as apiserver's
+    /// `storage.NewTooLargeResourceVersionError` builds it: a `ResourceVersionTooLarge` cause
+    /// (which client-go's reflector looks for) and a retry after one second
+    /// (`k8s.io/apiserver/pkg/storage/cacher/watch_cache.go`, `resourceVersionTooHighRetrySeconds`).
+    #[must_use]
+    pub fn too_large_resource_version(requested: u64, current: u64) -> Self {
+        let mut err = Self::new(
+            504,
+            "Timeout",
+            format!("Timeout: Too large resource version: {requested}, current: {current}"),
+        );
+        err.retry_after = Some(1);
+        err.causes = vec![Cause {
+            reason: "ResourceVersionTooLarge".to_string(),
+            message: "Too large resource version".to_string(),
+            field: String::new(),
+        }];
         err
     }
 
@@ -251,6 +372,20 @@ impl ApiError {
                 details.insert("group".into(), json!(d.group));
             }
             details.insert("kind".into(), json!(d.kind));
+        }
+        if !self.causes.is_empty() {
+            let causes: Vec<Value> = self
+                .causes
+                .iter()
+                .map(|c| {
+                    let mut cause = json!({"reason": c.reason, "message": c.message});
+                    if !c.field.is_empty() {
+                        cause["field"] = json!(c.field);
+                    }
+                    cause
+                })
+                .collect();
+            details.insert("causes".into(), Value::Array(causes));
         }
         if let Some(secs) = self.retry_after {
             details.insert("retryAfterSeconds".into(), json!(secs));

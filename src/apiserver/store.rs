@@ -276,7 +276,8 @@ impl Store {
     }
 
     /// Atomically read, decide and write one object. `decide` sees the current object and a
-    /// lookup into the rest of the store (to check the namespace exists, say).
+    /// lookup into the rest of the store (to check the namespace exists and is not
+    /// terminating, say).
     ///
     /// # Errors
     ///
@@ -290,16 +291,16 @@ impl Store {
     where
         F: FnOnce(
             Option<&Arc<Stored>>,
-            &dyn Fn(&ResourceKey, &ObjKey) -> bool,
+            &dyn Fn(&ResourceKey, &ObjKey) -> Option<Arc<Stored>>,
         ) -> ApiResult<Action>,
     {
         let mut inner = self.lock();
         let current = inner.tables.get(resource).and_then(|t| t.get(key)).cloned();
         let action = {
             let tables = &inner.tables;
-            let exists =
-                |r: &ResourceKey, k: &ObjKey| tables.get(r).is_some_and(|t| t.contains_key(k));
-            decide(current.as_ref(), &exists)?
+            let lookup =
+                |r: &ResourceKey, k: &ObjKey| tables.get(r).and_then(|t| t.get(k)).cloned();
+            decide(current.as_ref(), &lookup)?
         };
         match action {
             Action::Keep => Ok((current, None)),
@@ -369,6 +370,22 @@ impl Store {
         }
         // No receivers is fine: nobody watches.
         let _ = self.events.send(change);
+    }
+
+    /// The keys of every object in `namespace`, of every resource.
+    #[must_use]
+    pub fn keys_in_namespace(&self, namespace: &str) -> Vec<(ResourceKey, ObjKey)> {
+        let inner = self.lock();
+        inner
+            .tables
+            .iter()
+            .flat_map(|(resource, objs)| {
+                objs.range(ObjKey::new(namespace, "")..)
+                    .take_while(|(k, _)| k.namespace == namespace)
+                    .map(|(k, _)| (resource.clone(), k.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
     }
 
     /// Delete every object of every resource in `namespace` (namespace deletion).

@@ -24,7 +24,7 @@ use super::route::{self, ResourcePath, Route};
 use super::server::App;
 use super::status::{ApiError, ApiResult};
 use super::store::{ObjKey, Stored};
-use super::{aggregated, debug, discovery, openapi, protobuf};
+use super::{aggregated, debug, discovery, openapi, openapi_v2, protobuf};
 
 /// Everything a verb handler needs about its request.
 #[derive(Debug)]
@@ -148,7 +148,7 @@ pub async fn dispatch(app: Arc<App>, req: Request<Body>) -> Response {
         Route::Groups => discovery::groups(&app),
         Route::Group(g) => discovery::group(&app, &g),
         Route::Resources { group, version } => discovery::resources(&app, &group, &version),
-        Route::OpenApiV2 => openapi::v2(&app),
+        Route::OpenApiV2 => openapi_v2::serve(&app, &parts.headers),
         Route::OpenApiV3 => openapi::v3_index(&app),
         Route::OpenApiV3Group { group, version } => openapi::v3_group(&app, &group, &version),
         Route::Health => (StatusCode::OK, "ok").into_response(),
@@ -228,6 +228,7 @@ async fn resource(
         None => {}
         Some("status")
             if rt.status_subresource && matches!(verb, Verb::Get | Verb::Update | Verb::Patch) => {}
+        Some("finalize") if super::meta::is_namespaces(&rt) && verb == Verb::Update => {}
         Some(other) => {
             return Err(ApiError::no_route(&format!("{}/{other}", describe())));
         }

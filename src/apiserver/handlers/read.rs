@@ -64,13 +64,6 @@ fn decode_token(raw: &str) -> ApiResult<ContinueToken> {
         .map_err(|e| ApiError::bad_request(format!("continue key is not valid: {e}")))
 }
 
-fn too_large(requested: u64, current: u64) -> ApiError {
-    let mut err = ApiError::injected(504);
-    err.reason = "Timeout";
-    err.message = format!("Too large resource version: {requested}, current: {current}");
-    err
-}
-
 /// Which snapshot a list reads, at which resourceVersion, and after which key.
 fn source(ctx: &Ctx) -> ApiResult<(u64, Objects, Option<ObjKey>)> {
     let store = &ctx.app.store;
@@ -108,14 +101,14 @@ fn source(ctx: &Ctx) -> ApiResult<(u64, Objects, Option<ObjKey>)> {
         (Some(r), Some("Exact")) => {
             let current = store.current_rv();
             if r > current {
-                return Err(too_large(r, current));
+                return Err(ApiError::too_large_resource_version(r, current));
             }
             Ok((r, store.snapshot_at(&resource, r)?, None))
         }
         (Some(r), None | Some("NotOlderThan")) => {
             let (current, objs) = store.snapshot(&resource);
             if r > current {
-                return Err(too_large(r, current));
+                return Err(ApiError::too_large_resource_version(r, current));
             }
             Ok((current, objs, None))
         }

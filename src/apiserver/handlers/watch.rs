@@ -1,6 +1,7 @@
 //! WATCH: a newline-delimited stream of events, driven by an explicit state machine: resume
 //! backlog or synthetic ADDED events first, then live changes filtered by selectors (an object
-//! that stops matching is DELETED), periodic bookmarks, timeout, and 410 Expired when the
+//! that stops matching is DELETED), bookmarks (periodic, and 2 s before the timeout, once the
+//! resource has changed since the watch started), timeout, and 410 Expired when the
 //! client falls behind the history.
 
 use std::collections::VecDeque;
@@ -23,6 +24,12 @@ use crate::apiserver::registry::{ResourceKey, ResourceType};
 use crate::apiserver::status::{ApiError, ApiResult};
 use crate::apiserver::store::{Change, ChangeType, Stored};
 use crate::apiserver::table;
+
+/// How long before a watch's deadline it gets its last bookmark: kube-apiserver's cacher
+/// schedules one 2 s before (`k8s.io/apiserver/pkg/storage/cacher/cache_watcher.go`,
+/// `nextBookmarkTime`), so a client resuming after `timeoutSeconds` starts from a recent
+/// resourceVersion instead of relisting.
+const PRE_TIMEOUT_BOOKMARK: Duration = Duration::from_secs(2);
 
 /// How long a watch without `timeoutSeconds` lasts: kube-apiserver's `--min-request-timeout`
 /// default of 1800 s (`k8s.io/apiserver/pkg/server/options/serving.go`).
@@ -47,7 +54,14 @@ struct Watch {
     rt: Arc<ResourceType>,
     encoding: Encoding,
     last_rv: u64,
+    /// The resourceVersion the watch started at: bookmarks are sent only once the resource has
+    /// changed after it (the cacher's watchers skip bookmarks not newer than their start).
+    start_rv: u64,
+    /// The resourceVersion of the last change to this resource, filtered out or not.
+    resource_rv: u64,
     bookmarks: Option<Interval>,
+    /// When the pre-timeout bookmark is due (`None` when not asked for or already sent).
+    pre_timeout: Option<Pin<Box<Sleep>>>,
     deadline: Pin<Box<Sleep>>,
     shutdown: CancellationToken,
     dropped: CancellationToken,
@@ -109,12 +123,23 @@ impl Watch {
         ));
     }
 
+    /// A periodic or pre-timeout bookmark at the latest resourceVersion, when this resource
+    /// has changed since the watch started (a bookmark that cannot move the client forward is
+    /// not sent).
+    fn bookmark_if_changed(&mut self) {
+        if self.resource_rv > self.start_rv {
+            let rv = self.last_rv;
+            self.bookmark(rv, false);
+        }
+    }
+
     /// Turn one change into 0 or 1 events for this watch.
     fn apply(&mut self, change: &Change) {
         self.last_rv = self.last_rv.max(change.rv);
         if change.resource != self.resource {
             return;
         }
+        self.resource_rv = self.resource_rv.max(change.rv);
         let ns = &change.key.namespace;
         let was = change
             .previous
@@ -146,6 +171,12 @@ impl Watch {
                     None => std::future::pending::<()>().await,
                 }
             };
+            let pre_timeout = async {
+                match self.pre_timeout.as_mut() {
+                    Some(sleep) => sleep.await,
+                    None => std::future::pending::<()>().await,
+                }
+            };
             tokio::select! {
                 biased;
                 () = self.shutdown.cancelled() => self.done = true,
@@ -161,9 +192,10 @@ impl Watch {
                     }
                     Err(RecvError::Closed) => self.done = true,
                 },
-                () = tick => {
-                    let rv = self.last_rv;
-                    self.bookmark(rv, false);
+                () = tick => self.bookmark_if_changed(),
+                () = pre_timeout => {
+                    self.pre_timeout = None;
+                    self.bookmark_if_changed();
                 }
             }
         }
@@ -232,6 +264,10 @@ pub(super) fn watch(ctx: &Ctx) -> ApiResult<Response> {
             .max(Duration::from_millis(1));
         tokio::time::interval_at(Instant::now() + period, period)
     });
+    let pre_timeout = timeout
+        .checked_sub(PRE_TIMEOUT_BOOKMARK)
+        .filter(|at| query.allow_watch_bookmarks && !at.is_zero())
+        .map(|at| Box::pin(tokio::time::sleep(at)));
     let encoding = if ctx.wants_table() {
         Encoding::Table(query.include_object.clone())
     } else if ctx.wants_metadata() {
@@ -247,7 +283,10 @@ pub(super) fn watch(ctx: &Ctx) -> ApiResult<Response> {
         rt: ctx.rt.clone(),
         encoding,
         last_rv: start.rv,
+        start_rv: from.unwrap_or(start.rv),
+        resource_rv: 0,
         bookmarks,
+        pre_timeout,
         deadline: Box::pin(tokio::time::sleep(timeout)),
         shutdown: ctx.app.shutdown.clone(),
         dropped: ctx.app.store.watch_epoch(),

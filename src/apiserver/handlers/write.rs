@@ -8,17 +8,13 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::{Ctx, json_bytes, json_value, parse_body};
-use crate::apiserver::crd;
 use crate::apiserver::filter::Filter;
 use crate::apiserver::meta::{self, Target, prepare_create, prepare_update, ready_to_delete};
-use crate::apiserver::registry::{ResourceKey, ResourceType};
+use crate::apiserver::registry::ResourceType;
 use crate::apiserver::server::App;
 use crate::apiserver::status::{ApiError, ApiResult};
 use crate::apiserver::store::{Action, ChangeType, ObjKey, Stored};
-
-fn namespaces() -> ResourceKey {
-    ResourceKey::new("", "namespaces")
-}
+use crate::apiserver::{crd, namespaces};
 
 /// Whether PUT of a missing object creates it (kube-apiserver's `AllowCreateOnUpdate`).
 fn allow_create_on_update(rt: &ResourceType) -> bool {
@@ -36,8 +32,8 @@ fn strip_rv(v: &Value) -> Value {
     v
 }
 
-/// Run side effects of a stored change: CRDs (un)register their resources, deleted namespaces
-/// lose their objects.
+/// Run side effects of a stored change: CRDs (un)register their resources; a terminating
+/// namespace loses its content and goes once empty (the namespace controller).
 pub(crate) fn after_change(app: &App, rt: &ResourceType, kind: ChangeType, obj: &Stored) {
     match (rt.group.as_str(), rt.plural.as_str(), kind) {
         ("apiextensions.k8s.io", "customresourcedefinitions", ChangeType::Deleted) => {
@@ -45,15 +41,20 @@ pub(crate) fn after_change(app: &App, rt: &ResourceType, kind: ChangeType, obj: 
         }
         ("apiextensions.k8s.io", "customresourcedefinitions", _) => crd::register(app, &obj.value),
         ("", "namespaces", ChangeType::Deleted) => {
+            // Normally empty already (the controller finalized it); a safety net.
             if let Some(ns) = obj.value["metadata"]["name"].as_str() {
                 app.store.delete_namespace_contents(ns);
             }
         }
         _ => {}
     }
+    if let Some(ns) = namespaces::affected(rt, &obj.value, kind == ChangeType::Deleted) {
+        namespaces::reconcile(app, &ns);
+    }
 }
 
-/// Store a new object: 409 when it exists, 404 when its namespace does not.
+/// Store a new object: 409 when it exists, 404 when its namespace does not, 403 when it is
+/// terminating.
 pub(crate) fn insert(
     app: &App,
     rt: &ResourceType,
@@ -61,13 +62,11 @@ pub(crate) fn insert(
     obj: Value,
 ) -> ApiResult<Arc<Stored>> {
     let obj = rt.to_storage(obj);
-    let (stored, change) = app.store.mutate(&rt.storage_key(), key, |cur, exists| {
+    let (stored, change) = app.store.mutate(&rt.storage_key(), key, |cur, lookup| {
         if cur.is_some() {
             return Err(ApiError::already_exists(&rt.group, &rt.plural, &key.name));
         }
-        if rt.namespaced && !exists(&namespaces(), &ObjKey::new("", &key.namespace)) {
-            return Err(ApiError::not_found("", "namespaces", &key.namespace));
-        }
+        namespaces::admit_create(rt, key, lookup)?;
         Ok(Action::Put(obj))
     })?;
     let stored = stored.ok_or_else(|| ApiError::internal("create stored nothing"))?;
@@ -110,7 +109,7 @@ pub(crate) fn modify(
     let (stored, change) = ctx
         .app
         .store
-        .mutate(&rt.storage_key(), &key, |cur, exists| {
+        .mutate(&rt.storage_key(), &key, |cur, lookup| {
             let Some(cur) = cur else {
                 let desired = compute(None)?;
                 let (new_key, obj) =
@@ -121,9 +120,7 @@ pub(crate) fn modify(
                         new_key.name, key.name
                     )));
                 }
-                if rt.namespaced && !exists(&namespaces(), &ObjKey::new("", &key.namespace)) {
-                    return Err(ApiError::not_found("", "namespaces", &key.namespace));
-                }
+                namespaces::admit_create(rt, &key, lookup)?;
                 created = true;
                 let obj = rt.to_storage(crd::prepare(&ctx.app, rt, obj)?);
                 if ctx.query.dry_run {
@@ -140,7 +137,7 @@ pub(crate) fn modify(
                 preview = Some((crd::prepare(&ctx.app, rt, new)?, cur.rv));
                 return Ok(Action::Keep);
             }
-            if ready_to_delete(&new) {
+            if ready_to_delete(rt, &new) {
                 return Ok(Action::Delete);
             }
             if strip_rv(&new) == strip_rv(&cur.value) {
@@ -161,13 +158,13 @@ pub(crate) fn modify(
     Ok(Written { stored, created })
 }
 
-/// PUT an object (or its status).
+/// PUT an object, its status, or a namespace's finalizers (`/finalize`).
 pub(super) fn update(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     let obj = parse_body(ctx, body)?;
-    let target = if ctx.path.subresource.is_some() {
-        Target::Status
-    } else {
-        Target::Main
+    let target = match ctx.path.subresource.as_deref() {
+        None => Target::Main,
+        Some("finalize") => Target::Finalize,
+        Some(_) => Target::Status,
     };
     let can_create = allow_create_on_update(&ctx.rt) && target == Target::Main;
     let (rt, name) = (ctx.rt.clone(), ctx.key().name);
@@ -217,19 +214,30 @@ fn delete_one(
     let (stored, change) = app.store.mutate(&rt.storage_key(), key, |cur, _| {
         let cur = cur.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, &key.name))?;
         check_preconditions(rt, key, &cur.value, opts)?;
-        let has_finalizers = cur.value["metadata"]["finalizers"]
-            .as_array()
-            .is_some_and(|f| !f.is_empty());
-        if !has_finalizers {
+        // A terminating namespace waits for its controller (`pkg/registry/core/namespace/
+        // storage/storage.go`, `Delete`).
+        if meta::is_namespaces(rt)
+            && !cur.value["metadata"]["deletionTimestamp"].is_null()
+            && cur.value["spec"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| !f.is_empty())
+        {
+            let mut err = ApiError::conflict(&rt.group, &rt.plural, &key.name);
+            err.message = format!(
+                "Operation cannot be fulfilled on namespaces \"{}\": The system is ensuring all \
+                 content is removed from this namespace.  Upon completion, this namespace will \
+                 automatically be purged by the system.",
+                key.name
+            );
+            return Err(err);
+        }
+        if !meta::has_finalizers(rt, &cur.value) {
             return Ok(Action::Delete);
         }
         if !cur.value["metadata"]["deletionTimestamp"].is_null() {
             return Ok(Action::Keep);
         }
-        let mut marked = cur.value.clone();
-        marked["metadata"]["deletionTimestamp"] = json!(meta::now());
-        marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-        Ok(Action::Put(marked))
+        Ok(Action::Put(meta::mark_for_deletion(rt, &cur.value)))
     })?;
     let stored = stored.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, &key.name))?;
     let deleted = change == Some(ChangeType::Deleted);
@@ -247,8 +255,43 @@ fn delete_options(ctx: &Ctx, body: &[u8]) -> ApiResult<Value> {
     }
 }
 
-/// DELETE one object: 200 with the deleted object, or 202 with the object still pending
-/// finalizers (as kube-apiserver answers).
+/// Whether the resource's storage answers a DELETE with the deleted object
+/// (`ReturnDeletedObject: true` in `pkg/registry/core/{pod,service,serviceaccount,namespace}/
+/// storage/storage.go`); every other kind answers a `Status`.
+fn returns_deleted_object(rt: &ResourceType) -> bool {
+    rt.group.is_empty()
+        && matches!(
+            rt.plural.as_str(),
+            "pods" | "services" | "serviceaccounts" | "namespaces"
+        )
+}
+
+/// The `Status` a store without `ReturnDeletedObject` answers for an object it removed
+/// (`k8s.io/apiserver/pkg/registry/generic/registry/store.go`, `finalizeDelete`): `Success`,
+/// and the object's name, group, uid and resource (as `details.kind`).
+fn deleted_status(rt: &ResourceType, obj: &Value) -> Value {
+    let meta = &obj["metadata"];
+    let mut details = json!({
+        "name": meta["name"],
+        "kind": rt.plural,
+        "uid": meta["uid"],
+    });
+    if !rt.group.is_empty() {
+        details["group"] = json!(rt.group);
+    }
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": details,
+    })
+}
+
+/// DELETE one object, answered as kube-apiserver does (`endpoints/handlers/delete.go`): 200
+/// with the deleted object for the kinds whose storage returns it and a `Success` Status for
+/// the others; 200 with the object, now carrying a `deletionTimestamp`, when finalizers keep
+/// it; 202 instead only when the client asked `orphanDependents: false`.
 pub(super) fn delete(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     let opts = delete_options(ctx, body)?;
     let key = ctx.key();
@@ -259,13 +302,25 @@ pub(super) fn delete(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
             .store
             .get(&ctx.rt.storage_key(), &key)
             .ok_or_else(|| ApiError::not_found(&ctx.rt.group, &ctx.rt.plural, &key.name))?;
+        if !returns_deleted_object(&ctx.rt) {
+            return Ok(json_value(
+                StatusCode::OK,
+                &deleted_status(&ctx.rt, &cur.value),
+            ));
+        }
         return Ok(json_bytes(StatusCode::OK, ctx.render_bytes(&cur)));
     }
     let (stored, deleted) = delete_one(&ctx.app, &ctx.rt, &key, &opts)?;
-    let code = if deleted {
-        StatusCode::OK
-    } else {
+    if deleted && !returns_deleted_object(&ctx.rt) {
+        return Ok(json_value(
+            StatusCode::OK,
+            &deleted_status(&ctx.rt, &stored.value),
+        ));
+    }
+    let code = if !deleted && opts["orphanDependents"] == json!(false) {
         StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
     };
     Ok(json_bytes(code, ctx.render_bytes(&stored)))
 }
