@@ -148,12 +148,17 @@ async fn replace_and_wait_valid(world: &chaos_harness::World, text: &str) {
     );
 }
 
-/// Whether every error names where the problem is: a field path or a line and column.
+/// Whether every error names where the problem is: it starts with a field path
+/// (`spec.byObject[0].labelSelector: …`, `<document>: …` for the whole document), or, for a
+/// YAML syntax error, gives a line and column.
 fn names_where(errors: &[String]) -> bool {
     errors.iter().all(|e| {
-        ["spec", "metadata", "kind", "apiVersion", "line "]
-            .iter()
-            .any(|place| e.contains(place))
+        let head = e.split(": ").next().unwrap_or_default();
+        let path = !head.contains(' ')
+            && ["spec", "metadata", "kind", "apiVersion", "<document>"]
+                .iter()
+                .any(|root| head.starts_with(root));
+        path || (e.contains(" line ") && e.contains(" column "))
     })
 }
 

@@ -349,6 +349,8 @@ pub struct Figures {
     pub faults: BTreeMap<&'static str, u64>,
     pub reloads: u64,
     pub answered_with_fault: u64,
+    /// Invariant checks made (one after each quiescence).
+    pub checks: usize,
     pub informers_checked: usize,
     pub objects_compared: usize,
     pub cache_reads_compared: usize,
@@ -375,7 +377,8 @@ impl Figures {
         format!(
             "chaos seed={seed} rounds={} took={:.1}s\n  writes accepted={} refused (404, 409 or an injected fault)={}\n  \
              faults injected={} ({}) reloads={} requests answered with a fault={}\n  \
-             informers checked={} objects compared={} cache reads compared={} mismatches={}",
+             checks={} informers checked={} objects compared={} cache reads compared={} \
+             mismatches={}",
             self.rounds,
             took.as_secs_f64(),
             self.writes_ok,
@@ -384,6 +387,7 @@ impl Figures {
             faults.join(" "),
             self.reloads,
             self.answered_with_fault,
+            self.checks,
             self.informers_checked,
             self.objects_compared,
             self.cache_reads_compared,
@@ -809,7 +813,13 @@ impl World {
                 );
             }
         }
-        figures.mismatches = mismatches;
+        figures.checks += 1;
+        let checkpoint = figures.checks;
+        figures.mismatches.extend(
+            mismatches
+                .into_iter()
+                .map(|m| format!("check {checkpoint}: {m}")),
+        );
     }
 
     /// The manager's `/readyz?verbose` answer: status code and body.
@@ -874,9 +884,24 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
     (code, body)
 }
 
-/// A seeded chaos run: `rounds` rounds of faults and writes (config reloads among them),
-/// then (with `final_gone`) a [`World::gone_round`], quiescence and the invariant check. The
-/// figures and the time taken.
+/// Rounds between two invariant checks in a run (each after quiescence).
+pub const CHECK_EVERY: u32 = 20;
+
+/// Stops the faults, waits for quiescence and checks the invariant, once.
+async fn checkpoint(world: &mut World, figures: &mut Figures, quiesce: Duration) {
+    let quiet = world.quiesce(quiesce).await;
+    world.check(figures).await;
+    if !quiet {
+        figures.mismatches.push(format!(
+            "check {}: informers did not see the sentinels within {quiesce:?}",
+            figures.checks
+        ));
+    }
+}
+
+/// A seeded chaos run: `rounds` rounds of faults and writes (config reloads among them), the
+/// invariant checked after quiescence every [`CHECK_EVERY`] rounds and at the end (after a
+/// [`World::gone_round`] with `final_gone`). The figures and the time taken.
 pub async fn run(
     seed: u64,
     rounds: u32,
@@ -890,20 +915,17 @@ pub async fn run(
         rounds,
         ..Figures::default()
     };
-    for _ in 0..rounds {
+    for round in 1..=rounds {
         world.round(&mut rng, 20, &mut figures).await;
+        if round % CHECK_EVERY == 0 && round < rounds {
+            checkpoint(&mut world, &mut figures, quiesce).await;
+        }
     }
     if final_gone {
         world.gone_round(&mut rng, 40, &mut figures).await;
     }
-    let quiet = world.quiesce(quiesce).await;
+    checkpoint(&mut world, &mut figures, quiesce).await;
     figures.answered_with_fault = world.server.handle().injected_faults();
-    world.check(&mut figures).await;
-    if !quiet {
-        figures.mismatches.push(format!(
-            "informers did not see the sentinels within {quiesce:?}"
-        ));
-    }
     world.stop().await;
     (figures, began.elapsed())
 }
