@@ -196,6 +196,10 @@ async fn feed_invalid_configs(world: &chaos_harness::World, corpus: &[String]) -
     (with_path, readyz_failed_config)
 }
 
+/// How long an informer may take to list again: kube-runtime's default watcher backoff
+/// (800 ms doubling to 30 s, jittered) applies after every failed list and every 410.
+const CORRUPTED_WAIT: Duration = Duration::from_secs(90);
+
 /// Corrupts the lists of `Secret`s (a new informer) and `ConfigMap`s (relisting after 410):
 /// truncated, then of the wrong kind, then with a huge object. Returns how many corrupted
 /// answers were served.
@@ -216,7 +220,7 @@ async fn feed_malformed_answers(world: &mut chaos_harness::World) -> u64 {
     h.expire_history();
     // Truncated, then wrong kind: each informer's list fails once, then stores the wrong
     // kind. One more 410 makes them relist into the huge object.
-    let listed = chaos_harness::eventually(Duration::from_secs(30), || async {
+    let listed = chaos_harness::eventually(CORRUPTED_WAIT, || async {
         h.injected_faults() >= before + 4
     })
     .await;
@@ -224,7 +228,7 @@ async fn feed_malformed_answers(world: &mut chaos_harness::World) -> u64 {
     h.drop_watches();
     h.expire_history();
     // At least one of them relists into it (the other may sit in its watcher backoff).
-    let huge = chaos_harness::eventually(Duration::from_secs(40), || async {
+    let huge = chaos_harness::eventually(CORRUPTED_WAIT, || async {
         h.injected_faults() >= before + 5
     })
     .await;
