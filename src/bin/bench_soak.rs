@@ -6,13 +6,17 @@
 //! task count, the writes done and the objects cached; at the end, the RSS and task growth
 //! over the second half of the run (a plateau is ~0).
 //!
+//! The task count leaves out the writer's in-flight patches (they are the load, not the
+//! manager).
+//!
 //! Usage: `cargo run --release --bin bench_soak [-- --objects N --informers N --rate N
-//! --seconds N]`. The API server's own memory (its store and watch history) is part of the
-//! RSS; the line before the manager starts is its baseline.
+//! --seconds N --manager 0|1]`. The API server's own memory (its store, watch history and
+//! connections) is part of the RSS: the line before the manager starts is its baseline, and
+//! `--manager 0` runs the same load without the manager, to tell the two apart.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -33,6 +37,8 @@ struct Settings {
     informers: u64,
     rate: u64,
     seconds: u64,
+    /// Whether to run the manager (`--manager 0` measures the API server and writer alone).
+    manager: bool,
 }
 
 impl Settings {
@@ -42,6 +48,7 @@ impl Settings {
             informers: 10,
             rate: 1_000,
             seconds: 60,
+            manager: true,
         };
         let args: Vec<String> = std::env::args().skip(1).collect();
         for pair in args.chunks(2) {
@@ -54,6 +61,7 @@ impl Settings {
                 "--informers" => settings.informers = value.max(1),
                 "--rate" => settings.rate = value,
                 "--seconds" => settings.seconds = value,
+                "--manager" => settings.manager = value != 0,
                 other => return Err(format!("unknown flag {other}").into()),
             }
         }
@@ -138,6 +146,7 @@ async fn write(
     settings: Settings,
     done: Arc<AtomicU64>,
     failed: Arc<AtomicU64>,
+    in_flight_now: Arc<AtomicUsize>,
     stop: CancellationToken,
 ) {
     let per_ns = (settings.objects / settings.informers).max(1);
@@ -163,6 +172,7 @@ async fn write(
         while let Some(finished) = in_flight.try_join_next() {
             count(finished.unwrap_or(false));
         }
+        in_flight_now.store(in_flight.len(), Ordering::Relaxed);
         for _ in 0..batch {
             if in_flight.len() >= MAX_IN_FLIGHT {
                 break;
@@ -181,6 +191,57 @@ async fn write(
     }
     while let Some(finished) = in_flight.join_next().await {
         count(finished.unwrap_or(false));
+    }
+}
+
+/// A running manager over the soak's namespaces.
+struct Running {
+    cache: Arc<informant::cache::SharedCache>,
+    shutdown: CancellationToken,
+    run: tokio::task::JoinHandle<Result<(), informant::manager::Error>>,
+    dir: std::path::PathBuf,
+}
+
+impl Running {
+    async fn start(client: kube::Client, settings: Settings) -> Result<Self, BoxError> {
+        let dir = std::env::temp_dir().join(format!("bench_soak-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join("config.yaml");
+        std::fs::write(&path, config(settings.informers))?;
+        let options = Options {
+            health_addr: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            cache_sync_timeout: Duration::from_mins(5),
+            ..Options::new(ConfigSource::File(path))
+        };
+        let manager = Manager::new(client, options).await?;
+        let cache = manager.cache();
+        let state = manager.state();
+        let shutdown = CancellationToken::new();
+        let run = tokio::spawn(manager.run(shutdown.clone()));
+        let began = Instant::now();
+        state.serving().await;
+        let (objects, synced) = cached(&cache);
+        println!(
+            "manager serving after {:.1}s: {} informers, {objects} objects cached, \
+             synced={synced}; rss {:.0} MiB, tasks {}",
+            began.elapsed().as_secs_f64(),
+            cache.informers().len(),
+            rss_mib(),
+            alive_tasks()
+        );
+        Ok(Self {
+            cache,
+            shutdown,
+            run,
+            dir,
+        })
+    }
+
+    async fn stop(self) -> Result<(), BoxError> {
+        self.shutdown.cancel();
+        self.run.await??;
+        std::fs::remove_dir_all(&self.dir)?;
+        Ok(())
     }
 }
 
@@ -209,41 +270,25 @@ async fn main() -> Result<(), BoxError> {
         rss_mib(),
         alive_tasks()
     );
-
-    let dir = std::env::temp_dir().join(format!("bench_soak-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let path = dir.join("config.yaml");
-    std::fs::write(&path, config(settings.informers))?;
     let client = server.client().await?;
-    let options = Options {
-        health_addr: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
-        cache_sync_timeout: Duration::from_mins(5),
-        ..Options::new(ConfigSource::File(path))
+    let manager = if settings.manager {
+        Some(Running::start(client.clone(), settings).await?)
+    } else {
+        None
     };
-    let manager = Manager::new(client.clone(), options).await?;
-    let cache = manager.cache();
-    let state = manager.state();
-    let shutdown = CancellationToken::new();
-    let run = tokio::spawn(manager.run(shutdown.clone()));
-    let synced_at = Instant::now();
-    state.serving().await;
-    let (objects, synced) = cached(&cache);
-    println!(
-        "manager serving after {:.1}s: {} informers, {objects} objects cached, synced={synced}; \
-         rss {:.0} MiB, tasks {}",
-        synced_at.elapsed().as_secs_f64(),
-        cache.informers().len(),
-        rss_mib(),
-        alive_tasks()
-    );
 
     let done = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicU64::new(0));
+    let in_flight = Arc::new(AtomicUsize::new(0));
     let stop = CancellationToken::new();
-    let writer = {
-        let (done, failed, stop) = (Arc::clone(&done), Arc::clone(&failed), stop.clone());
-        tokio::spawn(write(client, settings, done, failed, stop))
-    };
+    let writer = tokio::spawn(write(
+        client,
+        settings,
+        Arc::clone(&done),
+        Arc::clone(&failed),
+        Arc::clone(&in_flight),
+        stop.clone(),
+    ));
     let start = Instant::now();
     let mut samples: Vec<(u64, f64, usize)> = Vec::new();
     let mut report = tokio::time::interval_at(
@@ -255,11 +300,13 @@ async fn main() -> Result<(), BoxError> {
         report.tick().await;
         let seconds = start.elapsed().as_secs();
         let written = done.load(Ordering::Relaxed);
-        let (objects, synced) = cached(&cache);
-        let (rss, tasks) = (rss_mib(), alive_tasks());
+        let (objects, synced) = manager.as_ref().map_or((0, true), |m| cached(&m.cache));
+        let writing = in_flight.load(Ordering::Relaxed);
+        // The writer's in-flight patches are tasks too; they are not the manager's.
+        let (rss, tasks) = (rss_mib(), alive_tasks().saturating_sub(writing));
         println!(
-            "t={seconds:>3}s writes={written} ({}/s) failed={} cached={objects} synced={synced} \
-             rss={rss:.0} MiB tasks={tasks}",
+            "t={seconds:>3}s writes={written} ({}/s) failed={} in-flight={writing} \
+             cached={objects} synced={synced} rss={rss:.0} MiB tasks={tasks}",
             (written - last) / 10,
             failed.load(Ordering::Relaxed),
         );
@@ -281,9 +328,9 @@ async fn main() -> Result<(), BoxError> {
             end.0
         );
     }
-    shutdown.cancel();
-    run.await??;
+    if let Some(manager) = manager {
+        manager.stop().await?;
+    }
     server.shutdown().await?;
-    std::fs::remove_dir_all(&dir)?;
     Ok(())
 }
