@@ -1,5 +1,5 @@
-//! Fault injection (failed requests, latency, throttling) and per-verb, per-resource request
-//! counters, for reliability tests of the clients built on this server.
+//! Fault injection (failed requests, latency, throttling, malformed answers) and per-verb,
+//! per-resource request counters, for reliability tests of the clients built on this server.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -95,11 +95,47 @@ pub struct FailRule {
     pub code: u16,
 }
 
+/// A malformed answer, as a broken proxy or a buggy server would send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Corruption {
+    /// The JSON body cut in half (status 200, `application/json`).
+    Truncated,
+    /// Every item of a list (or the object of a get) claims to be a `v1` `Namespace`, and the
+    /// list a `NamespaceList`.
+    WrongKind,
+    /// The first item of a list (or the object of a get) carries an annotation of
+    /// [`HUGE_ANNOTATION_BYTES`], past kube-apiserver's 1.5 MiB object limit.
+    Huge,
+}
+
+/// The size of the annotation [`Corruption::Huge`] adds: 4 MiB, well past etcd's default
+/// 1.5 MiB request limit (`--max-request-bytes`), so no real server would ever send it.
+pub const HUGE_ANNOTATION_BYTES: usize = 4 * 1024 * 1024;
+
+/// "Corrupt the next `count` successful answers to verb + resource with `corruption`". Only
+/// `get` and `list` answers are corrupted (a watch is a stream; its events stay intact).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CorruptRule {
+    /// The verb to match (`get` or `list`); `None` matches both.
+    pub verb: Option<Verb>,
+    /// The resource (plural) to match; `None` matches every resource.
+    pub resource: Option<String>,
+    /// How many more answers are corrupted.
+    pub count: u32,
+    /// What is done to them.
+    pub corruption: Corruption,
+}
+
 #[derive(Debug, Default)]
 struct State {
     rules: Vec<FailRule>,
+    corruptions: Vec<CorruptRule>,
     latency: Duration,
     throttle: Option<(u32, u32)>,
+    /// Failures and corruptions answered since start (not reset by `clear`).
+    injected: u64,
 }
 
 /// The faults to inject into resource requests.
@@ -118,6 +154,32 @@ impl Faults {
         self.lock().rules.push(rule);
     }
 
+    /// Corrupt the next `rule.count` successful `get`/`list` answers matching the rule.
+    pub fn corrupt_next(&self, rule: CorruptRule) {
+        self.lock().corruptions.push(rule);
+    }
+
+    /// The corruption to apply to a successful answer to `verb` on `resource`, if any (one
+    /// count of the matching rule is used up).
+    pub(crate) fn corruption(&self, verb: Verb, resource: &str) -> Option<Corruption> {
+        if !matches!(verb, Verb::Get | Verb::List) {
+            return None;
+        }
+        let mut st = self.lock();
+        let i = st.corruptions.iter().position(|r| {
+            r.count > 0
+                && r.verb.is_none_or(|v| v == verb)
+                && r.resource.as_deref().is_none_or(|x| x == resource)
+        })?;
+        let corruption = st.corruptions[i].corruption;
+        st.corruptions[i].count -= 1;
+        if st.corruptions[i].count == 0 {
+            st.corruptions.remove(i);
+        }
+        st.injected += 1;
+        Some(corruption)
+    }
+
     /// Delay every resource request by `latency` (zero turns it off).
     pub fn set_latency(&self, latency: Duration) {
         self.lock().latency = latency;
@@ -128,9 +190,21 @@ impl Faults {
         self.lock().throttle = Some((count, retry_after_secs));
     }
 
-    /// Remove every injected fault.
+    /// Remove every injected fault (failures, corruptions, latency, throttling).
     pub fn clear(&self) {
-        *self.lock() = State::default();
+        let mut st = self.lock();
+        let injected = st.injected;
+        *st = State {
+            injected,
+            ..State::default()
+        };
+    }
+
+    /// How many requests were answered with an injected failure, throttling or corruption
+    /// since start.
+    #[must_use]
+    pub fn injected(&self) -> u64 {
+        self.lock().injected
     }
 
     /// The latency to add to this request and the failure to answer, if any.
@@ -140,6 +214,7 @@ impl Faults {
         if let Some((count, secs)) = st.throttle {
             st.throttle = (count > 1).then(|| (count - 1, secs));
             if count > 0 {
+                st.injected += 1;
                 return (latency, Some(ApiError::too_many_requests(secs)));
             }
         }
@@ -154,10 +229,78 @@ impl Faults {
             if st.rules[i].count == 0 {
                 st.rules.remove(i);
             }
+            st.injected += 1;
             ApiError::injected(code)
         });
         (latency, err)
     }
+}
+
+/// `body` (a JSON object or list) with `corruption` applied.
+#[must_use]
+pub fn corrupt_body(corruption: Corruption, body: &[u8]) -> Vec<u8> {
+    if corruption == Corruption::Truncated {
+        return body[..body.len() / 2].to_vec();
+    }
+    let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return body.to_vec();
+    };
+    let is_list = value.get("items").is_some_and(serde_json::Value::is_array);
+    match corruption {
+        Corruption::WrongKind => {
+            if is_list {
+                value["kind"] = "NamespaceList".into();
+                value["apiVersion"] = "v1".into();
+                for item in value["items"].as_array_mut().into_iter().flatten() {
+                    item["kind"] = "Namespace".into();
+                    item["apiVersion"] = "v1".into();
+                }
+            } else {
+                value["kind"] = "Namespace".into();
+                value["apiVersion"] = "v1".into();
+            }
+        }
+        Corruption::Huge => {
+            let target = if is_list {
+                value["items"].get_mut(0)
+            } else {
+                Some(&mut value)
+            };
+            if let Some(serde_json::Value::Object(object)) = target {
+                let metadata = object
+                    .entry("metadata")
+                    .or_insert_with(|| serde_json::json!({}));
+                if let serde_json::Value::Object(metadata) = metadata {
+                    let annotations = metadata
+                        .entry("annotations")
+                        .or_insert_with(|| serde_json::json!({}));
+                    if let serde_json::Value::Object(annotations) = annotations {
+                        annotations.insert(
+                            "informant.dev/huge".into(),
+                            "x".repeat(HUGE_ANNOTATION_BYTES).into(),
+                        );
+                    }
+                }
+            }
+        }
+        Corruption::Truncated => {}
+    }
+    serde_json::to_vec(&value).unwrap_or_else(|_| body.to_vec())
+}
+
+/// `response` with its body corrupted (the status and content type stay; the length is
+/// recomputed).
+pub(crate) async fn corrupt_response(
+    corruption: Corruption,
+    response: axum::response::Response,
+) -> axum::response::Response {
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return axum::response::Response::from_parts(parts, axum::body::Body::empty());
+    };
+    parts.headers.remove(http::header::CONTENT_LENGTH);
+    let corrupted = corrupt_body(corruption, &bytes);
+    axum::response::Response::from_parts(parts, axum::body::Body::from(corrupted))
 }
 
 /// How many requests one verb on one resource has received.
@@ -246,6 +389,48 @@ mod tests {
         let err = f.check(Verb::Get, "pods").1.unwrap();
         assert_eq!((err.code, err.retry_after), (429, Some(7)));
         assert!(f.check(Verb::Get, "pods").1.is_none());
+    }
+
+    #[test]
+    fn a_corrupt_rule_corrupts_only_matching_gets_and_lists_count_times() {
+        let f = Faults::default();
+        f.corrupt_next(CorruptRule {
+            verb: None,
+            resource: Some("configmaps".into()),
+            count: 2,
+            corruption: Corruption::Truncated,
+        });
+        assert_eq!(f.corruption(Verb::Watch, "configmaps"), None);
+        assert_eq!(f.corruption(Verb::List, "secrets"), None);
+        assert_eq!(
+            f.corruption(Verb::List, "configmaps"),
+            Some(Corruption::Truncated)
+        );
+        assert_eq!(
+            f.corruption(Verb::Get, "configmaps"),
+            Some(Corruption::Truncated)
+        );
+        assert_eq!(f.corruption(Verb::List, "configmaps"), None);
+        f.clear();
+        assert_eq!(f.injected(), 2, "clearing keeps the tally");
+    }
+
+    #[test]
+    fn corrupted_bodies_are_truncated_mislabelled_or_huge() {
+        let list =
+            br#"{"kind":"ConfigMapList","apiVersion":"v1","items":[{"metadata":{"name":"a"}}]}"#;
+        let cut = corrupt_body(Corruption::Truncated, list);
+        assert!(serde_json::from_slice::<serde_json::Value>(&cut).is_err());
+        let wrong: serde_json::Value =
+            serde_json::from_slice(&corrupt_body(Corruption::WrongKind, list)).unwrap();
+        assert_eq!(wrong["kind"], "NamespaceList");
+        assert_eq!(wrong["items"][0]["kind"], "Namespace");
+        let huge: serde_json::Value =
+            serde_json::from_slice(&corrupt_body(Corruption::Huge, list)).unwrap();
+        let annotation = huge["items"][0]["metadata"]["annotations"]["informant.dev/huge"]
+            .as_str()
+            .unwrap();
+        assert_eq!(annotation.len(), HUGE_ANNOTATION_BYTES);
     }
 
     #[test]

@@ -62,7 +62,7 @@ mod store;
 mod table;
 mod test_server;
 
-pub use faults::{FailRule, Verb};
+pub use faults::{CorruptRule, Corruption, FailRule, HUGE_ANNOTATION_BYTES, Verb};
 pub use seed::parse_yaml;
 pub use server::{Config, Error, Handle, Server};
 pub use status::{ApiError, Cause, FieldError, FieldErrorType};

@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::faults::{Counters, FailRule, Faults, RequestCount, Verb};
+use super::faults::{CorruptRule, Corruption, Counters, FailRule, Faults, RequestCount, Verb};
 use super::registry::Registry;
 use super::status::ApiError;
 use super::store::{Limits, Store};
@@ -120,6 +120,17 @@ impl Handle {
         });
     }
 
+    /// Corrupt the next `count` successful `get`/`list` answers on `resource` (any when
+    /// `None`) with `corruption` (truncated JSON, wrong kind, huge object).
+    pub fn corrupt_next(&self, resource: Option<&str>, count: u32, corruption: Corruption) {
+        self.0.faults.corrupt_next(CorruptRule {
+            verb: None,
+            resource: resource.map(ToString::to_string),
+            count,
+            corruption,
+        });
+    }
+
     /// Delay every resource request.
     pub fn set_latency(&self, latency: Duration) {
         self.0.faults.set_latency(latency);
@@ -130,9 +141,16 @@ impl Handle {
         self.0.faults.throttle_next(count, retry_after_secs);
     }
 
-    /// Remove injected failures, latency and throttling.
+    /// Remove injected failures, corruptions, latency and throttling.
     pub fn clear_faults(&self) {
         self.0.faults.clear();
+    }
+
+    /// How many requests were answered with an injected failure, throttling or corruption
+    /// since start.
+    #[must_use]
+    pub fn injected_faults(&self) -> u64 {
+        self.0.faults.injected()
     }
 
     /// How many `verb` requests `resource` (plural) has received.

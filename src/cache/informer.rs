@@ -1,6 +1,7 @@
 //! `Informer`: one kube-runtime watcher feeding one reflector store, for one kind × namespace ×
 //! selectors; tracks sync and surfaces watcher errors instead of waiting silently.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::{Stream, StreamExt, TryStreamExt};
@@ -124,6 +125,19 @@ pub(crate) fn is_permanent(error: &watcher::Error) -> bool {
         watcher::Error::NoResourceVersion => return true,
     };
     matches!(client_error, kube::Error::Api(status) if matches!(status.code, 401 | 403 | 404))
+}
+
+/// The test-only fault behind [`skip_relist_after_gone`].
+static SKIP_RELIST: AtomicBool = AtomicBool::new(false);
+
+/// **Test only; never call it elsewhere.** While `on`, every informer of this process ignores
+/// the relist its watcher makes after the first sync (after 410 Gone), keeping the store it
+/// had: the bug the chaos suite (`tests/chaos_skip_relist.rs`) must catch. A process-wide
+/// switch because the manager builds its informers itself; the chaos test that sets it runs
+/// in a test binary of its own.
+#[doc(hidden)]
+pub fn skip_relist_after_gone(on: bool) {
+    SKIP_RELIST.store(on, Ordering::SeqCst);
 }
 
 /// Formats an error with its sources, skipping a source whose text the outer message already
@@ -282,6 +296,8 @@ impl Informer {
         S: Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>> + Send,
     {
         let mut events = std::pin::pin!(events);
+        // Only for the test-only fault of `skip_relist_after_gone`.
+        let mut relisting_skipped = false;
         loop {
             let next = tokio::select! {
                 () = shutdown.cancelled() => {
@@ -301,6 +317,16 @@ impl Informer {
             match next {
                 None => break,
                 Some(Ok(event)) => {
+                    if SKIP_RELIST.load(Ordering::Relaxed) && self.has_synced() {
+                        match event {
+                            watcher::Event::Init => relisting_skipped = true,
+                            watcher::Event::InitDone => relisting_skipped = false,
+                            _ => {}
+                        }
+                        if relisting_skipped || matches!(event, watcher::Event::InitDone) {
+                            continue;
+                        }
+                    }
                     let event = if self.settings.transform.is_identity() {
                         event
                     } else {

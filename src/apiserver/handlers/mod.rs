@@ -274,7 +274,7 @@ async fn resource(
         query,
         headers,
     };
-    match verb {
+    let response = match verb {
         Verb::Get => read::get(&ctx),
         Verb::List => read::list(&ctx),
         Verb::Watch => watch::watch(&ctx),
@@ -283,5 +283,9 @@ async fn resource(
         Verb::Patch => patch::patch(&ctx, &body),
         Verb::Delete => write::delete(&ctx, &body),
         Verb::DeleteCollection => write::delete_collection(&ctx, &body),
-    }
+    }?;
+    Ok(match ctx.app.faults.corruption(verb, &ctx.rt.plural) {
+        Some(corruption) => super::faults::corrupt_response(corruption, response).await,
+        None => response,
+    })
 }
