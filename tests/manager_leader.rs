@@ -359,5 +359,8 @@ async fn the_standby_takes_over_the_status_when_the_leader_stops() {
         .filter(|e| e.reason.as_deref() == Some("ConfigReloaded"))
         .map(|e| e.count.unwrap_or(1))
         .sum();
-    assert_eq!(recorded, 2, "one ConfigReloaded per change, from its leader");
+    assert_eq!(
+        recorded, 2,
+        "one ConfigReloaded per change, from its leader"
+    );
 }

@@ -354,6 +354,8 @@ pub struct Figures {
     pub informers_checked: usize,
     pub objects_compared: usize,
     pub cache_reads_compared: usize,
+    /// Objects compared with `informant cache list`'s answers (the final check).
+    pub cli_reads_compared: usize,
     pub mismatches: Vec<String>,
 }
 
@@ -378,7 +380,7 @@ impl Figures {
             "chaos seed={seed} rounds={} took={:.1}s\n  writes accepted={} refused (404, 409 or an injected fault)={}\n  \
              faults injected={} ({}) reloads={} requests answered with a fault={}\n  \
              checks={} informers checked={} objects compared={} cache reads compared={} \
-             mismatches={}",
+             informant cache list reads compared={} mismatches={}",
             self.rounds,
             took.as_secs_f64(),
             self.writes_ok,
@@ -391,6 +393,7 @@ impl Figures {
             self.informers_checked,
             self.objects_compared,
             self.cache_reads_compared,
+            self.cli_reads_compared,
             self.mismatches.len(),
         )
     }
@@ -822,6 +825,70 @@ impl World {
         );
     }
 
+    /// The invariant once more through the `informant` binary: `informant cache list` with the
+    /// running config and a kubeconfig of the server, one call per kind, compared with the
+    /// server's objects under the kind's scope. The CLI builds its own tree (its own LISTs), so
+    /// this also checks that a fresh tree agrees with the long-running, reloaded one.
+    pub async fn cli_check(&self, figures: &mut Figures) {
+        let kubeconfig = self.dir.path().join("kubeconfig.yaml");
+        std::fs::write(
+            &kubeconfig,
+            serde_yaml::to_string(&self.server.kubeconfig()).unwrap(),
+        )
+        .unwrap();
+        let mut mismatches = Vec::new();
+        for kind in Kind::ALL {
+            let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_informant"))
+                .args(["cache", "list", "-c"])
+                .arg(&self.path)
+                .arg("--kubeconfig")
+                .arg(&kubeconfig)
+                .args(["--api-version", "v1", "--kind", kind.name(), "-o", "json"])
+                .output()
+                .await
+                .unwrap();
+            if !out.status.success() {
+                mismatches.push(format!(
+                    "informant cache list {kind:?}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+                continue;
+            }
+            let listed: Vec<DynamicObject> = serde_json::from_slice(&out.stdout).unwrap();
+            let listed: BTreeMap<_, Object> = listed
+                .iter()
+                .map(|o| {
+                    let o = Object::of(o);
+                    (o.key(), o)
+                })
+                .collect();
+            let scope = self.config.scope(kind);
+            let expected: BTreeMap<_, Object> = self
+                .server_objects(kind)
+                .await
+                .into_iter()
+                .filter(|o| {
+                    scope
+                        .namespaces
+                        .as_ref()
+                        .is_none_or(|set| set.contains(&o.namespace))
+                        && scope.selects(o)
+                })
+                .map(|o| (o.key(), o))
+                .collect();
+            figures.cli_reads_compared += expected.len().max(listed.len());
+            diff(
+                &format!("informant cache list {kind:?}"),
+                &listed,
+                &expected,
+                &mut mismatches,
+            );
+        }
+        figures
+            .mismatches
+            .extend(mismatches.into_iter().map(|m| format!("cli check: {m}")));
+    }
+
     /// The manager's `/readyz?verbose` answer: status code and body.
     pub async fn readyz(&self) -> (u16, String) {
         http_get(self.health, "/readyz?verbose").await
@@ -925,6 +992,7 @@ pub async fn run(
         world.gone_round(&mut rng, 40, &mut figures).await;
     }
     checkpoint(&mut world, &mut figures, quiesce).await;
+    world.cli_check(&mut figures).await;
     figures.answered_with_fault = world.server.handle().injected_faults();
     world.stop().await;
     (figures, began.elapsed())
