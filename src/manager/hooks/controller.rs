@@ -11,6 +11,7 @@ use kube::core::{DynamicObject, GroupVersionKind};
 use kube::runtime::controller::{self as runtime, Action};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, field};
 
@@ -120,6 +121,58 @@ pub(super) struct Shared {
     series: Option<ControllerSeries>,
     hook_metrics: Option<HookMetrics>,
     failures: Mutex<HashMap<ObjectRef<DynamicObject>, u32>>,
+    /// The last write of each object (`status:<uid>`, `child:<plural>/<ns>/<name>`,
+    /// `deleted:<uid>`): the resourceVersion it was based on and what was written.
+    written: Written,
+}
+
+/// See [`Shared::already_wrote`].
+type Written = Arc<Mutex<HashMap<String, (Option<String>, Value)>>>;
+
+/// The memo key of a child write.
+pub(super) fn child_key(plural: &str, namespace: Option<&str>, name: &str) -> String {
+    format!("child:{plural}/{}/{name}", namespace.unwrap_or_default())
+}
+
+/// Forgets the child writes a change of children of kind `plural` makes stale: a deleted
+/// child must be applied again even though the cache looks as it did before its creation.
+fn forget_children(written: &Written, plural: &str, change: &Change<DynamicObject>) {
+    let mut written = written.lock().unwrap_or_else(PoisonError::into_inner);
+    match change {
+        Change::Deleted(child) => {
+            written.remove(&child_key(
+                plural,
+                child.metadata.namespace.as_deref(),
+                child.metadata.name.as_deref().unwrap_or_default(),
+            ));
+        }
+        Change::Listed(_) => {
+            let prefix = format!("child:{plural}/");
+            written.retain(|key, _| !key.starts_with(&prefix));
+        }
+        Change::Applied(_) => {}
+    }
+}
+
+impl Shared {
+    /// Whether `body` was already written over the version `seen` of the same object: the
+    /// cache has not caught up with that write yet (a reconcile triggered by the write's own
+    /// echo, or by another change, reading a stale object), so writing again would repeat it.
+    pub(super) fn already_wrote(&self, key: &str, seen: Option<&str>, body: &Value) -> bool {
+        self.written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .is_some_and(|(base, wrote)| base.as_deref() == seen && wrote == body)
+    }
+
+    /// Remembers a write of `body` over the version `seen`.
+    pub(super) fn wrote(&self, key: String, seen: Option<String>, body: Value) {
+        self.written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, (seen, body));
+    }
 }
 
 /// One `Controller` resource, running: kube-runtime's `Controller` over
@@ -242,7 +295,10 @@ impl HookController {
             runtime::Controller::for_stream_with(objects, store, parent.resource.clone())
                 .with_config(runtime::Config::default().concurrency(concurrency))
                 .graceful_shutdown_on(shutdown.clone().cancelled_owned());
+        let written = Written::default();
         for ((gvk, info), events) in settings.owns.iter().zip(&owns).zip(child_events) {
+            let memo = Arc::clone(&written);
+            let plural = info.resource.plural.clone();
             let children = source::changes(
                 events,
                 Arc::clone(ctx.cache()),
@@ -250,6 +306,7 @@ impl HookController {
                 decode,
                 Follow::Trigger,
             )
+            .inspect(move |change| forget_children(&memo, &plural, change))
             .flat_map(|change: Change<DynamicObject>| stream::iter(change.into_objects()))
             .map(Ok::<_, watcher::Error>);
             controller = controller.owns_stream_with(children, info.resource.clone());
@@ -267,6 +324,7 @@ impl HookController {
             series,
             hook_metrics,
             failures: Mutex::new(HashMap::new()),
+            written,
         });
         let results = controller.run(run_one, error_policy, Arc::clone(&shared));
         let mut results = std::pin::pin!(results);

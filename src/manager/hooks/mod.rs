@@ -25,4 +25,4 @@ pub use call::{CallError, call};
 pub use controller::{Error, FIRST_RETRY, HookController, REASON_HOOK_FAILED, Stats};
 pub use metrics::HookMetrics;
 pub use reconcile::ReconcileError;
-pub use supervisor::{Desired, Supervisor};
+pub use supervisor::{Desired, Progress, Supervisor};

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::call::{CallError, call};
 use super::contract::{self, ControllerRef, Request, Response};
-use super::controller::Shared;
+use super::controller::{Shared, child_key};
 use crate::cache::{self, Cache as _, KindInfo, ListOptions};
 use crate::recorder::{self, EventType};
 
@@ -297,6 +297,15 @@ async fn write_children(
                 continue;
             }
         }
+        let seen = cached.and_then(|(_, c)| c.metadata.resource_version.clone());
+        let key = child_key(
+            &info.resource.plural,
+            child.namespace.as_deref(),
+            &child.name,
+        );
+        if shared.already_wrote(&key, seen.as_deref(), &child.body) {
+            continue;
+        }
         let api = api_for(shared, info, child.namespace.as_deref());
         api.patch(&child.name, &params, &Patch::Apply(&child.body))
             .await
@@ -305,6 +314,7 @@ async fn write_children(
                 what: describe(info, child.namespace.as_deref(), &child.name),
                 source,
             })?;
+        shared.wrote(key, seen, child.body.clone());
         applied += 1;
     }
     let wanted: HashSet<(usize, Option<&str>, &str)> = desired
@@ -319,6 +329,13 @@ async fn write_children(
         {
             continue;
         }
+        let key = format!(
+            "deleted:{}",
+            child.metadata.uid.as_deref().unwrap_or_default()
+        );
+        if shared.already_wrote(&key, None, &Value::Null) {
+            continue;
+        }
         let info = &shared.owns[*kind];
         let api = api_for(shared, info, namespace);
         let mut params = DeleteParams::background();
@@ -331,7 +348,10 @@ async fn write_children(
                 resource_version: None,
             });
         match api.delete(name, &params).await {
-            Ok(_) => deleted += 1,
+            Ok(_) => {
+                shared.wrote(key, None, Value::Null);
+                deleted += 1;
+            }
             // Already gone (a user, or a retried reconcile): nothing left to do.
             Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
             Err(source) => {
@@ -435,6 +455,14 @@ async fn write_status(
     if value.get("status") == Some(status) {
         return Ok(false);
     }
+    let seen = object.metadata.resource_version.clone();
+    let key = format!(
+        "status:{}",
+        object.metadata.uid.as_deref().unwrap_or_default()
+    );
+    if shared.already_wrote(&key, seen.as_deref(), status) {
+        return Ok(false);
+    }
     let name = object.metadata.name.as_deref().unwrap_or_default();
     let namespace = object.metadata.namespace.as_deref();
     let api = api_for(shared, &shared.parent, namespace);
@@ -451,6 +479,7 @@ async fn write_status(
             what: describe(&shared.parent, namespace, name),
             source,
         })?;
+    shared.wrote(key, seen, status.clone());
     Ok(true)
 }
 

@@ -58,7 +58,16 @@ pub struct Supervisor {
     metrics: Option<ControllerMetrics>,
     hook_metrics: Option<HookMetrics>,
     write_status: bool,
-    started: watch::Sender<u64>,
+    progress: watch::Sender<Progress>,
+}
+
+/// What a [`Supervisor`] has done: sent after each pass over a new [`Desired`] set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Passes over a [`Desired`] set finished.
+    pub passes: u64,
+    /// Hook controllers started so far (each start and each restart counts).
+    pub starts: u64,
 }
 
 impl Supervisor {
@@ -70,7 +79,7 @@ impl Supervisor {
             metrics: None,
             hook_metrics: None,
             write_status: false,
-            started: watch::channel(0).0,
+            progress: watch::channel(Progress::default()).0,
         }
     }
 
@@ -90,10 +99,10 @@ impl Supervisor {
         self
     }
 
-    /// How many hook controllers were started so far (each start and each restart counts).
+    /// What the supervisor has done, updated after each pass.
     #[must_use]
-    pub fn starts(&self) -> watch::Receiver<u64> {
-        self.started.subscribe()
+    pub fn progress(&self) -> watch::Receiver<Progress> {
+        self.progress.subscribe()
     }
 
     /// Runs until `shutdown`; stops every hook controller (their running calls finish)
@@ -106,6 +115,7 @@ impl Supervisor {
         loop {
             let desired = self.desired.borrow_and_update().clone();
             self.apply(&desired, &mut running, &ctx, &shutdown).await;
+            self.progress.send_modify(|p| p.passes += 1);
             if self.write_status {
                 write_statuses(&ctx, &desired, &running, &mut written).await;
             }
@@ -179,7 +189,7 @@ impl Supervisor {
                     tracing::error!(controller = %label, error = %e, "hook controller stopped");
                 }
             });
-            self.started.send_modify(|n| *n += 1);
+            self.progress.send_modify(|p| p.starts += 1);
             running.insert(
                 name.clone(),
                 Running {
@@ -282,7 +292,7 @@ async fn write_statuses(
                 written.insert(name.clone(), status);
             }
             Err(e) => {
-                tracing::warn!(controller = %name, error = %e, "cannot write the controller's status")
+                tracing::warn!(controller = %name, error = %e, "cannot write the controller's status");
             }
         }
     }
