@@ -654,6 +654,17 @@ pub fn split_documents(text: &str) -> Result<Vec<Value>, String> {
     Ok(out)
 }
 
+/// The `namespace/name` a `Controller` document is known by (namespace `default` when it
+/// has none), also for an invalid one.
+#[must_use]
+pub fn controllers_key(document: &Value) -> String {
+    let text = |field: &str| document["metadata"][field].as_str().unwrap_or_default();
+    let namespace = Some(text("namespace"))
+        .filter(|n| !n.is_empty())
+        .unwrap_or("default");
+    format!("{namespace}/{}", text("name"))
+}
+
 /// The `kind` of a document, if it has one.
 #[must_use]
 pub fn document_kind(document: &Value) -> Option<&str> {

@@ -298,6 +298,13 @@ impl Manager {
         })
     }
 
+    /// Where the config comes from (the hook controllers read their `Controller`s from the
+    /// same file, or from the same namespace).
+    #[must_use]
+    pub fn config_source(&self) -> &ConfigSource {
+        &self.options.source
+    }
+
     /// The live cache tree: every read goes to the tree current when it starts.
     #[must_use]
     pub fn cache(&self) -> Arc<SharedCache> {
