@@ -512,3 +512,208 @@ async fn an_edit_restarts_only_that_controller_and_an_invalid_one_keeps_the_prev
     assert_eq!(progress.borrow().starts, 3);
     env.stop(vec![task]).await;
 }
+
+/// A controller from its spec (YAML, indented two spaces).
+fn controller_with_spec(name: &str, spec: &str) -> ValidatedController {
+    let yaml = format!(
+        "apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {{name: {name}, namespace: default}}
+spec:
+{spec}"
+    );
+    let value: Value = serde_yaml::from_str(&yaml).unwrap();
+    validate_controller_value(value, &Origin::Text, None).unwrap()
+}
+
+fn example(file: &str) -> String {
+    format!("{}/examples/hooks/{file}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cronjob_example_records_saw_completed_job_on_the_parent_once() {
+    if python3_missing() {
+        return;
+    }
+    let env = Env::new().await;
+    let cronjob = env.cronjob("nightly", &json!({}));
+    let uid = cronjob["metadata"]["uid"].as_str().unwrap();
+    env.server
+        .handle()
+        .create(json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"namespace": "default", "name": "nightly-1", "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": uid,
+                 "controller": true}]},
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox"}],
+                                           "restartPolicy": "Never"}}}}))
+        .unwrap();
+    // As the Job controller does: the status through its subresource.
+    Api::<k8s_openapi::api::batch::v1::Job>::namespaced(env.client.clone(), "default")
+        .patch_status(
+            "nightly-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"succeeded": 1,
+                "completionTime": "2026-11-22T10:00:00Z"}})),
+        )
+        .await
+        .unwrap();
+    let spec = format!(
+        "  for: {{apiVersion: batch/v1, kind: CronJob}}
+  owns: [{{apiVersion: batch/v1, kind: Job}}]
+  hook: {{exec: {{command: [python3, {}]}}}}
+",
+        example("cronjob.py")
+    );
+    let (stats, task) = env.start(&controller_with_spec("cronjob-watch", &spec));
+    eventually("SawCompletedJob on the CronJob", || async {
+        !env.events("SawCompletedJob", "nightly").await.is_empty()
+    })
+    .await;
+    let cronjobs = Api::<CronJob>::namespaced(env.client.clone(), "default");
+    eventually("the last successful time in the status", || async {
+        cronjobs
+            .get("nightly")
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.last_successful_time)
+            .is_some()
+    })
+    .await;
+    let reconciles = stats.reconciles();
+    cronjobs
+        .patch(
+            "nightly",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}})),
+        )
+        .await
+        .unwrap();
+    eventually("the touched CronJob reconciled", || async {
+        stats.reconciles() > reconciles
+    })
+    .await;
+    let events = env.events("SawCompletedJob", "nightly").await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        events[0].count,
+        Some(1),
+        "seen once, not on every reconcile"
+    );
+    let jobs = Api::<k8s_openapi::api::batch::v1::Job>::namespaced(env.client.clone(), "default");
+    assert!(
+        jobs.get_opt("nightly-1").await.unwrap().is_some(),
+        "the Jobs are left alone: no children in the answer"
+    );
+    assert_eq!(stats.failures(), 0);
+    env.stop(vec![task]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_copier_example_webhook_copies_a_configmap_into_a_secret() {
+    if python3_missing() {
+        return;
+    }
+    let env = Env::new().await;
+    let mut copier = tokio::process::Command::new("python3")
+        .args([example("copier.py"), "0".into()])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines =
+        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(copier.stdout.take().unwrap()));
+    let port = tokio::time::timeout(WAIT, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let spec = format!(
+        "  for: {{apiVersion: v1, kind: ConfigMap, labelSelector: 'informant.dev/copy-to-secret=true'}}
+  owns: [{{apiVersion: v1, kind: Secret}}]
+  hook: {{webhook: {{url: 'http://127.0.0.1:{port}/sync', timeout: 5s}}}}
+"
+    );
+    let (stats, task) = env.start(&controller_with_spec("copier", &spec));
+    env.server
+        .handle()
+        .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "default", "name": "settings",
+                         "labels": {"informant.dev/copy-to-secret": "true"}},
+            "data": {"greeting": "hello"}}))
+        .unwrap();
+    env.server
+        .handle()
+        .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "default", "name": "private"}, "data": {"k": "v"}}))
+        .unwrap();
+    let secrets =
+        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(env.client.clone(), "default");
+    eventually("the Secret copied", || async {
+        secrets.get_opt("settings").await.unwrap().is_some()
+    })
+    .await;
+    let secret = secrets.get("settings").await.unwrap();
+    assert_eq!(secret.data.unwrap()["greeting"].0, b"hello");
+    assert_eq!(
+        secret.metadata.owner_references.unwrap()[0].name,
+        "settings"
+    );
+    assert!(
+        secrets.get_opt("private").await.unwrap().is_none(),
+        "not selected"
+    );
+    assert_eq!(stats.failures(), 0);
+    env.stop(vec![task]).await;
+    copier.kill().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shell_example_counts_keys_with_jq() {
+    if std::process::Command::new("jq")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED: jq is not installed; examples/hooks/count-keys.sh needs it");
+        return;
+    }
+    let env = Env::new().await;
+    let spec = format!(
+        "  for: {{apiVersion: v1, kind: ConfigMap}}
+  hook: {{exec: {{command: [sh, {}]}}}}
+",
+        example("count-keys.sh")
+    );
+    let (_stats, task) = env.start(&controller_with_spec("count-keys", &spec));
+    env.server
+        .handle()
+        .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "default", "name": "pair"}, "data": {"a": "1", "b": "2"}}))
+        .unwrap();
+    eventually("the Counted event", || async {
+        env.events("Counted", "pair")
+            .await
+            .first()
+            .is_some_and(|e| e.message.as_deref() == Some("2 keys in pair"))
+    })
+    .await;
+    env.stop(vec![task]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_that_hangs_is_killed_at_its_timeout_and_fails() {
+    let env = Env::new().await;
+    env.cronjob("slow", &json!({}));
+    let spec = "  for: {apiVersion: batch/v1, kind: CronJob}
+  hook: {exec: {command: [sh, -c, 'sleep 30'], timeout: 200ms}}
+";
+    let (stats, task) = env.start(&controller_with_spec("hangs", spec));
+    eventually("the timeout reported", || async {
+        stats
+            .last_error()
+            .is_some_and(|e| e.contains("hook gave no answer within 0.2s"))
+    })
+    .await;
+    env.stop(vec![task]).await;
+}

@@ -44,8 +44,8 @@ pub struct ControllerRef {
     pub name: String,
 }
 
-/// What a hook answers. Every field is optional: `{}` records nothing, applies no child
-/// (so deletes every existing child), leaves the status alone and waits for the next change.
+/// What a hook answers. Every field is optional: `{}` records nothing, leaves the children
+/// and the status alone and waits for the next change.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Response {
@@ -53,12 +53,14 @@ pub struct Response {
     /// ending in a counted fate), against the object unless `regarding` says otherwise.
     #[serde(default)]
     pub events: Vec<Event>,
-    /// The desired children: applied with server-side apply (field manager: the
-    /// controller's name; a controller owner reference to the object is added). Existing
-    /// children missing from the list are deleted. Each needs `apiVersion`, `kind` (one of the
-    /// `owns` kinds) and `metadata.name`; `metadata.namespace` defaults to the object's.
+    /// The desired children: applied with server-side apply (field manager
+    /// `informant-hook/<namespace>/<name>` of the controller; a controller owner reference to
+    /// the object is added). Existing children missing from the list are deleted, so `[]`
+    /// deletes them all; absent or `null` leaves them alone (a hook that only watches). Each
+    /// needs `apiVersion`, `kind` (one of the `owns` kinds) and `metadata.name`;
+    /// `metadata.namespace` defaults to the object's.
     #[serde(default)]
-    pub children: Vec<Value>,
+    pub children: Option<Vec<Value>>,
     /// The object's desired status, written to its status subresource only when it differs
     /// from the cached one. Absent or `null`: the status is left alone.
     #[serde(default)]

@@ -179,7 +179,10 @@ pub(super) async fn reconcile(
         ..Writes::default()
     };
     record_events(object, &request, &response, shared);
-    let (applied, deleted) = write_children(object, &response, existing, shared).await?;
+    let (applied, deleted) = match &response.children {
+        Some(children) => write_children(object, children, existing, shared).await?,
+        None => (0, 0),
+    };
     writes.applied = applied;
     writes.deleted = deleted;
     writes.status = write_status(object, &request.object, &response, shared).await?;
@@ -272,12 +275,11 @@ struct Desired {
 /// children the answer dropped. Returns how many were applied and deleted.
 async fn write_children(
     object: &DynamicObject,
-    response: &Response,
+    children: &[Value],
     existing: Vec<(usize, Arc<DynamicObject>)>,
     shared: &Shared,
 ) -> Result<(usize, usize), ReconcileError> {
-    let desired: Vec<Desired> = response
-        .children
+    let desired: Vec<Desired> = children
         .iter()
         .enumerate()
         .map(|(index, child)| desire(index, child, object, shared))
