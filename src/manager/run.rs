@@ -188,6 +188,7 @@ pub struct Manager {
     state: Arc<State>,
     metrics: ManagerMetrics,
     controller_metrics: ControllerMetrics,
+    hook_metrics: super::hooks::HookMetrics,
     server: http::Server,
     reloads: broadcast::Sender<Reload>,
     runnables: Vec<(String, LeaderRunnable)>,
@@ -254,6 +255,8 @@ impl Manager {
         pipeline.register(&mut registry);
         let controller_metrics = ControllerMetrics::new();
         controller_metrics.register(&mut registry);
+        let hook_metrics = super::hooks::HookMetrics::new();
+        hook_metrics.register(&mut registry);
         let elector = match &options.leader_election {
             Some(lease) => {
                 lease.validate()?;
@@ -290,6 +293,7 @@ impl Manager {
             state,
             metrics,
             controller_metrics,
+            hook_metrics,
             server,
             reloads,
             runnables: Vec::new(),
@@ -349,6 +353,13 @@ impl Manager {
         &self.controller_metrics
     }
 
+    /// The hook controllers' own series (`informant_hook_calls_total`, served on
+    /// `/metrics`).
+    #[must_use]
+    pub fn hook_metrics(&self) -> &super::hooks::HookMetrics {
+        &self.hook_metrics
+    }
+
     /// Where `/metrics` and `/debug/*` are served (the bound address, with its port).
     #[must_use]
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
@@ -404,6 +415,7 @@ impl Manager {
             state,
             metrics,
             controller_metrics: _,
+            hook_metrics: _,
             server,
             reloads,
             runnables,

@@ -26,5 +26,5 @@ pub use call::{CallError, call};
 pub use controller::{Error, FIRST_RETRY, HookController, REASON_HOOK_FAILED, Stats};
 pub use metrics::HookMetrics;
 pub use reconcile::ReconcileError;
-pub use sources::add_to_manager;
+pub use sources::{NamespaceSource, add_to_manager};
 pub use supervisor::{Desired, Progress, Supervisor};

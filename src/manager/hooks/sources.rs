@@ -88,14 +88,32 @@ pub async fn follow_file(
     }
 }
 
-/// Follows the `Controller` resources of `namespace` with a kube-rs watcher until `shutdown`.
+/// Where [`follow_namespace`] reads `Controller`s from and validates them against.
+#[allow(missing_debug_implementations, reason = "kube::Client has no Debug")]
+pub struct NamespaceSource {
+    /// The client to watch with.
+    pub client: kube::Client,
+    /// The namespace whose `Controller`s run.
+    pub namespace: String,
+    /// The manager's state: the running cache config the kinds are checked against.
+    pub state: Arc<State>,
+    /// The manager's reloads: each one validates every `Controller` again.
+    pub reloads: broadcast::Receiver<Reload>,
+}
+
+/// Follows the `Controller` resources of a namespace with a kube-rs watcher until
+/// `shutdown`, validating them again after each reload of the cache config.
 pub async fn follow_namespace(
-    client: kube::Client,
-    namespace: String,
-    state: Arc<State>,
+    source: NamespaceSource,
     desired: watch::Sender<Desired>,
     shutdown: CancellationToken,
 ) {
+    let NamespaceSource {
+        client,
+        namespace,
+        state,
+        mut reloads,
+    } = source;
     let resource = ApiResource::erase::<Controller>(&());
     let api: Api<DynamicObject> = Api::namespaced_with(client, &namespace, &resource);
     let writer = kube::runtime::reflector::store::Writer::<DynamicObject>::new(resource.clone());
@@ -116,6 +134,12 @@ pub async fn follow_namespace(
                 }
                 Some(Ok(watcher::Event::InitDone)) => listed = true,
                 Some(Ok(_)) => {}
+            },
+            reload = reloads.recv() => {
+                if matches!(reload, Err(broadcast::error::RecvError::Closed)) {
+                    shutdown.cancelled().await;
+                    return;
+                }
             }
         }
         if !listed {
@@ -167,11 +191,12 @@ pub fn add_to_manager(manager: &mut Manager) {
         manager.recorder(),
     );
     let metrics = manager.controller_metrics().clone();
+    let hook_metrics = manager.hook_metrics().clone();
     manager.add_leader_runnable("hooks", move |shutdown| async move {
         let (send, receive) = watch::channel(Desired::new());
         let in_cluster = matches!(source, ConfigSource::Resource { .. });
         let supervisor = Supervisor::new(receive)
-            .metrics(&metrics, &super::HookMetrics::new())
+            .metrics(&metrics, &hook_metrics)
             .write_status(in_cluster);
         let follow = async {
             match source {
@@ -179,7 +204,13 @@ pub fn add_to_manager(manager: &mut Manager) {
                     follow_file(path, reloads, state, send, shutdown.clone()).await;
                 }
                 ConfigSource::Resource { namespace, .. } => {
-                    follow_namespace(client, namespace, state, send, shutdown.clone()).await;
+                    let source = NamespaceSource {
+                        client,
+                        namespace,
+                        state,
+                        reloads,
+                    };
+                    follow_namespace(source, send, shutdown.clone()).await;
                 }
             }
         };
