@@ -717,3 +717,56 @@ async fn a_hook_that_hangs_is_killed_at_its_timeout_and_fails() {
     .await;
     env.stop(vec![task]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn related_objects_are_sent_and_trigger_and_requeue_after_calls_again() {
+    if python3_missing() {
+        return;
+    }
+    let env = Env::new().await;
+    env.cronjob("one", &json!({}));
+    // Logs the related objects' names; asks to be called again in 50 ms while the related
+    // ConfigMap "again" exists.
+    let hook = env.dir.path().join("related.py");
+    std::fs::write(
+        &hook,
+        r#"
+import json, sys
+request = json.load(sys.stdin)
+names = sorted(o["metadata"]["name"] for o in request["related"])
+with open(sys.argv[1], "a") as log:
+    log.write(json.dumps({"name": request["object"]["metadata"]["name"], "related": names}) + "\n")
+json.dump({"requeueAfterSeconds": 0.05} if "again" in names else {}, sys.stdout)
+"#,
+    )
+    .unwrap();
+    let spec = format!(
+        "  for: {{apiVersion: batch/v1, kind: CronJob}}
+  watches: [{{apiVersion: v1, kind: ConfigMap}}]
+  hook: {{exec: {{command: [python3, {}, {}]}}}}
+",
+        hook.display(),
+        env.log().display()
+    );
+    let (stats, task) = env.start(&controller_with_spec("related", &spec));
+    eventually("the first call", || async { stats.reconciles() >= 1 }).await;
+    assert_eq!(env.calls()[0]["related"], json!([]));
+
+    env.server
+        .handle()
+        .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "default", "name": "again"}}))
+        .unwrap();
+    eventually(
+        "a related object triggers, then requeues call again",
+        || async {
+            env.calls()
+                .iter()
+                .filter(|c| c["related"] == json!(["again"]))
+                .count()
+                >= 3
+        },
+    )
+    .await;
+    env.stop(vec![task]).await;
+}

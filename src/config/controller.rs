@@ -93,7 +93,8 @@ pub struct ControllerSpec {
     pub owns: Option<Vec<KindSpec>>,
 
     /// Kinds of related objects: every object of these kinds in the reconciled object's
-    /// namespace is sent to the hook under `related` (they do not trigger reconciles yet).
+    /// namespace is sent to the hook under `related`, and a change of one reconciles every
+    /// object of this controller in its namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watches: Option<Vec<KindSpec>>,
 

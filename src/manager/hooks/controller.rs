@@ -268,6 +268,11 @@ impl HookController {
             .iter()
             .map(|gvk| ctx.pool().subscribe(gvk))
             .collect();
+        let related_events: Vec<_> = settings
+            .watches
+            .iter()
+            .map(|gvk| ctx.pool().subscribe(gvk))
+            .collect();
         tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
             ensured = ensure_informers(&ctx, &settings) => ensured?,
@@ -280,6 +285,7 @@ impl HookController {
             .map(|m| m.controller(&name, usize::from(concurrency)));
         let writer = reflector::store::Writer::<DynamicObject>::new(parent.resource.clone());
         let store = writer.as_reader();
+        let parents = store.clone();
         let objects = source::changes(
             own_events,
             Arc::clone(ctx.cache()),
@@ -311,6 +317,14 @@ impl HookController {
             .map(Ok::<_, watcher::Error>);
             controller = controller.owns_stream_with(children, info.resource.clone());
         }
+        controller = watch_related(
+            controller,
+            &ctx,
+            &settings,
+            &watches,
+            related_events,
+            (&parents, &parent),
+        );
 
         let shared = Arc::new(Shared {
             controller: reconcile::controller_ref(&name),
@@ -327,28 +341,78 @@ impl HookController {
             written,
         });
         let results = controller.run(run_one, error_policy, Arc::clone(&shared));
-        let mut results = std::pin::pin!(results);
-        while let Some(result) = results.next().await {
-            match result {
-                Ok(_) | Err(runtime::Error::ReconcilerFailed(..)) => {}
-                Err(runtime::Error::ObjectNotFound(object)) => {
-                    tracing::debug!(object.ref = %object, "object left the store before its reconcile");
-                }
-                Err(runtime::Error::QueueError(error)) => {
-                    tracing::debug!(%error, "trigger stream error");
-                }
-                Err(runtime::Error::RunnerError(source)) => {
-                    shared.stats.0.ready.store(false, Ordering::Relaxed);
-                    return Err(Error::Runner {
-                        controller: name,
-                        source,
-                    });
-                }
+        let result = drive(results, name).await;
+        shared.stats.0.ready.store(false, Ordering::Relaxed);
+        result
+    }
+}
+
+/// Drives kube-runtime's result stream to its end (shutdown, once running reconciles finish).
+async fn drive(
+    results: impl futures::Stream<
+        Item = Result<
+            (ObjectRef<DynamicObject>, Action),
+            runtime::Error<ReconcileError, watcher::Error>,
+        >,
+    >,
+    name: String,
+) -> Result<(), Error> {
+    let mut results = std::pin::pin!(results);
+    while let Some(result) = results.next().await {
+        match result {
+            Ok(_) | Err(runtime::Error::ReconcilerFailed(..)) => {}
+            Err(runtime::Error::ObjectNotFound(object)) => {
+                tracing::debug!(object.ref = %object, "object left the store before its reconcile");
+            }
+            Err(runtime::Error::QueueError(error)) => {
+                tracing::debug!(%error, "trigger stream error");
+            }
+            Err(runtime::Error::RunnerError(source)) => {
+                return Err(Error::Runner {
+                    controller: name,
+                    source,
+                });
             }
         }
-        shared.stats.0.ready.store(false, Ordering::Relaxed);
-        Ok(())
     }
+    Ok(())
+}
+
+/// Each change of a related object (a `watches` kind) reconciles every object of the
+/// controller in its namespace (every object, for a cluster-scoped related kind).
+fn watch_related(
+    mut controller: runtime::Controller<DynamicObject>,
+    ctx: &Context,
+    settings: &ControllerSettings,
+    watches: &[KindInfo],
+    events: Vec<tokio::sync::broadcast::Receiver<cache::InformerEvent>>,
+    parents: (&reflector::Store<DynamicObject>, &KindInfo),
+) -> runtime::Controller<DynamicObject> {
+    let (parents, parent) = parents;
+    for ((gvk, info), events) in settings.watches.iter().zip(watches).zip(events) {
+        let related = source::changes(
+            events,
+            Arc::clone(ctx.cache()),
+            gvk.clone(),
+            decode,
+            Follow::Trigger,
+        )
+        .flat_map(|change: Change<DynamicObject>| stream::iter(change.into_objects()))
+        .map(Ok::<_, watcher::Error>);
+        let parents = parents.clone();
+        let resource = parent.resource.clone();
+        let mapper = move |other: DynamicObject| {
+            let namespace = other.metadata.namespace;
+            parents
+                .state()
+                .iter()
+                .filter(|p| namespace.is_none() || p.metadata.namespace == namespace)
+                .map(|p| ObjectRef::from_obj_with(p.as_ref(), resource.clone()))
+                .collect::<Vec<_>>()
+        };
+        controller = controller.watches_stream_with(related, mapper, info.resource.clone());
+    }
+    controller
 }
 
 /// Makes sure the informers of every kind of the controller exist and synced.
