@@ -123,13 +123,22 @@ pub async fn follow_namespace(
         .reflect(writer);
     let mut stream = std::pin::pin!(stream);
     let mut listed = false;
+    let mut missing_crd_said = false;
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
             event = stream.next() => match event {
                 None => return,
                 Some(Err(e)) => {
-                    tracing::warn!(%namespace, error = %e, "watching controllers failed, retrying");
+                    if crd_missing(&e) {
+                        // Running without hook controllers is a normal set-up: say it once.
+                        if !missing_crd_said {
+                            tracing::info!(%namespace, "the controllers.informant.dev CRD is not installed; no hook controllers run until it is");
+                            missing_crd_said = true;
+                        }
+                    } else {
+                        tracing::warn!(%namespace, error = %e, "watching controllers failed, retrying");
+                    }
                     continue;
                 }
                 Some(Ok(watcher::Event::InitDone)) => listed = true,
@@ -173,6 +182,15 @@ pub async fn follow_namespace(
             *current = next;
             changed
         });
+    }
+}
+
+/// Whether a watch error means the `Controller` kind is not served (404).
+fn crd_missing(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => status.code == 404,
+        _ => false,
     }
 }
 
