@@ -770,3 +770,54 @@ json.dump({"requeueAfterSeconds": 0.05} if "again" in names else {}, sys.stdout)
     .await;
     env.stop(vec![task]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_finalize_a_deleted_object_goes_once_the_hook_says_finalized() {
+    if python3_missing() {
+        return;
+    }
+    let env = Env::new().await;
+    let hook = env.dir.path().join("finalize.py");
+    std::fs::write(
+        &hook,
+        r#"
+import json, sys
+request = json.load(sys.stdin)
+with open(sys.argv[1], "a") as log:
+    log.write(json.dumps({"name": request["object"]["metadata"]["name"],
+                          "finalizing": request["finalizing"]}) + "\n")
+json.dump({"finalized": True} if request["finalizing"] else {}, sys.stdout)
+"#,
+    )
+    .unwrap();
+    let spec = format!(
+        "  for: {{apiVersion: batch/v1, kind: CronJob}}
+  hook: {{exec: {{command: [python3, {}, {}]}}}}
+  finalize: true
+",
+        hook.display(),
+        env.log().display()
+    );
+    let (stats, task) = env.start(&controller_with_spec("fin", &spec));
+    env.cronjob("held", &json!({}));
+    let cronjobs = Api::<CronJob>::namespaced(env.client.clone(), "default");
+    eventually("the finalizer added", || async {
+        cronjobs.get("held").await.unwrap().finalizers() == ["hooks.informant.dev/default.fin"]
+    })
+    .await;
+    cronjobs
+        .delete("held", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the object gone once finalized", || async {
+        cronjobs.get_opt("held").await.unwrap().is_none()
+    })
+    .await;
+    assert!(
+        env.calls()
+            .iter()
+            .any(|c| c["finalizing"] == json!(true) && c["name"] == "held")
+    );
+    assert_eq!(stats.failures(), 0);
+    env.stop(vec![task]).await;
+}

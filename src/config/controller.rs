@@ -112,9 +112,10 @@ pub struct ControllerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resync_period: Option<String>,
 
-    /// Call the hook with `finalizing: true` before an object is deleted, holding a
-    /// finalizer until it answers without children. Default `false`. Not supported yet: only
-    /// `false` is accepted.
+    /// Hold each object with the finalizer `hooks.informant.dev/<namespace>.<name>` (of this
+    /// Controller) so that, once it is deleted, the hook is called with `finalizing: true`
+    /// until it answers `finalized: true`; then the finalizer is removed and the object goes.
+    /// Default `false` (the hook may never see a deletion).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finalize: Option<bool>,
 }
@@ -270,7 +271,13 @@ pub struct ControllerSettings {
     pub concurrency: u16,
     /// Periodic reconcile, if any.
     pub resync_period: Option<Duration>,
+    /// The finalizer held on each object (`spec.finalize`), if any.
+    pub finalizer: Option<String>,
 }
+
+/// The prefix of the finalizer of a `Controller` with `finalize: true`, followed by
+/// `<namespace>.<name>`.
+pub const FINALIZER_PREFIX: &str = "hooks.informant.dev/";
 
 /// A valid `Controller` and its typed settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -426,10 +433,15 @@ pub fn validate_controller(
             "must be at least 1; remove it for the default of 1",
         ));
     }
-    if spec.finalize == Some(true) {
+    let namespace = meta.namespace.as_deref().unwrap_or("default");
+    let finalizer = format!("{FINALIZER_PREFIX}{namespace}.{name}");
+    if spec.finalize == Some(true) && finalizer.len() - FINALIZER_PREFIX.len() > 63 {
         errors.push(FieldError::new(
             &path.field("finalize"),
-            "finalizing hooks are not supported by this version of informant; remove it or set it to false",
+            format!(
+                "the finalizer name {namespace}.{name} is longer than 63 characters; shorten \
+                 the controller's name"
+            ),
         ));
     }
     if let (Some(options), Some(for_kind)) = (cache, &for_kind) {
@@ -452,6 +464,7 @@ pub fn validate_controller(
             hook,
             concurrency: spec.concurrency.unwrap_or(1),
             resync_period,
+            finalizer: (spec.finalize == Some(true)).then_some(finalizer),
         }),
         _ => Err(errors),
     }
@@ -747,7 +760,6 @@ spec:
   owns: [{apiVersion: batch/v1, kind: Job}, {apiVersion: batch/v1, kind: Job}]
   hook: {exec: {command: [], timeout: forever}}
   resyncPeriod: soon
-  finalize: true
 ";
         let e = validate_controller_value(value(bad), &Origin::Text, None).unwrap_err();
         let paths: Vec<String> = e.errors.iter().map(|e| e.path.to_string()).collect();
@@ -761,7 +773,6 @@ spec:
                 "spec.hook.exec.timeout",
                 "spec.hook.exec.command",
                 "spec.resyncPeriod",
-                "spec.finalize",
             ],
             "{e}"
         );

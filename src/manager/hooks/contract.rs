@@ -68,6 +68,11 @@ pub struct Response {
     /// Call the hook again for this object after this many seconds even if nothing changed.
     #[serde(default)]
     pub requeue_after_seconds: Option<f64>,
+    /// When the request has `finalizing: true` and the controller holds a finalizer
+    /// (`spec.finalize`): `true` removes it, so the object goes; otherwise the hook is called
+    /// again (at `requeueAfterSeconds`, or with the error backoff of 5 s). Ignored otherwise.
+    #[serde(default)]
+    pub finalized: Option<bool>,
 }
 
 /// An event a hook asks to record.

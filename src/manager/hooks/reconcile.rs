@@ -105,7 +105,79 @@ pub(super) async fn reconcile(
     object: &DynamicObject,
     shared: &Shared,
 ) -> Result<(Action, Writes), ReconcileError> {
+    let held = held_finalizer(object, shared);
+    if let Some((finalizer, false)) = held
+        && object.metadata.deletion_timestamp.is_none()
+    {
+        // Hold the object first; the echo of this write reconciles it again.
+        let mut finalizers = object.metadata.finalizers.clone().unwrap_or_default();
+        finalizers.push(finalizer.to_owned());
+        set_finalizers(object, finalizers, shared).await?;
+        return Ok((Action::await_change(), Writes::default()));
+    }
     let value = serde_json::to_value(object).unwrap_or(Value::Null);
+    let (children, existing, related) = read_children(object, shared).await?;
+
+    let request = Request {
+        api_version: contract::API_VERSION.to_owned(),
+        controller: shared.controller.clone(),
+        finalizing: object.metadata.deletion_timestamp.is_some(),
+        object: value,
+        children,
+        related,
+    };
+    let response = call(&shared.settings.hook, &request).await?;
+    let mut writes = Writes {
+        events: response.events.len(),
+        ..Writes::default()
+    };
+    record_events(object, &request, &response, shared);
+    let (applied, deleted) = match &response.children {
+        Some(children) => write_children(object, children, existing, shared).await?,
+        None => (0, 0),
+    };
+    writes.applied = applied;
+    writes.deleted = deleted;
+    writes.status = write_status(object, &request.object, &response, shared).await?;
+    let requeue = response
+        .requeue_after_seconds
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(Duration::from_secs_f64);
+    if let (Some((finalizer, true)), Some(_)) = (held, &object.metadata.deletion_timestamp) {
+        if response.finalized == Some(true) {
+            let finalizers = object
+                .metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .filter(|f| *f != finalizer)
+                .cloned()
+                .collect();
+            set_finalizers(object, finalizers, shared).await?;
+            return Ok((Action::await_change(), writes));
+        }
+        // Not finalized yet: ask again.
+        return Ok((Action::requeue(requeue.unwrap_or(FINALIZE_RETRY)), writes));
+    }
+    let action = match requeue {
+        Some(after) => Action::requeue(after),
+        None => shared
+            .settings
+            .resync_period
+            .map_or_else(Action::await_change, Action::requeue),
+    };
+    Ok((action, writes))
+}
+
+/// A reconciled object's children (by kind key, and each with its `owns` index) and its
+/// related objects, from the cache tree.
+type Read = (
+    BTreeMap<String, Vec<Value>>,
+    Vec<(usize, Arc<DynamicObject>)>,
+    Vec<Value>,
+);
+
+async fn read_children(object: &DynamicObject, shared: &Shared) -> Result<Read, ReconcileError> {
     let namespace = object.metadata.namespace.clone();
     let uid = object.metadata.uid.clone().unwrap_or_default();
     let list = ListOptions {
@@ -165,35 +237,60 @@ pub(super) async fn reconcile(
         );
     }
 
-    let request = Request {
-        api_version: contract::API_VERSION.to_owned(),
-        controller: shared.controller.clone(),
-        finalizing: object.metadata.deletion_timestamp.is_some(),
-        object: value,
-        children,
-        related,
-    };
-    let response = call(&shared.settings.hook, &request).await?;
-    let mut writes = Writes {
-        events: response.events.len(),
-        ..Writes::default()
-    };
-    record_events(object, &request, &response, shared);
-    let (applied, deleted) = match &response.children {
-        Some(children) => write_children(object, children, existing, shared).await?,
-        None => (0, 0),
-    };
-    writes.applied = applied;
-    writes.deleted = deleted;
-    writes.status = write_status(object, &request.object, &response, shared).await?;
-    let action = match response.requeue_after_seconds {
-        Some(s) if s.is_finite() && s > 0.0 => Action::requeue(Duration::from_secs_f64(s)),
-        _ => shared
-            .settings
-            .resync_period
-            .map_or_else(Action::await_change, Action::requeue),
-    };
-    Ok((action, writes))
+    Ok((children, existing, related))
+}
+
+/// How soon a hook that has not finalized a deleted object yet is called again, unless it
+/// says `requeueAfterSeconds`.
+const FINALIZE_RETRY: Duration = Duration::from_secs(5);
+
+/// The controller's finalizer, if it holds one (`spec.finalize`), and whether `object` has it.
+fn held_finalizer<'a>(object: &DynamicObject, shared: &'a Shared) -> Option<(&'a str, bool)> {
+    let finalizer = shared.settings.finalizer.as_deref()?;
+    let has = object
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == finalizer);
+    Some((finalizer, has))
+}
+
+/// Sets `object`'s finalizers with a merge patch that fails if the object changed since it
+/// was read (its resourceVersion), so no one else's finalizer is lost. A conflict, or a write
+/// already made over the same version, is left to the reconcile the newer version triggers.
+async fn set_finalizers(
+    object: &DynamicObject,
+    finalizers: Vec<String>,
+    shared: &Shared,
+) -> Result<(), ReconcileError> {
+    let seen = object.metadata.resource_version.clone();
+    let key = format!(
+        "finalizers:{}",
+        object.metadata.uid.as_deref().unwrap_or_default()
+    );
+    let body = json!({"metadata": {"finalizers": finalizers, "resourceVersion": seen}});
+    if shared.already_wrote(&key, seen.as_deref(), &body) {
+        return Ok(());
+    }
+    let name = object.metadata.name.as_deref().unwrap_or_default();
+    let namespace = object.metadata.namespace.as_deref();
+    let api = api_for(shared, &shared.parent, namespace);
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+        .await
+    {
+        Ok(_) => {
+            shared.wrote(key, seen, body);
+            Ok(())
+        }
+        Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => Ok(()),
+        Err(source) => Err(ReconcileError::Write {
+            verb: "set the finalizers of",
+            what: describe(&shared.parent, namespace, name),
+            source,
+        }),
+    }
 }
 
 /// Whether `child` has a controller owner reference to the object with `uid`.
