@@ -164,7 +164,13 @@ mod tests {
         let fields: Vec<&String> = response.as_object().unwrap().keys().collect();
         assert_eq!(
             fields,
-            ["children", "events", "requeueAfterSeconds", "status"]
+            [
+                "children",
+                "events",
+                "finalized",
+                "requeueAfterSeconds",
+                "status"
+            ]
         );
     }
 }
