@@ -821,3 +821,32 @@ json.dump({"finalized": True} if request["finalizing"] else {}, sys.stdout)
     assert_eq!(stats.failures(), 0);
     env.stop(vec![task]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_of_a_kind_not_owned_fails_the_answer_before_anything_is_recorded() {
+    let env = Env::new().await;
+    env.cronjob("greedy", &json!({}));
+    let answer = r#"{"events": [{"type": "Normal", "reason": "ShouldNotAppear", "message": "x"}],
+        "children": [{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}]}"#;
+    let spec = format!(
+        "  for: {{apiVersion: batch/v1, kind: CronJob}}
+  owns: [{{apiVersion: v1, kind: ConfigMap}}]
+  hook: {{exec: {{command: [sh, -c, 'cat >/dev/null; echo {}']}}}}
+",
+        serde_json::to_string(&answer.replace('\n', " ")).unwrap()
+    );
+    let (stats, task) = env.start(&controller_with_spec("greedy", &spec));
+    eventually("the answer refused", || async {
+        stats.failures() >= 2 && !env.events("HookFailed", "greedy").await.is_empty()
+    })
+    .await;
+    assert!(
+        stats.last_error().unwrap().contains(
+            "children[0]: v1 Secret is not one of the controller's spec.owns kinds; add it there"
+        ),
+        "{:?}",
+        stats.last_error()
+    );
+    assert!(env.events("ShouldNotAppear", "greedy").await.is_empty());
+    env.stop(vec![task]).await;
+}

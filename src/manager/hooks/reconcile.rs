@@ -131,9 +131,22 @@ pub(super) async fn reconcile(
         events: response.events.len(),
         ..Writes::default()
     };
+    // A malformed child fails the whole answer before anything is recorded or written, so a
+    // retried answer does not record its events again.
+    let desired = response
+        .children
+        .as_ref()
+        .map(|children| {
+            children
+                .iter()
+                .enumerate()
+                .map(|(index, child)| desire(index, child, object, shared))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()?;
     record_events(object, &request, &response, shared);
-    let (applied, deleted) = match &response.children {
-        Some(children) => write_children(object, children, existing, shared).await?,
+    let (applied, deleted) = match desired {
+        Some(desired) => write_children(&desired, existing, shared).await?,
         None => (0, 0),
     };
     writes.applied = applied;
@@ -371,19 +384,13 @@ struct Desired {
 /// Applies the answer's children that differ from the cached ones and deletes the cached
 /// children the answer dropped. Returns how many were applied and deleted.
 async fn write_children(
-    object: &DynamicObject,
-    children: &[Value],
+    desired: &[Desired],
     existing: Vec<(usize, Arc<DynamicObject>)>,
     shared: &Shared,
 ) -> Result<(usize, usize), ReconcileError> {
-    let desired: Vec<Desired> = children
-        .iter()
-        .enumerate()
-        .map(|(index, child)| desire(index, child, object, shared))
-        .collect::<Result<_, _>>()?;
     let params = PatchParams::apply(&shared.field_manager).force();
     let mut applied = 0;
-    for child in &desired {
+    for child in desired {
         let info = &shared.owns[child.kind];
         let cached = existing.iter().find(|(k, c)| {
             *k == child.kind
