@@ -164,7 +164,15 @@ spec:
     }
 
     fn start(&self, controller: &ValidatedController) -> (Stats, JoinHandle<()>) {
-        let hook = HookController::new(controller.settings.clone());
+        self.start_with(controller, &HookMetrics::new())
+    }
+
+    fn start_with(
+        &self,
+        controller: &ValidatedController,
+        metrics: &HookMetrics,
+    ) -> (Stats, JoinHandle<()>) {
+        let hook = HookController::new(controller.settings.clone()).hook_metrics(metrics);
         let stats = hook.stats();
         let run = hook.run(self.ctx.clone(), self.shutdown.clone());
         let task = tokio::spawn(async move { run.await.unwrap() });
@@ -378,7 +386,8 @@ async fn a_failing_hook_is_retried_with_backoff_while_other_objects_flow() {
     }
     let env = Env::new().await;
     env.cronjob("bad", &json!({"fail": "true"}));
-    let (stats, task) = env.start(&env.controller("retry", ""));
+    let metrics = HookMetrics::new();
+    let (stats, task) = env.start_with(&env.controller("retry", ""), &metrics);
     env.cronjob("good", &json!({}));
 
     eventually("the good object's child applied", || async {
@@ -401,6 +410,11 @@ async fn a_failing_hook_is_retried_with_backoff_while_other_objects_flow() {
         "{warnings:?}"
     );
     assert!(stats.last_error().unwrap().starts_with("default/bad: "));
+    assert!(metrics.calls("default/retry", "exit") >= 3);
+    assert!(
+        metrics.calls("default/retry", "none") >= 1,
+        "the good object's call"
+    );
 
     // Fixed: the next retry succeeds.
     Api::<CronJob>::namespaced(env.client.clone(), "default")
