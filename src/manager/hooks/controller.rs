@@ -613,7 +613,3 @@ fn chain(error: &dyn std::error::Error) -> String {
     }
     text
 }
-
-/// How long the first retry of a failed hook waits (for tests that shorten nothing: the
-/// per-object backoff is controller-runtime's, 5 ms doubling to 1000 s).
-pub const FIRST_RETRY: Duration = crate::manager::controller::DEFAULT_ERROR_BACKOFF_BASE;

@@ -23,7 +23,7 @@ mod supervisor;
 mod webhook;
 
 pub use call::{CallError, call};
-pub use controller::{Error, FIRST_RETRY, HookController, REASON_HOOK_FAILED, Stats};
+pub use controller::{Error, HookController, REASON_HOOK_FAILED, Stats};
 pub use metrics::HookMetrics;
 pub use reconcile::ReconcileError;
 pub use sources::{NamespaceSource, add_to_manager};
