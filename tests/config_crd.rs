@@ -85,3 +85,54 @@ fn walk(
         walk(values, &format!("{path}{{}}"), missing);
     }
 }
+
+const COMMITTED_CONTROLLERS: &str = include_str!("../crds/controllers.informant.dev.yaml");
+
+#[test]
+fn committed_controller_crd_is_up_to_date() {
+    let generated = informant::config::controller::controller_crd_yaml().unwrap();
+    assert!(
+        generated == COMMITTED_CONTROLLERS,
+        "crds/controllers.informant.dev.yaml is stale: regenerate it with \
+         `cargo run --bin crdgen` and commit the result"
+    );
+}
+
+#[test]
+fn controller_crd_is_namespaced_with_status_and_printer_columns() {
+    let crd: CustomResourceDefinition = serde_yaml::from_str(COMMITTED_CONTROLLERS).unwrap();
+    assert_eq!(
+        crd.metadata.name.as_deref(),
+        Some("controllers.informant.dev")
+    );
+    assert_eq!(crd.spec.scope, "Namespaced");
+    assert_eq!(crd.spec.names.kind, "Controller");
+    let version = &crd.spec.versions[0];
+    assert_eq!(version.name, "v1alpha1");
+    assert!(version.subresources.as_ref().unwrap().status.is_some());
+    let columns: Vec<&str> = version
+        .additional_printer_columns
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(columns, ["Valid", "Ready", "Reconciles", "Failures", "Age"]);
+    let schema = version
+        .schema
+        .as_ref()
+        .unwrap()
+        .open_api_v3_schema
+        .as_ref()
+        .unwrap();
+    let mut missing = Vec::new();
+    walk(
+        &schema.properties.as_ref().unwrap()["spec"],
+        "spec",
+        &mut missing,
+    );
+    assert!(
+        missing.is_empty(),
+        "fields without a description: {missing:?}"
+    );
+}

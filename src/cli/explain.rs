@@ -87,8 +87,18 @@ pub fn run(args: &Args) -> exit::Result {
             Some((text, route))
         }
     };
+    let controllers = controller_routes(&args.config, &plan);
     if args.output == Output::Text {
         print!("{}", description.to_text());
+        for (name, kinds) in &controllers {
+            println!("\ncontroller {name}:");
+            for (kind, route) in kinds {
+                match route {
+                    Ok(path) => println!("  {kind}: {}", path.join(" -> ")),
+                    Err(e) => println!("  {kind}: error: {e}"),
+                }
+            }
+        }
         if let Some((object, route)) = &route {
             println!("\n{object}:");
             match route {
@@ -98,6 +108,21 @@ pub fn run(args: &Args) -> exit::Result {
         }
     } else {
         let mut doc = serde_json::json!({"tree": description});
+        if !controllers.is_empty() {
+            doc["controllers"] = controllers
+                .iter()
+                .map(|(name, kinds)| {
+                    let kinds: Vec<serde_json::Value> = kinds
+                        .iter()
+                        .map(|(kind, route)| match route {
+                            Ok(path) => serde_json::json!({"kind": kind, "servedBy": path}),
+                            Err(e) => serde_json::json!({"kind": kind, "error": e}),
+                        })
+                        .collect();
+                    serde_json::json!({"name": name, "kinds": kinds})
+                })
+                .collect();
+        }
         if let Some((object, route)) = &route {
             doc["object"] = serde_json::json!(object);
             match route {
@@ -118,6 +143,50 @@ pub fn run(args: &Args) -> exit::Result {
         Some((_, Err(e))) => Err(Failure::silent(exit::cache_code(&e))),
         _ => Ok(()),
     }
+}
+
+/// Each `Controller` of a multi-document config file, with the route of each of its kinds
+/// (`for`, `owns`, `watches`) through `plan`, or why it has none.
+type ControllerRoutes = Vec<(String, Vec<(String, Result<Vec<String>, String>)>)>;
+
+fn controller_routes(path: &std::path::Path, plan: &Plan) -> ControllerRoutes {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    let origin = informant::config::Origin::File(path.to_owned());
+    let Ok(controllers) = informant::config::controller::controllers_in(&text, &origin, None)
+    else {
+        return Vec::new();
+    };
+    controllers
+        .into_iter()
+        .map(|controller| match controller {
+            Err(e) => (
+                e.origin.to_string(),
+                vec![("invalid".to_owned(), Err(e.to_string()))],
+            ),
+            Ok(c) => {
+                let s = &c.settings;
+                let kinds = std::iter::once(&s.for_kind)
+                    .chain(&s.owns)
+                    .chain(&s.watches)
+                    .map(|gvk| {
+                        let namespaced = BuiltinKinds::resolve_now(gvk).namespaced;
+                        let label = if gvk.group.is_empty() {
+                            format!("{}/{}", gvk.version, gvk.kind)
+                        } else {
+                            format!("{}/{}/{}", gvk.group, gvk.version, gvk.kind)
+                        };
+                        let route = plan
+                            .route(gvk, namespaced, None, None)
+                            .map_err(|e| e.to_string());
+                        (label, route)
+                    })
+                    .collect();
+                (s.name.clone(), kinds)
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

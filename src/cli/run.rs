@@ -207,9 +207,11 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result<()> {
         config::load(path)?;
     }
     let client = super::cache::client(args.kubeconfig.as_ref()).await?;
-    let manager = Manager::new(client, options)
+    let mut manager = Manager::new(client, options)
         .await
         .map_err(|e| failure(&e))?;
+    // The Controllers of the same file, or of the CacheConfig's namespace, on the leader.
+    informant::manager::hooks::add_to_manager(&mut manager);
     manager.run(shutdown).await.map_err(|e| failure(&e))
 }
 

@@ -125,11 +125,34 @@ impl TryFrom<&CacheConfigSpec> for cache::Options {
 }
 
 fn load_text(text: &str, origin: &Origin) -> Result<Validated> {
-    let value = yaml::parse(text).map_err(|message| Error::Syntax {
+    let syntax = |message| Error::Syntax {
         origin: origin.clone(),
         message,
-    })?;
-    load_value(value, origin)
+    };
+    let documents = super::controller::split_documents(text).map_err(syntax)?;
+    if documents.len() <= 1 {
+        let value = yaml::parse(text).map_err(syntax)?;
+        return load_value(value, origin);
+    }
+    // A multi-document file: one CacheConfig and any number of Controllers (which
+    // `config::controller::controllers_in` reads).
+    let mut configs: Vec<Value> = documents
+        .into_iter()
+        .filter(|d| super::controller::document_kind(d) != Some("Controller"))
+        .collect();
+    match configs.len() {
+        1 => load_value(configs.remove(0), origin),
+        n => Err(Error::Invalid {
+            origin: origin.clone(),
+            errors: vec![FieldError::new(
+                &FieldPath::default(),
+                format!(
+                    "a multi-document file holds one CacheConfig and any number of \
+                     Controllers; found {n} documents that are not Controllers"
+                ),
+            )],
+        }),
+    }
 }
 
 /// The CRD's `OpenAPI` schema of the whole object, built once, with the fields every object

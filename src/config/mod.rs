@@ -13,6 +13,7 @@
 //! # Ok::<(), informant::config::Error>(())
 //! ```
 
+pub mod controller;
 mod duration;
 mod error;
 mod load;
@@ -26,6 +27,10 @@ mod validate;
 pub mod watch;
 mod yaml;
 
+pub use controller::{
+    Controller, ControllerError, ControllerSettings, ControllerSpec, ControllerStatus, Hook,
+    ValidatedController,
+};
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use error::{Error, FieldError, FieldPath, Origin, Result, Segment};
 pub(crate) use load::validate_json;

@@ -1,6 +1,7 @@
 //! The manager: runs caches, the recorder and controllers, reloads them, reports status.
 
 pub mod controller;
+pub mod hooks;
 pub mod http;
 pub mod leader;
 pub mod metrics;

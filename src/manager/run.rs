@@ -189,6 +189,7 @@ pub struct Manager {
     state: Arc<State>,
     metrics: ManagerMetrics,
     controller_metrics: ControllerMetrics,
+    hook_metrics: super::hooks::HookMetrics,
     server: http::Server,
     reloads: broadcast::Sender<Reload>,
     runnables: Vec<(String, LeaderRunnable)>,
@@ -255,6 +256,8 @@ impl Manager {
         pipeline.register(&mut registry);
         let controller_metrics = ControllerMetrics::new();
         controller_metrics.register(&mut registry);
+        let hook_metrics = super::hooks::HookMetrics::new();
+        hook_metrics.register(&mut registry);
         let elector = match &options.leader_election {
             Some(lease) => {
                 lease.validate()?;
@@ -291,12 +294,20 @@ impl Manager {
             state,
             metrics,
             controller_metrics,
+            hook_metrics,
             server,
             reloads,
             runnables: Vec::new(),
             elector,
             caches,
         })
+    }
+
+    /// Where the config comes from (the hook controllers read their `Controller`s from the
+    /// same file, or from the same namespace).
+    #[must_use]
+    pub fn config_source(&self) -> &ConfigSource {
+        &self.options.source
     }
 
     /// The live cache tree: every read goes to the tree current when it starts.
@@ -341,6 +352,13 @@ impl Manager {
     #[must_use]
     pub fn controller_metrics(&self) -> &ControllerMetrics {
         &self.controller_metrics
+    }
+
+    /// The hook controllers' own series (`informant_hook_calls_total`, served on
+    /// `/metrics`).
+    #[must_use]
+    pub fn hook_metrics(&self) -> &super::hooks::HookMetrics {
+        &self.hook_metrics
     }
 
     /// Where `/metrics` and `/debug/*` are served (the bound address, with its port).
@@ -461,6 +479,7 @@ impl Manager {
             state,
             metrics,
             controller_metrics: _,
+            hook_metrics: _,
             server,
             reloads,
             runnables,

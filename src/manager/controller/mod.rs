@@ -25,7 +25,7 @@ mod error;
 mod metrics;
 mod reconcile;
 mod relation;
-mod source;
+pub(crate) mod source;
 
 use std::sync::Arc;
 

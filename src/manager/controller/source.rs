@@ -14,7 +14,7 @@ use crate::cache::{Cache, InformerEvent, ListOptions, SharedCache};
 
 /// What happened to the kind, decoded.
 #[derive(Debug)]
-pub(super) enum Change<T> {
+pub(crate) enum Change<T> {
     /// An object was added or updated.
     Applied(T),
     /// An object was deleted.
@@ -25,7 +25,7 @@ pub(super) enum Change<T> {
 
 impl<T> Change<T> {
     /// The objects the change touched (every object, for a list).
-    pub(super) fn into_objects(self) -> Vec<T> {
+    pub(crate) fn into_objects(self) -> Vec<T> {
         match self {
             Change::Applied(obj) | Change::Deleted(obj) => vec![obj],
             Change::Listed(objs) => objs,
@@ -34,7 +34,7 @@ impl<T> Change<T> {
 
     /// The change as watcher events for a reflector store: a list is a whole relist (`Init`,
     /// `InitApply` each, `InitDone`), so objects absent from it leave the store.
-    pub(super) fn into_watcher_events(self) -> Vec<watcher::Event<T>> {
+    pub(crate) fn into_watcher_events(self) -> Vec<watcher::Event<T>> {
         match self {
             Change::Applied(obj) => vec![watcher::Event::Apply(obj)],
             Change::Deleted(obj) => vec![watcher::Event::Delete(obj)],
@@ -50,14 +50,14 @@ impl<T> Change<T> {
 }
 
 /// Turns a cached object into `T`; `None` skips it (the decoder says why).
-pub(super) type Decode<T> = fn(&GroupVersionKind, Arc<DynamicObject>) -> Option<T>;
+pub(crate) type Decode<T> = fn(&GroupVersionKind, Arc<DynamicObject>) -> Option<T>;
 
 /// How long a failed list waits before it is tried again, at first and at most.
 const LIST_RETRY: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(30));
 
 /// How a subscriber follows its kind.
 #[derive(Clone, Copy, Debug)]
-pub(super) enum Follow {
+pub(crate) enum Follow {
     /// The kind a controller keeps a store of: list first, and let each list supersede the
     /// events queued before it.
     Store,
@@ -84,7 +84,7 @@ struct State<T> {
 /// publishes a change after storing it), so replaying them after it would only roll objects
 /// back for a moment. A failed list is retried, 100 ms doubling to 30 s, while no event is
 /// taken.
-pub(super) fn changes<T: Send + 'static>(
+pub(crate) fn changes<T: Send + 'static>(
     events: broadcast::Receiver<InformerEvent>,
     cache: Arc<SharedCache>,
     gvk: GroupVersionKind,

@@ -1,0 +1,615 @@
+//! [`HookController`]: one `Controller` resource running on kube-runtime's scheduler and
+//! runner, fed by the informer pool, each reconcile a call of its hook.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use futures::{StreamExt, stream};
+use kube::core::{DynamicObject, GroupVersionKind};
+use kube::runtime::controller::{self as runtime, Action};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, field};
+
+use super::contract::ControllerRef;
+use super::metrics::HookMetrics;
+use super::reconcile::{self, ReconcileError};
+use crate::cache::{self, Cache as _, Discovery, KindInfo, Resolver as _};
+use crate::config::ControllerSettings;
+use crate::manager::controller::source::{self, Change, Follow};
+use crate::manager::controller::{Context, error_backoff};
+use crate::manager::metrics::{ControllerMetrics, ControllerSeries, ReconcileResult};
+use crate::recorder::EventType;
+
+/// The reason of the Warning Event recorded on an object whose hook call failed.
+pub const REASON_HOOK_FAILED: &str = "HookFailed";
+
+/// Why a [`HookController`] could not start or stopped early. A failed hook call is not one of
+/// these: it is retried with the object's backoff.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A kind of the controller is unknown to the API server.
+    #[error("hook controller {controller}: cannot resolve {}/{} {}", .gvk.group, .gvk.version, .gvk.kind)]
+    Resolve {
+        /// The controller.
+        controller: String,
+        /// The kind.
+        gvk: GroupVersionKind,
+        /// Why.
+        #[source]
+        source: cache::Error,
+    },
+    /// The informers of a kind could not start or sync.
+    #[error("hook controller {controller}: cannot start the informers of {}/{} {}", .gvk.group, .gvk.version, .gvk.kind)]
+    Informer {
+        /// The controller.
+        controller: String,
+        /// The kind.
+        gvk: GroupVersionKind,
+        /// Why.
+        #[source]
+        source: cache::Error,
+    },
+    /// kube-runtime's runner stopped.
+    #[error("hook controller {controller}: the reconcile runner stopped")]
+    Runner {
+        /// The controller.
+        controller: String,
+        /// Why.
+        #[source]
+        source: runtime::RunnerError,
+    },
+}
+
+/// What a hook controller did since it started: the numbers of its `Controller`'s status.
+#[derive(Clone, Debug, Default)]
+pub struct Stats(Arc<StatsInner>);
+
+#[derive(Debug, Default)]
+struct StatsInner {
+    reconciles: AtomicU64,
+    failures: AtomicU64,
+    ready: AtomicBool,
+    last_error: Mutex<Option<String>>,
+}
+
+impl Stats {
+    /// Hook calls made.
+    #[must_use]
+    pub fn reconciles(&self) -> u64 {
+        self.0.reconciles.load(Ordering::Relaxed)
+    }
+
+    /// Reconciles that failed.
+    #[must_use]
+    pub fn failures(&self) -> u64 {
+        self.0.failures.load(Ordering::Relaxed)
+    }
+
+    /// Whether the controller's informers synced and it takes reconciles.
+    #[must_use]
+    pub fn ready(&self) -> bool {
+        self.0.ready.load(Ordering::Relaxed)
+    }
+
+    /// The last failure, with the object it was about.
+    #[must_use]
+    pub fn last_error(&self) -> Option<String> {
+        self.0
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// Everything a reconcile of one hook controller needs.
+pub(super) struct Shared {
+    pub(super) settings: ControllerSettings,
+    pub(super) controller: ControllerRef,
+    pub(super) field_manager: String,
+    pub(super) ctx: Context,
+    pub(super) parent: KindInfo,
+    pub(super) owns: Vec<KindInfo>,
+    pub(super) watches: Vec<KindInfo>,
+    stats: Stats,
+    series: Option<ControllerSeries>,
+    hook_metrics: Option<HookMetrics>,
+    failures: Mutex<HashMap<ObjectRef<DynamicObject>, u32>>,
+    /// The last write of each object (`status:<uid>`, `child:<plural>/<ns>/<name>`,
+    /// `deleted:<uid>`): the resourceVersion it was based on and what was written.
+    written: Written,
+}
+
+/// See [`Shared::already_wrote`].
+type Written = Arc<Mutex<HashMap<String, (Option<String>, Value)>>>;
+
+/// The memo key of a child write.
+pub(super) fn child_key(plural: &str, namespace: Option<&str>, name: &str) -> String {
+    format!("child:{plural}/{}/{name}", namespace.unwrap_or_default())
+}
+
+/// Forgets the child writes a change of children of kind `plural` makes stale: a deleted
+/// child must be applied again even though the cache looks as it did before its creation.
+fn forget_children(written: &Written, plural: &str, change: &Change<DynamicObject>) {
+    let mut written = written.lock().unwrap_or_else(PoisonError::into_inner);
+    match change {
+        Change::Deleted(child) => {
+            written.remove(&child_key(
+                plural,
+                child.metadata.namespace.as_deref(),
+                child.metadata.name.as_deref().unwrap_or_default(),
+            ));
+        }
+        Change::Listed(_) => {
+            let prefix = format!("child:{plural}/");
+            written.retain(|key, _| !key.starts_with(&prefix));
+        }
+        Change::Applied(_) => {}
+    }
+}
+
+impl Shared {
+    /// Whether `body` was already written over the version `seen` of the same object: the
+    /// cache has not caught up with that write yet (a reconcile triggered by the write's own
+    /// echo, or by another change, reading a stale object), so writing again would repeat it.
+    pub(super) fn already_wrote(&self, key: &str, seen: Option<&str>, body: &Value) -> bool {
+        self.written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .is_some_and(|(base, wrote)| base.as_deref() == seen && wrote == body)
+    }
+
+    /// Remembers a write of `body` over the version `seen`.
+    pub(super) fn wrote(&self, key: String, seen: Option<String>, body: Value) {
+        self.written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, (seen, body));
+    }
+}
+
+/// One `Controller` resource, running: kube-runtime's `Controller` over
+/// [`DynamicObject`]s of its `for` kind (per-object dedupe, `concurrency`, requeues, the
+/// per-object error backoff), triggered by its objects and its children from the informer
+/// pool, each reconcile a call of its hook whose answer the manager writes.
+///
+/// ```no_run
+/// # async fn demo(ctx: informant::manager::controller::Context,
+/// #     controller: informant::config::ValidatedController) -> Result<(), Box<dyn std::error::Error>> {
+/// use informant::manager::hooks::HookController;
+/// use tokio_util::sync::CancellationToken;
+///
+/// let hook = HookController::new(controller.settings);
+/// let stats = hook.stats(); // reconciles, failures, last error
+/// hook.run(ctx, CancellationToken::new()).await?;
+/// # let _ = stats;
+/// # Ok(())
+/// # }
+/// ```
+pub struct HookController {
+    settings: ControllerSettings,
+    metrics: Option<ControllerMetrics>,
+    hook_metrics: Option<HookMetrics>,
+    stats: Stats,
+}
+
+impl std::fmt::Debug for HookController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookController")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HookController {
+    /// A controller running `settings` (from a valid `Controller`).
+    #[must_use]
+    pub fn new(settings: ControllerSettings) -> Self {
+        Self {
+            settings,
+            metrics: None,
+            hook_metrics: None,
+            stats: Stats::default(),
+        }
+    }
+
+    /// Counts reconciles in controller-runtime's series under the controller's name.
+    #[must_use]
+    pub fn metrics(mut self, metrics: &ControllerMetrics) -> Self {
+        self.metrics = Some(metrics.clone());
+        self
+    }
+
+    /// Counts hook calls and failures in `metrics`.
+    #[must_use]
+    pub fn hook_metrics(mut self, metrics: &HookMetrics) -> Self {
+        self.hook_metrics = Some(metrics.clone());
+        self
+    }
+
+    /// The controller's counters, shared with the running controller.
+    #[must_use]
+    pub fn stats(&self) -> Stats {
+        self.stats.clone()
+    }
+
+    /// The controller's name (`namespace/name` of its `Controller`).
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.settings.name
+    }
+
+    /// Runs until `shutdown`, then lets running hook calls finish.
+    ///
+    /// # Errors
+    /// [`Error::Resolve`] for a kind the API server does not serve, [`Error::Informer`] when
+    /// informers can not start, [`Error::Runner`] if kube-runtime's runner stops.
+    pub async fn run(self, ctx: Context, shutdown: CancellationToken) -> Result<(), Error> {
+        let Self {
+            settings,
+            metrics,
+            hook_metrics,
+            stats,
+        } = self;
+        let name = settings.name.clone();
+        let (parent, owns, watches) = resolve_kinds(&ctx, &settings).await?;
+
+        // Subscribe before the informers exist or sync, so no change is lost in between.
+        let own_events = ctx.pool().subscribe(&settings.for_kind);
+        let child_events: Vec<_> = settings
+            .owns
+            .iter()
+            .map(|gvk| ctx.pool().subscribe(gvk))
+            .collect();
+        let related_events: Vec<_> = settings
+            .watches
+            .iter()
+            .map(|gvk| ctx.pool().subscribe(gvk))
+            .collect();
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            ensured = ensure_informers(&ctx, &settings) => ensured?,
+        }
+        stats.0.ready.store(true, Ordering::Relaxed);
+
+        let concurrency = settings.concurrency.max(1);
+        let series = metrics
+            .as_ref()
+            .map(|m| m.controller(&name, usize::from(concurrency)));
+        let writer = reflector::store::Writer::<DynamicObject>::new(parent.resource.clone());
+        let store = writer.as_reader();
+        let parents = store.clone();
+        let objects = source::changes(
+            own_events,
+            Arc::clone(ctx.cache()),
+            settings.for_kind.clone(),
+            decode,
+            Follow::Store,
+        )
+        .flat_map(|change| stream::iter(change.into_watcher_events()))
+        .map(Ok::<_, watcher::Error>)
+        .reflect(writer)
+        .applied_objects();
+        let mut controller =
+            runtime::Controller::for_stream_with(objects, store, parent.resource.clone())
+                .with_config(runtime::Config::default().concurrency(concurrency))
+                .graceful_shutdown_on(shutdown.clone().cancelled_owned());
+        let written = Written::default();
+        for ((gvk, info), events) in settings.owns.iter().zip(&owns).zip(child_events) {
+            let memo = Arc::clone(&written);
+            let plural = info.resource.plural.clone();
+            let children = source::changes(
+                events,
+                Arc::clone(ctx.cache()),
+                gvk.clone(),
+                decode,
+                Follow::Trigger,
+            )
+            .inspect(move |change| forget_children(&memo, &plural, change))
+            .flat_map(|change: Change<DynamicObject>| stream::iter(change.into_objects()))
+            .map(Ok::<_, watcher::Error>);
+            controller = controller.owns_stream_with(children, info.resource.clone());
+        }
+        controller = watch_related(
+            controller,
+            &ctx,
+            &settings,
+            &watches,
+            related_events,
+            (&parents, &parent),
+        );
+
+        let shared = Arc::new(Shared {
+            controller: reconcile::controller_ref(&name),
+            field_manager: format!("informant-hook/{name}"),
+            settings,
+            ctx,
+            parent,
+            owns,
+            watches,
+            stats,
+            series,
+            hook_metrics,
+            failures: Mutex::new(HashMap::new()),
+            written,
+        });
+        let results = controller.run(run_one, error_policy, Arc::clone(&shared));
+        let result = drive(results, name).await;
+        shared.stats.0.ready.store(false, Ordering::Relaxed);
+        result
+    }
+}
+
+/// Drives kube-runtime's result stream to its end (shutdown, once running reconciles finish).
+async fn drive(
+    results: impl futures::Stream<
+        Item = Result<
+            (ObjectRef<DynamicObject>, Action),
+            runtime::Error<ReconcileError, watcher::Error>,
+        >,
+    >,
+    name: String,
+) -> Result<(), Error> {
+    let mut results = std::pin::pin!(results);
+    while let Some(result) = results.next().await {
+        match result {
+            Ok(_) | Err(runtime::Error::ReconcilerFailed(..)) => {}
+            Err(runtime::Error::ObjectNotFound(object)) => {
+                tracing::debug!(object.ref = %object, "object left the store before its reconcile");
+            }
+            Err(runtime::Error::QueueError(error)) => {
+                tracing::debug!(%error, "trigger stream error");
+            }
+            Err(runtime::Error::RunnerError(source)) => {
+                return Err(Error::Runner {
+                    controller: name,
+                    source,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Each change of a related object (a `watches` kind) reconciles every object of the
+/// controller in its namespace (every object, for a cluster-scoped related kind).
+fn watch_related(
+    mut controller: runtime::Controller<DynamicObject>,
+    ctx: &Context,
+    settings: &ControllerSettings,
+    watches: &[KindInfo],
+    events: Vec<tokio::sync::broadcast::Receiver<cache::InformerEvent>>,
+    parents: (&reflector::Store<DynamicObject>, &KindInfo),
+) -> runtime::Controller<DynamicObject> {
+    let (parents, parent) = parents;
+    for ((gvk, info), events) in settings.watches.iter().zip(watches).zip(events) {
+        let related = source::changes(
+            events,
+            Arc::clone(ctx.cache()),
+            gvk.clone(),
+            decode,
+            Follow::Trigger,
+        )
+        .flat_map(|change: Change<DynamicObject>| stream::iter(change.into_objects()))
+        .map(Ok::<_, watcher::Error>);
+        let parents = parents.clone();
+        let resource = parent.resource.clone();
+        let mapper = move |other: DynamicObject| {
+            let namespace = other.metadata.namespace;
+            parents
+                .state()
+                .iter()
+                .filter(|p| namespace.is_none() || p.metadata.namespace == namespace)
+                .map(|p| ObjectRef::from_obj_with(p.as_ref(), resource.clone()))
+                .collect::<Vec<_>>()
+        };
+        controller = controller.watches_stream_with(related, mapper, info.resource.clone());
+    }
+    controller
+}
+
+/// Makes sure the informers of every kind of the controller exist and synced.
+async fn ensure_informers(ctx: &Context, settings: &ControllerSettings) -> Result<(), Error> {
+    let mut kinds: Vec<&GroupVersionKind> = vec![&settings.for_kind];
+    for gvk in settings.owns.iter().chain(&settings.watches) {
+        if !kinds.contains(&gvk) {
+            kinds.push(gvk);
+        }
+    }
+    futures::future::try_join_all(kinds.into_iter().map(|gvk| async move {
+        ctx.cache()
+            .ensure_informer(gvk)
+            .await
+            .map_err(|source| Error::Informer {
+                controller: settings.name.clone(),
+                gvk: gvk.clone(),
+                source,
+            })
+    }))
+    .await
+    .map(drop)
+}
+
+/// The API resources of the controller's `for`, `owns` and `watches` kinds.
+async fn resolve_kinds(
+    ctx: &Context,
+    settings: &ControllerSettings,
+) -> Result<(KindInfo, Vec<KindInfo>, Vec<KindInfo>), Error> {
+    let resolver = Discovery::new(ctx.client().clone());
+    let resolve = |gvk: &GroupVersionKind| {
+        let resolver = &resolver;
+        let gvk = gvk.clone();
+        async move {
+            resolver
+                .resolve(&gvk)
+                .await
+                .map_err(|source| Error::Resolve {
+                    controller: settings.name.clone(),
+                    gvk: gvk.clone(),
+                    source,
+                })
+        }
+    };
+    let parent = resolve(&settings.for_kind).await?;
+    let mut owns = Vec::new();
+    for gvk in &settings.owns {
+        owns.push(resolve(gvk).await?);
+    }
+    let mut watches = Vec::new();
+    for gvk in &settings.watches {
+        watches.push(resolve(gvk).await?);
+    }
+    Ok((parent, owns, watches))
+}
+
+#[allow(
+    clippy::unnecessary_wraps,
+    clippy::needless_pass_by_value,
+    reason = "the shape of every source::Decode"
+)]
+fn decode(_gvk: &GroupVersionKind, object: Arc<DynamicObject>) -> Option<DynamicObject> {
+    Some(Arc::unwrap_or_clone(object))
+}
+
+/// One reconcile in a `reconcile` span, counted; a failure is a `HookFailed` Warning Event on
+/// the object and counts against it.
+fn run_one(
+    object: Arc<DynamicObject>,
+    shared: Arc<Shared>,
+) -> impl Future<Output = Result<Action, ReconcileError>> + Send + 'static {
+    let span = tracing::info_span!(
+        "reconcile",
+        controller = %shared.settings.name,
+        hook = true,
+        k8s.namespace = object.metadata.namespace.as_deref().unwrap_or(""),
+        object.name = object.metadata.name.as_deref().unwrap_or(""),
+        result = field::Empty,
+        error = field::Empty,
+    );
+    let record = span.clone();
+    async move {
+        if !selected(&object, &shared) {
+            return Ok(Action::await_change());
+        }
+        let key = ObjectRef::from_obj_with(object.as_ref(), shared.parent.resource.clone()).erase();
+        let _worker = shared
+            .series
+            .as_ref()
+            .map(ControllerSeries::reconcile_started);
+        let started = Instant::now();
+        let result = reconcile::reconcile(&object, &shared).await;
+        let elapsed = started.elapsed();
+        shared.stats.0.reconciles.fetch_add(1, Ordering::Relaxed);
+        let outcome = match &result {
+            Ok((action, _)) if *action == Action::await_change() => ReconcileResult::Success,
+            Ok(_) => ReconcileResult::RequeueAfter,
+            Err(_) => ReconcileResult::Error,
+        };
+        if let Some(series) = &shared.series {
+            series.reconcile_finished(outcome, elapsed);
+        }
+        record.record("result", outcome.as_str());
+        if let Some(m) = &shared.hook_metrics {
+            let reason = result.as_ref().err().map_or("none", ReconcileError::reason);
+            m.observe(&shared.settings.name, reason, elapsed);
+        }
+        let failures = &shared.failures;
+        match result {
+            Ok((action, writes)) => {
+                failures
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&key);
+                tracing::debug!(?action, ?writes, "hook answered");
+                Ok(action)
+            }
+            Err(error) => {
+                *failures
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .entry(key)
+                    .or_insert(0) += 1;
+                shared.stats.0.failures.fetch_add(1, Ordering::Relaxed);
+                let text = chain(&error);
+                record.record("error", text.as_str());
+                tracing::warn!(error = %text, "hook reconcile failed");
+                let what = format!(
+                    "{}/{}: {text}",
+                    object.metadata.namespace.as_deref().unwrap_or_default(),
+                    object.metadata.name.as_deref().unwrap_or_default()
+                );
+                *shared
+                    .stats
+                    .0
+                    .last_error
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(what);
+                shared.ctx.recorder().record(
+                    &reconcile::object_ref(&object, &shared.parent),
+                    EventType::Warning,
+                    REASON_HOOK_FAILED,
+                    &text,
+                );
+                Err(error)
+            }
+        }
+    }
+    .instrument(span)
+}
+
+/// controller-runtime's per-object exponential backoff on the object's failures in a row.
+#[allow(
+    clippy::needless_pass_by_value,
+    reason = "kube-runtime's error policy shape"
+)]
+fn error_policy(
+    object: Arc<DynamicObject>,
+    _error: &ReconcileError,
+    shared: Arc<Shared>,
+) -> Action {
+    let key = ObjectRef::from_obj_with(object.as_ref(), shared.parent.resource.clone()).erase();
+    let failures = shared
+        .failures
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&key)
+        .copied()
+        .unwrap_or(1);
+    Action::requeue(error_backoff(failures))
+}
+
+/// Whether the object matches the controller's `for` selectors.
+fn selected(object: &DynamicObject, shared: &Shared) -> bool {
+    let settings = &shared.settings;
+    if settings.label_selector.is_none() && settings.field_selector.is_none() {
+        return true;
+    }
+    let value = serde_json::to_value(object).unwrap_or_default();
+    settings
+        .label_selector
+        .as_ref()
+        .is_none_or(|s| s.matches_object(&value))
+        && settings
+            .field_selector
+            .as_ref()
+            .is_none_or(|s| s.matches_object(&value))
+}
+
+/// An error and its sources, joined by `: `.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

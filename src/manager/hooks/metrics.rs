@@ -1,0 +1,102 @@
+//! The hook controllers' own series: `informant_hook_calls_total{controller,failure}` and
+//! `informant_hook_call_duration_seconds{controller}` (the reconcile series are
+//! controller-runtime's, in [`crate::manager::metrics::ControllerMetrics`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::manager::metrics::RECONCILE_TIME_BUCKETS;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    controller: String,
+    failure: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerLabel {
+    controller: String,
+}
+
+type HistogramFamily = Family<ControllerLabel, Histogram, fn() -> Histogram>;
+
+fn histogram() -> Histogram {
+    Histogram::new(RECONCILE_TIME_BUCKETS)
+}
+
+/// Hook calls by controller and failure (`none`, `timeout`, `exit`, `malformed`, `http`,
+/// `start`, `cache`, `child`, `write`), and their duration (the hook's time and the writes).
+#[derive(Clone, Debug)]
+pub struct HookMetrics(Arc<Inner>);
+
+#[derive(Debug)]
+struct Inner {
+    calls: Family<CallLabels, Counter>,
+    duration: HistogramFamily,
+}
+
+impl Default for HookMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl HookMetrics {
+    /// Empty series.
+    #[must_use]
+    pub fn new() -> Self {
+        Self(Arc::new(Inner {
+            calls: Family::default(),
+            duration: Family::new_with_constructor(histogram as fn() -> Histogram),
+        }))
+    }
+
+    /// Registers the series.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "informant_hook_calls",
+            "Hook reconciles per controller, by failure (none for a success)",
+            self.0.calls.clone(),
+        );
+        registry.register(
+            "informant_hook_call_duration_seconds",
+            "Length of a hook reconcile (the call and the writes) per controller",
+            self.0.duration.clone(),
+        );
+    }
+
+    /// Counts one reconcile of `controller` ending with `failure` (`none` for a success).
+    pub fn observe(&self, controller: &str, failure: &str, duration: Duration) {
+        self.0
+            .calls
+            .get_or_create(&CallLabels {
+                controller: controller.to_owned(),
+                failure: failure.to_owned(),
+            })
+            .inc();
+        self.0
+            .duration
+            .get_or_create(&ControllerLabel {
+                controller: controller.to_owned(),
+            })
+            .observe(duration.as_secs_f64());
+    }
+
+    /// Reconciles of `controller` that ended with `failure`.
+    #[must_use]
+    pub fn calls(&self, controller: &str, failure: &str) -> u64 {
+        self.0
+            .calls
+            .get_or_create(&CallLabels {
+                controller: controller.to_owned(),
+                failure: failure.to_owned(),
+            })
+            .get()
+    }
+}

@@ -1,0 +1,30 @@
+//! Operators without Rust: `Controller` resources whose hook (an executable or a webhook, in
+//! any language) is called with an object and its children from the cache tree, and whose
+//! answer the manager writes.
+//!
+//! ```text
+//! InformerPool ─▶ kube-runtime scheduler/runner ─▶ reconcile: cache tree ─▶ Request ─▶ hook
+//!   (for + owns kinds)   (dedupe, concurrency,        ◀─ Response: events ─▶ recorder
+//!                         requeue, backoff)               children ─▶ server-side apply / delete
+//!                                                         status   ─▶ status subresource
+//! ```
+//!
+//! The contract is [`contract`] (documented in `docs/hooks.md`, schema
+//! `docs/hooks-v1.schema.json`). [`HookController`] runs one `Controller`;
+//! [`Supervisor`] runs a changing set of them, restarting only the ones whose spec changed.
+
+mod call;
+pub mod contract;
+mod controller;
+mod metrics;
+mod reconcile;
+pub mod sources;
+mod supervisor;
+mod webhook;
+
+pub use call::{CallError, call};
+pub use controller::{Error, HookController, REASON_HOOK_FAILED, Stats};
+pub use metrics::HookMetrics;
+pub use reconcile::ReconcileError;
+pub use sources::{NamespaceSource, add_to_manager};
+pub use supervisor::{Desired, Progress, Supervisor};

@@ -1,0 +1,238 @@
+//! Where the `Controller`s come from: the documents of the manager's config file (re-read at
+//! each reload of the file), or the `Controller` resources of the `CacheConfig`'s namespace
+//! (watched); both validated against the manager's running cache config, and wired into the
+//! manager as one leader-elected runnable with [`add_to_manager`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::Value;
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::supervisor::{Desired, Supervisor};
+use crate::config::controller::{
+    controllers_key, document_kind, split_documents, validate_controller_value,
+};
+use crate::config::{Controller, Origin};
+use crate::manager::controller::Context;
+use crate::manager::state::State;
+use crate::manager::{ConfigSource, Manager, Reload};
+
+/// The `Controller` documents of a YAML text, validated against the running cache config.
+/// `None` when the text is not YAML (the last good set stays).
+#[must_use]
+pub fn desired_from_text(text: &str, origin: &Origin, state: &State) -> Option<Desired> {
+    let documents = match split_documents(text) {
+        Ok(d) => d,
+        Err(message) => {
+            tracing::warn!(%origin, %message, "cannot read the controllers of the config file");
+            return None;
+        }
+    };
+    let config = state.snapshot().config;
+    Some(
+        documents
+            .into_iter()
+            .filter(|d| document_kind(d) == Some("Controller"))
+            .map(|d| {
+                let key = controllers_key(&d);
+                (
+                    key,
+                    validate_controller_value(d, origin, Some(&config.cache)),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// Follows the `Controller` documents of `path`: read now, and again after each reload of the
+/// file (`reloads`), until `shutdown`.
+pub async fn follow_file(
+    path: PathBuf,
+    mut reloads: broadcast::Receiver<Reload>,
+    state: Arc<State>,
+    desired: watch::Sender<Desired>,
+    shutdown: CancellationToken,
+) {
+    let read = |path: &Path| {
+        let origin = Origin::File(path.to_owned());
+        match std::fs::read_to_string(path) {
+            Ok(text) => desired_from_text(&text, &origin, &state),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot read the controllers of the config file");
+                None
+            }
+        }
+    };
+    loop {
+        if let Some(next) = read(&path) {
+            desired.send_if_modified(|current| {
+                let changed = *current != next;
+                *current = next;
+                changed
+            });
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            reload = reloads.recv() => {
+                if matches!(reload, Err(broadcast::error::RecvError::Closed)) {
+                    shutdown.cancelled().await;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Where [`follow_namespace`] reads `Controller`s from and validates them against.
+#[allow(missing_debug_implementations, reason = "kube::Client has no Debug")]
+pub struct NamespaceSource {
+    /// The client to watch with.
+    pub client: kube::Client,
+    /// The namespace whose `Controller`s run.
+    pub namespace: String,
+    /// The manager's state: the running cache config the kinds are checked against.
+    pub state: Arc<State>,
+    /// The manager's reloads: each one validates every `Controller` again.
+    pub reloads: broadcast::Receiver<Reload>,
+}
+
+/// Follows the `Controller` resources of a namespace with a kube-rs watcher until
+/// `shutdown`, validating them again after each reload of the cache config.
+pub async fn follow_namespace(
+    source: NamespaceSource,
+    desired: watch::Sender<Desired>,
+    shutdown: CancellationToken,
+) {
+    let NamespaceSource {
+        client,
+        namespace,
+        state,
+        mut reloads,
+    } = source;
+    let resource = ApiResource::erase::<Controller>(&());
+    let api: Api<DynamicObject> = Api::namespaced_with(client, &namespace, &resource);
+    let writer = kube::runtime::reflector::store::Writer::<DynamicObject>::new(resource.clone());
+    let reader = writer.as_reader();
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer);
+    let mut stream = std::pin::pin!(stream);
+    let mut listed = false;
+    let mut missing_crd_said = false;
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            event = stream.next() => match event {
+                None => return,
+                Some(Err(e)) => {
+                    if crd_missing(&e) {
+                        // Running without hook controllers is a normal set-up: say it once.
+                        if !missing_crd_said {
+                            tracing::info!(%namespace, "the controllers.informant.dev CRD is not installed; no hook controllers run until it is");
+                            missing_crd_said = true;
+                        }
+                    } else {
+                        tracing::warn!(%namespace, error = %e, "watching controllers failed, retrying");
+                    }
+                    continue;
+                }
+                Some(Ok(watcher::Event::InitDone)) => listed = true,
+                Some(Ok(_)) => {}
+            },
+            reload = reloads.recv() => {
+                if matches!(reload, Err(broadcast::error::RecvError::Closed)) {
+                    shutdown.cancelled().await;
+                    return;
+                }
+            }
+        }
+        if !listed {
+            continue;
+        }
+        let config = state.snapshot().config;
+        let next: Desired = reader
+            .state()
+            .iter()
+            .map(|object| {
+                let mut value = serde_json::to_value(object.as_ref()).unwrap_or(Value::Null);
+                let key = controllers_key(&value);
+                let origin = Origin::Resource {
+                    namespace: object.metadata.namespace.clone().unwrap_or_default(),
+                    name: object.metadata.name.clone().unwrap_or_default(),
+                };
+                // What the API server adds is not the user's to validate.
+                if let Some(meta) = value["metadata"].as_object_mut() {
+                    meta.remove("managedFields");
+                }
+                let validated =
+                    validate_controller_value(value, &origin, Some(&config.cache)).map(|mut v| {
+                        v.resource.metadata = object.metadata.clone();
+                        v
+                    });
+                (key, validated)
+            })
+            .collect();
+        desired.send_if_modified(|current| {
+            let changed = *current != next;
+            *current = next;
+            changed
+        });
+    }
+}
+
+/// Whether a watch error means the `Controller` kind is not served (404).
+fn crd_missing(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status)) => status.code == 404,
+        _ => false,
+    }
+}
+
+/// Runs the manager's `Controller`s as one leader-elected runnable (`hooks`): the documents
+/// of its config file (`--config`), or the `Controller` resources of its `CacheConfig`'s
+/// namespace (`--cache-config`, with each `Controller`'s status written).
+pub fn add_to_manager(manager: &mut Manager) {
+    let source = manager.config_source().clone();
+    let state = manager.state();
+    let reloads = manager.reloads();
+    let client = manager.client();
+    let ctx = Context::new(
+        manager.cache(),
+        manager.pool(),
+        manager.client(),
+        manager.recorder(),
+    );
+    let metrics = manager.controller_metrics().clone();
+    let hook_metrics = manager.hook_metrics().clone();
+    manager.add_leader_runnable("hooks", move |shutdown| async move {
+        let (send, receive) = watch::channel(Desired::new());
+        let in_cluster = matches!(source, ConfigSource::Resource { .. });
+        let supervisor = Supervisor::new(receive)
+            .metrics(&metrics, &hook_metrics)
+            .write_status(in_cluster);
+        let follow = async {
+            match source {
+                ConfigSource::File(path) => {
+                    follow_file(path, reloads, state, send, shutdown.clone()).await;
+                }
+                ConfigSource::Resource { namespace, .. } => {
+                    let source = NamespaceSource {
+                        client,
+                        namespace,
+                        state,
+                        reloads,
+                    };
+                    follow_namespace(source, send, shutdown.clone()).await;
+                }
+            }
+        };
+        tokio::join!(follow, supervisor.run(ctx, shutdown.clone()));
+        Ok(())
+    });
+}

@@ -1,0 +1,866 @@
+//! Hook controllers against the embedded API server, with a Python exec hook written to a
+//! temporary directory: the hook sees the object and its children from the cache; children are
+//! applied with controller owner references, re-created when a user deletes them and deleted
+//! when the hook drops them; the status is written once; events are recorded and end in
+//! fates; a failing hook is retried with backoff while other objects keep flowing; and the
+//! supervisor restarts only an edited controller and keeps the previous one running when an
+//! edit is invalid, with `Valid=False` in its status.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use informant::apiserver::{TestServer, Verb};
+use informant::cache::{self, Discovery};
+use informant::config::controller::validate_controller_value;
+use informant::config::{Controller, Origin, ValidatedController};
+use informant::manager::controller::Context;
+use informant::manager::hooks::{Desired, HookController, HookMetrics, Stats, Supervisor};
+use informant::manager::reload::CacheReloader;
+use informant::recorder::{Fate, FateCounter, KubeSink, Options, Pipeline, SystemClock};
+use k8s_openapi::api::batch::v1::CronJob;
+use k8s_openapi::api::core::v1::{ConfigMap, Event};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, CustomResourceExt, ResourceExt};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// The hook: logs each request (one JSON line) to `log`, fails for objects annotated
+/// `fail: "true"`, asks for one child `<name>-child` unless the object is annotated
+/// `children: none`, sets a status from the object alone, and records one event.
+const HOOK: &str = r#"
+import json, sys
+request = json.load(sys.stdin)
+obj = request["object"]
+meta = obj["metadata"]
+annotations = meta.get("annotations") or {}
+with open(sys.argv[1], "a") as log:
+    log.write(json.dumps({"name": meta["name"],
+        "children": {k: [c["metadata"]["name"] for c in v] for k, v in request["children"].items()},
+        "apiVersion": request["apiVersion"], "controller": request["controller"]}) + "\n")
+if annotations.get("fail") == "true":
+    sys.stderr.write("refusing " + meta["name"] + "\n")
+    sys.exit(3)
+children = []
+if annotations.get("children") != "none":
+    children.append({"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"name": meta["name"] + "-child"},
+                     "data": {"parent": meta["name"]}})
+json.dump({"children": children,
+           "status": {"lastScheduleTime": "2026-01-01T00:00:00Z"},
+           "events": [{"type": "Normal", "reason": "Synced", "message": "synced " + meta["name"]}]},
+          sys.stdout)
+"#;
+
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The embedded API server, a cache tree over its informer pool, a recorder writing Events to
+/// it, and a hook script.
+struct Env {
+    server: TestServer,
+    client: Client,
+    ctx: Context,
+    fates: FateCounter,
+    dir: tempfile::TempDir,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+}
+
+impl Env {
+    async fn new() -> Self {
+        let server = TestServer::start().await.unwrap();
+        let client = server.client().await.unwrap();
+        let context = cache::Context {
+            sync_timeout: Some(WAIT),
+            ..cache::Context::new(client.clone(), Arc::new(Discovery::new(client.clone())))
+        };
+        let tracker = TaskTracker::new();
+        let shutdown = CancellationToken::new();
+        let mut reloader =
+            CacheReloader::new(context, tracker.clone(), shutdown.clone()).with_sync_timeout(WAIT);
+        reloader
+            .apply(&informant::cache::Options::default())
+            .await
+            .unwrap();
+        let pipeline = Pipeline::new(
+            &Options::default(),
+            KubeSink::new(client.clone()),
+            Arc::new(SystemClock),
+        );
+        let fates = pipeline.fates();
+        let ctx = Context::new(
+            reloader.cache(),
+            Arc::clone(reloader.pool()),
+            client.clone(),
+            pipeline.recorder(),
+        );
+        tracker.spawn(pipeline.run(shutdown.clone()));
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("hook.py"), HOOK).unwrap();
+        // The reloader owns the informers; keep it alive as long as the tracker runs them.
+        tracker.spawn({
+            let shutdown = shutdown.clone();
+            async move {
+                shutdown.cancelled().await;
+                drop(reloader);
+            }
+        });
+        Self {
+            server,
+            client,
+            ctx,
+            fates,
+            dir,
+            tracker,
+            shutdown,
+        }
+    }
+
+    fn log(&self) -> PathBuf {
+        self.dir.path().join("calls.jsonl")
+    }
+
+    fn controller_yaml(&self, name: &str, extra: &str) -> String {
+        format!(
+            "apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {{name: {name}, namespace: default}}
+spec:
+  for: {{apiVersion: batch/v1, kind: CronJob}}
+  owns: [{{apiVersion: v1, kind: ConfigMap}}]
+  hook: {{exec: {{command: [python3, {}, {}], timeout: 10s}}}}
+{extra}",
+            self.dir.path().join("hook.py").display(),
+            self.log().display(),
+        )
+    }
+
+    fn controller(&self, name: &str, extra: &str) -> ValidatedController {
+        let value: Value = serde_yaml::from_str(&self.controller_yaml(name, extra)).unwrap();
+        validate_controller_value(value, &Origin::Text, None).unwrap()
+    }
+
+    fn start(&self, controller: &ValidatedController) -> (Stats, JoinHandle<()>) {
+        self.start_with(controller, &HookMetrics::new())
+    }
+
+    fn start_with(
+        &self,
+        controller: &ValidatedController,
+        metrics: &HookMetrics,
+    ) -> (Stats, JoinHandle<()>) {
+        let hook = HookController::new(controller.settings.clone()).hook_metrics(metrics);
+        let stats = hook.stats();
+        let run = hook.run(self.ctx.clone(), self.shutdown.clone());
+        let task = tokio::spawn(async move { run.await.unwrap() });
+        (stats, task)
+    }
+
+    fn cronjob(&self, name: &str, annotations: &Value) -> Value {
+        self.server
+            .handle()
+            .create(json!({"apiVersion": "batch/v1", "kind": "CronJob",
+                "metadata": {"namespace": "default", "name": name, "annotations": annotations},
+                "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": {
+                    "containers": [{"name": "c", "image": "busybox"}], "restartPolicy": "Never"}}}}}}))
+            .unwrap()
+    }
+
+    fn calls(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.log())
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    async fn configmap(&self, name: &str) -> Option<ConfigMap> {
+        Api::<ConfigMap>::namespaced(self.client.clone(), "default")
+            .get_opt(name)
+            .await
+            .unwrap()
+    }
+
+    async fn events(&self, reason: &str, object: &str) -> Vec<Event> {
+        Api::<Event>::namespaced(self.client.clone(), "default")
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.involved_object.name.as_deref() == Some(object)
+            })
+            .collect()
+    }
+
+    async fn stop(self, tasks: Vec<JoinHandle<()>>) {
+        self.shutdown.cancel();
+        for task in tasks {
+            tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
+        }
+        self.tracker.close();
+        tokio::time::timeout(WAIT, self.tracker.wait())
+            .await
+            .expect("everything stops on shutdown");
+    }
+}
+
+fn python3_missing() -> bool {
+    let missing = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err();
+    if missing {
+        eprintln!("SKIPPED: python3 is not installed; the exec hook tests need it");
+    }
+    missing
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hook_sees_the_object_and_its_children_and_its_answer_is_written_once() {
+    if python3_missing() {
+        return;
+    }
+    let env = Env::new().await;
+    let web = env.cronjob("web", &json!({}));
+    let uid = web["metadata"]["uid"].as_str().unwrap().to_owned();
+    // A child from before, which the hook's answer does not list: it must go.
+    env.server
+        .handle()
+        .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "default", "name": "web-old", "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "CronJob", "name": "web", "uid": uid,
+                 "controller": true}]}}))
+        .unwrap();
+    let (stats, task) = env.start(&env.controller("web-hooks", ""));
+
+    eventually("the child applied and the old child deleted", || async {
+        env.configmap("web-child").await.is_some() && env.configmap("web-old").await.is_none()
+    })
+    .await;
+    let first = &env.calls()[0];
+    assert_eq!(first["apiVersion"], "hooks.informant.dev/v1");
+    assert_eq!(
+        first["controller"],
+        json!({"namespace": "default", "name": "web-hooks"})
+    );
+    assert_eq!(first["name"], "web");
+    assert_eq!(first["children"], json!({"ConfigMap.v1": ["web-old"]}));
+
+    let child = env.configmap("web-child").await.unwrap();
+    let owner = &child.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
+        ("CronJob", "web", uid.as_str())
+    );
+    assert_eq!(owner.controller, Some(true));
+    assert_eq!(child.data.as_ref().unwrap()["parent"], "web");
+
+    let cronjobs = Api::<CronJob>::namespaced(env.client.clone(), "default");
+    eventually("the status written", || async {
+        cronjobs
+            .get("web")
+            .await
+            .unwrap()
+            .status
+            .is_some_and(|s| s.last_schedule_time.is_some())
+    })
+    .await;
+    eventually("the Synced event created", || async {
+        !env.events("Synced", "web").await.is_empty()
+    })
+    .await;
+    assert!(env.fates.get(Fate::Created) >= 1);
+
+    // Touch the object: the hook is called again with the same answer, which writes nothing.
+    let handle = env.server.handle();
+    let status_and_children_writes = || {
+        (
+            handle.request_count(Verb::Patch, "cronjobs"),
+            handle.request_count(Verb::Patch, "configmaps"),
+            handle.request_count(Verb::Delete, "configmaps"),
+        )
+    };
+    eventually(
+        "the reconciles triggered by its own writes settled",
+        || async {
+            let calls = env.calls();
+            calls
+                .last()
+                .is_some_and(|c| c["children"] == json!({"ConfigMap.v1": ["web-child"]}))
+                && stats.reconciles() == u64::try_from(calls.len()).unwrap()
+        },
+    )
+    .await;
+    let before = status_and_children_writes();
+    assert_eq!(
+        before,
+        (1, 1, 1),
+        "status once, the child once, the old child deleted once"
+    );
+    let reconciles = stats.reconciles();
+    cronjobs
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}})),
+        )
+        .await
+        .unwrap();
+    eventually("the touched object reconciled", || async {
+        stats.reconciles() > reconciles
+    })
+    .await;
+    assert_eq!(
+        status_and_children_writes(),
+        (before.0 + 1, before.1, before.2),
+        "only the user's own patch: an unchanged answer writes nothing"
+    );
+    assert_eq!(stats.failures(), 0);
+
+    children_follow_the_answer(&env, &child).await;
+    env.stop(vec![task]).await;
+}
+
+/// A child deleted by a user is re-created; a child the hook drops is deleted.
+async fn children_follow_the_answer(env: &Env, child: &ConfigMap) {
+    let cronjobs = Api::<CronJob>::namespaced(env.client.clone(), "default");
+    // A user deletes the child: it is re-created.
+    let configmaps = Api::<ConfigMap>::namespaced(env.client.clone(), "default");
+    let old_uid = child.metadata.uid.clone();
+    configmaps
+        .delete("web-child", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the deleted child re-created", || async {
+        env.configmap("web-child")
+            .await
+            .is_some_and(|c| c.metadata.uid != old_uid)
+    })
+    .await;
+
+    // The hook drops the child from its answer: it is deleted.
+    cronjobs
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"children": "none"}}})),
+        )
+        .await
+        .unwrap();
+    eventually("the dropped child deleted", || async {
+        env.configmap("web-child").await.is_none()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_hook_is_retried_with_backoff_while_other_objects_flow() {
+    if python3_missing() {
+        return;
+    }
+    let env = Env::new().await;
+    env.cronjob("bad", &json!({"fail": "true"}));
+    let metrics = HookMetrics::new();
+    let (stats, task) = env.start_with(&env.controller("retry", ""), &metrics);
+    env.cronjob("good", &json!({}));
+
+    eventually("the good object's child applied", || async {
+        env.configmap("good-child").await.is_some()
+    })
+    .await;
+    eventually("the failing hook retried", || async {
+        stats.failures() >= 3
+    })
+    .await;
+    let warnings = env.events("HookFailed", "bad").await;
+    assert!(!warnings.is_empty(), "a HookFailed event on the object");
+    assert_eq!(warnings[0].type_.as_deref(), Some("Warning"));
+    assert!(
+        warnings[0]
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("exited with exit status: 3"),
+        "{warnings:?}"
+    );
+    assert!(stats.last_error().unwrap().starts_with("default/bad: "));
+    assert!(metrics.calls("default/retry", "exit") >= 3);
+    assert!(
+        metrics.calls("default/retry", "none") >= 1,
+        "the good object's call"
+    );
+
+    // Fixed: the next retry succeeds.
+    Api::<CronJob>::namespaced(env.client.clone(), "default")
+        .patch(
+            "bad",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"fail": "false"}}})),
+        )
+        .await
+        .unwrap();
+    eventually("the fixed object's child applied", || async {
+        env.configmap("bad-child").await.is_some()
+    })
+    .await;
+    env.stop(vec![task]).await;
+}
+
+fn install_controller_crd(server: &TestServer) {
+    let crd: CustomResourceDefinition = Controller::crd();
+    server
+        .handle()
+        .create(serde_json::to_value(crd).unwrap())
+        .unwrap();
+}
+
+async fn next_pass(progress: &mut watch::Receiver<informant::manager::hooks::Progress>) {
+    // Two passes: the second one certainly started after the change was sent.
+    let target = progress.borrow().passes + 2;
+    tokio::time::timeout(WAIT, progress.wait_for(|p| p.passes >= target))
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_restarts_only_that_controller_and_an_invalid_one_keeps_the_previous_running() {
+    if python3_missing() {
+        return;
+    }
+    let env = Env::new().await;
+    install_controller_crd(&env.server);
+    let api = Api::<Controller>::namespaced(env.client.clone(), "default");
+    let mut desired = Desired::new();
+    for name in ["one", "two"] {
+        let c = env.controller(name, "");
+        api.create(&PostParams::default(), &c.resource)
+            .await
+            .unwrap();
+        desired.insert(format!("default/{name}"), Ok(c));
+    }
+    let (send, receive) = watch::channel(desired.clone());
+    let supervisor = Supervisor::new(receive)
+        .metrics(
+            &informant::manager::metrics::ControllerMetrics::new(),
+            &HookMetrics::new(),
+        )
+        .write_status(true);
+    let mut progress = supervisor.progress();
+    let task = tokio::spawn(supervisor.run(env.ctx.clone(), env.shutdown.clone()));
+    tokio::time::timeout(WAIT, progress.wait_for(|p| p.starts == 2))
+        .await
+        .unwrap()
+        .unwrap();
+
+    // Edit "one": only it restarts.
+    desired.insert(
+        "default/one".into(),
+        Ok(env.controller("one", "  concurrency: 2\n")),
+    );
+    send.send_replace(desired.clone());
+    next_pass(&mut progress).await;
+    assert_eq!(progress.borrow().starts, 3, "one restart, not two");
+
+    // An invalid edit of "one": nothing restarts, and the previous "one" keeps running.
+    let invalid: Value =
+        serde_yaml::from_str(&env.controller_yaml("one", "  concurrency: 0\n")).unwrap();
+    let error = validate_controller_value(invalid, &Origin::Text, None).unwrap_err();
+    desired.insert("default/one".into(), Err(error));
+    send.send_replace(desired.clone());
+    next_pass(&mut progress).await;
+    assert_eq!(progress.borrow().starts, 3);
+    env.cronjob("later", &json!({}));
+    eventually("the previous controller still reconciles", || async {
+        env.configmap("later-child").await.is_some()
+    })
+    .await;
+    eventually("Valid=False in the invalid controller's status", || async {
+        let status = api.get("one").await.unwrap().status;
+        status.is_some_and(|s| {
+            s.conditions.iter().any(|c| {
+                c.type_ == "Valid"
+                    && c.status == "False"
+                    && c.message.contains("spec.concurrency: must be at least 1")
+            })
+        })
+    })
+    .await;
+    let two = api.get("two").await.unwrap().status.unwrap();
+    assert!(
+        two.conditions
+            .iter()
+            .any(|c| c.type_ == "Valid" && c.status == "True")
+    );
+
+    // Deleting "two" stops it; "one" keeps running.
+    desired.remove("default/two");
+    send.send_replace(desired);
+    next_pass(&mut progress).await;
+    assert_eq!(progress.borrow().starts, 3);
+    env.stop(vec![task]).await;
+}
+
+/// A controller from its spec (YAML, indented two spaces).
+fn controller_with_spec(name: &str, spec: &str) -> ValidatedController {
+    let yaml = format!(
+        "apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {{name: {name}, namespace: default}}
+spec:
+{spec}"
+    );
+    let value: Value = serde_yaml::from_str(&yaml).unwrap();
+    validate_controller_value(value, &Origin::Text, None).unwrap()
+}
+
+fn example(file: &str) -> String {
+    format!("{}/examples/hooks/{file}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cronjob_example_records_saw_completed_job_on_the_parent_once() {
+    if python3_missing() {
+        return;
+    }
+    let env = Env::new().await;
+    let cronjob = env.cronjob("nightly", &json!({}));
+    let uid = cronjob["metadata"]["uid"].as_str().unwrap();
+    env.server
+        .handle()
+        .create(json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"namespace": "default", "name": "nightly-1", "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": uid,
+                 "controller": true}]},
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox"}],
+                                           "restartPolicy": "Never"}}}}))
+        .unwrap();
+    // As the Job controller does: the status through its subresource.
+    Api::<k8s_openapi::api::batch::v1::Job>::namespaced(env.client.clone(), "default")
+        .patch_status(
+            "nightly-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"succeeded": 1,
+                "completionTime": "2026-11-22T10:00:00Z"}})),
+        )
+        .await
+        .unwrap();
+    let spec = format!(
+        "  for: {{apiVersion: batch/v1, kind: CronJob}}
+  owns: [{{apiVersion: batch/v1, kind: Job}}]
+  hook: {{exec: {{command: [python3, {}]}}}}
+",
+        example("cronjob.py")
+    );
+    let (stats, task) = env.start(&controller_with_spec("cronjob-watch", &spec));
+    eventually("SawCompletedJob on the CronJob", || async {
+        !env.events("SawCompletedJob", "nightly").await.is_empty()
+    })
+    .await;
+    let cronjobs = Api::<CronJob>::namespaced(env.client.clone(), "default");
+    eventually("the last successful time in the status", || async {
+        cronjobs
+            .get("nightly")
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.last_successful_time)
+            .is_some()
+    })
+    .await;
+    let reconciles = stats.reconciles();
+    cronjobs
+        .patch(
+            "nightly",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}})),
+        )
+        .await
+        .unwrap();
+    eventually("the touched CronJob reconciled", || async {
+        stats.reconciles() > reconciles
+    })
+    .await;
+    let events = env.events("SawCompletedJob", "nightly").await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        events[0].count,
+        Some(1),
+        "seen once, not on every reconcile"
+    );
+    let jobs = Api::<k8s_openapi::api::batch::v1::Job>::namespaced(env.client.clone(), "default");
+    assert!(
+        jobs.get_opt("nightly-1").await.unwrap().is_some(),
+        "the Jobs are left alone: no children in the answer"
+    );
+    assert_eq!(stats.failures(), 0);
+    env.stop(vec![task]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_copier_example_webhook_copies_a_configmap_into_a_secret() {
+    if python3_missing() {
+        return;
+    }
+    let env = Env::new().await;
+    let mut copier = tokio::process::Command::new("python3")
+        .args([example("copier.py"), "0".into()])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines =
+        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(copier.stdout.take().unwrap()));
+    let port = tokio::time::timeout(WAIT, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let spec = format!(
+        "  for: {{apiVersion: v1, kind: ConfigMap, labelSelector: 'informant.dev/copy-to-secret=true'}}
+  owns: [{{apiVersion: v1, kind: Secret}}]
+  hook: {{webhook: {{url: 'http://127.0.0.1:{port}/sync', timeout: 5s}}}}
+"
+    );
+    let (stats, task) = env.start(&controller_with_spec("copier", &spec));
+    env.server
+        .handle()
+        .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "default", "name": "settings",
+                         "labels": {"informant.dev/copy-to-secret": "true"}},
+            "data": {"greeting": "hello"}}))
+        .unwrap();
+    env.server
+        .handle()
+        .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "default", "name": "private"}, "data": {"k": "v"}}))
+        .unwrap();
+    let secrets =
+        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(env.client.clone(), "default");
+    eventually("the Secret copied", || async {
+        secrets.get_opt("settings").await.unwrap().is_some()
+    })
+    .await;
+    let secret = secrets.get("settings").await.unwrap();
+    assert_eq!(secret.data.unwrap()["greeting"].0, b"hello");
+    assert_eq!(
+        secret.metadata.owner_references.unwrap()[0].name,
+        "settings"
+    );
+    assert!(
+        secrets.get_opt("private").await.unwrap().is_none(),
+        "not selected"
+    );
+    assert_eq!(stats.failures(), 0);
+    env.stop(vec![task]).await;
+    copier.kill().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shell_example_counts_keys_with_jq() {
+    if std::process::Command::new("jq")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED: jq is not installed; examples/hooks/count-keys.sh needs it");
+        return;
+    }
+    let env = Env::new().await;
+    let spec = format!(
+        "  for: {{apiVersion: v1, kind: ConfigMap}}
+  hook: {{exec: {{command: [sh, {}]}}}}
+",
+        example("count-keys.sh")
+    );
+    let (_stats, task) = env.start(&controller_with_spec("count-keys", &spec));
+    env.server
+        .handle()
+        .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "default", "name": "pair"}, "data": {"a": "1", "b": "2"}}))
+        .unwrap();
+    eventually("the Counted event", || async {
+        env.events("Counted", "pair")
+            .await
+            .first()
+            .is_some_and(|e| e.message.as_deref() == Some("2 keys in pair"))
+    })
+    .await;
+    env.stop(vec![task]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_that_hangs_is_killed_at_its_timeout_and_fails() {
+    let env = Env::new().await;
+    env.cronjob("slow", &json!({}));
+    let spec = "  for: {apiVersion: batch/v1, kind: CronJob}
+  hook: {exec: {command: [sh, -c, 'sleep 30'], timeout: 200ms}}
+";
+    let (stats, task) = env.start(&controller_with_spec("hangs", spec));
+    eventually("the timeout reported", || async {
+        stats
+            .last_error()
+            .is_some_and(|e| e.contains("hook gave no answer within 0.2s"))
+    })
+    .await;
+    env.stop(vec![task]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn related_objects_are_sent_and_trigger_and_requeue_after_calls_again() {
+    if python3_missing() {
+        return;
+    }
+    let env = Env::new().await;
+    env.cronjob("one", &json!({}));
+    // Logs the related objects' names; asks to be called again in 50 ms while the related
+    // ConfigMap "again" exists.
+    let hook = env.dir.path().join("related.py");
+    std::fs::write(
+        &hook,
+        r#"
+import json, sys
+request = json.load(sys.stdin)
+names = sorted(o["metadata"]["name"] for o in request["related"])
+with open(sys.argv[1], "a") as log:
+    log.write(json.dumps({"name": request["object"]["metadata"]["name"], "related": names}) + "\n")
+json.dump({"requeueAfterSeconds": 0.05} if "again" in names else {}, sys.stdout)
+"#,
+    )
+    .unwrap();
+    let spec = format!(
+        "  for: {{apiVersion: batch/v1, kind: CronJob}}
+  watches: [{{apiVersion: v1, kind: ConfigMap}}]
+  hook: {{exec: {{command: [python3, {}, {}]}}}}
+",
+        hook.display(),
+        env.log().display()
+    );
+    let (stats, task) = env.start(&controller_with_spec("related", &spec));
+    eventually("the first call", || async { stats.reconciles() >= 1 }).await;
+    assert_eq!(env.calls()[0]["related"], json!([]));
+
+    env.server
+        .handle()
+        .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "default", "name": "again"}}))
+        .unwrap();
+    eventually(
+        "a related object triggers, then requeues call again",
+        || async {
+            env.calls()
+                .iter()
+                .filter(|c| c["related"] == json!(["again"]))
+                .count()
+                >= 3
+        },
+    )
+    .await;
+    env.stop(vec![task]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_finalize_a_deleted_object_goes_once_the_hook_says_finalized() {
+    if python3_missing() {
+        return;
+    }
+    let env = Env::new().await;
+    let hook = env.dir.path().join("finalize.py");
+    std::fs::write(
+        &hook,
+        r#"
+import json, sys
+request = json.load(sys.stdin)
+with open(sys.argv[1], "a") as log:
+    log.write(json.dumps({"name": request["object"]["metadata"]["name"],
+                          "finalizing": request["finalizing"]}) + "\n")
+json.dump({"finalized": True} if request["finalizing"] else {}, sys.stdout)
+"#,
+    )
+    .unwrap();
+    let spec = format!(
+        "  for: {{apiVersion: batch/v1, kind: CronJob}}
+  hook: {{exec: {{command: [python3, {}, {}]}}}}
+  finalize: true
+",
+        hook.display(),
+        env.log().display()
+    );
+    let (stats, task) = env.start(&controller_with_spec("fin", &spec));
+    env.cronjob("held", &json!({}));
+    let cronjobs = Api::<CronJob>::namespaced(env.client.clone(), "default");
+    eventually("the finalizer added", || async {
+        cronjobs.get("held").await.unwrap().finalizers() == ["hooks.informant.dev/default.fin"]
+    })
+    .await;
+    cronjobs
+        .delete("held", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the object gone once finalized", || async {
+        cronjobs.get_opt("held").await.unwrap().is_none()
+    })
+    .await;
+    assert!(
+        env.calls()
+            .iter()
+            .any(|c| c["finalizing"] == json!(true) && c["name"] == "held")
+    );
+    assert_eq!(stats.failures(), 0);
+    env.stop(vec![task]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_of_a_kind_not_owned_fails_the_answer_before_anything_is_recorded() {
+    let env = Env::new().await;
+    env.cronjob("greedy", &json!({}));
+    let answer = r#"{"events": [{"type": "Normal", "reason": "ShouldNotAppear", "message": "x"}],
+        "children": [{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}]}"#;
+    let spec = format!(
+        "  for: {{apiVersion: batch/v1, kind: CronJob}}
+  owns: [{{apiVersion: v1, kind: ConfigMap}}]
+  hook: {{exec: {{command: [sh, -c, 'cat >/dev/null; echo {}']}}}}
+",
+        serde_json::to_string(&answer.replace('\n', " ")).unwrap()
+    );
+    let (stats, task) = env.start(&controller_with_spec("greedy", &spec));
+    eventually("the answer refused", || async {
+        stats.failures() >= 2 && !env.events("HookFailed", "greedy").await.is_empty()
+    })
+    .await;
+    assert!(
+        stats.last_error().unwrap().contains(
+            "children[0]: v1 Secret is not one of the controller's spec.owns kinds; add it there"
+        ),
+        "{:?}",
+        stats.last_error()
+    );
+    assert!(env.events("ShouldNotAppear", "greedy").await.is_empty());
+    env.stop(vec![task]).await;
+}
