@@ -24,6 +24,10 @@
 //!   `cacheconfigs` and `patch` on `cacheconfigs/status`, restricted to its name (the watch
 //!   uses a `metadata.name` field selector, which is what RBAC requires of a `list`/`watch`
 //!   restricted by `resourceNames`).
+//! - **Hook `Controller`s** of the manager's namespace: `get`, `list`, `watch` on `controllers`
+//!   and `patch` on `controllers/status`. What their hooks write (children applied, the
+//!   parent's status, finalizers) depends on the Controllers, not the CacheConfig: grant it
+//!   with extra rules.
 //! - **The Lease**, when leader election is on: `create` on `leases` (creation cannot be
 //!   restricted by name) and `get`/`update` on the Lease by name
 //!   ([`crate::manager::leader`]).
@@ -369,6 +373,11 @@ fn manager_rules(name: &str, lease: Option<&str>) -> Vec<PolicyRule> {
             &["get", "list", "watch"],
         ),
         rule(GROUP, &["cacheconfigs/status"], Some(name), &["patch"]),
+        // The hook Controllers of the manager's namespace (`--cache-config` watches them) and
+        // their status. What their hooks write (children, the parent's status) is the
+        // Controllers' business: `extraRules`.
+        rule(GROUP, &["controllers"], None, &["get", "list", "watch"]),
+        rule(GROUP, &["controllers/status"], None, &["patch"]),
     ];
     if let Some(lease) = lease {
         rules.push(rule(LEASE_GROUP, &["leases"], None, &["create"]));
@@ -419,7 +428,12 @@ mod tests {
         assert_eq!(rules.namespaces.keys().collect::<Vec<_>>(), ["sys"]);
         assert_eq!(
             resources(&rules.namespaces["sys"]),
-            ["cacheconfigs", "cacheconfigs/status"]
+            [
+                "cacheconfigs",
+                "cacheconfigs/status",
+                "controllers",
+                "controllers/status"
+            ]
         );
         assert_eq!(
             rules.namespaces["sys"][0].resource_names,
@@ -494,12 +508,14 @@ mod tests {
                 "events",
                 "cacheconfigs",
                 "cacheconfigs/status",
+                "controllers",
+                "controllers/status",
                 "leases",
                 "leases"
             ]
         );
-        assert_eq!(sys[4].resource_names, Some(vec!["informant".to_owned()]));
-        assert_eq!(sys[3].resource_names, None);
+        assert_eq!(sys[6].resource_names, Some(vec!["informant".to_owned()]));
+        assert_eq!(sys[5].resource_names, None);
         let cluster = derive("{}", &options);
         assert_eq!(cluster.cluster.last(), Some(&extra));
     }
