@@ -26,7 +26,7 @@
 //!   restricted by `resourceNames`).
 //! - **Hook `Controller`s** of the manager's namespace: `get`, `list`, `watch` on `controllers`
 //!   and `patch` on `controllers/status`. What their hooks write (children applied, the
-//!   parent's status, finalizers) depends on the Controllers, not the CacheConfig: grant it
+//!   parent's status, finalizers) depends on the Controllers, not the `CacheConfig`: grant it
 //!   with extra rules.
 //! - **The Lease**, when leader election is on: `create` on `leases` (creation cannot be
 //!   restricted by name) and `get`/`update` on the Lease by name
