@@ -1,5 +1,4 @@
-//! Figures for the README (ignored by default; run with
-//! `cargo test --release --test hooks_bench -- --ignored --nocapture --test-threads 1`):
+//! Figures for the README (`cargo bench --bench hooks`; built, not run, by the test command):
 //! the hook round trip overhead (exec: a process per call, like shell-operator's per-batch
 //! process; webhook: one HTTP/1.1 POST) for 1,000 calls, median and p99, with a hook doing no
 //! work; and reconcile throughput of a `HookController` at concurrency 1, 4 and 16 against a
@@ -72,8 +71,6 @@ async fn webhook(
     (url, task)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a benchmark: run it explicitly"]
 async fn hook_round_trip_overhead() {
     let n = 1000;
     let request = request();
@@ -112,8 +109,6 @@ async fn hook_round_trip_overhead() {
     server.await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a benchmark: run it explicitly"]
 async fn reconcile_throughput_against_a_10ms_webhook() {
     let objects: u32 = 400;
     let server = TestServer::start().await.unwrap();
@@ -173,4 +168,16 @@ spec:
     tracker.close();
     tracker.wait().await;
     drop(reloader);
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        hook_round_trip_overhead().await;
+        reconcile_throughput_against_a_10ms_webhook().await;
+    });
 }
