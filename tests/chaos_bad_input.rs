@@ -62,9 +62,8 @@ const BAD_SPECS: [&str; 44] = [
     "unknownTopLevelField: 1",
 ];
 
-/// Whole documents that are not a valid `CacheConfig`. (`Controller` documents, the other
-/// kind DESIGN.md names, do not exist yet: a `kind: Controller` file is rejected as the wrong
-/// kind.)
+/// Whole documents that are not a valid `CacheConfig` (a file of a lone `Controller` has no
+/// `CacheConfig`; invalid `Controller`s are [`BAD_CONTROLLER_SPECS`]).
 const BAD_DOCUMENTS: [&str; 12] = [
     "",
     "---\n",
@@ -287,6 +286,107 @@ async fn invalid_configs_and_malformed_answers_leave_the_manager_serving_without
     })
     .await;
     assert!(answering, "reads still answer after malformed answers");
+    world.stop().await;
+    let panics = PANICS.lock().unwrap().clone();
+    assert!(panics.is_empty(), "panics: {panics:#?}");
+}
+
+/// `Controller` documents that are invalid, each for one reason (the spec lines after
+/// `metadata`); a valid one is `for: {apiVersion: v1, kind: ConfigMap}` with an exec hook.
+const BAD_CONTROLLER_SPECS: [&str; 14] = [
+    "spec: {}",
+    "spec: {hook: {exec: {command: [sh]}}}",
+    "spec: {for: {apiVersion: v1, kind: ConfigMap}}",
+    "spec: {for: {apiVersion: v1, kind: ConfigMap}, hook: {}}",
+    "spec: {for: {apiVersion: v1, kind: ConfigMap}, hook: {exec: {command: []}}}",
+    "spec: {for: {apiVersion: v1, kind: ConfigMap}, hook: {exec: {command: [sh]}, webhook: {url: 'http://x'}}}",
+    "spec: {for: {apiVersion: v1, kind: ConfigMap}, hook: {webhook: {url: 'not a url'}}}",
+    "spec: {for: {apiVersion: v1, kind: ConfigMap}, hook: {exec: {command: [sh], timeout: soon}}}",
+    "spec: {for: {apiVersion: v1, kind: ConfigMap}, hook: {exec: {command: [sh]}}, concurrency: -1}",
+    "spec: {for: {apiVersion: v1, kind: ConfigMap}, hook: {exec: {command: [sh]}}, resyncPeriod: often}",
+    "spec: {for: {apiVersion: v1, kind: ConfigMap, labelSelector: 'app in (a'}, hook: {exec: {command: [sh]}}}",
+    "spec: {for: {apiVersion: v1, kind: ConfigMap}, owns: [{apiVersion: v1}], hook: {exec: {command: [sh]}}}",
+    "spec: {for: {apiVersion: 'v1/v2/v3', kind: ConfigMap}, hook: {exec: {command: [sh]}}}",
+    "spec: {for: {apiVersion: v1, kind: ConfigMap}, hook: {exec: {command: [sh]}}, finalise: true}",
+];
+
+fn bad_controllers() -> Vec<String> {
+    BAD_CONTROLLER_SPECS
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| {
+            format!(
+                "apiVersion: informant.dev/v1alpha1\nkind: Controller\n\
+                 metadata: {{name: bad-{i}, namespace: default}}\n{spec}\n"
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_controllers_are_rejected_with_their_paths_and_leave_the_manager_serving() {
+    record_panics();
+    let cache = informant::config::load_str(GOOD).unwrap().cache;
+    let corpus = bad_controllers();
+    let mut with_path = 0;
+    for doc in &corpus {
+        let value: serde_json::Value = serde_yaml::from_str(doc).unwrap();
+        let Err(error) = informant::config::controller::validate_controller_value(
+            value,
+            &informant::config::Origin::Text,
+            Some(&cache),
+        ) else {
+            panic!("accepted:\n{doc}");
+        };
+        let paths: Vec<String> = error.errors.iter().map(|e| e.path.to_string()).collect();
+        if !error.errors.is_empty()
+            && paths
+                .iter()
+                .all(|p| p.starts_with("spec") || p.starts_with("metadata"))
+        {
+            with_path += 1;
+        } else {
+            println!("rejected without a path: {error}");
+        }
+    }
+    assert_eq!(with_path, corpus.len(), "every rejection names its field");
+
+    // All of them at once in the file of a running manager (with its hook runnable): the
+    // CacheConfig beside them keeps serving, the manager stays ready, nothing panics.
+    let mut world = chaos_harness::World::start(chaos_harness::ChaosConfig::everything()).await;
+    let first = world.reload_text(GOOD).await;
+    assert!(
+        matches!(first, informant::manager::Reload::Applied { .. }),
+        "{first:?}"
+    );
+    world
+        .server
+        .handle()
+        .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "default", "name": "cm-0"}}))
+        .unwrap();
+    let mut text = GOOD.to_string();
+    for doc in &corpus {
+        text.push_str("---\n");
+        text.push_str(doc);
+    }
+    let reload = world.reload_text(&text).await;
+    assert!(
+        matches!(reload, informant::manager::Reload::Unchanged),
+        "the CacheConfig beside the bad Controllers is unchanged: {reload:?}"
+    );
+    let (code, body) = world.readyz().await;
+    assert_eq!(code, 200, "{body}");
+    let answering = chaos_harness::eventually(Duration::from_secs(20), || async {
+        cached_configmaps(&world).await == 1
+    })
+    .await;
+    assert!(answering, "reads answer");
+    println!(
+        "bad controllers: {} invalid Controller documents tried, {with_path} rejected with \
+         their field paths; all in one running manager's file: /readyz {code}",
+        corpus.len()
+    );
     world.stop().await;
     let panics = PANICS.lock().unwrap().clone();
     assert!(panics.is_empty(), "panics: {panics:#?}");

@@ -463,7 +463,9 @@ impl World {
             cache_sync_timeout: Duration::from_secs(3),
             ..Options::new(ConfigSource::File(path.clone()))
         };
-        let manager = Manager::new(client.clone(), options).await.unwrap();
+        let mut manager = Manager::new(client.clone(), options).await.unwrap();
+        // As `informant run` does: the file's `Controller` documents run too.
+        informant::manager::hooks::add_to_manager(&mut manager);
         let manager_cache = manager.cache();
         let pool = manager.pool();
         let state = manager.state();
