@@ -54,3 +54,41 @@ fn validate_accepts_a_multi_document_file() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn the_hooks_demo_runs_the_cronjob_story_with_the_python_hook() {
+    // A second apart: the hook compares completion times, which have a resolution of a second.
+    let out = informant(&["demo", "--hooks", "--runs", "3", "--every", "1s"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("the Python exec hook") && stdout.contains("cronjob.py"),
+        "{stdout}"
+    );
+    // SawCompletedJob was written, and only the hook records it: the Rust sample controller
+    // (which also records SuccessfulDelete) did not run.
+    let written: u64 = stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("SawCompletedJob "))
+        .map(|l| {
+            let columns: Vec<&str> = l.split_whitespace().collect();
+            columns[1].parse::<u64>().unwrap() + columns[4].parse::<u64>().unwrap()
+        })
+        .sum();
+    assert!(written > 0, "no SawCompletedJob written:\n{stdout}");
+    assert!(!stdout.contains("SuccessfulDelete"), "{stdout}");
+    let calls: u64 = stdout
+        .split("The Python hook answered ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no hook call count in:\n{stdout}"))
+        .parse()
+        .unwrap();
+    assert!(calls > 0, "{stdout}");
+    assert!(stdout.contains(" calls (0 failed)"), "{stdout}");
+}

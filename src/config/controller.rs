@@ -640,16 +640,21 @@ fn check_cached(
         return;
     }
     let namespaced = !matches!(builtin_scope(gvk), Some(cache::Scope::Cluster));
-    if let Err(e) = plan.route(gvk, namespaced, None, None) {
-        errors.push(FieldError::new(
-            path,
-            format!(
-                "{api_version} {} is not served by the active CacheConfig's cache: {e}; change \
+    match plan.route(gvk, namespaced, None, None) {
+        // A kind cached in a list of namespaces (a multi-namespace cache) refuses a list across
+        // all of them, but the controller reads each object in its own namespace: served.
+        Ok(_) | Err(cache::Error::UnknownNamespaceList { .. }) => {}
+        Err(e) => {
+            errors.push(FieldError::new(
+                path,
+                format!(
+                    "{api_version} {} is not served by the active CacheConfig's cache: {e}; change \
                  the CacheConfig's spec.defaultNamespaces or spec.byObject (`informant explain` \
                  shows which cache serves each kind)",
-                gvk.kind
-            ),
-        ));
+                    gvk.kind
+                ),
+            ));
+        }
     }
 }
 
