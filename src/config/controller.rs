@@ -1102,6 +1102,25 @@ spec:
     }
 
     #[test]
+    fn a_kind_cached_in_a_list_of_namespaces_is_served() {
+        // The demo's config: the kinds cached in team-a only (a multi-namespace cache, which
+        // refuses a list across all namespaces but serves each object's own namespace).
+        let options = crate::config::load_str(
+            "apiVersion: informant.dev/v1alpha1
+kind: CacheConfig
+metadata: {name: c}
+spec:
+  byObject:
+    - {apiVersion: batch/v1, kind: CronJob, namespaces: {team-a: {}}}
+    - {apiVersion: batch/v1, kind: Job, namespaces: {team-a: {}}}
+",
+        )
+        .unwrap()
+        .cache;
+        validate_controller_value(value(GOOD), &Origin::Text, Some(&options)).unwrap();
+    }
+
+    #[test]
     fn a_kind_the_cache_refuses_names_the_setting_to_change() {
         let options = crate::config::load_str(
             "apiVersion: informant.dev/v1alpha1
