@@ -139,11 +139,22 @@ fn validate_without_a_config_flag_is_a_usage_error() {
 }
 
 #[test]
-fn crd_prints_the_committed_crd() {
+fn crd_prints_the_committed_crds_as_one_multi_document_yaml() {
     let out = informant(&["crd"]);
-    assert_eq!(out.status.code(), Some(0));
-    let committed = std::fs::read_to_string("crds/cacheconfigs.informant.dev.yaml").unwrap();
-    assert_eq!(text(&out.stdout), committed);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let cache_config = std::fs::read_to_string("crds/cacheconfigs.informant.dev.yaml").unwrap();
+    let controller = std::fs::read_to_string("crds/controllers.informant.dev.yaml").unwrap();
+    assert_eq!(
+        text(&out.stdout),
+        format!("{cache_config}---\n{controller}")
+    );
+    for (kind, committed) in [("CacheConfig", &cache_config), ("Controller", &controller)] {
+        let one = informant(&["crd", "--kind", kind]);
+        assert_eq!(one.status.code(), Some(0), "{}", text(&one.stderr));
+        assert_eq!(&text(&one.stdout), committed, "--kind {kind}");
+    }
+    let unknown = informant(&["crd", "--kind", "Pod"]);
+    assert_eq!(unknown.status.code(), Some(2), "clap's usage error");
 }
 
 #[test]

@@ -54,3 +54,166 @@ fn validate_accepts_a_multi_document_file() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn the_hooks_demo_runs_the_cronjob_story_with_the_python_hook() {
+    // A second apart: the hook compares completion times, which have a resolution of a second.
+    let out = informant(&["demo", "--hooks", "--runs", "3", "--every", "1s"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("the Python exec hook") && stdout.contains("cronjob.py"),
+        "{stdout}"
+    );
+    // SawCompletedJob was written, and only the hook records it: the Rust sample controller
+    // (which also records SuccessfulDelete) did not run.
+    let written: u64 = stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("SawCompletedJob "))
+        .map(|l| {
+            let columns: Vec<&str> = l.split_whitespace().collect();
+            columns[1].parse::<u64>().unwrap() + columns[4].parse::<u64>().unwrap()
+        })
+        .sum();
+    assert!(written > 0, "no SawCompletedJob written:\n{stdout}");
+    assert!(!stdout.contains("SuccessfulDelete"), "{stdout}");
+    let calls: u64 = stdout
+        .split("The Python hook answered ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no hook call count in:\n{stdout}"))
+        .parse()
+        .unwrap();
+    assert!(calls > 0, "{stdout}");
+    assert!(stdout.contains(" calls (0 failed)"), "{stdout}");
+}
+
+/// Writes `text` to a file of its own and returns its path.
+fn config_file(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("informant-hooks-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const STRICT_CACHE: &str = "\
+apiVersion: informant.dev/v1alpha1
+kind: CacheConfig
+metadata: {name: strict, namespace: ops}
+spec:
+  readerFailOnMissingInformer: true
+  byObject:
+    - {apiVersion: batch/v1, kind: CronJob}
+";
+
+#[test]
+fn validate_reports_every_controllers_errors_with_their_paths_and_exits_64() {
+    let path = config_file(
+        "invalid-controllers.yaml",
+        &format!(
+            "{STRICT_CACHE}---
+apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {{name: cronjob-watch, namespace: ops}}
+spec:
+  for: {{apiVersion: batch/v1, kind: CronJob}}
+  owns: [{{apiVersion: batch/v1, kind: Job}}]
+  hook: {{exec: {{command: []}}}}
+---
+apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {{name: fine, namespace: ops}}
+spec:
+  for: {{apiVersion: batch/v1, kind: CronJob}}
+  hook: {{webhook: {{url: http://hook:8080/sync}}}}
+---
+apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {{name: typo, namespace: ops}}
+spec:
+  for: {{apiVersion: batch/v1, kind: CronJob}}
+  hook: {{exec: {{command: [x]}}}}
+  concurency: 2
+"
+        ),
+    );
+    let out = informant(&["validate", "-c", path.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert!(out.stdout.is_empty());
+    let file = path.display();
+    assert!(
+        stderr.starts_with(&format!(
+            "informant validate: {file}: invalid controller ops/cronjob-watch (2 errors):\n  \
+             controllers[cronjob-watch].spec.hook.exec.command: required; "
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "\n  controllers[cronjob-watch].spec.owns[0]: batch/v1 Job is not cached: the \
+             active CacheConfig sets readerFailOnMissingInformer"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "\n{file}: invalid controller ops/typo (1 error):\n  controllers[typo].spec"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("concurency"), "{stderr}");
+    assert!(!stderr.contains("ops/fine"), "{stderr}");
+}
+
+#[test]
+fn validate_reports_an_invalid_cacheconfig_and_its_controllers_at_once() {
+    let path = config_file(
+        "invalid-both.yaml",
+        "apiVersion: informant.dev/v1alpha1
+kind: CacheConfig
+metadata: {name: bad, namespace: ops}
+spec: {defaultNamespaces: 3}
+---
+apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {name: no-hook, namespace: ops}
+spec:
+  for: {apiVersion: batch/v1, kind: CronJob}
+  hook: {}
+",
+    );
+    let out = informant(&["validate", "-c", path.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains(": invalid cacheconfig ("), "{stderr}");
+    assert!(
+        stderr.contains("\n  controllers[no-hook].spec.hook: required; "),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn validate_lists_the_valid_controllers_of_a_valid_file() {
+    let out = informant(&["validate", "-c", "examples/hooks/controllers.yaml"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(
+            "controllers:\n  default/cronjob-watch: for batch/v1 CronJob, owns 1, watches 0; \
+             exec python3 examples/hooks/cronjob.py\n"
+        ),
+        "{stdout}"
+    );
+}

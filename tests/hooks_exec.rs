@@ -786,6 +786,85 @@ json.dump({"requeueAfterSeconds": 0.05} if "again" in names else {}, sys.stdout)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_map_to_a_related_object_reconciles_only_the_objects_its_annotation_names() {
+    if python3_missing() {
+        return;
+    }
+    let env = Env::new().await;
+    env.cronjob("one", &json!({}));
+    env.cronjob("two", &json!({}));
+    let hook = env.dir.path().join("related.py");
+    std::fs::write(
+        &hook,
+        r#"
+import json, sys
+request = json.load(sys.stdin)
+names = sorted(o["metadata"]["name"] for o in request["related"])
+with open(sys.argv[1], "a") as log:
+    log.write(json.dumps({"name": request["object"]["metadata"]["name"], "related": names}) + "\n")
+json.dump({}, sys.stdout)
+"#,
+    )
+    .unwrap();
+    let spec = format!(
+        "  for: {{apiVersion: batch/v1, kind: CronJob}}
+  watches: [{{apiVersion: v1, kind: ConfigMap, mapTo: {{annotation: informant.dev/for}}}}]
+  hook: {{exec: {{command: [python3, {}, {}]}}}}
+  concurrency: 4
+",
+        hook.display(),
+        env.log().display()
+    );
+    let (stats, task) = env.start(&controller_with_spec("mapped", &spec));
+    eventually("a call for each CronJob", || async {
+        stats.reconciles() >= 2
+    })
+    .await;
+    let calls_of = |name: &str| -> Vec<Value> {
+        env.calls()
+            .into_iter()
+            .filter(|c| c["name"] == name)
+            .collect()
+    };
+    let configmap = |name: &str, target: &str| {
+        env.server
+            .handle()
+            .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"namespace": "default", "name": name,
+                             "annotations": {"informant.dev/for": target}}}))
+            .unwrap();
+    };
+    configmap("for-two", "two");
+    eventually("the ConfigMap naming two reconciles two", || async {
+        calls_of("two")
+            .iter()
+            .any(|c| c["related"] == json!(["for-two"]))
+    })
+    .await;
+    // A ConfigMap naming one: one is called once more, with only its own related object; the
+    // ConfigMap naming two did not reconcile it (it would have been a call of its own).
+    configmap("for-one", "default/one");
+    eventually("the ConfigMap naming one reconciles one", || async {
+        calls_of("one")
+            .iter()
+            .any(|c| c["related"] == json!(["for-one"]))
+    })
+    .await;
+    let one = calls_of("one");
+    assert_eq!(one.len(), 2, "{one:?}");
+    assert_eq!(one[0]["related"], json!([]));
+    assert!(
+        calls_of("two")
+            .iter()
+            .all(|c| c["related"] != json!(["for-one"])
+                && c["related"] != json!(["for-one", "for-two"])),
+        "{:?}",
+        env.calls()
+    );
+    env.stop(vec![task]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_finalize_a_deleted_object_goes_once_the_hook_says_finalized() {
     if python3_missing() {
         return;

@@ -2,7 +2,8 @@
 //! file with one `CacheConfig` and a `Controller` runs the controller on the leader, and an
 //! edit of the `Controller` document in the file restarts it with the new spec; with
 //! `--cache-config NS/NAME`, the `Controller` resources of `NS` run, with their status written,
-//! and an invalid edit keeps the previous spec running with `Valid=False`.
+//! and an invalid edit keeps the previous spec running with `Valid=False`. With leader
+//! election, only the leader calls hooks, and the standby calls them once it leads.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -238,4 +239,173 @@ async fn the_controllers_of_the_cacheconfigs_namespace_run_with_their_status_wri
         .unwrap()
         .unwrap()
         .unwrap();
+}
+
+/// Appends the object's name to the file named by its first argument; answers nothing.
+const LOGGING_HOOK: &str = r#"
+import json, sys
+request = json.load(sys.stdin)
+with open(sys.argv[1], "a") as log:
+    log.write(request["object"]["metadata"]["name"] + "\n")
+json.dump({}, sys.stdout)
+"#;
+
+/// A manager of `identity` with leader election, reading its own config file whose
+/// `Controller` logs each hook call to `calls-<identity>.log`.
+struct Replica {
+    log: std::path::PathBuf,
+    leader: tokio::sync::watch::Receiver<bool>,
+    shutdown: CancellationToken,
+    run: tokio::task::JoinHandle<Result<(), informant::manager::Error>>,
+}
+
+impl Replica {
+    async fn start(server: &TestServer, dir: &Path, identity: &str) -> Self {
+        let hook = dir.join("logging.py");
+        std::fs::write(&hook, LOGGING_HOOK).unwrap();
+        let log = dir.join(format!("calls-{identity}.log"));
+        let path = dir.join(format!("{identity}.yaml"));
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: informant.dev/v1alpha1
+kind: CacheConfig
+metadata: {{name: test, namespace: default}}
+spec: {{}}
+---
+apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {{name: logs, namespace: default}}
+spec:
+  for: {{apiVersion: v1, kind: Secret}}
+  hook: {{exec: {{command: [python3, {}, {}]}}}}
+",
+                hook.display(),
+                log.display()
+            ),
+        )
+        .unwrap();
+        let options = Options {
+            metrics_addr: None,
+            health_addr: None,
+            debounce: Duration::ZERO,
+            shutdown_grace: Duration::from_secs(10),
+            leader_election: Some(informant::manager::leader::Options {
+                identity: identity.to_owned(),
+                lease_duration: Duration::from_secs(1),
+                renew_deadline: Duration::from_millis(600),
+                retry_period: Duration::from_millis(100),
+                ..informant::manager::leader::Options::new("informant-hooks-test", "default")
+            }),
+            ..Options::new(ConfigSource::File(path))
+        };
+        let client = server.client().await.unwrap();
+        let mut manager = Manager::new(client, options).await.unwrap();
+        informant::manager::hooks::add_to_manager(&mut manager);
+        let leader = manager.is_leader();
+        let shutdown = CancellationToken::new();
+        let run = tokio::spawn(manager.run(shutdown.clone()));
+        Self {
+            log,
+            leader,
+            shutdown,
+            run,
+        }
+    }
+
+    /// The names the hook of this replica was called with, in order.
+    fn calls(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    fn leads(&self) -> bool {
+        *self.leader.borrow()
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(WAIT, self.run)
+            .await
+            .expect("the manager stops within the timeout")
+            .unwrap()
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_calls_hooks_and_the_standby_takes_over() {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED: python3 is not installed; the exec hook tests need it");
+        return;
+    }
+    let server = TestServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let secret = |name: &str| {
+        server
+            .handle()
+            .create(json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"namespace": "default", "name": name}}))
+            .unwrap();
+    };
+    secret("s1");
+    let a = Replica::start(&server, dir.path(), "a").await;
+    let b = Replica::start(&server, dir.path(), "b").await;
+    eventually("one replica leads", || async { a.leads() || b.leads() }).await;
+    let (leader, standby) = if a.leads() { (a, b) } else { (b, a) };
+    eventually("the leader's hook saw s1", || async {
+        leader.calls().contains(&"s1".to_owned())
+    })
+    .await;
+    // A change reaches both replicas' informers; only the leader's hook is called.
+    secret("s2");
+    eventually("the leader's hook saw s2", || async {
+        leader.calls().contains(&"s2".to_owned())
+    })
+    .await;
+    assert!(!standby.leads());
+    assert_eq!(
+        standby.calls(),
+        Vec::<String>::new(),
+        "the standby called its hook"
+    );
+
+    // The leader goes: the standby leads and calls its hook for every object; the old leader
+    // calls no more.
+    let calls_of_old = leader.calls();
+    leader.stop().await;
+    eventually("the standby leads and calls its hook", || async {
+        standby.leads() && {
+            let calls = standby.calls();
+            calls.contains(&"s1".to_owned()) && calls.contains(&"s2".to_owned())
+        }
+    })
+    .await;
+    secret("s3");
+    eventually("the new leader's hook saw s3", || async {
+        standby.calls().contains(&"s3".to_owned())
+    })
+    .await;
+    let old_log = dir.path().join(if standby.log.ends_with("calls-a.log") {
+        "calls-b.log"
+    } else {
+        "calls-a.log"
+    });
+    assert_eq!(
+        std::fs::read_to_string(old_log)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect::<Vec<_>>(),
+        calls_of_old,
+        "the stopped replica called its hook"
+    );
+    standby.stop().await;
 }

@@ -1,7 +1,9 @@
 //! `informant demo`: the `CronJob` story on one machine. An embedded API server, the manager
 //! reading a config file, the sample `CronJob` controller, a `CronJob` that runs every second; the
 //! config is edited once mid-way (a namespace added, `reason` added to the spam key), and the
-//! fate of every event is tallied by reason from the event spans.
+//! fate of every event is tallied by reason from the event spans. With `--hooks`, the
+//! `CronJob` controller is the Python exec hook `examples/hooks/cronjob.py`, declared as a
+//! `Controller` document of the same config file, instead of the Rust sample.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -39,6 +41,42 @@ pub struct Args {
     /// Time between two runs of a CronJob (Go duration).
     #[arg(long, default_value = "1s", value_parser = duration, value_name = "DURATION")]
     pub every: Duration,
+
+    /// Run the CronJob controller as the Python exec hook examples/hooks/cronjob.py (a
+    /// Controller document in the config file, needs python3) instead of the Rust sample.
+    #[arg(long)]
+    pub hooks: bool,
+}
+
+/// The Python hook the `--hooks` demo runs, written next to the config file.
+const CRONJOB_HOOK: &str = include_str!("../../examples/hooks/cronjob.py");
+
+/// The `Controller` of the `--hooks` demo (`namespace/name`, as its metrics label it).
+const HOOK_CONTROLLER: &str = "team-a/cronjob-watch";
+
+/// The `Controller` document appended to the config in `--hooks` mode: `hook` is the path of
+/// the Python hook.
+fn controller_document(hook: &Path) -> String {
+    format!(
+        "---
+apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {{name: cronjob-watch, namespace: team-a}}
+spec:
+  for: {{apiVersion: batch/v1, kind: CronJob}}
+  owns: [{{apiVersion: batch/v1, kind: Job}}]
+  hook: {{exec: {{command: [python3, {hook}], timeout: 10s}}}}
+",
+        hook = serde_json::Value::String(hook.display().to_string())
+    )
+}
+
+/// The config file's text: the `CacheConfig`, and the hook's `Controller` when there is one.
+fn config_text(cache_config: &str, hook: Option<&Path>) -> String {
+    match hook {
+        None => cache_config.to_owned(),
+        Some(hook) => format!("{cache_config}{}", controller_document(hook)),
+    }
 }
 
 fn duration(input: &str) -> Result<Duration, String> {
@@ -174,7 +212,8 @@ async fn story(
     shutdown: &CancellationToken,
     tally: &FateTally,
 ) -> exit::Result<()> {
-    let (kubeconfig_path, config_path, server_stop) = start_api_server(tracker, stop).await?;
+    let (kubeconfig_path, config_path, hook, server_stop) =
+        start_api_server(tracker, stop, args.hooks).await?;
 
     // The manager and the CronJob controller.
     let client = super::cache::client(Some(&kubeconfig_path)).await?;
@@ -187,7 +226,12 @@ async fn story(
     let mut manager = Manager::new(client.clone(), options)
         .await
         .map_err(|e| super::run::failure(&e))?;
-    cronjob::add_to(&mut manager);
+    if hook.is_some() {
+        manager::hooks::add_to_manager(&mut manager);
+    } else {
+        cronjob::add_to(&mut manager);
+    }
+    let hook_metrics = manager.hook_metrics().clone();
     let mut reloads = manager.reloads();
     let recorder = manager.recorder();
     let state = manager.state();
@@ -215,18 +259,14 @@ async fn story(
         args.every,
         schedules.clone(),
     ));
-    println!(
-        "3. CronJob team-a/hello runs every {}; the controller records SuccessfulCreate, \
-         SawCompletedJob and SuccessfulDelete on it.",
-        humanize(args.every)
-    );
+    print_first_phase(args, hook.as_deref());
     if wait_runs(args, shutdown).await {
         return Ok(());
     }
     let before = tally.snapshot();
 
     // The edit.
-    write_atomically(&config_path, CONFIG_AFTER)?;
+    write_atomically(&config_path, &config_text(CONFIG_AFTER, hook.as_deref()))?;
     println!("4. Config edited: team-b added to both kinds, reason added to the spam key.");
     let summary = applied_summary(&mut reloads).await?;
     println!("   reloaded: {summary}");
@@ -258,21 +298,19 @@ async fn story(
     let after = tally.snapshot();
     println!("\n6. Fates of every event recorded, by reason (tallied from the event spans):\n");
     print!("{}", fate_table(&before, &after));
-    println!(
-        "\n   Before the edit the three reasons drained one bucket of 25 tokens (refilled one \
-         per 5 minutes): SawCompletedJob stopped reaching the API server after about nine runs. \
-         After it, each reason has a bucket of its own."
-    );
+    print_closing(hook.is_some(), &hook_metrics);
     server_stop.cancel();
     Ok(())
 }
 
-/// Starts the seeded API server on `tracker` and writes its kubeconfig and the first config
-/// next to each other; returns their paths and the server's stop token.
+/// Starts the seeded API server on `tracker` and writes its kubeconfig, the first config and
+/// (with `hooks`) the Python hook next to each other; returns their paths and the server's
+/// stop token.
 async fn start_api_server(
     tracker: &TaskTracker,
     stop: &CancellationToken,
-) -> exit::Result<(PathBuf, PathBuf, CancellationToken)> {
+    hooks: bool,
+) -> exit::Result<(PathBuf, PathBuf, Option<PathBuf>, CancellationToken)> {
     // The API server, seeded.
     let config = apiserver::Config {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -298,11 +336,18 @@ async fn start_api_server(
         .map_err(|e| software("cannot render the kubeconfig", &e))?;
     std::fs::write(&kubeconfig_path, kubeconfig)
         .map_err(|e| software("cannot write the kubeconfig", &e))?;
+    let hook = if hooks {
+        let path = dir.join("cronjob.py");
+        std::fs::write(&path, CRONJOB_HOOK).map_err(|e| software("cannot write the hook", &e))?;
+        Some(path)
+    } else {
+        None
+    };
     let config_path: PathBuf = dir.join("cacheconfig.yaml");
-    write_atomically(&config_path, CONFIG_BEFORE)?;
+    write_atomically(&config_path, &config_text(CONFIG_BEFORE, hook.as_deref()))?;
     println!("informant demo: the CronJob story, on an embedded API server (no cluster)\n");
     println!("1. API server on {addr}: namespaces team-a and team-b, CronJob hello in each.");
-    Ok((kubeconfig_path, config_path, server_stop))
+    Ok((kubeconfig_path, config_path, hook, server_stop))
 }
 
 /// Waits for the reload of the edited config and returns its summary.
@@ -358,4 +403,65 @@ async fn wait_runs(args: &Args, shutdown: &CancellationToken) -> bool {
 
 fn humanize(d: Duration) -> String {
     informant::config::format_duration(d)
+}
+
+/// Hook calls of the demo's controller that failed, whatever the failure (the reasons of
+/// `ReconcileError::reason`).
+fn hook_failures(metrics: &informant::manager::hooks::HookMetrics) -> u64 {
+    [
+        "timeout",
+        "exit",
+        "malformed",
+        "http",
+        "start",
+        "cache",
+        "child",
+        "write",
+    ]
+    .iter()
+    .map(|failure| metrics.calls(HOOK_CONTROLLER, failure))
+    .sum()
+}
+
+/// What the first phase shows, by who records `SawCompletedJob`.
+fn print_first_phase(args: &Args, hook: Option<&Path>) {
+    if let Some(hook) = hook {
+        println!(
+            "3. CronJob team-a/hello runs every {}; the schedule records SuccessfulCreate on \
+             it, and the Controller {HOOK_CONTROLLER}, the Python exec hook {} (a copy of \
+             examples/hooks/cronjob.py), records SawCompletedJob.",
+            humanize(args.every),
+            hook.display()
+        );
+    } else {
+        println!(
+            "3. CronJob team-a/hello runs every {}; the controller records SuccessfulCreate, \
+             SawCompletedJob and SuccessfulDelete on it.",
+            humanize(args.every)
+        );
+    }
+}
+
+/// The closing lines under the fate table.
+fn print_closing(hooks: bool, hook_metrics: &informant::manager::hooks::HookMetrics) {
+    if hooks {
+        println!(
+            "\n   The Python hook answered {} calls ({} failed); its SawCompletedJob events went \
+             through the same recorder, spam filter and fate counters as the Rust controller's.",
+            hook_metrics.calls(HOOK_CONTROLLER, "none"),
+            hook_failures(hook_metrics)
+        );
+    }
+    if hooks {
+        println!(
+            "\n   Before the edit SuccessfulCreate and SawCompletedJob drained one bucket of 25 \
+             tokens (refilled one per 5 minutes). After it, each reason has a bucket of its own."
+        );
+    } else {
+        println!(
+            "\n   Before the edit the three reasons drained one bucket of 25 tokens (refilled \
+             one per 5 minutes): SawCompletedJob stopped reaching the API server after about \
+             nine runs. After it, each reason has a bucket of its own."
+        );
+    }
 }

@@ -45,8 +45,8 @@ enum Command {
     Apiserver(apiserver::Args),
     /// Embedded API server + manager + the CronJob story, on one machine, no cluster needed.
     Demo(demo::Args),
-    /// Print the cacheconfigs.informant.dev CRD as YAML.
-    Crd,
+    /// Print the CRDs (cacheconfigs and controllers.informant.dev) as YAML.
+    Crd(crd::Args),
     /// Check a cache config file: every error at once, with its field path.
     Validate(validate::Args),
     /// Print the cache tree a config builds, and which cache serves a given object.
@@ -83,7 +83,7 @@ impl Cli {
             Command::Run(_) => "run",
             Command::Apiserver(_) => "apiserver",
             Command::Demo(_) => "demo",
-            Command::Crd => "crd",
+            Command::Crd(_) => "crd",
             Command::Validate(_) => "validate",
             Command::Explain(_) => "explain",
             Command::Cache(_) => "cache",
@@ -107,7 +107,7 @@ impl Cli {
             Command::Run(args) => run::run(args, shutdown).await,
             Command::Demo(args) => demo::run(args, shutdown, tally.unwrap_or_default()).await,
             Command::Apiserver(args) => apiserver::run(args, shutdown).await,
-            Command::Crd => crd::run(),
+            Command::Crd(args) => crd::run(&args),
             Command::Validate(args) => validate::run(&args),
             Command::Explain(args) => explain::run(&args),
             Command::Cache(args) => cache::run(&args).await,

@@ -1,21 +1,128 @@
-//! `informant validate`: checks a `CacheConfig` file; every error at once, with its field path.
+//! `informant validate`: checks a config file, the `CacheConfig` and every `Controller` of a
+//! multi-document file; every error at once, with its field path.
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use super::exit;
+use informant::config::controller::{
+    ControllerError, ValidatedController, controllers_key, document_kind, split_documents,
+    validate_controller_value,
+};
+use informant::config::{self, Hook, Origin};
+
+use super::exit::{self, Failure};
 
 /// Arguments of `informant validate`.
+// Reason: these doc comments are the `--help` text, where Markdown backticks would show as-is.
+#[allow(clippy::doc_markdown)]
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The cache config YAML file (the document you would `kubectl apply`).
+    /// The config YAML file (the document you would `kubectl apply`): a CacheConfig, or one
+    /// CacheConfig and any number of Controllers separated by `---`.
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: PathBuf,
 }
 
 /// The summary on standard output, or every error on standard error and exit 64 (invalid) or
-/// 66 (unreadable).
+/// 66 (unreadable). Each `Controller` is checked against the file's `CacheConfig` (its kinds
+/// must be cached); its errors are prefixed with `controllers[<name>]`.
 pub fn run(args: &Args) -> exit::Result {
-    let valid = informant::config::load(&args.config)?;
-    print!("{}", valid.summary());
-    Ok(())
+    let loaded = config::load(&args.config);
+    if let Err(e @ config::Error::Read { .. }) = loaded {
+        return Err(e.into());
+    }
+    let text = std::fs::read_to_string(&args.config).map_err(|e| {
+        Failure::from(config::Error::Read {
+            path: args.config.clone(),
+            source: e,
+        })
+    })?;
+    let origin = Origin::File(args.config.clone());
+    let cache = loaded.as_ref().ok().map(|v| &v.cache);
+    let controllers = match split_documents(&text) {
+        Ok(documents) => documents
+            .into_iter()
+            .filter(|d| document_kind(d) == Some("Controller"))
+            .enumerate()
+            .map(|(i, d)| {
+                let name = d["metadata"]["name"]
+                    .as_str()
+                    .filter(|n| !n.is_empty())
+                    .map_or_else(|| i.to_string(), str::to_owned);
+                let key = controllers_key(&d);
+                (name, key, validate_controller_value(d, &origin, cache))
+            })
+            .collect(),
+        // The CacheConfig's load reports the syntax error.
+        Err(_) => Vec::new(),
+    };
+    let mut problems: Vec<String> = Vec::new();
+    if let Err(e) = &loaded {
+        problems.push(exit::error_chain(e));
+    }
+    for (name, key, result) in &controllers {
+        if let Err(e) = result {
+            problems.push(controller_problem(name, key, e));
+        }
+    }
+    match loaded {
+        Ok(valid) if problems.is_empty() => {
+            print!("{}", valid.summary());
+            let valid: Vec<&ValidatedController> = controllers
+                .iter()
+                .filter_map(|(_, _, r)| r.as_ref().ok())
+                .collect();
+            if !valid.is_empty() {
+                println!("controllers:");
+                for controller in valid {
+                    println!("  {}", describe(controller));
+                }
+            }
+            Ok(())
+        }
+        Err(e) if problems.len() == 1 => Err(e.into()),
+        _ => Err(Failure::message(exit::USAGE, problems.join("\n"))),
+    }
+}
+
+/// `<file>: invalid controller <namespace>/<name> (<n> errors):` and one line per error, its
+/// path prefixed with `controllers[<name>]`.
+fn controller_problem(name: &str, key: &str, error: &ControllerError) -> String {
+    let n = error.errors.len();
+    let mut out = format!(
+        "{}: invalid controller {key} ({n} error{}):",
+        error.origin,
+        if n == 1 { "" } else { "s" }
+    );
+    for e in &error.errors {
+        let path = e.path.to_string();
+        let path = if path == "<document>" {
+            format!("controllers[{name}]")
+        } else {
+            format!("controllers[{name}].{path}")
+        };
+        let _ = write!(out, "\n  {path}: {}", e.message);
+    }
+    out
+}
+
+/// One line per valid controller: its name, kind and hook.
+fn describe(controller: &ValidatedController) -> String {
+    let s = &controller.settings;
+    let api_version = if s.for_kind.group.is_empty() {
+        s.for_kind.version.clone()
+    } else {
+        format!("{}/{}", s.for_kind.group, s.for_kind.version)
+    };
+    let hook = match &s.hook {
+        Hook::Exec { command, .. } => format!("exec {}", command.join(" ")),
+        Hook::Webhook { url, .. } => format!("webhook {url}"),
+    };
+    format!(
+        "{}: for {api_version} {}, owns {}, watches {}; {hook}",
+        s.name,
+        s.for_kind.kind,
+        s.owns.len(),
+        s.watches.len()
+    )
 }

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use kube::CustomResource;
 use kube::CustomResourceExt;
 use kube::core::{GroupVersion, GroupVersionKind};
@@ -92,11 +92,11 @@ pub struct ControllerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owns: Option<Vec<KindSpec>>,
 
-    /// Kinds of related objects: every object of these kinds in the reconciled object's
-    /// namespace is sent to the hook under `related`, and a change of one reconciles every
-    /// object of this controller in its namespace.
+    /// Kinds of related objects: the objects of these kinds that map to the reconciled
+    /// object (by default every one in its namespace; see `mapTo`) are sent to the hook under
+    /// `related`, and a change of one reconciles the objects it maps to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub watches: Option<Vec<KindSpec>>,
+    pub watches: Option<Vec<WatchSpec>>,
 
     /// The hook: exactly one of `exec` or `webhook`.
     pub hook: HookSpec,
@@ -145,6 +145,37 @@ pub struct KindSpec {
     pub api_version: String,
     /// The kind, e.g. `Job`.
     pub kind: String,
+}
+
+/// A kind of related objects, and which reconciled objects each of them is about.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WatchSpec {
+    /// API version of the kind, e.g. `v1`.
+    pub api_version: String,
+    /// The kind, e.g. `ConfigMap`.
+    pub kind: String,
+    /// Which reconciled objects a related object maps to: exactly one of `sameName` or
+    /// `annotation`. Default: every reconciled object in the related object's namespace
+    /// (every one, for a cluster-scoped related kind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map_to: Option<MapToSpec>,
+}
+
+/// Which reconciled objects a related object maps to (like a controller-runtime
+/// `handler.EnqueueRequestsFromMapFunc`, declared): exactly one field.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MapToSpec {
+    /// `true`: the reconciled object with the related object's namespace and name (a
+    /// `ConfigMap` `web` configures the object `web`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_name: Option<bool>,
+    /// An annotation key, e.g. `informant.dev/for`: the related object names the reconciled
+    /// objects it is about in this annotation, comma-separated, each `name` (in the related
+    /// object's namespace) or `namespace/name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotation: Option<String>,
 }
 
 /// The hook: exactly one of `exec` or `webhook`.
@@ -265,6 +296,9 @@ pub struct ControllerSettings {
     pub owns: Vec<GroupVersionKind>,
     /// Related kinds.
     pub watches: Vec<GroupVersionKind>,
+    /// For each related kind (same order as `watches`), which reconciled objects its objects
+    /// map to.
+    pub map_to: Vec<MapTo>,
     /// The hook.
     pub hook: Hook,
     /// Hook calls at once.
@@ -273,6 +307,52 @@ pub struct ControllerSettings {
     pub resync_period: Option<Duration>,
     /// The finalizer held on each object (`spec.finalize`), if any.
     pub finalizer: Option<String>,
+}
+
+/// Which reconciled objects a related object maps to (`spec.watches[].mapTo`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum MapTo {
+    /// Every reconciled object in the related object's namespace (every one, for a
+    /// cluster-scoped related object).
+    #[default]
+    Namespace,
+    /// The reconciled object with the related object's namespace and name.
+    SameName,
+    /// The reconciled objects the related object's annotation with this key names
+    /// (comma-separated `name` or `namespace/name`).
+    Annotation(String),
+}
+
+impl MapTo {
+    /// Whether the related object `related` maps to the reconciled object `object`.
+    #[must_use]
+    pub fn maps(&self, related: &ObjectMeta, object: &ObjectMeta) -> bool {
+        match self {
+            MapTo::Namespace => {
+                related.namespace.is_none() || related.namespace == object.namespace
+            }
+            MapTo::SameName => related.namespace == object.namespace && related.name == object.name,
+            MapTo::Annotation(key) => {
+                let Some(value) = related.annotations.as_ref().and_then(|a| a.get(key)) else {
+                    return false;
+                };
+                value.split(',').map(str::trim).any(|entry| {
+                    let (namespace_matches, name) = match entry.split_once('/') {
+                        Some((namespace, name)) => {
+                            (object.namespace.as_deref() == Some(namespace), name)
+                        }
+                        // A plain name: in the related object's namespace, or a
+                        // cluster-scoped object.
+                        None => (
+                            object.namespace.is_none() || object.namespace == related.namespace,
+                            entry,
+                        ),
+                    };
+                    namespace_matches && !name.is_empty() && object.name.as_deref() == Some(name)
+                })
+            }
+        }
+    }
 }
 
 /// The prefix of the finalizer of a `Controller` with `finalize: true`, followed by
@@ -395,26 +475,7 @@ pub fn validate_controller(
         &mut errors,
     );
     let (label_selector, field_selector) = selectors(&spec.for_, &for_path, &mut errors);
-    let mut kinds_of = |list: Option<&Vec<KindSpec>>, field: &str| -> Vec<GroupVersionKind> {
-        let list_path = path.field(field);
-        let mut out: Vec<GroupVersionKind> = Vec::new();
-        for (i, k) in list.into_iter().flatten().enumerate() {
-            let p = list_path.index(i);
-            if let Some(gvk) = kind(&k.api_version, &k.kind, &p, &mut errors) {
-                if out.contains(&gvk) {
-                    errors.push(FieldError::new(
-                        &p,
-                        format!("{} {} is listed twice; remove one", k.api_version, k.kind),
-                    ));
-                } else {
-                    out.push(gvk);
-                }
-            }
-        }
-        out
-    };
-    let owns = kinds_of(spec.owns.as_ref(), "owns");
-    let watches = kinds_of(spec.watches.as_ref(), "watches");
+    let (owns, watches, map_to) = owned_and_watched(spec, &path, &mut errors);
     let hook = hook(&spec.hook, &path.field("hook"), &mut errors);
     let resync_period = spec.resync_period.as_deref().and_then(|text| {
         parse_duration(text)
@@ -461,6 +522,7 @@ pub fn validate_controller(
             field_selector,
             owns,
             watches,
+            map_to,
             hook,
             concurrency: spec.concurrency.unwrap_or(1),
             resync_period,
@@ -468,6 +530,141 @@ pub fn validate_controller(
         }),
         _ => Err(errors),
     }
+}
+
+/// The kinds of `owns`, and of `watches` with their `mapTo`, each listed once.
+fn owned_and_watched(
+    spec: &ControllerSpec,
+    path: &FieldPath,
+    errors: &mut Vec<FieldError>,
+) -> (Vec<GroupVersionKind>, Vec<GroupVersionKind>, Vec<MapTo>) {
+    let owns = kinds_once(
+        spec.owns
+            .iter()
+            .flatten()
+            .map(|k| (k.api_version.as_str(), k.kind.as_str())),
+        &path.field("owns"),
+        errors,
+    )
+    .into_iter()
+    .map(|(_, gvk)| gvk)
+    .collect();
+    let watch_specs: Vec<&WatchSpec> = spec.watches.iter().flatten().collect();
+    let listed = kinds_once(
+        watch_specs
+            .iter()
+            .map(|w| (w.api_version.as_str(), w.kind.as_str())),
+        &path.field("watches"),
+        errors,
+    );
+    let (watches, map_to) = listed
+        .into_iter()
+        .map(|(i, gvk)| {
+            let map_to = map_to(
+                watch_specs[i].map_to.as_ref(),
+                &path.field("watches").index(i).field("mapTo"),
+                errors,
+            );
+            (gvk, map_to)
+        })
+        .unzip();
+    (owns, watches, map_to)
+}
+
+/// The kinds of a list, each with its index; a kind listed twice is an error.
+fn kinds_once<'a>(
+    list: impl Iterator<Item = (&'a str, &'a str)>,
+    list_path: &FieldPath,
+    errors: &mut Vec<FieldError>,
+) -> Vec<(usize, GroupVersionKind)> {
+    let mut out: Vec<(usize, GroupVersionKind)> = Vec::new();
+    for (i, (api_version, k)) in list.enumerate() {
+        let p = list_path.index(i);
+        if let Some(gvk) = kind(api_version, k, &p, errors) {
+            if out.iter().any(|(_, known)| *known == gvk) {
+                errors.push(FieldError::new(
+                    &p,
+                    format!("{api_version} {k} is listed twice; remove one"),
+                ));
+            } else {
+                out.push((i, gvk));
+            }
+        }
+    }
+    out
+}
+
+/// A watch's `mapTo`, checked: exactly one of `sameName: true` or `annotation: <key>`.
+fn map_to(spec: Option<&MapToSpec>, path: &FieldPath, errors: &mut Vec<FieldError>) -> MapTo {
+    let Some(spec) = spec else {
+        return MapTo::Namespace;
+    };
+    match (spec.same_name, spec.annotation.as_deref()) {
+        (Some(true), None) => MapTo::SameName,
+        (Some(false), None) => {
+            errors.push(FieldError::new(
+                &path.field("sameName"),
+                "false maps to nothing; remove mapTo to reconcile every object of the namespace",
+            ));
+            MapTo::Namespace
+        }
+        (None, Some(key)) => {
+            if let Some(problem) = annotation_key_problem(key) {
+                errors.push(FieldError::new(
+                    &path.field("annotation"),
+                    format!(
+                        "invalid annotation key {key:?}: {problem}; write [<prefix>/]<name>, \
+                         e.g. informant.dev/for"
+                    ),
+                ));
+            }
+            MapTo::Annotation(key.to_owned())
+        }
+        (Some(_), Some(_)) => {
+            errors.push(FieldError::new(
+                path,
+                "set exactly one of sameName or annotation, not both",
+            ));
+            MapTo::Namespace
+        }
+        (None, None) => {
+            errors.push(FieldError::new(
+                path,
+                "set sameName: true or annotation: <key>, or remove mapTo to reconcile every \
+                 object of the namespace",
+            ));
+            MapTo::Namespace
+        }
+    }
+}
+
+/// Why `key` is not a Kubernetes annotation key (a qualified name: an optional DNS subdomain
+/// prefix and `/`, then a name of at most 63 alphanumerics, `-`, `_` or `.`, starting and
+/// ending with an alphanumeric), or `None`.
+fn annotation_key_problem(key: &str) -> Option<String> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if let Some(problem) = prefix.and_then(dns1123_subdomain_problem) {
+        return Some(format!("its prefix {problem}"));
+    }
+    let alphanumeric = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    if name.is_empty()
+        || name.len() > 63
+        || !alphanumeric(name.chars().next())
+        || !alphanumeric(name.chars().last())
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        return Some(
+            "its name must be 1 to 63 letters, digits, '-', '_' or '.', starting and ending \
+             with a letter or digit"
+                .to_owned(),
+        );
+    }
+    None
 }
 
 /// The `for` selectors, parsed.
@@ -640,16 +837,21 @@ fn check_cached(
         return;
     }
     let namespaced = !matches!(builtin_scope(gvk), Some(cache::Scope::Cluster));
-    if let Err(e) = plan.route(gvk, namespaced, None, None) {
-        errors.push(FieldError::new(
-            path,
-            format!(
-                "{api_version} {} is not served by the active CacheConfig's cache: {e}; change \
+    match plan.route(gvk, namespaced, None, None) {
+        // A kind cached in a list of namespaces (a multi-namespace cache) refuses a list across
+        // all of them, but the controller reads each object in its own namespace: served.
+        Ok(_) | Err(cache::Error::UnknownNamespaceList { .. }) => {}
+        Err(e) => {
+            errors.push(FieldError::new(
+                path,
+                format!(
+                    "{api_version} {} is not served by the active CacheConfig's cache: {e}; change \
                  the CacheConfig's spec.defaultNamespaces or spec.byObject (`informant explain` \
                  shows which cache serves each kind)",
-                gvk.kind
-            ),
-        ));
+                    gvk.kind
+                ),
+            ));
+        }
     }
 }
 
@@ -750,6 +952,116 @@ spec:
         );
     }
 
+    fn meta(namespace: Option<&str>, name: &str, annotation: Option<&str>) -> ObjectMeta {
+        ObjectMeta {
+            namespace: namespace.map(str::to_owned),
+            name: Some(name.to_owned()),
+            annotations: annotation
+                .map(|a| [("informant.dev/for".to_owned(), a.to_owned())].into()),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn map_to_names_which_objects_a_related_object_reconciles() {
+        let web = meta(Some("ops"), "web", None);
+        let db = meta(Some("ops"), "db", None);
+        let other_namespace = meta(Some("dev"), "web", None);
+        let cluster = meta(None, "web", None);
+        let plain = meta(Some("ops"), "web", None);
+        assert!(MapTo::Namespace.maps(&plain, &web) && MapTo::Namespace.maps(&plain, &db));
+        assert!(!MapTo::Namespace.maps(&plain, &other_namespace));
+        assert!(MapTo::Namespace.maps(&meta(None, "node", None), &other_namespace));
+        assert!(MapTo::SameName.maps(&plain, &web));
+        assert!(
+            !MapTo::SameName.maps(&plain, &db) && !MapTo::SameName.maps(&plain, &other_namespace)
+        );
+        let by = MapTo::Annotation("informant.dev/for".to_owned());
+        let names = meta(Some("ops"), "cfg", Some("web, dev/web"));
+        assert!(by.maps(&names, &web) && by.maps(&names, &other_namespace));
+        assert!(
+            by.maps(&names, &cluster),
+            "a plain name also names a cluster-scoped object"
+        );
+        assert!(!by.maps(&names, &db));
+        assert!(!by.maps(&plain, &web), "no annotation maps to nothing");
+        assert!(!by.maps(&meta(Some("ops"), "cfg", Some("")), &web));
+    }
+
+    #[test]
+    fn map_to_is_validated_with_its_path() {
+        let spec = |map_to: &str| {
+            format!(
+                "apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {{name: x, namespace: ops}}
+spec:
+  for: {{apiVersion: batch/v1, kind: CronJob}}
+  watches:
+    - {{apiVersion: v1, kind: Secret}}
+    - {{apiVersion: v1, kind: ConfigMap, mapTo: {map_to}}}
+  hook: {{exec: {{command: [x]}}}}
+"
+            )
+        };
+        let ok = |map_to: &str| {
+            validate_controller_value(value(&spec(map_to)), &Origin::Text, None)
+                .map(|v| v.settings.map_to)
+        };
+        assert_eq!(
+            ok("{sameName: true}").unwrap(),
+            [MapTo::Namespace, MapTo::SameName]
+        );
+        assert_eq!(
+            ok("{annotation: informant.dev/for}").unwrap(),
+            [
+                MapTo::Namespace,
+                MapTo::Annotation("informant.dev/for".to_owned())
+            ]
+        );
+        for (bad, path, message) in [
+            (
+                "{}",
+                "spec.watches[1].mapTo",
+                "set sameName: true or annotation",
+            ),
+            (
+                "{sameName: false}",
+                "spec.watches[1].mapTo.sameName",
+                "false maps to nothing",
+            ),
+            (
+                "{sameName: true, annotation: a}",
+                "spec.watches[1].mapTo",
+                "exactly one",
+            ),
+            (
+                "{annotation: 'x/-y'}",
+                "spec.watches[1].mapTo.annotation",
+                "invalid annotation key",
+            ),
+            (
+                "{annotation: 'A_B/y'}",
+                "spec.watches[1].mapTo.annotation",
+                "its prefix",
+            ),
+            (
+                "{nameFrom: x}",
+                "spec.watches[1].mapTo.nameFrom",
+                "unknown field",
+            ),
+        ] {
+            let errors = ok(bad).unwrap_err().errors;
+            assert_eq!(errors.len(), 1, "{bad}: {errors:?}");
+            assert_eq!(errors[0].path.to_string(), path, "{bad}");
+            assert!(
+                errors[0].message.contains(message),
+                "{bad}: {}",
+                errors[0].message
+            );
+        }
+    }
+
     #[test]
     fn every_error_is_reported_at_once_with_its_path() {
         let bad = "apiVersion: informant.dev/v1alpha1
@@ -787,6 +1099,25 @@ spec:
         )
         .unwrap_err();
         assert_eq!(e.errors[0].path.to_string(), "spec.concurency", "{e}");
+    }
+
+    #[test]
+    fn a_kind_cached_in_a_list_of_namespaces_is_served() {
+        // The demo's config: the kinds cached in team-a only (a multi-namespace cache, which
+        // refuses a list across all namespaces but serves each object's own namespace).
+        let options = crate::config::load_str(
+            "apiVersion: informant.dev/v1alpha1
+kind: CacheConfig
+metadata: {name: c}
+spec:
+  byObject:
+    - {apiVersion: batch/v1, kind: CronJob, namespaces: {team-a: {}}}
+    - {apiVersion: batch/v1, kind: Job, namespaces: {team-a: {}}}
+",
+        )
+        .unwrap()
+        .cache;
+        validate_controller_value(value(GOOD), &Origin::Text, Some(&options)).unwrap();
     }
 
     #[test]

@@ -28,8 +28,8 @@ pub mod watch;
 mod yaml;
 
 pub use controller::{
-    Controller, ControllerError, ControllerSettings, ControllerSpec, ControllerStatus, Hook,
-    ValidatedController,
+    Controller, ControllerError, ControllerSettings, ControllerSpec, ControllerStatus, Hook, MapTo,
+    MapToSpec, ValidatedController, WatchSpec,
 };
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use error::{Error, FieldError, FieldPath, Origin, Result, Segment};

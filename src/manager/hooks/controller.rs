@@ -378,8 +378,9 @@ async fn drive(
     Ok(())
 }
 
-/// Each change of a related object (a `watches` kind) reconciles every object of the
-/// controller in its namespace (every object, for a cluster-scoped related kind).
+/// Each change of a related object (a `watches` kind) reconciles the objects of the controller
+/// it maps to (`mapTo`; by default every one in its namespace, every one for a cluster-scoped
+/// related kind).
 fn watch_related(
     mut controller: runtime::Controller<DynamicObject>,
     ctx: &Context,
@@ -389,7 +390,13 @@ fn watch_related(
     parents: (&reflector::Store<DynamicObject>, &KindInfo),
 ) -> runtime::Controller<DynamicObject> {
     let (parents, parent) = parents;
-    for ((gvk, info), events) in settings.watches.iter().zip(watches).zip(events) {
+    for (((gvk, map_to), info), events) in settings
+        .watches
+        .iter()
+        .zip(&settings.map_to)
+        .zip(watches)
+        .zip(events)
+    {
         let related = source::changes(
             events,
             Arc::clone(ctx.cache()),
@@ -401,12 +408,12 @@ fn watch_related(
         .map(Ok::<_, watcher::Error>);
         let parents = parents.clone();
         let resource = parent.resource.clone();
+        let map_to = map_to.clone();
         let mapper = move |other: DynamicObject| {
-            let namespace = other.metadata.namespace;
             parents
                 .state()
                 .iter()
-                .filter(|p| namespace.is_none() || p.metadata.namespace == namespace)
+                .filter(|p| map_to.maps(&other.metadata, &p.metadata))
                 .map(|p| ObjectRef::from_obj_with(p.as_ref(), resource.clone()))
                 .collect::<Vec<_>>()
         };

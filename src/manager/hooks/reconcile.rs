@@ -232,7 +232,7 @@ async fn read_children(object: &DynamicObject, shared: &Shared) -> Result<Read, 
         existing.extend(mine.into_iter().map(|c| (k, c)));
     }
     let mut related = Vec::new();
-    for info in &shared.watches {
+    for (info, map_to) in shared.watches.iter().zip(&shared.settings.map_to) {
         let gvk = gvk_of(info);
         let objects = shared
             .ctx
@@ -246,6 +246,7 @@ async fn read_children(object: &DynamicObject, shared: &Shared) -> Result<Read, 
         related.extend(
             objects
                 .iter()
+                .filter(|o| map_to.maps(&o.metadata, &object.metadata))
                 .map(|o| serde_json::to_value(o.as_ref()).unwrap_or(Value::Null)),
         );
     }
