@@ -72,6 +72,19 @@ fn the_hooks_demo_runs_the_cronjob_story_with_the_python_hook() {
     );
     // SawCompletedJob was written, and only the hook records it: the Rust sample controller
     // (which also records SuccessfulDelete) did not run.
+    // Every event of a reason, in every column (written, filtered, other; before and after).
+    let recorded = |reason: &str| -> u64 {
+        stdout
+            .lines()
+            .filter(|l| l.trim_start().starts_with(&format!("{reason} ")))
+            .flat_map(|l| {
+                l.split_whitespace()
+                    .skip(1)
+                    .map(|n| n.parse::<u64>().unwrap())
+                    .collect::<Vec<_>>()
+            })
+            .sum()
+    };
     let written: u64 = stdout
         .lines()
         .filter(|l| l.trim_start().starts_with("SawCompletedJob "))
@@ -81,6 +94,13 @@ fn the_hooks_demo_runs_the_cronjob_story_with_the_python_hook() {
         })
         .sum();
     assert!(written > 0, "no SawCompletedJob written:\n{stdout}");
+    // One SawCompletedJob per completed Job at most (a Job is created before it completes):
+    // the hook is never asked about a CronJob the cache holds from before the manager's own
+    // status write, whose stale lastSuccessfulTime would make it report a Job twice.
+    assert!(
+        recorded("SawCompletedJob") <= recorded("SuccessfulCreate"),
+        "a completed Job was reported twice:\n{stdout}"
+    );
     assert!(!stdout.contains("SuccessfulDelete"), "{stdout}");
     let calls: u64 = stdout
         .split("The Python hook answered ")

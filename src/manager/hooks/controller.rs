@@ -124,6 +124,9 @@ pub(super) struct Shared {
     /// The last write of each object (`status:<uid>`, `child:<plural>/<ns>/<name>`,
     /// `deleted:<uid>`): the resourceVersion it was based on and what was written.
     written: Written,
+    /// For each object whose status the manager wrote (by uid): the resourceVersion the write
+    /// was based on and the one it produced. See [`Shared::cache_behind`].
+    status_echo: Mutex<HashMap<String, (String, String)>>,
 }
 
 /// See [`Shared::already_wrote`].
@@ -155,6 +158,33 @@ fn forget_children(written: &Written, plural: &str, change: &Change<DynamicObjec
 }
 
 impl Shared {
+    /// Whether `object`, as the cache holds it, is the version the manager's own status write
+    /// replaced: the cache has not seen that write yet. The hook must not be asked about it,
+    /// or a hook that keeps its memory in the status (as `examples/hooks/cronjob.py` does)
+    /// answers the same events twice; the write's echo reconciles the object again.
+    pub(super) fn cache_behind(&self, object: &DynamicObject) -> bool {
+        let (Some(uid), Some(version)) = (
+            object.metadata.uid.as_deref(),
+            object.metadata.resource_version.as_deref(),
+        ) else {
+            return false;
+        };
+        self.status_echo
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(uid)
+            .is_some_and(|(based_on, produced)| based_on == version && produced != version)
+    }
+
+    /// Remembers that the status of the object `uid` was written over `based_on`, producing
+    /// `produced`.
+    pub(super) fn status_written(&self, uid: &str, based_on: String, produced: String) {
+        self.status_echo
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(uid.to_owned(), (based_on, produced));
+    }
+
     /// Whether `body` was already written over the version `seen` of the same object: the
     /// cache has not caught up with that write yet (a reconcile triggered by the write's own
     /// echo, or by another change, reading a stale object), so writing again would repeat it.
@@ -339,6 +369,7 @@ impl HookController {
             hook_metrics,
             failures: Mutex::new(HashMap::new()),
             written,
+            status_echo: Mutex::new(HashMap::new()),
         });
         let results = controller.run(run_one, error_policy, Arc::clone(&shared));
         let result = drive(results, name).await;

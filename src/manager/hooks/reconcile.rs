@@ -115,6 +115,11 @@ pub(super) async fn reconcile(
         set_finalizers(object, finalizers, shared).await?;
         return Ok((Action::await_change(), Writes::default()));
     }
+    if shared.cache_behind(object) {
+        // The echo of the manager's own status write reconciles it again; the requeue is
+        // only a safety net should that event never come.
+        return Ok((Action::requeue(ECHO_WAIT), Writes::default()));
+    }
     let value = serde_json::to_value(object).unwrap_or(Value::Null);
     let (children, existing, related) = read_children(object, shared).await?;
 
@@ -253,6 +258,10 @@ async fn read_children(object: &DynamicObject, shared: &Shared) -> Result<Read, 
 
     Ok((children, existing, related))
 }
+
+/// How long a reconcile that found the cache behind the manager's own status write waits
+/// at most for the write's echo before it runs again.
+const ECHO_WAIT: Duration = Duration::from_secs(1);
 
 /// How soon a hook that has not finalized a deleted object yet is called again, unless it
 /// says `requeueAfterSeconds`.
@@ -579,13 +588,21 @@ async fn write_status(
         "status": status,
     });
     let params = PatchParams::apply(&shared.field_manager).force();
-    api.patch_status(name, &params, &Patch::Apply(&body))
+    let written = api
+        .patch_status(name, &params, &Patch::Apply(&body))
         .await
         .map_err(|source| ReconcileError::Write {
             verb: "write the status of",
             what: describe(&shared.parent, namespace, name),
             source,
         })?;
+    if let (Some(uid), Some(based_on), Some(produced)) = (
+        object.metadata.uid.as_deref(),
+        seen.clone(),
+        written.metadata.resource_version,
+    ) {
+        shared.status_written(uid, based_on, produced);
+    }
     shared.wrote(key, seen, status.clone());
     Ok(true)
 }
