@@ -414,32 +414,14 @@ pub fn validate_controller_value(
     }
 }
 
-/// The CRD's schema of the whole object, with the fields every object has.
+/// The CRD's schema of the whole object, with the fields every object has (no `status`: a
+/// document's status is read apart).
 fn root_schema()
 -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
-    let mut schema = Controller::crd()
-        .spec
-        .versions
-        .into_iter()
-        .next()
-        .and_then(|v| v.schema)
-        .and_then(|s| s.open_api_v3_schema)
-        .unwrap_or_default();
-    let string = JSONSchemaProps {
-        type_: Some("string".to_owned()),
-        ..JSONSchemaProps::default()
-    };
-    let object = JSONSchemaProps {
-        type_: Some("object".to_owned()),
-        x_kubernetes_preserve_unknown_fields: Some(true),
-        ..JSONSchemaProps::default()
-    };
-    let props = schema.properties.get_or_insert_with(Default::default);
-    props.insert("apiVersion".to_owned(), string.clone());
-    props.insert("kind".to_owned(), string);
-    props.insert("metadata".to_owned(), object);
-    props.remove("status");
+    let mut schema = super::load::document_schema(Controller::crd());
+    if let Some(props) = schema.properties.as_mut() {
+        props.remove("status");
+    }
     schema
 }
 

@@ -159,31 +159,35 @@ fn load_text(text: &str, origin: &Origin) -> Result<Validated> {
 /// has (the API server adds them; the generated schema leaves them out).
 fn root_schema() -> &'static JSONSchemaProps {
     static SCHEMA: OnceLock<JSONSchemaProps> = OnceLock::new();
-    SCHEMA.get_or_init(|| {
-        let crd: CustomResourceDefinition = CacheConfig::crd();
-        let mut schema = crd
-            .spec
-            .versions
-            .into_iter()
-            .next()
-            .and_then(|v| v.schema)
-            .and_then(|s| s.open_api_v3_schema)
-            .unwrap_or_default();
-        let string = JSONSchemaProps {
-            type_: Some("string".to_owned()),
-            ..JSONSchemaProps::default()
-        };
-        let object = JSONSchemaProps {
-            type_: Some("object".to_owned()),
-            x_kubernetes_preserve_unknown_fields: Some(true),
-            ..JSONSchemaProps::default()
-        };
-        let props = schema.properties.get_or_insert_with(Default::default);
-        props.insert("apiVersion".to_owned(), string.clone());
-        props.insert("kind".to_owned(), string);
-        props.insert("metadata".to_owned(), object);
-        schema
-    })
+    SCHEMA.get_or_init(|| document_schema(CacheConfig::crd()))
+}
+
+/// The schema of a whole document of `crd`'s kind: its spec (and status) as the CRD declares
+/// them, with `apiVersion`, `kind` and `metadata`, which every object has, added; what the
+/// structure check of a file's document compares it with.
+pub(super) fn document_schema(crd: CustomResourceDefinition) -> JSONSchemaProps {
+    let mut schema = crd
+        .spec
+        .versions
+        .into_iter()
+        .next()
+        .and_then(|v| v.schema)
+        .and_then(|s| s.open_api_v3_schema)
+        .unwrap_or_default();
+    let string = JSONSchemaProps {
+        type_: Some("string".to_owned()),
+        ..JSONSchemaProps::default()
+    };
+    let object = JSONSchemaProps {
+        type_: Some("object".to_owned()),
+        x_kubernetes_preserve_unknown_fields: Some(true),
+        ..JSONSchemaProps::default()
+    };
+    let props = schema.properties.get_or_insert_with(Default::default);
+    props.insert("apiVersion".to_owned(), string.clone());
+    props.insert("kind".to_owned(), string);
+    props.insert("metadata".to_owned(), object);
+    schema
 }
 
 fn load_value(mut value: Value, origin: &Origin) -> Result<Validated> {

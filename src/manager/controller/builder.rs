@@ -321,7 +321,7 @@ where
                 series.dropped(&object.erase());
             }
             Err(runtime::Error::QueueError(error)) => {
-                tracing::debug!(error = %super::chain(&error), "trigger stream error");
+                tracing::debug!(error = %crate::telemetry::error_chain(&error), "trigger stream error");
             }
             Err(runtime::Error::RunnerError(source)) => {
                 return Err(Error::Runner { controller, source });

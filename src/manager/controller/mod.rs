@@ -51,22 +51,10 @@ fn decode<T: DeserializeOwned>(gvk: &GroupVersionKind, obj: Arc<DynamicObject>) 
             tracing::warn!(
                 k8s.namespace = namespace,
                 object.name = name,
-                error = %chain(&error),
+                error = %crate::telemetry::error_chain(&error),
                 "controller skips an object that does not decode"
             );
             None
         }
     }
-}
-
-/// An error and its sources, joined by `: ` (for one log field).
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }

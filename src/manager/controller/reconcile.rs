@@ -61,7 +61,7 @@ where
             }
             Err(error) => {
                 ctx.failed(key);
-                let error = super::chain(error);
+                let error = crate::telemetry::error_chain(error);
                 record.record("error", error.as_str());
                 // A user's reconcile failing is theirs to look at, not the manager breaking.
                 tracing::warn!(%error, "reconcile failed");

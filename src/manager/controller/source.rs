@@ -126,7 +126,7 @@ impl<T> State<T> {
                     }
                     Err(error) => {
                         tracing::warn!(
-                            error = %crate::manager::controller::chain(&error),
+                            error = %crate::telemetry::error_chain(&error),
                             retry_in_ms = self.retry.as_millis(),
                             "controller cannot list its kind through the cache"
                         );

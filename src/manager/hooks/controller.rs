@@ -575,7 +575,7 @@ fn run_one(
                     .entry(key)
                     .or_insert(0) += 1;
                 shared.stats.0.failures.fetch_add(1, Ordering::Relaxed);
-                let text = chain(&error);
+                let text = crate::telemetry::error_chain(&error);
                 record.record("error", text.as_str());
                 tracing::warn!(error = %text, "hook reconcile failed");
                 let what = format!(
@@ -638,16 +638,4 @@ fn selected(object: &DynamicObject, shared: &Shared) -> bool {
             .field_selector
             .as_ref()
             .is_none_or(|s| s.matches_object(&value))
-}
-
-/// An error and its sources, joined by `: `.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
