@@ -230,22 +230,22 @@ spec:
     }
 }
 
-fn python3_missing() -> bool {
-    let missing = std::process::Command::new("python3")
+/// Fails the test, saying what to install, when `program` is not on `PATH`: a test that
+/// cannot run is a failure here, never a silent pass (`.ci/run` installs both).
+fn require(program: &str) {
+    let found = std::process::Command::new(program)
         .arg("--version")
         .output()
-        .is_err();
-    if missing {
-        eprintln!("SKIPPED: python3 is not installed; the exec hook tests need it");
-    }
-    missing
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "{program} is not installed; the exec hook tests need it (apt-get install {program})"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hook_sees_the_object_and_its_children_and_its_answer_is_written_once() {
-    if python3_missing() {
-        return;
-    }
+    require("python3");
     let env = Env::new().await;
     let web = env.cronjob("web", &json!({}));
     let uid = web["metadata"]["uid"].as_str().unwrap().to_owned();
@@ -381,9 +381,7 @@ async fn children_follow_the_answer(env: &Env, child: &ConfigMap) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_hook_is_retried_with_backoff_while_other_objects_flow() {
-    if python3_missing() {
-        return;
-    }
+    require("python3");
     let env = Env::new().await;
     env.cronjob("bad", &json!({"fail": "true"}));
     let metrics = HookMetrics::new();
@@ -451,9 +449,7 @@ async fn next_pass(progress: &mut watch::Receiver<informant::manager::hooks::Pro
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edit_restarts_only_that_controller_and_an_invalid_one_keeps_the_previous_running() {
-    if python3_missing() {
-        return;
-    }
+    require("python3");
     let env = Env::new().await;
     install_controller_crd(&env.server);
     let api = Api::<Controller>::namespaced(env.client.clone(), "default");
@@ -546,9 +542,7 @@ fn example(file: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cronjob_example_records_saw_completed_job_on_the_parent_once() {
-    if python3_missing() {
-        return;
-    }
+    require("python3");
     let env = Env::new().await;
     let cronjob = env.cronjob("nightly", &json!({}));
     let uid = cronjob["metadata"]["uid"].as_str().unwrap();
@@ -625,9 +619,7 @@ async fn the_cronjob_example_records_saw_completed_job_on_the_parent_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_copier_example_webhook_copies_a_configmap_into_a_secret() {
-    if python3_missing() {
-        return;
-    }
+    require("python3");
     let env = Env::new().await;
     let mut copier = tokio::process::Command::new("python3")
         .args([example("copier.py"), "0".into()])
@@ -684,14 +676,7 @@ async fn the_copier_example_webhook_copies_a_configmap_into_a_secret() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shell_example_counts_keys_with_jq() {
-    if std::process::Command::new("jq")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIPPED: jq is not installed; examples/hooks/count-keys.sh needs it");
-        return;
-    }
+    require("jq");
     let env = Env::new().await;
     let spec = format!(
         "  for: {{apiVersion: v1, kind: ConfigMap}}
@@ -734,9 +719,7 @@ async fn a_hook_that_hangs_is_killed_at_its_timeout_and_fails() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn related_objects_are_sent_and_trigger_and_requeue_after_calls_again() {
-    if python3_missing() {
-        return;
-    }
+    require("python3");
     let env = Env::new().await;
     env.cronjob("one", &json!({}));
     // Logs the related objects' names; asks to be called again in 50 ms while the related
@@ -787,9 +770,7 @@ json.dump({"requeueAfterSeconds": 0.05} if "again" in names else {}, sys.stdout)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_map_to_a_related_object_reconciles_only_the_objects_its_annotation_names() {
-    if python3_missing() {
-        return;
-    }
+    require("python3");
     let env = Env::new().await;
     env.cronjob("one", &json!({}));
     env.cronjob("two", &json!({}));
@@ -866,9 +847,7 @@ json.dump({}, sys.stdout)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_finalize_a_deleted_object_goes_once_the_hook_says_finalized() {
-    if python3_missing() {
-        return;
-    }
+    require("python3");
     let env = Env::new().await;
     let hook = env.dir.path().join("finalize.py");
     std::fs::write(
