@@ -3,19 +3,14 @@
 //! (`charts/informant/files/kinds.yaml`, from which its RBAC template resolves plurals and
 //! scopes) is the one `informant rbac` resolves with.
 
+mod support;
+
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::{Command, Output};
+
+use support::informant;
 
 use serde_json::Value;
-
-fn informant(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_informant"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap()
-}
 
 /// The objects printed for `args` with `-o json`.
 fn objects(args: &[&str]) -> Vec<Value> {

@@ -3,16 +3,11 @@
 //! with exit 64, and the README's validation example (command and output) is exactly what the
 //! binary prints, so the README and the binary cannot drift apart.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod support;
 
-fn informant(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_informant"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap()
-}
+use std::path::{Path, PathBuf};
+
+use support::informant;
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

