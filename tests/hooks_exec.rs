@@ -6,10 +6,10 @@
 //! supervisor restarts only an edited controller and keeps the previous one running when an
 //! edit is invalid, with `Valid=False` in its status.
 
-use std::future::Future;
+mod support;
+
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use informant::apiserver::{TestServer, Verb};
 use informant::cache::{self, Discovery};
@@ -25,12 +25,11 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, CustomResourceExt, ResourceExt};
 use serde_json::{Value, json};
+use support::{WAIT, eventually, require};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-
-const WAIT: Duration = Duration::from_secs(20);
 
 /// The hook: logs each request (one JSON line) to `log`, fails for objects annotated
 /// `fail: "true"`, asks for one child `<name>-child` unless the object is annotated
@@ -58,24 +57,6 @@ json.dump({"children": children,
            "events": [{"type": "Normal", "reason": "Synced", "message": "synced " + meta["name"]}]},
           sys.stdout)
 "#;
-
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if check().await {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 /// The embedded API server, a cache tree over its informer pool, a recorder writing Events to
 /// it, and a hook script.
@@ -228,19 +209,6 @@ spec:
             .await
             .expect("everything stops on shutdown");
     }
-}
-
-/// Fails the test, saying what to install, when `program` is not on `PATH`: a test that
-/// cannot run is a failure here, never a silent pass (`.ci/run` installs both).
-fn require(program: &str) {
-    let found = std::process::Command::new(program)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "{program} is not installed; the exec hook tests need it (apt-get install {program})"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

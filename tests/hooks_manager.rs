@@ -5,7 +5,8 @@
 //! and an invalid edit keeps the previous spec running with `Valid=False`. With leader
 //! election, only the leader calls hooks, and the standby calls them once it leads.
 
-use std::future::Future;
+mod support;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -17,9 +18,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::CustomResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
+use support::{WAIT, eventually, replace, require};
 use tokio_util::sync::CancellationToken;
-
-const WAIT: Duration = Duration::from_secs(20);
 
 /// Asks for one child named `<object>-<suffix>` (the suffix is the hook's first argument).
 const HOOK: &str = r#"
@@ -29,24 +29,6 @@ name = request["object"]["metadata"]["name"]
 json.dump({"children": [{"apiVersion": "v1", "kind": "ConfigMap",
     "metadata": {"name": name + "-" + sys.argv[1]}}]}, sys.stdout)
 "#;
-
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if check().await {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 fn file(hook: &Path, suffix: &str) -> String {
     format!(
@@ -67,23 +49,9 @@ spec:
     )
 }
 
-/// Writes `text` to `path` with an atomic rename, as editors and `kubectl cp` do.
-fn replace(path: &Path, text: &str) {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_multi_document_config_file_runs_its_controllers_and_an_edit_restarts_them() {
-    if std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIPPED: python3 is not installed; the exec hook tests need it");
-        return;
-    }
+    require("python3");
     let server = TestServer::start().await.unwrap();
     let client = server.client().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -137,14 +105,7 @@ async fn a_multi_document_config_file_runs_its_controllers_and_an_edit_restarts_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controllers_of_the_cacheconfigs_namespace_run_with_their_status_written() {
-    if std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIPPED: python3 is not installed; the exec hook tests need it");
-        return;
-    }
+    require("python3");
     let server = TestServer::start().await.unwrap();
     for crd in [CacheConfig::crd(), Controller::crd()] {
         server
@@ -338,14 +299,7 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_leader_calls_hooks_and_the_standby_takes_over() {
-    if std::process::Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIPPED: python3 is not installed; the exec hook tests need it");
-        return;
-    }
+    require("python3");
     let server = TestServer::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let secret = |name: &str| {

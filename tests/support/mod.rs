@@ -168,3 +168,20 @@ pub fn informant(args: &[&str]) -> std::process::Output {
         .output()
         .unwrap()
 }
+
+/// Fails the test, saying what to install, when `program` is not on `PATH`: a test that
+/// cannot run is a failure here, never a silent pass (`.ci/run` installs what they need).
+#[allow(
+    dead_code,
+    reason = "only the hook test binaries run external programs"
+)]
+pub fn require(program: &str) {
+    let found = std::process::Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "{program} is not installed; the exec hook tests need it (apt-get install {program})"
+    );
+}
