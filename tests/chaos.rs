@@ -14,6 +14,7 @@
 //! replays a run; `INFORMANT_CHAOS_ROUNDS=<n>` makes a long soak.
 
 mod chaos_harness;
+mod support;
 
 use std::time::Duration;
 

@@ -7,6 +7,7 @@
 //! `cargo test --test chaos_bad_input -- --nocapture` prints the figures.
 
 mod chaos_harness;
+mod support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

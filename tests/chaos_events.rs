@@ -7,6 +7,7 @@
 //! `INFORMANT_CHAOS_SEED=<n>` replays a run, `INFORMANT_CHAOS_ROUNDS=<n>` sets the bursts.
 
 mod chaos_harness;
+mod support;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

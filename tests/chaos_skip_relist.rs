@@ -4,6 +4,7 @@
 //! its own because the switch is process-wide.
 
 mod chaos_harness;
+mod support;
 
 use std::time::Duration;
 

@@ -10,10 +10,12 @@
 
 #![allow(dead_code, reason = "each test binary uses part of the harness")]
 
+pub use crate::support::{http_get, replace};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -414,13 +416,6 @@ pub struct World {
     shutdown: CancellationToken,
     run: tokio::task::JoinHandle<Result<(), informant::manager::Error>>,
     sentinel: u64,
-}
-
-/// Writes `text` to `path` as editors do: a new file renamed over the old one.
-pub fn replace(path: &Path, text: &str) {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
 }
 
 /// Polls `check` until it holds or `timeout` passes; whether it held.
@@ -934,23 +929,6 @@ fn diff(
             mismatches.push(format!("{what}: extra {key:?}"));
         }
     }
-}
-
-/// GET `path` on `addr`: the status code and body.
-pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    let code = response[9..12].parse().unwrap();
-    let body = response
-        .split("\r\n\r\n")
-        .nth(1)
-        .unwrap_or_default()
-        .to_string();
-    (code, body)
 }
 
 /// Rounds between two invariant checks in a run (each after quiescence).
