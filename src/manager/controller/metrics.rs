@@ -37,6 +37,14 @@ impl Counted {
     fn pending(&self) -> MutexGuard<'_, HashSet<ObjectRef<DynamicObject>>> {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// `object` left the queue: its depth drops if it was waiting.
+    fn dequeued(&self, object: &ObjectRef<DynamicObject>) {
+        let mut pending = self.pending();
+        if pending.remove(object) {
+            self.series.queue_depth(pending.len());
+        }
+    }
 }
 
 impl Series {
@@ -88,15 +96,6 @@ impl Series {
     pub(super) fn queue_retried(&self) {
         if let Some(c) = &self.0 {
             c.series.queue_retried();
-        }
-    }
-}
-
-impl Counted {
-    fn dequeued(&self, object: &ObjectRef<DynamicObject>) {
-        let mut pending = self.pending();
-        if pending.remove(object) {
-            self.series.queue_depth(pending.len());
         }
     }
 }
