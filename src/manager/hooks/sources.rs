@@ -18,7 +18,6 @@ use crate::config::controller::{
     controllers_key, document_kind, split_documents, validate_controller_value,
 };
 use crate::config::{Controller, Origin};
-use crate::manager::controller::Context;
 use crate::manager::state::State;
 use crate::manager::{ConfigSource, Manager, Reload};
 
@@ -202,12 +201,7 @@ pub fn add_to_manager(manager: &mut Manager) {
     let state = manager.state();
     let reloads = manager.reloads();
     let client = manager.client();
-    let ctx = Context::new(
-        manager.cache(),
-        manager.pool(),
-        manager.client(),
-        manager.recorder(),
-    );
+    let ctx = manager.controller_context();
     let metrics = manager.controller_metrics().clone();
     let hook_metrics = manager.hook_metrics().clone();
     manager.add_leader_runnable("hooks", move |shutdown| async move {
