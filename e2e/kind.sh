@@ -4,17 +4,20 @@
 #
 #   bash e2e/kind.sh
 #
-# Steps: create a kind cluster; `docker build` the image and `kind load docker-image` it;
+# Steps: create a kind cluster (e2e/testdata/kind-cluster.yaml: Kubernetes' CronJob and Job
+# controllers off, so that scenario 4's hook is the only CronJob watcher); `docker build` the
+# image and `kind load docker-image` it;
 # `helm install` the chart with replicaCount=2 (leader election on) and the suite's CacheConfig
 # spec (e2e/testdata/spec.json, through --set-json cacheConfig.spec=...); run the same scenarios
 # as the embedded harness; collect logs; delete the cluster.
 #
 # Needs docker, kind (v0.20+), helm (v3.10+ for --set-json), kubectl, curl, python3 and cargo
-# (the host's `informant` binary runs `validate` and `simulate` for scenario 4).
+# (the host's `informant` binary runs `simulate` for scenario 4).
 #
 # Environment:
 #   KIND_CLUSTER      cluster name (default informant-e2e); an existing cluster of that name is
-#                     used as is and kept
+#                     used as is and kept (its kube-controller-manager must run with
+#                     --controllers=*,-cronjob-controller,-job-controller, as the config above)
 #   KIND_NODE_IMAGE   node image, for a given Kubernetes version (default: kind's)
 #   E2E_IMAGE         image name:tag built and loaded (default informant:e2e)
 #   E2E_ARTIFACTS     where logs are collected (default $TMPDIR/informant-e2e-kind-<date>)
@@ -22,14 +25,18 @@
 #
 # What differs from the embedded harness, and why:
 # - The chart renders --leader-elect only when replicaCount > 1, so the release is installed
-#   with 2 replicas and scaled to 1 for scenarios 1-5 (with two replicas every replica records
-#   its reload Events, which would double scenario 4's counts), then back to 2 for scenario 6.
+#   with 2 replicas and scaled to 1 for scenarios 1-5 (so that /metrics, read through
+#   port-forward, is the leader's: only the leader records Events and calls hooks), then back to
+#   2 for scenario 6.
 #   `kubectl scale` keeps the rendered arguments; `helm upgrade` would also reapply
 #   cacheConfig.spec over the edits the scenarios made with kubectl.
 # - The chart's RBAC is derived from cacheConfig.spec at install/upgrade time: a kubectl edit
 #   that widens the scope (scenario 2 adds a namespace) needs more. The suite binds the release's
 #   ServiceAccount to a ClusterRole of its own (list/watch of the kinds it uses), removed before
 #   the uninstall check. Users widen the scope through `helm upgrade` instead.
+# - The hook of scenario 4 is a webhook: the image has no Python, so examples/hooks/cronjob.py
+#   runs behind examples/hooks/serve-exec.py in a python:3.13-slim pod of the namespace
+#   e2e-hooks (both files from a ConfigMap), with a Service the manager calls.
 # - LIST requests per resource are not counted (kube-apiserver has no /debug/requests); scenario
 #   2 relies on informant_informer_restarts_total.
 # - The Lease has controller-runtime's periods (15 s lease), so a hand-over takes up to ~20 s.
@@ -165,7 +172,15 @@ harness_install() {
   note "CacheConfig $E2E_NS/$E2E_CC, Lease $E2E_NS/$E2E_LEASE"
   local sa
   sa=$(k -n "$E2E_NS" get "$deployment" -o jsonpath='{.spec.template.spec.serviceAccountName}')
-  k create clusterrole "$E2E_RBAC" --verb=get,list,watch --resource=configmaps,secrets,jobs.batch >/dev/null
+  k apply -f - >/dev/null <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: $E2E_RBAC}
+rules:
+- {apiGroups: [""], resources: [configmaps, secrets], verbs: [get, list, watch]}
+- {apiGroups: [batch], resources: [jobs, cronjobs], verbs: [get, list, watch]}
+- {apiGroups: [batch], resources: [cronjobs/status], verbs: [patch]}
+EOF
   k create clusterrolebinding "$E2E_RBAC" --clusterrole="$E2E_RBAC" --serviceaccount="$E2E_NS:$sa" >/dev/null
   k -n "$E2E_NS" scale "$deployment" --replicas=1 >/dev/null
   wait_until "$E2E_WAIT" "one replica left" one_pod
@@ -195,6 +210,43 @@ harness_stop_leader() {
   k -n "$E2E_NS" delete pod "$pod" --wait=true >/dev/null
 }
 
+HOOK_NS=e2e-hooks
+
+harness_hook_start() {
+  k create namespace "$HOOK_NS" >/dev/null
+  k -n "$HOOK_NS" create configmap hook --from-file=serve-exec.py=examples/hooks/serve-exec.py \
+    --from-file=hook.py="$1" >/dev/null
+  k -n "$HOOK_NS" apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: hook, labels: {app: hook}}
+spec:
+  securityContext: {runAsNonRoot: true, runAsUser: 65534, seccompProfile: {type: RuntimeDefault}}
+  containers:
+  - name: hook
+    image: python:3.13-slim
+    command: [python3, /hooks/serve-exec.py, --host, 0.0.0.0, "8080", python3, /hooks/hook.py]
+    ports: [{containerPort: 8080}]
+    readinessProbe: {httpGet: {path: /healthz, port: 8080}}
+    securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+    volumeMounts: [{name: hooks, mountPath: /hooks}]
+  volumes: [{name: hooks, configMap: {name: hook}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: hook}
+spec:
+  selector: {app: hook}
+  ports: [{port: 8080}]
+EOF
+  # The first run pulls the image.
+  k -n "$HOOK_NS" wait --for=condition=Ready pod/hook --timeout=300s >/dev/null ||
+    fail "the hook pod never became Ready: $(k -n "$HOOK_NS" describe pod hook)"
+  E2E_HOOK="{\"webhook\": {\"url\": \"http://hook.$HOOK_NS.svc.cluster.local:8080/\", \"timeout\": \"10s\"}}"
+}
+
+harness_hook_stop() { k delete namespace "$HOOK_NS" --wait=true --ignore-not-found >/dev/null; }
+
 harness_uninstall() {
   stop_forward
   collect_manager_logs
@@ -218,10 +270,14 @@ export KUBECONFIG="$work/kubeconfig"
 if kind get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
   kind get kubeconfig --name "$CLUSTER" >"$KUBECONFIG"
   note "using the existing cluster"
+  if ! k -n kube-system get pods -l component=kube-controller-manager -o jsonpath='{..command}' | grep -qF -- '-cronjob-controller'; then
+    fail "the cluster $CLUSTER runs Kubernetes' CronJob controller; create it with e2e/testdata/kind-cluster.yaml (or delete it and let kind.sh create it)"
+  fi
 else
   node_image=()
   if [ -n "${KIND_NODE_IMAGE:-}" ]; then node_image=(--image "$KIND_NODE_IMAGE"); fi
-  kind create cluster --name "$CLUSTER" --kubeconfig "$KUBECONFIG" --wait 180s "${node_image[@]}"
+  kind create cluster --name "$CLUSTER" --kubeconfig "$KUBECONFIG" --config e2e/testdata/kind-cluster.yaml \
+    --wait 180s "${node_image[@]}"
   created_cluster=1
 fi
 
@@ -229,7 +285,7 @@ step "build and load the image $IMAGE"
 docker build -t "$IMAGE" .
 kind load docker-image "$IMAGE" --name "$CLUSTER"
 
-step "build the host's informant (validate and simulate for scenario 4)"
+step "build the host's informant (simulate for scenario 4)"
 cargo build --quiet --bin informant
 INFORMANT=${INFORMANT:-$PWD/target/debug/informant}
 

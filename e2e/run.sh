@@ -55,6 +55,7 @@ manager_pids=() # index = replica number; "" once stopped
 manager_addrs=()
 cleanup() {
   local status=$?
+  harness_hook_stop
   for pid in "${manager_pids[@]}"; do
     if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi
   done
@@ -80,6 +81,8 @@ trap 'exit 143' TERM
 harness_logs() {
   echo "== server log (last 20 lines)"
   tail -n 20 "$work/server.log" 2>/dev/null || true
+  echo "== hook server log (last 20 lines)"
+  tail -n 20 "$work/hook.log" 2>/dev/null || true
   local i
   for i in "${!manager_pids[@]}"; do
     echo "== manager $i log (last 40 lines)"
@@ -164,6 +167,27 @@ harness_stop_leader() {
     fi
   done
   fail "no running manager has the Lease identity $1"
+}
+
+# The hook runs as the kind harness runs it (a webhook: examples/hooks/serve-exec.py in front of
+# the exec hook), here as a local process, so that the same transport is tested everywhere.
+hook_pid=""
+hook_listening() { grep -q '^[0-9]' "$work/hook.port" || ! kill -0 "$hook_pid" 2>/dev/null; }
+
+harness_hook_start() {
+  python3 examples/hooks/serve-exec.py 0 python3 "$PWD/$1" >"$work/hook.port" 2>"$work/hook.log" &
+  hook_pid=$!
+  wait_until "$E2E_WAIT" "the hook server prints its port" hook_listening
+  kill -0 "$hook_pid" 2>/dev/null || fail "the hook server exited: $(cat "$work/hook.log")"
+  E2E_HOOK="{\"webhook\": {\"url\": \"http://127.0.0.1:$(head -n1 "$work/hook.port")/\", \"timeout\": \"10s\"}}"
+}
+
+harness_hook_stop() {
+  if [ -n "$hook_pid" ]; then
+    kill "$hook_pid" 2>/dev/null || true
+    wait "$hook_pid" 2>/dev/null || true
+    hook_pid=""
+  fi
 }
 
 harness_uninstall() {

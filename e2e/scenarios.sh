@@ -2,7 +2,7 @@
 # The e2e scenarios, written once and run against whatever cluster a harness gives them
 # (e2e/run.sh embedded: the embedded API server and local manager processes; e2e/kind.sh: a kind
 # cluster and the Helm chart). They use kubectl, curl, the local `informant` binary (validate,
-# simulate) and python3 (JSON plumbing only), plus this harness interface:
+# simulate) and python3 (JSON plumbing and times), plus this harness interface:
 #
 #   variables
 #     E2E_NS                namespace of the CacheConfig and of the leader election Lease
@@ -11,7 +11,7 @@
 #     E2E_WAIT              seconds a condition may take (sync, reload, status write)
 #     E2E_TAKEOVER_TIMEOUT  seconds a standby may take to lead once the leader is stopped
 #     E2E_SPEC              the initial CacheConfig spec, as JSON (e2e/testdata/spec.json)
-#     INFORMANT             the informant binary (validate, simulate)
+#     INFORMANT             the informant binary (simulate)
 #   functions
 #     harness_install        install CRDs and one manager replica running from the CacheConfig
 #                            E2E_NS/E2E_CC whose spec is E2E_SPEC; set E2E_CC
@@ -21,6 +21,11 @@
 #                            or nothing when the cluster cannot say (the check is then skipped)
 #     harness_scale_out      run a second replica; both campaign for the Lease
 #     harness_stop_leader ID stop the replica whose Lease identity is ID
+#     harness_hook_start SCRIPT
+#                            serve the exec hook `python3 SCRIPT` (a path in the repository) as a
+#                            webhook the manager can reach; set E2E_HOOK to the Controller's
+#                            spec.hook, as JSON
+#     harness_hook_stop      stop what harness_hook_start started
 #     harness_uninstall      remove what harness_install installed (the CRDs stay, as Helm does)
 #     harness_leftovers      print what is left of the installation, one line each (nothing = clean)
 #     harness_logs           print the manager's (and server's) logs, for failure reports
@@ -84,14 +89,17 @@ lease_moved_from() {
   [ -n "$holder" ] && [ "$holder" != "$1" ]
 }
 
-# Events the manager recorded = one per applied reload (ConfigReloaded) + one per rejected one
-# (InvalidConfig); the conservation law says their fates add up to it once nothing is in flight.
+# Events the manager recorded: one per applied reload (ConfigReloaded), one per rejected one
+# (InvalidConfig), and those the scenarios made a hook report (E2E_HOOK_EVENTS).
+events_recorded() { # events_recorded METRICS-TEXT
+  echo $(($(metric "$1" informant_config_reloads_total 'result="applied"') + $(metric "$1" informant_config_reloads_total 'result="rejected"') + E2E_HOOK_EVENTS))
+}
+
+# The conservation law: once nothing is in flight, the fates add up to the events recorded.
 events_settled() {
-  local text recorded fates
+  local text
   text=$(harness_metrics) || return 1
-  recorded=$(($(metric "$text" informant_config_reloads_total 'result="applied"') + $(metric "$text" informant_config_reloads_total 'result="rejected"')))
-  fates=$(metric_sum "$text" informant_events_total)
-  [ "$recorded" = "$fates" ]
+  [ "$(events_recorded "$text")" = "$(metric_sum "$text" informant_events_total)" ]
 }
 wait_events_settled() { wait_until "$E2E_WAIT" "every recorded event has a fate on /metrics" events_settled; }
 
@@ -181,16 +189,91 @@ scenario_invalid() {
   expect_eq "/readyz after the fix" "200 ok" "$(harness_health /readyz)"
 }
 
-scenario_stream() {
-  step "4. an event stream through the manager's recorder: the Events informant simulate predicts"
-  # The stream: Warning InvalidConfig events the manager records on its CacheConfig, one per
-  # invalid edit, under a recorder of their own (component e2e-stream: fresh correlator keys)
-  # whose aggregation (maxEvents 3) and spam filter (burst 4) both come into play.
-  local work=$1 uid text start t selector i message errors
-  edit '[{"op":"add","path":"/spec/recorder","value":{"component":"e2e-stream","correlator":{"burst":4,"maxEvents":3}}}]'
+# Events the scenarios caused a hook Controller to record (scenario 4: one SawCompletedJob per
+# completed Job); part of what the manager recorded, for the conservation law.
+E2E_HOOK_EVENTS=0
+CRON_NS=e2e-a
+CRON=e2e-cron
+CRON_JOBS=8
+
+cron_events() {
+  k -n "$CRON_NS" get events --field-selector "involvedObject.kind=CronJob,involvedObject.name=$CRON" -o json
+}
+
+# The CronJob, suspended. On kind the built-in CronJob controller is off (kind.sh), so the hook is
+# the only CronJob watcher; the Jobs carry spec.managedBy, so no Job controller runs them: the
+# scenario completes them itself, one at a time, through the status subresource.
+create_cronjob() {
+  k -n "$CRON_NS" create -f - >/dev/null <<EOF
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: $CRON}
+spec:
+  schedule: "@hourly"
+  suspend: true
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: Never
+          containers: [{name: main, image: busybox, command: ["true"]}]
+EOF
+}
+
+create_job() { # create_job NAME CRONJOB-UID: a Job whose controller is the CronJob
+  k -n "$CRON_NS" create -f - >/dev/null <<EOF
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: $1
+  ownerReferences:
+  - {apiVersion: batch/v1, kind: CronJob, name: $CRON, uid: $2, controller: true, blockOwnerDeletion: true}
+spec:
+  managedBy: informant.dev/e2e
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: main, image: busybox, command: ["true"]}]
+EOF
+}
+
+# controller_reconciled NAME: the Controller's status counts at least one reconcile.
+controller_reconciled() {
+  local n
+  n=$(kn get controllers.informant.dev "$1" -o 'jsonpath={.status.reconciles}')
+  [ "${n:-0}" -ge 1 ]
+}
+
+scenario_cronjob() {
+  step "4. the CronJob watcher as a hook Controller: its Events are what informant simulate predicts"
+  # The CronJob watcher's story: one SawCompletedJob Event per completed Job, recorded on the
+  # CronJob by examples/hooks/cronjob.py through the manager's recorder. A small correlator
+  # (maxEvents 3, burst 5) makes 8 Jobs show aggregation, the aggregate deduplicated (patched)
+  # and the spam filter.
+  local work=$1 uid text start t i job completed patch
+  edit '[{"op":"add","path":"/spec/byObject/-","value":{"apiVersion":"batch/v1","kind":"CronJob","namespaces":{"e2e-a":{}}}},
+         {"op":"add","path":"/spec/recorder","value":{"correlator":{"burst":5,"maxEvents":3}}}]'
   wait_condition Valid True
+  wait_condition Ready True
   kn get cc "$E2E_CC" -o yaml >"$work/stream-config.yaml"
-  uid=$(cc_path '{.metadata.uid}')
+  create_cronjob
+  uid=$(k -n "$CRON_NS" get cronjob "$CRON" -o 'jsonpath={.metadata.uid}')
+  for i in $(seq "$CRON_JOBS"); do create_job "$CRON-$i" "$uid"; done
+  harness_hook_start examples/hooks/cronjob.py
+  note "hook: $E2E_HOOK"
+  kn apply -f - >/dev/null <<EOF
+apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {name: cronjob-watch}
+spec:
+  for: {apiVersion: batch/v1, kind: CronJob}
+  owns: [{apiVersion: batch/v1, kind: Job}]
+  hook: $E2E_HOOK
+EOF
+  kn wait --for=condition=Ready controllers.informant.dev/cronjob-watch --timeout="${E2E_WAIT}s" >/dev/null ||
+    fail "the Controller never became Ready: $(kn get controllers.informant.dev cronjob-watch -o 'jsonpath={.status}')"
+  # The hook has seen the CronJob and its running Jobs, and reported nothing.
+  wait_until "$E2E_WAIT" "a first hook call" controller_reconciled cronjob-watch
   wait_events_settled
   text=$(harness_metrics)
   local created patched filtered
@@ -198,27 +281,21 @@ scenario_stream() {
   patched=$(metric "$text" informant_events_total 'fate="patched"')
   filtered=$(metric "$text" informant_events_total 'fate="spam_filtered"')
   : >"$work/stream.jsonl"
-  start=$(date +%s.%N)
-  i=0
-  # The same error twice (the second edit changes a valid field too), then four other errors.
-  for selector in 'app in (' 'app in (' 'app in ((' '=web' 'a b' '!'; do
-    i=$((i + 1))
-    local patch="[{\"op\":\"replace\",\"path\":\"/spec/byObject/1/labelSelector\",\"value\":\"$selector\"},
-                  {\"op\":\"add\",\"path\":\"/spec/syncPeriod\",\"value\":\"${i}h\"}]"
-    edit "$patch" "$work/invalid.yaml"
-    t=$(awk -v now="$(date +%s.%N)" -v start="$start" 'BEGIN { printf "%.3f", now - start }')
-    # The message the manager records: the errors as `informant validate` prints them.
-    errors=$({ "$INFORMANT" validate --config "$work/invalid.yaml" 2>&1 || true; } | sed -n 's/^  //p')
-    [ -n "$errors" ] || fail "informant validate found no error in edit $i ($selector)"
-    local count
-    count=$(printf '%s\n' "$errors" | wc -l | tr -d ' ')
-    if [ "$count" = 1 ]; then
-      message="invalid cacheconfig, keeping the last good one (1 error): $errors"
-    else
-      message="invalid cacheconfig, keeping the last good one ($count errors): $(printf '%s\n' "$errors" | paste -sd';' - | sed 's/;/; /g')"
-    fi
-    python3 "$E2E_LIB/events.py" line "$t" e2e-stream "$E2E_NS" "$E2E_CC" "$uid" Warning InvalidConfig "$message" >>"$work/stream.jsonl"
+  start=$(python3 "$E2E_LIB/events.py" now)
+  # Each Job completes (as the Job controller would write it) one second after the previous,
+  # and the hook's memory, the CronJob's status.lastSuccessfulTime, must reach it before the next.
+  for i in $(seq "$CRON_JOBS"); do
+    job=$CRON-$i
+    completed=$(python3 "$E2E_LIB/events.py" time "$start" "$i")
+    patch=$(python3 "$E2E_LIB/events.py" job-complete "$start" "$completed")
+    k -n "$CRON_NS" patch job "$job" --subresource=status --type=merge -p "$patch" >/dev/null
+    k -n "$CRON_NS" wait --for="jsonpath={.status.lastSuccessfulTime}=$completed" "cronjob/$CRON" --timeout="${E2E_WAIT}s" >/dev/null ||
+      fail "the hook never saw $job complete: $(k -n "$CRON_NS" get cronjob "$CRON" -o 'jsonpath={.status}')"
+    t=$(python3 "$E2E_LIB/events.py" since "$start")
+    python3 "$E2E_LIB/events.py" line "$t" informant batch/v1 CronJob "$CRON_NS" "$CRON" "$uid" \
+      Normal SawCompletedJob "Saw completed job: $job, status: Complete" >>"$work/stream.jsonl"
   done
+  E2E_HOOK_EVENTS=$CRON_JOBS
   wait_events_settled
   "$INFORMANT" simulate --events "$work/stream.jsonl" --config "$work/stream-config.yaml" >"$work/simulate.jsonl" ||
     fail "informant simulate failed"
@@ -228,11 +305,11 @@ scenario_stream() {
   fates=$(printf '%s\n' "$predicted" | grep '^fates ')
   echo "simulate predicts: $fates"
   printf '%s\n' "$expected" | sed 's/^/    /'
-  expect_contains "the stream deduplicates (an Event with count 2)" "2|invalid cacheconfig" "$expected"
   expect_contains "the stream aggregates" "(combined from similar events)" "$expected"
+  expect_not_contains "the aggregate is deduplicated (patched)" "patched=0" "$fates"
   expect_not_contains "the stream is spam filtered" "skipped=0" "$fates"
-  actual=$(cc_events | python3 "$E2E_LIB/events.py" actual e2e-stream Warning InvalidConfig)
-  expect_eq "the Events in the API server (count|message) are simulate's" "$expected" "$actual"
+  actual=$(cron_events | python3 "$E2E_LIB/events.py" actual "*" Normal SawCompletedJob)
+  expect_eq "the Events about the CronJob in the API server (count|message) are simulate's" "$expected" "$actual"
   text=$(harness_metrics)
   local got
   got="created=$(($(metric "$text" informant_events_total 'fate="created"') - created))"
@@ -240,24 +317,29 @@ scenario_stream() {
   got="$got skipped=$(($(metric "$text" informant_events_total 'fate="spam_filtered"') - filtered))"
   expect_eq "informant_events_total over the stream (created, patched, spam_filtered) is simulate's" \
     "${fates#fates }" "$got"
-  edit '[{"op":"replace","path":"/spec/byObject/1/labelSelector","value":"app=db"}]'
-  wait_condition Valid True
+  local calls
+  calls=$(metric "$text" informant_hook_calls_total "controller=\"$E2E_NS/cronjob-watch\",failure=\"none\"")
+  if [ "$calls" -lt "$CRON_JOBS" ]; then fail "informant_hook_calls_total: $calls successful calls for $CRON_JOBS Jobs"; fi
+  echo "ok: informant_hook_calls_total: $calls successful calls"
+  expect_eq "no hook call failed" "0" \
+    "$(printf '%s\n' "$text" | awk '/^informant_hook_calls_total[{]/ && !/failure="none"/ { s += $2 } END { print s + 0 }')"
 }
 
 scenario_fates() {
   step "5. informant_events_total adds up to the events recorded"
   wait_events_settled
-  local text recorded fate
+  local text fate count
   text=$(harness_metrics)
-  recorded=$(($(metric "$text" informant_config_reloads_total 'result="applied"') + $(metric "$text" informant_config_reloads_total 'result="rejected"')))
   printf '%s\n' "$text" | grep '^informant_events_total' | sed 's/^/    /'
-  expect_eq "sum over fates = ConfigReloaded + InvalidConfig recorded" "$recorded" "$(metric_sum "$text" informant_events_total)"
+  expect_eq "sum over fates = ConfigReloaded + InvalidConfig + the hook's SawCompletedJob recorded" \
+    "$(events_recorded "$text")" "$(metric_sum "$text" informant_events_total)"
   for fate in dropped_incoming_full dropped_watcher_full dropped_shutdown rejected failed invalid; do
     expect_eq "no event ended $fate" "0" "$(metric "$text" informant_events_total "fate=\"$fate\"")"
   done
-  expect_eq "fate created = the Events about the CacheConfig in the API server" \
+  count='import json, sys; print(len(json.load(sys.stdin)["items"]))'
+  expect_eq "fate created = the Events about the CacheConfig and the CronJob in the API server" \
     "$(metric "$text" informant_events_total 'fate="created"')" \
-    "$(cc_events | python3 -c 'import json, sys; print(len(json.load(sys.stdin)["items"]))')"
+    "$(($(cc_events | python3 -c "$count") + $(cron_events | python3 -c "$count")))"
 }
 
 scenario_leader() {
@@ -283,6 +365,10 @@ scenario_leader() {
 
 scenario_uninstall() {
   step "7. uninstall leaves nothing behind but the CRDs"
+  # The Controller of scenario 4 is the user's, like any other object the chart did not install:
+  # it goes first, then its hook server.
+  kn delete controllers.informant.dev cronjob-watch --wait=true >/dev/null
+  harness_hook_stop
   harness_uninstall
   # Deletion is asynchronous on a cluster (the garbage collector removes ReplicaSets and Pods).
   if ! poll_until "$E2E_WAIT" nothing_left; then
@@ -302,7 +388,7 @@ run_scenarios() {
   scenario_install
   scenario_reload
   scenario_invalid
-  scenario_stream "$work"
+  scenario_cronjob "$work"
   scenario_fates
   scenario_leader
   scenario_uninstall

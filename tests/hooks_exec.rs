@@ -585,23 +585,75 @@ async fn the_cronjob_example_records_saw_completed_job_on_the_parent_once() {
     env.stop(vec![task]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_copier_example_webhook_copies_a_configmap_into_a_secret() {
-    require("python3");
-    let env = Env::new().await;
-    let mut copier = tokio::process::Command::new("python3")
-        .args([example("copier.py"), "0".into()])
+/// Starts the Python web server `python3 ARGS...`, which prints its port on its first line.
+async fn serve(args: &[String]) -> (tokio::process::Child, String) {
+    let mut server = tokio::process::Command::new("python3")
+        .args(args)
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .unwrap();
     let mut lines =
-        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(copier.stdout.take().unwrap()));
+        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(server.stdout.take().unwrap()));
     let port = tokio::time::timeout(WAIT, lines.next_line())
         .await
         .unwrap()
         .unwrap()
         .unwrap();
+    (server, port)
+}
+
+/// `serve-exec.py` in front of the test hook: its answers are written as the exec hook's are,
+/// and a non-zero exit is a failed call (HTTP 500 with the hook's standard error).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_serve_exec_example_serves_an_exec_hook_as_a_webhook() {
+    require("python3");
+    let env = Env::new().await;
+    let hook = env.dir.path().join("hook.py").display().to_string();
+    let log = env.log().display().to_string();
+    let (mut server, port) = serve(&[
+        example("serve-exec.py"),
+        "0".into(),
+        "python3".into(),
+        hook,
+        log,
+    ])
+    .await;
+    env.cronjob("bad", &json!({"fail": "true"}));
+    env.cronjob("good", &json!({}));
+    let spec = format!(
+        "  for: {{apiVersion: batch/v1, kind: CronJob}}
+  owns: [{{apiVersion: v1, kind: ConfigMap}}]
+  hook: {{webhook: {{url: 'http://127.0.0.1:{port}/', timeout: 10s}}}}
+"
+    );
+    let metrics = HookMetrics::new();
+    let (_stats, task) = env.start_with(&controller_with_spec("served", &spec), &metrics);
+    eventually("the good object's child applied", || async {
+        env.configmap("good-child").await.is_some()
+    })
+    .await;
+    eventually("the failing object's HookFailed event", || async {
+        !env.events("HookFailed", "bad").await.is_empty()
+    })
+    .await;
+    let warning = &env.events("HookFailed", "bad").await[0];
+    let message = warning.message.as_deref().unwrap_or_default();
+    assert!(
+        message.contains("500") && message.contains("python3 exited 3"),
+        "{message}"
+    );
+    assert!(metrics.calls("default/served", "http") >= 1);
+    assert!(metrics.calls("default/served", "none") >= 1);
+    env.stop(vec![task]).await;
+    server.kill().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_copier_example_webhook_copies_a_configmap_into_a_secret() {
+    require("python3");
+    let env = Env::new().await;
+    let (mut copier, port) = serve(&[example("copier.py"), "0".into()]).await;
     let spec = format!(
         "  for: {{apiVersion: v1, kind: ConfigMap, labelSelector: 'informant.dev/copy-to-secret=true'}}
   owns: [{{apiVersion: v1, kind: Secret}}]

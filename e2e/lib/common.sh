@@ -7,7 +7,7 @@
 
 KUBECTL=${KUBECTL:-kubectl}
 
-step() { echo "--- $*"; }
+step() { echo "--- $* (at ${SECONDS}s)"; }
 note() { echo "    $*"; }
 
 # A file whose existence says a failure was reported (with the logs) already, also from a

@@ -1,7 +1,16 @@
 #!/usr/bin/env python3
-"""JSON plumbing of e2e scenario 4, in the standard library only.
+"""JSON plumbing and times of e2e scenario 4, in the standard library only.
 
-    events.py line T COMPONENT NAMESPACE NAME UID TYPE REASON MESSAGE
+    events.py now
+        the time now, in seconds since the epoch
+    events.py time START I
+        START + I seconds as a Kubernetes timestamp (RFC 3339, seconds, UTC)
+    events.py since START
+        the seconds from START to now, to the millisecond
+    events.py job-complete START DONE
+        the status merge patch of a Job that started at START and completed at DONE, as the Job
+        controller writes it (Complete=True, succeeded 1, startTime <= completionTime)
+    events.py line T COMPONENT APIVERSION KIND NAMESPACE NAME UID TYPE REASON MESSAGE
         one event of an `informant simulate` input stream (tests/data/scenarios/README.md)
     events.py predicted < simulate-output.jsonl
         the Events the API server should hold once simulate's stream is written:
@@ -13,15 +22,31 @@
 
 import json
 import sys
+import time
+
+
+def stamp(seconds):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def job_complete(start, done):
+    print(json.dumps({"status": {
+        "startTime": stamp(float(start)),
+        "completionTime": done,
+        "active": 0,
+        "succeeded": 1,
+        "conditions": [{"type": "Complete", "status": "True", "lastProbeTime": done,
+                        "lastTransitionTime": done}],
+    }}, separators=(",", ":")))
 
 
 def line(args):
-    t, component, namespace, name, uid, etype, reason, message = args
+    t, component, api_version, kind, namespace, name, uid, etype, reason, message = args
     print(json.dumps({
         "t": float(t),
         "source": {"component": component, "host": ""},
-        "involvedObject": {"kind": "CacheConfig", "namespace": namespace, "name": name,
-                           "uid": uid, "apiVersion": "informant.dev/v1alpha1"},
+        "involvedObject": {"kind": kind, "namespace": namespace, "name": name,
+                           "uid": uid, "apiVersion": api_version},
         "type": etype,
         "reason": reason,
         "message": message,
@@ -58,7 +83,15 @@ def actual(component, etype, reason):
 
 def main():
     command, args = sys.argv[1], sys.argv[2:]
-    if command == "line":
+    if command == "now":
+        print(f"{time.time():.3f}")
+    elif command == "time":
+        print(stamp(float(args[0]) + int(args[1])))
+    elif command == "since":
+        print(f"{time.time() - float(args[0]):.3f}")
+    elif command == "job-complete":
+        job_complete(*args)
+    elif command == "line":
         line(args)
     elif command == "predicted":
         predicted()

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The CronJob watcher of seed 001 as an informant exec hook.
+"""The CronJob watcher (Kubernetes' CronJob controller's SawCompletedJob Events) as an informant
+exec hook.
 
 Called with one CronJob and its Jobs (children by owner reference) from the cache tree, it
 records SawCompletedJob on the CronJob for each Job that completed since the last one it saw,

@@ -1,4 +1,4 @@
-//! The `CronJob` story (seed 001): a `CronJob`'s child Jobs complete; the `CronJob`
+//! The `CronJob` story: a `CronJob`'s child Jobs complete; the `CronJob`
 //! controller records `SawCompletedJob` (`Saw completed job: <job>, status: Complete`) and,
 //! past `successfulJobsHistoryLimit`, deletes the oldest completed Jobs, recording
 //! `SuccessfulDelete` (`Deleted job <job>`), all on the parent `CronJob`. With client-go's
