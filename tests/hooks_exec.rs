@@ -17,6 +17,7 @@ use informant::config::controller::validate_controller_value;
 use informant::config::{Controller, Origin, ValidatedController};
 use informant::manager::controller::Context;
 use informant::manager::hooks::{Desired, HookController, HookMetrics, Stats, Supervisor};
+use informant::manager::metrics::ControllerMetrics;
 use informant::manager::reload::CacheReloader;
 use informant::recorder::{Fate, FateCounter, KubeSink, Options, Pipeline, SystemClock};
 use k8s_openapi::api::batch::v1::CronJob;
@@ -347,6 +348,78 @@ async fn children_follow_the_answer(env: &Env, child: &ConfigMap) {
     .await;
 }
 
+/// One sample of OpenMetrics `text`, 0 when absent.
+fn sample(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// A hook controller counts controller-runtime's series as a typed controller does: the
+/// workqueue's adds (an object, and its owner when a child changes), retries (each failure's
+/// backoff) and depth (back to 0 once every request was taken), and the reconciles by result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_controller_counts_controller_runtime_reconcile_and_workqueue_series() {
+    require("python3");
+    let env = Env::new().await;
+    env.cronjob("bad", &json!({"fail": "true"}));
+    env.cronjob("good", &json!({}));
+    let metrics = ControllerMetrics::new();
+    let mut registry = prometheus_client::registry::Registry::default();
+    metrics.register(&mut registry);
+    let controller = env.controller("counted", "");
+    let hook = HookController::new(controller.settings.clone()).metrics(&metrics);
+    let stats = hook.stats();
+    let task = tokio::spawn({
+        let run = hook.run(env.ctx.clone(), env.shutdown.clone());
+        async move { run.await.unwrap() }
+    });
+    eventually("the good object's child applied", || async {
+        env.configmap("good-child").await.is_some()
+    })
+    .await;
+    eventually("the failing hook retried", || async {
+        stats.failures() >= 2
+    })
+    .await;
+    let scrape = || {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        text
+    };
+    let text = scrape();
+    let name = "name=\"default/counted\",controller=\"default/counted\"";
+    let controller = "controller=\"default/counted\"";
+    assert!(
+        sample(&text, &format!("workqueue_adds_total{{{name}}}")) >= 3.0,
+        "two objects and the good one's child: {text}"
+    );
+    assert!(
+        sample(&text, &format!("workqueue_retries_total{{{name}}}")) >= 2.0,
+        "each failure's backoff: {text}"
+    );
+    assert!(
+        sample(
+            &text,
+            &format!("controller_runtime_reconcile_total{{{controller},result=\"error\"}}")
+        ) >= 2.0,
+        "{text}"
+    );
+    assert!(
+        sample(
+            &text,
+            &format!("controller_runtime_reconcile_total{{{controller},result=\"success\"}}")
+        ) >= 1.0,
+        "{text}"
+    );
+    let series = metrics.controller("default/counted", 1);
+    eventually("every queued request taken", || async {
+        series.depth() == 0
+    })
+    .await;
+    env.stop(vec![task]).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_hook_is_retried_with_backoff_while_other_objects_flow() {
     require("python3");
@@ -431,10 +504,7 @@ async fn an_edit_restarts_only_that_controller_and_an_invalid_one_keeps_the_prev
     }
     let (send, receive) = watch::channel(desired.clone());
     let supervisor = Supervisor::new(receive)
-        .metrics(
-            &informant::manager::metrics::ControllerMetrics::new(),
-            &HookMetrics::new(),
-        )
+        .metrics(&ControllerMetrics::new(), &HookMetrics::new())
         .write_status(true);
     let mut progress = supervisor.progress();
     let task = tokio::spawn(supervisor.run(env.ctx.clone(), env.shutdown.clone()));

@@ -73,7 +73,7 @@ impl Context {
     }
 
     /// The same context with failure counts of its own (one per running controller).
-    pub(super) fn for_controller(&self) -> Self {
+    pub(crate) fn for_controller(&self) -> Self {
         Self {
             failures: Failures::default(),
             ..self.clone()
@@ -155,11 +155,18 @@ impl Context {
         super::error_backoff(self.failures(object))
     }
 
-    pub(super) fn failed(&self, object: ObjectRef<DynamicObject>) {
+    /// [`Context::failures`] by reference, for controllers of dynamic objects.
+    pub(crate) fn failures_of(&self, object: &ObjectRef<DynamicObject>) -> u32 {
+        self.failures.get(object)
+    }
+
+    /// A reconcile of `object` failed: one more failure in a row.
+    pub(crate) fn failed(&self, object: ObjectRef<DynamicObject>) {
         self.failures.failed(object);
     }
 
-    pub(super) fn forget(&self, object: &ObjectRef<DynamicObject>) {
+    /// A reconcile of `object` succeeded, or it was deleted: its failures are forgotten.
+    pub(crate) fn forget(&self, object: &ObjectRef<DynamicObject>) {
         self.failures.forget(object);
     }
 }

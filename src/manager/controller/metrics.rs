@@ -20,11 +20,11 @@ use kube::runtime::reflector::ObjectRef;
 
 use crate::manager::metrics::{ActiveWorker, ControllerMetrics, ControllerSeries};
 
-pub(super) use crate::manager::metrics::ReconcileResult as Outcome;
+pub(crate) use crate::manager::metrics::ReconcileResult as Outcome;
 
 /// One controller's series, or none.
 #[derive(Clone, Debug, Default)]
-pub(super) struct Series(Option<Counted>);
+pub(crate) struct Series(Option<Counted>);
 
 #[derive(Clone, Debug)]
 struct Counted {
@@ -49,7 +49,7 @@ impl Counted {
 
 impl Series {
     /// The series of controller `name` in `metrics`, with its concurrency as the maximum.
-    pub(super) fn new(metrics: Option<&ControllerMetrics>, name: &str, concurrency: u16) -> Self {
+    pub(crate) fn new(metrics: Option<&ControllerMetrics>, name: &str, concurrency: u16) -> Self {
         Self(metrics.map(|m| Counted {
             series: m.controller(name, usize::from(concurrency)),
             pending: Arc::default(),
@@ -58,7 +58,7 @@ impl Series {
 
     /// A reconcile of `object` started: it leaves the queue, and counts as active until the
     /// guard drops.
-    pub(super) fn reconcile_started(
+    pub(crate) fn reconcile_started(
         &self,
         object: &ObjectRef<DynamicObject>,
     ) -> Option<ActiveWorker> {
@@ -69,14 +69,14 @@ impl Series {
     }
 
     /// A reconcile ended.
-    pub(super) fn reconcile_finished(&self, outcome: Outcome, duration: Duration) {
+    pub(crate) fn reconcile_finished(&self, outcome: Outcome, duration: Duration) {
         if let Some(c) = &self.0 {
             c.series.reconcile_finished(outcome, duration);
         }
     }
 
     /// A trigger asked for a reconcile of `object`.
-    pub(super) fn queue_added(&self, object: ObjectRef<DynamicObject>) {
+    pub(crate) fn queue_added(&self, object: ObjectRef<DynamicObject>) {
         if let Some(c) = &self.0 {
             c.series.queue_added();
             let mut pending = c.pending();
@@ -86,14 +86,14 @@ impl Series {
     }
 
     /// `object` left the queue without a reconcile (it was deleted before its turn).
-    pub(super) fn dropped(&self, object: &ObjectRef<DynamicObject>) {
+    pub(crate) fn dropped(&self, object: &ObjectRef<DynamicObject>) {
         if let Some(c) = &self.0 {
             c.dequeued(object);
         }
     }
 
     /// A reconcile asked to run again later.
-    pub(super) fn queue_retried(&self) {
+    pub(crate) fn queue_retried(&self) {
         if let Some(c) = &self.0 {
             c.series.queue_retried();
         }

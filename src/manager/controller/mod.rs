@@ -22,7 +22,7 @@ mod backoff;
 mod builder;
 mod context;
 mod error;
-mod metrics;
+pub(crate) mod metrics;
 mod reconcile;
 mod relation;
 pub(crate) mod source;

@@ -20,9 +20,10 @@ use super::metrics::HookMetrics;
 use super::reconcile::{self, ReconcileError};
 use crate::cache::{self, Cache as _, Discovery, KindInfo, Resolver as _};
 use crate::config::ControllerSettings;
+use crate::manager::controller::metrics::{Outcome, Series};
 use crate::manager::controller::source::{self, Change, Follow};
 use crate::manager::controller::{Context, error_backoff};
-use crate::manager::metrics::{ControllerMetrics, ControllerSeries, ReconcileResult};
+use crate::manager::metrics::ControllerMetrics;
 use crate::recorder::EventType;
 
 /// The reason of the Warning Event recorded on an object whose hook call failed.
@@ -118,9 +119,9 @@ pub(super) struct Shared {
     pub(super) owns: Vec<KindInfo>,
     pub(super) watches: Vec<KindInfo>,
     stats: Stats,
-    series: Option<ControllerSeries>,
+    /// controller-runtime's reconcile and workqueue series, as the typed controllers count them.
+    series: Series,
     hook_metrics: Option<HookMetrics>,
-    failures: Mutex<HashMap<ObjectRef<DynamicObject>, u32>>,
     /// The last write of each object (`status:<uid>`, `child:<plural>/<ns>/<name>`,
     /// `deleted:<uid>`): the resourceVersion it was based on and what was written.
     written: Written,
@@ -289,6 +290,8 @@ impl HookController {
             stats,
         } = self;
         let name = settings.name.clone();
+        // Failure counts of its own, for the per-object backoff.
+        let ctx = ctx.for_controller();
         let (parent, owns, watches) = resolve_kinds(&ctx, &settings).await?;
 
         // Subscribe before the informers exist or sync, so no change is lost in between.
@@ -310,12 +313,12 @@ impl HookController {
         stats.0.ready.store(true, Ordering::Relaxed);
 
         let concurrency = settings.concurrency.max(1);
-        let series = metrics
-            .as_ref()
-            .map(|m| m.controller(&name, usize::from(concurrency)));
+        let series = Series::new(metrics.as_ref(), &name, concurrency);
         let writer = reflector::store::Writer::<DynamicObject>::new(parent.resource.clone());
         let store = writer.as_reader();
         let parents = store.clone();
+        let (forget, resource) = (ctx.clone(), parent.resource.clone());
+        let (added, applied) = (series.clone(), parent.resource.clone());
         let objects = source::changes(
             own_events,
             Arc::clone(ctx.cache()),
@@ -323,10 +326,21 @@ impl HookController {
             decode,
             Follow::Store,
         )
-        .flat_map(|change| stream::iter(change.into_watcher_events()))
+        .flat_map(move |change| {
+            if let Change::Deleted(obj) = &change {
+                forget.forget(&ObjectRef::from_obj_with(obj, resource.clone()).erase());
+            }
+            stream::iter(change.into_watcher_events())
+        })
         .map(Ok::<_, watcher::Error>)
         .reflect(writer)
-        .applied_objects();
+        .applied_objects()
+        .map(move |obj| {
+            if let Ok(obj) = &obj {
+                added.queue_added(ObjectRef::from_obj_with(obj, applied.clone()).erase());
+            }
+            obj
+        });
         let mut controller =
             runtime::Controller::for_stream_with(objects, store, parent.resource.clone())
                 .with_config(runtime::Config::default().concurrency(concurrency))
@@ -335,6 +349,7 @@ impl HookController {
         for ((gvk, info), events) in settings.owns.iter().zip(&owns).zip(child_events) {
             let memo = Arc::clone(&written);
             let plural = info.resource.plural.clone();
+            let (added, owner) = (series.clone(), parent.resource.clone());
             let children = source::changes(
                 events,
                 Arc::clone(ctx.cache()),
@@ -344,12 +359,26 @@ impl HookController {
             )
             .inspect(move |change| forget_children(&memo, &plural, change))
             .flat_map(|change: Change<DynamicObject>| stream::iter(change.into_objects()))
-            .map(Ok::<_, watcher::Error>);
+            .map(move |child| {
+                // The owners kube-runtime's `trigger_owners` enqueues: every owner reference
+                // of the parent kind, in the child's namespace.
+                for reference in child.metadata.owner_references.iter().flatten() {
+                    let namespace = child.metadata.namespace.as_deref();
+                    if let Some(target) = ObjectRef::<DynamicObject>::from_owner_ref(
+                        namespace,
+                        reference,
+                        owner.clone(),
+                    ) {
+                        added.queue_added(target.erase());
+                    }
+                }
+                Ok::<_, watcher::Error>(child)
+            });
             controller = controller.owns_stream_with(children, info.resource.clone());
         }
         controller = watch_related(
             controller,
-            &ctx,
+            (&ctx, &series),
             &settings,
             &watches,
             related_events,
@@ -367,12 +396,11 @@ impl HookController {
             stats,
             series,
             hook_metrics,
-            failures: Mutex::new(HashMap::new()),
             written,
             status_echo: Mutex::new(HashMap::new()),
         });
         let results = controller.run(run_one, error_policy, Arc::clone(&shared));
-        let result = drive(results, name).await;
+        let result = drive(results, name, &shared.series).await;
         shared.stats.0.ready.store(false, Ordering::Relaxed);
         result
     }
@@ -387,6 +415,7 @@ async fn drive(
         >,
     >,
     name: String,
+    series: &Series,
 ) -> Result<(), Error> {
     let mut results = std::pin::pin!(results);
     while let Some(result) = results.next().await {
@@ -394,6 +423,7 @@ async fn drive(
             Ok(_) | Err(runtime::Error::ReconcilerFailed(..)) => {}
             Err(runtime::Error::ObjectNotFound(object)) => {
                 tracing::debug!(object.ref = %object, "object left the store before its reconcile");
+                series.dropped(&object);
             }
             Err(runtime::Error::QueueError(error)) => {
                 tracing::debug!(%error, "trigger stream error");
@@ -414,7 +444,7 @@ async fn drive(
 /// related kind).
 fn watch_related(
     mut controller: runtime::Controller<DynamicObject>,
-    ctx: &Context,
+    (ctx, series): (&Context, &Series),
     settings: &ControllerSettings,
     watches: &[KindInfo],
     events: Vec<tokio::sync::broadcast::Receiver<cache::InformerEvent>>,
@@ -440,13 +470,18 @@ fn watch_related(
         let parents = parents.clone();
         let resource = parent.resource.clone();
         let map_to = map_to.clone();
+        let added = series.clone();
         let mapper = move |other: DynamicObject| {
-            parents
+            let targets = parents
                 .state()
                 .iter()
                 .filter(|p| map_to.maps(&other.metadata, &p.metadata))
                 .map(|p| ObjectRef::from_obj_with(p.as_ref(), resource.clone()))
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>();
+            for target in &targets {
+                added.queue_added(target.clone().erase());
+            }
+            targets
         };
         controller = controller.watches_stream_with(related, mapper, info.resource.clone());
     }
@@ -537,43 +572,33 @@ fn run_one(
             return Ok(Action::await_change());
         }
         let key = ObjectRef::from_obj_with(object.as_ref(), shared.parent.resource.clone()).erase();
-        let _worker = shared
-            .series
-            .as_ref()
-            .map(ControllerSeries::reconcile_started);
+        let _worker = shared.series.reconcile_started(&key);
         let started = Instant::now();
         let result = reconcile::reconcile(&object, &shared).await;
         let elapsed = started.elapsed();
         shared.stats.0.reconciles.fetch_add(1, Ordering::Relaxed);
         let outcome = match &result {
-            Ok((action, _)) if *action == Action::await_change() => ReconcileResult::Success,
-            Ok(_) => ReconcileResult::RequeueAfter,
-            Err(_) => ReconcileResult::Error,
+            Ok((action, _)) if *action == Action::await_change() => Outcome::Success,
+            Ok(_) => Outcome::RequeueAfter,
+            Err(_) => Outcome::Error,
         };
-        if let Some(series) = &shared.series {
-            series.reconcile_finished(outcome, elapsed);
-        }
+        shared.series.reconcile_finished(outcome, elapsed);
         record.record("result", outcome.as_str());
         if let Some(m) = &shared.hook_metrics {
             let reason = result.as_ref().err().map_or("none", ReconcileError::reason);
             m.observe(&shared.settings.name, reason, elapsed);
         }
-        let failures = &shared.failures;
         match result {
             Ok((action, writes)) => {
-                failures
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(&key);
+                shared.ctx.forget(&key);
+                if outcome == Outcome::RequeueAfter {
+                    shared.series.queue_retried();
+                }
                 tracing::debug!(?action, ?writes, "hook answered");
                 Ok(action)
             }
             Err(error) => {
-                *failures
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .entry(key)
-                    .or_insert(0) += 1;
+                shared.ctx.failed(key);
                 shared.stats.0.failures.fetch_add(1, Ordering::Relaxed);
                 let text = crate::telemetry::error_chain(&error);
                 record.record("error", text.as_str());
@@ -613,14 +638,8 @@ fn error_policy(
     shared: Arc<Shared>,
 ) -> Action {
     let key = ObjectRef::from_obj_with(object.as_ref(), shared.parent.resource.clone()).erase();
-    let failures = shared
-        .failures
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get(&key)
-        .copied()
-        .unwrap_or(1);
-    Action::requeue(error_backoff(failures))
+    shared.series.queue_retried();
+    Action::requeue(error_backoff(shared.ctx.failures_of(&key).max(1)))
 }
 
 /// Whether the object matches the controller's `for` selectors.
