@@ -474,6 +474,19 @@ impl Layer {
                     );
                 }
                 let namespace = read.namespace.unwrap_or_default();
+                if namespace.is_empty() && read.name.is_none() {
+                    // A list across all namespaces merges every namespace's cache
+                    // (pkg/cache/multi_namespace_cache.go `List` with NamespaceAll).
+                    path.push(format!(
+                        "MultiNamespaceCache: a list across namespaces, merged from {} caches",
+                        namespaces.len()
+                    ));
+                    for (key, scope) in namespaces {
+                        path.push(format!("  {}:", namespace_role(key)));
+                        route_to_informers(scope, read, reader_fail_on_missing_informer, path)?;
+                    }
+                    return Ok(());
+                }
                 let listed = namespaces.get_key_value(&NamespaceKey::named(namespace));
                 let Some((key, scope)) =
                     listed.or_else(|| namespaces.get_key_value(&NamespaceKey::AllOthers))
@@ -610,6 +623,17 @@ mod tests {
             .route(&gvk("", "Secret"), true, Some("a"), Some("s"))
             .unwrap();
         assert_eq!(served.len(), 3, "{served:?}");
+        // A list across namespaces (no namespace, no name) merges every namespace's cache, as
+        // the multi-namespace cache's List does; it is not an unknown namespace "".
+        let merged = plan
+            .route(&gvk("apps", "Deployment"), true, None, None)
+            .unwrap();
+        assert_eq!(
+            merged[1],
+            "MultiNamespaceCache: a list across namespaces, merged from 1 caches"
+        );
+        assert_eq!(merged[2], "  namespace a:");
+        assert!(merged[3].starts_with("InformerCache"), "{merged:?}");
         // The byObject kinds are their own specs; the default cache serves any other kind.
         let specs = plan.informer_specs();
         assert_eq!(specs[0].kinds, Kinds::Only(gvk("", "Pod")));

@@ -820,9 +820,7 @@ fn check_cached(
     }
     let namespaced = !matches!(builtin_scope(gvk), Some(cache::Scope::Cluster));
     match plan.route(gvk, namespaced, None, None) {
-        // A kind cached in a list of namespaces (a multi-namespace cache) refuses a list across
-        // all of them, but the controller reads each object in its own namespace: served.
-        Ok(_) | Err(cache::Error::UnknownNamespaceList { .. }) => {}
+        Ok(_) => {}
         Err(e) => {
             errors.push(FieldError::new(
                 path,
