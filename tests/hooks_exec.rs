@@ -348,7 +348,7 @@ async fn children_follow_the_answer(env: &Env, child: &ConfigMap) {
     .await;
 }
 
-/// One sample of OpenMetrics `text`, 0 when absent.
+/// One sample of the `OpenMetrics` text `text`, 0 when absent.
 fn sample(text: &str, series: &str) -> f64 {
     text.lines()
         .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())

@@ -346,36 +346,13 @@ impl HookController {
                 .with_config(runtime::Config::default().concurrency(concurrency))
                 .graceful_shutdown_on(shutdown.clone().cancelled_owned());
         let written = Written::default();
-        for ((gvk, info), events) in settings.owns.iter().zip(&owns).zip(child_events) {
-            let memo = Arc::clone(&written);
-            let plural = info.resource.plural.clone();
-            let (added, owner) = (series.clone(), parent.resource.clone());
-            let children = source::changes(
-                events,
-                Arc::clone(ctx.cache()),
-                gvk.clone(),
-                decode,
-                Follow::Trigger,
-            )
-            .inspect(move |change| forget_children(&memo, &plural, change))
-            .flat_map(|change: Change<DynamicObject>| stream::iter(change.into_objects()))
-            .map(move |child| {
-                // The owners kube-runtime's `trigger_owners` enqueues: every owner reference
-                // of the parent kind, in the child's namespace.
-                for reference in child.metadata.owner_references.iter().flatten() {
-                    let namespace = child.metadata.namespace.as_deref();
-                    if let Some(target) = ObjectRef::<DynamicObject>::from_owner_ref(
-                        namespace,
-                        reference,
-                        owner.clone(),
-                    ) {
-                        added.queue_added(target.erase());
-                    }
-                }
-                Ok::<_, watcher::Error>(child)
-            });
-            controller = controller.owns_stream_with(children, info.resource.clone());
-        }
+        controller = watch_owned(
+            controller,
+            (&ctx, &series),
+            (&settings, &owns, &parent),
+            child_events,
+            &written,
+        );
         controller = watch_related(
             controller,
             (&ctx, &series),
@@ -437,6 +414,46 @@ async fn drive(
         }
     }
     Ok(())
+}
+
+/// Each change of a child (an `owns` kind) reconciles its owners of the controller's kind, and
+/// makes the memo of that child's last write stale.
+fn watch_owned(
+    mut controller: runtime::Controller<DynamicObject>,
+    (ctx, series): (&Context, &Series),
+    (settings, owns, parent): (&ControllerSettings, &[KindInfo], &KindInfo),
+    events: Vec<tokio::sync::broadcast::Receiver<cache::InformerEvent>>,
+    written: &Written,
+) -> runtime::Controller<DynamicObject> {
+    for ((gvk, info), events) in settings.owns.iter().zip(owns).zip(events) {
+        let memo = Arc::clone(written);
+        let plural = info.resource.plural.clone();
+        let (added, owner) = (series.clone(), parent.resource.clone());
+        let children = source::changes(
+            events,
+            Arc::clone(ctx.cache()),
+            gvk.clone(),
+            decode,
+            Follow::Trigger,
+        )
+        .inspect(move |change| forget_children(&memo, &plural, change))
+        .flat_map(|change: Change<DynamicObject>| stream::iter(change.into_objects()))
+        .map(move |child| {
+            // The owners kube-runtime's `trigger_owners` enqueues: every owner reference of
+            // the parent kind, in the child's namespace.
+            for reference in child.metadata.owner_references.iter().flatten() {
+                let namespace = child.metadata.namespace.as_deref();
+                if let Some(target) =
+                    ObjectRef::<DynamicObject>::from_owner_ref(namespace, reference, owner.clone())
+                {
+                    added.queue_added(target.erase());
+                }
+            }
+            Ok::<_, watcher::Error>(child)
+        });
+        controller = controller.owns_stream_with(children, info.resource.clone());
+    }
+    controller
 }
 
 /// Each change of a related object (a `watches` kind) reconciles the objects of the controller
