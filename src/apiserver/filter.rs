@@ -176,6 +176,18 @@ mod tests {
     }
 
     #[test]
+    fn jobs_select_on_status_successful_as_kube_apiserver_computes_it() {
+        let jobs = Registry::new().lookup("batch", "v1", "jobs").unwrap();
+        let done = Filter::new(jobs.clone(), None, &q(None, Some("status.successful=1"))).unwrap();
+        let none = Filter::new(jobs, None, &q(None, Some("status.successful=0"))).unwrap();
+        let completed = json!({"metadata": {}, "status": {"succeeded": 1}});
+        let running = json!({"metadata": {}, "status": {}});
+        assert!(done.matches("a", &completed));
+        assert!(!done.matches("a", &running));
+        assert!(none.matches("a", &running), "an absent count reads 0");
+    }
+
+    #[test]
     fn labels_fields_and_namespace_all_have_to_match() {
         let pods = Registry::new().lookup("", "v1", "pods").unwrap();
         let f = Filter::new(

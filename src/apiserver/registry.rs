@@ -112,6 +112,15 @@ impl ResourceType {
         }
         let path = match (self.plural.as_str(), field) {
             ("events", "source") => "source.component",
+            // pkg/registry/batch/job/strategy.go `JobToSelectableFields`:
+            // strconv.Itoa(int(job.Status.Succeeded)), so an absent count reads "0".
+            ("jobs", "status.successful") => {
+                let succeeded = object
+                    .pointer("/status/succeeded")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0);
+                return Some(succeeded.to_string());
+            }
             _ => field,
         };
         let mut cur = object;
@@ -188,7 +197,7 @@ const SERVED: &[Served] = &[
     Served { group: "", version: "v1", kind: "Event", short: &["ev"], all: false, status: false, fields: EVENT_FIELDS },
     Served { group: "events.k8s.io", version: "v1", kind: "Event", short: &["ev"], all: false, status: false, fields: &[] },
     Served { group: "apps", version: "v1", kind: "Deployment", short: &["deploy"], all: true, status: true, fields: &[] },
-    Served { group: "batch", version: "v1", kind: "Job", short: &[], all: true, status: true, fields: &[] },
+    Served { group: "batch", version: "v1", kind: "Job", short: &[], all: true, status: true, fields: &["status.successful"] },
     Served { group: "batch", version: "v1", kind: "CronJob", short: &["cj"], all: true, status: true, fields: &[] },
     Served { group: "coordination.k8s.io", version: "v1", kind: "Lease", short: &[], all: false, status: false, fields: &[] },
     Served { group: "apiextensions.k8s.io", version: "v1", kind: "CustomResourceDefinition", short: &["crd", "crds"], all: false, status: true, fields: &[] },
