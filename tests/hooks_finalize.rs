@@ -83,12 +83,17 @@ impl Env {
 
     /// The `Controller` `default/holds` on Secrets, `finalize: <finalize>`.
     fn controller(&self, finalize: bool) -> String {
+        self.controller_for("Secret", finalize)
+    }
+
+    /// The `Controller` `default/holds` on `v1` `kind`, `finalize: <finalize>`.
+    fn controller_for(&self, kind: &str, finalize: bool) -> String {
         format!(
             "apiVersion: informant.dev/v1alpha1
 kind: Controller
 metadata: {{name: holds, namespace: default}}
 spec:
-  for: {{apiVersion: v1, kind: Secret}}
+  for: {{apiVersion: v1, kind: {kind}}}
   finalize: {finalize}
   hook: {{exec: {{command: [python3, {}, {}], timeout: 10s}}}}
 ",
@@ -243,6 +248,21 @@ async fn a_controller_edited_to_finalize_false_releases_its_finalizer() {
     env.held().await;
 
     env.write_file(Some(&env.controller(false)));
+    env.released().await;
+
+    shutdown.cancel();
+    stopped(run).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_moved_to_another_kind_releases_the_old_kinds_objects() {
+    let env = Env::new().await;
+    let path = env.write_file(Some(&env.controller(true)));
+    let (shutdown, run) = env.manager(file_source(&path)).await;
+    env.held().await;
+
+    // Same finalizer name, another kind: the Secrets are no longer this controller's.
+    env.write_file(Some(&env.controller_for("ConfigMap", true)));
     env.released().await;
 
     shutdown.cancel();

@@ -1,7 +1,9 @@
 //! Where the `Controller`s come from: the documents of the manager's config file (re-read at
 //! each reload of the file), or the `Controller` resources of the `CacheConfig`'s namespace
 //! (watched); both validated against the manager's running cache config, and wired into the
-//! manager as one leader-elected runnable with [`add_to_manager`].
+//! manager as one leader-elected runnable with [`add_to_manager`]. A `Controller` resource
+//! being deleted stays in the set, with its `deletionTimestamp`, for the supervisor to release
+//! its objects; an invalid one is left out and let go at once.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -223,7 +225,9 @@ fn crd_missing(error: &watcher::Error) -> bool {
 
 /// Runs the manager's `Controller`s as one leader-elected runnable (`hooks`): the documents
 /// of its config file (`--config`), or the `Controller` resources of its `CacheConfig`'s
-/// namespace (`--cache-config`, with each `Controller`'s status written).
+/// namespace (`--cache-config`, with each `Controller`'s status written, and each one with
+/// `finalize: true` held by [`CONTROLLER_FINALIZER`](super::CONTROLLER_FINALIZER) until its
+/// objects are released; see [`Supervisor::hold_controllers`]).
 pub fn add_to_manager(manager: &mut Manager) {
     let source = manager.config_source().clone();
     let state = manager.state();

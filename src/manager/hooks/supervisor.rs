@@ -2,6 +2,13 @@
 //! follows its changes: a new `Controller` starts, a changed one restarts, a deleted one stops,
 //! and nothing else is touched. An invalid change keeps the previous valid spec running and
 //! reports `Valid=False` with every error.
+//!
+//! A stopped controller that held its objects with its finalizer and no longer does (gone,
+//! or restarted with `finalize: false` or another `for` kind) has that finalizer released
+//! from them (`release.rs`), never on shutdown. With [`Supervisor::hold_controllers`], a
+//! `Controller` resource is held by [`CONTROLLER_FINALIZER`] while it holds its objects, and
+//! one being deleted counts as gone until its objects are released and that finalizer is
+//! removed.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -131,11 +138,14 @@ impl Supervisor {
     pub async fn run(mut self, ctx: Context, shutdown: CancellationToken) {
         let mut running: HashMap<String, Running> = HashMap::new();
         let mut written: HashMap<String, ControllerStatus> = HashMap::new();
+        // Releases that failed for some objects, tried again at each pass.
+        let mut pending: Vec<Held> = Vec::new();
         let mut tick = tokio::time::interval(STATUS_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let desired = self.desired.borrow_and_update().clone();
-            self.apply(&desired, &mut running, &ctx, &shutdown).await;
+            self.apply(&desired, &mut running, &mut pending, &ctx, &shutdown)
+                .await;
             self.progress.send_modify(|p| p.passes += 1);
             if self.write_status {
                 write_statuses(&ctx, &desired, &running, &mut written).await;
@@ -165,9 +175,28 @@ impl Supervisor {
         &self,
         desired: &Desired,
         running: &mut HashMap<String, Running>,
+        pending: &mut Vec<Held>,
         ctx: &Context,
         shutdown: &CancellationToken,
     ) {
+        // A finalizer held again (the Controller came back as it was) is not to be released.
+        let holding: Vec<Held> = desired
+            .values()
+            .filter_map(|wanted| wanted.as_ref().ok())
+            .filter(|valid| !deleting(valid))
+            .filter_map(|valid| held(&valid.settings))
+            .collect();
+        pending.retain(|h| !holding.contains(h));
+        for h in std::mem::take(pending) {
+            match self.release(ctx, &h, shutdown).await {
+                None => {
+                    pending.push(h);
+                    return;
+                }
+                Some(released) if released.failed > 0 => pending.push(h),
+                Some(_) => {}
+            }
+        }
         let gone: Vec<String> = running
             .keys()
             .filter(|name| match desired.get(*name) {
@@ -181,7 +210,8 @@ impl Supervisor {
                 tracing::info!(controller = %name, "controller deleted, stopping its hook controller");
                 r.stop.cancel();
                 let _ = r.task.await;
-                let Some(released) = self.release_held(ctx, &r.settings, shutdown).await else {
+                let Some(released) = self.release_held(ctx, &r.settings, pending, shutdown).await
+                else {
                     return;
                 };
                 if self.hold_controllers
@@ -222,7 +252,7 @@ impl Supervisor {
                     let _ = r.task.await;
                     if held(&r.settings) != held(&valid.settings)
                         && self
-                            .release_held(ctx, &r.settings, shutdown)
+                            .release_held(ctx, &r.settings, pending, shutdown)
                             .await
                             .is_none()
                     {
@@ -240,18 +270,24 @@ impl Supervisor {
         }
     }
 
-    /// Releases the finalizer a stopped controller of `settings` held, if any.
+    /// Releases the finalizer a stopped controller of `settings` held, if any; one that could
+    /// not be removed from every object goes to `pending`, tried again at the next passes.
     /// `None` when `shutdown` came first.
     async fn release_held(
         &self,
         ctx: &Context,
         settings: &ControllerSettings,
+        pending: &mut Vec<Held>,
         shutdown: &CancellationToken,
     ) -> Option<Released> {
-        match held(settings) {
-            Some(held) => self.release(ctx, &held, shutdown).await,
-            None => Some(Released::default()),
+        let Some(held) = held(settings) else {
+            return Some(Released::default());
+        };
+        let released = self.release(ctx, &held, shutdown).await?;
+        if released.failed > 0 {
+            pending.push(held);
         }
+        Some(released)
     }
 
     /// [`release::release`], counted in [`Progress`].
