@@ -24,8 +24,10 @@
 //!   `cacheconfigs` and `patch` on `cacheconfigs/status`, restricted to its name (the watch
 //!   uses a `metadata.name` field selector, which is what RBAC requires of a `list`/`watch`
 //!   restricted by `resourceNames`).
-//! - **Hook `Controller`s** of the manager's namespace: `get`, `list`, `watch` on `controllers`
-//!   and `patch` on `controllers/status`. What their hooks write (children applied, the
+//! - **Hook `Controller`s** of the manager's namespace: `get`, `list`, `watch` and `patch` on
+//!   `controllers` (`patch` adds and removes the finalizer
+//!   `informant.dev/release-hook-finalizers` on a `Controller` with `finalize: true`) and
+//!   `patch` on `controllers/status`. What their hooks write (children applied, the
 //!   parent's status, finalizers) depends on the Controllers, not the `CacheConfig`: grant it
 //!   with extra rules.
 //! - **The Lease**, when leader election is on: `create` on `leases` (creation cannot be
@@ -373,10 +375,16 @@ fn manager_rules(name: &str, lease: Option<&str>) -> Vec<PolicyRule> {
             &["get", "list", "watch"],
         ),
         rule(GROUP, &["cacheconfigs/status"], Some(name), &["patch"]),
-        // The hook Controllers of the manager's namespace (`--cache-config` watches them) and
-        // their status. What their hooks write (children, the parent's status) is the
-        // Controllers' business: `extraRules`.
-        rule(GROUP, &["controllers"], None, &["get", "list", "watch"]),
+        // The hook Controllers of the manager's namespace (`--cache-config` watches them,
+        // and patches their metadata to add and remove the release finalizer) and their
+        // status. What their hooks write (children, the parent's status) is the Controllers'
+        // business: `extraRules`.
+        rule(
+            GROUP,
+            &["controllers"],
+            None,
+            &["get", "list", "watch", "patch"],
+        ),
         rule(GROUP, &["controllers/status"], None, &["patch"]),
     ];
     if let Some(lease) = lease {
@@ -439,6 +447,12 @@ mod tests {
             rules.namespaces["sys"][0].resource_names,
             Some(vec!["c".to_owned()])
         );
+        // The release finalizer of a `Controller` is a patch of its metadata.
+        assert_eq!(
+            rules.namespaces["sys"][2].verbs,
+            ["get", "list", "watch", "patch"]
+        );
+        assert_eq!(rules.namespaces["sys"][2].resource_names, None);
     }
 
     #[test]

@@ -202,7 +202,7 @@ chart tests compare the two for several configs, so change both together.
 {{- if eq $ns $releaseNs -}}
 {{- $rules = append $rules (dict "apiGroups" (list "informant.dev") "resources" (list "cacheconfigs") "resourceNames" (list $configName) "verbs" (list "get" "list" "watch")) -}}
 {{- $rules = append $rules (dict "apiGroups" (list "informant.dev") "resources" (list "cacheconfigs/status") "resourceNames" (list $configName) "verbs" (list "patch")) -}}
-{{- $rules = append $rules (dict "apiGroups" (list "informant.dev") "resources" (list "controllers") "verbs" (list "get" "list" "watch")) -}}
+{{- $rules = append $rules (dict "apiGroups" (list "informant.dev") "resources" (list "controllers") "verbs" (list "get" "list" "watch" "patch")) -}}
 {{- $rules = append $rules (dict "apiGroups" (list "informant.dev") "resources" (list "controllers/status") "verbs" (list "patch")) -}}
 {{- if include "informant.leaderElect" $ -}}
 {{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "verbs" (list "create")) -}}

@@ -345,6 +345,10 @@ class ChartTest(unittest.TestCase):
                       roles["team-a"])
         self.assertIn({"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list", "watch"]},
                       roles["team-b"])
+        # The manager adds and removes the release finalizer of its namespace's Controllers.
+        self.assertIn({"apiGroups": ["informant.dev"], "resources": ["controllers"],
+                       "verbs": ["get", "list", "watch", "patch"]},
+                      roles["informant-system"])
 
 
 if __name__ == "__main__":

@@ -12,12 +12,20 @@
 //! The contract is [`contract`] (documented in `docs/hooks.md`, schema
 //! `docs/hooks-v1.schema.json`). [`HookController`] runs one `Controller`;
 //! [`Supervisor`] runs a changing set of them, restarting only the ones whose spec changed.
+//!
+//! A controller with `finalize: true` holds its objects with its finalizer; when it stops
+//! holding them (its `Controller` deleted or dropped from the file, edited to
+//! `finalize: false` or to another `for` kind) the supervisor removes that finalizer from
+//! every object after stopping it, never at shutdown. A `Controller` resource is itself held
+//! with [`CONTROLLER_FINALIZER`] until its objects are released, so a deletion made while no
+//! manager led is still seen.
 
 mod call;
 pub mod contract;
 mod controller;
 mod metrics;
 mod reconcile;
+mod release;
 pub mod sources;
 mod supervisor;
 mod webhook;
@@ -26,5 +34,6 @@ pub use call::{CallError, call};
 pub use controller::{Error, HookController, REASON_HOOK_FAILED, Stats};
 pub use metrics::HookMetrics;
 pub use reconcile::ReconcileError;
+pub use release::CONTROLLER_FINALIZER;
 pub use sources::{NamespaceSource, add_to_manager};
 pub use supervisor::{Desired, Progress, Supervisor};

@@ -163,15 +163,7 @@ pub(super) async fn reconcile(
         .map(Duration::from_secs_f64);
     if let (Some((finalizer, true)), Some(_)) = (held, &object.metadata.deletion_timestamp) {
         if response.finalized == Some(true) {
-            let finalizers = object
-                .metadata
-                .finalizers
-                .iter()
-                .flatten()
-                .filter(|f| *f != finalizer)
-                .cloned()
-                .collect();
-            set_finalizers(object, finalizers, shared).await?;
+            set_finalizers(object, finalizers_without(object, finalizer), shared).await?;
             return Ok((Action::await_change(), writes));
         }
         // Not finalized yet: ask again.
@@ -270,18 +262,11 @@ const FINALIZE_RETRY: Duration = Duration::from_secs(5);
 /// The controller's finalizer, if it holds one (`spec.finalize`), and whether `object` has it.
 fn held_finalizer<'a>(object: &DynamicObject, shared: &'a Shared) -> Option<(&'a str, bool)> {
     let finalizer = shared.settings.finalizer.as_deref()?;
-    let has = object
-        .metadata
-        .finalizers
-        .iter()
-        .flatten()
-        .any(|f| f == finalizer);
-    Some((finalizer, has))
+    Some((finalizer, has_finalizer(object, finalizer)))
 }
 
-/// Sets `object`'s finalizers with a merge patch that fails if the object changed since it
-/// was read (its resourceVersion), so no one else's finalizer is lost. A conflict, or a write
-/// already made over the same version, is left to the reconcile the newer version triggers.
+/// Sets `object`'s finalizers with [`finalizers_patch`]. A conflict, or a write already made
+/// over the same version, is left to the reconcile the newer version triggers.
 async fn set_finalizers(
     object: &DynamicObject,
     finalizers: Vec<String>,
@@ -292,18 +277,15 @@ async fn set_finalizers(
         "finalizers:{}",
         object.metadata.uid.as_deref().unwrap_or_default()
     );
-    let body = json!({"metadata": {"finalizers": finalizers, "resourceVersion": seen}});
+    let body = finalizers_patch(object, &finalizers);
     if shared.already_wrote(&key, seen.as_deref(), &body) {
         return Ok(());
     }
     let name = object.metadata.name.as_deref().unwrap_or_default();
     let namespace = object.metadata.namespace.as_deref();
     let api = api_for(shared, &shared.parent, namespace);
-    match api
-        .patch(name, &PatchParams::default(), &Patch::Merge(&body))
-        .await
-    {
-        Ok(_) => {
+    match patch_finalizers(&api, object, &body).await {
+        Ok(()) => {
             shared.wrote(key, seen, body);
             Ok(())
         }
@@ -314,6 +296,48 @@ async fn set_finalizers(
             source,
         }),
     }
+}
+
+/// The merge patch that sets `object`'s finalizers to `finalizers`, carrying the
+/// resourceVersion it was read at: the API server refuses it (409) if the object changed
+/// since, so no one else's finalizer is lost.
+pub(super) fn finalizers_patch(object: &DynamicObject, finalizers: &[String]) -> Value {
+    let seen = object.metadata.resource_version.clone();
+    json!({"metadata": {"finalizers": finalizers, "resourceVersion": seen}})
+}
+
+/// Whether `object` carries `finalizer`.
+pub(super) fn has_finalizer(object: &DynamicObject, finalizer: &str) -> bool {
+    object
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == finalizer)
+}
+
+/// `object`'s finalizers but `finalizer`.
+pub(super) fn finalizers_without(object: &DynamicObject, finalizer: &str) -> Vec<String> {
+    object
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .filter(|f| *f != finalizer)
+        .cloned()
+        .collect()
+}
+
+/// Sends a [`finalizers_patch`] `body` for `object` through `api`.
+pub(super) async fn patch_finalizers(
+    api: &Api<DynamicObject>,
+    object: &DynamicObject,
+    body: &Value,
+) -> Result<(), kube::Error> {
+    let name = object.metadata.name.as_deref().unwrap_or_default();
+    api.patch(name, &PatchParams::default(), &Patch::Merge(body))
+        .await
+        .map(drop)
 }
 
 /// Whether `child` has a controller owner reference to the object with `uid`.

@@ -1,7 +1,9 @@
 //! Where the `Controller`s come from: the documents of the manager's config file (re-read at
 //! each reload of the file), or the `Controller` resources of the `CacheConfig`'s namespace
 //! (watched); both validated against the manager's running cache config, and wired into the
-//! manager as one leader-elected runnable with [`add_to_manager`].
+//! manager as one leader-elected runnable with [`add_to_manager`]. A `Controller` resource
+//! being deleted stays in the set, with its `deletionTimestamp`, for the supervisor to release
+//! its objects; an invalid one is left out and let go at once.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,6 +15,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::release;
 use super::supervisor::{Desired, Supervisor};
 use crate::config::controller::{
     controllers_key, document_kind, split_documents, validate_controller_value,
@@ -114,7 +117,7 @@ pub async fn follow_namespace(
         mut reloads,
     } = source;
     let resource = ApiResource::erase::<Controller>(&());
-    let api: Api<DynamicObject> = Api::namespaced_with(client, &namespace, &resource);
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &namespace, &resource);
     let writer = kube::runtime::reflector::store::Writer::<DynamicObject>::new(resource.clone());
     let reader = writer.as_reader();
     let stream = watcher(api, watcher::Config::default())
@@ -154,34 +157,61 @@ pub async fn follow_namespace(
             continue;
         }
         let config = state.snapshot().config;
-        let next: Desired = reader
-            .state()
-            .iter()
-            .map(|object| {
-                let mut value = serde_json::to_value(object.as_ref()).unwrap_or(Value::Null);
-                let key = controllers_key(&value);
-                let origin = Origin::Resource {
-                    namespace: object.metadata.namespace.clone().unwrap_or_default(),
-                    name: object.metadata.name.clone().unwrap_or_default(),
-                };
-                // What the API server adds is not the user's to validate.
-                if let Some(meta) = value["metadata"].as_object_mut() {
-                    meta.remove("managedFields");
-                }
-                let validated =
-                    validate_controller_value(value, &origin, Some(&config.cache)).map(|mut v| {
-                        v.resource.metadata = object.metadata.clone();
-                        v
-                    });
-                (key, validated)
-            })
-            .collect();
+        let mut next = Desired::new();
+        for object in reader.state() {
+            let mut value = serde_json::to_value(object.as_ref()).unwrap_or(Value::Null);
+            let key = controllers_key(&value);
+            let origin = Origin::Resource {
+                namespace: object.metadata.namespace.clone().unwrap_or_default(),
+                name: object.metadata.name.clone().unwrap_or_default(),
+            };
+            // What the API server adds is not the user's to validate.
+            if let Some(meta) = value["metadata"].as_object_mut() {
+                meta.remove("managedFields");
+            }
+            let validated =
+                validate_controller_value(value, &origin, Some(&config.cache)).map(|mut v| {
+                    v.resource.metadata = object.metadata.clone();
+                    v
+                });
+            if validated.is_err() && object.metadata.deletion_timestamp.is_some() {
+                // An invalid Controller being deleted is gone: the supervisor stops what ran
+                // under its name (its last valid spec) and releases that spec's objects. An
+                // invalid spec says nothing reliable to release, so nothing holds it back.
+                let_go_of_invalid(&client, &object).await;
+                continue;
+            }
+            next.insert(key, validated);
+        }
         desired.send_if_modified(|current| {
             let changed = *current != next;
             *current = next;
             changed
         });
     }
+}
+
+/// Lets an invalid `Controller` being deleted go: removes
+/// [`CONTROLLER_FINALIZER`](super::CONTROLLER_FINALIZER) from it.
+async fn let_go_of_invalid(client: &kube::Client, object: &DynamicObject) {
+    let carries = object
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == release::CONTROLLER_FINALIZER);
+    let (Some(namespace), Some(name)) = (
+        object.metadata.namespace.as_deref(),
+        object.metadata.name.as_deref(),
+    ) else {
+        return;
+    };
+    if !carries {
+        return;
+    }
+    tracing::warn!(controller = %format!("{namespace}/{name}"),
+        "an invalid controller is being deleted: only the objects of a valid spec this manager ran are released");
+    release::let_go_of_controller(client, namespace, name).await;
 }
 
 /// Whether a watch error means the `Controller` kind is not served (404).
@@ -195,7 +225,9 @@ fn crd_missing(error: &watcher::Error) -> bool {
 
 /// Runs the manager's `Controller`s as one leader-elected runnable (`hooks`): the documents
 /// of its config file (`--config`), or the `Controller` resources of its `CacheConfig`'s
-/// namespace (`--cache-config`, with each `Controller`'s status written).
+/// namespace (`--cache-config`, with each `Controller`'s status written, and each one with
+/// `finalize: true` held by [`CONTROLLER_FINALIZER`](super::CONTROLLER_FINALIZER) until its
+/// objects are released; see [`Supervisor::hold_controllers`]).
 pub fn add_to_manager(manager: &mut Manager) {
     let source = manager.config_source().clone();
     let state = manager.state();
@@ -209,7 +241,8 @@ pub fn add_to_manager(manager: &mut Manager) {
         let in_cluster = matches!(source, ConfigSource::Resource { .. });
         let supervisor = Supervisor::new(receive)
             .metrics(&metrics, &hook_metrics)
-            .write_status(in_cluster);
+            .write_status(in_cluster)
+            .hold_controllers(in_cluster);
         let follow = async {
             match source {
                 ConfigSource::File(path) => {

@@ -2,6 +2,13 @@
 //! follows its changes: a new `Controller` starts, a changed one restarts, a deleted one stops,
 //! and nothing else is touched. An invalid change keeps the previous valid spec running and
 //! reports `Valid=False` with every error.
+//!
+//! A stopped controller that held its objects with its finalizer and no longer does (gone,
+//! or restarted with `finalize: false` or another `for` kind) has that finalizer released
+//! from them (`release.rs`), never on shutdown. With [`Supervisor::hold_controllers`], a
+//! `Controller` resource is held by [`CONTROLLER_FINALIZER`] while it holds its objects, and
+//! one being deleted counts as gone until its objects are released and that finalizer is
+//! removed.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -15,7 +22,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::controller::{HookController, Stats};
 use super::metrics::HookMetrics;
-use crate::config::controller::{CONTROLLER_CONDITION_READY, CONTROLLER_CONDITION_VALID};
+use super::release::{self, CONTROLLER_FINALIZER, Held, Released};
+use crate::config::controller::{
+    CONTROLLER_CONDITION_READY, CONTROLLER_CONDITION_VALID, FINALIZER_PREFIX,
+};
 use crate::config::{
     Controller, ControllerError, ControllerSettings, ControllerStatus, ValidatedController,
 };
@@ -58,6 +68,7 @@ pub struct Supervisor {
     metrics: Option<ControllerMetrics>,
     hook_metrics: Option<HookMetrics>,
     write_status: bool,
+    hold_controllers: bool,
     progress: watch::Sender<Progress>,
 }
 
@@ -68,6 +79,10 @@ pub struct Progress {
     pub passes: u64,
     /// Hook controllers started so far (each start and each restart counts).
     pub starts: u64,
+    /// Objects a stopped controller's finalizer was removed from.
+    pub released: u64,
+    /// Objects whose finalizer could not be removed (a later pass tries again).
+    pub release_failures: u64,
 }
 
 impl Supervisor {
@@ -79,6 +94,7 @@ impl Supervisor {
             metrics: None,
             hook_metrics: None,
             write_status: false,
+            hold_controllers: false,
             progress: watch::channel(Progress::default()).0,
         }
     }
@@ -99,6 +115,18 @@ impl Supervisor {
         self
     }
 
+    /// Holds each `Controller` resource with `finalize: true` by
+    /// [`CONTROLLER_FINALIZER`](super::CONTROLLER_FINALIZER) while it runs, and treats one
+    /// being deleted as gone: its objects are released, then that finalizer is removed so
+    /// the `Controller` goes. Only for `Controller`s that are resources (a file's documents
+    /// have nothing to hold); a `Controller` deleted while no manager led is then still
+    /// released by the next leader.
+    #[must_use]
+    pub fn hold_controllers(mut self, hold: bool) -> Self {
+        self.hold_controllers = hold;
+        self
+    }
+
     /// What the supervisor has done, updated after each pass.
     #[must_use]
     pub fn progress(&self) -> watch::Receiver<Progress> {
@@ -110,11 +138,14 @@ impl Supervisor {
     pub async fn run(mut self, ctx: Context, shutdown: CancellationToken) {
         let mut running: HashMap<String, Running> = HashMap::new();
         let mut written: HashMap<String, ControllerStatus> = HashMap::new();
+        // Releases that failed for some objects, tried again at each pass.
+        let mut pending: Vec<Held> = Vec::new();
         let mut tick = tokio::time::interval(STATUS_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let desired = self.desired.borrow_and_update().clone();
-            self.apply(&desired, &mut running, &ctx, &shutdown).await;
+            self.apply(&desired, &mut running, &mut pending, &ctx, &shutdown)
+                .await;
             self.progress.send_modify(|p| p.passes += 1);
             if self.write_status {
                 write_statuses(&ctx, &desired, &running, &mut written).await;
@@ -137,16 +168,41 @@ impl Supervisor {
         }
     }
 
+    /// One pass over `desired`: stops what went (releasing its finalizer), restarts what
+    /// changed, starts what is new. Returns early, releasing nothing more, once `shutdown` is
+    /// cancelled.
     async fn apply(
         &self,
         desired: &Desired,
         running: &mut HashMap<String, Running>,
+        pending: &mut Vec<Held>,
         ctx: &Context,
         shutdown: &CancellationToken,
     ) {
+        // A finalizer held again (the Controller came back as it was) is not to be released.
+        let holding: Vec<Held> = desired
+            .values()
+            .filter_map(|wanted| wanted.as_ref().ok())
+            .filter(|valid| !deleting(valid))
+            .filter_map(|valid| held(&valid.settings))
+            .collect();
+        pending.retain(|h| !holding.contains(h));
+        for h in std::mem::take(pending) {
+            match self.release(ctx, &h, shutdown).await {
+                None => {
+                    pending.push(h);
+                    return;
+                }
+                Some(released) if released.failed > 0 => pending.push(h),
+                Some(_) => {}
+            }
+        }
         let gone: Vec<String> = running
             .keys()
-            .filter(|name| !desired.contains_key(*name))
+            .filter(|name| match desired.get(*name) {
+                None => true,
+                Some(wanted) => wanted.as_ref().is_ok_and(deleting),
+            })
             .cloned()
             .collect();
         for name in gone {
@@ -154,6 +210,19 @@ impl Supervisor {
                 tracing::info!(controller = %name, "controller deleted, stopping its hook controller");
                 r.stop.cancel();
                 let _ = r.task.await;
+                let Some(released) = self.release_held(ctx, &r.settings, pending, shutdown).await
+                else {
+                    return;
+                };
+                if self.hold_controllers
+                    && released.failed == 0
+                    && !desired.contains_key(&name)
+                    && let Some((namespace, short)) = name.split_once('/')
+                {
+                    // Gone from the set without passing through a deletion this pass saw
+                    // (an invalid Controller being deleted): let its resource go too.
+                    release::let_go_of_controller(ctx.client(), namespace, short).await;
+                }
             }
         }
         for (name, wanted) in desired {
@@ -163,45 +232,190 @@ impl Supervisor {
                 }
                 continue;
             };
+            if deleting(valid) {
+                if self.hold_controllers && !self.let_go(ctx, valid, shutdown).await {
+                    return;
+                }
+                continue;
+            }
             if let Some(r) = running.get_mut(name) {
                 if r.settings == valid.settings {
                     r.generation = valid.resource.metadata.generation;
+                    if self.hold_controllers && !self.hold(ctx, valid, shutdown).await {
+                        return;
+                    }
                     continue;
                 }
                 tracing::info!(controller = %name, "controller changed, restarting its hook controller");
                 r.stop.cancel();
                 if let Some(r) = running.remove(name) {
                     let _ = r.task.await;
+                    if held(&r.settings) != held(&valid.settings)
+                        && self
+                            .release_held(ctx, &r.settings, pending, shutdown)
+                            .await
+                            .is_none()
+                    {
+                        return;
+                    }
                 }
             }
-            let hook = HookController::new(valid.settings.clone());
-            let hook = match (&self.metrics, &self.hook_metrics) {
-                (Some(m), Some(h)) => hook.metrics(m).hook_metrics(h),
-                _ => hook,
-            };
-            let stats = hook.stats();
-            let stop = shutdown.child_token();
-            let token = stop.clone();
-            let ctx = ctx.clone();
-            let label = name.clone();
-            let task = tokio::spawn(async move {
-                if let Err(e) = hook.run(ctx, token).await {
-                    tracing::error!(controller = %label, error = %e, "hook controller stopped");
-                }
-            });
-            self.progress.send_modify(|p| p.starts += 1);
-            running.insert(
-                name.clone(),
-                Running {
-                    settings: valid.settings.clone(),
-                    generation: valid.resource.metadata.generation,
-                    stop,
-                    task,
-                    stats,
-                },
-            );
+            // Hold the Controller before its hook controller holds any object.
+            if shutdown.is_cancelled()
+                || self.hold_controllers && !self.hold(ctx, valid, shutdown).await
+            {
+                return;
+            }
+            running.insert(name.clone(), self.start(name, valid, ctx, shutdown));
         }
     }
+
+    /// Releases the finalizer a stopped controller of `settings` held, if any; one that could
+    /// not be removed from every object goes to `pending`, tried again at the next passes.
+    /// `None` when `shutdown` came first.
+    async fn release_held(
+        &self,
+        ctx: &Context,
+        settings: &ControllerSettings,
+        pending: &mut Vec<Held>,
+        shutdown: &CancellationToken,
+    ) -> Option<Released> {
+        let Some(held) = held(settings) else {
+            return Some(Released::default());
+        };
+        let released = self.release(ctx, &held, shutdown).await?;
+        if released.failed > 0 {
+            pending.push(held);
+        }
+        Some(released)
+    }
+
+    /// [`release::release`], counted in [`Progress`].
+    async fn release(
+        &self,
+        ctx: &Context,
+        held: &Held,
+        shutdown: &CancellationToken,
+    ) -> Option<Released> {
+        let released = release::release(ctx, held, shutdown).await?;
+        self.progress.send_modify(|p| {
+            p.released += released.released as u64;
+            p.release_failures += released.failed as u64;
+        });
+        Some(released)
+    }
+
+    /// Starts the hook controller of `valid`.
+    fn start(
+        &self,
+        name: &str,
+        valid: &ValidatedController,
+        ctx: &Context,
+        shutdown: &CancellationToken,
+    ) -> Running {
+        let hook = HookController::new(valid.settings.clone());
+        let hook = match (&self.metrics, &self.hook_metrics) {
+            (Some(m), Some(h)) => hook.metrics(m).hook_metrics(h),
+            _ => hook,
+        };
+        let stats = hook.stats();
+        let stop = shutdown.child_token();
+        let token = stop.clone();
+        let ctx = ctx.clone();
+        let label = name.to_owned();
+        let task = tokio::spawn(async move {
+            if let Err(e) = hook.run(ctx, token).await {
+                tracing::error!(controller = %label, error = %e, "hook controller stopped");
+            }
+        });
+        self.progress.send_modify(|p| p.starts += 1);
+        Running {
+            settings: valid.settings.clone(),
+            generation: valid.resource.metadata.generation,
+            stop,
+            task,
+            stats,
+        }
+    }
+
+    /// Keeps the `Controller` resource of a running `valid` held by
+    /// [`CONTROLLER_FINALIZER`] exactly while it holds its objects (`finalize: true`). One
+    /// that carries it but no longer holds them (edited to `finalize: false`, perhaps while
+    /// no manager led) has its objects released first. `false` when `shutdown` came first.
+    async fn hold(
+        &self,
+        ctx: &Context,
+        valid: &ValidatedController,
+        shutdown: &CancellationToken,
+    ) -> bool {
+        let carries = carries_controller_finalizer(valid);
+        match (valid.settings.finalizer.is_some(), carries) {
+            (true, false) => release::hold_controller(ctx.client(), &valid.resource).await,
+            (false, true) => return self.let_go(ctx, valid, shutdown).await,
+            _ => {}
+        }
+        true
+    }
+
+    /// Releases the objects the `Controller` `valid` held (with its finalizer, even when it
+    /// no longer says `finalize: true`), then removes [`CONTROLLER_FINALIZER`] from it.
+    /// `false` when `shutdown` came first.
+    async fn let_go(
+        &self,
+        ctx: &Context,
+        valid: &ValidatedController,
+        shutdown: &CancellationToken,
+    ) -> bool {
+        if !carries_controller_finalizer(valid) {
+            return true;
+        }
+        let meta = &valid.resource.metadata;
+        let (Some(namespace), Some(name)) = (meta.namespace.as_deref(), meta.name.as_deref())
+        else {
+            return true;
+        };
+        let held = Held {
+            controller: valid.settings.name.clone(),
+            for_kind: valid.settings.for_kind.clone(),
+            finalizer: valid
+                .settings
+                .finalizer
+                .clone()
+                .unwrap_or_else(|| format!("{FINALIZER_PREFIX}{namespace}.{name}")),
+        };
+        let Some(released) = self.release(ctx, &held, shutdown).await else {
+            return false;
+        };
+        if released.failed == 0 {
+            release::let_go_of_controller(ctx.client(), namespace, name).await;
+        }
+        true
+    }
+}
+
+/// Whether the `Controller` of `valid` is being deleted.
+fn deleting(valid: &ValidatedController) -> bool {
+    valid.resource.metadata.deletion_timestamp.is_some()
+}
+
+/// Whether the `Controller` resource of `valid` carries [`CONTROLLER_FINALIZER`].
+fn carries_controller_finalizer(valid: &ValidatedController) -> bool {
+    valid
+        .resource
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == CONTROLLER_FINALIZER)
+}
+
+/// The finalizer a controller of `settings` holds its objects with, and on which kind.
+fn held(settings: &ControllerSettings) -> Option<Held> {
+    settings.finalizer.as_ref().map(|finalizer| Held {
+        controller: settings.name.clone(),
+        for_kind: settings.for_kind.clone(),
+        finalizer: finalizer.clone(),
+    })
 }
 
 /// The status of the `Controller` `name`: validity from `wanted`, the rest from what runs.
