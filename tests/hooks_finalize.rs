@@ -10,12 +10,12 @@ mod support;
 use std::path::{Path, PathBuf};
 
 use informant::apiserver::TestServer;
-use informant::config::{CacheConfig, Controller};
+use informant::config::Controller;
 use informant::manager::hooks::CONTROLLER_FINALIZER;
 use informant::manager::{ConfigSource, Manager};
 use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
-use kube::{Client, CustomResourceExt};
 use serde_json::{Value, json};
 use support::{eventually, manager_options, replace, require, stopped};
 use tokio::task::JoinHandle;
@@ -49,14 +49,7 @@ struct Env {
 impl Env {
     async fn new() -> Self {
         require("python3");
-        let server = TestServer::start().await.unwrap();
-        for crd in [CacheConfig::crd(), Controller::crd()] {
-            server
-                .handle()
-                .create(serde_json::to_value(crd).unwrap())
-                .unwrap();
-        }
-        let client = server.client().await.unwrap();
+        let (server, client) = support::server_with_informant_crds().await;
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("hook.py"), HOOK).unwrap();
         let env = Self {
@@ -192,6 +185,19 @@ spec:
             .unwrap();
     }
 
+    /// Waits until the `Controller` carries the release finalizer.
+    async fn controller_held(&self) {
+        eventually(
+            "the Controller is held by the release finalizer",
+            || async {
+                self.controller_finalizers()
+                    .await
+                    .is_some_and(|f| f.iter().any(|f| f == CONTROLLER_FINALIZER))
+            },
+        )
+        .await;
+    }
+
     async fn controller_finalizers(&self) -> Option<Vec<String>> {
         self.controllers()
             .get_opt("holds")
@@ -275,15 +281,7 @@ async fn a_deleted_controller_resource_goes_only_after_its_objects_are_released(
     let (shutdown, run) = env.manager(resource_source()).await;
     env.create_controller().await;
     env.held().await;
-    eventually(
-        "the Controller is held by the release finalizer",
-        || async {
-            env.controller_finalizers()
-                .await
-                .is_some_and(|f| f.iter().any(|f| f == CONTROLLER_FINALIZER))
-        },
-    )
-    .await;
+    env.controller_held().await;
 
     env.controllers()
         .delete("holds", &DeleteParams::default())
@@ -308,15 +306,7 @@ async fn a_shutdown_strips_nothing_and_the_next_leader_releases_a_controller_del
     let (shutdown, run) = env.manager(resource_source()).await;
     env.create_controller().await;
     env.held().await;
-    eventually(
-        "the Controller is held by the release finalizer",
-        || async {
-            env.controller_finalizers()
-                .await
-                .is_some_and(|f| f.iter().any(|f| f == CONTROLLER_FINALIZER))
-        },
-    )
-    .await;
+    env.controller_held().await;
     shutdown.cancel();
     stopped(run).await;
 

@@ -12,10 +12,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use informant::apiserver::TestServer;
-use informant::config::{CacheConfig, Controller};
+use informant::config::Controller;
 use informant::manager::{ConfigSource, Manager, Options};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::CustomResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::{WAIT, eventually, replace, require};
@@ -106,14 +105,7 @@ async fn a_multi_document_config_file_runs_its_controllers_and_an_edit_restarts_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controllers_of_the_cacheconfigs_namespace_run_with_their_status_written() {
     require("python3");
-    let server = TestServer::start().await.unwrap();
-    for crd in [CacheConfig::crd(), Controller::crd()] {
-        server
-            .handle()
-            .create(serde_json::to_value(crd).unwrap())
-            .unwrap();
-    }
-    let client = server.client().await.unwrap();
+    let (server, client) = support::server_with_informant_crds().await;
     let dir = tempfile::tempdir().unwrap();
     let hook = dir.path().join("hook.py");
     std::fs::write(&hook, HOOK).unwrap();

@@ -34,6 +34,25 @@ pub async fn install_cacheconfig_crd(client: &Client) {
         .unwrap();
 }
 
+/// An embedded API server serving both of informant's CRDs (`CacheConfig` and `Controller`),
+/// and a client of it.
+#[allow(dead_code, reason = "not every test binary runs hook Controllers")]
+pub async fn server_with_informant_crds() -> (informant::apiserver::TestServer, Client) {
+    use kube::CustomResourceExt;
+    let server = informant::apiserver::TestServer::start().await.unwrap();
+    for crd in [
+        informant::config::CacheConfig::crd(),
+        informant::config::Controller::crd(),
+    ] {
+        server
+            .handle()
+            .create(serde_json::to_value(crd).unwrap())
+            .unwrap();
+    }
+    let client = server.client().await.unwrap();
+    (server, client)
+}
+
 /// How long a test waits for a condition before it fails.
 #[allow(dead_code, reason = "not every test binary waits on conditions")]
 pub const WAIT: std::time::Duration = std::time::Duration::from_secs(20);
