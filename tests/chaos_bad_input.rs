@@ -200,6 +200,10 @@ async fn feed_invalid_configs(world: &chaos_harness::World, corpus: &[String]) -
 /// (800 ms doubling to 30 s, jittered) applies after every failed list and every 410.
 const CORRUPTED_WAIT: Duration = Duration::from_secs(90);
 
+/// How long the relist into the huge answer is waited for before the watches are dropped and
+/// the history expired again.
+const KICK_EVERY: Duration = Duration::from_secs(5);
+
 /// Corrupts the lists of `Secret`s (a new informer) and `ConfigMap`s (relisting after 410):
 /// truncated, then of the wrong kind, then with a huge object. Returns how many corrupted
 /// answers were served.
@@ -225,14 +229,31 @@ async fn feed_malformed_answers(world: &mut chaos_harness::World) -> u64 {
     })
     .await;
     assert!(listed, "truncated and wrong-kind answers were served");
-    h.drop_watches();
-    h.expire_history();
-    // At least one of them relists into it (the other may sit in its watcher backoff).
-    let huge = chaos_harness::eventually(CORRUPTED_WAIT, || async {
-        h.injected_faults() >= before + 5
-    })
-    .await;
-    assert!(huge, "a huge object was served");
+    // At least one of them relists into it (the other may sit in its watcher backoff). A 410
+    // needs the informer's resourceVersion to be older than the compacted one: a write of a
+    // kind nobody caches moves the server past it first. The kick repeats every few seconds,
+    // so an informer in a long backoff, or one that resumed just before, is caught by the next.
+    let deadline = tokio::time::Instant::now() + CORRUPTED_WAIT;
+    let mut kicks = 0;
+    let huge = loop {
+        kicks += 1;
+        h.create(
+            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"namespace": "default", "name": format!("kick-{kicks}")}}),
+        )
+        .unwrap();
+        h.drop_watches();
+        h.expire_history();
+        if chaos_harness::eventually(KICK_EVERY, || async { h.injected_faults() >= before + 5 })
+            .await
+        {
+            break true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            break false;
+        }
+    };
+    assert!(huge, "a huge object was served ({kicks} kicks)");
     h.clear_faults();
     h.injected_faults() - before
 }
