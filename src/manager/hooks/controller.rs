@@ -74,16 +74,24 @@ pub struct Stats(Arc<StatsInner>);
 #[derive(Debug, Default)]
 struct StatsInner {
     reconciles: AtomicU64,
+    calls: AtomicU64,
     failures: AtomicU64,
     ready: AtomicBool,
     last_error: Mutex<Option<String>>,
 }
 
 impl Stats {
-    /// Hook calls made.
+    /// Reconciles run (the `Controller` status's `reconciles`).
     #[must_use]
     pub fn reconciles(&self) -> u64 {
         self.0.reconciles.load(Ordering::Relaxed)
+    }
+
+    /// Hook calls made. A reconcile that only adds the controller's finalizer, or that waits
+    /// for the cache to hold the manager's own status write, calls no hook.
+    #[must_use]
+    pub fn calls(&self) -> u64 {
+        self.0.calls.load(Ordering::Relaxed)
     }
 
     /// Reconciles that failed.
@@ -159,6 +167,11 @@ fn forget_children(written: &Written, plural: &str, change: &Change<DynamicObjec
 }
 
 impl Shared {
+    /// Counts a hook call about to be made.
+    pub(super) fn hook_called(&self) {
+        self.stats.0.calls.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Whether `object`, as the cache holds it, is the version the manager's own status write
     /// replaced: the cache has not seen that write yet. The hook must not be asked about it,
     /// or a hook that keeps its memory in the status (as `examples/hooks/cronjob.py` does)
