@@ -32,6 +32,16 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+/// See [`Env::related_hook`].
+const RELATED_HOOK: &str = r#"
+import json, sys
+request = json.load(sys.stdin)
+names = sorted(o["metadata"]["name"] for o in request["related"])
+with open(sys.argv[1], "a") as log:
+    log.write(json.dumps({"name": request["object"]["metadata"]["name"], "related": names}) + "\n")
+json.dump({"requeueAfterSeconds": 0.05} if "again" in names else {}, sys.stdout)
+"#;
+
 /// The hook: logs each request (one JSON line) to `log`, fails for objects annotated
 /// `fail: "true"`, asks for one child `<name>-child` unless the object is annotated
 /// `children: none`, sets a status from the object alone, and records one event.
@@ -123,6 +133,14 @@ impl Env {
 
     fn log(&self) -> PathBuf {
         self.dir.path().join("calls.jsonl")
+    }
+
+    /// A hook that logs the names of the related objects it is sent (one JSON line per call)
+    /// and asks to be called again in 50 ms while a related object is named "again".
+    fn related_hook(&self) -> PathBuf {
+        let hook = self.dir.path().join("related.py");
+        std::fs::write(&hook, RELATED_HOOK).unwrap();
+        hook
     }
 
     fn controller_yaml(&self, name: &str, extra: &str) -> String {
@@ -813,21 +831,7 @@ async fn related_objects_are_sent_and_trigger_and_requeue_after_calls_again() {
     require("python3");
     let env = Env::new().await;
     env.cronjob("one", &json!({}));
-    // Logs the related objects' names; asks to be called again in 50 ms while the related
-    // ConfigMap "again" exists.
-    let hook = env.dir.path().join("related.py");
-    std::fs::write(
-        &hook,
-        r#"
-import json, sys
-request = json.load(sys.stdin)
-names = sorted(o["metadata"]["name"] for o in request["related"])
-with open(sys.argv[1], "a") as log:
-    log.write(json.dumps({"name": request["object"]["metadata"]["name"], "related": names}) + "\n")
-json.dump({"requeueAfterSeconds": 0.05} if "again" in names else {}, sys.stdout)
-"#,
-    )
-    .unwrap();
+    let hook = env.related_hook();
     let spec = format!(
         "  for: {{apiVersion: batch/v1, kind: CronJob}}
   watches: [{{apiVersion: v1, kind: ConfigMap}}]
@@ -865,19 +869,7 @@ async fn with_map_to_a_related_object_reconciles_only_the_objects_its_annotation
     let env = Env::new().await;
     env.cronjob("one", &json!({}));
     env.cronjob("two", &json!({}));
-    let hook = env.dir.path().join("related.py");
-    std::fs::write(
-        &hook,
-        r#"
-import json, sys
-request = json.load(sys.stdin)
-names = sorted(o["metadata"]["name"] for o in request["related"])
-with open(sys.argv[1], "a") as log:
-    log.write(json.dumps({"name": request["object"]["metadata"]["name"], "related": names}) + "\n")
-json.dump({}, sys.stdout)
-"#,
-    )
-    .unwrap();
+    let hook = env.related_hook();
     let spec = format!(
         "  for: {{apiVersion: batch/v1, kind: CronJob}}
   watches: [{{apiVersion: v1, kind: ConfigMap, mapTo: {{annotation: informant.dev/for}}}}]
@@ -888,10 +880,7 @@ json.dump({}, sys.stdout)
         env.log().display()
     );
     let (stats, task) = env.start(&controller_with_spec("mapped", &spec));
-    eventually("a call for each CronJob", || async {
-        stats.reconciles() >= 2
-    })
-    .await;
+    eventually("a call for each CronJob", || async { stats.calls() >= 2 }).await;
     let calls_of = |name: &str| -> Vec<Value> {
         env.calls()
             .into_iter()
