@@ -87,7 +87,8 @@ impl Stats {
         self.0.reconciles.load(Ordering::Relaxed)
     }
 
-    /// Hook calls made. A reconcile that only adds the controller's finalizer, or that waits
+    /// Hook calls made, each counted once the reconcile that made it has ended (its writes
+    /// done, or failed). A reconcile that only adds the controller's finalizer, or that waits
     /// for the cache to hold the manager's own status write, calls no hook.
     #[must_use]
     pub fn calls(&self) -> u64 {
@@ -167,9 +168,16 @@ fn forget_children(written: &Written, plural: &str, change: &Change<DynamicObjec
 }
 
 impl Shared {
-    /// Counts a hook call about to be made.
-    pub(super) fn hook_called(&self) {
-        self.stats.0.calls.fetch_add(1, Ordering::Relaxed);
+    /// A hook call is about to be made: it is counted in [`Stats::calls`] when the guard
+    /// drops, at the end of the reconcile.
+    pub(super) fn hook_called(&self) -> impl Drop + '_ {
+        struct Counted<'a>(&'a AtomicU64);
+        impl Drop for Counted<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Counted(&self.stats.0.calls)
     }
 
     /// Whether `object`, as the cache holds it, is the version the manager's own status write

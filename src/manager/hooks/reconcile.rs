@@ -131,7 +131,7 @@ pub(super) async fn reconcile(
         children,
         related,
     };
-    shared.hook_called();
+    let _call = shared.hook_called();
     let response = call(&shared.settings.hook, &request).await?;
     let mut writes = Writes {
         events: response.events.len(),
