@@ -48,6 +48,14 @@ spec:
     )
 }
 
+/// Creates the Secret `default/NAME`, which the test controllers reconcile.
+fn secret(server: &TestServer, name: &str) {
+    server
+        .handle()
+        .create(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"namespace": "default", "name": name}}))
+        .unwrap();
+}
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_multi_document_config_file_runs_its_controllers_and_an_edit_restarts_them() {
     require("python3");
@@ -73,15 +81,8 @@ async fn a_multi_document_config_file_runs_its_controllers_and_an_edit_restarts_
     let shutdown = CancellationToken::new();
     let run = tokio::spawn(manager.run(shutdown.clone()));
 
-    let secret = |name: &str| {
-        server
-            .handle()
-            .create(json!({"apiVersion": "v1", "kind": "Secret",
-                "metadata": {"namespace": "default", "name": name}}))
-            .unwrap();
-    };
     let configmaps = Api::<ConfigMap>::namespaced(client.clone(), "default");
-    secret("first");
+    secret(&server, "first");
     eventually("the controller of the file applied a child", || async {
         configmaps.get_opt("first-v1").await.unwrap().is_some()
     })
@@ -131,15 +132,8 @@ async fn the_controllers_of_the_cacheconfigs_namespace_run_with_their_status_wri
         .create(&PostParams::default(), &controller)
         .await
         .unwrap();
-    let secret = |name: &str| {
-        server
-            .handle()
-            .create(json!({"apiVersion": "v1", "kind": "Secret",
-                "metadata": {"namespace": "default", "name": name}}))
-            .unwrap();
-    };
     let configmaps = Api::<ConfigMap>::namespaced(client.clone(), "default");
-    secret("first");
+    secret(&server, "first");
     eventually("the Controller resource applied a child", || async {
         configmaps.get_opt("first-v1").await.unwrap().is_some()
     })
@@ -180,7 +174,7 @@ async fn the_controllers_of_the_cacheconfigs_namespace_run_with_their_status_wri
         )
     })
     .await;
-    secret("second");
+    secret(&server, "second");
     eventually("the previous spec still reconciles", || async {
         configmaps.get_opt("second-v1").await.unwrap().is_some()
     })
@@ -294,14 +288,7 @@ async fn only_the_leader_calls_hooks_and_the_standby_takes_over() {
     require("python3");
     let server = TestServer::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let secret = |name: &str| {
-        server
-            .handle()
-            .create(json!({"apiVersion": "v1", "kind": "Secret",
-                "metadata": {"namespace": "default", "name": name}}))
-            .unwrap();
-    };
-    secret("s1");
+    secret(&server, "s1");
     let a = Replica::start(&server, dir.path(), "a").await;
     let b = Replica::start(&server, dir.path(), "b").await;
     eventually("one replica leads", || async { a.leads() || b.leads() }).await;
@@ -311,7 +298,7 @@ async fn only_the_leader_calls_hooks_and_the_standby_takes_over() {
     })
     .await;
     // A change reaches both replicas' informers; only the leader's hook is called.
-    secret("s2");
+    secret(&server, "s2");
     eventually("the leader's hook saw s2", || async {
         leader.calls().contains(&"s2".to_owned())
     })
@@ -334,7 +321,7 @@ async fn only_the_leader_calls_hooks_and_the_standby_takes_over() {
         }
     })
     .await;
-    secret("s3");
+    secret(&server, "s3");
     eventually("the new leader's hook saw s3", || async {
         standby.calls().contains(&"s3".to_owned())
     })
