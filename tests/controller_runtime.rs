@@ -3,13 +3,15 @@
 //! `Action::requeue`, the error backoff with other objects still flowing, reloads that move the
 //! cache's scope, and the `CronJob` sample's events, each exactly once.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use informant::apiserver::TestServer;
-use informant::cache::{self, Discovery};
+use informant::cache;
 use informant::manager::controller::{
     Action, Context, Controller, ObjectRef, Store, default_error_policy,
 };
@@ -60,20 +62,9 @@ impl Env {
     async fn new() -> Self {
         let server = TestServer::start().await.unwrap();
         let client = server.client().await.unwrap();
-        let context = cache::Context {
-            sync_timeout: Some(GUARD),
-            ..cache::Context::new(client.clone(), Arc::new(Discovery::new(client.clone())))
-        };
         let tracker = TaskTracker::new();
         let shutdown = CancellationToken::new();
-        let mut reloader =
-            CacheReloader::new(context, tracker.clone(), shutdown.clone()).with_sync_timeout(GUARD);
-        // controller-runtime's defaults, as the manager applies its first config before
-        // anything reads.
-        reloader
-            .apply(&informant::cache::Options::default())
-            .await
-            .unwrap();
+        let reloader = support::default_reloader(&client, &tracker, &shutdown, GUARD).await;
         Self {
             server,
             client,

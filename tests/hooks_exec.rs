@@ -12,13 +12,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use informant::apiserver::{TestServer, Verb};
-use informant::cache::{self, Discovery};
 use informant::config::controller::validate_controller_value;
 use informant::config::{Controller, Origin, ValidatedController};
 use informant::manager::controller::Context;
 use informant::manager::hooks::{Desired, HookController, HookMetrics, Stats, Supervisor};
 use informant::manager::metrics::ControllerMetrics;
-use informant::manager::reload::CacheReloader;
 use informant::recorder::{Fate, FateCounter, KubeSink, Options, Pipeline, SystemClock};
 use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
@@ -85,18 +83,9 @@ impl Env {
     async fn new() -> Self {
         let server = TestServer::start().await.unwrap();
         let client = server.client().await.unwrap();
-        let context = cache::Context {
-            sync_timeout: Some(WAIT),
-            ..cache::Context::new(client.clone(), Arc::new(Discovery::new(client.clone())))
-        };
         let tracker = TaskTracker::new();
         let shutdown = CancellationToken::new();
-        let mut reloader =
-            CacheReloader::new(context, tracker.clone(), shutdown.clone()).with_sync_timeout(WAIT);
-        reloader
-            .apply(&informant::cache::Options::default())
-            .await
-            .unwrap();
+        let reloader = support::default_reloader(&client, &tracker, &shutdown, WAIT).await;
         let pipeline = Pipeline::new(
             &Options::default(),
             KubeSink::new(client.clone()),

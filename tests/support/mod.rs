@@ -53,6 +53,31 @@ pub async fn server_with_informant_crds() -> (informant::apiserver::TestServer, 
     (server, client)
 }
 
+/// A cache reloader over `client` whose reads wait at most `sync_timeout` for a sync, with
+/// controller-runtime's default cache applied, as the manager applies its first config before
+/// anything reads.
+#[allow(dead_code, reason = "not every test binary builds its own cache tree")]
+pub async fn default_reloader(
+    client: &Client,
+    tracker: &tokio_util::task::TaskTracker,
+    shutdown: &tokio_util::sync::CancellationToken,
+    sync_timeout: std::time::Duration,
+) -> informant::manager::reload::CacheReloader {
+    use informant::cache;
+    let context = cache::Context {
+        sync_timeout: Some(sync_timeout),
+        ..cache::Context::new(
+            client.clone(),
+            std::sync::Arc::new(cache::Discovery::new(client.clone())),
+        )
+    };
+    let mut reloader =
+        informant::manager::reload::CacheReloader::new(context, tracker.clone(), shutdown.clone())
+            .with_sync_timeout(sync_timeout);
+    reloader.apply(&cache::Options::default()).await.unwrap();
+    reloader
+}
+
 /// How long a test waits for a condition before it fails.
 #[allow(dead_code, reason = "not every test binary waits on conditions")]
 pub const WAIT: std::time::Duration = std::time::Duration::from_secs(20);
