@@ -457,6 +457,20 @@ async fn a_watch_gets_a_bookmark_two_seconds_before_its_timeout_when_the_resourc
     assert_eq!(frames, [(Duration::from_secs(30), json!("END"))]);
 }
 
+/// POSTs the namespace `name`.
+async fn create_namespace(router: &Router, name: &str) {
+    let (code, _) = call(
+        router,
+        send(
+            "POST",
+            "/api/v1/namespaces",
+            &json!({"metadata": {"name": name}}),
+        ),
+    )
+    .await;
+    assert_eq!(code, StatusCode::CREATED, "namespace {name}");
+}
+
 fn get(uri: &str) -> Request<Body> {
     Request::get(uri).body(Body::empty()).unwrap()
 }
@@ -557,15 +571,7 @@ async fn an_empty_namespace_is_gone_when_its_delete_answers_and_can_be_created_a
 #[tokio::test]
 async fn a_namespace_update_cannot_drop_the_kubernetes_finalizer() {
     let r = router().await;
-    call(
-        &r,
-        send(
-            "POST",
-            "/api/v1/namespaces",
-            &json!({"metadata": {"name": "f"}}),
-        ),
-    )
-    .await;
+    create_namespace(&r, "f").await;
     let (_, ns) = call(
         &r,
         merge_patch("/api/v1/namespaces/f", &json!({"spec": {"finalizers": []}})),
@@ -577,15 +583,7 @@ async fn a_namespace_update_cannot_drop_the_kubernetes_finalizer() {
 #[tokio::test]
 async fn a_terminating_namespace_refuses_a_second_delete_and_finalize_forces_it_out() {
     let r = router().await;
-    call(
-        &r,
-        send(
-            "POST",
-            "/api/v1/namespaces",
-            &json!({"metadata": {"name": "stuck"}}),
-        ),
-    )
-    .await;
+    create_namespace(&r, "stuck").await;
     let cms = "/api/v1/namespaces/stuck/configmaps";
     call(
         &r,
