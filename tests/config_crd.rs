@@ -6,13 +6,20 @@ use kube::CustomResourceExt;
 
 const COMMITTED: &str = include_str!("../crds/cacheconfigs.informant.dev.yaml");
 
+/// `committed` (the file `path`) is what crdgen generates now.
+fn assert_up_to_date(generated: &str, committed: &str, path: &str) {
+    assert!(
+        generated == committed,
+        "{path} is stale: regenerate it with `cargo run --bin crdgen` and commit the result"
+    );
+}
+
 #[test]
 fn committed_crd_is_up_to_date() {
-    let generated = informant::config::crd_yaml().unwrap();
-    assert!(
-        generated == COMMITTED,
-        "crds/cacheconfigs.informant.dev.yaml is stale: regenerate it with \
-         `cargo run --bin crdgen` and commit the result"
+    assert_up_to_date(
+        &informant::config::crd_yaml().unwrap(),
+        COMMITTED,
+        "crds/cacheconfigs.informant.dev.yaml",
     );
 }
 
@@ -90,11 +97,10 @@ const COMMITTED_CONTROLLERS: &str = include_str!("../crds/controllers.informant.
 
 #[test]
 fn committed_controller_crd_is_up_to_date() {
-    let generated = informant::config::controller::controller_crd_yaml().unwrap();
-    assert!(
-        generated == COMMITTED_CONTROLLERS,
-        "crds/controllers.informant.dev.yaml is stale: regenerate it with \
-         `cargo run --bin crdgen` and commit the result"
+    assert_up_to_date(
+        &informant::config::controller::controller_crd_yaml().unwrap(),
+        COMMITTED_CONTROLLERS,
+        "crds/controllers.informant.dev.yaml",
     );
 }
 
