@@ -2,7 +2,7 @@
 //! scenario by scenario, written from client-go's `tools/events` tests and source
 //! (`event_broadcaster.go`, `event_broadcaster_test.go`, `eventseries_test.go`): repeats within
 //! and across the finish window, a long series refreshed, the key's fields one by one, retries
-//! to exhaustion, each error class, the NotFound fallback, the AlreadyExists retry, the worker
+//! to exhaustion, each error class, the `NotFound` fallback, the `AlreadyExists` retry, the worker
 //! queue, and recorded = Σ fates under sink faults.
 
 use std::io::Write;
@@ -259,7 +259,7 @@ fn retries_to_exhaustion_are_12_calls_10_to_12_5_s_apart_then_failed() {
 }
 
 /// `recordEvent`: every status error is abandoned at once, whatever its code; a transport
-/// error is retried; AlreadyExists on a first create is abandoned too.
+/// error is retried; `AlreadyExists` on a first create is abandoned too.
 #[test]
 fn each_error_class_on_a_create() {
     for (result, abandoned) in [
@@ -310,7 +310,7 @@ fn a_server_error_on_the_series_patch_is_abandoned_and_the_finish_writes_the_cou
     );
 }
 
-/// `recordEvent`: "Update can fail because the event may have been removed": NotFound on the
+/// `recordEvent`: "Update can fail because the event may have been removed": `NotFound` on the
 /// series patch falls back to a create carrying the series. Also what happens to the Event an
 /// abandoned first create never made: the series patch finds nothing and creates it.
 #[test]
@@ -333,7 +333,7 @@ fn not_found_on_a_series_patch_falls_back_to_a_create_carrying_the_series() {
     assert_eq!((f["abandoned"], f["created"]), (1, 1));
 }
 
-/// `recordEvent`: AlreadyExists on the create of a series is retried ("safe to retry"); the
+/// `recordEvent`: `AlreadyExists` on the create of a series is retried ("safe to retry"); the
 /// retry patches it.
 #[test]
 fn already_exists_is_retried_only_for_a_series() {
@@ -361,7 +361,7 @@ fn already_exists_is_retried_only_for_a_series() {
 
 /// The race client-go's comment describes ("a new Event is emitted twice in a very short
 /// period of time"): the first create fails and is retried, the second occurrence's patch
-/// finds nothing and creates the Event with the series, the first's retry gets AlreadyExists.
+/// finds nothing and creates the Event with the series, the first's retry gets `AlreadyExists`.
 /// client-go gives it up; its occurrence is in the series count, so here it waits, folded,
 /// for the finish to deliver it.
 #[test]

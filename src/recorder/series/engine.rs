@@ -232,40 +232,37 @@ impl<T> Engine<T> {
     /// into the count and wait for a refresh, the finish or the flush.
     pub fn record(&mut self, now: Time, event: Arc<Event>, token: T) {
         let key = SeriesKey::of(&event, &self.options.key_fields);
-        let (write, epoch) = match self.cache.get_mut(&key) {
-            Some(entry) => {
-                entry.version += 1;
-                if let Some(series) = entry.write.series.as_mut() {
-                    series.count = series.count.saturating_add(1);
-                    series.last_observed = now;
-                    entry.folded.push_back((series.count, token));
-                    return;
-                }
-                entry.write.series = Some(SeriesState {
-                    count: 2,
-                    last_observed: now,
-                });
-                (entry.write.clone(), entry.epoch)
+        let (write, epoch) = if let Some(entry) = self.cache.get_mut(&key) {
+            entry.version += 1;
+            if let Some(series) = entry.write.series.as_mut() {
+                series.count = series.count.saturating_add(1);
+                series.last_observed = now;
+                entry.folded.push_back((series.count, token));
+                return;
             }
-            None => {
-                let name = self.names.claim(event.namespace(), event.name());
-                let write = Write {
-                    event,
-                    name,
-                    series: None,
-                };
-                self.next_epoch += 1;
-                self.cache.insert(
-                    key.clone(),
-                    Entry {
-                        epoch: self.next_epoch,
-                        version: 0,
-                        write: write.clone(),
-                        folded: VecDeque::new(),
-                    },
-                );
-                (write, self.next_epoch)
-            }
+            entry.write.series = Some(SeriesState {
+                count: 2,
+                last_observed: now,
+            });
+            (entry.write.clone(), entry.epoch)
+        } else {
+            let name = self.names.claim(event.namespace(), event.name());
+            let write = Write {
+                event,
+                name,
+                series: None,
+            };
+            self.next_epoch += 1;
+            self.cache.insert(
+                key.clone(),
+                Entry {
+                    epoch: self.next_epoch,
+                    version: 0,
+                    write: write.clone(),
+                    folded: VecDeque::new(),
+                },
+            );
+            (write, self.next_epoch)
         };
         if self.queue.len() >= SERIES_QUEUE_LENGTH {
             self.done(token, Fate::DroppedSeriesQueueFull, 0);
@@ -569,7 +566,7 @@ impl<T> Engine<T> {
     }
 }
 
-/// True if `job`, a first create, got AlreadyExists while its key's series is open: the
+/// True if `job`, a first create, got `AlreadyExists` while its key's series is open: the
 /// series' own create made the Event first.
 fn raced_by_its_series<T>(job: &Job<T>, result: &Result<(), SinkError>) -> bool {
     job.write.series.is_none() && matches!(result, Err(SinkError::Rejected { code: 409, .. }))

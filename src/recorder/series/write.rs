@@ -1,7 +1,7 @@
 //! One write of an `events.k8s.io/v1` Event, as client-go's `recordEvent`
 //! (`tools/events/event_broadcaster.go`) makes it: a series is patched, falling back to a
-//! create carrying the series on NotFound; anything else is created. Then the answer is
-//! sorted: delivered, retry (transport errors, and AlreadyExists for a series only) or
+//! create carrying the series on `NotFound`; anything else is created. Then the answer is
+//! sorted: delivered, retry (transport errors, and `AlreadyExists` for a series only) or
 //! abandoned (every other status error, a request that cannot be built).
 
 use std::sync::Arc;
@@ -59,9 +59,9 @@ pub struct Write {
 pub enum Answer {
     /// Written, by this verb.
     Delivered(Verb),
-    /// Fall back to a create carrying the series (a series patch got NotFound).
+    /// Fall back to a create carrying the series (a series patch got `NotFound`).
     CreateInstead,
-    /// Try again later (a transport error; AlreadyExists on a series create).
+    /// Try again later (a transport error; `AlreadyExists` on a series create).
     Retry,
     /// Give up: a status error, or a request that cannot be built.
     Abandon,
