@@ -230,7 +230,11 @@ impl<T> Engine<T> {
     /// An occurrence at `now` (client-go `recordToSink`): a new key is cached and its Event
     /// created; the second occurrence opens the series and patches it; later ones are folded
     /// into the count and wait for a refresh, the finish or the flush.
+    ///
+    /// Ticks due at or before `now` take their snapshot first, so an occurrence is never
+    /// part of a tick that was due before it.
     pub fn record(&mut self, now: Time, event: Arc<Event>, token: T) {
+        self.ticks(now);
         let key = SeriesKey::of(&event, &self.options.key_fields);
         let (write, epoch) = if let Some(entry) = self.cache.get_mut(&key) {
             entry.version += 1;
@@ -285,10 +289,7 @@ impl<T> Engine<T> {
     /// The calls to make at `now`: due ticks take their snapshot, retries due wake, idle
     /// workers take queued writes, each sweep makes its next write.
     pub fn poll(&mut self, now: Time) -> Vec<Call> {
-        if self.ticking {
-            self.tick(REFRESH, self.options.refresh, now);
-            self.tick(FINISH, self.options.finish, now);
-        }
+        self.ticks(now);
         while let Some(&(at, job)) = self.waking.first()
             && at <= now
         {
@@ -450,6 +451,13 @@ impl<T> Engine<T> {
                 job.tries + 1
             };
             self.done(job.token, fate, tries);
+        }
+    }
+
+    fn ticks(&mut self, now: Time) {
+        if self.ticking {
+            self.tick(REFRESH, self.options.refresh, now);
+            self.tick(FINISH, self.options.finish, now);
         }
     }
 
