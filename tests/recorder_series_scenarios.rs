@@ -453,8 +453,8 @@ fn recorded_equals_the_sum_of_fates_under_sink_faults() {
 }
 
 /// Bad input is a clear error or a named fate, never a panic: an unknown API or a correlator
-/// flag is a usage error (64), a malformed line names its number, an occurrence without
-/// `action` (required by `events.k8s.io/v1`) or with an unknown type ends `invalid`.
+/// flag is a usage error (64), a malformed line names its number, an occurrence without a
+/// name or with an unknown type ends `invalid`.
 #[test]
 fn bad_input_is_an_error_with_its_place_or_the_invalid_fate() {
     let run = |args: &[&str], lines: &[&str]| {
@@ -496,15 +496,19 @@ fn bad_input_is_an_error_with_its_place_or_the_invalid_fate() {
         "{err}"
     );
 
-    let mut no_action = ev(0.0, "NoAction");
-    no_action.as_object_mut().unwrap().remove("action");
+    let mut no_name = ev(0.0, "NoName");
+    no_name["regarding"]["name"] = json!("");
     let mut bad_type = ev(1.0, "BadType");
     bad_type["type"] = json!("warning");
-    let input = [no_action, bad_type, end(2.0)];
+    let input = [no_name, bad_type, end(2.0)];
     assert!(
         calls(&input).is_empty(),
         "no call for an invalid occurrence"
     );
-    assert_eq!(fates(&input, &[], "NoAction")["invalid"], 1);
+    assert_eq!(fates(&input, &[], "NoName")["invalid"], 1);
+    // Without an action the reason is the action (the API requires one), as in the pipeline.
+    let mut no_action = ev(0.0, "NoAction");
+    no_action.as_object_mut().unwrap().remove("action");
+    assert_eq!(fates(&[no_action, end(1.0)], &[], "NoAction")["created"], 1);
     assert_eq!(fates(&input, &[], "BadType")["invalid"], 1);
 }

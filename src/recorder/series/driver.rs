@@ -103,12 +103,13 @@ impl<S: Sink> Driver<S> {
         self.started.as_ref().map_or(0, |s| s.engine.cached())
     }
 
-    /// An occurrence: refused as `invalid` without the `action` `events.k8s.io/v1` requires.
+    /// An occurrence. `events.k8s.io/v1` requires an `action`; an event recorded without one
+    /// ([`Recorder::record`](crate::recorder::Recorder::record), which has none) takes its
+    /// reason as its action.
     pub(crate) fn record(&mut self, envelope: Envelope) {
-        let event = envelope.event().clone();
+        let mut event = envelope.event().clone();
         if event.action.as_deref().is_none_or(str::is_empty) {
-            envelope.finish(Fate::Invalid);
-            return;
+            Arc::make_mut(&mut event).action = Some(event.reason.clone());
         }
         self.start();
         let Some(s) = self.started.as_mut() else {
