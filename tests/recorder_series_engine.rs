@@ -1,7 +1,7 @@
 //! The `events.k8s.io/v1` series engine (`recorder::series::Engine`) through its public API,
 //! on an injected time, without tokio: every token comes back exactly once (recorded = Σ fates
-//! + what a stop leaves), whatever the answers and the order of time; the flush, the drain and
-//! a finish that is abandoned.
+//! plus what a stop leaves), whatever the answers and the order of time; the flush, the drain
+//! and a finish that is abandoned.
 
 use std::collections::HashMap;
 use std::sync::Arc;
