@@ -181,7 +181,10 @@ impl<S: Sink> Driver<S> {
             )));
         }
         for f in s.engine.take_finished() {
-            f.token.span().record("event.tries", f.tries);
+            f.token.span().record("event.count", f.count);
+            if f.tries > 0 {
+                f.token.span().record("event.tries", f.tries);
+            }
             f.token.finish(f.fate);
         }
     }

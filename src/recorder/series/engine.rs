@@ -91,6 +91,9 @@ pub struct Finished<T> {
     pub fate: Fate,
     /// Tries of its own write (0 for a folded or dropped occurrence).
     pub tries: u32,
+    /// The series count this occurrence made: 1 for the first, 2 for the one that opened
+    /// the series, n for the n-th folded.
+    pub count: u32,
 }
 
 #[derive(Debug)]
@@ -269,7 +272,8 @@ impl<T> Engine<T> {
             (write, self.next_epoch)
         };
         if self.queue.len() >= SERIES_QUEUE_LENGTH {
-            self.done(token, Fate::DroppedSeriesQueueFull, 0);
+            let count = write.series.map_or(1, |s| s.count);
+            self.done(token, Fate::DroppedSeriesQueueFull, 0, count);
             return;
         }
         self.next_job += 1;
@@ -373,8 +377,13 @@ impl<T> Engine<T> {
         left
     }
 
-    fn done(&mut self, token: T, fate: Fate, tries: u32) {
-        self.finished.push(Finished { token, fate, tries });
+    fn done(&mut self, token: T, fate: Fate, tries: u32, count: u32) {
+        self.finished.push(Finished {
+            token,
+            fate,
+            tries,
+            count,
+        });
     }
 
     fn call(&mut self, owner: Owner, verb: Verb, write: Write, purpose: Purpose) {
@@ -423,7 +432,7 @@ impl<T> Engine<T> {
                         Some(entry) if entry.epoch == job.epoch && entry.write.series.is_some() => {
                             entry.folded.push_front((1, job.token));
                         }
-                        _ => self.done(job.token, Fate::Abandoned, job.tries + 1),
+                        _ => self.done(job.token, Fate::Abandoned, job.tries + 1, 1),
                     }
                 }
                 return;
@@ -450,7 +459,8 @@ impl<T> Engine<T> {
             } else {
                 job.tries + 1
             };
-            self.done(job.token, fate, tries);
+            let count = job.write.series.map_or(1, |s| s.count);
+            self.done(job.token, fate, tries, count);
         }
     }
 
@@ -547,12 +557,12 @@ impl<T> Engine<T> {
         }
         let mut delivered = Vec::new();
         while entry.folded.front().is_some_and(|(n, _)| *n <= written) {
-            if let Some((_, token)) = entry.folded.pop_front() {
-                delivered.push(token);
+            if let Some(folded) = entry.folded.pop_front() {
+                delivered.push(folded);
             }
         }
-        for token in delivered {
-            self.done(token, Fate::SeriesCounted, 0);
+        for (count, token) in delivered {
+            self.done(token, Fate::SeriesCounted, 0, count);
         }
     }
 
@@ -567,8 +577,8 @@ impl<T> Engine<T> {
             return;
         }
         if let Some(entry) = self.cache.remove(&item.key) {
-            for (_, token) in entry.folded {
-                self.done(token, fate, 0);
+            for (count, token) in entry.folded {
+                self.done(token, fate, 0, count);
             }
         }
     }
