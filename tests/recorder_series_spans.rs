@@ -12,7 +12,10 @@ use tokio_util::sync::CancellationToken;
 /// The fields of every `event` span, as `name=value` strings, by span id (ids are reused
 /// once a span closes: the open one is the last with its id).
 #[derive(Clone, Default)]
-struct SpanFields(Arc<Mutex<Vec<(u64, Vec<String>)>>>);
+struct SpanFields(Arc<Mutex<Vec<SpanRecord>>>);
+
+/// A span's id and its fields so far.
+type SpanRecord = (u64, Vec<String>);
 
 struct Visitor<'a>(&'a mut Vec<String>);
 
