@@ -13,6 +13,7 @@
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
 
+pub use super::call::{Call, CallId, Finished, Purpose};
 use super::key::SeriesKey;
 use super::write::{Answer, SeriesState, Verb, Write};
 use crate::recorder::clock::Time;
@@ -38,63 +39,6 @@ pub const SERIES_QUEUE_LENGTH: usize = 1000;
 ///
 /// client-go `tools/events/event_broadcaster.go`: `wait.Jitter(e.sleepDuration, 0.25)`.
 pub const RETRY_JITTER: f64 = 0.25;
-
-/// Identifies a call handed out by [`Engine::poll`].
-pub type CallId = u64;
-
-/// Why a write is made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Purpose {
-    /// An occurrence's own write (the first, or the second that opens the series).
-    Occurrence,
-    /// The periodic refresh of an open series.
-    Refresh,
-    /// The last write of a quiet series.
-    Finish,
-    /// The write of a series' uncounted occurrences when the recorder stops (informant's
-    /// addition: client-go loses them).
-    Flush,
-}
-
-impl Purpose {
-    /// `occurrence`, `refresh`, `finish` or `flush`.
-    #[must_use]
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Purpose::Occurrence => "occurrence",
-            Purpose::Refresh => "refresh",
-            Purpose::Finish => "finish",
-            Purpose::Flush => "flush",
-        }
-    }
-}
-
-/// One API call to make now; answer it with [`Engine::answer`].
-#[derive(Clone, Debug)]
-pub struct Call {
-    /// Its identity.
-    pub id: CallId,
-    /// Create or patch.
-    pub verb: Verb,
-    /// What to write.
-    pub write: Write,
-    /// Why.
-    pub purpose: Purpose,
-}
-
-/// An occurrence that reached its fate.
-#[derive(Debug)]
-pub struct Finished<T> {
-    /// The token given to [`Engine::record`].
-    pub token: T,
-    /// Its fate.
-    pub fate: Fate,
-    /// Tries of its own write (0 for a folded or dropped occurrence).
-    pub tries: u32,
-    /// The series count this occurrence made: 1 for the first, 2 for the one that opened
-    /// the series, n for the n-th folded.
-    pub count: u32,
-}
 
 #[derive(Debug)]
 struct Entry<T> {
