@@ -50,7 +50,7 @@ pub struct Call {
 /// An occurrence that reached its fate.
 #[derive(Debug)]
 pub struct Finished<T> {
-    /// The token given to [`Engine::record`].
+    /// The token given to [`Engine::record`](super::Engine::record).
     pub token: T,
     /// Its fate.
     pub fate: Fate,
