@@ -299,3 +299,36 @@ fn the_cache_config_selects_the_api_and_its_series_with_client_go_defaults() {
         "an empty CacheConfig still behaves like client-go's tools/record"
     );
 }
+
+/// `informant_event_correlator_cache_entries{cache="series"}` shows the keys the series path
+/// holds while it runs (two objects: two keys), and 0 once it has flushed and stopped.
+#[tokio::test(start_paused = true)]
+async fn the_series_cache_size_is_a_metric() {
+    let p = Pipeline::new(&events_v1(), Recording::default(), clock());
+    let mut registry = prometheus_client::registry::Registry::default();
+    p.register(&mut registry);
+    let rec = p.recorder();
+    let fates = p.fates();
+    let run = tokio::spawn(p.run(CancellationToken::new()));
+    for name in ["web-0", "web-1"] {
+        let pod = Arc::new(ObjectRef::new("v1", "Pod", "ns", name, "u"));
+        rec.record(&pod, EventType::Normal, "Started", "started");
+    }
+    let text = || {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        text
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        while fates.total() < 2 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("both events written");
+    let series = "informant_event_correlator_cache_entries{cache=\"series\"}";
+    assert!(text().contains(&format!("{series} 2")), "{}", text());
+    drop(rec);
+    run.await.unwrap().unwrap();
+    assert!(text().contains(&format!("{series} 0")), "{}", text());
+}

@@ -119,11 +119,15 @@ impl<S: Sink, C: Clock> SinkWorker<S, C> {
                     Some(item) => item,
                     None => break,
                 },
-                () = self.series.step() => continue,
+                () = self.series.step() => {
+                    self.caches.set_series(self.series.cached());
+                    continue;
+                }
             };
             match item {
                 Item::Event(envelope) if self.api == Api::EventsV1 => {
                     self.series.record(envelope);
+                    self.caches.set_series(self.series.cached());
                 }
                 Item::Event(envelope) => self.handle(envelope, stop()).await,
                 Item::Reload(options) => {
@@ -145,6 +149,7 @@ impl<S: Sink, C: Clock> SinkWorker<S, C> {
             }
         }
         self.series.finish(stop()).await;
+        self.caches.set_series(0);
     }
 
     /// Keys cached by the series path.
