@@ -27,8 +27,7 @@ pub enum Fate {
     Rejected,
     /// Every try failed (retries exhausted, or cancelled while retrying).
     Failed,
-    /// Refused before queuing: no object kind, name or reason, or an unknown type (with
-    /// `events.k8s.io/v1`, also no `action`, which that API requires).
+    /// Refused before queuing: no object kind, name or reason, or an unknown type.
     Invalid,
     /// `events.k8s.io/v1`: the occurrence that opened a series (the second), written by a
     /// patch of `series: {count: 2, lastObservedTime}`.

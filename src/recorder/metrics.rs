@@ -80,13 +80,15 @@ impl SinkLatency {
     }
 }
 
-/// The correlator's cache sizes, set by the sink worker when they change.
+/// The correlator's cache sizes and the series path's (`cache="series"`: keys cached by the
+/// `events.k8s.io/v1` engine), set by the sink worker when they change.
 #[derive(Clone, Debug)]
 pub(crate) struct CacheGauges {
     family: Family<CacheLabels, Gauge>,
     aggregator: Gauge,
     logger: Gauge,
     spam: Gauge,
+    series: Gauge,
     last: CacheEntries,
 }
 
@@ -95,11 +97,13 @@ impl Default for CacheGauges {
         let family = Family::<CacheLabels, Gauge>::default();
         let gauge = |cache| family.get_or_create(&CacheLabels { cache }).clone();
         let (aggregator, logger, spam) = (gauge("aggregator"), gauge("logger"), gauge("spam"));
+        let series = gauge("series");
         Self {
             family,
             aggregator,
             logger,
             spam,
+            series,
             last: CacheEntries::default(),
         }
     }
@@ -116,6 +120,11 @@ impl CacheGauges {
         self.logger.set(n(entries.logger));
         self.spam.set(n(entries.spam));
         self.last = entries;
+    }
+
+    /// Shows the keys cached by the series path.
+    pub(crate) fn set_series(&self, keys: usize) {
+        self.series.set(i64::try_from(keys).unwrap_or(i64::MAX));
     }
 }
 

@@ -8,8 +8,14 @@
 //!
 //! Every recorded event ends in exactly one [`Fate`] — `invalid`, `dropped_incoming_full`,
 //! `dropped_watcher_full`, `dropped_shutdown`, `spam_filtered`, `created`, `patched`,
-//! `rejected` or `failed` — counted by a [`FateCounter`] (`informant_events_total{fate}`)
-//! and recorded on the event's `event` span, which runs from `record()` to the fate.
+//! `rejected` or `failed`, and on `events.k8s.io/v1` `series_patched`, `series_counted`,
+//! `abandoned` or `dropped_series_queue_full` — counted by a [`FateCounter`]
+//! (`informant_events_total{fate}`) and recorded on the event's `event` span, which runs from
+//! `record()` to the fate.
+//!
+//! With [`Options::api`] set to [`Api::EventsV1`] the sink worker sends events down the
+//! [`series`] path instead of the correlator: client-go's `tools/events`, `EventSeries` and
+//! all, on `events.k8s.io/v1` (`docs/events-v1.md`).
 //!
 //! Where to start: [`Pipeline`] wires everything and hands out [`Recorder`]s; [`Correlator`]
 //! is client-go's `EventCorrelator`, synchronous and driven by an injected [`Clock`];

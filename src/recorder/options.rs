@@ -13,12 +13,16 @@ pub const DEFAULT_QUEUE_LENGTH: usize = 1000;
 
 /// Default number of tries the sink makes for one event.
 ///
-/// client-go `tools/record/event.go`: `maxTriesPerEvent = 12`.
+/// client-go `tools/record/event.go`: `maxTriesPerEvent = 12`; the same in
+/// `tools/events/event_broadcaster.go`: `maxTriesPerEvent = 12`.
 pub const DEFAULT_MAX_RETRIES: u32 = 12;
 
 /// Default wait between two tries of the sink (the first wait is jittered).
 ///
-/// client-go `tools/record/event.go`: `defaultSleepDuration = 10 * time.Second`.
+/// client-go `tools/record/event.go`: `defaultSleepDuration = 10 * time.Second`; the same in
+/// `tools/events/event_broadcaster.go`: `defaultSleepDuration = 10 * time.Second` (there
+/// every wait is jittered up to 25% longer, see
+/// [`RETRY_JITTER`](crate::recorder::series::RETRY_JITTER)).
 pub const DEFAULT_RETRY_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Default size of each LRU cache of the correlator.

@@ -103,7 +103,8 @@ impl<S: Sink> Pipeline<S> {
     /// Registers the pipeline's metrics in `registry`: the fates
     /// (`informant_events_total{fate}`, as [`FateCounter::register`]), the sink's request
     /// latency (`informant_event_sink_request_duration_seconds{verb}`), the correlator's
-    /// cache sizes (`informant_event_correlator_cache_entries{cache}`), and each queue's
+    /// cache sizes and the series path's keys (`informant_event_correlator_cache_entries{cache}`,
+    /// `cache` = `aggregator`, `logger`, `spam` or `series`), and each queue's
     /// configured length and depth (`informant_event_queue_length{queue}`,
     /// `informant_event_queue_depth{queue}`, `queue` = `incoming` or `watcher`).
     pub fn register(&self, registry: &mut Registry) {

@@ -36,6 +36,9 @@ use super::queue::{Item, WeakSender};
 /// | `maxEvents`, `maxIntervalSeconds` | events recorded after the reload | aggregation records, counts of Events written |
 /// | `lruCacheSize` | events recorded after the reload | the most recently used entries that fit |
 /// | `maxRetries`, `retryInterval` | events recorded after the reload (an event being retried keeps its options) | — |
+/// | `api` | events recorded after the reload take the other path | the series already cached keep their refresh and finish |
+/// | `series.keyFields` | occurrences recorded after the reload | cached series keep their key and finish as usual |
+/// | `series.refresh`, `series.finish` | from the next tick | every cached series |
 ///
 /// An [`Event`](super::Event) built with [`Recorder::event`](super::Recorder::event) before a
 /// reload keeps the component it was built with.

@@ -38,7 +38,9 @@ pub struct SinkWorker<S, C> {
     sink: Arc<S>,
     options: SinkOptions,
     api: Api,
-    series: Driver<S>,
+    /// Boxed: the series path is rarely used and would otherwise grow every future holding
+    /// a pipeline.
+    series: Box<Driver<S>>,
     grace: Duration,
     latency: SinkLatency,
     caches: CacheGauges,
@@ -61,7 +63,12 @@ impl<S: Sink, C: Clock> SinkWorker<S, C> {
         Self {
             queue,
             correlator,
-            series: Driver::new(sink.clone(), clock, &options.series, &options.sink),
+            series: Box::new(Driver::new(
+                sink.clone(),
+                clock,
+                &options.series,
+                &options.sink,
+            )),
             sink,
             options: options.sink.clone(),
             api: options.api,
@@ -74,7 +81,7 @@ impl<S: Sink, C: Clock> SinkWorker<S, C> {
     /// Reports request latency to `latency` and cache sizes to `caches`.
     #[must_use]
     pub(crate) fn with_metrics(mut self, latency: SinkLatency, caches: CacheGauges) -> Self {
-        self.series = self.series.with_latency(latency.clone());
+        self.series = Box::new(self.series.with_latency(latency.clone()));
         self.latency = latency;
         self.caches = caches;
         self
@@ -112,11 +119,15 @@ impl<S: Sink, C: Clock> SinkWorker<S, C> {
                     Some(item) => item,
                     None => break,
                 },
-                () = self.series.step() => continue,
+                () = self.series.step() => {
+                    self.caches.set_series(self.series.cached());
+                    continue;
+                }
             };
             match item {
                 Item::Event(envelope) if self.api == Api::EventsV1 => {
                     self.series.record(envelope);
+                    self.caches.set_series(self.series.cached());
                 }
                 Item::Event(envelope) => self.handle(envelope, stop()).await,
                 Item::Reload(options) => {
@@ -138,6 +149,7 @@ impl<S: Sink, C: Clock> SinkWorker<S, C> {
             }
         }
         self.series.finish(stop()).await;
+        self.caches.set_series(0);
     }
 
     /// Keys cached by the series path.

@@ -12,5 +12,7 @@ mod recorder_kube_sink;
 mod recorder_otel;
 mod recorder_reload;
 mod recorder_scenarios;
+mod recorder_series_engine;
 mod recorder_series_scenarios;
+mod recorder_series_spans;
 mod recorder_spans;

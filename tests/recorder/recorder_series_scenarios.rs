@@ -451,3 +451,64 @@ fn recorded_equals_the_sum_of_fates_under_sink_faults() {
         .sum();
     assert_eq!(sum, recorded, "recorded = Σ fates: {with_summary:#?}");
 }
+
+/// Bad input is a clear error or a named fate, never a panic: an unknown API or a correlator
+/// flag is a usage error (64), a malformed line names its number, an occurrence without a
+/// name or with an unknown type ends `invalid`.
+#[test]
+fn bad_input_is_an_error_with_its_place_or_the_invalid_fate() {
+    let run = |args: &[&str], lines: &[&str]| {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        for l in lines {
+            writeln!(file, "{l}").unwrap();
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_informant"))
+            .args(["simulate", "--events"])
+            .arg(file.path())
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let good = ev(0.0, "BackOff").to_string();
+    let (code, err) = run(&["--api", "events/v1"], &[&good]);
+    assert_eq!(code, Some(64), "{err}");
+    assert!(err.contains("events.k8s.io/v1"), "{err}");
+    let (code, err) = run(&["--api", "events.k8s.io/v1", "--burst", "5"], &[&good]);
+    assert_eq!(code, Some(64), "{err}");
+    assert!(err.contains("burst"), "{err}");
+    let (code, err) = run(
+        &["--api", "events.k8s.io/v1"],
+        &[&good, "{\"t\": 1, \"op\": \"sink\"}"],
+    );
+    assert_eq!(code, Some(64), "{err}");
+    assert!(err.contains("line 2"), "{err}");
+    let (code, err) = run(
+        &["--api", "events.k8s.io/v1"],
+        &[&ev(5.0, "A").to_string(), &good],
+    );
+    assert_eq!(code, Some(64), "{err}");
+    assert!(
+        err.contains("line 2") && err.contains("back in time"),
+        "{err}"
+    );
+
+    let mut no_name = ev(0.0, "NoName");
+    no_name["regarding"]["name"] = json!("");
+    let mut bad_type = ev(1.0, "BadType");
+    bad_type["type"] = json!("warning");
+    let input = [no_name, bad_type, end(2.0)];
+    assert!(
+        calls(&input).is_empty(),
+        "no call for an invalid occurrence"
+    );
+    assert_eq!(fates(&input, &[], "NoName")["invalid"], 1);
+    // Without an action the reason is the action (the API requires one), as in the pipeline.
+    let mut no_action = ev(0.0, "NoAction");
+    no_action.as_object_mut().unwrap().remove("action");
+    assert_eq!(fates(&[no_action, end(1.0)], &[], "NoAction")["created"], 1);
+    assert_eq!(fates(&input, &[], "BadType")["invalid"], 1);
+}

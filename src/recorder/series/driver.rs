@@ -103,12 +103,13 @@ impl<S: Sink> Driver<S> {
         self.started.as_ref().map_or(0, |s| s.engine.cached())
     }
 
-    /// An occurrence: refused as `invalid` without the `action` `events.k8s.io/v1` requires.
+    /// An occurrence. `events.k8s.io/v1` requires an `action`; an event recorded without one
+    /// ([`Recorder::record`](crate::recorder::Recorder::record), which has none) takes its
+    /// reason as its action.
     pub(crate) fn record(&mut self, envelope: Envelope) {
-        let event = envelope.event().clone();
+        let mut event = envelope.event().clone();
         if event.action.as_deref().is_none_or(str::is_empty) {
-            envelope.finish(Fate::Invalid);
-            return;
+            Arc::make_mut(&mut event).action = Some(event.reason.clone());
         }
         self.start();
         let Some(s) = self.started.as_mut() else {
@@ -180,7 +181,10 @@ impl<S: Sink> Driver<S> {
             )));
         }
         for f in s.engine.take_finished() {
-            f.token.span().record("event.tries", f.tries);
+            f.token.span().record("event.count", f.count);
+            if f.tries > 0 {
+                f.token.span().record("event.tries", f.tries);
+            }
             f.token.finish(f.fate);
         }
     }
@@ -219,8 +223,22 @@ async fn send<S: Sink>(sink: Arc<S>, latency: SinkLatency, call: Call) -> Answer
         Verb::Create => latency.create(start.elapsed()),
         Verb::Patch => latency.patch(start.elapsed()),
     }
-    if let Err(e) = &result {
-        tracing::debug!(error = %e, verb = call.verb.as_str(), purpose = call.purpose.as_str(), "events.k8s.io/v1 write failed");
+    match &result {
+        // Retried, or answered by a create: nobody has to act.
+        Err(e @ SinkError::Transport(_)) => {
+            tracing::debug!(error = %e, verb = call.verb.as_str(), purpose = call.purpose.as_str(), "cannot write event, will retry");
+        }
+        Err(e @ SinkError::NotFound) if call.verb == Verb::Patch => {
+            tracing::debug!(error = %e, purpose = call.purpose.as_str(), "series patch found no event, creating it");
+        }
+        Err(e @ SinkError::Rejected { code: 409, .. }) if call.write.series.is_some() => {
+            tracing::debug!(error = %e, purpose = call.purpose.as_str(), "series create raced, will retry");
+        }
+        // A 403 wants RBAC fixed, a 4xx or 5xx a look at the server (kube-rs logs them so).
+        Err(e) => {
+            tracing::warn!(error = %e, verb = call.verb.as_str(), purpose = call.purpose.as_str(), "server rejected event");
+        }
+        Ok(()) => {}
     }
     (call.id, result)
 }

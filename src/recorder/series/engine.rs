@@ -13,6 +13,7 @@
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
 
+pub use super::call::{Call, CallId, Finished, Purpose};
 use super::key::SeriesKey;
 use super::write::{Answer, SeriesState, Verb, Write};
 use crate::recorder::clock::Time;
@@ -38,60 +39,6 @@ pub const SERIES_QUEUE_LENGTH: usize = 1000;
 ///
 /// client-go `tools/events/event_broadcaster.go`: `wait.Jitter(e.sleepDuration, 0.25)`.
 pub const RETRY_JITTER: f64 = 0.25;
-
-/// Identifies a call handed out by [`Engine::poll`].
-pub type CallId = u64;
-
-/// Why a write is made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Purpose {
-    /// An occurrence's own write (the first, or the second that opens the series).
-    Occurrence,
-    /// The periodic refresh of an open series.
-    Refresh,
-    /// The last write of a quiet series.
-    Finish,
-    /// The write of a series' uncounted occurrences when the recorder stops (informant's
-    /// addition: client-go loses them).
-    Flush,
-}
-
-impl Purpose {
-    /// `occurrence`, `refresh`, `finish` or `flush`.
-    #[must_use]
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Purpose::Occurrence => "occurrence",
-            Purpose::Refresh => "refresh",
-            Purpose::Finish => "finish",
-            Purpose::Flush => "flush",
-        }
-    }
-}
-
-/// One API call to make now; answer it with [`Engine::answer`].
-#[derive(Clone, Debug)]
-pub struct Call {
-    /// Its identity.
-    pub id: CallId,
-    /// Create or patch.
-    pub verb: Verb,
-    /// What to write.
-    pub write: Write,
-    /// Why.
-    pub purpose: Purpose,
-}
-
-/// An occurrence that reached its fate.
-#[derive(Debug)]
-pub struct Finished<T> {
-    /// The token given to [`Engine::record`].
-    pub token: T,
-    /// Its fate.
-    pub fate: Fate,
-    /// Tries of its own write (0 for a folded or dropped occurrence).
-    pub tries: u32,
-}
 
 #[derive(Debug)]
 struct Entry<T> {
@@ -230,7 +177,11 @@ impl<T> Engine<T> {
     /// An occurrence at `now` (client-go `recordToSink`): a new key is cached and its Event
     /// created; the second occurrence opens the series and patches it; later ones are folded
     /// into the count and wait for a refresh, the finish or the flush.
+    ///
+    /// Ticks due at or before `now` take their snapshot first, so an occurrence is never
+    /// part of a tick that was due before it.
     pub fn record(&mut self, now: Time, event: Arc<Event>, token: T) {
+        self.ticks(now);
         let key = SeriesKey::of(&event, &self.options.key_fields);
         let (write, epoch) = if let Some(entry) = self.cache.get_mut(&key) {
             entry.version += 1;
@@ -265,7 +216,8 @@ impl<T> Engine<T> {
             (write, self.next_epoch)
         };
         if self.queue.len() >= SERIES_QUEUE_LENGTH {
-            self.done(token, Fate::DroppedSeriesQueueFull, 0);
+            let count = write.series.map_or(1, |s| s.count);
+            self.done(token, Fate::DroppedSeriesQueueFull, 0, count);
             return;
         }
         self.next_job += 1;
@@ -285,10 +237,7 @@ impl<T> Engine<T> {
     /// The calls to make at `now`: due ticks take their snapshot, retries due wake, idle
     /// workers take queued writes, each sweep makes its next write.
     pub fn poll(&mut self, now: Time) -> Vec<Call> {
-        if self.ticking {
-            self.tick(REFRESH, self.options.refresh, now);
-            self.tick(FINISH, self.options.finish, now);
-        }
+        self.ticks(now);
         while let Some(&(at, job)) = self.waking.first()
             && at <= now
         {
@@ -372,8 +321,13 @@ impl<T> Engine<T> {
         left
     }
 
-    fn done(&mut self, token: T, fate: Fate, tries: u32) {
-        self.finished.push(Finished { token, fate, tries });
+    fn done(&mut self, token: T, fate: Fate, tries: u32, count: u32) {
+        self.finished.push(Finished {
+            token,
+            fate,
+            tries,
+            count,
+        });
     }
 
     fn call(&mut self, owner: Owner, verb: Verb, write: Write, purpose: Purpose) {
@@ -422,7 +376,7 @@ impl<T> Engine<T> {
                         Some(entry) if entry.epoch == job.epoch && entry.write.series.is_some() => {
                             entry.folded.push_front((1, job.token));
                         }
-                        _ => self.done(job.token, Fate::Abandoned, job.tries + 1),
+                        _ => self.done(job.token, Fate::Abandoned, job.tries + 1, 1),
                     }
                 }
                 return;
@@ -449,7 +403,15 @@ impl<T> Engine<T> {
             } else {
                 job.tries + 1
             };
-            self.done(job.token, fate, tries);
+            let count = job.write.series.map_or(1, |s| s.count);
+            self.done(job.token, fate, tries, count);
+        }
+    }
+
+    fn ticks(&mut self, now: Time) {
+        if self.ticking {
+            self.tick(REFRESH, self.options.refresh, now);
+            self.tick(FINISH, self.options.finish, now);
         }
     }
 
@@ -550,12 +512,12 @@ impl<T> Engine<T> {
         }
         let mut delivered = Vec::new();
         while entry.folded.front().is_some_and(|(n, _)| *n <= written) {
-            if let Some((_, token)) = entry.folded.pop_front() {
-                delivered.push(token);
+            if let Some(folded) = entry.folded.pop_front() {
+                delivered.push(folded);
             }
         }
-        for token in delivered {
-            self.done(token, Fate::SeriesCounted, 0);
+        for (count, token) in delivered {
+            self.done(token, Fate::SeriesCounted, 0, count);
         }
     }
 
@@ -570,8 +532,8 @@ impl<T> Engine<T> {
             return;
         }
         if let Some(entry) = self.cache.remove(&item.key) {
-            for (_, token) in entry.folded {
-                self.done(token, fate, 0);
+            for (count, token) in entry.folded {
+                self.done(token, fate, 0, count);
             }
         }
     }

@@ -82,20 +82,22 @@ impl fmt::Display for SeriesKeyField {
 }
 
 /// The isomorphic key of an event under a set of [`SeriesKeyField`]s: the fields not in the
-/// set are `None`, so they never tell two events apart.
+/// set are `None`, so they never tell two events apart (a bit per field in the set keeps keys
+/// of different sets apart).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 #[allow(
     clippy::option_option,
     reason = "outer None: the field is not in the key; Some(None): in the key, and the event has none"
 )]
 pub struct SeriesKey {
+    fields: u16,
     event_type: Option<EventType>,
-    action: Option<Option<Arc<str>>>,
+    action: Option<Arc<str>>,
     reason: Option<Arc<str>>,
     reporting_controller: Option<Arc<str>>,
     reporting_instance: Option<Arc<str>>,
     regarding: Option<Arc<ObjectRef>>,
-    related: Option<Option<Arc<ObjectRef>>>,
+    related: Option<Arc<ObjectRef>>,
     note: Option<Arc<str>>,
 }
 
@@ -105,9 +107,10 @@ impl SeriesKey {
     pub fn of(event: &Event, fields: &[SeriesKeyField]) -> Self {
         let mut key = Self::default();
         for field in fields {
+            key.fields |= 1 << (*field as u16);
             match field {
                 SeriesKeyField::Type => key.event_type = Some(event.event_type),
-                SeriesKeyField::Action => key.action = Some(event.action.clone()),
+                SeriesKeyField::Action => key.action.clone_from(&event.action),
                 SeriesKeyField::Reason => key.reason = Some(event.reason.clone()),
                 SeriesKeyField::ReportingController => {
                     key.reporting_controller = Some(event.reporting_controller.clone());
@@ -116,7 +119,7 @@ impl SeriesKey {
                     key.reporting_instance = Some(event.reporting_instance.clone());
                 }
                 SeriesKeyField::Regarding => key.regarding = Some(event.involved_object.clone()),
-                SeriesKeyField::Related => key.related = Some(event.related.clone()),
+                SeriesKeyField::Related => key.related.clone_from(&event.related),
                 SeriesKeyField::Note => key.note = Some(event.message.clone()),
             }
         }

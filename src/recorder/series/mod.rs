@@ -14,6 +14,7 @@
 //! `create` and `patch` on `events` in the `events.k8s.io` group, in every namespace events
 //! are recorded in (`default` for cluster-scoped objects).
 
+mod call;
 pub(crate) mod driver;
 mod engine;
 mod key;

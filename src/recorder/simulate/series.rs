@@ -14,7 +14,6 @@
 //! retrying finishes, and whatever is left ends `dropped_shutdown`.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::fmt::Write as _;
 use std::io::{BufRead, Write};
 use std::sync::Arc;
 
@@ -344,7 +343,8 @@ pub fn write_series_summary(summary: &SeriesSummary, mut out: impl Write) -> Res
     let width = summary.keys().map(String::len).max().unwrap_or(0).max(6);
     let mut header = format!("{:<width$}  {:>8}", "reason", "recorded");
     for f in SUMMARY_FATES {
-        let _ = write!(header, "  {f}");
+        header.push_str("  ");
+        header.push_str(f.as_str());
     }
     header.push('\n');
     out.write_all(header.as_bytes()).map_err(Error::Write)?;
@@ -353,7 +353,9 @@ pub fn write_series_summary(summary: &SeriesSummary, mut out: impl Write) -> Res
         let mut row = format!("{reason:<width$}  {recorded:>8}");
         for f in SUMMARY_FATES {
             let w = f.as_str().len();
-            let _ = write!(row, "  {:>w$}", fates[f.index()]);
+            let cell = fates[f.index()].to_string();
+            row.push_str(&" ".repeat(2 + w.saturating_sub(cell.len())));
+            row.push_str(&cell);
         }
         row.push('\n');
         out.write_all(row.as_bytes()).map_err(Error::Write)?;

@@ -176,12 +176,10 @@ impl InLine {
 }
 
 /// The Event client-go's `tools/events` recorder would build for `ev` at `now`, or `None` if
-/// it refuses it (no kind, name, reason or action; a type other than Normal or Warning).
+/// it refuses it (no kind, name or reason; a type other than Normal or Warning). Without an
+/// `action` the reason is the action, as in the pipeline.
 pub(super) fn build(ev: &InEvent, now: Time, component: &str) -> Option<Event> {
     let event_type = EventType::parse(&ev.event_type)?;
-    if ev.action.is_empty() {
-        return None;
-    }
     let controller = ev.reporting_controller.as_deref().unwrap_or(component);
     let mut event = Event::new(
         Arc::new(ev.regarding.to_ref()),
@@ -194,7 +192,12 @@ pub(super) fn build(ev: &InEvent, now: Time, component: &str) -> Option<Event> {
     if let Some(ri) = &ev.reporting_instance {
         event.reporting_instance = ri.as_str().into();
     }
-    event.action = Some(ev.action.as_str().into());
+    let action = if ev.action.is_empty() {
+        &ev.reason
+    } else {
+        &ev.action
+    };
+    event.action = Some(action.as_str().into());
     event.related = ev.related.as_ref().map(|o| Arc::new(o.to_ref()));
     event.validate().ok()?;
     Some(event)
