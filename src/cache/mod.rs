@@ -43,11 +43,13 @@ mod plan;
 mod pool;
 mod reload;
 mod resolver;
+mod scope;
 mod settings;
 mod shared;
 mod store;
 mod transform;
 pub mod typed;
+mod waiting;
 
 pub use api::{Cache, ListOptions};
 pub use build::{build, resolve_scopes};
@@ -58,7 +60,7 @@ pub use error::{Error, Result};
 pub(crate) use informer::is_permanent;
 #[doc(hidden)]
 pub use informer::skip_relist_after_gone;
-pub use informer::{Informer, InformerEvent, InformerStatus};
+pub use informer::{Informer, InformerEvent, InformerStatus, Waiting};
 pub use informer_cache::{Context, InformerCache};
 pub use multi_namespace::MultiNamespaceCache;
 pub use options::{
@@ -66,10 +68,11 @@ pub use options::{
     DEFAULT_UNSAFE_DISABLE_DEEP_COPY, NamespaceKey, Namespaces, Options, OptionsError, Scope,
     Transform, builtin_scope,
 };
-pub use plan::{InformerScope, InformerSpec, Kinds, Layer, Plan};
+pub use plan::{InformerScope, InformerSpec, Kinds, Layer, Plan, Selection};
 pub use pool::{InformerKey, InformerPool, PoolStats, PooledInformer};
 pub use reload::{CacheChange, CacheReloader, DEFAULT_CACHE_SYNC_TIMEOUT};
 pub use resolver::{BuiltinKinds, Discovery, KindInfo, Resolver};
+pub use scope::{ClusterScope, NamespaceLabels};
 pub use settings::InformerSettings;
 pub use shared::SharedCache;
 pub use store::StoreWriter;

@@ -23,6 +23,9 @@ pub struct MultiNamespaceCache {
     context: Context,
     namespaces: BTreeMap<NamespaceKey, InformerCache>,
     cluster: Option<InformerCache>,
+    /// The namespace selector that chose some of `namespaces`, named by unknown-namespace
+    /// errors.
+    selector: Option<String>,
 }
 
 impl std::fmt::Debug for MultiNamespaceCache {
@@ -63,7 +66,16 @@ impl MultiNamespaceCache {
             context,
             namespaces: caches,
             cluster,
+            selector: None,
         }
+    }
+
+    /// This cache, whose namespaces a namespace selector (`selector`, as text) chose in part:
+    /// a read of another namespace fails naming it.
+    #[must_use]
+    pub fn with_selector(mut self, selector: String) -> Self {
+        self.selector = Some(selector);
+        self
     }
 
     /// Takes over the pool's informers for each namespace's cache (and the cluster cache)
@@ -111,6 +123,7 @@ impl MultiNamespaceCache {
             None => Err(Error::UnknownNamespaceGet {
                 namespace: namespace.to_string(),
                 name: name.to_string(),
+                selector: self.selector.clone(),
             }),
         }
     }
@@ -138,6 +151,7 @@ impl MultiNamespaceCache {
                 Some(cache) => list(cache, options.clone()).await,
                 None => Err(Error::UnknownNamespaceList {
                     namespace: namespace.to_string(),
+                    selector: self.selector.clone(),
                 }),
             };
         }

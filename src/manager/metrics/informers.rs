@@ -180,6 +180,7 @@ mod tests {
             synced: true,
             objects: 0,
             error: None,
+            ..InformerStatus::default()
         }
     }
 
