@@ -1,18 +1,20 @@
-//! The pool-aware cache reload: a new config becomes a new [`Plan`]; when the plan differs,
-//! a new tree is built on the same [`InformerPool`] (adopting every informer whose identity is
-//! unchanged), its new eager informers sync, it is published, and the informers no tree uses
-//! any more are stopped.
+//! The pool-aware cache reload: a new config, or a change of the cluster it depends on (a
+//! namespace a selector matches, a kind served or not), becomes a new [`Plan`]; when the plan
+//! differs, a new tree is built on the same [`InformerPool`] (adopting every informer whose
+//! identity is unchanged), its new eager informers sync, it is published, and the informers no
+//! tree uses any more are stopped.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube::core::GroupVersionKind;
+use kube::core::{GroupVersion, GroupVersionKind};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
+use super::namespaces::{NamespaceWatch, namespace_gvk};
 use super::{
-    Cache, Context, InformerCache, InformerKey, InformerPool, InformerSettings, Options,
-    OptionsError, Plan, Resolver, SharedCache,
+    Cache, ClusterScope, Context, InformerCache, InformerKey, InformerPool, InformerSettings,
+    Options, OptionsError, Plan, Resolver, SharedCache,
 };
 
 /// How long a reload waits for the new eager informers to sync before it publishes the tree
@@ -37,6 +39,11 @@ pub struct CacheChange {
     pub unsynced: Vec<(GroupVersionKind, String)>,
     /// From the start of the reload to the new tree serving.
     pub took: Duration,
+    /// Namespaces a namespace selector matches now and did not before.
+    pub namespaces_entered: BTreeSet<String>,
+    /// Namespaces a namespace selector matched before and does not now (relabelled or
+    /// deleted): their informers stopped, their objects left the cache.
+    pub namespaces_left: BTreeSet<String>,
 }
 
 impl CacheChange {
@@ -51,12 +58,40 @@ impl CacheChange {
             self.kept
         )
     }
+
+    /// "namespaces entered: team-c; left: team-b" (what a scope change did to the
+    /// namespaces), or `None` when none entered or left.
+    #[must_use]
+    pub fn namespaces_summary(&self) -> Option<String> {
+        let list = |set: &BTreeSet<String>| set.iter().cloned().collect::<Vec<_>>().join(", ");
+        match (
+            self.namespaces_entered.is_empty(),
+            self.namespaces_left.is_empty(),
+        ) {
+            (true, true) => None,
+            (false, true) => Some(format!(
+                "namespaces entered: {}",
+                list(&self.namespaces_entered)
+            )),
+            (true, false) => Some(format!("namespaces left: {}", list(&self.namespaces_left))),
+            (false, false) => Some(format!(
+                "namespaces entered: {}; left: {}",
+                list(&self.namespaces_entered),
+                list(&self.namespaces_left)
+            )),
+        }
+    }
 }
 
 /// Keeps the published cache tree in step with the config.
 pub struct CacheReloader {
     context: Context,
     plan: Option<Plan>,
+    /// The options of the published tree (kinds' scopes resolved): planned again when the
+    /// cluster changes.
+    options: Option<Options>,
+    /// The namespace informer, while a namespace selector needs it.
+    namespaces: Option<NamespaceWatch>,
     shared: Arc<SharedCache>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
@@ -85,6 +120,8 @@ impl CacheReloader {
             shared: Arc::new(SharedCache::not_started(Arc::new(empty))),
             context,
             plan: None,
+            options: None,
+            namespaces: None,
             tracker,
             shutdown,
             sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
@@ -121,16 +158,108 @@ impl CacheReloader {
     /// identity, starts and syncs its new eager informers (failures and timeouts are reported,
     /// not fatal), is published, and then the informers no tree uses are stopped.
     ///
+    /// Options with a namespace selector are planned for the namespaces the cluster has now:
+    /// the first such options start the namespace informer (in the pool) and wait for its
+    /// first list; later changes of the namespaces are applied by [`CacheReloader::rescope`].
+    ///
     /// # Errors
     /// [`OptionsError`] when the options can not be planned; the published tree is unchanged.
     pub async fn apply(&mut self, options: &Options) -> Result<CacheChange, OptionsError> {
         let began = Instant::now();
         let mut options = options.clone();
         super::resolve_scopes(&mut options, self.context.resolver.as_ref()).await;
-        let plan = Plan::new(&options)?;
-        if self.plan.as_ref() == Some(&plan) {
+        // Refuse options that cannot be planned before following anything for them.
+        Plan::new(&options)?;
+        let mut unsynced = Vec::new();
+        if options.uses_namespace_selector() {
+            if let Err(error) = self.follow_namespaces().await {
+                unsynced.push((namespace_gvk(), error.to_string()));
+            }
+        } else {
+            // Swept with the informers of the old tree.
+            self.namespaces = None;
+        }
+        let plan = Plan::for_cluster(&options, &self.cluster_scope())?;
+        self.options = Some(options);
+        let mut change = self.publish(plan, began, false).await;
+        change.unsynced.extend(unsynced);
+        Ok(change)
+    }
+
+    /// Plans the running options again for the cluster as it is now (the namespaces and
+    /// their labels) and applies the difference as [`CacheReloader::apply`] does: a namespace
+    /// that now matches a selector gets its informers (one LIST per kind the tree caches
+    /// there, started and synced before the tree is published), one that no longer matches
+    /// has them stopped. Objects that leave with a namespace are not reported as deleted:
+    /// subscribers are told to read the kind again. Nothing happens before the first apply.
+    ///
+    /// # Errors
+    /// [`OptionsError`] when the options can not be planned (they could be when applied).
+    pub async fn rescope(&mut self) -> Result<CacheChange, OptionsError> {
+        let began = Instant::now();
+        let Some(options) = self.options.clone() else {
+            return Ok(CacheChange::default());
+        };
+        if !options.uses_namespace_selector() {
             return Ok(CacheChange::default());
         }
+        let plan = Plan::for_cluster(&options, &self.cluster_scope())?;
+        Ok(self.publish(plan, began, true).await)
+    }
+
+    /// Waits until something the plan depends on may have changed in the cluster (a
+    /// namespace was created, labelled, unlabelled or deleted); then call
+    /// [`CacheReloader::rescope`]. Never returns while nothing is followed.
+    pub async fn scope_changed(&mut self) {
+        match &mut self.namespaces {
+            Some(watch) => watch.changed().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// What the plan takes from the cluster now.
+    #[must_use]
+    pub fn cluster_scope(&self) -> ClusterScope {
+        ClusterScope {
+            namespaces: self.namespaces.as_ref().and_then(NamespaceWatch::labels),
+            ..ClusterScope::default()
+        }
+    }
+
+    /// Starts the namespace informer (once) and waits for its first list, at most the sync
+    /// timeout.
+    async fn follow_namespaces(&mut self) -> super::Result<()> {
+        let watch = self
+            .namespaces
+            .get_or_insert_with(|| NamespaceWatch::new(&self.context.pool));
+        self.context.pool.start(&self.tracker, &self.shutdown);
+        let cancel = self.shutdown.child_token();
+        let wait = watch.synced(&cancel);
+        match tokio::time::timeout(self.sync_timeout, wait).await {
+            Ok(result) => result,
+            Err(_) => Err(super::Error::Timeout {
+                gvk: namespace_gvk(),
+            }),
+        }
+    }
+
+    /// Publishes the tree of `plan` unless it is the one serving. With `carry`, every kind the
+    /// serving tree has informers for is started eagerly in the new tree too (so a namespace
+    /// that enters a selector's scope gets the kinds read lazily elsewhere, listed before the
+    /// tree serves).
+    async fn publish(&mut self, plan: Plan, began: Instant, carry: bool) -> CacheChange {
+        if self.plan.as_ref() == Some(&plan) {
+            return CacheChange::default();
+        }
+        let mut eager = plan.by_object_kinds();
+        if carry {
+            for gvk in served_kinds(self.shared.load().as_ref()) {
+                if !eager.contains(&gvk) && !plan.waiting_kinds().iter().any(|(g, _)| g == &gvk) {
+                    eager.push(gvk);
+                }
+            }
+        }
+        let (namespaces_entered, namespaces_left) = namespace_moves(self.plan.as_ref(), &plan);
         let before: HashSet<InformerKey> = self.context.pool.keys().into_iter().collect();
         let context = Context {
             reader_fail_on_missing_informer: plan.reader_fail_on_missing_informer(),
@@ -138,7 +267,6 @@ impl CacheReloader {
         };
         let tree = plan.instantiate(&context);
         tree.start(&self.tracker, &self.shutdown);
-        let eager = plan.by_object_kinds();
         let unsynced = self.sync_eager(tree.as_ref(), &eager).await;
         let old = self.shared.replace(tree);
         let took = began.elapsed();
@@ -162,14 +290,16 @@ impl CacheReloader {
         }
         let kept = after.iter().filter(|k| before.contains(k)).count();
         self.plan = Some(plan);
-        Ok(CacheChange {
+        CacheChange {
             changed: true,
             started,
             stopped,
             kept,
             unsynced,
             took,
-        })
+            namespaces_entered,
+            namespaces_left,
+        }
     }
 
     /// Starts every eager kind's informers in `tree` and waits, all at once, for them to
@@ -211,4 +341,39 @@ impl CacheReloader {
     pub fn resolver(&self) -> &Arc<dyn Resolver> {
         &self.context.resolver
     }
+}
+
+/// The kinds `tree` runs informers for (not those waiting for their kind).
+fn served_kinds(tree: &dyn Cache) -> Vec<GroupVersionKind> {
+    let mut kinds: Vec<GroupVersionKind> = Vec::new();
+    for informer in tree.informers() {
+        if informer.is_waiting_for_kind() {
+            continue;
+        }
+        let Ok(gv) = informer.api_version.parse::<GroupVersion>() else {
+            continue;
+        };
+        let gvk = gv.with_kind(&informer.kind);
+        if !kinds.contains(&gvk) {
+            kinds.push(gvk);
+        }
+    }
+    kinds
+}
+
+/// The namespaces selectors match in `new` and did not in `old`, and the reverse.
+fn namespace_moves(old: Option<&Plan>, new: &Plan) -> (BTreeSet<String>, BTreeSet<String>) {
+    let matched = |plan: Option<&Plan>| -> BTreeSet<String> {
+        plan.map(Plan::namespace_selections)
+            .unwrap_or_default()
+            .into_values()
+            .flatten()
+            .flatten()
+            .collect()
+    };
+    let (before, after) = (matched(old), matched(Some(new)));
+    (
+        after.difference(&before).cloned().collect(),
+        before.difference(&after).cloned().collect(),
+    )
 }

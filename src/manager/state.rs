@@ -167,6 +167,16 @@ impl State {
         });
     }
 
+    /// The cluster changed what the running config caches: `plan` is the tree published for
+    /// it, `unsynced` the eager kinds that did not sync. The config and the last reload time
+    /// stay (the spec did not change).
+    pub fn rescoped(&self, plan: Plan, unsynced: Vec<(GroupVersionKind, String)>) {
+        self.update(|s| {
+            s.plan = Some(plan);
+            s.unsynced = unsynced;
+        });
+    }
+
     /// The latest config seen is invalid; the running one stays.
     pub fn rejected(&self, errors: Vec<String>) {
         self.update(|s| s.invalid = errors);

@@ -19,5 +19,6 @@ mod manager_leader;
 mod manager_otel;
 mod manager_reload;
 mod manager_run;
+mod manager_scope;
 mod manager_source;
 mod manager_status;

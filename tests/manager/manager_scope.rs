@@ -1,0 +1,349 @@
+//! Namespaces chosen by label, followed while running, on the embedded API server: a namespace
+//! that starts matching costs one LIST per kind the cache holds in it and nothing else is
+//! listed; one that stops matching (unlabelled, deleted) has its informers stopped; reads
+//! outside the set fail naming the selector; a Rust controller keeps running across the
+//! changes, and objects that leave the scope are not reported as deleted.
+
+use crate::support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use informant::apiserver::{TestServer, Verb};
+use informant::cache::{self, CacheChange, CacheReloader, Context, Discovery};
+use informant::controller::{Action, Controller, default_error_policy};
+use informant::recorder::{NullSink, Options, Pipeline, SystemClock};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+const GUARD: Duration = Duration::from_secs(20);
+
+fn options(spec: &str) -> cache::Options {
+    informant::config::load_str(&support::cache_config(spec))
+        .unwrap()
+        .cache
+}
+
+/// LIST counts per resource.
+fn lists(server: &TestServer) -> BTreeMap<String, u64> {
+    server
+        .handle()
+        .requests()
+        .into_iter()
+        .filter(|r| r.verb == Verb::List)
+        .map(|r| (r.resource, r.count))
+        .collect()
+}
+
+/// The LISTs made since `before`, per resource (only those that grew).
+fn lists_since(server: &TestServer, before: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    lists(server)
+        .into_iter()
+        .filter_map(|(resource, n)| {
+            let grew = n - before.get(&resource).copied().unwrap_or(0);
+            (grew > 0).then_some((resource, grew))
+        })
+        .collect()
+}
+
+struct Env {
+    server: TestServer,
+    client: Client,
+    reloader: CacheReloader,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+}
+
+impl Env {
+    /// Namespaces `a` (team=shop), `b` (team=web) and `c` (no label), each with a `ConfigMap`
+    /// and a Secret named after it.
+    async fn new() -> Self {
+        let server = TestServer::start().await.unwrap();
+        let h = server.handle();
+        for (ns, labels) in [
+            ("a", json!({"team": "shop"})),
+            ("b", json!({"team": "web"})),
+            ("c", json!({})),
+        ] {
+            h.create(json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": ns, "labels": labels}}))
+                .unwrap();
+            for kind in ["ConfigMap", "Secret"] {
+                h.create(json!({"apiVersion": "v1", "kind": kind,
+                    "metadata": {"namespace": ns, "name": format!("{ns}-{}", kind.to_lowercase())}}))
+                    .unwrap();
+            }
+        }
+        let client = server.client().await.unwrap();
+        let context = Context {
+            sync_timeout: Some(GUARD),
+            ..Context::new(client.clone(), Arc::new(Discovery::new(client.clone())))
+        };
+        let tracker = TaskTracker::new();
+        let shutdown = CancellationToken::new();
+        let reloader =
+            CacheReloader::new(context, tracker.clone(), shutdown.clone()).with_sync_timeout(GUARD);
+        Self {
+            server,
+            client,
+            reloader,
+            tracker,
+            shutdown,
+        }
+    }
+
+    async fn names<K: kube::Resource<DynamicType = ()>>(&self) -> Vec<String> {
+        support::cached_names::<K>(self.reloader.cache().as_ref()).await
+    }
+
+    async fn label(&self, namespace: &str, team: Option<&str>) {
+        let patch = json!({"metadata": {"labels": {"team": team}}});
+        Api::<Namespace>::all(self.client.clone())
+            .patch(namespace, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+
+    /// Waits for the namespace change to reach the reloader and applies it; the first change
+    /// of the tree it makes.
+    async fn rescoped(&mut self) -> CacheChange {
+        tokio::time::timeout(GUARD, async {
+            loop {
+                self.reloader.scope_changed().await;
+                let change = self.reloader.rescope().await.unwrap();
+                if change.changed {
+                    return change;
+                }
+            }
+        })
+        .await
+        .expect("the namespace change replans the cache within the guard")
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.tracker.close();
+        tokio::time::timeout(GUARD, self.tracker.wait())
+            .await
+            .expect("every informer stops on shutdown");
+    }
+}
+
+#[tokio::test]
+async fn a_namespace_that_starts_matching_costs_one_list_per_cached_kind_and_nothing_else() {
+    let mut env = Env::new().await;
+    let first = env
+        .reloader
+        .apply(&options(
+            "  namespaceSelector: team=shop\n  byObject: [{apiVersion: v1, kind: ConfigMap}]",
+        ))
+        .await
+        .unwrap();
+    assert!(first.unsynced.is_empty(), "{first:?}");
+    assert_eq!(env.names::<ConfigMap>().await, ["a-configmap"]);
+    // A kind read lazily is cached in the selected namespaces too.
+    assert_eq!(env.names::<Secret>().await, ["a-secret"]);
+    let outside =
+        cache::typed::get::<ConfigMap>(env.reloader.cache().as_ref(), Some("b"), "b-configmap")
+            .await
+            .unwrap_err();
+    assert!(outside.is_unknown_namespace(), "{outside}");
+    assert!(
+        outside
+            .to_string()
+            .ends_with("does not match the namespaceSelector \"team=shop\""),
+        "{outside}"
+    );
+
+    let before = lists(&env.server);
+    env.label("b", Some("shop")).await;
+    let change = env.rescoped().await;
+    assert_eq!(
+        change.namespaces_summary().as_deref(),
+        Some("namespaces entered: b")
+    );
+    // Kept: a's two informers and the namespace informer.
+    assert_eq!(change.summary(), "started 2 informers, stopped 0, kept 3");
+    assert!(
+        change
+            .started
+            .iter()
+            .all(|k| k.namespace.as_deref() == Some("b"))
+    );
+    assert_eq!(
+        lists_since(&env.server, &before),
+        BTreeMap::from([("configmaps".to_owned(), 1), ("secrets".to_owned(), 1)]),
+        "one LIST per cached kind in the new namespace, nothing else"
+    );
+    assert_eq!(
+        env.names::<ConfigMap>().await,
+        ["a-configmap", "b-configmap"]
+    );
+    assert_eq!(env.names::<Secret>().await, ["a-secret", "b-secret"]);
+
+    // A label change that does not change what matches changes nothing.
+    let before = lists(&env.server);
+    env.label("c", Some("web")).await;
+    env.reloader.scope_changed().await;
+    assert!(!env.reloader.rescope().await.unwrap().changed);
+    assert_eq!(lists_since(&env.server, &before), BTreeMap::new());
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_namespace_that_stops_matching_or_is_deleted_has_its_informers_stopped() {
+    let mut env = Env::new().await;
+    env.label("b", Some("shop")).await;
+    env.reloader
+        .apply(&options(
+            "  namespaceSelector: team=shop\n  byObject: [{apiVersion: v1, kind: ConfigMap}]",
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        env.names::<ConfigMap>().await,
+        ["a-configmap", "b-configmap"]
+    );
+    assert_eq!(
+        env.reloader.pool().stats().running,
+        3,
+        "two ConfigMap informers, namespaces"
+    );
+
+    let before = lists(&env.server);
+    env.label("a", None).await;
+    let change = env.rescoped().await;
+    assert_eq!(
+        change.namespaces_summary().as_deref(),
+        Some("namespaces left: a")
+    );
+    assert_eq!(change.summary(), "started 0 informers, stopped 1, kept 2");
+    assert_eq!(change.stopped[0].namespace.as_deref(), Some("a"));
+    assert_eq!(lists_since(&env.server, &before), BTreeMap::new());
+    assert_eq!(env.names::<ConfigMap>().await, ["b-configmap"]);
+    let gone =
+        cache::typed::get::<ConfigMap>(env.reloader.cache().as_ref(), Some("a"), "a-configmap")
+            .await
+            .unwrap_err();
+    assert!(gone.is_unknown_namespace(), "{gone}");
+
+    Api::<Namespace>::all(env.client.clone())
+        .delete("b", &DeleteParams::default())
+        .await
+        .unwrap();
+    let change = env.rescoped().await;
+    assert_eq!(
+        change.namespaces_summary().as_deref(),
+        Some("namespaces left: b")
+    );
+    assert_eq!(env.names::<ConfigMap>().await, Vec::<String>::new());
+    assert_eq!(
+        env.reloader.pool().stats().running,
+        1,
+        "only the namespace informer runs"
+    );
+
+    // A new namespace that matches enters with one LIST.
+    let before = lists(&env.server);
+    let namespace: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "d", "labels": {"team": "shop"}}}))
+            .unwrap();
+    Api::<Namespace>::all(env.client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap();
+    let change = env.rescoped().await;
+    assert_eq!(
+        change.namespaces_summary().as_deref(),
+        Some("namespaces entered: d")
+    );
+    assert_eq!(
+        lists_since(&env.server, &before),
+        BTreeMap::from([("configmaps".to_owned(), 1)])
+    );
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_rust_controller_keeps_running_and_follows_the_namespaces_in_and_out() {
+    let mut env = Env::new().await;
+    env.reloader
+        .apply(&options("  namespaceSelector: team=shop"))
+        .await
+        .unwrap();
+    let pipeline = Pipeline::new(&Options::default(), NullSink, Arc::new(SystemClock));
+    let ctx = informant::controller::Context::new(
+        env.reloader.cache(),
+        Arc::clone(env.reloader.pool()),
+        env.client.clone(),
+        pipeline.recorder(),
+    );
+    let controller = Controller::<ConfigMap>::new("configmaps");
+    let store = controller.store();
+    let (tx, mut reconciled) = mpsc::unbounded_channel();
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(controller.run(
+        ctx,
+        move |object: Arc<ConfigMap>, _ctx| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(object.name_any());
+                Ok::<_, std::convert::Infallible>(Action::await_change())
+            }
+        },
+        default_error_policy,
+        stop.clone(),
+    ));
+    assert_eq!(next(&mut reconciled).await, "a-configmap");
+
+    env.label("b", Some("shop")).await;
+    env.rescoped().await;
+    // The controller lists its kind again (a's object comes again with it).
+    while next(&mut reconciled).await != "b-configmap" {}
+
+    env.label("a", None).await;
+    env.rescoped().await;
+    support::eventually("a's ConfigMap leaves the controller's store", || {
+        let names: Vec<String> = store.state().iter().map(|o| o.name_any()).collect();
+        async move { names == ["b-configmap"] }
+    })
+    .await;
+    // Still running: a new object in a namespace that matches is reconciled, and a's object
+    // is not (leaving the scope is not a deletion to reconcile).
+    Api::<ConfigMap>::namespaced(env.client.clone(), "b")
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "b-new"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    loop {
+        let name = next(&mut reconciled).await;
+        assert_ne!(
+            name, "a-configmap",
+            "an object that left the scope was reconciled"
+        );
+        if name == "b-new" {
+            break;
+        }
+    }
+    stop.cancel();
+    tokio::time::timeout(GUARD, task)
+        .await
+        .expect("the controller stops")
+        .unwrap()
+        .unwrap();
+    env.stop().await;
+}
+
+async fn next(rx: &mut mpsc::UnboundedReceiver<String>) -> String {
+    tokio::time::timeout(GUARD, rx.recv())
+        .await
+        .expect("a reconcile within the guard")
+        .expect("the controller runs")
+}
