@@ -64,7 +64,7 @@ pub use informer::skip_relist_after_gone;
 pub use informer::{Informer, InformerEvent, InformerStatus, Waiting};
 pub use informer_cache::{Context, InformerCache};
 pub use multi_namespace::MultiNamespaceCache;
-pub use namespaces::{namespace_gvk, namespace_informer_key};
+pub use namespaces::{list_namespace_labels, namespace_gvk, namespace_informer_key};
 pub use options::{
     ByObject, Config, DEFAULT_ENABLE_WATCH_BOOKMARKS, DEFAULT_SYNC_PERIOD,
     DEFAULT_UNSAFE_DISABLE_DEEP_COPY, NamespaceKey, Namespaces, Options, OptionsError, Scope,

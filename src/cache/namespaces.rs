@@ -98,3 +98,18 @@ impl NamespaceWatch {
         }
     }
 }
+
+/// Every namespace with its labels, read once (a metadata-only LIST): what a one-shot reader
+/// (`informant cache`, `informant explain --kubeconfig`) resolves namespace selectors with.
+///
+/// # Errors
+/// The client's error when namespaces cannot be listed.
+pub async fn list_namespace_labels(client: &kube::Client) -> kube::Result<NamespaceLabels> {
+    let api: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client.clone());
+    let list = api.list_metadata(&kube::api::ListParams::default()).await?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter_map(|ns| Some((ns.metadata.name?, ns.metadata.labels.unwrap_or_default())))
+        .collect())
+}

@@ -34,7 +34,7 @@ pub use leader::{
 };
 pub use metrics::{
     InformerSource, InformerState, ManagerMetrics, MetricsRegistry, RELOAD_DURATION_BUCKETS,
-    ReloadResult, register_informers,
+    ReloadResult, ScopeSource, register_informers, register_scope,
 };
 pub use options::{BoxError, ConfigSource, DEFAULT_SHUTDOWN_GRACE, Error, FIELD_MANAGER, Options};
 pub use reload::Reload;

@@ -8,7 +8,7 @@ use tokio::sync::watch;
 
 use super::status::{Readiness, StatusInput, Validity};
 use crate::cache::{Cache, InformerStatus, Plan, SharedCache};
-use crate::config::Validated;
+use crate::config::{NamespaceSelectorStatus, Validated};
 
 /// The manager's view of its config and cache, updated by every reload.
 pub struct State {
@@ -66,11 +66,27 @@ impl Snapshot {
             validity,
             readiness: self.readiness(),
             informers: self.informers.clone(),
+            namespace_selectors: self.namespace_selectors(),
             last_reload_time: self
                 .last_reload
                 .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time),
             now: jiff::Timestamp::now(),
         }
+    }
+
+    /// Each namespace selector of the published tree with the namespaces it matches now.
+    #[must_use]
+    pub fn namespace_selectors(&self) -> Vec<NamespaceSelectorStatus> {
+        self.plan
+            .as_ref()
+            .map(Plan::namespace_selections)
+            .unwrap_or_default()
+            .iter()
+            .map(|(selector, matched)| {
+                let matched = matched.clone().unwrap_or_default();
+                NamespaceSelectorStatus::new(selector, matched.iter())
+            })
+            .collect()
     }
 
     /// Whether the published tree is ready, for `/readyz` and the `Ready` condition: its
@@ -207,6 +223,16 @@ impl State {
     #[must_use]
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.changed.subscribe()
+    }
+
+    /// The plan of the published tree (`None` before the first config's tree serves).
+    #[must_use]
+    pub fn plan(&self) -> Option<Plan> {
+        self.inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .plan
+            .clone()
     }
 
     /// The state now, with the informers of the published tree.

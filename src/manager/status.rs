@@ -23,6 +23,7 @@
 //!     validity: Validity::Valid,
 //!     readiness: Readiness::Synced,
 //!     informers: Vec::new(),
+//!     namespace_selectors: Vec::new(),
 //!     last_reload_time: None,
 //!     now: jiff::Timestamp::UNIX_EPOCH,
 //! };
@@ -40,7 +41,9 @@ use kube::core::Resource;
 use serde_json::{Value, json};
 
 use crate::cache::InformerStatus;
-use crate::config::{self, CONDITION_READY, CONDITION_VALID, CacheConfig, CacheConfigStatus};
+use crate::config::{
+    self, CONDITION_READY, CONDITION_VALID, CacheConfig, CacheConfigStatus, NamespaceSelectorStatus,
+};
 
 /// `Valid=True` reason: the spec passed validation.
 pub const REASON_VALID: &str = "Valid";
@@ -167,6 +170,8 @@ pub struct StatusInput {
     pub readiness: Readiness,
     /// The informers the cache tree runs.
     pub informers: Vec<InformerStatus>,
+    /// Each namespace selector with the namespaces it matches now.
+    pub namespace_selectors: Vec<NamespaceSelectorStatus>,
     /// When a changed spec was last applied; `None` keeps the previous status's.
     pub last_reload_time: Option<Time>,
     /// The current time, for a condition that flips (truncated to seconds, as the API
@@ -266,6 +271,7 @@ pub fn desired_status(
             .last_reload_time
             .clone()
             .or_else(|| previous.and_then(|p| p.last_reload_time.clone())),
+        namespace_selectors: input.namespace_selectors.clone(),
     }
 }
 
@@ -462,6 +468,7 @@ mod tests {
             validity,
             readiness,
             informers: Vec::new(),
+            namespace_selectors: Vec::new(),
             last_reload_time: None,
             now: at(now),
         }

@@ -303,8 +303,15 @@ async fn a_rust_controller_keeps_running_and_follows_the_namespaces_in_and_out()
 
     env.label("b", Some("shop")).await;
     env.rescoped().await;
-    // The controller lists its kind again (a's object comes again with it).
-    while next(&mut reconciled).await != "b-configmap" {}
+    // The controller lists its kind again: both objects are reconciled, in any order.
+    let mut seen = std::collections::BTreeSet::new();
+    while seen.len() < 2 {
+        seen.insert(next(&mut reconciled).await);
+    }
+    assert_eq!(
+        seen,
+        ["a-configmap", "b-configmap"].map(str::to_owned).into()
+    );
 
     env.label("a", None).await;
     env.rescoped().await;
@@ -346,4 +353,102 @@ async fn next(rx: &mut mpsc::UnboundedReceiver<String>) -> String {
         .await
         .expect("a reconcile within the guard")
         .expect("the controller runs")
+}
+
+#[tokio::test]
+async fn the_manager_says_what_a_namespace_change_did_in_its_status_events_and_metrics() {
+    use informant::manager::{ConfigSource, Manager, Reload};
+    use k8s_openapi::api::core::v1::Event;
+    use support::{eventually, http_get, manager_options};
+
+    let env = Env::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.yaml");
+    std::fs::write(
+        &path,
+        support::cache_config(
+            "  namespaceSelector: team=shop\n  byObject: [{apiVersion: v1, kind: ConfigMap}]\n",
+        ),
+    )
+    .unwrap();
+    let manager = Manager::new(
+        env.client.clone(),
+        manager_options(ConfigSource::File(path)),
+    )
+    .await
+    .unwrap();
+    let cache = manager.cache();
+    let metrics = manager.metrics_addr().unwrap();
+    let mut reloads = manager.reloads();
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(manager.run(shutdown.clone()));
+    cache.wait_for_cache_sync(&shutdown).await.unwrap();
+    assert_eq!(
+        support::cached_names::<ConfigMap>(cache.as_ref()).await,
+        ["a-configmap"]
+    );
+
+    env.label("b", Some("shop")).await;
+    let summary = loop {
+        let reload = tokio::time::timeout(GUARD, reloads.recv())
+            .await
+            .expect("a rescope within the guard")
+            .unwrap();
+        if let Reload::Rescoped { summary, .. } = reload {
+            break summary;
+        }
+    };
+    assert_eq!(
+        summary,
+        "namespaces entered: b: started 1 informer, stopped 0, kept 2"
+    );
+    assert_eq!(
+        support::cached_names::<ConfigMap>(cache.as_ref()).await,
+        ["a-configmap", "b-configmap"]
+    );
+
+    let (code, body) = http_get(metrics, "/debug/status").await;
+    assert_eq!(code, 200, "{body}");
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        status["namespaceSelectors"],
+        json!([{"selector": "team=shop", "namespaces": ["a", "b"], "count": 2}]),
+        "{body}"
+    );
+    let (_, body) = http_get(metrics, "/debug/cache").await;
+    let debug: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let text = debug["tree"].to_string();
+    assert!(
+        text.contains("\"namespaceSelector\":\"team=shop\"")
+            && text.contains("\"matching\":[\"a\",\"b\"]"),
+        "{body}"
+    );
+    let (_, body) = http_get(metrics, "/metrics").await;
+    assert!(
+        body.contains("informant_scope_namespaces{selector=\"team=shop\"} 2\n"),
+        "{body}"
+    );
+    let client = env.client.clone();
+    eventually("the ScopeChanged Event", || {
+        let client = client.clone();
+        async move {
+            Api::<Event>::namespaced(client, "default")
+                .list(&kube::api::ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("ScopeChanged")
+                        && e.type_.as_deref() == Some("Normal")
+                        && e.message
+                            .as_deref()
+                            .is_some_and(|m| m.starts_with("namespaces entered: b"))
+                })
+        }
+    })
+    .await;
+    shutdown.cancel();
+    support::stopped(run).await;
+    env.stop().await;
 }
