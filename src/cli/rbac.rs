@@ -137,6 +137,13 @@ pub fn run(args: &Args) -> exit::Result {
             let mut out = String::new();
             for value in &values {
                 out.push_str("---\n");
+                if value["kind"] == "ClusterRole" {
+                    for note in &rules.notes {
+                        out.push_str("# ");
+                        out.push_str(note);
+                        out.push('\n');
+                    }
+                }
                 out.push_str(
                     &informant::yaml::to_string(value)
                         .map_err(|e| Failure::new(exit::SOFTWARE, &e))?,
