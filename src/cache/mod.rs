@@ -32,6 +32,7 @@ mod api;
 mod build;
 mod by_kind;
 mod compact;
+mod crds;
 mod describe;
 mod error;
 mod informer;

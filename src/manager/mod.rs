@@ -42,6 +42,6 @@ pub use run::{Manager, file_watcher};
 pub use state::{Snapshot, State};
 pub use status::{
     DEFAULT_FIELD_MANAGER, REASON_INFORMER_FAILED, REASON_INFORMERS_SYNCED,
-    REASON_INFORMERS_SYNCING, REASON_INVALID_SPEC, REASON_VALID, Readiness, StatusError,
-    StatusInput, StatusWriter, Validity, desired_status, informer_name,
+    REASON_INFORMERS_SYNCING, REASON_INVALID_SPEC, REASON_VALID, REASON_WAITING_FOR_KIND,
+    Readiness, StatusError, StatusInput, StatusWriter, Validity, desired_status, informer_name,
 };

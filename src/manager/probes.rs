@@ -45,6 +45,10 @@ impl Probes for ManagerProbes {
             Readiness::Failed { failed } => {
                 Check::failed("informers", format!("failed: {}", failed.join("; ")))
             }
+            Readiness::WaitingForKind { waiting } => Check::failed(
+                "informers",
+                format!("waiting for kind: {}", waiting.join("; ")),
+            ),
         };
         vec![Check::ok("ping"), config, informers]
     }

@@ -164,7 +164,7 @@ impl ReloadLoop<'_> {
         if !change.changed {
             return;
         }
-        let mut summary = change.namespaces_summary().unwrap_or_default();
+        let mut summary = change.scope_summary().unwrap_or_default();
         if !summary.is_empty() {
             summary.push_str(": ");
         }

@@ -128,8 +128,24 @@ impl Snapshot {
             .map(|(gvk, e)| format!("{} {}: {e}", gvk.api_version(), gvk.kind))
             .collect();
         let readiness = Readiness::of(eager);
+        let waiting: Vec<String> = self
+            .informers
+            .iter()
+            .filter(|i| i.is_waiting_for_kind())
+            .map(|i| {
+                format!(
+                    "{} {}: {}",
+                    i.api_version,
+                    i.kind,
+                    i.message.as_deref().unwrap_or("not served")
+                )
+            })
+            .collect();
         if missing.is_empty() {
-            return readiness;
+            return match readiness {
+                Readiness::Synced if !waiting.is_empty() => Readiness::WaitingForKind { waiting },
+                readiness => readiness,
+            };
         }
         match readiness {
             Readiness::Failed { mut failed } => {

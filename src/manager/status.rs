@@ -12,6 +12,7 @@
 //! | `Ready` | `True`  | [`REASON_INFORMERS_SYNCED`] (`InformersSynced`) | how many informers synced |
 //! | `Ready` | `False` | [`REASON_INFORMERS_SYNCING`] (`InformersSyncing`) | the informers not synced yet |
 //! | `Ready` | `False` | [`REASON_INFORMER_FAILED`] (`InformerFailed`) | the informers that cannot list or watch, with the error |
+//! | `Ready` | `False` | [`REASON_WAITING_FOR_KIND`] (`WaitingForKind`) | the `byObject` kinds the API server does not serve yet, with why |
 //!
 //! `kubectl get cacheconfigs` shows the `Valid` and `Ready` statuses and `informerCount`.
 //!
@@ -59,6 +60,10 @@ pub const REASON_INFORMERS_SYNCING: &str = "InformersSyncing";
 
 /// `Ready=False` reason: some informers cannot list or watch (RBAC, unknown kind, ...).
 pub const REASON_INFORMER_FAILED: &str = "InformerFailed";
+
+/// `Ready=False` reason: every informer synced, but some `byObject` kinds are not served yet
+/// (their CRD is not established): they start when they are.
+pub const REASON_WAITING_FOR_KIND: &str = "WaitingForKind";
 
 /// The field manager of status writes unless told otherwise.
 pub const DEFAULT_FIELD_MANAGER: &str = "informant";
@@ -108,6 +113,11 @@ pub enum Readiness {
     Failed {
         /// Each one, named as [`informer_name`] does, with its error.
         failed: Vec<String>,
+    },
+    /// Every informer synced, but some `byObject` kinds are not served yet.
+    WaitingForKind {
+        /// Each kind (`example.com/v1 Widget`) with why it waits.
+        waiting: Vec<String>,
     },
 }
 
@@ -257,6 +267,22 @@ pub fn desired_status(
                 failed.len(),
                 plural(failed.len()),
                 failed.join("; ")
+            ),
+        ),
+        Readiness::WaitingForKind { waiting } => condition(
+            CONDITION_READY,
+            false,
+            REASON_WAITING_FOR_KIND,
+            format!(
+                "{} kind{} not served yet, {} start when served: {}",
+                waiting.len(),
+                plural(waiting.len()),
+                if waiting.len() == 1 {
+                    "it will"
+                } else {
+                    "they will"
+                },
+                waiting.join("; ")
             ),
         ),
     };

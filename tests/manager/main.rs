@@ -15,6 +15,7 @@ mod hooks_manager;
 mod leader_election;
 mod manager_faults;
 mod manager_http;
+mod manager_kinds;
 mod manager_leader;
 mod manager_otel;
 mod manager_reload;
