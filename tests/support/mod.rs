@@ -1,9 +1,143 @@
 //! Helpers shared by the integration tests of the manager on the embedded API server
-//! (`mod support;` in each; a test binary uses some of them).
+//! (`mod support;` in each; a test binary uses some of them): the server set-ups, the [`Env`]
+//! most tests build on, and the waits, probes and files they share.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, PostParams};
+
+/// An embedded API server with its default configuration, and a client of it.
+#[allow(dead_code, reason = "not every test binary starts its own server")]
+pub async fn server() -> (informant::apiserver::TestServer, Client) {
+    server_with(informant::apiserver::Config::default()).await
+}
+
+/// An embedded API server started with `config` (faults, watch timings), and a client of it.
+#[allow(dead_code, reason = "not every test binary configures its server")]
+pub async fn server_with(
+    config: informant::apiserver::Config,
+) -> (informant::apiserver::TestServer, Client) {
+    let server = informant::apiserver::TestServer::start_with(config)
+        .await
+        .unwrap();
+    let client = server.client().await.unwrap();
+    (server, client)
+}
+
+/// An embedded API server that serves `CacheConfig`s (its CRD installed through the API, as
+/// `kubectl apply -f crds/` does), and a client of it.
+#[allow(
+    dead_code,
+    reason = "not every test binary reads CacheConfig resources"
+)]
+pub async fn server_with_cacheconfig_crd() -> (informant::apiserver::TestServer, Client) {
+    let (server, client) = server().await;
+    install_cacheconfig_crd(&client).await;
+    (server, client)
+}
+
+/// What most tests of the cache and the controllers build on: an embedded API server, a client
+/// of it, and the task tracker and shutdown token that every informer, pipeline and controller
+/// the test starts runs under. A test's own `Env` wraps it (and derefs to it) to add what only
+/// that file needs.
+#[allow(dead_code, reason = "not every test binary builds an Env")]
+pub struct Env {
+    pub server: informant::apiserver::TestServer,
+    pub client: Client,
+    pub tracker: tokio_util::task::TaskTracker,
+    pub shutdown: tokio_util::sync::CancellationToken,
+}
+
+#[allow(dead_code, reason = "not every test binary uses every part of an Env")]
+impl Env {
+    /// A fresh server and client, nothing started yet.
+    pub async fn new() -> Self {
+        let (server, client) = server().await;
+        Self::on(server, client)
+    }
+
+    /// A fresh server that serves informant's two CRDs (`CacheConfig`, `Controller`).
+    pub async fn with_informant_crds() -> Self {
+        let (server, client) = server_with_informant_crds().await;
+        Self::on(server, client)
+    }
+
+    fn on(server: informant::apiserver::TestServer, client: Client) -> Self {
+        Self {
+            server,
+            client,
+            tracker: tokio_util::task::TaskTracker::new(),
+            shutdown: tokio_util::sync::CancellationToken::new(),
+        }
+    }
+
+    /// Creates `object` straight in the server's store (no client round trip); the stored
+    /// object.
+    pub fn create(&self, object: serde_json::Value) -> serde_json::Value {
+        self.server.handle().create(object).unwrap()
+    }
+
+    /// Creates the `ConfigMap` `namespace/name` with `labels` and one data key.
+    pub fn configmap(
+        &self,
+        namespace: &str,
+        name: &str,
+        labels: &serde_json::Value,
+    ) -> serde_json::Value {
+        self.create(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": namespace, "name": name, "labels": labels},
+            "data": {"k": "v"}}))
+    }
+
+    /// A cache context over this server whose reads wait at most `sync_timeout` for a sync.
+    pub fn cache_context(
+        &self,
+        sync_timeout: Option<std::time::Duration>,
+    ) -> informant::cache::Context {
+        use informant::cache;
+        cache::Context {
+            sync_timeout,
+            ..cache::Context::new(
+                self.client.clone(),
+                std::sync::Arc::new(cache::Discovery::new(self.client.clone())),
+            )
+        }
+    }
+
+    /// A cache reloader with no config applied yet, its informers run under this `Env`.
+    pub fn reloader(&self, sync_timeout: std::time::Duration) -> informant::cache::CacheReloader {
+        informant::cache::CacheReloader::new(
+            self.cache_context(Some(sync_timeout)),
+            self.tracker.clone(),
+            self.shutdown.clone(),
+        )
+        .with_sync_timeout(sync_timeout)
+    }
+
+    /// A cache reloader with controller-runtime's default cache applied, as the manager applies
+    /// its first config before anything reads.
+    pub async fn default_reloader(
+        &self,
+        sync_timeout: std::time::Duration,
+    ) -> informant::cache::CacheReloader {
+        let mut reloader = self.reloader(sync_timeout);
+        reloader
+            .apply(&informant::cache::Options::default())
+            .await
+            .unwrap();
+        reloader
+    }
+
+    /// Cancels everything the test started and waits (at most [`WAIT`]) for every task to end:
+    /// a task that outlives shutdown fails the test.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.tracker.close();
+        tokio::time::timeout(WAIT, self.tracker.wait())
+            .await
+            .expect("every informer and task stops on shutdown");
+    }
+}
 
 /// The sorted names of every `K` a read through `cache` returns.
 #[allow(dead_code, reason = "not every test binary reads through a cache")]
@@ -39,7 +173,7 @@ pub async fn install_cacheconfig_crd(client: &Client) {
 #[allow(dead_code, reason = "not every test binary runs hook Controllers")]
 pub async fn server_with_informant_crds() -> (informant::apiserver::TestServer, Client) {
     use kube::CustomResourceExt;
-    let server = informant::apiserver::TestServer::start().await.unwrap();
+    let (server, client) = server().await;
     for crd in [
         informant::config::CacheConfig::crd(),
         informant::hooks::Controller::crd(),
@@ -49,33 +183,7 @@ pub async fn server_with_informant_crds() -> (informant::apiserver::TestServer, 
             .create(serde_json::to_value(crd).unwrap())
             .unwrap();
     }
-    let client = server.client().await.unwrap();
     (server, client)
-}
-
-/// A cache reloader over `client` whose reads wait at most `sync_timeout` for a sync, with
-/// controller-runtime's default cache applied, as the manager applies its first config before
-/// anything reads.
-#[allow(dead_code, reason = "not every test binary builds its own cache tree")]
-pub async fn default_reloader(
-    client: &Client,
-    tracker: &tokio_util::task::TaskTracker,
-    shutdown: &tokio_util::sync::CancellationToken,
-    sync_timeout: std::time::Duration,
-) -> informant::cache::CacheReloader {
-    use informant::cache;
-    let context = cache::Context {
-        sync_timeout: Some(sync_timeout),
-        ..cache::Context::new(
-            client.clone(),
-            std::sync::Arc::new(cache::Discovery::new(client.clone())),
-        )
-    };
-    let mut reloader =
-        informant::cache::CacheReloader::new(context, tracker.clone(), shutdown.clone())
-            .with_sync_timeout(sync_timeout);
-    reloader.apply(&cache::Options::default()).await.unwrap();
-    reloader
 }
 
 /// How long a test waits for a condition before it fails.
