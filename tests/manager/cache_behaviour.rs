@@ -34,12 +34,7 @@ struct Env {
     tree: Arc<dyn Cache>,
 }
 
-impl std::ops::Deref for Env {
-    type Target = support::Env;
-    fn deref(&self) -> &support::Env {
-        &self.base
-    }
-}
+support::wraps_env!(Env);
 
 impl Env {
     async fn new(spec: &str) -> Self {

@@ -53,12 +53,7 @@ struct Env {
     reloader: CacheReloader,
 }
 
-impl std::ops::Deref for Env {
-    type Target = support::Env;
-    fn deref(&self) -> &support::Env {
-        &self.base
-    }
-}
+support::wraps_env!(Env);
 
 impl Env {
     async fn new() -> Self {

@@ -43,12 +43,7 @@ struct Env {
     dir: tempfile::TempDir,
 }
 
-impl std::ops::Deref for Env {
-    type Target = support::Env;
-    fn deref(&self) -> &support::Env {
-        &self.base
-    }
-}
+support::wraps_env!(Env);
 
 impl Env {
     async fn new() -> Self {

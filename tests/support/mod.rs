@@ -48,6 +48,22 @@ pub struct Env {
     pub shutdown: tokio_util::sync::CancellationToken,
 }
 
+/// Lets a test file's own `Env { base: support::Env, … }` be read as the shared [`Env`]
+/// (`env.server`, `env.create(…)`): `support::wraps_env!(Env);` beside its definition.
+#[allow(unused_macros, reason = "not every test binary wraps the Env")]
+macro_rules! wraps_env {
+    ($env:ty) => {
+        impl std::ops::Deref for $env {
+            type Target = crate::support::Env;
+            fn deref(&self) -> &crate::support::Env {
+                &self.base
+            }
+        }
+    };
+}
+#[allow(unused_imports, reason = "not every test binary wraps the Env")]
+pub(crate) use wraps_env;
+
 #[allow(dead_code, reason = "not every test binary uses every part of an Env")]
 impl Env {
     /// A fresh server and client, nothing started yet.
