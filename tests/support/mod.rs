@@ -209,20 +209,30 @@ pub const WAIT: std::time::Duration = std::time::Duration::from_secs(20);
 /// Polls `check` until it holds, at most [`WAIT`]: the condition a test waits for, with a
 /// timeout, instead of a sleep.
 #[allow(dead_code, reason = "not every test binary waits on conditions")]
-pub async fn eventually<F, Fut>(what: &str, mut check: F)
+pub async fn eventually<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let deadline = tokio::time::Instant::now() + WAIT;
+    assert!(holds_within(WAIT, check).await, "timed out waiting for {what}");
+}
+
+/// Polls `check` every 20 ms until it holds or `timeout` passes; whether it held. For a test
+/// that asserts something of its own when the condition never comes ([`eventually`] fails).
+#[allow(dead_code, reason = "not every test binary waits on conditions")]
+pub async fn holds_within<F, Fut>(timeout: std::time::Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
     loop {
         if check().await {
-            return;
+            return true;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
