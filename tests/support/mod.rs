@@ -214,7 +214,10 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    assert!(holds_within(WAIT, check).await, "timed out waiting for {what}");
+    assert!(
+        holds_within(WAIT, check).await,
+        "timed out waiting for {what}"
+    );
 }
 
 /// Polls `check` every 20 ms until it holds or `timeout` passes; whether it held. For a test
