@@ -1,19 +1,26 @@
 //! The consistent hash ring that assigns the 64-bit hash space to the members of a shard ring.
 //!
 //! Each member places [`Ring::DEFAULT_VIRTUAL_NODES`] tokens on the ring, at a well-mixed hash
-//! of `<identity>#<i>`: FNV-1a (the hash KEP-5866 shards objects with) finished by MurmurHash3's
-//! `fmix64`, because FNV-1a alone puts strings that differ only in their last characters within
-//! a sliver of the space (`a#1` and `a#2` differ by about 2^40 of 2^64), and tokens must spread.
-//! An object's hash stays plain FNV-1a, as the API server computes it. A hash belongs to the
-//! member holding the first token at or after it,
-//! wrapping past 2^64 to the first token. Adding a member takes over the arcs before its own
-//! tokens and nothing else, so a fourth member joining three moves about a quarter of the hash
-//! space; a member leaving hands its arcs to its successors. The assignment depends on the set
-//! of identities only, never on the order members were seen in, so every member computes the
-//! same ring from the same Leases.
+//! of `<identity>#<i>`: FNV-1a (the hash KEP-5866 shards objects with) finished by
+//! `MurmurHash3`'s `fmix64`, because FNV-1a alone puts strings that differ only in their last
+//! characters within a sliver of the space (`a#1` and `a#2` differ by about 2^40 of 2^64), and
+//! tokens must spread. An object's hash stays plain FNV-1a, as the API server computes it.
+//!
+//! A hash belongs to the member holding the first token at or after it, wrapping past 2^64 to
+//! the first token. Adding a member takes over the arcs before its own tokens and nothing else,
+//! so a fourth member joining three moves about a quarter of the hash space; a member leaving
+//! hands its arcs to its successors. The assignment depends on the set of identities only,
+//! never on the order members were seen in, so every member computes the same ring from the
+//! same Leases.
 //!
 //! The arcs of a member are merged where they touch and returned as half-open
 //! [`ShardRange`]s, ready for a [`ShardSelector`].
+//!
+//! Ranges of FNV-1a suit uids (random, so their hashes spread) and not namespace names: the
+//! thirty names `ns-0` … `ns-29` all hash into one quarter of the space, so contiguous ranges of
+//! `object.metadata.namespace` would hand every one of them to one member. Namespaces are
+//! therefore assigned by [`Ring::owner`] of their mixed hash ([`Ring::namespace_owner`]), one
+//! name at a time, not by ranges.
 
 use std::collections::BTreeMap;
 
@@ -75,10 +82,18 @@ impl Ring {
             .map(|(_, member)| member.as_str())
     }
 
-    /// The member that owns `value` (a uid or a namespace name).
+    /// The member that owns `value` (a uid): the owner of its FNV-1a hash, as the member's
+    /// `shardSelector` ranges select it.
     #[must_use]
     pub fn owner_of(&self, value: &str) -> Option<&str> {
         self.owner(fnv1a_64(value.as_bytes()))
+    }
+
+    /// The member that owns the namespace `name`: the owner of its mixed hash, so namespaces
+    /// with similar names still spread over the members (see the module docs).
+    #[must_use]
+    pub fn namespace_owner(&self, name: &str) -> Option<&str> {
+        self.owner(fmix64(fnv1a_64(name.as_bytes())))
     }
 
     /// The half-open ranges `member` owns, sorted and merged where they touch; empty for a
@@ -122,13 +137,19 @@ impl Ring {
     /// `member`'s share of the hash space, from 0 to 1.
     #[must_use]
     pub fn share(&self, member: &str) -> f64 {
-        #[expect(clippy::cast_precision_loss, reason = "a fraction for humans and tests")]
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "a fraction for humans and tests"
+        )]
         let owned = self
             .ranges(member)
             .iter()
             .map(|r| r.len() as f64)
             .sum::<f64>();
-        #[expect(clippy::cast_precision_loss, reason = "a fraction for humans and tests")]
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "a fraction for humans and tests"
+        )]
         let space = HASH_SPACE_END as f64;
         owned / space
     }
@@ -141,7 +162,7 @@ impl Ring {
     }
 }
 
-/// MurmurHash3's 64-bit finalizer: every input bit flips about half of the output bits.
+/// `MurmurHash3`'s 64-bit finalizer: every input bit flips about half of the output bits.
 fn fmix64(mut h: u64) -> u64 {
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
@@ -185,9 +206,17 @@ mod tests {
             let mut all: Vec<ShardRange> = members.iter().flat_map(|m| ring.ranges(m)).collect();
             all.sort();
             assert_eq!(all.first().map(|r| r.start), Some(0), "{n} members");
-            assert_eq!(all.last().map(|r| r.end), Some(HASH_SPACE_END), "{n} members");
+            assert_eq!(
+                all.last().map(|r| r.end),
+                Some(HASH_SPACE_END),
+                "{n} members"
+            );
             for pair in all.windows(2) {
-                assert_eq!(u128::from(pair[1].start), pair[0].end, "{n}: gap or overlap");
+                assert_eq!(
+                    u128::from(pair[1].start),
+                    pair[0].end,
+                    "{n}: gap or overlap"
+                );
             }
             for value in sample().iter().take(2_000) {
                 let owner = ring.owner_of(value).unwrap();
@@ -254,6 +283,25 @@ mod tests {
         let fraction = moved as f64 / objects.len() as f64;
         assert!(fraction < 0.25 + 0.10, "{fraction:.3} moved");
         assert!(fraction > 0.25 - 0.10, "{fraction:.3} moved");
+    }
+
+    #[test]
+    fn namespaces_with_sequential_names_spread_over_the_members() {
+        let members = names(3);
+        let ring = Ring::new(members.iter().map(String::as_str));
+        let mut counts = std::collections::BTreeMap::new();
+        for i in 0..300 {
+            *counts
+                .entry(ring.namespace_owner(&format!("ns-{i}")).unwrap())
+                .or_insert(0) += 1;
+        }
+        assert_eq!(counts.len(), 3, "{counts:?}");
+        assert!(counts.values().all(|c| *c > 70 && *c < 130), "{counts:?}");
+        // Plain FNV-1a ranges would not: `ns-0` … `ns-29` hash into one quarter.
+        let quarters: std::collections::BTreeSet<u64> = (0..300)
+            .map(|i| fnv1a_64(format!("ns-{i}").as_bytes()) >> 62)
+            .collect();
+        assert_eq!(quarters.len(), 1, "{quarters:?}");
     }
 
     #[test]
