@@ -21,3 +21,4 @@ mod manager_reload;
 mod manager_run;
 mod manager_source;
 mod manager_status;
+mod shard_membership;

@@ -366,3 +366,68 @@ pub fn require(program: &str) {
         "{program} is not installed; the exec hook tests need it (apt-get install {program})"
     );
 }
+
+/// A TCP proxy in front of the API server that can be taken away (every connection closed,
+/// the port no longer listening: connection refused) and brought back on the same port.
+#[allow(dead_code, reason = "not every test binary cuts connections")]
+pub struct Proxy {
+    /// Where clients connect.
+    pub addr: std::net::SocketAddr,
+    upstream: std::net::SocketAddr,
+    stop: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[allow(dead_code, reason = "not every test binary cuts connections")]
+impl Proxy {
+    /// A proxy listening on `listen` (port 0: any free port) in front of `upstream`.
+    pub async fn start(listen: std::net::SocketAddr, upstream: std::net::SocketAddr) -> Self {
+        let listener = tokio::net::TcpListener::bind(listen).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let token = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut connections = tokio::task::JoinSet::new();
+            loop {
+                tokio::select! {
+                    () = token.cancelled() => break,
+                    accepted = listener.accept() => {
+                        let Ok((mut inbound, _)) = accepted else { continue };
+                        connections.spawn(async move {
+                            if let Ok(mut outbound) = tokio::net::TcpStream::connect(upstream).await {
+                                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                            }
+                        });
+                    }
+                }
+            }
+            // Dropping the set aborts every connection: clients see them reset.
+            connections.shutdown().await;
+        });
+        Self {
+            addr,
+            upstream,
+            stop,
+            task,
+        }
+    }
+
+    /// A kube client of the API server through this proxy.
+    pub async fn client(&self) -> Client {
+        let config = kube::Config::from_custom_kubeconfig(
+            informant::apiserver::kubeconfig(self.addr),
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .unwrap();
+        Client::try_from(config).unwrap()
+    }
+
+    /// Closes every connection and stops listening (clients get connection refused); the
+    /// address and upstream, to [`Proxy::start`] it again on the same port.
+    pub async fn take_away(self) -> (std::net::SocketAddr, std::net::SocketAddr) {
+        self.stop.cancel();
+        self.task.await.unwrap();
+        (self.addr, self.upstream)
+    }
+}
