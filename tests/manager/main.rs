@@ -23,3 +23,4 @@ mod manager_run;
 mod manager_scope;
 mod manager_source;
 mod manager_status;
+mod shard_membership;

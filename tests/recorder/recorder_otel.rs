@@ -1,6 +1,6 @@
 //! The recorder's `event` spans reach an OpenTelemetry exporter through tracing-opentelemetry,
-//! with the event's fate and keys as attributes. (Alone in its test binary: it installs a
-//! subscriber, and tracing's callsite interest is process-wide.)
+//! with the event's fate and keys as attributes. The subscriber is the test thread's default
+//! (`set_default`; a paused runtime is current-thread), not the process's.
 
 use std::sync::Arc;
 

@@ -1,6 +1,7 @@
 //! The `event` span of the recorder pipeline: one per event, with its keys, count, tokens
-//! left, tries and fate recorded as the event moves on. (Alone in its test binary: tracing's
-//! callsite interest is process-wide.)
+//! left, tries and fate recorded as the event moves on. The subscriber is the test thread's
+//! default (`set_default`; a paused runtime is current-thread), so the other tests of this
+//! binary, on their own threads, neither see it nor feed it.
 
 use std::sync::{Arc, Mutex};
 
@@ -44,12 +45,13 @@ fn pod(name: &str) -> Arc<ObjectRef> {
     ))
 }
 
-/// Collects the fields of every `event` span, as `name=value` strings.
+/// Collects the fields of every `event` span, as `name=value` strings (shared with
+/// `recorder_series_spans`).
 #[derive(Clone, Default)]
-struct SpanFields(Arc<Mutex<Vec<SpanRecord>>>);
+pub(crate) struct SpanFields(pub(crate) Arc<Mutex<Vec<SpanRecord>>>);
 
 /// A span's id and its fields so far.
-type SpanRecord = (u64, Vec<String>);
+pub(crate) type SpanRecord = (u64, Vec<String>);
 
 struct Visitor<'a>(&'a mut Vec<String>);
 
