@@ -5,17 +5,16 @@
 
 use crate::support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use informant::apiserver::{TestServer, Verb};
-use informant::cache::{self, CacheChange, CacheReloader, Context, Discovery, ListOptions};
+use informant::cache::{self, CacheChange, CacheReloader, ListOptions};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::core::GroupVersionKind;
 use serde_json::json;
-use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use tokio_util::sync::CancellationToken;
 
 const GUARD: Duration = Duration::from_secs(20);
 
@@ -48,38 +47,20 @@ fn total(server: &TestServer) -> u64 {
     server.handle().requests().iter().map(|r| r.count).sum()
 }
 
+/// The shared [`support::Env`] with a `ConfigMap`, and a reloader with no config applied yet.
 struct Env {
-    server: TestServer,
-    client: Client,
+    base: support::Env,
     reloader: CacheReloader,
-    tracker: TaskTracker,
-    shutdown: CancellationToken,
 }
+
+support::wraps_env!(Env);
 
 impl Env {
     async fn new() -> Self {
-        let server = TestServer::start().await.unwrap();
-        server
-            .handle()
-            .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"namespace": "default", "name": "cm"}}))
-            .unwrap();
-        let client = server.client().await.unwrap();
-        let context = Context {
-            sync_timeout: Some(GUARD),
-            ..Context::new(client.clone(), Arc::new(Discovery::new(client.clone())))
-        };
-        let tracker = TaskTracker::new();
-        let shutdown = CancellationToken::new();
-        let reloader =
-            CacheReloader::new(context, tracker.clone(), shutdown.clone()).with_sync_timeout(GUARD);
-        Self {
-            server,
-            client,
-            reloader,
-            tracker,
-            shutdown,
-        }
+        let base = support::Env::new().await;
+        base.configmap("default", "cm", &json!({}));
+        let reloader = base.reloader(GUARD);
+        Self { base, reloader }
     }
 
     fn crds(&self) -> Api<CustomResourceDefinition> {
@@ -137,11 +118,7 @@ impl Env {
     }
 
     async fn stop(self) {
-        self.shutdown.cancel();
-        self.tracker.close();
-        tokio::time::timeout(GUARD, self.tracker.wait())
-            .await
-            .expect("every informer stops on shutdown");
+        self.base.stop().await;
     }
 }
 

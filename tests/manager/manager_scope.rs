@@ -11,15 +11,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use informant::apiserver::{TestServer, Verb};
-use informant::cache::{self, CacheChange, CacheReloader, Context, Discovery};
+use informant::cache::{self, CacheChange, CacheReloader};
 use informant::controller::{Action, Controller, default_error_policy};
 use informant::recorder::{NullSink, Options, Pipeline, SystemClock};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::mpsc;
-use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use tokio_util::sync::CancellationToken;
 
 const GUARD: Duration = Duration::from_secs(20);
 
@@ -51,50 +51,33 @@ fn lists_since(server: &TestServer, before: &BTreeMap<String, u64>) -> BTreeMap<
         .collect()
 }
 
+/// The shared [`support::Env`] with namespaces `a` (team=shop), `b` (team=web) and `c` (no
+/// label), each with a `ConfigMap` and a Secret named after it, and a reloader with no config
+/// applied yet.
 struct Env {
-    server: TestServer,
-    client: Client,
+    base: support::Env,
     reloader: CacheReloader,
-    tracker: TaskTracker,
-    shutdown: CancellationToken,
 }
 
+support::wraps_env!(Env);
+
 impl Env {
-    /// Namespaces `a` (team=shop), `b` (team=web) and `c` (no label), each with a `ConfigMap`
-    /// and a Secret named after it.
     async fn new() -> Self {
-        let server = TestServer::start().await.unwrap();
-        let h = server.handle();
+        let base = support::Env::new().await;
         for (ns, labels) in [
             ("a", json!({"team": "shop"})),
             ("b", json!({"team": "web"})),
             ("c", json!({})),
         ] {
-            h.create(json!({"apiVersion": "v1", "kind": "Namespace",
-                "metadata": {"name": ns, "labels": labels}}))
-                .unwrap();
+            base.create(json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": ns, "labels": labels}}));
             for kind in ["ConfigMap", "Secret"] {
-                h.create(json!({"apiVersion": "v1", "kind": kind,
-                    "metadata": {"namespace": ns, "name": format!("{ns}-{}", kind.to_lowercase())}}))
-                    .unwrap();
+                base.create(json!({"apiVersion": "v1", "kind": kind,
+                    "metadata": {"namespace": ns, "name": format!("{ns}-{}", kind.to_lowercase())}}));
             }
         }
-        let client = server.client().await.unwrap();
-        let context = Context {
-            sync_timeout: Some(GUARD),
-            ..Context::new(client.clone(), Arc::new(Discovery::new(client.clone())))
-        };
-        let tracker = TaskTracker::new();
-        let shutdown = CancellationToken::new();
-        let reloader =
-            CacheReloader::new(context, tracker.clone(), shutdown.clone()).with_sync_timeout(GUARD);
-        Self {
-            server,
-            client,
-            reloader,
-            tracker,
-            shutdown,
-        }
+        let reloader = base.reloader(GUARD);
+        Self { base, reloader }
     }
 
     async fn names<K: kube::Resource<DynamicType = ()>>(&self) -> Vec<String> {
@@ -126,11 +109,7 @@ impl Env {
     }
 
     async fn stop(self) {
-        self.shutdown.cancel();
-        self.tracker.close();
-        tokio::time::timeout(GUARD, self.tracker.wait())
-            .await
-            .expect("every informer stops on shutdown");
+        self.base.stop().await;
     }
 }
 
