@@ -375,6 +375,11 @@ impl CacheReloader {
         ClusterScope {
             namespaces: self.namespaces.as_ref().and_then(NamespaceWatch::labels),
             waiting,
+            wide: self
+                .plan
+                .as_ref()
+                .map(Plan::wide_selections)
+                .unwrap_or_default(),
         }
     }
 

@@ -22,6 +22,10 @@ pub struct ClusterScope {
     /// The kinds the API server does not serve, with why: a `byObject` kind among them waits
     /// (`WaitingForKind`) instead of starting informers.
     pub waiting: HashMap<GroupVersionKind, String>,
+    /// The selectors (canonical text) whose namespaces one cluster-wide informer serves in
+    /// the tree published now: they keep it until they match fewer namespaces than it takes
+    /// to choose it (see [`super::plan`]'s `WIDE_LEAVE_PERCENT`).
+    pub wide: BTreeSet<String>,
 }
 
 impl ClusterScope {

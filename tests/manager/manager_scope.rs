@@ -431,3 +431,75 @@ async fn the_manager_says_what_a_namespace_change_did_in_its_status_events_and_m
     support::stopped(run).await;
     env.stop().await;
 }
+
+#[tokio::test]
+async fn a_selector_matching_nearly_every_namespace_uses_one_watch_and_a_new_namespace_costs_no_list()
+ {
+    let mut env = Env::new().await;
+    // 120 more namespaces labelled team=shop (with a, 121 of 124 match: over 90%).
+    for i in 0..120 {
+        let ns = format!("s-{i:03}");
+        env.create(json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": ns, "labels": {"team": "shop"}}}));
+        env.configmap(&ns, "cm", &json!({}));
+    }
+    env.reloader
+        .apply(&options(
+            "  namespaceSelector: team=shop\n  byObject: [{apiVersion: v1, kind: ConfigMap}]",
+        ))
+        .await
+        .unwrap();
+    let plan = env.reloader.plan().unwrap().clone();
+    assert_eq!(
+        plan.wide_selections().len(),
+        1,
+        "{}",
+        plan.describe().to_text()
+    );
+    let configmap_informers: Vec<_> = env
+        .reloader
+        .pool()
+        .keys()
+        .into_iter()
+        .filter(|k| k.gvk.kind == "ConfigMap")
+        .collect();
+    assert_eq!(
+        configmap_informers.len(),
+        1,
+        "one watch over every namespace"
+    );
+    assert_eq!(configmap_informers[0].namespace, None);
+    assert_eq!(
+        env.names::<ConfigMap>().await.len(),
+        121,
+        "a's and the 120 others'"
+    );
+    let outside =
+        cache::typed::get::<ConfigMap>(env.reloader.cache().as_ref(), Some("b"), "b-configmap")
+            .await
+            .unwrap_err();
+    assert!(
+        outside.is_unknown_namespace(),
+        "filtered in the process: {outside}"
+    );
+
+    let before = lists(&env.server);
+    env.label("b", Some("shop")).await;
+    let change = env.rescoped().await;
+    assert_eq!(
+        change.namespaces_summary().as_deref(),
+        Some("namespaces entered: b")
+    );
+    assert_eq!(change.started.len(), 0, "{change:?}");
+    assert_eq!(
+        lists_since(&env.server, &before),
+        BTreeMap::new(),
+        "the cluster-wide informer holds b already"
+    );
+    let read =
+        cache::typed::get::<ConfigMap>(env.reloader.cache().as_ref(), Some("b"), "b-configmap")
+            .await
+            .unwrap();
+    assert_eq!(read.metadata.name.as_deref(), Some("b-configmap"));
+    env.stop().await;
+}

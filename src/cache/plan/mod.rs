@@ -62,7 +62,27 @@ pub struct Selection {
     pub matched: Option<BTreeSet<String>>,
     /// The namespaces it adds: those it matches that are not listed by name.
     pub added: BTreeSet<String>,
+    /// Whether the added namespaces are served by one informer over every namespace whose
+    /// reads are filtered in the process, instead of one informer per namespace: chosen when
+    /// the selector matches nearly every namespace ([`WIDE_MIN_NAMESPACES`],
+    /// [`WIDE_ENTER_PERCENT`]), where one watch costs about the bytes of a thousand and one
+    /// connection instead of a thousand.
+    pub wide: bool,
 }
+
+/// The fewest namespaces a selector must add before one cluster-wide informer may serve them.
+pub const WIDE_MIN_NAMESPACES: usize = 100;
+
+/// The share of all namespaces (per cent) a selector must match for one cluster-wide informer
+/// to serve the namespaces it adds. `cargo bench --bench scope`: at 100% the two layouts
+/// receive the same bytes, and one watch replaces a thousand; at 50% per-namespace informers
+/// receive half the bytes.
+pub const WIDE_ENTER_PERCENT: usize = 90;
+
+/// Below this share (per cent) a selector served by one cluster-wide informer goes back to one
+/// informer per namespace: the gap keeps a namespace relabelled at the threshold from
+/// switching layouts (each switch lists every added namespace again) back and forth.
+pub const WIDE_LEAVE_PERCENT: usize = 80;
 
 impl Selection {
     /// The selection of `selector` beside the namespaces of `listed`, in the cluster `scope`.
@@ -73,18 +93,36 @@ impl Selection {
         scope: &ClusterScope,
     ) -> Self {
         let matched = scope.matching(selector);
-        let added = matched
+        let added: BTreeSet<String> = matched
             .iter()
             .flatten()
             .filter(|ns| !listed.contains_key(&NamespaceKey::named(ns)))
             .cloned()
             .collect();
+        let total = scope.namespaces.as_ref().map_or(0, BTreeMap::len);
+        let matching = matched.as_ref().map_or(0, BTreeSet::len);
+        let threshold = if scope.wide.contains(&selector.to_string()) {
+            WIDE_LEAVE_PERCENT
+        } else {
+            WIDE_ENTER_PERCENT
+        };
+        let wide = added.len() >= WIDE_MIN_NAMESPACES && matching * 100 >= total * threshold;
         Self {
             selector: selector.clone(),
             settings,
             matched,
             added,
+            wide,
         }
+    }
+
+    /// The scope of the one informer serving the added namespaces, when wide.
+    #[must_use]
+    pub fn wide_scope(&self) -> Option<InformerScope> {
+        self.wide.then(|| InformerScope {
+            namespace: None,
+            settings: self.settings.clone(),
+        })
     }
 }
 
@@ -303,6 +341,14 @@ impl Plan {
         }
     }
 
+    /// The selectors whose added namespaces one cluster-wide informer serves.
+    #[must_use]
+    pub fn wide_selections(&self) -> BTreeSet<String> {
+        let mut wide = BTreeSet::new();
+        self.root.collect_wide(&mut wide);
+        wide
+    }
+
     /// Every namespace selector of the tree, once each, with the namespaces it matches now
     /// (`None` when the plan did not know the cluster's namespaces).
     #[must_use]
@@ -388,7 +434,7 @@ fn namespace_scopes(
     selection: Option<&Selection>,
 ) -> BTreeMap<NamespaceKey, InformerScope> {
     let mut scopes = listed_scopes(map, metadata_only);
-    if let Some(selection) = selection {
+    if let Some(selection) = selection.filter(|s| !s.wide) {
         for ns in &selection.added {
             scopes.insert(
                 NamespaceKey::named(ns),
@@ -500,9 +546,10 @@ impl Layer {
             Layer::MultiNamespace {
                 namespaces,
                 cluster,
-                ..
+                selection,
             } => {
-                for scope in namespaces.values().chain(cluster.iter()) {
+                let wide = selection.as_ref().and_then(|s| s.wide_scope());
+                for scope in namespaces.values().chain(cluster.iter()).chain(wide.iter()) {
                     specs.push(InformerSpec {
                         kinds: kinds.clone(),
                         scope: scope.clone(),
@@ -516,6 +563,24 @@ impl Layer {
                 default.collect_specs(kinds, specs);
             }
             Layer::Waiting { .. } => {}
+        }
+    }
+
+    fn collect_wide(&self, out: &mut BTreeSet<String>) {
+        match self {
+            Layer::MultiNamespace {
+                selection: Some(selection),
+                ..
+            } if selection.wide => {
+                out.insert(selection.selector.to_string());
+            }
+            Layer::ByKind { kinds, default } => {
+                for (_, layer) in kinds {
+                    layer.collect_wide(out);
+                }
+                default.collect_wide(out);
+            }
+            _ => {}
         }
     }
 
@@ -569,6 +634,10 @@ impl Layer {
                 );
                 if let Some(selection) = selection {
                     cache = cache.with_selector(selection.selector.to_string());
+                    if selection.wide {
+                        cache =
+                            cache.with_wide(selection.settings.clone(), selection.added.clone());
+                    }
                 }
                 cache.adopt(wanted);
                 Arc::new(cache)
@@ -606,6 +675,28 @@ impl Layer {
                         )
                     })
                     .collect();
+                if let Some(s) = selection.as_ref().filter(|s| s.wide) {
+                    let mut scope = InformerScopeDescription::of(
+                        &InformerScope {
+                            namespace: None,
+                            settings: s.settings.clone(),
+                        },
+                        reader_fail_on_missing_informer,
+                    );
+                    "<all, filtered to the matching>".clone_into(&mut scope.namespace);
+                    children.push(Description::informers(
+                        &format!(
+                            "the {} namespaces namespaceSelector {:?} adds: one cluster-wide \
+                             informer, reads filtered in the process (chosen because it matches \
+                             at least {WIDE_ENTER_PERCENT}% of the namespaces: one watch instead \
+                             of {})",
+                            s.added.len(),
+                            s.selector.to_string(),
+                            s.added.len()
+                        ),
+                        scope,
+                    ));
+                }
                 if let Some(s) = selection.as_ref().filter(|s| s.matched.is_none()) {
                     // Which namespaces match is known only in the cluster: say what each gets.
                     let mut scope = InformerScopeDescription::of(
@@ -673,81 +764,14 @@ impl Layer {
                 namespaces,
                 cluster,
                 selection,
-            } => {
-                if !read.namespaced {
-                    let Some(cluster) = cluster else {
-                        return Err(Error::ClusterScopedNotCached {
-                            gvk: read.gvk.clone(),
-                        });
-                    };
-                    path.push("MultiNamespaceCache: cluster-scoped kind, served by the cluster cache (namespace ignored)".to_string());
-                    return route_to_informers(
-                        cluster,
-                        read,
-                        reader_fail_on_missing_informer,
-                        path,
-                    );
-                }
-                let namespace = read.namespace.unwrap_or_default();
-                if namespace.is_empty() && read.name.is_none() {
-                    // A list across all namespaces merges every namespace's cache
-                    // (pkg/cache/multi_namespace_cache.go `List` with NamespaceAll).
-                    path.push(format!(
-                        "MultiNamespaceCache: a list across namespaces, merged from {} caches",
-                        namespaces.len()
-                    ));
-                    for (key, scope) in namespaces {
-                        let added = added_by(key, selection.as_deref());
-                        path.push(format!("  {}:", namespace_role(key, added)));
-                        route_to_informers(scope, read, reader_fail_on_missing_informer, path)?;
-                    }
-                    return Ok(());
-                }
-                let listed = namespaces.get_key_value(&NamespaceKey::named(namespace));
-                if listed.is_none()
-                    && let Some(s) = selection.as_ref().filter(|s| s.matched.is_none())
-                {
-                    path.push(format!(
-                        "MultiNamespaceCache: namespace {namespace:?} is not listed, served only \
-                         while its labels match namespaceSelector {:?}",
-                        s.selector.to_string()
-                    ));
-                    let scope = InformerScope {
-                        namespace: Some(namespace.to_owned()),
-                        settings: s.settings.clone(),
-                    };
-                    return route_to_informers(&scope, read, reader_fail_on_missing_informer, path);
-                }
-                let Some((key, scope)) =
-                    listed.or_else(|| namespaces.get_key_value(&NamespaceKey::AllOthers))
-                else {
-                    let selector = selection.as_ref().map(|s| s.selector.to_string());
-                    return Err(match read.name {
-                        Some(name) => Error::UnknownNamespaceGet {
-                            namespace: namespace.to_string(),
-                            name: name.to_string(),
-                            selector,
-                        },
-                        None => Error::UnknownNamespaceList {
-                            namespace: namespace.to_string(),
-                            selector,
-                        },
-                    });
-                };
-                path.push(match key {
-                    NamespaceKey::Named(_) => match added_by(key, selection.as_deref()) {
-                        Some(s) => format!(
-                            "MultiNamespaceCache: namespace {namespace:?} matches namespaceSelector {:?}",
-                            s.selector.to_string()
-                        ),
-                        None => format!("MultiNamespaceCache: namespace {namespace:?} is listed"),
-                    },
-                    NamespaceKey::AllOthers => format!(
-                        "MultiNamespaceCache: namespace {namespace:?} is not listed, served by the \"\" entry"
-                    ),
-                });
-                route_to_informers(scope, read, reader_fail_on_missing_informer, path)
-            }
+            } => route_multi_namespace(
+                namespaces,
+                cluster.as_ref(),
+                selection.as_deref(),
+                read,
+                reader_fail_on_missing_informer,
+                path,
+            ),
             Layer::ByKind { kinds, default } => {
                 let listed = kinds.iter().find(|(gvk, _)| gvk == read.gvk);
                 let kind = format!("{}/{}", read.gvk.api_version(), read.gvk.kind);
@@ -768,6 +792,105 @@ impl Layer {
             }),
         }
     }
+}
+
+/// The route of a read through a `MultiNamespace` layer.
+fn route_multi_namespace(
+    namespaces: &BTreeMap<NamespaceKey, InformerScope>,
+    cluster: Option<&InformerScope>,
+    selection: Option<&Selection>,
+    read: &Read<'_>,
+    reader_fail_on_missing_informer: bool,
+    path: &mut Vec<String>,
+) -> Result<(), Error> {
+    if !read.namespaced {
+        let Some(cluster) = cluster else {
+            return Err(Error::ClusterScopedNotCached {
+                gvk: read.gvk.clone(),
+            });
+        };
+        path.push("MultiNamespaceCache: cluster-scoped kind, served by the cluster cache (namespace ignored)".to_string());
+        return route_to_informers(cluster, read, reader_fail_on_missing_informer, path);
+    }
+    let namespace = read.namespace.unwrap_or_default();
+    if namespace.is_empty() && read.name.is_none() {
+        // A list across all namespaces merges every namespace's cache
+        // (pkg/cache/multi_namespace_cache.go `List` with NamespaceAll).
+        path.push(format!(
+            "MultiNamespaceCache: a list across namespaces, merged from {} caches",
+            namespaces.len()
+        ));
+        for (key, scope) in namespaces {
+            let added = added_by(key, selection);
+            path.push(format!("  {}:", namespace_role(key, added)));
+            route_to_informers(scope, read, reader_fail_on_missing_informer, path)?;
+        }
+        if let Some(s) = selection
+            && let Some(wide) = s.wide_scope()
+        {
+            path.push(format!(
+                "  the {} namespaces namespaceSelector {:?} adds, from its cluster-wide informer:",
+                s.added.len(),
+                s.selector.to_string()
+            ));
+            route_to_informers(&wide, read, reader_fail_on_missing_informer, path)?;
+        }
+        return Ok(());
+    }
+    let listed = namespaces.get_key_value(&NamespaceKey::named(namespace));
+    if listed.is_none()
+        && let Some(s) = selection.filter(|s| s.added.contains(namespace))
+        && let Some(wide) = s.wide_scope()
+    {
+        path.push(format!(
+            "MultiNamespaceCache: namespace {namespace:?} matches namespaceSelector \
+             {:?}, served by its cluster-wide informer (filtered in the process)",
+            s.selector.to_string()
+        ));
+        return route_to_informers(&wide, read, reader_fail_on_missing_informer, path);
+    }
+    if listed.is_none()
+        && let Some(s) = selection.filter(|s| s.matched.is_none())
+    {
+        path.push(format!(
+            "MultiNamespaceCache: namespace {namespace:?} is not listed, served only \
+             while its labels match namespaceSelector {:?}",
+            s.selector.to_string()
+        ));
+        let scope = InformerScope {
+            namespace: Some(namespace.to_owned()),
+            settings: s.settings.clone(),
+        };
+        return route_to_informers(&scope, read, reader_fail_on_missing_informer, path);
+    }
+    let Some((key, scope)) = listed.or_else(|| namespaces.get_key_value(&NamespaceKey::AllOthers))
+    else {
+        let selector = selection.map(|s| s.selector.to_string());
+        return Err(match read.name {
+            Some(name) => Error::UnknownNamespaceGet {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                selector,
+            },
+            None => Error::UnknownNamespaceList {
+                namespace: namespace.to_string(),
+                selector,
+            },
+        });
+    };
+    path.push(match key {
+        NamespaceKey::Named(_) => match added_by(key, selection) {
+            Some(s) => format!(
+                "MultiNamespaceCache: namespace {namespace:?} matches namespaceSelector {:?}",
+                s.selector.to_string()
+            ),
+            None => format!("MultiNamespaceCache: namespace {namespace:?} is listed"),
+        },
+        NamespaceKey::AllOthers => format!(
+            "MultiNamespaceCache: namespace {namespace:?} is not listed, served by the \"\" entry"
+        ),
+    });
+    route_to_informers(scope, read, reader_fail_on_missing_informer, path)
 }
 
 #[cfg(test)]

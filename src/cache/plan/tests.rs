@@ -335,3 +335,68 @@ fn a_by_object_kind_that_is_not_served_waits_and_reads_say_why() {
     assert_ne!(served, plan);
     assert_eq!(served.by_object_kinds().len(), 2);
 }
+
+/// `n` namespaces `ns-000`…, the first `matching` labelled team=shop.
+fn many_namespaces(n: usize, matching: usize) -> ClusterScope {
+    ClusterScope::default().with_namespaces(
+        (0..n)
+            .map(|i| {
+                let team = if i < matching { "shop" } else { "web" };
+                (format!("ns-{i:03}"), labels(&[("team", team)]))
+            })
+            .collect(),
+    )
+}
+
+fn selected_only() -> Options {
+    Options::default()
+        .with_default_namespace_selector(LabelSelector::parse("team=shop").unwrap())
+        .with_by_object(ByObject::new(gvk("", "ConfigMap")))
+}
+
+#[test]
+fn a_selector_matching_nearly_every_namespace_is_served_by_one_cluster_wide_informer() {
+    let plan = Plan::for_cluster(&selected_only(), &many_namespaces(200, 190)).unwrap();
+    let configmaps: Vec<InformerSpec> = plan
+        .informer_specs()
+        .into_iter()
+        .filter(|s| s.kinds == Kinds::Only(gvk("", "ConfigMap")))
+        .collect();
+    assert_eq!(configmaps.len(), 1, "{configmaps:?}");
+    assert_eq!(configmaps[0].scope.namespace, None);
+    assert_eq!(
+        plan.wide_selections(),
+        BTreeSet::from(["team=shop".to_owned()])
+    );
+    let text = plan.describe().to_text();
+    assert!(
+        text.contains("(the 190 namespaces namespaceSelector \"team=shop\" adds: one cluster-wide informer, reads filtered in the process (chosen because it matches at least 90% of the namespaces: one watch instead of 190)) namespace=<all, filtered to the matching>"),
+        "{text}"
+    );
+    let route = plan
+        .route(&gvk("", "ConfigMap"), true, Some("ns-005"), Some("x"))
+        .unwrap();
+    assert!(
+        route[1].contains("served by its cluster-wide informer"),
+        "{route:?}"
+    );
+    let outside = plan
+        .route(&gvk("", "ConfigMap"), true, Some("ns-195"), Some("x"))
+        .unwrap_err();
+    assert!(outside.is_unknown_namespace(), "{outside}");
+
+    // 85% is not enough to choose it, but enough to keep it (the layouts do not flap).
+    let fresh = Plan::for_cluster(&selected_only(), &many_namespaces(200, 170)).unwrap();
+    assert!(fresh.wide_selections().is_empty());
+    let mut kept_scope = many_namespaces(200, 170);
+    kept_scope.wide = plan.wide_selections();
+    let kept = Plan::for_cluster(&selected_only(), &kept_scope).unwrap();
+    assert_eq!(kept.wide_selections(), plan.wide_selections());
+    let mut left_scope = many_namespaces(200, 150);
+    left_scope.wide = plan.wide_selections();
+    let left = Plan::for_cluster(&selected_only(), &left_scope).unwrap();
+    assert!(left.wide_selections().is_empty(), "below 80% it goes back");
+    // Few namespaces never go wide, whatever the share.
+    let small = Plan::for_cluster(&selected_only(), &many_namespaces(50, 50)).unwrap();
+    assert!(small.wide_selections().is_empty());
+}
