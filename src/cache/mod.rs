@@ -72,7 +72,10 @@ pub use options::{
     DEFAULT_UNSAFE_DISABLE_DEEP_COPY, NamespaceKey, Namespaces, Options, OptionsError, Scope,
     Transform, builtin_scope,
 };
-pub use plan::{InformerScope, InformerSpec, Kinds, Layer, Plan, Selection};
+pub use plan::{
+    InformerScope, InformerSpec, Kinds, Layer, Plan, Selection, WIDE_ENTER_PERCENT,
+    WIDE_LEAVE_PERCENT, WIDE_MIN_NAMESPACES,
+};
 pub use pool::{InformerKey, InformerPool, PoolStats, PooledInformer};
 pub use reload::{CacheChange, CacheReloader, DEFAULT_CACHE_SYNC_TIMEOUT};
 pub use resolver::{BuiltinKinds, Discovery, KindInfo, Resolver};

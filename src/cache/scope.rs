@@ -23,8 +23,8 @@ pub struct ClusterScope {
     /// (`WaitingForKind`) instead of starting informers.
     pub waiting: HashMap<GroupVersionKind, String>,
     /// The selectors (canonical text) whose namespaces one cluster-wide informer serves in
-    /// the tree published now: they keep it until they match fewer namespaces than it takes
-    /// to choose it (see [`super::plan`]'s `WIDE_LEAVE_PERCENT`).
+    /// the tree published now: they keep it until their share of the namespaces falls below
+    /// [`super::WIDE_LEAVE_PERCENT`].
     pub wide: BTreeSet<String>,
 }
 

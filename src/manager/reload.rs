@@ -33,7 +33,8 @@ pub enum Reload {
     /// A valid config equal to the running one.
     Unchanged,
     /// The cluster changed what the running config caches (a namespace started or stopped
-    /// matching a namespace selector) and the tree was planned again.
+    /// matching a namespace selector, a `byObject` kind's CRD was established or deleted) and
+    /// the tree was planned again.
     Rescoped {
         /// What the cache reload did.
         cache: CacheChange,

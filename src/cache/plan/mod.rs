@@ -65,8 +65,8 @@ pub struct Selection {
     /// Whether the added namespaces are served by one informer over every namespace whose
     /// reads are filtered in the process, instead of one informer per namespace: chosen when
     /// the selector matches nearly every namespace ([`WIDE_MIN_NAMESPACES`],
-    /// [`WIDE_ENTER_PERCENT`]), where one watch costs about the bytes of a thousand and one
-    /// connection instead of a thousand.
+    /// [`WIDE_ENTER_PERCENT`]), where one watch receives about the bytes of the per-namespace
+    /// watches it replaces.
     pub wide: bool,
 }
 
