@@ -289,8 +289,8 @@ impl ResourceWatcher {
 
     /// Publishes each new version until `shutdown` is cancelled.
     ///
-    /// A bad version never ends the loop: it is logged at warn, sent as
-    /// [`ReloadOutcome::Rejected`], and the last good config stays published.
+    /// A bad version never ends the loop: it is sent as [`ReloadOutcome::Rejected`] (the
+    /// manager logs it at warn), and the last good config stays published.
     ///
     /// # Errors
     ///
@@ -420,10 +420,12 @@ fn replace_if_different<T: PartialEq>(current: &mut T, new: T) -> bool {
     }
 }
 
+/// At debug: the subscriber says what an outcome means (the manager logs a rejection at warn
+/// and records a Warning Event), once.
 fn log(outcome: &ReloadOutcome) {
     match outcome {
-        ReloadOutcome::Applied(_) => tracing::info!("cacheconfig applied"),
-        ReloadOutcome::Rejected { error } => tracing::warn!(
+        ReloadOutcome::Applied(_) => tracing::debug!("cacheconfig applied"),
+        ReloadOutcome::Rejected { error } => tracing::debug!(
             error = %error,
             errors = error.field_errors().len(),
             "cacheconfig rejected; keeping the last good config"

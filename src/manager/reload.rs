@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use super::metrics::{ManagerMetrics, ReloadResult};
 use super::options::Error;
@@ -86,7 +87,7 @@ impl ReloadLoop<'_> {
         ))
     }
 
-    #[tracing::instrument(name = "config_reload", skip_all, fields(reload.result))]
+    /// Applies a valid config, in the `config_reload` span the caller entered.
     async fn apply(&mut self, config: Arc<Validated>) {
         let began = Instant::now();
         let change = match self.reloader.apply(&config.cache).await {
@@ -98,7 +99,6 @@ impl ReloadLoop<'_> {
         };
         let recorder = self.recorder_reloader.reload(&config.recorder);
         if !change.changed && recorder.is_empty() {
-            tracing::Span::current().record("reload.result", "unchanged");
             self.unchanged();
             return;
         }
@@ -143,6 +143,7 @@ impl ReloadLoop<'_> {
 
     /// A valid config equal to the running one: counted and announced, nothing else.
     fn unchanged(&self) {
+        tracing::Span::current().record("reload.result", "unchanged");
         self.metrics.reload(ReloadResult::Unchanged);
         self.state.unchanged();
         let _ = self.reloads.send(Reload::Unchanged);
@@ -185,16 +186,14 @@ impl ReloadLoop<'_> {
             match outcome {
                 Ok(ReloadOutcome::Applied(config)) => {
                     configs.mark_unchanged();
-                    self.apply(config).await;
+                    self.apply(config).instrument(reload_span()).await;
                 }
                 Ok(ReloadOutcome::Unchanged) => {
-                    let _span =
-                        tracing::info_span!("config_reload", reload.result = "unchanged").entered();
+                    let _span = reload_span().entered();
                     self.unchanged();
                 }
                 Ok(ReloadOutcome::Rejected { error }) => {
-                    let _span =
-                        tracing::info_span!("config_reload", reload.result = "rejected").entered();
+                    let _span = reload_span().entered();
                     let running = Arc::clone(&configs.borrow());
                     let errors = match Validity::from_error(&error) {
                         Validity::Invalid { errors } => errors,
@@ -205,7 +204,7 @@ impl ReloadLoop<'_> {
                 Err(broadcast::error::RecvError::Lagged(_)) => {
                     // Outcomes were lost: the latest valid config is what counts.
                     let latest = Arc::clone(&configs.borrow_and_update());
-                    self.apply(latest).await;
+                    self.apply(latest).instrument(reload_span()).await;
                 }
                 Err(broadcast::error::RecvError::Closed) => return,
             }
@@ -213,4 +212,10 @@ impl ReloadLoop<'_> {
             let _ = self.reloader.sweep();
         }
     }
+}
+
+/// The span of one reload: its `reload.result` (`applied`, `unchanged`, `rejected`) is
+/// recorded once, by whatever decides it.
+fn reload_span() -> tracing::Span {
+    tracing::info_span!("config_reload", reload.result = tracing::field::Empty)
 }

@@ -28,9 +28,11 @@ pub const RELOAD_DURATION_BUCKETS: [f64; 40] = [
 /// How a config reload ended: the `result` label of `informant_config_reloads_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ReloadResult {
-    /// The new config was valid and different: a new cache tree was published.
+    /// The new config was valid and different: it runs (a new cache tree, new recorder
+    /// options, or both).
     Applied,
-    /// The new config was valid and built the same plan: nothing changed.
+    /// The file or spec was edited, but declares the running config (a comment, or an invalid
+    /// edit reverted): nothing changed. Saving the same text again is no reload at all.
     Unchanged,
     /// The new config was invalid: the last good one stays (`Valid=False`).
     Rejected,
@@ -81,7 +83,8 @@ struct ReloadLabels {
 /// | `informant_informer_restarts_total` | [`ManagerMetrics::informers_started`] |
 /// | `informant_config_reload_duration_seconds` (histogram) | [`ManagerMetrics::reload_took`] |
 ///
-/// Every `result` series exists from the start, at 0.
+/// Every `result` series exists from the start, at 0. The config applied at start is not a
+/// reload: it counts in none of them.
 ///
 /// ```
 /// use informant::manager::{ManagerMetrics, ReloadResult};
@@ -132,7 +135,7 @@ impl ManagerMetrics {
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "informant_config_reloads",
-            "Config reloads by result: applied (a new cache tree was published), unchanged (same plan), rejected (invalid, the last good config stays)",
+            "Config reloads by result: applied (a changed config runs), unchanged (an edit that declares the running config), rejected (invalid, the last good config stays); the config applied at start is not a reload",
             self.0.reloads.clone(),
         );
         registry.register(
@@ -196,7 +199,7 @@ mod tests {
         let expected = [
             "# EOF",
             "# HELP informant_config_reload_duration_seconds Time from reading a changed config to publishing its cache tree, including the sync of new informers.",
-            "# HELP informant_config_reloads Config reloads by result: applied (a new cache tree was published), unchanged (same plan), rejected (invalid, the last good config stays).",
+            "# HELP informant_config_reloads Config reloads by result: applied (a changed config runs), unchanged (an edit that declares the running config), rejected (invalid, the last good config stays); the config applied at start is not a reload.",
             "# HELP informant_informer_restarts Informers started by config reloads after the first cache tree (each one relists).",
             "# TYPE informant_config_reload_duration_seconds histogram",
             "# TYPE informant_config_reloads counter",

@@ -1,0 +1,232 @@
+//! `informant run --config FILE`, the real binary, as a user runs it: its log written next to
+//! the config (`2> run.log` in the same directory), the file edited as `sed -i` edits it, the
+//! results read from `/metrics`, the log and the Events. One edit is one reload result; an
+//! invalid file is rejected once, not at every event that wakes the watcher.
+
+use crate::support;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use informant::apiserver::TestServer;
+use k8s_openapi::api::core::v1::Event;
+use kube::Client;
+use kube::api::{Api, ListParams};
+use support::{eventually, http_get, replace};
+
+/// A running `informant run`, killed when dropped.
+pub struct Running {
+    child: Child,
+    /// Its standard error.
+    pub log: PathBuf,
+    /// Where `/metrics` and `/debug/*` are served.
+    pub metrics: SocketAddr,
+    /// Where `/healthz` and `/readyz` are served.
+    pub health: SocketAddr,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Running {
+    /// The log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The value of the sample `series` (name and labels exactly as exposed) on `/metrics`.
+    pub async fn metric(&self, series: &str) -> Option<String> {
+        let (code, body) = http_get(self.metrics, "/metrics").await;
+        assert_eq!(code, 200, "{body}");
+        body.lines().find_map(|line| {
+            let value = line.strip_prefix(series)?.strip_prefix(' ')?;
+            Some(value.to_owned())
+        })
+    }
+
+    /// `informant_config_reloads_total{result}`.
+    pub async fn reloads(&self, result: &str) -> u64 {
+        let series = format!("informant_config_reloads_total{{result=\"{result}\"}}");
+        let value = self.metric(&series).await;
+        value
+            .and_then(|v| v.parse().ok())
+            .expect("the series is exposed")
+    }
+
+    /// Waits until `informant_config_reloads_total{result}` is `n`.
+    pub async fn reloads_reach(&self, result: &str, n: u64) {
+        eventually(&format!("{n} {result} reload(s)"), || async {
+            self.reloads(result).await == n
+        })
+        .await;
+    }
+}
+
+/// A kubeconfig for `server` in `dir` (JSON is YAML).
+pub fn write_kubeconfig(server: &TestServer, dir: &Path) -> PathBuf {
+    let path = dir.join("kubeconfig");
+    std::fs::write(&path, serde_json::to_string(&server.kubeconfig()).unwrap()).unwrap();
+    path
+}
+
+/// Starts `informant run --config <config>` against `kubeconfig` with `args` added, the
+/// listeners on free ports of 127.0.0.1 (metrics) and 127.0.0.2 (probes), its standard error
+/// in `log`, `RUST_LOG` unset (the default filter); returns once both listeners are bound.
+pub async fn run_informant(config: &Path, kubeconfig: &Path, log: &Path, args: &[&str]) -> Running {
+    let child = Command::new(env!("CARGO_BIN_EXE_informant"))
+        .arg("run")
+        .arg("--config")
+        .arg(config)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        // Two loopback addresses: equal addresses would share one listener.
+        .args([
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--health-addr",
+            "127.0.0.2:0",
+        ])
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut running = Running {
+        child,
+        log: log.to_owned(),
+        metrics: SocketAddr::from(([127, 0, 0, 1], 0)),
+        health: SocketAddr::from(([127, 0, 0, 1], 0)),
+    };
+    eventually("both listeners in the log", || {
+        let bound = listen_addrs(&running.log()).len();
+        async move { bound == 2 }
+    })
+    .await;
+    for addr in listen_addrs(&running.log()) {
+        if http_get(addr, "/metrics").await.0 == 200 {
+            running.metrics = addr;
+        } else {
+            running.health = addr;
+        }
+    }
+    running
+}
+
+/// Every `listen.addr=` of `log`.
+fn listen_addrs(log: &str) -> Vec<SocketAddr> {
+    log.lines()
+        .filter_map(|line| {
+            let rest = line.split("listen.addr=").nth(1)?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+        .collect()
+}
+
+fn document(spec: &str) -> String {
+    format!(
+        "apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\nmetadata: {{name: test, namespace: default}}\nspec: {spec}\n"
+    )
+}
+
+async fn events_with_reason(client: &Client, reason: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(client.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .collect()
+}
+
+#[tokio::test]
+async fn one_edit_is_one_result_and_an_invalid_file_is_rejected_once_with_its_log_beside_it() {
+    let server = TestServer::start().await.unwrap();
+    let client = server.client().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(&server, dir.path());
+    let conf = dir.path().join("conf");
+    std::fs::create_dir(&conf).unwrap();
+    let config = conf.join("config.yaml");
+    std::fs::write(&config, document("{}")).unwrap();
+    // No debounce: every event that wakes the watcher (the log's own lines included) reloads.
+    let informant = run_informant(
+        &config,
+        &kubeconfig,
+        &conf.join("run.log"),
+        &["--debounce", "0s"],
+    )
+    .await;
+    eventually("ready", || async {
+        http_get(informant.health, "/readyz").await.0 == 200
+    })
+    .await;
+
+    // A valid edit: one applied, nothing else (the start counted nothing either).
+    replace(&config, &document("{syncPeriod: 5h}"));
+    informant.reloads_reach("applied", 1).await;
+
+    // An invalid edit: rejected, said once in the log.
+    replace(&config, &document("{syncPeriod: 90 minutes}"));
+    informant.reloads_reach("rejected", 1).await;
+    eventually("the warning in the log", || async {
+        informant.log().contains(" WARN ")
+    })
+    .await;
+    eventually("an InvalidConfig event", || async {
+        !events_with_reason(&client, "InvalidConfig")
+            .await
+            .is_empty()
+    })
+    .await;
+
+    // A second valid edit, after the log lines the rejection wrote: the rejection was not
+    // repeated meanwhile, and is not after.
+    replace(&config, &document("{syncPeriod: 6h}"));
+    informant.reloads_reach("applied", 2).await;
+    assert_eq!(
+        informant.reloads("rejected").await,
+        1,
+        "{}",
+        informant.log()
+    );
+    assert_eq!(
+        informant.reloads("unchanged").await,
+        0,
+        "{}",
+        informant.log()
+    );
+    // A comment edited: the text changed, the config did not.
+    replace(
+        &config,
+        &format!("# six hours\n{}", document("{syncPeriod: 6h}")),
+    );
+    informant.reloads_reach("unchanged", 1).await;
+    assert_eq!(informant.reloads("rejected").await, 1);
+    assert_eq!(informant.reloads("applied").await, 2);
+
+    let log = informant.log();
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains(" WARN ")).collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    assert!(
+        warnings[0].contains(" config_reload{reload.result=\"rejected\"}: "),
+        "the result once, in its span: {}",
+        warnings[0]
+    );
+    assert!(
+        warnings[0].contains("spec.syncPeriod: unknown unit"),
+        "{}",
+        warnings[0]
+    );
+    let invalid = events_with_reason(&client, "InvalidConfig").await;
+    assert_eq!(invalid.len(), 1, "{invalid:?}");
+    assert_eq!(invalid[0].count, Some(1), "{invalid:?}");
+}
