@@ -7,7 +7,7 @@ use tokio::sync::watch;
 
 use super::http::{Check, Probes};
 use super::state::State;
-use super::status::{Readiness, desired_status};
+use super::status::Readiness;
 use crate::cache::{Cache as _, InformerPool, SharedCache};
 use crate::config::source;
 
@@ -66,15 +66,10 @@ impl Probes for ManagerProbes {
     }
 
     fn debug_status(&self) -> Option<serde_json::Value> {
-        let snapshot = self.state.snapshot();
         let generation = self
             .observed
             .as_ref()
             .and_then(|o| o.borrow().as_ref().and_then(|o| o.generation));
-        let status = desired_status(
-            snapshot.config.resource.status.as_ref(),
-            &snapshot.status_input(generation),
-        );
-        serde_json::to_value(status).ok()
+        serde_json::to_value(self.state.status(generation)).ok()
     }
 }

@@ -6,15 +6,18 @@ use std::sync::{Arc, Mutex, PoisonError};
 use kube::core::GroupVersionKind;
 use tokio::sync::watch;
 
-use super::status::{Readiness, StatusInput, Validity};
+use super::status::{Readiness, StatusInput, Validity, desired_status};
 use crate::cache::{Cache, InformerStatus, Plan, SharedCache};
-use crate::config::Validated;
+use crate::config::{CacheConfigStatus, Validated};
 
 /// The manager's view of its config and cache, updated by every reload.
 pub struct State {
     inner: Mutex<Inner>,
     cache: Arc<SharedCache>,
     changed: watch::Sender<u64>,
+    /// The status as last observed ([`State::status`]): its conditions' transition times are
+    /// kept until their status flips.
+    observed: Mutex<Option<CacheConfigStatus>>,
 }
 
 impl std::fmt::Debug for State {
@@ -140,12 +143,31 @@ impl State {
             }),
             cache,
             changed,
+            observed: Mutex::new(None),
         }
     }
 
     fn update(&self, f: impl FnOnce(&mut Inner)) {
         f(&mut self.inner.lock().unwrap_or_else(PoisonError::into_inner));
+        // A reload's flip is timed when it happens, not when the status is next asked for.
+        self.status(None);
         self.changed.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// The status now, for the object at `generation` (`/debug/status` serves it for a
+    /// file): each condition's `lastTransitionTime` is when the manager first saw its status
+    /// flip (a reload's flip at the reload; an informer's failure or sync when next observed,
+    /// at the latest at this call), as apimachinery's `meta.SetStatusCondition` keeps it, not
+    /// the time of the call.
+    pub fn status(&self, generation: Option<i64>) -> CacheConfigStatus {
+        let snapshot = self.snapshot();
+        let mut observed = self.observed.lock().unwrap_or_else(PoisonError::into_inner);
+        let previous = observed
+            .clone()
+            .or_else(|| snapshot.config.resource.status.clone());
+        let status = desired_status(previous.as_ref(), &snapshot.status_input(generation));
+        *observed = Some(status.clone());
+        status
     }
 
     /// A valid config was applied. `tree` is the plan of the tree it published and the eager

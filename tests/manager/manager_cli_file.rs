@@ -230,3 +230,77 @@ async fn one_edit_is_one_result_and_an_invalid_file_is_rejected_once_with_its_lo
     assert_eq!(invalid.len(), 1, "{invalid:?}");
     assert_eq!(invalid[0].count, Some(1), "{invalid:?}");
 }
+
+/// The `lastTransitionTime` of condition `type_` in `/debug/status`.
+async fn transition_time(informant: &Running, type_: &str) -> (String, jiff::Timestamp) {
+    let (code, body) = http_get(informant.metrics, "/debug/status").await;
+    assert_eq!(code, 200, "{body}");
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let condition = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == type_)
+        .unwrap_or_else(|| panic!("no {type_} condition in {body}"));
+    let time = condition["lastTransitionTime"].as_str().unwrap();
+    (
+        condition["status"].as_str().unwrap().to_owned(),
+        time.parse().unwrap(),
+    )
+}
+
+/// Waits until the wall clock is in a later second than `time` (status times are in
+/// seconds): a request from then on would see its own time if the status carried it.
+async fn a_second_after(time: jiff::Timestamp) {
+    eventually("a later second", || async {
+        jiff::Timestamp::now().as_second() > time.as_second()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn debug_status_serves_when_each_condition_flipped_not_the_time_of_the_request() {
+    let server = TestServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(&server, dir.path());
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, document("{}")).unwrap();
+    let informant = run_informant(
+        &config,
+        &kubeconfig,
+        &dir.path().join("run.log"),
+        &["--debounce", "0s"],
+    )
+    .await;
+    eventually("ready", || async {
+        http_get(informant.health, "/readyz").await.0 == 200
+    })
+    .await;
+
+    let (valid, started) = transition_time(&informant, "Valid").await;
+    assert_eq!(valid, "True");
+    let (_, ready) = transition_time(&informant, "Ready").await;
+    a_second_after(started.max(ready)).await;
+    assert_eq!(
+        transition_time(&informant, "Valid").await,
+        ("True".to_owned(), started)
+    );
+    assert_eq!(transition_time(&informant, "Ready").await.1, ready);
+
+    // The flip to invalid is timed at the reload that saw it, and stays.
+    replace(&config, &document("{syncPeriod: 90 minutes}"));
+    informant.reloads_reach("rejected", 1).await;
+    let (invalid, flipped) = transition_time(&informant, "Valid").await;
+    assert_eq!(invalid, "False");
+    assert!(flipped >= started, "{flipped} < {started}");
+    a_second_after(flipped).await;
+    assert_eq!(
+        transition_time(&informant, "Valid").await,
+        ("False".to_owned(), flipped)
+    );
+    assert_eq!(
+        transition_time(&informant, "Ready").await.1,
+        ready,
+        "Ready did not flip"
+    );
+}
