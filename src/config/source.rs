@@ -266,6 +266,13 @@ impl ResourceWatcher {
         self.outcomes.subscribe()
     }
 
+    /// Whether the resource was invalid when [`ResourceWatcher::new`] read it (the defaults
+    /// are published; [`ResourceWatcher::run`] sends the [`ReloadOutcome::Rejected`] first).
+    #[must_use]
+    pub fn rejected_at_start(&self) -> bool {
+        matches!(self.pending, Some(ReloadOutcome::Rejected { .. }))
+    }
+
     /// A receiver of the object as last seen (`None` while it does not exist): its generation
     /// for `observedGeneration`, its uid for Events. It is updated before the config and the
     /// outcome of the same version are sent, so a subscriber reading it on an outcome sees the

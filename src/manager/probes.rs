@@ -26,13 +26,16 @@ impl Probes for ManagerProbes {
 
     fn ready_checks(&self) -> Vec<Check> {
         let snapshot = self.state.snapshot();
-        let config = if snapshot.invalid.is_empty() {
+        // As Prometheus: ready once a valid config runs; a later invalid edit keeps the
+        // last good one serving and says so in Valid=False, the Warning Event and
+        // informant_config_last_reload_successful, not here.
+        let config = if snapshot.valid_once {
             Check::ok("config")
         } else {
             Check::failed(
                 "config",
                 format!(
-                    "the latest cacheconfig is invalid (the last good one runs): {}",
+                    "no valid cacheconfig yet (controller-runtime's defaults run): {}",
                     snapshot.invalid.join("; ")
                 ),
             )

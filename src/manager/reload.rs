@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
@@ -68,7 +68,11 @@ impl ReloadLoop<'_> {
         );
         let plan = self.reloader.plan().cloned();
         self.state
-            .applied(Arc::clone(config), plan.map(|plan| (plan, change.unsynced)));
+            .started(Arc::clone(config), plan, change.unsynced);
+        // Prometheus's initial load sets its last-reload gauges too; a resource invalid at
+        // start is not a success (the defaults run).
+        self.metrics
+            .last_reload(self.state.snapshot().valid_once, SystemTime::now());
         Ok(())
     }
 
@@ -103,6 +107,7 @@ impl ReloadLoop<'_> {
             return;
         }
         tracing::Span::current().record("reload.result", "applied");
+        self.valid_again();
         let mut summary = change.summary();
         if !recorder.is_empty() {
             let _ = write!(summary, "; recorder: {recorder}");
@@ -116,6 +121,7 @@ impl ReloadLoop<'_> {
             );
         }
         self.metrics.reload(ReloadResult::Applied);
+        self.metrics.last_reload(true, SystemTime::now());
         self.metrics.informers_started(change.started.len() as u64);
         self.metrics.reload_took(began.elapsed());
         tracing::info!(summary = %summary, took_ms = change.took.as_millis(), "config reloaded");
@@ -144,14 +150,24 @@ impl ReloadLoop<'_> {
     /// A valid config equal to the running one: counted and announced, nothing else.
     fn unchanged(&self) {
         tracing::Span::current().record("reload.result", "unchanged");
+        self.valid_again();
         self.metrics.reload(ReloadResult::Unchanged);
+        self.metrics.last_reload(true, SystemTime::now());
         self.state.unchanged();
         let _ = self.reloads.send(Reload::Unchanged);
+    }
+
+    /// Says at info that a valid config follows an invalid one (the warning is over).
+    fn valid_again(&self) {
+        if self.state.is_invalid() {
+            tracing::info!("cacheconfig valid again; the rejected edit is superseded");
+        }
     }
 
     fn reject(&mut self, running: &Validated, errors: Vec<String>) {
         tracing::Span::current().record("reload.result", "rejected");
         self.metrics.reload(ReloadResult::Rejected);
+        self.metrics.last_reload(false, SystemTime::now());
         let message = format!(
             "invalid cacheconfig, keeping the last good one ({} error{}): {}",
             errors.len(),

@@ -29,6 +29,8 @@ impl std::fmt::Debug for State {
 #[derive(Clone)]
 struct Inner {
     config: Arc<Validated>,
+    /// Whether the source has given a valid config (readiness waits for one).
+    valid_once: bool,
     invalid: Vec<String>,
     last_reload: Option<jiff::Timestamp>,
     plan: Option<Plan>,
@@ -40,6 +42,11 @@ struct Inner {
 pub struct Snapshot {
     /// The config running now (the last valid one).
     pub config: Arc<Validated>,
+    /// Whether the source has given a valid config since start: false only while a
+    /// `CacheConfig` resource invalid at start has not been fixed (controller-runtime's
+    /// defaults run meanwhile). `/readyz` waits for it, as Prometheus waits for its first
+    /// config; a later invalid edit does not take it back.
+    pub valid_once: bool,
     /// Every error of the latest config seen, when it was invalid (then `config` is the last
     /// good one); empty when the latest config is the running one.
     pub invalid: Vec<String>,
@@ -136,6 +143,7 @@ impl State {
         Self {
             inner: Mutex::new(Inner {
                 config,
+                valid_once: true,
                 invalid: Vec::new(),
                 last_reload: None,
                 plan: None,
@@ -170,6 +178,28 @@ impl State {
         status
     }
 
+    /// The source's config at start is invalid (a `CacheConfig` resource): the defaults run,
+    /// and the manager is not ready until a valid config comes.
+    pub fn invalid_at_start(&self) {
+        self.update(|s| s.valid_once = false);
+    }
+
+    /// The first config's tree serves (the source's config, or the defaults when it was
+    /// invalid at start; see [`State::invalid_at_start`]).
+    pub fn started(
+        &self,
+        config: Arc<Validated>,
+        plan: Option<Plan>,
+        unsynced: Vec<(GroupVersionKind, String)>,
+    ) {
+        self.update(|s| {
+            s.config = config;
+            s.last_reload = Some(jiff::Timestamp::now());
+            s.plan = plan;
+            s.unsynced = unsynced;
+        });
+    }
+
     /// A valid config was applied. `tree` is the plan of the tree it published and the eager
     /// kinds that did not sync, or `None` when the cache tree stayed as it was (only recorder
     /// options changed).
@@ -180,6 +210,7 @@ impl State {
     ) {
         self.update(|s| {
             s.config = config;
+            s.valid_once = true;
             s.invalid.clear();
             if let Some((plan, unsynced)) = tree {
                 s.last_reload = Some(jiff::Timestamp::now());
@@ -196,7 +227,21 @@ impl State {
 
     /// The latest config seen is valid and equal to the running one.
     pub fn unchanged(&self) {
-        self.update(|s| s.invalid.clear());
+        self.update(|s| {
+            s.valid_once = true;
+            s.invalid.clear();
+        });
+    }
+
+    /// Whether the latest config seen is invalid (the last good one runs).
+    #[must_use]
+    pub fn is_invalid(&self) -> bool {
+        !self
+            .inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .invalid
+            .is_empty()
     }
 
     /// Waits until the first config's tree serves; reads before it fail with `NotStarted`.
@@ -231,6 +276,7 @@ impl State {
             .clone();
         Snapshot {
             config: inner.config,
+            valid_once: inner.valid_once,
             invalid: inner.invalid,
             last_reload: inner.last_reload,
             plan: inner.plan,

@@ -304,3 +304,69 @@ async fn debug_status_serves_when_each_condition_flipped_not_the_time_of_the_req
         "Ready did not flip"
     );
 }
+
+#[tokio::test]
+async fn an_invalid_edit_keeps_the_manager_ready_and_shows_in_valid_the_event_and_the_gauges() {
+    let server = TestServer::start().await.unwrap();
+    let client = server.client().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(&server, dir.path());
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, document("{}")).unwrap();
+    let informant = run_informant(
+        &config,
+        &kubeconfig,
+        &dir.path().join("run.log"),
+        &["--debounce", "0s"],
+    )
+    .await;
+    let successful = "informant_config_last_reload_successful";
+    let success_at = "informant_config_last_reload_success_timestamp_seconds";
+    eventually("ready", || async {
+        http_get(informant.health, "/readyz").await.0 == 200
+    })
+    .await;
+    // The load at start sets the gauges, as Prometheus's does.
+    assert_eq!(informant.metric(successful).await.as_deref(), Some("1"));
+    let started_text = informant.metric(success_at).await.unwrap();
+    let started: f64 = started_text.parse().unwrap();
+    assert!(started > 1.7e9, "{started}");
+
+    replace(&config, &document("{syncPeriod: 90 minutes}"));
+    informant.reloads_reach("rejected", 1).await;
+    // Ready: the last good config serves; the edit shows everywhere else.
+    assert_eq!(
+        http_get(informant.health, "/readyz?verbose").await,
+        (
+            200,
+            "[+]config ok\n[+]informers ok\n[+]ping ok\nhealthz check passed\n".to_owned()
+        )
+    );
+    assert_eq!(informant.metric(successful).await.as_deref(), Some("0"));
+    assert_eq!(
+        informant.metric(success_at).await,
+        Some(started_text),
+        "the time of the last success stays"
+    );
+    assert_eq!(transition_time(&informant, "Valid").await.0, "False");
+    eventually("a Warning InvalidConfig event", || async {
+        events_with_reason(&client, "InvalidConfig")
+            .await
+            .iter()
+            .any(|e| e.type_.as_deref() == Some("Warning"))
+    })
+    .await;
+
+    replace(&config, &document("{syncPeriod: 5h}"));
+    informant.reloads_reach("applied", 1).await;
+    assert_eq!(informant.metric(successful).await.as_deref(), Some("1"));
+    let fixed: f64 = informant.metric(success_at).await.unwrap().parse().unwrap();
+    assert!(fixed >= started, "{fixed} < {started}");
+    assert_eq!(transition_time(&informant, "Valid").await.0, "True");
+    let log = informant.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains(" INFO ") && l.contains("cacheconfig valid again")),
+        "{log}"
+    );
+}
