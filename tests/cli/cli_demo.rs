@@ -1,7 +1,8 @@
 //! `informant demo` as a user runs it: a short story (few, fast runs) whose fate table counts
 //! exactly the runs it claims under the metric's fate labels, shows no spam filtering once each
 //! reason has its own bucket, ends with no error line, and leaves no temporary directory;
-//! `--keep-running` prints the table before it waits for Ctrl-C and keeps its directory.
+//! `--keep-running` prints the table before it waits for Ctrl-C, hints whose addresses answer
+//! their paths, and keeps its directory.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -93,11 +94,14 @@ fn keep_running_prints_the_table_first_and_keeps_its_directory() {
     let pid = child.id();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut seen = Vec::new();
+    let mut waiting = false;
     for line in lines.by_ref() {
         let line = line.unwrap();
-        let still_running = line.starts_with("Still running");
+        waiting |= line.starts_with("Still running");
+        // The hints end the block: `export`, `kubectl`, then the `curl` lines.
+        let last_hint = waiting && line.trim_start().starts_with("curl") && line.contains("readyz");
         seen.push(line);
-        if still_running {
+        if last_hint {
             break;
         }
     }
@@ -107,6 +111,16 @@ fn keep_running_prints_the_table_first_and_keeps_its_directory() {
         .find("Still running")
         .unwrap_or_else(|| panic!("{text}"));
     assert!(table < waiting, "the table comes before the wait\n{text}");
+    // Every address a hint gives answers its path.
+    let hints: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("curl http://"))
+        .collect();
+    assert_eq!(hints.len(), 4, "{text}");
+    for hint in hints {
+        let (addr, path) = hint.split_once('/').unwrap();
+        assert_eq!(get(addr, &format!("/{path}")), 200, "curl http://{hint}");
+    }
 
     let interrupted = Command::new("kill")
         .args(["-INT", &pid.to_string()])
@@ -131,6 +145,20 @@ fn keep_running_prints_the_table_first_and_keeps_its_directory() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(kept, "--keep-running keeps {}", dir.display());
     assert!(printed, "and says where it is\n{text}");
+}
+
+/// The status code of `GET path` on `addr` (HTTP/1.1, one connection).
+fn get(addr: &str, path: &str) -> u16 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response[9..12].parse().unwrap()
 }
 
 #[test]

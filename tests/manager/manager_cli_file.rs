@@ -106,12 +106,12 @@ pub async fn run_informant(config: &Path, kubeconfig: &Path, log: &Path, args: &
         health: SocketAddr::from(([127, 0, 0, 1], 0)),
     };
     eventually("both listeners in the log", || {
-        let bound = listen_addrs(&running.log()).len();
+        let bound = listeners(&running.log()).len();
         async move { bound == 2 }
     })
     .await;
-    for addr in listen_addrs(&running.log()) {
-        if http_get(addr, "/metrics").await.0 == 200 {
+    for (serves, addr) in listeners(&running.log()) {
+        if serves.starts_with("serving metrics:") {
             running.metrics = addr;
         } else {
             running.health = addr;
@@ -120,13 +120,15 @@ pub async fn run_informant(config: &Path, kubeconfig: &Path, log: &Path, args: &
     running
 }
 
-/// Every `listen.addr=` of `log`.
-fn listen_addrs(log: &str) -> Vec<SocketAddr> {
+/// Each listener's line in `log`: what it says it serves, and its `listen.addr`.
+fn listeners(log: &str) -> Vec<(String, SocketAddr)> {
     log.lines()
         .filter_map(|line| {
-            let rest = line.split("listen.addr=").nth(1)?;
-            rest.split_whitespace().next()?.parse().ok()
+            let (said, rest) = line.split_once(" listen.addr=")?;
+            let serves = said.split(": ").skip(1).collect::<Vec<_>>().join(": ");
+            Some((serves, rest.split_whitespace().next()?.parse().ok()?))
         })
+        .filter(|(serves, _)| serves.starts_with("serving "))
         .collect()
 }
 
@@ -229,6 +231,8 @@ async fn one_edit_is_one_result_and_an_invalid_file_is_rejected_once_with_its_lo
     let invalid = events_with_reason(&client, "InvalidConfig").await;
     assert_eq!(invalid.len(), 1, "{invalid:?}");
     assert_eq!(invalid[0].count, Some(1), "{invalid:?}");
+    // notify's info about watches of replaced files is not for users.
+    assert!(!log.contains("notify::"), "{log}");
 }
 
 /// The `lastTransitionTime` of condition `type_` in `/debug/status`.
@@ -369,4 +373,83 @@ async fn an_invalid_edit_keeps_the_manager_ready_and_shows_in_valid_the_event_an
             .any(|l| l.contains(" INFO ") && l.contains("cacheconfig valid again")),
         "{log}"
     );
+}
+
+#[tokio::test]
+async fn each_listener_says_what_it_serves_and_serves_just_that() {
+    let server = TestServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(&server, dir.path());
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, document("{}")).unwrap();
+    let informant = run_informant(&config, &kubeconfig, &dir.path().join("run.log"), &[]).await;
+    let said = listeners(&informant.log());
+    assert_eq!(
+        said,
+        [
+            (
+                "serving metrics: /metrics, /debug/cache, /debug/status".to_owned(),
+                informant.metrics
+            ),
+            (
+                "serving health probes: /healthz, /readyz".to_owned(),
+                informant.health
+            ),
+        ],
+        "{}",
+        informant.log()
+    );
+    eventually("ready", || async {
+        http_get(informant.health, "/readyz").await.0 == 200
+    })
+    .await;
+    for path in ["/metrics", "/debug/cache", "/debug/status"] {
+        assert_eq!(http_get(informant.metrics, path).await.0, 200, "{path}");
+        assert_eq!(http_get(informant.health, path).await.0, 404, "{path}");
+    }
+    for path in ["/healthz", "/readyz"] {
+        assert_eq!(http_get(informant.health, path).await.0, 200, "{path}");
+        assert_eq!(http_get(informant.metrics, path).await.0, 404, "{path}");
+    }
+    drop(informant);
+
+    // One address for both: one listener, one line that says both.
+    let log = dir.path().join("shared.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_informant"))
+        .arg("run")
+        .arg("--config")
+        .arg(&config)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args([
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--health-addr",
+            "127.0.0.1:0",
+        ])
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let shared = Running {
+        child,
+        log,
+        metrics: SocketAddr::from(([127, 0, 0, 1], 0)),
+        health: SocketAddr::from(([127, 0, 0, 1], 0)),
+    };
+    eventually("the listener in the log", || {
+        let bound = listeners(&shared.log()).len();
+        async move { bound == 1 }
+    })
+    .await;
+    let said = listeners(&shared.log());
+    assert_eq!(
+        said[0].0,
+        "serving metrics and health probes: /metrics, /debug/cache, /debug/status, /healthz, /readyz"
+    );
+    assert_eq!(http_get(said[0].1, "/metrics").await.0, 200);
+    assert_eq!(http_get(said[0].1, "/healthz").await.0, 200);
 }
