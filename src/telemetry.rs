@@ -168,9 +168,16 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
 }
 
 /// Counts the `event` spans the recorder closes, by reason and fate: the same trace an OTLP
-/// backend receives, tallied in process.
+/// backend receives, tallied in process; and the ones still open (events recorded that have
+/// no fate yet).
 #[derive(Clone, Debug, Default)]
-pub struct FateTally(Arc<Mutex<BTreeMap<(String, String), u64>>>);
+pub struct FateTally(Arc<Mutex<Tally>>);
+
+#[derive(Debug, Default)]
+struct Tally {
+    closed: BTreeMap<(String, String), u64>,
+    open: u64,
+}
 
 /// The reason and fate recorded on one `event` span so far.
 #[derive(Default)]
@@ -203,7 +210,15 @@ impl FateTally {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .closed
             .clone()
+    }
+
+    /// Events recorded whose span is still open: no fate yet (queued, being written, or
+    /// folded into a series' count that no write has delivered yet).
+    #[must_use]
+    pub fn in_flight(&self) -> u64 {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).open
     }
 }
 
@@ -221,6 +236,7 @@ where
             let mut fields = EventFields::default();
             attrs.record(&mut fields);
             span.extensions_mut().insert(fields);
+            self.0.lock().unwrap_or_else(PoisonError::into_inner).open += 1;
         }
     }
 
@@ -244,12 +260,9 @@ where
         };
         let reason = fields.reason.unwrap_or_default();
         let fate = fields.fate.unwrap_or_else(|| "unknown".to_string());
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry((reason, fate))
-            .or_default() += 1;
+        let mut tally = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        tally.open = tally.open.saturating_sub(1);
+        *tally.closed.entry((reason, fate)).or_default() += 1;
     }
 }
 

@@ -1,6 +1,7 @@
 //! `informant demo` as a user runs it: a short story (few, fast runs) whose fate table counts
 //! exactly the runs it claims under the metric's fate labels, shows no spam filtering once each
-//! reason has its own bucket, ends with no error line, and leaves no temporary directory;
+//! reason has its own bucket (on events.k8s.io/v1: one series per reason before the edit, an
+//! Event per note after it), ends with no error line, and leaves no temporary directory;
 //! `--keep-running` prints the table before it waits for Ctrl-C, hints whose addresses answer
 //! their paths, and keeps its directory.
 
@@ -79,6 +80,73 @@ fn the_fate_table_counts_every_run_once_under_the_metric_labels_and_no_error_fol
     // After it each reason of each CronJob has a bucket of its own: nothing is filtered.
     for reason in ["SuccessfulCreate", "SawCompletedJob", "SuccessfulDelete"] {
         assert_eq!(row(table, reason)[5], 0, "{reason} after the edit\n{table}");
+    }
+}
+
+#[test]
+fn on_events_k8s_io_v1_the_table_counts_series_fates_and_the_edit_makes_every_note_an_event() {
+    let runs = 12;
+    let out = Command::new(env!("CARGO_BIN_EXE_informant"))
+        .args([
+            "demo",
+            "--api",
+            "events.k8s.io/v1",
+            "--runs",
+            &runs.to_string(),
+            "--every",
+            "50ms",
+        ])
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(stderr, "", "no log line at all, let alone an ERROR");
+    assert!(
+        stdout.contains("note added to the series key"),
+        "the edit widens the series key\n{stdout}"
+    );
+
+    let table = stdout
+        .split("6. Fates")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no table in\n{stdout}"));
+    let header = table
+        .lines()
+        .find(|l| l.trim_start().starts_with("reason"))
+        .unwrap();
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>(),
+        [
+            "reason",
+            "created",
+            "series_patched",
+            "series_counted",
+            "created",
+            "series_patched",
+            "series_counted"
+        ],
+        "this API's fates, nothing else ({table})"
+    );
+    // Before the edit every SuccessfulCreate of the CronJob is one series whatever its note:
+    // the first created, the second patched, the rest folded into the count, each delivered
+    // (by the series' finish) before the edit.
+    assert_eq!(
+        row(table, "SuccessfulCreate")[..3],
+        [1, 1, runs - 2],
+        "{table}"
+    );
+    // With note in the key every run's event is an Event of its own, in both CronJobs.
+    assert_eq!(
+        row(table, "SuccessfulCreate")[3..],
+        [2 * runs, 0, 0],
+        "{table}"
+    );
+    for reason in ["SawCompletedJob", "SuccessfulDelete"] {
+        let numbers = row(table, reason);
+        assert_eq!(numbers[..2], [1, 1], "{reason} before the edit\n{table}");
+        assert_eq!(numbers[4..], [0, 0], "{reason} after the edit\n{table}");
     }
 }
 
