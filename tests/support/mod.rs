@@ -431,3 +431,20 @@ impl Proxy {
         (self.addr, self.upstream)
     }
 }
+
+/// Makes `subscriber` this thread's default for as long as the guard lives, and sure to see
+/// every span and event, whichever thread first reached their callsites.
+///
+/// tracing-core caches each callsite's interest for the whole process, and while a single
+/// dispatcher is registered it computes that interest from the default of the thread that
+/// first reaches the callsite (`has_just_one` in `callsite.rs`). In a test binary whose tests
+/// run on parallel threads, a span first reached by another test (whose default is the no-op
+/// subscriber) is cached as never wanted, and a `set_default` subscriber misses it. A second
+/// registered dispatcher, held by the guard, makes tracing ask every live dispatcher instead.
+#[allow(dead_code, reason = "only the binaries that capture spans use it")]
+pub fn capture_spans(
+    subscriber: impl tracing::Subscriber + Send + Sync + 'static,
+) -> (tracing::dispatcher::DefaultGuard, tracing::Dispatch) {
+    let second = tracing::Dispatch::new(tracing_subscriber::registry());
+    (tracing::subscriber::set_default(subscriber), second)
+}
