@@ -40,7 +40,9 @@ pub use metrics::{
 pub use options::{BoxError, ConfigSource, DEFAULT_SHUTDOWN_GRACE, Error, FIELD_MANAGER, Options};
 pub use reload::Reload;
 pub use run::{Manager, file_watcher};
-pub use shard::{Fence, Member, MemberView, Membership, RING_LABEL, Ring};
+pub use shard::{
+    CLAIMS_ANNOTATION, Fence, Member, MemberView, Membership, RING_LABEL, RangeSet, Ring, may_act,
+};
 pub use state::{Snapshot, State};
 pub use status::{
     DEFAULT_FIELD_MANAGER, REASON_INFORMER_FAILED, REASON_INFORMERS_SYNCED,
