@@ -1,7 +1,7 @@
 //! Shard ring membership on the embedded API server: members hold one Lease each and see each
-//! other and each other's claims; a member that stops leaves within a retry period; a member cut off from the API
-//! server (the TCP proxy taken away) fences itself before the others count it gone, and comes
-//! back when the connection does.
+//! other and each other's claims; a member that stops leaves within a retry period; a member
+//! cut off from the API server (the TCP proxy taken away) fences itself before the others
+//! count it gone, and comes back when the connection does.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
