@@ -69,7 +69,8 @@ pub fn use_color(is_terminal: bool, no_color: Option<&str>) -> bool {
 const QUIET: &str = "notify=warn";
 
 /// The log filter: `rust_log` (the value of `RUST_LOG`) when set and not empty, which decides
-/// alone; else `default_level`, with the crates of [`QUIET`] at warn.
+/// alone; else `default_level`, with the crates whose info lines are not for users (notify)
+/// at warn.
 ///
 /// # Errors
 ///
