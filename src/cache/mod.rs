@@ -46,6 +46,7 @@ mod resolver;
 mod settings;
 mod shared;
 mod store;
+mod sync_periods;
 mod transform;
 pub mod typed;
 
@@ -73,3 +74,4 @@ pub use resolver::{BuiltinKinds, Discovery, KindInfo, Resolver};
 pub use settings::InformerSettings;
 pub use shared::SharedCache;
 pub use store::StoreWriter;
+pub use sync_periods::SyncPeriods;
