@@ -47,6 +47,7 @@ mod settings;
 mod sharded_client;
 mod shared;
 mod store;
+mod sync_periods;
 mod transform;
 pub mod typed;
 
@@ -75,3 +76,4 @@ pub use settings::InformerSettings;
 pub use sharded_client::{server_shards, sharded_client};
 pub use shared::SharedCache;
 pub use store::StoreWriter;
+pub use sync_periods::SyncPeriods;

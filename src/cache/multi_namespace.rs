@@ -15,6 +15,7 @@ use super::informer::InformerStatus;
 use super::informer_cache::{Context, InformerCache};
 use super::options::NamespaceKey;
 use super::settings::InformerSettings;
+use super::sync_periods::SyncPeriods;
 use super::typed::{AnyObject, Decoder};
 
 /// Routes reads by namespace to per-namespace `InformerCache`s.
@@ -238,6 +239,21 @@ impl Cache for MultiNamespaceCache {
 
     fn informers(&self) -> Vec<InformerStatus> {
         self.all_caches().flat_map(Cache::informers).collect()
+    }
+
+    fn sync_periods(&self, _gvk: &GroupVersionKind) -> SyncPeriods {
+        let mut periods = SyncPeriods::default();
+        for (key, cache) in &self.namespaces {
+            let period = cache.settings().sync_period;
+            periods = match key {
+                NamespaceKey::Named(namespace) => periods.with_namespace(namespace, period),
+                NamespaceKey::AllOthers => periods.with_others(period),
+            };
+        }
+        if let Some(cluster) = &self.cluster {
+            periods = periods.with_cluster(cluster.settings().sync_period);
+        }
+        periods
     }
 }
 

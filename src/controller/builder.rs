@@ -213,7 +213,8 @@ where
     /// is counted; a failed one goes to `error_policy`, whose [`Action`] says when to retry
     /// ([`super::default_error_policy`] is controller-runtime's per-object exponential
     /// backoff). A pool `Resynced` (a relist, or an informer stopped by a reload) lists `K`
-    /// again, so objects that left the cache's scope leave the store.
+    /// again, so objects that left the cache's scope leave the store. Every object is asked
+    /// for again once per the `syncPeriod` of the cache serving it ([`super::resync`]).
     ///
     /// # Errors
     /// [`Error::Informer`] when a kind's informers can not start or sync; [`Error::Runner`]
@@ -254,6 +255,13 @@ where
             ensured = ensure_informers(&ctx, &name, &gvk, &relations) => ensured?,
         }
 
+        let resync = super::resync(
+            store.clone(),
+            Arc::clone(ctx.cache()),
+            gvk.clone(),
+            (),
+            series.clone(),
+        );
         let changes = source::changes(
             own_events,
             Arc::clone(ctx.cache()),
@@ -265,6 +273,7 @@ where
 
         let mut controller = runtime::Controller::for_stream(objects, store)
             .with_config(runtime::Config::default().concurrency(concurrency))
+            .reconcile_on(resync)
             .graceful_shutdown_on(shutdown.cancelled_owned());
         for (relation, events) in relations.into_iter().zip(related_events) {
             controller =

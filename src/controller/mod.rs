@@ -9,6 +9,9 @@
 //!    across reloads)                cache on Resynced)     watches streams)    runner      (span, metrics)
 //! ```
 //!
+//! Each object is also asked for again once per the `syncPeriod` of the cache serving it
+//! ([`resync`], jittered and spread; fed to kube-runtime's `reconcile_on`).
+//!
 //! The reconcile's [`Context`] reads through the cache tree (never straight to the API
 //! server), writes with a kube `Client`, and records with the manager's
 //! [`crate::recorder::Recorder`]; [`object_ref`] makes the event reference of an object.
@@ -25,6 +28,7 @@ mod error;
 mod metrics;
 mod reconcile;
 mod relation;
+mod resync;
 mod series;
 mod source;
 
@@ -43,6 +47,7 @@ pub use kube::runtime::controller::Action;
 pub use metrics::{
     ActiveWorker, ControllerMetrics, ControllerSeries, RECONCILE_TIME_BUCKETS, ReconcileResult,
 };
+pub use resync::{RESYNC_JITTER, SCANS_PER_PERIOD, resync};
 pub use series::Series;
 pub use source::{Change, Decode, Follow, changes, reflected};
 

@@ -230,7 +230,8 @@ impl Shared {
 /// One `Controller` resource, running: kube-runtime's `Controller` over
 /// [`DynamicObject`]s of its `for` kind (per-object dedupe, `concurrency`, requeues, the
 /// per-object error backoff), triggered by its objects and its children from the informer
-/// pool, each reconcile a call of its hook whose answer the manager writes.
+/// pool and by the resync (each object again once per its cache's `syncPeriod`), each
+/// reconcile a call of its hook whose answer the manager writes.
 ///
 /// ```no_run
 /// # async fn demo(ctx: informant::controller::Context,
@@ -352,9 +353,17 @@ impl HookController {
             ctx.clone(),
             series.clone(),
         );
+        let resync = controller::resync(
+            store.clone(),
+            Arc::clone(ctx.cache()),
+            settings.for_kind.clone(),
+            parent.resource.clone(),
+            series.clone(),
+        );
         let mut controller =
             runtime::Controller::for_stream_with(objects, store, parent.resource.clone())
                 .with_config(runtime::Config::default().concurrency(concurrency))
+                .reconcile_on(resync)
                 .graceful_shutdown_on(shutdown.clone().cancelled_owned());
         let written = Written::default();
         controller = watch_owned(

@@ -312,6 +312,38 @@ async fn requeue_after_reconciles_the_object_again_without_any_change() {
     env.stop().await;
 }
 
+/// `syncPeriod` is the floor on how often each object is reconciled: with a 1 s period for the
+/// kind (its `byObject` entry), an object nobody changes is reconciled again, and each resync is
+/// a workqueue add.
+#[tokio::test]
+async fn an_unchanged_object_is_reconciled_again_after_its_kinds_sync_period() {
+    let mut env = Env::new().await;
+    env.configmap("steady", "a");
+    env.reloader
+        .apply(&options(&by_object(
+            "    - {apiVersion: v1, kind: ConfigMap, syncPeriod: 1s}\n",
+        )))
+        .await
+        .unwrap();
+    let metrics = ControllerMetrics::new();
+    let (running, mut reconciled) = start(
+        Controller::<ConfigMap>::new("resynced").metrics(&metrics),
+        env.context(),
+        |_| Ok(Action::await_change()),
+    );
+    assert_eq!(next(&mut reconciled).await, "steady", "the first list");
+    assert_eq!(next(&mut reconciled).await, "steady", "the first resync");
+    assert_eq!(next(&mut reconciled).await, "steady", "the second resync");
+    let series = metrics.controller("resynced", 1);
+    assert!(
+        series.adds() >= 3,
+        "the list and each resync are queue adds: {}",
+        series.adds()
+    );
+    running.stop().await;
+    env.stop().await;
+}
+
 async fn next_failure(failures: &mut mpsc::UnboundedReceiver<(String, u32)>) -> (String, u32) {
     tokio::time::timeout(GUARD, failures.recv())
         .await
