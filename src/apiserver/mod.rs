@@ -40,6 +40,7 @@
 //! `/status`.
 
 mod aggregated;
+mod auth;
 mod conversion;
 mod crd;
 mod debug;
@@ -61,7 +62,9 @@ mod status;
 mod store;
 mod table;
 mod test_server;
+mod tls;
 
+pub use auth::{Authorization, Refusal, UnknownAuthorization};
 pub use faults::{CorruptRule, Corruption, FailRule, HUGE_ANNOTATION_BYTES, Verb};
 pub use seed::parse_yaml;
 pub use server::{Config, Error, Handle, Server};

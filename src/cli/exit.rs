@@ -139,7 +139,7 @@ impl From<apiserver::Error> for Failure {
         let code = match error {
             apiserver::Error::Seed { .. } => USAGE,
             apiserver::Error::Bind { .. } => UNAVAILABLE,
-            apiserver::Error::Serve(_) => FAILURE,
+            apiserver::Error::Serve(_) | apiserver::Error::Tls(_) => FAILURE,
         };
         Self::new(code, &error)
     }
