@@ -148,7 +148,11 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result {
         })?;
     }
     // The address is the contract with scripts: one line, flushed before serving.
-    outln!("http://{addr}")?;
+    let scheme = match args.authorization {
+        Authorization::Rbac => "https",
+        Authorization::AlwaysAllow => "http",
+    };
+    outln!("{scheme}://{addr}")?;
     tracing::info!(listen.addr = %addr, authorization = %args.authorization, "apiserver listening");
     Ok(server.run(shutdown).await?)
 }

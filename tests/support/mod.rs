@@ -175,6 +175,20 @@ pub async fn stopped(run: tokio::task::JoinHandle<Result<(), informant::manager:
     reason = "only the kubectl-driven test binaries run scripts"
 )]
 pub fn run_kubectl_script(script: &str, args: &[&str], marker: &str) -> String {
+    run_kubectl_script_with(script, args, &[], marker)
+}
+
+/// [`run_kubectl_script`] with extra environment variables.
+#[allow(
+    dead_code,
+    reason = "only the kubectl-driven test binaries run scripts"
+)]
+pub fn run_kubectl_script_with(
+    script: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+    marker: &str,
+) -> String {
     use std::process::Command;
     let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".to_string());
     let found = Command::new(&kubectl)
@@ -191,6 +205,7 @@ pub fn run_kubectl_script(script: &str, args: &[&str], marker: &str) -> String {
         .args(args)
         .env("INFORMANT", env!("CARGO_BIN_EXE_informant"))
         .env("KUBECTL", &kubectl)
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
