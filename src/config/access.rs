@@ -188,12 +188,11 @@ fn review(permission: &Permission) -> SelfSubjectAccessReview {
 pub async fn missing(client: &kube::Client, rules: &Rules) -> Result<Vec<Permission>, kube::Error> {
     let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let all = permissions(rules);
-    let answers: Vec<bool> = futures::stream::iter(all.iter().map(|permission| {
+    let reviews: Vec<SelfSubjectAccessReview> = all.iter().map(review).collect();
+    let answers: Vec<bool> = futures::stream::iter(reviews.into_iter().map(move |asked| {
         let api = api.clone();
         async move {
-            let answer = api
-                .create(&PostParams::default(), &review(permission))
-                .await?;
+            let answer = api.create(&PostParams::default(), &asked).await?;
             Ok::<_, kube::Error>(answer.status.is_some_and(|s| s.allowed))
         }
     }))

@@ -53,6 +53,26 @@ pub async fn server_with_informant_crds() -> (informant::apiserver::TestServer, 
     (server, client)
 }
 
+/// [`server_with_informant_crds`] with RBAC on: the client is the administrator's.
+#[allow(dead_code, reason = "not every test binary runs with authorization")]
+pub async fn server_with_informant_crds_rbac() -> (informant::apiserver::TestServer, Client) {
+    use kube::CustomResourceExt;
+    let server = informant::apiserver::TestServer::start_with_rbac()
+        .await
+        .unwrap();
+    for crd in [
+        informant::config::CacheConfig::crd(),
+        informant::hooks::Controller::crd(),
+    ] {
+        server
+            .handle()
+            .create(serde_json::to_value(crd).unwrap())
+            .unwrap();
+    }
+    let client = server.client().await.unwrap();
+    (server, client)
+}
+
 /// A cache reloader over `client` whose reads wait at most `sync_timeout` for a sync, with
 /// controller-runtime's default cache applied, as the manager applies its first config before
 /// anything reads.
