@@ -5,11 +5,13 @@
 //! than a silent pass; `scripts/test` installs kubectl when it is missing and runs this test with
 //! `--include-ignored`, and then a missing kubectl is a failure, never a skip.
 //!
-//! [`chart_rbac`]: the Helm chart's rendered RBAC on the embedded API server with RBAC on,
+//! [`chart_rbac`] (with [`chart`]): the Helm chart's rendered RBAC on the embedded API server with RBAC on,
 //! `informant run` as the chart's Deployment runs it, and every permission shown needed.
 
 mod support;
 
+#[path = "e2e_embedded/chart.rs"]
+mod chart;
 #[path = "e2e_embedded/chart_rbac.rs"]
 mod chart_rbac;
 

@@ -1,44 +1,47 @@
-//! The Helm chart's RBAC, run for real: the chart rendered by Helm's own engine (helm-python-sdk,
-//! as `charts/informant/tests/test_chart.py` renders it), its CRDs, `ServiceAccount`, Roles,
-//! bindings and `CacheConfig` created on the embedded API server with RBAC on, and `informant run`
-//! started with exactly the arguments (and environment) of the chart's Deployment, holding the
-//! `ServiceAccount`'s token from `TokenRequest`.
+//! The Helm chart's RBAC, run for real: the chart rendered by Helm's own engine
+//! ([`crate::chart`]), its CRDs, `ServiceAccount`, Roles, bindings and `CacheConfig` created on
+//! the embedded API server with RBAC on, and `informant run` started with exactly the arguments
+//! (and environment) of the chart's Deployment, holding the `ServiceAccount`'s token from
+//! `TokenRequest` — for two sets of values that together render every kind of rule the chart has
+//! ([`Case`]).
 //!
-//! **Enough**: the manager becomes ready, writes its status, holds its Lease, records Events
-//! (created, then patched by deduplication), and a hook `Controller` (with `finalize: true`)
-//! applies a child, holds its object and itself with finalizers and releases them when
-//! deleted; the server refuses none of its requests.
+//! **Enough**: the manager becomes ready, writes its status, holds (renews) its Lease, records
+//! Events (created, then patched by deduplication: the hooks', and `ConfigReloaded` after two
+//! edits), and a hook `Controller` (with `finalize: true`) applies a child, holds its object and
+//! itself with finalizers and releases them when deleted; the server refuses none of its
+//! requests.
 //!
 //! **No more than enough**: for every permission the chart renders (each verb of each resource
 //! of each rule), a run without it must show the server refusing a request that permission
 //! allowed, and the refusal where a user looks (the `CacheConfig`'s conditions,
-//! `/readyz/permissions` or `/readyz/informers`, a Warning Event, the `Controller`'s status, or a
-//! log line). A permission no request needed is named as dead weight.
+//! `/readyz/permissions` or `/readyz/informers`, an Event, a `Controller`'s status, or a log
+//! line). A permission no request needed is named as dead weight.
 //!
 //! Ignored by a plain `cargo test` (it needs Python with helm-python-sdk, which `scripts/test`
 //! installs into `target/tools` and names with `INFORMANT_PYTHON`); run with
 //! `--include-ignored`, a missing Python or module is a failure, never a pass.
 
-use std::path::{Path, PathBuf};
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
 use informant::apiserver::{Refusal, TestServer};
-use informant::config::access::Permission;
+use informant::config::CacheConfig;
+use informant::hooks::Controller;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
-use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 
-const RELEASE: &str = "informant";
-const NAMESPACE: &str = "informant-system";
-const SHOP: &str = "shop";
-const ACCOUNT: &str = "system:serviceaccount:informant-system:informant";
+use crate::chart::{
+    Case, Grant, HOOK, NAMESPACE, RELEASE, SHOP, free_port, grants, python, refused_by_absence_of,
+    render, root, without,
+};
 
-/// How long a run waits for what it looks for.
+/// How long a run waits for each step.
 const WAIT: Duration = Duration::from_secs(20);
 
 /// Polls `check` every 20 ms until it holds or `limit` passes; whether it held.
@@ -59,171 +62,10 @@ where
     }
 }
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The Python that has helm-python-sdk: `INFORMANT_PYTHON`, else `target/tools`' (where
-/// `scripts/test` installs it). Fails the test, saying how to get it, when there is none.
-fn python() -> PathBuf {
-    let python = std::env::var_os("INFORMANT_PYTHON").map_or_else(
-        || root().join("target/tools/venv/bin/python"),
-        PathBuf::from,
-    );
-    let found = std::process::Command::new(&python)
-        .args(["-c", "import helm_python, yaml"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "{} cannot import helm_python: run scripts/test (it installs helm-python-sdk into \
-         target/tools), or set INFORMANT_PYTHON to a Python that has it",
-        python.display()
-    );
-    python
-}
-
-/// The chart rendered with `values` by Helm's engine: every manifest, `NOTES.txt` apart.
-fn render(python: &Path, values: &Value) -> Vec<Value> {
-    let script = "import json, sys, yaml, helm_python as helm\n\
-        with helm.Chart.load(sys.argv[1]) as chart:\n\
-        \x20   files = chart.render(json.loads(sys.argv[2]), name=sys.argv[3], namespace=sys.argv[4])\n\
-        docs = [d for p, t in sorted(files.items()) if not p.endswith('NOTES.txt') for d in yaml.safe_load_all(t) if d]\n\
-        json.dump(docs, sys.stdout)\n";
-    let out = std::process::Command::new(python)
-        .args([
-            "-c",
-            script,
-            &root().join("charts/informant").display().to_string(),
-            &values.to_string(),
-            RELEASE,
-            NAMESPACE,
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "rendering the chart failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// One RBAC object's rules: its kind, namespace ("" for the `ClusterRole`) and name.
-#[derive(Clone, Debug)]
-struct Grant {
-    kind: String,
-    namespace: String,
-    name: String,
-    permission: Permission,
-}
-
-/// Every permission of the rendered `Role`s and `ClusterRole`s, one verb of one resource each.
-fn grants(docs: &[Value]) -> Vec<Grant> {
-    let mut out = Vec::new();
-    for doc in docs
-        .iter()
-        .filter(|d| d["kind"] == "Role" || d["kind"] == "ClusterRole")
-    {
-        let namespace = doc["metadata"]["namespace"].as_str().unwrap_or_default();
-        let rules: Vec<PolicyRule> = serde_json::from_value(doc["rules"].clone()).unwrap();
-        let mut place = informant::config::rbac::Rules::default();
-        if namespace.is_empty() {
-            place.cluster = rules;
-        } else {
-            place.namespaces.insert(namespace.to_owned(), rules);
-        }
-        for permission in informant::config::access::permissions(&place) {
-            out.push(Grant {
-                kind: doc["kind"].as_str().unwrap().to_owned(),
-                namespace: namespace.to_owned(),
-                name: doc["metadata"]["name"].as_str().unwrap().to_owned(),
-                permission,
-            });
-        }
-    }
-    out
-}
-
-/// The rendered documents with `removed` taken out of its `Role` or `ClusterRole` (whose
-/// rules become one rule per remaining permission).
-fn without(docs: &[Value], removed: &Grant) -> Vec<Value> {
-    let all = grants(docs);
-    docs.iter()
-        .map(|doc| {
-            let same = doc["kind"] == removed.kind.as_str()
-                && doc["metadata"]["name"] == removed.name.as_str()
-                && doc["metadata"]["namespace"].as_str().unwrap_or_default() == removed.namespace;
-            if !same {
-                return doc.clone();
-            }
-            let rules: Vec<Value> = all
-                .iter()
-                .filter(|g| {
-                    g.kind == removed.kind
-                        && g.namespace == removed.namespace
-                        && g.permission != removed.permission
-                })
-                .map(|g| rule_of(&g.permission))
-                .collect();
-            let mut doc = doc.clone();
-            doc["rules"] = Value::Array(rules);
-            doc
-        })
-        .collect()
-}
-
-fn rule_of(p: &Permission) -> Value {
-    let mut rule = match &p.url {
-        Some(url) => json!({"nonResourceURLs": [url], "verbs": [p.verb]}),
-        None => json!({"apiGroups": [p.group], "resources": [p.resource], "verbs": [p.verb]}),
-    };
-    if let Some(name) = &p.name {
-        rule["resourceNames"] = json!([name]);
-    }
-    rule
-}
-
-/// Whether `refusal` is a request of the manager that `grant` would have allowed.
-fn refused_by_absence_of(refusal: &Refusal, grant: &Grant) -> bool {
-    let p = &grant.permission;
-    let resource = if refusal.subresource.is_empty() {
-        refusal.resource.clone()
-    } else {
-        format!("{}/{}", refusal.resource, refusal.subresource)
-    };
-    refusal.user == ACCOUNT
-        && refusal.verb == p.verb
-        && refusal.api_group == p.group
-        && resource == p.resource
-        && p.name.as_ref().is_none_or(|n| *n == refusal.name)
-        && (grant.namespace.is_empty() || refusal.namespace == grant.namespace)
-}
-
-/// The hook: one child `ConfigMap` per parent, and the same Event twice (the second is a
-/// deduplicated patch of the first).
-const HOOK: &str = r#"import json, sys
-request = json.load(sys.stdin)
-name = request["object"]["metadata"]["name"]
-if request.get("finalizing"):
-    print(json.dumps({"finalized": True}))
-    sys.exit(0)
-event = {"type": "Normal", "reason": "ChildApplied", "message": "applied " + name + "-child"}
-child = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name + "-child"},
-         "data": {"parent": name}}
-print(json.dumps({"children": [child], "events": [event, event]}))
-"#;
-
-/// What every run shares: the rendered chart, the Deployment's arguments and environment.
+/// What every run of a case shares: the rendered chart, the Deployment's arguments and
+/// environment, the hook.
 struct Scenario {
+    case: Case,
     python: PathBuf,
     dir: tempfile::TempDir,
     docs: Vec<Value>,
@@ -233,48 +75,27 @@ struct Scenario {
 }
 
 impl Scenario {
-    /// The scenario's chart values, with `extra` rules added to its `rbac.extraRules`.
-    fn new(extra: &[Value]) -> Self {
+    /// `case`'s chart, rendered with `extra` rules in `rbac.extraRules`.
+    fn new(case: Case, extra: &[Value]) -> Self {
         let python = python();
         let health_port = free_port();
-        let mut values = json!({
-            "cacheConfig": {"spec": {
-                "defaultNamespaces": {SHOP: {}},
-                "byObject": [
-                    {"apiVersion": "v1", "kind": "ConfigMap"},
-                    {"apiVersion": "v1", "kind": "Secret", "namespaces": {}},
-                ],
-            }},
-            "rbac": {"extraRules": [
-                // The hook's children, applied with server-side apply.
-                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["patch"]},
-                // The Controller's finalizer on its objects (finalize: true).
-                {"apiGroups": [""], "resources": ["secrets"], "verbs": ["patch"]},
-            ]},
-            "metrics": {"port": free_port()},
-            "health": {"port": health_port},
-        });
-        if let Some(rules) = values["rbac"]["extraRules"].as_array_mut() {
-            rules.extend(extra.iter().cloned());
-        }
-        let docs = render(&python, &values);
+        let docs = render(&python, &case.values((free_port(), health_port), extra));
         let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
         let container = &deployment["spec"]["template"]["spec"]["containers"][0];
         let args: Vec<String> = serde_json::from_value(container["args"].clone()).unwrap();
-        let env: Vec<(String, String)> = container["env"]
+        let env = container["env"]
             .as_array()
             .unwrap()
             .iter()
             .map(|e| {
-                (
-                    e["name"].as_str().unwrap().to_owned(),
-                    e["value"].as_str().unwrap_or_default().to_owned(),
-                )
+                let value = e["value"].as_str().unwrap_or_default();
+                (e["name"].as_str().unwrap().to_owned(), value.to_owned())
             })
             .collect();
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("hook.py"), HOOK).unwrap();
         Self {
+            case,
             python,
             dir,
             docs,
@@ -284,13 +105,13 @@ impl Scenario {
         }
     }
 
-    fn health(&self) -> std::net::SocketAddr {
-        std::net::SocketAddr::from(([127, 0, 0, 1], self.health_port))
+    fn health(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.health_port))
     }
 
-    /// A fresh server holding `docs` (the chart's objects the API server serves), the CRDs, the
-    /// hook's `Controller` and its parent; then `informant run` as the chart's Deployment runs
-    /// it.
+    /// A fresh server holding `docs` (those of the chart's objects an API server without
+    /// workloads serves), the CRDs, the hook's `Controller`s and their parents; then `informant
+    /// run` as the chart's Deployment runs it.
     async fn start(&self, docs: &[Value], run: usize) -> Running {
         let server = TestServer::start_with_rbac().await.unwrap();
         let handle = server.handle();
@@ -300,11 +121,6 @@ impl Scenario {
                 handle.create(object).unwrap();
             }
         }
-        for namespace in [NAMESPACE, SHOP] {
-            handle
-                .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}))
-                .unwrap();
-        }
         let kinds = [
             "ServiceAccount",
             "ClusterRole",
@@ -313,46 +129,31 @@ impl Scenario {
             "RoleBinding",
             "CacheConfig",
         ];
-        for doc in docs
+        let chart_objects = docs
             .iter()
-            .filter(|d| kinds.iter().any(|k| d["kind"] == *k))
-        {
-            handle.create(doc.clone()).unwrap();
-        }
+            .filter(|d| kinds.iter().any(|k| d["kind"] == *k));
         let hook = self.dir.path().join("hook.py");
-        handle
-            .create(json!({
-                "apiVersion": "informant.dev/v1alpha1", "kind": "Controller",
-                "metadata": {"name": "parents", "namespace": NAMESPACE},
-                "spec": {
-                    "for": {"apiVersion": "v1", "kind": "Secret", "labelSelector": "app=parent"},
-                    "owns": [{"apiVersion": "v1", "kind": "ConfigMap"}],
-                    "hook": {"exec": {"command": [self.python.display().to_string(), hook.display().to_string()],
-                                      "timeout": "10s"}},
-                    "finalize": true,
-                },
-            }))
-            .unwrap();
-        handle
-            .create(json!({"apiVersion": "v1", "kind": "Secret",
-                           "metadata": {"name": "p", "namespace": SHOP, "labels": {"app": "parent"}}}))
-            .unwrap();
+        for object in self
+            .case
+            .namespaces()
+            .into_iter()
+            .chain(chart_objects.cloned())
+            .chain(self.case.objects(&self.python, &hook))
+        {
+            handle.create(object).unwrap();
+        }
         let token = server.token(NAMESPACE, RELEASE).await.unwrap();
         let kubeconfig = self.dir.path().join(format!("kubeconfig-{run}"));
-        std::fs::write(
-            &kubeconfig,
-            informant::yaml::to_string(&handle.kubeconfig_with_token(Some(&token))).unwrap(),
-        )
-        .unwrap();
+        let yaml = informant::yaml::to_string(&handle.kubeconfig_with_token(Some(&token)));
+        std::fs::write(&kubeconfig, yaml.unwrap()).unwrap();
         let log = self.dir.path().join(format!("manager-{run}.log"));
-        let file = std::fs::File::create(&log).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_informant"))
             .args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env("KUBECONFIG", &kubeconfig)
             .env_remove("RUST_LOG")
             .stdout(Stdio::null())
-            .stderr(file)
+            .stderr(std::fs::File::create(&log).unwrap())
             .kill_on_drop(true)
             .spawn()
             .unwrap();
@@ -362,6 +163,7 @@ impl Scenario {
             admin,
             child,
             log,
+            case: self.case,
         }
     }
 }
@@ -372,6 +174,25 @@ struct Running {
     admin: Client,
     child: Child,
     log: PathBuf,
+    case: Case,
+}
+
+/// The largest count of the Events with `reason` in `namespace` (a core `count` or an
+/// `events.k8s.io` series' count).
+async fn event_count(admin: &Client, namespace: &str, reason: &str) -> i32 {
+    Api::<Event>::namespaced(admin.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .map(|e| {
+            let series = e.series.as_ref().and_then(|s| s.count).unwrap_or(0);
+            e.count.unwrap_or(1).max(series)
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 impl Running {
@@ -380,11 +201,16 @@ impl Running {
             .handle()
             .refusals()
             .into_iter()
-            .filter(|r| r.user == ACCOUNT)
+            .filter(|r| r.user == crate::chart::ACCOUNT)
             .collect()
     }
 
-    /// Whether the hook's child exists and the parent carries the Controller's finalizer.
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Whether the hooks did their work: the child exists, the parent carries the
+    /// Controller's finalizer, the hooks' Events were recorded twice (created, then patched).
     async fn reconciled(&self) -> bool {
         let child = Api::<ConfigMap>::namespaced(self.admin.clone(), SHOP)
             .get_opt("p-child")
@@ -394,13 +220,64 @@ impl Running {
             .get("p")
             .await
             .unwrap();
+        let held = parent
+            .metadata
+            .finalizers
+            .unwrap_or_default()
+            .iter()
+            .any(|f| f.starts_with("hooks.informant.dev/"));
+        let namespace_seen = self.case == Case::ClusterWide
+            || event_count(&self.admin, "default", "NamespaceSeen").await >= 2;
         child.is_some()
-            && parent
-                .metadata
-                .finalizers
-                .unwrap_or_default()
-                .iter()
-                .any(|f| f.starts_with("hooks.informant.dev/"))
+            && held
+            && event_count(&self.admin, SHOP, "ChildApplied").await >= 2
+            && namespace_seen
+    }
+
+    /// Edits the `CacheConfig` (the `ConfigMap` label selector) and waits until the manager
+    /// recorded `ConfigReloaded` `times` times or `stop` holds.
+    async fn reload(&self, times: i32, stop: &dyn Fn() -> bool) -> bool {
+        let configs: Api<CacheConfig> = Api::namespaced(self.admin.clone(), NAMESPACE);
+        let mut config = configs.get(RELEASE).await.unwrap();
+        if let Some(first) = config.spec.by_object.as_mut().and_then(|b| b.first_mut()) {
+            first.label_selector = Some(format!("edit!={times}"));
+        }
+        configs
+            .patch(
+                RELEASE,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": config.spec})),
+            )
+            .await
+            .unwrap();
+        until(WAIT, || async {
+            stop() || event_count(&self.admin, NAMESPACE, "ConfigReloaded").await >= times
+        })
+        .await
+    }
+
+    async fn delete_controllers(&self) {
+        let controllers: Api<Controller> = Api::namespaced(self.admin.clone(), NAMESPACE);
+        controllers
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await
+            .unwrap();
+    }
+
+    /// Whether the deleted `Controller`s are gone and the parent released.
+    async fn released(&self) -> bool {
+        let parent = Api::<Secret>::namespaced(self.admin.clone(), SHOP)
+            .get("p")
+            .await
+            .unwrap();
+        let controllers: Api<Controller> = Api::namespaced(self.admin.clone(), NAMESPACE);
+        let gone = controllers
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty();
+        gone && parent.metadata.finalizers.unwrap_or_default().is_empty()
     }
 
     /// Whether the Lease was renewed since it was acquired.
@@ -413,62 +290,87 @@ impl Running {
             && spec.renew_time.map(|t| t.0) > spec.acquire_time.map(|t| t.0)
     }
 
-    /// Whether the deleted `Controller` is gone and its object released.
-    async fn released(&self) -> bool {
-        let parent = Api::<Secret>::namespaced(self.admin.clone(), SHOP)
-            .get("p")
-            .await
-            .unwrap();
-        let gone = Api::<informant::hooks::Controller>::namespaced(self.admin.clone(), NAMESPACE)
-            .get_opt("parents")
-            .await
-            .unwrap()
-            .is_none();
-        gone && parent.metadata.finalizers.unwrap_or_default().is_empty()
+    /// Whether the manager is ready and its `CacheConfig` says `Ready=True`.
+    async fn ready(&self, health: SocketAddr) -> bool {
+        let configs: Api<CacheConfig> = Api::namespaced(self.admin.clone(), NAMESPACE);
+        let ready = configs.get(RELEASE).await.unwrap().status.is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        });
+        ready
+            && tokio::net::TcpStream::connect(health).await.is_ok()
+            && crate::support::http_get(health, "/readyz").await.0 == 200
     }
 
-    async fn delete_controller(&self) {
-        let controllers: Api<kube::api::DynamicObject> = Api::namespaced_with(
-            self.admin.clone(),
-            NAMESPACE,
-            &kube::api::ApiResource::erase::<informant::hooks::Controller>(&()),
-        );
-        controllers
-            .delete("parents", &DeleteParams::default())
-            .await
-            .unwrap();
+    /// Whether the manager wrote a status (ready or not).
+    async fn started(&self) -> bool {
+        let configs: Api<CacheConfig> = Api::namespaced(self.admin.clone(), NAMESPACE);
+        let config = configs.get(RELEASE).await.unwrap();
+        config.status.is_some_and(|s| !s.conditions.is_empty())
+    }
+
+    /// Drives the scenario, step by step, until `stop` holds: a status written, the hooks'
+    /// work, two config edits, the `Controller`s' deletion and release, a renewal of the
+    /// Lease. Each step that does not happen within [`WAIT`] is named (the rest are still
+    /// driven).
+    async fn drive(&self, stop: &dyn Fn() -> bool) -> Vec<&'static str> {
+        let mut missed = Vec::new();
+        if !until(WAIT, || async { stop() || self.started().await }).await {
+            missed.push("a status written");
+        }
+        if stop() {
+            return missed;
+        }
+        if !until(WAIT, || async { stop() || self.reconciled().await }).await {
+            missed.push("the hooks' child, finalizer and Events (created then patched)");
+        }
+        for times in 1..=2 {
+            if stop() {
+                return missed;
+            }
+            if !self.reload(times, stop).await {
+                missed.push("ConfigReloaded recorded (created then patched)");
+            }
+        }
+        if stop() {
+            return missed;
+        }
+        self.delete_controllers().await;
+        if !until(WAIT, || async { stop() || self.released().await }).await {
+            missed.push("the deleted Controllers' release");
+        }
+        if stop() {
+            return missed;
+        }
+        if !until(WAIT, || async { stop() || self.renewed().await }).await {
+            missed.push("the Lease renewed");
+        }
+        missed
     }
 
     /// Everything a user reads: the manager's log, the `CacheConfig`'s and `Controller`s'
     /// status, every Event, `/readyz/permissions` and `/readyz/informers`.
-    async fn surfaces(&self, health: std::net::SocketAddr) -> String {
-        let mut text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let configs: Api<informant::config::CacheConfig> =
-            Api::namespaced(self.admin.clone(), NAMESPACE);
+    async fn surfaces(&self, health: SocketAddr) -> String {
+        let mut text = self.log();
+        let configs: Api<CacheConfig> = Api::namespaced(self.admin.clone(), NAMESPACE);
         for config in configs.list(&ListParams::default()).await.unwrap() {
             text.push_str(&serde_json::to_string(&config.status).unwrap());
         }
-        let controllers: Api<informant::hooks::Controller> =
-            Api::namespaced(self.admin.clone(), NAMESPACE);
+        let controllers: Api<Controller> = Api::namespaced(self.admin.clone(), NAMESPACE);
         for controller in controllers.list(&ListParams::default()).await.unwrap() {
             text.push_str(&serde_json::to_string(&controller.status).unwrap());
         }
-        for event in Api::<Event>::all(self.admin.clone())
+        let events = Api::<Event>::all(self.admin.clone())
             .list(&ListParams::default())
             .await
-            .unwrap()
-        {
+            .unwrap();
+        for event in events {
             text.push_str(event.message.as_deref().unwrap_or_default());
             text.push('\n');
         }
         for path in ["/readyz/permissions", "/readyz/informers"] {
-            if let Ok(Ok(stream)) = tokio::time::timeout(
-                Duration::from_secs(2),
-                tokio::net::TcpStream::connect(health),
-            )
-            .await
-            {
-                drop(stream);
+            if tokio::net::TcpStream::connect(health).await.is_ok() {
                 text.push_str(&crate::support::http_get(health, path).await.1);
             }
         }
@@ -481,68 +383,29 @@ impl Running {
     }
 }
 
-/// The manager with every permission the chart renders: ready, status written, Lease held,
-/// Events created and patched, the hook's child applied and the finalizers released, nothing
-/// refused.
+/// The manager with every permission the chart renders: every step happens, nothing refused.
 async fn everything_works(scenario: &Scenario) {
     let running = scenario.start(&scenario.docs, 0).await;
-    let health = scenario.health();
-    let ready = until(WAIT, || async {
-        tokio::net::TcpStream::connect(health).await.is_ok()
-            && crate::support::http_get(health, "/readyz").await.0 == 200
-    })
-    .await;
-    let log = || std::fs::read_to_string(&running.log).unwrap_or_default();
-    assert!(ready, "the manager did not become ready\n{}", log());
-    let configs: Api<informant::config::CacheConfig> =
-        Api::namespaced(running.admin.clone(), NAMESPACE);
-    let status_written = until(WAIT, || async {
-        configs.get(RELEASE).await.unwrap().status.is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True")
-        })
-    })
-    .await;
-    assert!(status_written, "no Ready=True status\n{}", log());
+    let ready = until(WAIT, || running.ready(scenario.health())).await;
     assert!(
-        until(WAIT, || running.reconciled()).await,
-        "the hook's child or the finalizer is missing\n{}",
-        log()
+        ready,
+        "{:?}: the manager is not ready\n{}",
+        scenario.case,
+        running.log()
     );
-    let events: Api<Event> = Api::namespaced(running.admin.clone(), SHOP);
-    let patched = until(WAIT, || async {
-        events
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .any(|e| e.reason.as_deref() == Some("ChildApplied") && e.count.unwrap_or(0) >= 2)
-    })
-    .await;
+    let missed = running.drive(&|| false).await;
     assert!(
-        patched,
-        "no Event created then patched (count 2)\n{}",
-        log()
-    );
-    running.delete_controller().await;
-    let released = until(WAIT, || running.released()).await;
-    assert!(
-        released,
-        "the deleted Controller did not release\n{}",
-        log()
-    );
-    assert!(
-        until(WAIT, || running.renewed()).await,
-        "the Lease was not held (renewed)\n{}",
-        log()
+        missed.is_empty(),
+        "{:?}: {missed:?} did not happen\n{}",
+        scenario.case,
+        running.log()
     );
     let refused = running.refusals();
     assert!(
         refused.is_empty(),
-        "requests refused: {refused:#?}\n{}",
-        log()
+        "{:?}: requests refused: {refused:#?}\n{}",
+        scenario.case,
+        running.log()
     );
     running.stop().await;
 }
@@ -562,75 +425,62 @@ async fn without_grant(
             .into_iter()
             .find(|r| refused_by_absence_of(r, grant))
     };
-    // Drive the scenario until the permission is asked for: the first reconcile, then the
-    // Controller's deletion (the release).
-    let mut seen = until(WAIT, || async {
-        refused().is_some() || running.reconciled().await
-    })
-    .await
-        && refused().is_some();
-    if !seen {
-        running.delete_controller().await;
-        until(WAIT, || async {
-            refused().is_some() || running.released().await
-        })
-        .await;
-        seen = refused().is_some();
-    }
-    // Then the Lease's renewal (every retry period: 2 s by default).
-    if !seen {
-        until(WAIT, || async {
-            refused().is_some() || running.renewed().await
-        })
-        .await;
-        seen = refused().is_some();
-    }
-    let outcome = if let Some(refusal) = refused().filter(|_| seen) {
-        let wanted = [refusal.message.clone(), grant.permission.to_string()];
-        let health = scenario.health();
-        let shown = until(WAIT, || async {
-            let text = running.surfaces(health).await;
-            wanted.iter().any(|w| text.contains(w.as_str()))
-        })
-        .await;
-        Some(if shown {
-            Ok(())
-        } else {
-            Err(format!(
-                "{} ({} {}/{}): refused ({}) but shown nowhere a user looks",
-                grant.permission, grant.kind, grant.namespace, grant.name, refusal.message
-            ))
-        })
-    } else {
-        None
+    running.drive(&|| refused().is_some()).await;
+    let outcome = match refused() {
+        None => None,
+        Some(refusal) => {
+            let wanted = [refusal.message.clone(), grant.permission.to_string()];
+            let health = scenario.health();
+            let shown = until(WAIT, || async {
+                let text = running.surfaces(health).await;
+                wanted.iter().any(|w| text.contains(w.as_str()))
+            })
+            .await;
+            Some(if shown {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{grant}: refused ({}) but shown nowhere a user looks",
+                    refusal.message
+                ))
+            })
+        }
     };
     running.stop().await;
     outcome
 }
 
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs Python with helm-python-sdk (scripts/test installs it); run with --include-ignored"]
-async fn the_charts_rbac_is_enough_and_no_more_than_enough() {
-    let scenario = Scenario::new(&[]);
+/// Every permission of `case`'s chart removed in turn: the dead ones and the unseen ones.
+async fn least(case: Case) {
+    let scenario = Scenario::new(case, &[]);
     everything_works(&scenario).await;
     let all = grants(&scenario.docs);
-    assert!(all.len() >= 15, "{all:#?}");
     let mut dead = Vec::new();
     let mut unseen = Vec::new();
     for (run, grant) in all.iter().enumerate() {
         match without_grant(&scenario, grant, run + 1).await {
-            None => dead.push(format!(
-                "{} ({} {}/{})",
-                grant.permission, grant.kind, grant.namespace, grant.name
-            )),
+            None => dead.push(grant.to_string()),
             Some(Err(message)) => unseen.push(message),
-            Some(Ok(())) => println!("needed and shown: {}", grant.permission),
+            Some(Ok(())) => println!("{case:?}: needed and shown: {grant}"),
         }
     }
     assert!(
         dead.is_empty() && unseen.is_empty(),
-        "dead weight (no request needed it): {dead:#?}\nnot shown where a user looks: {unseen:#?}"
+        "{case:?}: dead weight (no request needed it): {dead:#?}\n\
+         not shown where a user looks: {unseen:#?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs Python with helm-python-sdk (scripts/test installs it); run with --include-ignored"]
+async fn the_charts_cluster_wide_rbac_is_enough_and_no_more_than_enough() {
+    least(Case::ClusterWide).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs Python with helm-python-sdk (scripts/test installs it); run with --include-ignored"]
+async fn the_charts_namespaced_rbac_is_enough_and_no_more_than_enough() {
+    least(Case::Namespaced).await;
 }
 
 /// The check above can fail: a rule the manager never uses (`get pods` in `shop`, added through
@@ -638,8 +488,8 @@ async fn the_charts_rbac_is_enough_and_no_more_than_enough() {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "needs Python with helm-python-sdk (scripts/test installs it); run with --include-ignored"]
 async fn a_permission_no_request_needs_is_named_dead_weight() {
-    let scenario =
-        Scenario::new(&[json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]})]);
+    let unused_rule = json!({"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]});
+    let scenario = Scenario::new(Case::ClusterWide, &[unused_rule]);
     let all = grants(&scenario.docs);
     let unused = all
         .iter()
