@@ -16,4 +16,5 @@ mod apiserver_rbac;
 mod apiserver_robustness;
 mod apiserver_selector_messages;
 mod apiserver_selectors;
+mod apiserver_sharding;
 mod apiserver_watch;

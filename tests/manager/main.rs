@@ -22,3 +22,4 @@ mod manager_reload;
 mod manager_run;
 mod manager_source;
 mod manager_status;
+mod shard_membership;

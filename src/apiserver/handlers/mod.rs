@@ -263,7 +263,12 @@ async fn resource(
     if !rt.namespaced && path.namespace.is_some() {
         return Err(ApiError::no_route(&describe()));
     }
-    let query = Query::parse(raw_query)?;
+    let mut query = Query::parse(raw_query)?;
+    if !app.config.feature_gates.sharded_list_and_watch {
+        // A server without the gate ignores the unknown parameter and lists everything, so a
+        // client sees no `shardInfo` and knows to filter itself (KEP-5866, version skew).
+        query.shard_selector = None;
+    }
     // A token request and the reviews are creates of objects that are never stored.
     let token_request =
         super::discovery::is_service_accounts(&rt) && path.subresource.as_deref() == Some("token");
