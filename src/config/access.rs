@@ -1,5 +1,5 @@
 //! Whether the cluster grants what a `CacheConfig` needs: every permission the derived
-//! [`Rules`](super::rbac::Rules) hold, asked of the API server one `SelfSubjectAccessReview`
+//! [`Rules`] hold, asked of the API server one `SelfSubjectAccessReview`
 //! at a time as the client's own user (`kubectl auth can-i` for each), and what is missing,
 //! back as rules to apply. `informant rbac --check` prints it; the manager runs it before each
 //! config's informers start, so that a missing permission is named up front rather than found
