@@ -8,9 +8,9 @@
 //! fail: a warn log line naming each, the `Ready` condition (`False`, reason
 //! [`REASON_PERMISSION_MISSING`](super::REASON_PERMISSION_MISSING)), `/readyz/permissions`, and a
 //! `PermissionMissing` Warning Event on the leader. While something is missing the check runs
-//! again every [`RECHECK_INTERVAL`] (`Options::permissions_recheck`), so a grant clears it without a reload. A server that cannot
-//! answer (no authorization API, the review itself refused) leaves the check silent: the
-//! informers' own errors still say what failed.
+//! again every [`RECHECK_INTERVAL`] (`Options::permissions_recheck`), so a grant clears it
+//! without a reload. A server that cannot answer (no authorization API, the review itself
+//! refused) leaves the check silent: the informers' own errors still say what failed.
 
 use std::time::Duration;
 
