@@ -12,6 +12,7 @@
 //! Everything a user deploys is here, and nothing of controllers: `crate::controller` and
 //! `crate::hooks` add themselves to a [`Manager`].
 
+mod access;
 mod elected;
 mod group;
 mod http;
@@ -25,6 +26,9 @@ mod shard;
 mod state;
 mod status;
 
+pub use access::{
+    EVENT_REASON as PERMISSION_MISSING_EVENT, RECHECK_INTERVAL as PERMISSIONS_RECHECK_INTERVAL,
+};
 pub use http::{
     BindAddressError, Check, DEFAULT_HEALTH_ADDR, DEFAULT_METRICS_ADDR, HttpServer,
     METRICS_CONTENT_TYPE, PING, Probes, health_router, metrics_router, parse_bind_address,
@@ -46,6 +50,6 @@ pub use shard::{
 pub use state::{Snapshot, State};
 pub use status::{
     DEFAULT_FIELD_MANAGER, REASON_INFORMER_FAILED, REASON_INFORMERS_SYNCED,
-    REASON_INFORMERS_SYNCING, REASON_INVALID_SPEC, REASON_VALID, Readiness, StatusError,
-    StatusInput, StatusWriter, Validity, desired_status, informer_name,
+    REASON_INFORMERS_SYNCING, REASON_INVALID_SPEC, REASON_PERMISSION_MISSING, REASON_VALID,
+    Readiness, StatusError, StatusInput, StatusWriter, Validity, desired_status, informer_name,
 };

@@ -48,8 +48,19 @@ impl Probes for ManagerProbes {
             Readiness::Failed { failed } => {
                 Check::failed("informers", format!("failed: {}", failed.join("; ")))
             }
+            Readiness::Forbidden { missing } => {
+                Check::failed("informers", format!("forbidden: {}", missing.join("; ")))
+            }
         };
-        vec![Check::ok("ping"), config, informers]
+        let permissions = if snapshot.missing_permissions.is_empty() {
+            Check::ok("permissions")
+        } else {
+            Check::failed(
+                "permissions",
+                super::access::event_message(&snapshot.missing_permissions),
+            )
+        };
+        vec![Check::ok("ping"), config, informers, permissions]
     }
 
     fn debug_cache(&self) -> serde_json::Value {

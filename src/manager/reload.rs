@@ -10,6 +10,7 @@ use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
+use super::access::{self, AccessCheck};
 use super::metrics::{ManagerMetrics, ReloadResult};
 use super::options::Error;
 use super::state::State;
@@ -52,11 +53,31 @@ pub(super) struct ReloadLoop<'a> {
     /// Whether this replica leads: only the leader records the reload's Events (every
     /// replica reloads its caches; N replicas recording would write N copies).
     pub(super) is_leader: watch::Receiver<bool>,
+    /// The permission check run before a config's informers start.
+    pub(super) access: AccessCheck,
 }
 
 impl ReloadLoop<'_> {
+    /// Asks whether the cluster grants what `config` needs, and says what it does not
+    /// (state, log; a Warning Event on the leader). Returns whether something is missing.
+    async fn check_permissions(&self, config: &Validated) -> bool {
+        let missing = self.access.missing(config).await;
+        if !missing.is_empty() && *self.is_leader.borrow() {
+            self.recorder.record(
+                &self.config_ref(config),
+                EventType::Warning,
+                access::EVENT_REASON,
+                &access::event_message(&missing),
+            );
+        }
+        let any = !missing.is_empty();
+        self.state.permissions_checked(missing);
+        any
+    }
+
     /// Applies the first config: the tree of its plan, its eager informers synced.
     pub(super) async fn first(&mut self, config: &Arc<Validated>) -> Result<(), Error> {
+        self.check_permissions(config).await;
         let change = self.reloader.apply(&config.cache).await?;
         for (gvk, error) in &change.unsynced {
             tracing::warn!(k8s.gvk = ?gvk, error = %error, "eager informer not synced");
@@ -94,6 +115,7 @@ impl ReloadLoop<'_> {
     /// Applies a valid config, in the `config_reload` span the caller entered.
     async fn apply(&mut self, config: Arc<Validated>) {
         let began = Instant::now();
+        self.check_permissions(&config).await;
         let change = match self.reloader.apply(&config.cache).await {
             Ok(change) => change,
             Err(error) => {
@@ -194,9 +216,22 @@ impl ReloadLoop<'_> {
         mut outcomes: broadcast::Receiver<ReloadOutcome>,
         shutdown: CancellationToken,
     ) {
+        // While a permission is missing, the check runs again now and then: a grant clears
+        // the condition without a reload.
+        let recheck = tokio::time::sleep(self.access.recheck);
+        let mut recheck = std::pin::pin!(recheck);
         loop {
+            let missing = !self.state.snapshot().missing_permissions.is_empty();
             let outcome = tokio::select! {
                 () = shutdown.cancelled() => return,
+                () = &mut recheck, if missing => {
+                    let running = Arc::clone(&configs.borrow());
+                    self.check_permissions(&running).await;
+                    recheck
+                        .as_mut()
+                        .reset(tokio::time::Instant::now() + self.access.recheck);
+                    continue;
+                }
                 outcome = outcomes.recv() => outcome,
             };
             match outcome {

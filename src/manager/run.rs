@@ -20,6 +20,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::access::AccessCheck;
 use super::elected::{LeaderRunnable, LeaderWork};
 use super::group::{RunnableGroup, stop_in_order};
 use super::http::{HttpServer, Probes};
@@ -381,6 +382,7 @@ impl Manager {
             is_leader: elector
                 .as_ref()
                 .map_or_else(|| watch::channel(true).1, LeaderElector::is_leader),
+            access: AccessCheck::new(client.clone(), &options),
         };
         reload.first(&first).await?;
 

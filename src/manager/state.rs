@@ -35,6 +35,7 @@ struct Inner {
     last_reload: Option<jiff::Timestamp>,
     plan: Option<Plan>,
     unsynced: Vec<(GroupVersionKind, String)>,
+    missing: Vec<String>,
 }
 
 /// A copy of the state at one moment.
@@ -58,6 +59,9 @@ pub struct Snapshot {
     pub unsynced: Vec<(GroupVersionKind, String)>,
     /// Every informer of the published tree.
     pub informers: Vec<InformerStatus>,
+    /// The permissions the running config needs that the cluster does not grant, as the
+    /// last check found them (see `manager::access`).
+    pub missing_permissions: Vec<String>,
 }
 
 impl Snapshot {
@@ -71,10 +75,17 @@ impl Snapshot {
                 errors: self.invalid.clone(),
             }
         };
+        let readiness = if self.missing_permissions.is_empty() {
+            self.readiness()
+        } else {
+            Readiness::Forbidden {
+                missing: self.missing_permissions.clone(),
+            }
+        };
         StatusInput {
             generation,
             validity,
-            readiness: self.readiness(),
+            readiness,
             informers: self.informers.clone(),
             last_reload_time: self
                 .last_reload
@@ -148,6 +159,7 @@ impl State {
                 last_reload: None,
                 plan: None,
                 unsynced: Vec::new(),
+                missing: Vec::new(),
             }),
             cache,
             changed,
@@ -220,6 +232,11 @@ impl State {
         });
     }
 
+    /// What the last permission check found missing (empty: all granted).
+    pub fn permissions_checked(&self, missing: Vec<String>) {
+        self.update(|s| s.missing = missing);
+    }
+
     /// The latest config seen is invalid; the running one stays.
     pub fn rejected(&self, errors: Vec<String>) {
         self.update(|s| s.invalid = errors);
@@ -282,6 +299,7 @@ impl State {
             plan: inner.plan,
             unsynced: inner.unsynced,
             informers: self.cache.informers(),
+            missing_permissions: inner.missing,
         }
     }
 }

@@ -12,6 +12,7 @@
 //! | `Ready` | `True`  | [`REASON_INFORMERS_SYNCED`] (`InformersSynced`) | how many informers synced |
 //! | `Ready` | `False` | [`REASON_INFORMERS_SYNCING`] (`InformersSyncing`) | the informers not synced yet |
 //! | `Ready` | `False` | [`REASON_INFORMER_FAILED`] (`InformerFailed`) | the informers that cannot list or watch, with the error |
+//! | `Ready` | `False` | [`REASON_PERMISSION_MISSING`] (`PermissionMissing`) | each permission the config needs that the cluster does not grant |
 //!
 //! `kubectl get cacheconfigs` shows the `Valid` and `Ready` statuses and `informerCount`.
 //!
@@ -56,6 +57,10 @@ pub const REASON_INFORMERS_SYNCING: &str = "InformersSyncing";
 
 /// `Ready=False` reason: some informers cannot list or watch (RBAC, unknown kind, ...).
 pub const REASON_INFORMER_FAILED: &str = "InformerFailed";
+
+/// `Ready=False` reason: the cluster does not grant permissions the config needs (the check
+/// the manager runs before informers start, as `informant rbac --check` does).
+pub const REASON_PERMISSION_MISSING: &str = "PermissionMissing";
 
 /// The field manager of status writes unless told otherwise.
 pub const DEFAULT_FIELD_MANAGER: &str = "informant";
@@ -105,6 +110,11 @@ pub enum Readiness {
     Failed {
         /// Each one, named as [`informer_name`] does, with its error.
         failed: Vec<String>,
+    },
+    /// The cluster does not grant permissions the config needs.
+    Forbidden {
+        /// Each one, `verb resource ... in namespace ...`.
+        missing: Vec<String>,
     },
 }
 
@@ -241,6 +251,18 @@ pub fn desired_status(
                 pending.len(),
                 plural(pending.len()),
                 pending.join("; ")
+            ),
+        ),
+        Readiness::Forbidden { missing } => condition(
+            CONDITION_READY,
+            false,
+            REASON_PERMISSION_MISSING,
+            format!(
+                "{} permission{} the config needs {} not granted (`informant rbac --check` prints the objects granting them): {}",
+                missing.len(),
+                plural(missing.len()),
+                if missing.len() == 1 { "is" } else { "are" },
+                missing.join("; ")
             ),
         ),
         Readiness::Failed { failed } => condition(

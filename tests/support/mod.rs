@@ -202,6 +202,26 @@ pub async fn server_with_informant_crds() -> (informant::apiserver::TestServer, 
     (server, client)
 }
 
+/// [`server_with_informant_crds`] with RBAC on: the client is the administrator's.
+#[allow(dead_code, reason = "not every test binary runs with authorization")]
+pub async fn server_with_informant_crds_rbac() -> (informant::apiserver::TestServer, Client) {
+    use kube::CustomResourceExt;
+    let server = informant::apiserver::TestServer::start_with_rbac()
+        .await
+        .unwrap();
+    for crd in [
+        informant::config::CacheConfig::crd(),
+        informant::hooks::Controller::crd(),
+    ] {
+        server
+            .handle()
+            .create(serde_json::to_value(crd).unwrap())
+            .unwrap();
+    }
+    let client = server.client().await.unwrap();
+    (server, client)
+}
+
 /// How long a test waits for a condition before it fails.
 #[allow(dead_code, reason = "not every test binary waits on conditions")]
 pub const WAIT: std::time::Duration = std::time::Duration::from_secs(20);
@@ -312,6 +332,20 @@ pub async fn stopped(run: tokio::task::JoinHandle<Result<(), informant::manager:
     reason = "only the kubectl-driven test binaries run scripts"
 )]
 pub fn run_kubectl_script(script: &str, args: &[&str], marker: &str) -> String {
+    run_kubectl_script_with(script, args, &[], marker)
+}
+
+/// [`run_kubectl_script`] with extra environment variables.
+#[allow(
+    dead_code,
+    reason = "only the kubectl-driven test binaries run scripts"
+)]
+pub fn run_kubectl_script_with(
+    script: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+    marker: &str,
+) -> String {
     use std::process::Command;
     let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".to_string());
     let found = Command::new(&kubectl)
@@ -328,6 +362,7 @@ pub fn run_kubectl_script(script: &str, args: &[&str], marker: &str) -> String {
         .args(args)
         .env("INFORMANT", env!("CARGO_BIN_EXE_informant"))
         .env("KUBECTL", &kubectl)
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
