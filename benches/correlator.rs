@@ -5,6 +5,9 @@
 //! `cargo bench --bench correlator` measures 200,000 events per workload; under `cargo test`
 //! (no `--bench` argument) it runs 2,000 as a smoke test.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::alloc::System;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,39 +23,11 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 const BASE: i64 = 1_700_000_000_000_000_000;
 const MS: i64 = 1_000_000;
 
-/// Deterministic xorshift64* so every run replays the same mix.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 struct Objects(Vec<Arc<ObjectRef>>);
 
 impl Objects {
     fn new(prefix: &str, n: usize) -> Self {
-        Objects(
-            (0..n)
-                .map(|i| {
-                    let name = format!("{prefix}-{i}");
-                    Arc::new(ObjectRef::new(
-                        "v1",
-                        "Pod",
-                        "ns",
-                        &name,
-                        &format!("uid-{name}"),
-                    ))
-                })
-                .collect(),
-        )
+        Objects(common::pods(prefix, n))
     }
 }
 
@@ -105,7 +80,7 @@ fn mix(n: usize) -> Vec<Event> {
     let hot = Objects::new("hot", 100);
     let mounts = Objects::new("mount", 1_000);
     let pods = Objects::new("pod", 10_000);
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = common::Rng(0x9e37_79b9_7f4a_7c15);
     (0..n)
         .map(|i| {
             #[allow(clippy::cast_possible_truncation)] // Reason: below() < the object count.

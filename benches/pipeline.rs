@@ -5,6 +5,9 @@
 //! `cargo bench --bench pipeline` records 1,000,000 events per run; under `cargo test`
 //! (no `--bench` argument) 20,000.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
@@ -29,20 +32,7 @@ fn run(producers: usize, total: usize) {
     let fates = pipeline.fates();
     let recorder = pipeline.recorder();
     let running = rt.spawn(pipeline.run(CancellationToken::new()));
-    let objects: Arc<Vec<Arc<ObjectRef>>> = Arc::new(
-        (0..10_000)
-            .map(|i| {
-                let name = format!("pod-{i}");
-                Arc::new(ObjectRef::new(
-                    "v1",
-                    "Pod",
-                    "ns",
-                    &name,
-                    &format!("uid-{name}"),
-                ))
-            })
-            .collect(),
-    );
+    let objects: Arc<Vec<Arc<ObjectRef>>> = Arc::new(common::pods("pod", 10_000));
     let messages: Arc<Vec<String>> = Arc::new((0..20).map(|i| format!("message {i}")).collect());
     let per = total / producers;
     let start = Instant::now();

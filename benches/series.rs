@@ -7,6 +7,9 @@
 //! `cargo bench --bench series` measures 200,000 events per workload; without `--bench` it
 //! runs 2,000 as a smoke test.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::alloc::System;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,32 +27,7 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 const BASE: i64 = 1_700_000_000_000_000_000;
 const MS: i64 = 1_000_000;
 
-/// Deterministic xorshift64* so every run replays the same mix (as `benches/correlator.rs`).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
-    }
-}
-
-fn objects(prefix: &str, n: usize) -> Vec<Arc<ObjectRef>> {
-    (0..n)
-        .map(|i| {
-            let name = format!("{prefix}-{i}");
-            Arc::new(ObjectRef::new(
-                "v1",
-                "Pod",
-                "ns",
-                &name,
-                &format!("uid-{name}"),
-            ))
-        })
-        .collect()
-}
+use common::pods as objects;
 
 fn event(obj: &Arc<ObjectRef>, reason: &str, msg: &str, i: usize) -> Event {
     let src = Arc::new(Source::new("bench-controller", "node-1"));
@@ -70,7 +48,7 @@ fn workload(name: &str, n: usize) -> Vec<Arc<Event>> {
     let hot = objects("hot", 100);
     let mounts = objects("mount", 1_000);
     let pods = objects("pod", 10_000);
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = common::Rng(0x9e37_79b9_7f4a_7c15);
     (0..n)
         .map(|i| {
             let e = match name {

@@ -17,6 +17,9 @@
 //! connections) is part of the RSS: the line before the manager starts is its baseline, and
 //! `--manager 0` runs the same load without the manager, to tell the two apart.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -102,20 +105,6 @@ fn alive_tasks() -> usize {
         .num_alive_tasks()
 }
 
-/// A small deterministic PRNG (xorshift64*): which object each write patches.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
-    }
-}
-
 fn namespace(i: u64) -> String {
     format!("soak-{i}")
 }
@@ -165,7 +154,7 @@ async fn write(
     let batch = (settings.rate / 100).max(1);
     let mut tick = tokio::time::interval(Duration::from_millis(10));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let mut rng = Rng(0x5eed);
+    let mut rng = common::Rng(0x5eed);
     let mut generation = 0u64;
     let mut in_flight = tokio::task::JoinSet::new();
     let count = |ok: bool| {

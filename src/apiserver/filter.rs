@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::query::Query;
 use super::registry::ResourceType;
 use super::status::{ApiError, ApiResult};
-use crate::selector::{FieldSelector, LabelSelector};
+use crate::selector::{FieldSelector, LabelSelector, ShardSelector};
 
 /// The message apimachinery's `fields.ParseSelector` gives for an invalid field selector,
 /// which kube-apiserver answers verbatim (`pkg/fields/selector.go`, `parseSelector`): terms are
@@ -80,6 +80,8 @@ pub struct Filter {
     namespace: Option<String>,
     labels: Option<LabelSelector>,
     fields: Option<FieldSelector>,
+    /// The shard selector and the string it was sent as (echoed in `ListMeta.shardInfo`).
+    shard: Option<(ShardSelector, String)>,
 }
 
 impl Filter {
@@ -92,7 +94,8 @@ impl Filter {
         let labels = match query.label_selector.as_deref() {
             None => None,
             Some(s) => Some(LabelSelector::parse(s).map_err(|e| {
-                // apimachinery's words where its grammar fails, as kube-apiserver answers.
+                // apimachinery's words, as kube-apiserver answers (this crate's only if a
+                // message of upstream's is missing).
                 ApiError::bad_request(
                     LabelSelector::apimachinery_error(s)
                         .unwrap_or_else(|| format!("unable to parse requirement: {e}")),
@@ -121,12 +124,30 @@ impl Filter {
                 Some(sel)
             }
         };
+        // apimachinery's ListOptions conversion: "invalid shard selector: <parser's words>",
+        // answered 400 BadRequest by the list and watch handlers.
+        let shard = match query.shard_selector.as_deref() {
+            None => None,
+            Some(s) => Some((
+                ShardSelector::parse(s)
+                    .map_err(|e| ApiError::bad_request(format!("invalid shard selector: {e}")))?,
+                s.to_string(),
+            )),
+        };
         Ok(Self {
             rt,
             namespace: namespace.filter(|n| !n.is_empty()),
             labels: labels.filter(|l| !l.is_empty()),
             fields: fields.filter(|f| !f.is_empty()),
+            shard,
         })
+    }
+
+    /// The shard selector as the request sent it, when one applies: a list answers it in
+    /// `metadata.shardInfo.selector`, so a client knows its list holds only its shard.
+    #[must_use]
+    pub fn shard_info(&self) -> Option<&str> {
+        self.shard.as_ref().map(|(_, raw)| raw.as_str())
     }
 
     /// The namespace the request is limited to, if any.
@@ -145,6 +166,11 @@ impl Filter {
         }
         if let Some(l) = &self.labels
             && !l.matches_object(obj)
+        {
+            return false;
+        }
+        if let Some((shard, _)) = &self.shard
+            && !shard.matches_object(obj)
         {
             return false;
         }

@@ -64,7 +64,7 @@ mod test_server;
 
 pub use faults::{CorruptRule, Corruption, FailRule, HUGE_ANNOTATION_BYTES, Verb};
 pub use seed::parse_yaml;
-pub use server::{Config, Error, Handle, Server};
+pub use server::{Config, Error, FeatureGates, Handle, Server};
 pub use status::{ApiError, Cause, FieldError, FieldErrorType};
 pub use store::Limits;
 pub use test_server::{TestServer, TestServerError, kubeconfig};

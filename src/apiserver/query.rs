@@ -13,6 +13,9 @@ pub struct Query {
     pub label_selector: Option<String>,
     /// `fieldSelector`.
     pub field_selector: Option<String>,
+    /// `shardSelector` (KEP-5866), as sent; dropped before filtering while the
+    /// `ShardedListAndWatch` gate is off, as a server without the feature ignores it.
+    pub shard_selector: Option<String>,
     /// `limit` (0 means unlimited).
     pub limit: Option<usize>,
     /// `continue`.
@@ -73,6 +76,8 @@ impl Query {
             match key.as_str() {
                 "labelSelector" => q.label_selector = non_empty,
                 "fieldSelector" => q.field_selector = non_empty,
+                // An empty value is kept: kube-apiserver refuses it ("omit the parameter").
+                "shardSelector" => q.shard_selector = Some(value.clone()),
                 "limit" => {
                     q.limit = Some(usize::try_from(number(&key, &value)?).unwrap_or(usize::MAX));
                 }

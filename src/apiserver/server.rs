@@ -36,6 +36,58 @@ pub struct Config {
     /// Objects created at start (namespaces first is not required: missing namespaces are
     /// created for seeded objects).
     pub seeds: Vec<Value>,
+    /// Feature gates, as kube-apiserver's `--feature-gates`.
+    pub feature_gates: FeatureGates,
+}
+
+/// The kube-apiserver feature gates the embedded server knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FeatureGates {
+    /// `ShardedListAndWatch` (Kubernetes v1.36, alpha, KEP-5866): the `shardSelector` list and
+    /// watch parameter and `ListMeta.shardInfo`. kube-apiserver leaves alpha gates off; the
+    /// embedded server, a test server, turns it on so sharded clients can be tested, and
+    /// `--feature-gates ShardedListAndWatch=false` gives the server a sharded client meets on
+    /// a cluster without the feature.
+    pub sharded_list_and_watch: bool,
+}
+
+impl Default for FeatureGates {
+    fn default() -> Self {
+        Self {
+            sharded_list_and_watch: true,
+        }
+    }
+}
+
+impl FeatureGates {
+    /// Applies kube-apiserver's `--feature-gates` syntax, `Name=bool[,Name=bool…]`, to `self`.
+    ///
+    /// # Errors
+    ///
+    /// kube's messages: `unrecognized feature gate: NAME` for a gate the server does not know,
+    /// `missing bool value for NAME` and `invalid value of NAME=VALUE, err: …` for a bad value.
+    pub fn set(&mut self, spec: &str) -> Result<(), String> {
+        for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (name, value) = item
+                .split_once('=')
+                .ok_or_else(|| format!("missing bool value for {item}"))?;
+            let (name, value) = (name.trim(), value.trim());
+            let enabled = match value {
+                "true" | "True" | "TRUE" | "1" | "t" | "T" => true,
+                "false" | "False" | "FALSE" | "0" | "f" | "F" => false,
+                other => {
+                    return Err(format!(
+                        "invalid value of {name}={other}, err: strconv.ParseBool: parsing {other:?}: invalid syntax"
+                    ));
+                }
+            };
+            match name {
+                "ShardedListAndWatch" => self.sharded_list_and_watch = enabled,
+                other => return Err(format!("unrecognized feature gate: {other}")),
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for Config {
@@ -46,6 +98,7 @@ impl Default for Config {
             limits: Limits::default(),
             max_body: 3 * 1024 * 1024,
             seeds: Vec::new(),
+            feature_gates: FeatureGates::default(),
         }
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use informant::apiserver::Limits;
 use informant::apiserver::parse_yaml;
-use informant::apiserver::{Config, Server, kubeconfig};
+use informant::apiserver::{Config, FeatureGates, Server, kubeconfig};
 use informant::apiserver::{FailRule, Verb};
 use tokio_util::sync::CancellationToken;
 
@@ -40,6 +40,10 @@ pub struct Args {
     /// Answer the first requests with 429: `COUNT:RETRY_AFTER_SECONDS`.
     #[arg(long, value_name = "COUNT:SECONDS")]
     pub throttle: Option<String>,
+    /// kube-apiserver feature gates, `Name=true|false[,…]`. Known: `ShardedListAndWatch`
+    /// (on here; `=false` serves lists and watches that ignore `shardSelector`).
+    #[arg(long, value_name = "NAME=BOOL,...")]
+    pub feature_gates: Option<String>,
 }
 
 /// A flag value that is malformed.
@@ -89,6 +93,12 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result {
         .map(|f| parse_fail(f))
         .collect::<Result<Vec<_>, _>>()?;
     let throttle = args.throttle.as_deref().map(parse_throttle).transpose()?;
+    let mut feature_gates = FeatureGates::default();
+    if let Some(spec) = &args.feature_gates {
+        feature_gates
+            .set(spec)
+            .map_err(|reason| bad_flag("--feature-gates", &reason))?;
+    }
     let mut seeds = Vec::new();
     for path in &args.seeds {
         let text = std::fs::read_to_string(path).map_err(|e| {
@@ -113,6 +123,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result {
             ..Limits::default()
         },
         seeds,
+        feature_gates,
         ..Config::default()
     };
     let server = Server::bind(config).await?;
@@ -157,6 +168,30 @@ mod tests {
         assert!(parse_fail("list:pods:x:500").is_err());
         assert!(parse_fail("fly:pods:1:500").is_err());
         assert!(parse_fail("list:pods:1:99").is_err());
+    }
+
+    #[test]
+    fn feature_gates_parse_as_kube_apiserver_reads_them() {
+        let mut gates = FeatureGates::default();
+        assert!(gates.sharded_list_and_watch, "on in the embedded server");
+        gates.set("ShardedListAndWatch=false").unwrap();
+        assert!(!gates.sharded_list_and_watch);
+        gates.set(" ShardedListAndWatch = true ,").unwrap();
+        assert!(gates.sharded_list_and_watch);
+        assert_eq!(
+            gates.set("Bogus=true").unwrap_err(),
+            "unrecognized feature gate: Bogus"
+        );
+        assert_eq!(
+            gates.set("ShardedListAndWatch").unwrap_err(),
+            "missing bool value for ShardedListAndWatch"
+        );
+        assert!(
+            gates
+                .set("ShardedListAndWatch=maybe")
+                .unwrap_err()
+                .starts_with("invalid value of ShardedListAndWatch=maybe, err: ")
+        );
     }
 
     #[test]

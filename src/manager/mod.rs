@@ -21,6 +21,7 @@ mod options;
 mod probes;
 mod reload;
 mod run;
+mod shard;
 mod state;
 mod status;
 
@@ -39,6 +40,9 @@ pub use metrics::{
 pub use options::{BoxError, ConfigSource, DEFAULT_SHUTDOWN_GRACE, Error, FIELD_MANAGER, Options};
 pub use reload::Reload;
 pub use run::{Manager, file_watcher};
+pub use shard::{
+    CLAIMS_ANNOTATION, Fence, Member, MemberView, Membership, RING_LABEL, RangeSet, Ring, may_act,
+};
 pub use state::{Snapshot, State};
 pub use status::{
     DEFAULT_FIELD_MANAGER, REASON_INFORMER_FAILED, REASON_INFORMERS_SYNCED,

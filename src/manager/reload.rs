@@ -4,10 +4,11 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use super::metrics::{ManagerMetrics, ReloadResult};
 use super::options::Error;
@@ -67,7 +68,11 @@ impl ReloadLoop<'_> {
         );
         let plan = self.reloader.plan().cloned();
         self.state
-            .applied(Arc::clone(config), plan.map(|plan| (plan, change.unsynced)));
+            .started(Arc::clone(config), plan, change.unsynced);
+        // Prometheus's initial load sets its last-reload gauges too; a resource invalid at
+        // start is not a success (the defaults run).
+        self.metrics
+            .last_reload(self.state.snapshot().valid_once, SystemTime::now());
         Ok(())
     }
 
@@ -86,7 +91,7 @@ impl ReloadLoop<'_> {
         ))
     }
 
-    #[tracing::instrument(name = "config_reload", skip_all, fields(reload.result))]
+    /// Applies a valid config, in the `config_reload` span the caller entered.
     async fn apply(&mut self, config: Arc<Validated>) {
         let began = Instant::now();
         let change = match self.reloader.apply(&config.cache).await {
@@ -98,11 +103,11 @@ impl ReloadLoop<'_> {
         };
         let recorder = self.recorder_reloader.reload(&config.recorder);
         if !change.changed && recorder.is_empty() {
-            tracing::Span::current().record("reload.result", "unchanged");
             self.unchanged();
             return;
         }
         tracing::Span::current().record("reload.result", "applied");
+        self.valid_again();
         let mut summary = change.summary();
         if !recorder.is_empty() {
             let _ = write!(summary, "; recorder: {recorder}");
@@ -116,6 +121,7 @@ impl ReloadLoop<'_> {
             );
         }
         self.metrics.reload(ReloadResult::Applied);
+        self.metrics.last_reload(true, SystemTime::now());
         self.metrics.informers_started(change.started.len() as u64);
         self.metrics.reload_took(began.elapsed());
         tracing::info!(summary = %summary, took_ms = change.took.as_millis(), "config reloaded");
@@ -143,14 +149,25 @@ impl ReloadLoop<'_> {
 
     /// A valid config equal to the running one: counted and announced, nothing else.
     fn unchanged(&self) {
+        tracing::Span::current().record("reload.result", "unchanged");
+        self.valid_again();
         self.metrics.reload(ReloadResult::Unchanged);
+        self.metrics.last_reload(true, SystemTime::now());
         self.state.unchanged();
         let _ = self.reloads.send(Reload::Unchanged);
+    }
+
+    /// Says at info that a valid config follows an invalid one (the warning is over).
+    fn valid_again(&self) {
+        if self.state.is_invalid() {
+            tracing::info!("cacheconfig valid again; the rejected edit is superseded");
+        }
     }
 
     fn reject(&mut self, running: &Validated, errors: Vec<String>) {
         tracing::Span::current().record("reload.result", "rejected");
         self.metrics.reload(ReloadResult::Rejected);
+        self.metrics.last_reload(false, SystemTime::now());
         let message = format!(
             "invalid cacheconfig, keeping the last good one ({} error{}): {}",
             errors.len(),
@@ -185,16 +202,14 @@ impl ReloadLoop<'_> {
             match outcome {
                 Ok(ReloadOutcome::Applied(config)) => {
                     configs.mark_unchanged();
-                    self.apply(config).await;
+                    self.apply(config).instrument(reload_span()).await;
                 }
                 Ok(ReloadOutcome::Unchanged) => {
-                    let _span =
-                        tracing::info_span!("config_reload", reload.result = "unchanged").entered();
+                    let _span = reload_span().entered();
                     self.unchanged();
                 }
                 Ok(ReloadOutcome::Rejected { error }) => {
-                    let _span =
-                        tracing::info_span!("config_reload", reload.result = "rejected").entered();
+                    let _span = reload_span().entered();
                     let running = Arc::clone(&configs.borrow());
                     let errors = match Validity::from_error(&error) {
                         Validity::Invalid { errors } => errors,
@@ -205,7 +220,7 @@ impl ReloadLoop<'_> {
                 Err(broadcast::error::RecvError::Lagged(_)) => {
                     // Outcomes were lost: the latest valid config is what counts.
                     let latest = Arc::clone(&configs.borrow_and_update());
-                    self.apply(latest).await;
+                    self.apply(latest).instrument(reload_span()).await;
                 }
                 Err(broadcast::error::RecvError::Closed) => return,
             }
@@ -213,4 +228,10 @@ impl ReloadLoop<'_> {
             let _ = self.reloader.sweep();
         }
     }
+}
+
+/// The span of one reload: its `reload.result` (`applied`, `unchanged`, `rejected`) is
+/// recorded once, by whatever decides it.
+fn reload_span() -> tracing::Span {
+    tracing::info_span!("config_reload", reload.result = tracing::field::Empty)
 }

@@ -159,6 +159,11 @@ impl Manager {
         .with_shutdown_grace(options.shutdown_grace);
         let recorder_reloader = pipeline.reloader();
         let state = Arc::new(State::new(first, reloader.cache()));
+        if let Source::Resource(watcher) = &source
+            && watcher.rejected_at_start()
+        {
+            state.invalid_at_start();
+        }
         let metrics = ManagerMetrics::new();
         let mut registry = Registry::default();
         metrics.register(&mut registry);

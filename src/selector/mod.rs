@@ -1,4 +1,5 @@
-//! Kubernetes label and field selectors: parsed, printed back canonically, matched on objects.
+//! Kubernetes label, field and shard selectors: parsed, printed back canonically, matched on
+//! objects.
 //!
 //! Both follow apimachinery (`pkg/labels/selector.go`, `pkg/fields/selector.go`): the same
 //! inputs are accepted and rejected, they match the same objects, and they print the same
@@ -80,10 +81,14 @@ mod error;
 mod field;
 mod label;
 mod schema;
+mod shard;
 
 pub use error::{Detail, ParseError};
 pub use field::{FieldOperator, FieldRequirement, FieldSelector, escape_value};
 pub use label::{
     ConvertError, LABEL_NAME_MAX_LENGTH, LABEL_PREFIX_MAX_LENGTH, LabelSelector, Operator,
     Requirement, RequirementError,
+};
+pub use shard::{
+    HASH_SPACE_END, ShardKey, ShardRange, ShardSelector, ShardSelectorError, fnv1a_64,
 };

@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use informant::apiserver::TestServer;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -13,11 +12,7 @@ use kube::discovery::Discovery;
 use kube::{Client, Error};
 use serde_json::json;
 
-async fn server() -> (TestServer, Client) {
-    let server = TestServer::start().await.unwrap();
-    let client = server.client().await.unwrap();
-    (server, client)
-}
+use crate::support::server;
 
 fn cm(name: &str) -> ConfigMap {
     serde_json::from_value(json!({

@@ -5,28 +5,20 @@
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
-use informant::apiserver::{Config, TestServer, Verb};
+use informant::apiserver::{Config, Verb};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::Error;
 use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, VersionMatch, WatchEvent,
     WatchParams,
 };
 use kube::runtime::{WatchStreamExt, reflector, watcher};
-use kube::{Client, Error};
 use serde_json::json;
 
 /// Upper bound for anything that should happen promptly; a hang fails the test.
 const PROMPTLY: Duration = Duration::from_secs(10);
 
-async fn server_with(config: Config) -> (TestServer, Client) {
-    let server = TestServer::start_with(config).await.unwrap();
-    let client = server.client().await.unwrap();
-    (server, client)
-}
-
-async fn server() -> (TestServer, Client) {
-    server_with(Config::default()).await
-}
+use crate::support::{server, server_with};
 
 fn cm(name: &str, app: &str) -> ConfigMap {
     serde_json::from_value(

@@ -15,4 +15,5 @@ mod apiserver_kubectl;
 mod apiserver_robustness;
 mod apiserver_selector_messages;
 mod apiserver_selectors;
+mod apiserver_sharding;
 mod apiserver_watch;

@@ -10,7 +10,7 @@
 
 #![allow(dead_code, reason = "each test binary uses part of the harness")]
 
-pub use crate::support::{http_get, replace};
+pub use crate::support::{holds_within as eventually, http_get, replace};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -416,24 +416,6 @@ pub struct World {
     shutdown: CancellationToken,
     run: tokio::task::JoinHandle<Result<(), informant::manager::Error>>,
     sentinel: u64,
-}
-
-/// Polls `check` until it holds or `timeout` passes; whether it held.
-pub async fn eventually<F, Fut>(timeout: Duration, mut check: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if check().await {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
 }
 
 impl World {

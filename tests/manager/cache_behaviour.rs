@@ -1,15 +1,17 @@
 //! The cache tree's eleven behaviours (tests `b1_` to `b11_`), each against the embedded API
 //! server, with controller-runtime's messages: config → build → start → read.
 
+use crate::support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use informant::apiserver::{TestServer, Verb};
-use informant::cache::{Cache, Context, Discovery, Error, ListOptions, Plan};
+use informant::apiserver::Verb;
+use informant::cache::{Cache, Context, Error, ListOptions, Plan};
 use informant::selector::{FieldSelector, LabelSelector};
 use kube::core::GroupVersionKind;
 use serde_json::json;
-use tokio_util::{sync::CancellationToken, task::TaskTracker};
+use tokio_util::sync::CancellationToken;
 
 /// A broken test fails after this long instead of hanging.
 const GUARD: Duration = Duration::from_mins(1);
@@ -26,12 +28,13 @@ fn options(spec: &str) -> informant::cache::Options {
     informant::config::load_str(&doc).unwrap().cache
 }
 
+/// The shared [`support::Env`] with a cache tree built from one spec.
 struct Env {
-    server: TestServer,
+    base: support::Env,
     tree: Arc<dyn Cache>,
-    tracker: TaskTracker,
-    shutdown: CancellationToken,
 }
+
+support::wraps_env!(Env);
 
 impl Env {
     async fn new(spec: &str) -> Self {
@@ -40,21 +43,14 @@ impl Env {
 
     /// A server and a tree built (not started) from `spec`.
     async fn unstarted(spec: &str, sync_timeout: Option<Duration>) -> Self {
-        let server = TestServer::start().await.unwrap();
-        let client = server.client().await.unwrap();
+        let base = support::Env::new().await;
         let opts = options(spec);
         let context = Context {
             reader_fail_on_missing_informer: opts.reader_fail_on_missing_informer,
-            sync_timeout,
-            ..Context::new(client.clone(), Arc::new(Discovery::new(client)))
+            ..base.cache_context(sync_timeout)
         };
         let tree = Plan::new(&opts).unwrap().instantiate(&context);
-        Self {
-            server,
-            tree,
-            tracker: TaskTracker::new(),
-            shutdown: CancellationToken::new(),
-        }
+        Self { base, tree }
     }
 
     async fn with_timeout(spec: &str, sync_timeout: Option<Duration>) -> Self {
@@ -63,13 +59,8 @@ impl Env {
         env
     }
 
-    fn create(&self, object: serde_json::Value) {
-        self.server.handle().create(object).unwrap();
-    }
-
     fn cm(&self, ns: &str, name: &str, labels: &serde_json::Value) {
-        self.create(json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "namespace": ns, "labels": labels}, "data": {"k": "v"}}));
+        self.configmap(ns, name, labels);
     }
 
     async fn list(&self, kind: &str, options: ListOptions) -> Result<Vec<String>, Error> {
@@ -87,11 +78,7 @@ impl Env {
     }
 
     async fn stop(self) {
-        self.shutdown.cancel();
-        self.tracker.close();
-        tokio::time::timeout(GUARD, self.tracker.wait())
-            .await
-            .expect("informer tasks stop on shutdown");
+        self.base.stop().await;
     }
 }
 

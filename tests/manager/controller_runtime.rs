@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use informant::apiserver::TestServer;
 use informant::cache;
 use informant::cache::CacheReloader;
 use informant::controller::{Action, Context, Controller, Stub, default_error_policy};
@@ -23,12 +22,11 @@ use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{self as corev1, ConfigMap, Secret};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 /// Every awaited condition must hold within this long.
 const GUARD: Duration = Duration::from_secs(20);
@@ -49,37 +47,24 @@ spec:
 }
 
 /// The embedded API server, a reloader over its informer pool, and a controller context.
+/// The shared [`support::Env`] with controller-runtime's default cache.
 struct Env {
-    server: TestServer,
-    client: Client,
+    base: support::Env,
     reloader: CacheReloader,
-    tracker: TaskTracker,
-    shutdown: CancellationToken,
 }
+
+support::wraps_env!(Env);
 
 impl Env {
     async fn new() -> Self {
-        let server = TestServer::start().await.unwrap();
-        let client = server.client().await.unwrap();
-        let tracker = TaskTracker::new();
-        let shutdown = CancellationToken::new();
-        let reloader = support::default_reloader(&client, &tracker, &shutdown, GUARD).await;
-        Self {
-            server,
-            client,
-            reloader,
-            tracker,
-            shutdown,
-        }
+        let base = support::Env::new().await;
+        let reloader = base.default_reloader(GUARD).await;
+        Self { base, reloader }
     }
 
-    fn create(&self, object: serde_json::Value) -> serde_json::Value {
-        self.server.handle().create(object).unwrap()
-    }
-
+    /// The `ConfigMap` `default/name` labelled `app=<app>`.
     fn configmap(&self, name: &str, app: &str) -> serde_json::Value {
-        self.create(json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"namespace": "default", "name": name, "labels": {"app": app}}}))
+        self.base.configmap("default", name, &json!({"app": app}))
     }
 
     /// A context whose recorder goes nowhere (these controllers record nothing).
@@ -98,11 +83,7 @@ impl Env {
     }
 
     async fn stop(self) {
-        self.shutdown.cancel();
-        self.tracker.close();
-        tokio::time::timeout(GUARD, self.tracker.wait())
-            .await
-            .expect("every informer stops on shutdown");
+        self.base.stop().await;
     }
 }
 

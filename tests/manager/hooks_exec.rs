@@ -23,13 +23,11 @@ use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Client, CustomResourceExt, ResourceExt};
+use kube::{CustomResourceExt, ResourceExt};
 use serde_json::{Value, json};
 use support::{WAIT, eventually, require};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 /// See [`Env::related_hook`].
 const RELATED_HOOK: &str = r#"
@@ -70,15 +68,16 @@ json.dump({"children": children,
 
 /// The embedded API server, a cache tree over its informer pool, a recorder writing Events to
 /// it, and a hook script.
+/// The shared [`support::Env`] with controller-runtime's default cache, a recorder that writes
+/// to the server, and a directory holding the hook.
 struct Env {
-    server: TestServer,
-    client: Client,
+    base: support::Env,
     ctx: Context,
     fates: FateCounter,
     dir: tempfile::TempDir,
-    tracker: TaskTracker,
-    shutdown: CancellationToken,
 }
+
+support::wraps_env!(Env);
 
 impl Env {
     async fn new() -> Self {
@@ -87,43 +86,37 @@ impl Env {
 
     /// The environment with its cache tree built from `options`.
     async fn with_cache(options: &informant::cache::Options) -> Self {
-        let server = TestServer::start().await.unwrap();
-        let client = server.client().await.unwrap();
-        let tracker = TaskTracker::new();
-        let shutdown = CancellationToken::new();
-        let mut reloader = support::default_reloader(&client, &tracker, &shutdown, WAIT).await;
+        let base = support::Env::new().await;
+        let mut reloader = base.default_reloader(WAIT).await;
         reloader.apply(options).await.unwrap();
         let pipeline = Pipeline::new(
             &Options::default(),
-            KubeSink::new(client.clone()),
+            KubeSink::new(base.client.clone()),
             Arc::new(SystemClock),
         );
         let fates = pipeline.fates();
         let ctx = Context::new(
             reloader.cache(),
             Arc::clone(reloader.pool()),
-            client.clone(),
+            base.client.clone(),
             pipeline.recorder(),
         );
-        tracker.spawn(pipeline.run(shutdown.clone()));
+        base.tracker.spawn(pipeline.run(base.shutdown.clone()));
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("hook.py"), HOOK).unwrap();
         // The reloader owns the informers; keep it alive as long as the tracker runs them.
-        tracker.spawn({
-            let shutdown = shutdown.clone();
+        base.tracker.spawn({
+            let shutdown = base.shutdown.clone();
             async move {
                 shutdown.cancelled().await;
                 drop(reloader);
             }
         });
         Self {
-            server,
-            client,
+            base,
             ctx,
             fates,
             dir,
-            tracker,
-            shutdown,
         }
     }
 
@@ -219,10 +212,7 @@ spec:
         for task in tasks {
             tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
         }
-        self.tracker.close();
-        tokio::time::timeout(WAIT, self.tracker.wait())
-            .await
-            .expect("everything stops on shutdown");
+        self.base.stop().await;
     }
 }
 

@@ -9,12 +9,10 @@ use crate::support;
 
 use std::path::{Path, PathBuf};
 
-use informant::apiserver::TestServer;
 use informant::hooks::CONTROLLER_FINALIZER;
 use informant::hooks::Controller;
 use informant::manager::{ConfigSource, Manager};
 use k8s_openapi::api::core::v1::Secret;
-use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 use support::{eventually, manager_options, replace, require, stopped};
@@ -41,33 +39,27 @@ json.dump({"finalized": True} if request["finalizing"] else {}, sys.stdout)
 /// The embedded API server with the two Secrets `a` (no finalizer) and `b` (someone else's),
 /// and the hook in a temporary directory.
 struct Env {
-    server: TestServer,
-    client: Client,
+    base: support::Env,
     dir: tempfile::TempDir,
 }
+
+support::wraps_env!(Env);
 
 impl Env {
     async fn new() -> Self {
         require("python3");
-        let (server, client) = support::server_with_informant_crds().await;
+        let base = support::Env::with_informant_crds().await;
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("hook.py"), HOOK).unwrap();
-        let env = Self {
-            server,
-            client,
-            dir,
-        };
+        let env = Self { base, dir };
         env.secret("a", &[]);
         env.secret("b", &[OTHERS]);
         env
     }
 
     fn secret(&self, name: &str, finalizers: &[&str]) {
-        self.server
-            .handle()
-            .create(json!({"apiVersion": "v1", "kind": "Secret",
-                "metadata": {"namespace": "default", "name": name, "finalizers": finalizers}}))
-            .unwrap();
+        self.create(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"namespace": "default", "name": name, "finalizers": finalizers}}));
     }
 
     fn log(&self) -> PathBuf {

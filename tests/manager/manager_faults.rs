@@ -12,13 +12,11 @@ use informant::manager::{ConfigSource, Manager, Options, Reload};
 use informant::recorder::Fate;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
 use kube::api::{Api, DeleteParams, ListParams};
-use kube::config::KubeConfigOptions;
 use serde_json::json;
 use support::{
-    WAIT, cache_config, cached_names, eventually, http_get, manager_options, replace, stopped,
+    Proxy, WAIT, cache_config, cached_names, eventually, http_get, manager_options, replace,
+    stopped,
 };
-use tokio::net::TcpListener;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 fn options(path: &std::path::Path) -> Options {
@@ -99,54 +97,6 @@ async fn a_403_on_one_kind_leaves_the_other_kinds_serving_and_heals_when_access_
     stopped(run).await;
 }
 
-/// A TCP proxy in front of the API server that can be taken away (every connection closed,
-/// the port no longer listening: connection refused) and brought back on the same port.
-struct Proxy {
-    addr: SocketAddr,
-    upstream: SocketAddr,
-    stop: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Proxy {
-    async fn start(listen: SocketAddr, upstream: SocketAddr) -> Self {
-        let listener = TcpListener::bind(listen).await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let stop = CancellationToken::new();
-        let token = stop.clone();
-        let task = tokio::spawn(async move {
-            let mut connections = JoinSet::new();
-            loop {
-                tokio::select! {
-                    () = token.cancelled() => break,
-                    accepted = listener.accept() => {
-                        let Ok((mut inbound, _)) = accepted else { continue };
-                        connections.spawn(async move {
-                            if let Ok(mut outbound) = tokio::net::TcpStream::connect(upstream).await {
-                                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                            }
-                        });
-                    }
-                }
-            }
-            // Dropping the set aborts every connection: clients see them reset.
-            connections.shutdown().await;
-        });
-        Self {
-            addr,
-            upstream,
-            stop,
-            task,
-        }
-    }
-
-    async fn take_away(self) -> (SocketAddr, SocketAddr) {
-        self.stop.cancel();
-        self.task.await.unwrap();
-        (self.addr, self.upstream)
-    }
-}
-
 #[tokio::test]
 async fn an_api_server_that_goes_away_and_comes_back_is_caught_up_with() {
     let server = TestServer::start().await.unwrap();
@@ -154,13 +104,7 @@ async fn an_api_server_that_goes_away_and_comes_back_is_caught_up_with() {
     create(&server, "ConfigMap", "b1");
     let direct = server.client().await.unwrap();
     let proxy = Proxy::start(SocketAddr::from(([127, 0, 0, 1], 0)), server.addr()).await;
-    let config = kube::Config::from_custom_kubeconfig(
-        informant::apiserver::kubeconfig(proxy.addr),
-        &KubeConfigOptions::default(),
-    )
-    .await
-    .unwrap();
-    let client = kube::Client::try_from(config).unwrap();
+    let client = proxy.client().await;
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("config.yaml");

@@ -38,9 +38,7 @@ const SLACK: Duration = Duration::from_secs(3);
 /// A server with the `CacheConfig` CRD installed, `default/config` caching `ConfigMap`s
 /// eagerly, and one `ConfigMap` to read.
 async fn server() -> (TestServer, Client) {
-    let server = TestServer::start().await.unwrap();
-    let client = server.client().await.unwrap();
-    support::install_cacheconfig_crd(&client).await;
+    let (server, client) = support::server_with_cacheconfig_crd().await;
     let spec: CacheConfigSpec = serde_json::from_value(json!({
         "syncPeriod": "1h",
         "byObject": [{"apiVersion": "v1", "kind": "ConfigMap"}],

@@ -5,15 +5,12 @@
 
 use crate::support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use informant::apiserver::{TestServer, Verb};
 use informant::cache::CacheReloader;
-use informant::cache::{Context, Discovery};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use serde_json::json;
-use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 fn options(yaml: &str) -> informant::cache::Options {
     informant::config::load_str(yaml).unwrap().cache
@@ -45,17 +42,19 @@ fn total_requests(server: &TestServer) -> u64 {
     server.handle().requests().iter().map(|r| r.count).sum()
 }
 
+/// The shared [`support::Env`] with `ConfigMap`s and `Secret`s in `team-a` and `team-b`, a `Pod`,
+/// and a reloader with no config applied yet.
 struct Env {
-    server: TestServer,
+    base: support::Env,
     reloader: CacheReloader,
-    tracker: TaskTracker,
-    shutdown: CancellationToken,
 }
+
+support::wraps_env!(Env);
 
 impl Env {
     async fn new() -> Self {
-        let server = TestServer::start().await.unwrap();
-        let h = server.handle();
+        let base = support::Env::new().await;
+        let h = base.server.handle();
         for (ns, name, app) in [
             ("team-a", "a1", "a"),
             ("team-a", "b1", "b"),
@@ -72,21 +71,8 @@ impl Env {
             "metadata": {"namespace": "team-a", "name": "web"},
             "spec": {"containers": [{"name": "c", "image": "nginx"}]}}))
             .unwrap();
-        let client = server.client().await.unwrap();
-        let context = Context {
-            sync_timeout: Some(Duration::from_secs(30)),
-            ..Context::new(client.clone(), Arc::new(Discovery::new(client)))
-        };
-        let tracker = TaskTracker::new();
-        let shutdown = CancellationToken::new();
-        let reloader = CacheReloader::new(context, tracker.clone(), shutdown.clone())
-            .with_sync_timeout(Duration::from_secs(30));
-        Self {
-            server,
-            reloader,
-            tracker,
-            shutdown,
-        }
+        let reloader = base.reloader(Duration::from_secs(30));
+        Self { base, reloader }
     }
 
     async fn names<K: kube::Resource<DynamicType = ()>>(&self) -> Vec<String> {
@@ -94,11 +80,7 @@ impl Env {
     }
 
     async fn stop(self) {
-        self.shutdown.cancel();
-        self.tracker.close();
-        tokio::time::timeout(Duration::from_secs(10), self.tracker.wait())
-            .await
-            .expect("every informer stops on shutdown");
+        self.base.stop().await;
     }
 }
 

@@ -4,12 +4,10 @@
 //! Every wait is a channel receipt under a 10 s timeout; nothing sleeps to synchronise. That a
 //! write produced no outcome is shown by the next write's outcome arriving first.
 
-use crate::support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use informant::apiserver::{TestServer, Verb};
+use informant::apiserver::Verb;
 use informant::config::source::{Error, Observed, ResourceWatcher};
 use informant::config::watch::ReloadOutcome;
 use informant::config::{CacheConfig, CacheConfigSpec, Validated};
@@ -26,12 +24,7 @@ const NS: &str = "default";
 const NAME: &str = "config";
 
 /// A server with the `CacheConfig` CRD installed, and a client.
-async fn server() -> (TestServer, Client) {
-    let server = TestServer::start().await.unwrap();
-    let client = server.client().await.unwrap();
-    support::install_cacheconfig_crd(&client).await;
-    (server, client)
-}
+use crate::support::server_with_cacheconfig_crd as server;
 
 fn cacheconfigs(client: &Client) -> Api<CacheConfig> {
     Api::namespaced(client.clone(), NS)

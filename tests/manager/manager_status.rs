@@ -20,9 +20,7 @@ const NAME: &str = "config";
 
 /// A server with the `CacheConfig` CRD installed and `default/config` created by a user.
 async fn server() -> (TestServer, Client) {
-    let server = TestServer::start().await.unwrap();
-    let client = server.client().await.unwrap();
-    support::install_cacheconfig_crd(&client).await;
+    let (server, client) = support::server_with_cacheconfig_crd().await;
     let spec = CacheConfigSpec {
         sync_period: Some("1h".into()),
         ..CacheConfigSpec::default()

@@ -1,9 +1,159 @@
 //! Helpers shared by the integration tests of the manager on the embedded API server
-//! (`mod support;` in each; a test binary uses some of them).
+//! (`mod support;` in each; a test binary uses some of them): the server set-ups, the [`Env`]
+//! most tests build on, and the waits, probes and files they share.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, PostParams};
+
+/// An embedded API server with its default configuration, and a client of it.
+#[allow(dead_code, reason = "not every test binary starts its own server")]
+pub async fn server() -> (informant::apiserver::TestServer, Client) {
+    server_with(informant::apiserver::Config::default()).await
+}
+
+/// An embedded API server started with `config` (faults, watch timings), and a client of it.
+#[allow(dead_code, reason = "not every test binary configures its server")]
+pub async fn server_with(
+    config: informant::apiserver::Config,
+) -> (informant::apiserver::TestServer, Client) {
+    let server = informant::apiserver::TestServer::start_with(config)
+        .await
+        .unwrap();
+    let client = server.client().await.unwrap();
+    (server, client)
+}
+
+/// An embedded API server that serves `CacheConfig`s (its CRD installed through the API, as
+/// `kubectl apply -f crds/` does), and a client of it.
+#[allow(
+    dead_code,
+    reason = "not every test binary reads CacheConfig resources"
+)]
+pub async fn server_with_cacheconfig_crd() -> (informant::apiserver::TestServer, Client) {
+    let (server, client) = server().await;
+    install_cacheconfig_crd(&client).await;
+    (server, client)
+}
+
+/// What most tests of the cache and the controllers build on: an embedded API server, a client
+/// of it, and the task tracker and shutdown token that every informer, pipeline and controller
+/// the test starts runs under. A test's own `Env` wraps it (and derefs to it) to add what only
+/// that file needs.
+#[allow(dead_code, reason = "not every test binary builds an Env")]
+pub struct Env {
+    pub server: informant::apiserver::TestServer,
+    pub client: Client,
+    pub tracker: tokio_util::task::TaskTracker,
+    pub shutdown: tokio_util::sync::CancellationToken,
+}
+
+/// Lets a test file's own `Env { base: support::Env, … }` be read as the shared [`Env`]
+/// (`env.server`, `env.create(…)`): `support::wraps_env!(Env);` beside its definition.
+#[allow(unused_macros, reason = "not every test binary wraps the Env")]
+macro_rules! wraps_env {
+    ($env:ty) => {
+        impl std::ops::Deref for $env {
+            type Target = crate::support::Env;
+            fn deref(&self) -> &crate::support::Env {
+                &self.base
+            }
+        }
+    };
+}
+#[allow(unused_imports, reason = "not every test binary wraps the Env")]
+pub(crate) use wraps_env;
+
+#[allow(dead_code, reason = "not every test binary uses every part of an Env")]
+impl Env {
+    /// A fresh server and client, nothing started yet.
+    pub async fn new() -> Self {
+        let (server, client) = server().await;
+        Self::on(server, client)
+    }
+
+    /// A fresh server that serves informant's two CRDs (`CacheConfig`, `Controller`).
+    pub async fn with_informant_crds() -> Self {
+        let (server, client) = server_with_informant_crds().await;
+        Self::on(server, client)
+    }
+
+    fn on(server: informant::apiserver::TestServer, client: Client) -> Self {
+        Self {
+            server,
+            client,
+            tracker: tokio_util::task::TaskTracker::new(),
+            shutdown: tokio_util::sync::CancellationToken::new(),
+        }
+    }
+
+    /// Creates `object` straight in the server's store (no client round trip); the stored
+    /// object.
+    pub fn create(&self, object: serde_json::Value) -> serde_json::Value {
+        self.server.handle().create(object).unwrap()
+    }
+
+    /// Creates the `ConfigMap` `namespace/name` with `labels` and one data key.
+    pub fn configmap(
+        &self,
+        namespace: &str,
+        name: &str,
+        labels: &serde_json::Value,
+    ) -> serde_json::Value {
+        self.create(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": namespace, "name": name, "labels": labels},
+            "data": {"k": "v"}}))
+    }
+
+    /// A cache context over this server whose reads wait at most `sync_timeout` for a sync.
+    pub fn cache_context(
+        &self,
+        sync_timeout: Option<std::time::Duration>,
+    ) -> informant::cache::Context {
+        use informant::cache;
+        cache::Context {
+            sync_timeout,
+            ..cache::Context::new(
+                self.client.clone(),
+                std::sync::Arc::new(cache::Discovery::new(self.client.clone())),
+            )
+        }
+    }
+
+    /// A cache reloader with no config applied yet, its informers run under this `Env`.
+    pub fn reloader(&self, sync_timeout: std::time::Duration) -> informant::cache::CacheReloader {
+        informant::cache::CacheReloader::new(
+            self.cache_context(Some(sync_timeout)),
+            self.tracker.clone(),
+            self.shutdown.clone(),
+        )
+        .with_sync_timeout(sync_timeout)
+    }
+
+    /// A cache reloader with controller-runtime's default cache applied, as the manager applies
+    /// its first config before anything reads.
+    pub async fn default_reloader(
+        &self,
+        sync_timeout: std::time::Duration,
+    ) -> informant::cache::CacheReloader {
+        let mut reloader = self.reloader(sync_timeout);
+        reloader
+            .apply(&informant::cache::Options::default())
+            .await
+            .unwrap();
+        reloader
+    }
+
+    /// Cancels everything the test started and waits (at most [`WAIT`]) for every task to end:
+    /// a task that outlives shutdown fails the test.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.tracker.close();
+        tokio::time::timeout(WAIT, self.tracker.wait())
+            .await
+            .expect("every informer and task stops on shutdown");
+    }
+}
 
 /// The sorted names of every `K` a read through `cache` returns.
 #[allow(dead_code, reason = "not every test binary reads through a cache")]
@@ -39,7 +189,7 @@ pub async fn install_cacheconfig_crd(client: &Client) {
 #[allow(dead_code, reason = "not every test binary runs hook Controllers")]
 pub async fn server_with_informant_crds() -> (informant::apiserver::TestServer, Client) {
     use kube::CustomResourceExt;
-    let server = informant::apiserver::TestServer::start().await.unwrap();
+    let (server, client) = server().await;
     for crd in [
         informant::config::CacheConfig::crd(),
         informant::hooks::Controller::crd(),
@@ -49,33 +199,7 @@ pub async fn server_with_informant_crds() -> (informant::apiserver::TestServer, 
             .create(serde_json::to_value(crd).unwrap())
             .unwrap();
     }
-    let client = server.client().await.unwrap();
     (server, client)
-}
-
-/// A cache reloader over `client` whose reads wait at most `sync_timeout` for a sync, with
-/// controller-runtime's default cache applied, as the manager applies its first config before
-/// anything reads.
-#[allow(dead_code, reason = "not every test binary builds its own cache tree")]
-pub async fn default_reloader(
-    client: &Client,
-    tracker: &tokio_util::task::TaskTracker,
-    shutdown: &tokio_util::sync::CancellationToken,
-    sync_timeout: std::time::Duration,
-) -> informant::cache::CacheReloader {
-    use informant::cache;
-    let context = cache::Context {
-        sync_timeout: Some(sync_timeout),
-        ..cache::Context::new(
-            client.clone(),
-            std::sync::Arc::new(cache::Discovery::new(client.clone())),
-        )
-    };
-    let mut reloader =
-        informant::cache::CacheReloader::new(context, tracker.clone(), shutdown.clone())
-            .with_sync_timeout(sync_timeout);
-    reloader.apply(&cache::Options::default()).await.unwrap();
-    reloader
 }
 
 /// How long a test waits for a condition before it fails.
@@ -85,20 +209,33 @@ pub const WAIT: std::time::Duration = std::time::Duration::from_secs(20);
 /// Polls `check` until it holds, at most [`WAIT`]: the condition a test waits for, with a
 /// timeout, instead of a sleep.
 #[allow(dead_code, reason = "not every test binary waits on conditions")]
-pub async fn eventually<F, Fut>(what: &str, mut check: F)
+pub async fn eventually<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let deadline = tokio::time::Instant::now() + WAIT;
+    assert!(
+        holds_within(WAIT, check).await,
+        "timed out waiting for {what}"
+    );
+}
+
+/// Polls `check` every 20 ms until it holds or `timeout` passes; whether it held. For a test
+/// that asserts something of its own when the condition never comes ([`eventually`] fails).
+#[allow(dead_code, reason = "not every test binary waits on conditions")]
+pub async fn holds_within<F, Fut>(timeout: std::time::Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
     loop {
         if check().await {
-            return;
+            return true;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
@@ -228,4 +365,86 @@ pub fn require(program: &str) {
         found,
         "{program} is not installed; the exec hook tests need it (apt-get install {program})"
     );
+}
+
+/// A TCP proxy in front of the API server that can be taken away (every connection closed,
+/// the port no longer listening: connection refused) and brought back on the same port.
+#[allow(dead_code, reason = "not every test binary cuts connections")]
+pub struct Proxy {
+    /// Where clients connect.
+    pub addr: std::net::SocketAddr,
+    upstream: std::net::SocketAddr,
+    stop: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[allow(dead_code, reason = "not every test binary cuts connections")]
+impl Proxy {
+    /// A proxy listening on `listen` (port 0: any free port) in front of `upstream`.
+    pub async fn start(listen: std::net::SocketAddr, upstream: std::net::SocketAddr) -> Self {
+        let listener = tokio::net::TcpListener::bind(listen).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let token = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut connections = tokio::task::JoinSet::new();
+            loop {
+                tokio::select! {
+                    () = token.cancelled() => break,
+                    accepted = listener.accept() => {
+                        let Ok((mut inbound, _)) = accepted else { continue };
+                        connections.spawn(async move {
+                            if let Ok(mut outbound) = tokio::net::TcpStream::connect(upstream).await {
+                                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                            }
+                        });
+                    }
+                }
+            }
+            // Dropping the set aborts every connection: clients see them reset.
+            connections.shutdown().await;
+        });
+        Self {
+            addr,
+            upstream,
+            stop,
+            task,
+        }
+    }
+
+    /// A kube client of the API server through this proxy.
+    pub async fn client(&self) -> Client {
+        let config = kube::Config::from_custom_kubeconfig(
+            informant::apiserver::kubeconfig(self.addr),
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .unwrap();
+        Client::try_from(config).unwrap()
+    }
+
+    /// Closes every connection and stops listening (clients get connection refused); the
+    /// address and upstream, to [`Proxy::start`] it again on the same port.
+    pub async fn take_away(self) -> (std::net::SocketAddr, std::net::SocketAddr) {
+        self.stop.cancel();
+        self.task.await.unwrap();
+        (self.addr, self.upstream)
+    }
+}
+
+/// Makes `subscriber` this thread's default for as long as the guard lives, and sure to see
+/// every span and event, whichever thread first reached their callsites.
+///
+/// tracing-core caches each callsite's interest for the whole process, and while a single
+/// dispatcher is registered it computes that interest from the default of the thread that
+/// first reaches the callsite (`has_just_one` in `callsite.rs`). In a test binary whose tests
+/// run on parallel threads, a span first reached by another test (whose default is the no-op
+/// subscriber) is cached as never wanted, and a `set_default` subscriber misses it. A second
+/// registered dispatcher, held by the guard, makes tracing ask every live dispatcher instead.
+#[allow(dead_code, reason = "only the binaries that capture spans use it")]
+pub fn capture_spans(
+    subscriber: impl tracing::Subscriber + Send + Sync + 'static,
+) -> (tracing::dispatcher::DefaultGuard, tracing::Dispatch) {
+    let second = tracing::Dispatch::new(tracing_subscriber::registry());
+    (tracing::subscriber::set_default(subscriber), second)
 }

@@ -211,7 +211,12 @@ async fn resource(
     if !rt.namespaced && path.namespace.is_some() {
         return Err(ApiError::no_route(&describe()));
     }
-    let query = Query::parse(raw_query)?;
+    let mut query = Query::parse(raw_query)?;
+    if !app.config.feature_gates.sharded_list_and_watch {
+        // A server without the gate ignores the unknown parameter and lists everything, so a
+        // client sees no `shardInfo` and knows to filter itself (KEP-5866, version skew).
+        query.shard_selector = None;
+    }
     let verb = verb_of(&method, path.name.is_some(), query.watch)
         .ok_or_else(|| ApiError::method_not_allowed(method.as_str(), &describe()))?;
     let namespaced_write = matches!(

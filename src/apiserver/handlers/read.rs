@@ -172,6 +172,9 @@ pub(super) fn list(ctx: &Ctx) -> ApiResult<Response> {
     if let Some(t) = &token {
         meta["continue"] = serde_json::Value::String(t.clone());
     }
+    if let Some(selector) = filter.shard_info() {
+        meta["shardInfo"] = serde_json::json!({ "selector": selector });
+    }
     let (kind, api_version) = if ctx.wants_metadata() {
         (
             "PartialObjectMetadataList".to_string(),

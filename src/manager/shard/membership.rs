@@ -1,0 +1,497 @@
+//! Membership of a shard ring: each member holds a `coordination.k8s.io/v1` Lease of its own,
+//! labelled `informant.dev/ring=<ring>`, renewed with leader election's timings; the members are
+//! the Leases of the ring that have not expired.
+//!
+//! Expiry follows client-go's leader election (`tools/leaderelection/leaderelection.go`): a
+//! member trusts only its own clock, and another member's Lease expires `leaseDurationSeconds`
+//! after this member last *saw it change*, whatever its `renewTime` says. A member that has not
+//! renewed its own Lease for its renew deadline (counted from the start of its last successful
+//! renewal) is *fenced*: [`Fence::holds`] turns false at that instant, on the monotonic clock,
+//! whatever the member is doing (a hung request, a paused process: `SIGSTOP` does not stop
+//! `CLOCK_MONOTONIC`), and [`MemberView::active`] follows within two retry periods (each API
+//! call is bounded by one). A reconcile asks the fence before it starts. Since
+//! `renew deadline + 2 × retry period < lease duration` ([`Membership::validate`]), a member
+//! stops before any other member can see its Lease expire and take its share over. A member
+//! stopped by its shutdown token deletes its Lease, so the others see it leave within a retry
+//! period.
+//!
+//! `kubectl get leases -l informant.dev/ring=<ring>` lists the members: each Lease's holder is
+//! the member's identity.
+//!
+//! # RBAC
+//!
+//! `get`, `list`, `watch`, `create`, `update` and `delete` on `leases` in group
+//! `coordination.k8s.io`, in the Lease namespace.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, PostParams};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::claims::{CLAIMS_ANNOTATION, RangeSet};
+use crate::manager::leader::{
+    DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderError,
+};
+use crate::selector::fnv1a_64;
+
+/// The label that puts a Lease in a ring.
+pub const RING_LABEL: &str = "informant.dev/ring";
+
+/// How a member joins a ring. [`Membership::new`] gives leader election's defaults
+/// (controller-runtime's lease 15 s, renew deadline 10 s, retry 2 s).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Membership {
+    /// The ring's name: the value of every member Lease's `informant.dev/ring` label.
+    pub ring: String,
+    /// The namespace of the member Leases (`--lease-namespace`).
+    pub namespace: String,
+    /// This member's identity, unique in the ring (`--shard-identity`; leader election's
+    /// `<hostname>_<uuid>` by default).
+    pub identity: String,
+    /// How long others wait, after last seeing a member's Lease change, before they count it
+    /// gone.
+    pub lease_duration: Duration,
+    /// How long a member may fail to renew before it fences itself.
+    pub renew_deadline: Duration,
+    /// How often a member renews its Lease and reads the others'.
+    pub retry_period: Duration,
+}
+
+impl Membership {
+    /// Leader election's timings for `identity` in `ring`, Leases in `namespace`.
+    #[must_use]
+    pub fn new(
+        ring: impl Into<String>,
+        namespace: impl Into<String>,
+        identity: impl Into<String>,
+    ) -> Self {
+        Self {
+            ring: ring.into(),
+            namespace: namespace.into(),
+            identity: identity.into(),
+            lease_duration: DEFAULT_LEASE_DURATION,
+            renew_deadline: DEFAULT_RENEW_DEADLINE,
+            retry_period: DEFAULT_RETRY_PERIOD,
+        }
+    }
+
+    /// The name of this member's Lease: `<ring>-<FNV-1a of the identity, 16 hex digits>` (an
+    /// identity such as `host_uuid` is not a valid object name; its hash is).
+    #[must_use]
+    pub fn lease_name(&self) -> String {
+        format!("{}-{:016x}", self.ring, fnv1a_64(self.identity.as_bytes()))
+    }
+
+    /// Checks the names, and that a fenced member stops before the others may count it gone:
+    /// `lease duration > renew deadline + 2 × retry period` (leader election's defaults, 15 s >
+    /// 10 s + 4 s, pass), the renew deadline greater than the retry period.
+    ///
+    /// # Errors
+    ///
+    /// [`LeaderError::InvalidOptions`] naming the first field at fault.
+    pub fn validate(&self) -> Result<(), LeaderError> {
+        let invalid = |field, reason: &str| {
+            Err(LeaderError::InvalidOptions {
+                field,
+                reason: reason.to_owned(),
+            })
+        };
+        for (field, value) in [
+            ("ring", &self.ring),
+            ("namespace", &self.namespace),
+            ("identity", &self.identity),
+        ] {
+            if value.is_empty() {
+                return invalid(field, "must not be empty");
+            }
+        }
+        if self.retry_period.is_zero() || self.renew_deadline <= self.retry_period {
+            return invalid(
+                "renew_deadline",
+                "must be greater than retry_period, itself greater than zero",
+            );
+        }
+        if self.lease_duration <= self.renew_deadline + 2 * self.retry_period {
+            return invalid(
+                "lease_duration",
+                "must be greater than renew_deadline + 2 × retry_period",
+            );
+        }
+        if i32::try_from(self.lease_duration.as_secs()).is_err() {
+            return invalid("lease_duration", "must fit in an i32 number of seconds");
+        }
+        Ok(())
+    }
+}
+
+/// What a member knows of its ring.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MemberView {
+    /// The members whose Leases are live, sorted; this member included while it is active.
+    pub members: BTreeSet<String>,
+    /// What each other live member claims (acts on, or still finishes). A claim that cannot
+    /// be read counts as the whole space: nobody else acts until it is readable again.
+    pub claims: BTreeMap<String, RangeSet>,
+    /// Whether this member renewed its Lease within its renew deadline. While false it must
+    /// not reconcile anything: the others may soon take its share over.
+    pub active: bool,
+}
+
+/// Whether a member may act on its share now: true until its renew deadline has passed since
+/// the start of its last successful renewal. Cheap to clone and to ask.
+#[derive(Debug, Clone)]
+pub struct Fence {
+    renewed_at: Arc<Mutex<Option<Instant>>>,
+    renew_deadline: Duration,
+}
+
+impl Fence {
+    /// Whether the member's Lease is certainly still live for the others.
+    #[must_use]
+    pub fn holds(&self) -> bool {
+        let renewed_at = *self
+            .renewed_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        renewed_at.is_some_and(|t| t.elapsed() < self.renew_deadline)
+    }
+
+    fn renewed(&self, at: Instant) {
+        *self
+            .renewed_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(at);
+    }
+
+    fn clear(&self) {
+        *self
+            .renewed_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+    }
+}
+
+/// A member of a ring. Nothing happens until [`run`](Self::run) is polled.
+#[derive(Debug)]
+pub struct Member {
+    api: Api<Lease>,
+    options: Membership,
+    view: watch::Sender<MemberView>,
+    fence: Fence,
+    claims: watch::Sender<RangeSet>,
+}
+
+/// Another member's Lease as this member last saw it change.
+struct Seen {
+    holder: String,
+    claims: RangeSet,
+    version: String,
+    duration: Duration,
+    changed_at: Instant,
+}
+
+impl Member {
+    /// A member of `options.ring`, its Lease in `options.namespace`.
+    #[must_use]
+    pub fn new(client: kube::Client, options: Membership) -> Self {
+        let fence = Fence {
+            renewed_at: Arc::new(Mutex::new(None)),
+            renew_deadline: options.renew_deadline,
+        };
+        Self {
+            api: Api::namespaced(client, &options.namespace),
+            options,
+            view: watch::Sender::new(MemberView::default()),
+            fence,
+            claims: watch::Sender::new(RangeSet::empty()),
+        }
+    }
+
+    /// Where the member's claims are set: what it acts on or still finishes, written to its
+    /// Lease at the next renewal (within a retry period).
+    #[must_use]
+    pub fn claims(&self) -> watch::Sender<RangeSet> {
+        self.claims.clone()
+    }
+
+    /// The fence a reconcile asks before it acts on this member's share.
+    #[must_use]
+    pub fn fence(&self) -> Fence {
+        self.fence.clone()
+    }
+
+    /// The view of the ring, updated every retry period.
+    #[must_use]
+    pub fn view(&self) -> watch::Receiver<MemberView> {
+        self.view.subscribe()
+    }
+
+    /// Renews this member's Lease and reads the ring every retry period until `shutdown`, then
+    /// deletes the Lease.
+    ///
+    /// # Errors
+    ///
+    /// [`LeaderError::InvalidOptions`] before anything starts. API errors are not errors:
+    /// they are logged and retried, and fence the member once they last a renew deadline.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), LeaderError> {
+        self.options.validate()?;
+        let lease_name = self.options.lease_name();
+        let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
+        let bound = self.options.retry_period;
+        loop {
+            let attempt = Instant::now();
+            match tokio::time::timeout(bound, self.renew(&lease_name)).await {
+                Ok(Ok(())) => self.fence.renewed(attempt),
+                Ok(Err(e)) => tracing::warn!(
+                    ring = %self.options.ring,
+                    lease = %lease_name,
+                    error = %e,
+                    "shard member could not renew its lease"
+                ),
+                Err(_) => tracing::warn!(
+                    ring = %self.options.ring,
+                    lease = %lease_name,
+                    "shard member lease renewal timed out"
+                ),
+            }
+            let now = Instant::now();
+            match tokio::time::timeout(bound, self.read(&mut seen, now)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(
+                    ring = %self.options.ring,
+                    error = %e,
+                    "shard member could not list the ring's leases"
+                ),
+                Err(_) => tracing::warn!(
+                    ring = %self.options.ring,
+                    "shard member listing the ring's leases timed out"
+                ),
+            }
+            let now = Instant::now();
+            let active = self.fence.holds();
+            let live: Vec<&Seen> = seen
+                .iter()
+                .filter(|(name, s)| {
+                    **name != lease_name
+                        && !s.holder.is_empty()
+                        && now.duration_since(s.changed_at) < s.duration
+                })
+                .map(|(_, s)| s)
+                .collect();
+            let mut members: BTreeSet<String> = live.iter().map(|s| s.holder.clone()).collect();
+            let claims = live
+                .iter()
+                .map(|s| (s.holder.clone(), s.claims.clone()))
+                .collect();
+            if active {
+                members.insert(self.options.identity.clone());
+            }
+            self.publish(MemberView {
+                members,
+                claims,
+                active,
+            });
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = tokio::time::sleep(self.options.retry_period) => {}
+            }
+        }
+        self.fence.clear();
+        self.publish(MemberView::default());
+        if let Err(e) = self.api.delete(&lease_name, &DeleteParams::default()).await {
+            tracing::debug!(lease = %lease_name, error = %e, "shard member lease not deleted");
+        }
+        Ok(())
+    }
+
+    fn publish(&self, view: MemberView) {
+        self.view.send_if_modified(|current| {
+            if *current == view {
+                return false;
+            }
+            tracing::info!(
+                ring = %self.options.ring,
+                members = view.members.len(),
+                active = view.active,
+                "shard ring changed"
+            );
+            *current = view;
+            true
+        });
+    }
+
+    /// Creates or updates (PUT, with the resourceVersion read) this member's Lease.
+    async fn renew(&self, lease_name: &str) -> Result<(), kube::Error> {
+        let now = MicroTime(jiff::Timestamp::now());
+        let seconds = i32::try_from(self.options.lease_duration.as_secs()).unwrap_or(i32::MAX);
+        let claims = self.claims.borrow().to_string();
+        if let Some(mut lease) = self.api.get_opt(lease_name).await? {
+            lease
+                .metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .insert(CLAIMS_ANNOTATION.to_owned(), claims);
+            let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+            spec.holder_identity = Some(self.options.identity.clone());
+            spec.lease_duration_seconds = Some(seconds);
+            spec.renew_time = Some(now);
+            self.api
+                .replace(lease_name, &PostParams::default(), &lease)
+                .await?;
+            return Ok(());
+        }
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(lease_name.to_owned()),
+                namespace: Some(self.options.namespace.clone()),
+                labels: Some(
+                    [(RING_LABEL.to_owned(), self.options.ring.clone())]
+                        .into_iter()
+                        .collect(),
+                ),
+                annotations: Some(
+                    [(CLAIMS_ANNOTATION.to_owned(), claims)]
+                        .into_iter()
+                        .collect(),
+                ),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(self.options.identity.clone()),
+                lease_duration_seconds: Some(seconds),
+                acquire_time: Some(now.clone()),
+                renew_time: Some(now),
+                ..LeaseSpec::default()
+            }),
+        };
+        self.api.create(&PostParams::default(), &lease).await?;
+        Ok(())
+    }
+
+    /// Lists the ring's Leases and notes, for each, when it was last seen to change.
+    async fn read(
+        &self,
+        seen: &mut BTreeMap<String, Seen>,
+        now: Instant,
+    ) -> Result<(), kube::Error> {
+        let selector = format!("{RING_LABEL}={}", self.options.ring);
+        let leases = self
+            .api
+            .list(&ListParams::default().labels(&selector))
+            .await?;
+        let mut listed = BTreeSet::new();
+        for lease in leases.items {
+            let (Some(name), Some(version)) =
+                (lease.metadata.name, lease.metadata.resource_version)
+            else {
+                continue;
+            };
+            let spec = lease.spec.unwrap_or_default();
+            let holder = spec.holder_identity.unwrap_or_default();
+            let claimed = lease
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(CLAIMS_ANNOTATION))
+                .map_or(Ok(RangeSet::empty()), |text| RangeSet::decode(text));
+            let claims = claimed.unwrap_or_else(|e| {
+                tracing::warn!(
+                    lease = %name,
+                    error = %e,
+                    "a shard member's claims are unreadable; counting them as the whole space"
+                );
+                RangeSet::all()
+            });
+            let duration = spec
+                .lease_duration_seconds
+                .and_then(|s| u64::try_from(s).ok())
+                .map_or(self.options.lease_duration, Duration::from_secs);
+            listed.insert(name.clone());
+            let changed = seen
+                .get(&name)
+                .is_none_or(|s| s.version != version || s.holder != holder);
+            if changed {
+                seen.insert(
+                    name,
+                    Seen {
+                        holder,
+                        claims,
+                        version,
+                        duration,
+                        changed_at: now,
+                    },
+                );
+            }
+        }
+        // A deleted Lease is a member that left: gone at once.
+        seen.retain(|name, _| listed.contains(name));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_names_are_valid_object_names_whatever_the_identity() {
+        let m = Membership::new("shop", "informant-system", "node-1.example_0f3a-uuid");
+        let name = m.lease_name();
+        assert!(name.starts_with("shop-") && name.len() == "shop-".len() + 16);
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        );
+        assert_ne!(
+            name,
+            Membership::new("shop", "x", "node-2.example_0f3a-uuid").lease_name()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_fence_falls_a_renew_deadline_after_the_last_renewal_started() {
+        let fence = Fence {
+            renewed_at: Arc::new(Mutex::new(None)),
+            renew_deadline: Duration::from_secs(10),
+        };
+        assert!(!fence.holds(), "never renewed");
+        fence.renewed(Instant::now());
+        tokio::time::advance(Duration::from_millis(9_999)).await;
+        assert!(fence.holds());
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(
+            !fence.holds(),
+            "a paused or cut-off member stops at its deadline"
+        );
+        fence.renewed(Instant::now());
+        assert!(fence.holds());
+        fence.clear();
+        assert!(!fence.holds(), "a stopped member holds nothing");
+    }
+
+    #[test]
+    fn timings_follow_leader_elections_rule() {
+        let mut m = Membership::new("shop", "ns", "a");
+        assert!(m.validate().is_ok(), "leader election's defaults");
+        m.renew_deadline = Duration::from_secs(12);
+        assert!(matches!(
+            m.validate(),
+            Err(LeaderError::InvalidOptions {
+                field: "lease_duration",
+                ..
+            })
+        ));
+        let empty = Membership::new("", "ns", "a");
+        assert!(matches!(
+            empty.validate(),
+            Err(LeaderError::InvalidOptions { field: "ring", .. })
+        ));
+    }
+}
