@@ -119,7 +119,7 @@ where
             if !due.is_empty() {
                 tracing::debug!(objects = due.len(), "resync");
                 for object in &due {
-                    self.series.queue_added(object.clone().erase());
+                    self.series.queue_added(object);
                 }
                 return due;
             }
