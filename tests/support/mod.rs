@@ -188,8 +188,14 @@ pub async fn install_cacheconfig_crd(client: &Client) {
 /// and a client of it.
 #[allow(dead_code, reason = "not every test binary runs hook Controllers")]
 pub async fn server_with_informant_crds() -> (informant::apiserver::TestServer, Client) {
-    use kube::CustomResourceExt;
     let (server, client) = server().await;
+    install_informant_crds(&server);
+    (server, client)
+}
+
+/// Creates informant's two CRDs straight in `server`'s store.
+fn install_informant_crds(server: &informant::apiserver::TestServer) {
+    use kube::CustomResourceExt;
     for crd in [
         informant::config::CacheConfig::crd(),
         informant::hooks::Controller::crd(),
@@ -199,25 +205,15 @@ pub async fn server_with_informant_crds() -> (informant::apiserver::TestServer, 
             .create(serde_json::to_value(crd).unwrap())
             .unwrap();
     }
-    (server, client)
 }
 
 /// [`server_with_informant_crds`] with RBAC on: the client is the administrator's.
 #[allow(dead_code, reason = "not every test binary runs with authorization")]
 pub async fn server_with_informant_crds_rbac() -> (informant::apiserver::TestServer, Client) {
-    use kube::CustomResourceExt;
     let server = informant::apiserver::TestServer::start_with_rbac()
         .await
         .unwrap();
-    for crd in [
-        informant::config::CacheConfig::crd(),
-        informant::hooks::Controller::crd(),
-    ] {
-        server
-            .handle()
-            .create(serde_json::to_value(crd).unwrap())
-            .unwrap();
-    }
+    install_informant_crds(&server);
     let client = server.client().await.unwrap();
     (server, client)
 }
