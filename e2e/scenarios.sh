@@ -181,12 +181,14 @@ scenario_invalid() {
     event_says Warning InvalidConfig "spec.byObject[1].labelSelector: unexpected end of input"
   echo "ok: Warning InvalidConfig Event with the error"
   health=$(harness_health /readyz)
-  expect_contains "/readyz fails on the config check" "500 [-]config failed" "$health"
-  expect_contains "/readyz: informers still ok" "[+]informers ok" "$health"
-  expect_contains "/readyz/config gives the error" "spec.byObject[1].labelSelector" "$(harness_health /readyz/config)"
+  expect_eq "/readyz stays ready: the last good config serves" "200 ok" "$health"
+  expect_eq "informant_config_last_reload_successful says the edit failed" "0" \
+    "$(metric "$(harness_metrics)" informant_config_last_reload_successful)"
   edit '[{"op":"replace","path":"/spec/byObject/1/labelSelector","value":"app=db"}]'
   wait_condition Valid True
   expect_eq "/readyz after the fix" "200 ok" "$(harness_health /readyz)"
+  expect_eq "informant_config_last_reload_successful after the fix" "1" \
+    "$(metric "$(harness_metrics)" informant_config_last_reload_successful)"
 }
 
 # Events the scenarios caused a hook Controller to record (scenario 4: one SawCompletedJob per

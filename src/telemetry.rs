@@ -63,7 +63,34 @@ pub fn use_color(is_terminal: bool, no_color: Option<&str>) -> bool {
     is_terminal && no_color.is_none_or(str::is_empty)
 }
 
-/// Installs the global subscriber: `fmt` to standard error, `EnvFilter` from `RUST_LOG` (or
+/// Crates whose lines below warn are not for users, quieted by the default filter: notify
+/// says at info that it cannot remove the inotify watch of a file an editor or a `ConfigMap`
+/// swap already replaced (`EINVAL`), at every reload of a config file.
+const QUIET: &str = "notify=warn";
+
+/// The log filter: `rust_log` (the value of `RUST_LOG`) when set and not empty, which decides
+/// alone; else `default_level`, with the crates whose info lines are not for users (notify)
+/// at warn.
+///
+/// # Errors
+///
+/// `rust_log` is not a valid filter.
+pub fn filter(
+    default_level: LevelFilter,
+    rust_log: Option<&str>,
+) -> Result<EnvFilter, tracing_subscriber::filter::FromEnvError> {
+    let builder = EnvFilter::builder().with_default_directive(default_level.into());
+    match rust_log {
+        Some(directives) if !directives.trim().is_empty() => Ok(builder.parse(directives)?),
+        // Below warn only: QUIET must not turn a crate's warnings on under a quieter default.
+        _ if default_level > LevelFilter::WARN => {
+            Ok(builder.parse_lossy(format!("{default_level},{QUIET}")))
+        }
+        _ => Ok(builder.parse_lossy("")),
+    }
+}
+
+/// Installs the global subscriber: `fmt` to standard error, [`filter`] from `RUST_LOG` (or
 /// `default_level` when it is unset), and the OpenTelemetry layer when [`otlp_requested`].
 ///
 /// # Errors
@@ -80,10 +107,8 @@ pub fn init(default_level: LevelFilter) -> Result<Guard, Error> {
 ///
 /// As [`init`].
 pub fn init_with(default_level: LevelFilter, tally: Option<FateTally>) -> Result<Guard, Error> {
-    let filter = EnvFilter::builder()
-        .with_default_directive(default_level.into())
-        .from_env()
-        .map_err(Error::Filter)?;
+    let filter =
+        filter(default_level, std::env::var("RUST_LOG").ok().as_deref()).map_err(Error::Filter)?;
     let color = use_color(
         std::io::stderr().is_terminal(),
         std::env::var("NO_COLOR").ok().as_deref(),
@@ -144,9 +169,16 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
 }
 
 /// Counts the `event` spans the recorder closes, by reason and fate: the same trace an OTLP
-/// backend receives, tallied in process.
+/// backend receives, tallied in process; and the ones still open (events recorded that have
+/// no fate yet).
 #[derive(Clone, Debug, Default)]
-pub struct FateTally(Arc<Mutex<BTreeMap<(String, String), u64>>>);
+pub struct FateTally(Arc<Mutex<Tally>>);
+
+#[derive(Debug, Default)]
+struct Tally {
+    closed: BTreeMap<(String, String), u64>,
+    open: u64,
+}
 
 /// The reason and fate recorded on one `event` span so far.
 #[derive(Default)]
@@ -179,7 +211,15 @@ impl FateTally {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .closed
             .clone()
+    }
+
+    /// Events recorded whose span is still open: no fate yet (queued, being written, or
+    /// folded into a series' count that no write has delivered yet).
+    #[must_use]
+    pub fn in_flight(&self) -> u64 {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).open
     }
 }
 
@@ -197,6 +237,7 @@ where
             let mut fields = EventFields::default();
             attrs.record(&mut fields);
             span.extensions_mut().insert(fields);
+            self.0.lock().unwrap_or_else(PoisonError::into_inner).open += 1;
         }
     }
 
@@ -220,12 +261,9 @@ where
         };
         let reason = fields.reason.unwrap_or_default();
         let fate = fields.fate.unwrap_or_else(|| "unknown".to_string());
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry((reason, fate))
-            .or_default() += 1;
+        let mut tally = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        tally.open = tally.open.saturating_sub(1);
+        *tally.closed.entry((reason, fate)).or_default() += 1;
     }
 }
 
@@ -233,7 +271,10 @@ where
 mod tests {
     use std::collections::HashMap;
 
-    use super::{error_chain, otlp_requested, use_color};
+    use super::{error_chain, filter, otlp_requested, use_color};
+    use tracing::level_filters::LevelFilter;
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
 
     /// An error that interpolates its source and also returns it, as kube's do.
     #[derive(Debug, thiserror::Error)]
@@ -247,6 +288,67 @@ mod tests {
             error_chain(&error),
             "failed to read kubeconfig: no such file"
         );
+    }
+
+    /// The lines `filter(level, rust_log)` lets through of: notify's info and warn, and
+    /// informant's info.
+    fn logged(level: LevelFilter, rust_log: Option<&str>) -> String {
+        let buffer = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let writer = {
+            let buffer = std::sync::Arc::clone(&buffer);
+            move || Writer(std::sync::Arc::clone(&buffer))
+        };
+        let fmt = tracing_subscriber::fmt::layer()
+            .with_writer(writer)
+            .with_ansi(false)
+            .without_time();
+        let subscriber =
+            tracing_subscriber::registry().with(fmt.with_filter(filter(level, rust_log).unwrap()));
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(
+                target: "notify::inotify",
+                "unable to remove watch descriptor from inotify: Invalid argument"
+            );
+            tracing::warn!(target: "notify::inotify", "inotify queue overflow");
+            tracing::info!(target: "informant::manager::reload", "config reloaded");
+        });
+        let bytes = buffer.lock().unwrap().clone();
+        String::from_utf8(bytes).unwrap()
+    }
+
+    struct Writer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Writer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_default_filter_keeps_notify_below_warn_out_and_rust_log_decides_alone() {
+        for level in [LevelFilter::INFO, LevelFilter::TRACE] {
+            let out = logged(level, None);
+            assert!(!out.contains("unable to remove watch descriptor"), "{out}");
+            assert!(out.contains("inotify queue overflow"), "{out}");
+            assert!(out.contains("config reloaded"), "{out}");
+        }
+        assert_eq!(logged(LevelFilter::OFF, None), "");
+        assert!(!logged(LevelFilter::WARN, None).contains("config reloaded"));
+        let empty = logged(LevelFilter::INFO, Some(" "));
+        assert!(
+            !empty.contains("unable to remove watch descriptor"),
+            "{empty}"
+        );
+        let asked = logged(LevelFilter::INFO, Some("info"));
+        assert!(
+            asked.contains("unable to remove watch descriptor"),
+            "{asked}"
+        );
+        assert!(filter(LevelFilter::INFO, Some("notify=loud")).is_err());
     }
 
     #[test]

@@ -4,8 +4,16 @@
 //! election. Ignored by a plain `cargo test`, so that a missing kubectl shows as "ignored" rather
 //! than a silent pass; `scripts/test` installs kubectl when it is missing and runs this test with
 //! `--include-ignored`, and then a missing kubectl is a failure, never a skip.
+//!
+//! [`chart_rbac`] (with [`chart`]): the Helm chart's rendered RBAC on the embedded API server with RBAC on,
+//! `informant run` as the chart's Deployment runs it, and every permission shown needed.
 
 mod support;
+
+#[path = "e2e_embedded/chart.rs"]
+mod chart;
+#[path = "e2e_embedded/chart_rbac.rs"]
+mod chart_rbac;
 
 use std::process::Command;
 use std::time::Instant;

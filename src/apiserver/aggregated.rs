@@ -5,7 +5,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::discovery::VERBS;
+use super::discovery::{is_service_accounts, verbs};
 use super::handlers::json_value;
 use super::registry::ResourceType;
 use super::server::App;
@@ -36,7 +36,7 @@ fn resource(rt: &ResourceType, version: &str) -> Value {
         "responseKind": kind,
         "scope": if rt.namespaced { "Namespaced" } else { "Cluster" },
         "singularResource": rt.singular,
-        "verbs": VERBS,
+        "verbs": verbs(rt),
     });
     if !rt.short_names.is_empty() {
         r["shortNames"] = json!(rt.short_names);
@@ -50,6 +50,13 @@ fn resource(rt: &ResourceType, version: &str) -> Value {
             "subresource": "finalize",
             "responseKind": kind,
             "verbs": ["update"],
+        }));
+    }
+    if is_service_accounts(rt) {
+        subresources.push(json!({
+            "subresource": "token",
+            "responseKind": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"},
+            "verbs": ["create"],
         }));
     }
     if rt.status_subresource {

@@ -102,6 +102,7 @@ pub fn resource_type(obj: &Value) -> Result<ResourceType, String> {
         schema: storage["schema"]["openAPIV3Schema"]
             .as_object()
             .map(|s| Value::Object(s.clone())),
+        review: false,
     })
 }
 

@@ -29,6 +29,16 @@ pub(crate) const VERBS: &[&str] = &[
     "watch",
 ];
 
+/// The verbs a resource answers: only `create` for a review, which stores nothing.
+pub(crate) fn verbs(rt: &ResourceType) -> &'static [&'static str] {
+    if rt.review { &["create"] } else { VERBS }
+}
+
+/// Whether `rt` is core `serviceaccounts`, whose `token` subresource issues tokens.
+pub(crate) fn is_service_accounts(rt: &ResourceType) -> bool {
+    rt.group.is_empty() && rt.plural == "serviceaccounts"
+}
+
 /// `/version`.
 #[must_use]
 pub fn version() -> Response {
@@ -118,7 +128,7 @@ fn resource_entries(rt: &ResourceType) -> Vec<Value> {
         "singularName": rt.singular,
         "namespaced": rt.namespaced,
         "kind": rt.kind,
-        "verbs": VERBS,
+        "verbs": verbs(rt),
     });
     if !rt.short_names.is_empty() {
         main["shortNames"] = json!(rt.short_names);
@@ -134,6 +144,17 @@ fn resource_entries(rt: &ResourceType) -> Vec<Value> {
             "namespaced": false,
             "kind": "Namespace",
             "verbs": ["update"],
+        }));
+    }
+    if is_service_accounts(rt) {
+        out.push(json!({
+            "name": "serviceaccounts/token",
+            "singularName": "",
+            "namespaced": true,
+            "group": "authentication.k8s.io",
+            "version": "v1",
+            "kind": "TokenRequest",
+            "verbs": ["create"],
         }));
     }
     if rt.status_subresource {

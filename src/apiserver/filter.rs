@@ -94,7 +94,8 @@ impl Filter {
         let labels = match query.label_selector.as_deref() {
             None => None,
             Some(s) => Some(LabelSelector::parse(s).map_err(|e| {
-                // apimachinery's words where its grammar fails, as kube-apiserver answers.
+                // apimachinery's words, as kube-apiserver answers (this crate's only if a
+                // message of upstream's is missing).
                 ApiError::bad_request(
                     LabelSelector::apimachinery_error(s)
                         .unwrap_or_else(|| format!("unable to parse requirement: {e}")),

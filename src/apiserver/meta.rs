@@ -244,7 +244,25 @@ pub fn prepare_create(
             }
         }
     }
-    if !is_dns_subdomain(&name) {
+    if rt.group == "rbac.authorization.k8s.io" {
+        // RBAC names are path segments, not DNS names (`system:discovery`):
+        // `pkg/apis/rbac/validation`, `ValidateRBACName` = `path.IsValidPathSegmentName`.
+        let problem = match name.as_str() {
+            "." => Some("may not be '.'"),
+            ".." => Some("may not be '..'"),
+            n if n.contains('/') => Some("may not contain '/'"),
+            n if n.contains('%') => Some("may not contain '%'"),
+            _ => None,
+        };
+        if let Some(problem) = problem {
+            return Err(ApiError::invalid(
+                &rt.kind,
+                &rt.group,
+                &name,
+                format!("metadata.name: Invalid value: {name:?}: {problem}"),
+            ));
+        }
+    } else if !is_dns_subdomain(&name) {
         return Err(ApiError::invalid(
             &rt.kind,
             &rt.group,

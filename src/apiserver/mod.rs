@@ -28,18 +28,24 @@
 //!
 //! # Differences from kube-apiserver
 //!
-//! Plain HTTP without authentication or authorization; JSON (and YAML for apply) bodies, plus
-//! protobuf only for what `kubectl create namespace|configmap|secret|serviceaccount` sends
-//! (and `/openapi/v2`, which kubectl reads as protobuf); no
+//! Authentication and authorization are off by default (plain HTTP, every request allowed);
+//! with [`Authorization::Rbac`] the server serves HTTPS with its own authority, accepts the
+//! administrator's token and `ServiceAccount` tokens from `TokenRequest`, and runs
+//! kube-apiserver's RBAC authorizer (see the `auth` module: no escalation checks on writing
+//! roles, no node authorizer, no webhook or OIDC authentication). JSON (and YAML for apply)
+//! bodies, plus protobuf only for what kubectl's typed clients send (`kubectl create
+//! namespace|configmap|secret|serviceaccount|role|rolebinding|clusterrole|clusterrolebinding|token`,
+//! `kubectl auth can-i|whoami`) and `/openapi/v2`, which kubectl reads as protobuf; no
 //! admission, no per-type validation beyond names and metadata, no CRD schema validation,
 //! defaulting or pruning (`fieldValidation` is ignored); no garbage collector (`ownerReferences`
 //! and `propagationPolicy` have no effect) and no controllers but the namespace controller
 //! (which runs synchronously in the request that lets a terminating namespace move on);
 //! server-side apply
 //! tracks only apply managers (no `Update` entries); no `/scale` or other subresources than
-//! `/status`.
+//! `/status` and `serviceaccounts/token`.
 
 mod aggregated;
+mod auth;
 mod conversion;
 mod crd;
 mod debug;
@@ -61,7 +67,9 @@ mod status;
 mod store;
 mod table;
 mod test_server;
+mod tls;
 
+pub use auth::{Authorization, Refusal, UnknownAuthorization};
 pub use faults::{CorruptRule, Corruption, FailRule, HUGE_ANNOTATION_BYTES, Verb};
 pub use seed::parse_yaml;
 pub use server::{Config, Error, FeatureGates, Handle, Server};

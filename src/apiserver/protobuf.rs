@@ -124,32 +124,129 @@ fn object_meta(bytes: &[u8]) -> ApiResult<Value> {
     Ok(Value::Object(meta))
 }
 
+/// The repeated string field `number` of a message.
+fn repeated(bytes: &[u8], number: u64) -> ApiResult<Vec<Value>> {
+    let mut out = Vec::new();
+    for (n, f) in fields(bytes)? {
+        if let (true, Field::Bytes(b)) = (n == number, f) {
+            out.push(json!(string(b)?));
+        }
+    }
+    Ok(out)
+}
+
+/// A `PolicyRule` (`rbac/v1`): verbs, apiGroups, resources, resourceNames, nonResourceURLs.
+fn policy_rule(bytes: &[u8]) -> ApiResult<Value> {
+    let mut rule = Map::new();
+    for (number, name) in [
+        (1, "verbs"),
+        (2, "apiGroups"),
+        (3, "resources"),
+        (4, "resourceNames"),
+        (5, "nonResourceURLs"),
+    ] {
+        let values = repeated(bytes, number)?;
+        if !values.is_empty() || number == 1 {
+            rule.insert(name.into(), Value::Array(values));
+        }
+    }
+    Ok(Value::Object(rule))
+}
+
+/// A `metav1.LabelSelector`: matchLabels and matchExpressions.
+fn label_selector(bytes: &[u8]) -> ApiResult<Value> {
+    let mut labels = Map::new();
+    let mut expressions = Vec::new();
+    for (n, f) in fields(bytes)? {
+        let Field::Bytes(b) = f else { continue };
+        match n {
+            1 => {
+                let (k, v) = map_entry(b, false)?;
+                labels.insert(k, v);
+            }
+            2 => {
+                let mut expression = strings_of(b, &[(1, "key"), (2, "operator")])?;
+                let values = repeated(b, 3)?;
+                if !values.is_empty() {
+                    expression.insert("values".into(), Value::Array(values));
+                }
+                expressions.push(Value::Object(expression));
+            }
+            _ => {}
+        }
+    }
+    let mut selector = Map::new();
+    if !labels.is_empty() {
+        selector.insert("matchLabels".into(), Value::Object(labels));
+    }
+    if !expressions.is_empty() {
+        selector.insert("matchExpressions".into(), Value::Array(expressions));
+    }
+    Ok(Value::Object(selector))
+}
+
+/// The fields of a `Role`, `ClusterRole`, `RoleBinding` or `ClusterRoleBinding` after its
+/// metadata, into `obj`.
+fn rbac_field(obj: &mut Map<String, Value>, plural: &str, n: u64, b: &[u8]) -> ApiResult<()> {
+    match (plural, n) {
+        ("roles" | "clusterroles", 2) => {
+            let rules = obj.entry("rules").or_insert_with(|| json!([]));
+            if let Some(rules) = rules.as_array_mut() {
+                rules.push(policy_rule(b)?);
+            }
+        }
+        ("clusterroles", 3) => {
+            let mut selectors = Vec::new();
+            for (n, f) in fields(b)? {
+                if let (1, Field::Bytes(s)) = (n, f) {
+                    selectors.push(label_selector(s)?);
+                }
+            }
+            obj.insert(
+                "aggregationRule".into(),
+                json!({"clusterRoleSelectors": selectors}),
+            );
+        }
+        ("rolebindings" | "clusterrolebindings", 2) => {
+            let subject = strings_of(
+                b,
+                &[(1, "kind"), (2, "apiGroup"), (3, "name"), (4, "namespace")],
+            )?;
+            let subjects = obj.entry("subjects").or_insert_with(|| json!([]));
+            if let Some(subjects) = subjects.as_array_mut() {
+                subjects.push(Value::Object(subject));
+            }
+        }
+        ("rolebindings" | "clusterrolebindings", 3) => {
+            let role_ref = strings_of(b, &[(1, "apiGroup"), (2, "kind"), (3, "name")])?;
+            obj.insert("roleRef".into(), Value::Object(role_ref));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 /// Decode a protobuf request body for `rt` into its JSON form; kinds other than `Namespace`,
-/// `ConfigMap`, `Secret` and `ServiceAccount` are refused.
+/// `ConfigMap`, `Secret`, `ServiceAccount` and the RBAC kinds (what kubectl's `create`
+/// generators send) are refused.
 ///
 /// # Errors
 ///
 /// 415 for other kinds, 400 for a malformed body.
 pub fn decode(body: &[u8], rt: &ResourceType, content_type: &str) -> ApiResult<Value> {
-    let supported = rt.group.is_empty()
-        && matches!(
-            rt.plural.as_str(),
-            "namespaces" | "configmaps" | "secrets" | "serviceaccounts"
-        );
+    let rbac = rt.group == "rbac.authorization.k8s.io";
+    let supported = rbac
+        || rt.group.is_empty()
+            && matches!(
+                rt.plural.as_str(),
+                "namespaces" | "configmaps" | "secrets" | "serviceaccounts"
+            );
     if !supported {
         return Err(ApiError::unsupported_media_type(content_type));
     }
-    let envelope = body
-        .strip_prefix(MAGIC)
-        .ok_or_else(|| bad("missing k8s magic prefix"))?;
-    let mut raw: &[u8] = &[];
-    for (n, f) in fields(envelope)? {
-        if let (2, Field::Bytes(b)) = (n, f) {
-            raw = b;
-        }
-    }
+    let raw = payload(body)?;
     let mut obj = Map::new();
-    obj.insert("apiVersion".into(), json!("v1"));
+    obj.insert("apiVersion".into(), json!(rt.api_version("v1")));
     obj.insert("kind".into(), json!(rt.kind));
     let mut data = Map::new();
     let mut binary = Map::new();
@@ -157,6 +254,7 @@ pub fn decode(body: &[u8], rt: &ResourceType, content_type: &str) -> ApiResult<V
     for (n, f) in fields(raw)? {
         match (rt.plural.as_str(), n, f) {
             (_, 1, Field::Bytes(b)) => drop(obj.insert("metadata".into(), object_meta(b)?)),
+            (plural, n, Field::Bytes(b)) if rbac => rbac_field(&mut obj, plural, n, b)?,
             ("configmaps", 2, Field::Bytes(b)) => {
                 let (k, v) = map_entry(b, false)?;
                 data.insert(k, v);
@@ -196,6 +294,131 @@ pub fn decode(body: &[u8], rt: &ResourceType, content_type: &str) -> ApiResult<V
     Ok(Value::Object(obj))
 }
 
+/// The payload of a protobuf envelope.
+fn payload(body: &[u8]) -> ApiResult<&[u8]> {
+    let envelope = body
+        .strip_prefix(MAGIC)
+        .ok_or_else(|| bad("missing k8s magic prefix"))?;
+    let mut raw: &[u8] = &[];
+    for (n, f) in fields(envelope)? {
+        if let (2, Field::Bytes(b)) = (n, f) {
+            raw = b;
+        }
+    }
+    Ok(raw)
+}
+
+/// The string fields of a message by number, with their JSON names.
+fn strings_of(bytes: &[u8], names: &[(u64, &str)]) -> ApiResult<Map<String, Value>> {
+    let mut out = Map::new();
+    for (n, f) in fields(bytes)? {
+        if let (Some((_, name)), Field::Bytes(b)) = (names.iter().find(|(k, _)| *k == n), f) {
+            out.insert((*name).to_string(), json!(string(b)?));
+        }
+    }
+    Ok(out)
+}
+
+/// An access review's spec (`authorization/v1` `SelfSubjectAccessReviewSpec` and
+/// `SubjectAccessReviewSpec`: attributes, then user, groups and uid).
+fn access_review_spec(bytes: &[u8]) -> ApiResult<Value> {
+    let mut spec = Map::new();
+    let mut groups = Vec::new();
+    for (n, f) in fields(bytes)? {
+        let Field::Bytes(b) = f else { continue };
+        match n {
+            1 => {
+                let attributes = strings_of(
+                    b,
+                    &[
+                        (1, "namespace"),
+                        (2, "verb"),
+                        (3, "group"),
+                        (4, "version"),
+                        (5, "resource"),
+                        (6, "subresource"),
+                        (7, "name"),
+                    ],
+                )?;
+                spec.insert("resourceAttributes".into(), Value::Object(attributes));
+            }
+            2 => {
+                let attributes = strings_of(b, &[(1, "path"), (2, "verb")])?;
+                spec.insert("nonResourceAttributes".into(), Value::Object(attributes));
+            }
+            3 => drop(spec.insert("user".into(), json!(string(b)?))),
+            4 => groups.push(json!(string(b)?)),
+            6 => drop(spec.insert("uid".into(), json!(string(b)?))),
+            _ => {}
+        }
+    }
+    if !groups.is_empty() {
+        spec.insert("groups".into(), Value::Array(groups));
+    }
+    Ok(Value::Object(spec))
+}
+
+/// A `TokenRequestSpec` (`authentication/v1`): audiences and expiration.
+fn token_request_spec(bytes: &[u8]) -> ApiResult<Value> {
+    let mut spec = Map::new();
+    let mut audiences = Vec::new();
+    for (n, f) in fields(bytes)? {
+        match (n, f) {
+            (1, Field::Bytes(b)) => audiences.push(json!(string(b)?)),
+            (4, Field::Varint(v)) => {
+                drop(spec.insert(
+                    "expirationSeconds".into(),
+                    json!(i64::try_from(v).unwrap_or(i64::MAX)),
+                ));
+            }
+            _ => {}
+        }
+    }
+    if !audiences.is_empty() {
+        spec.insert("audiences".into(), Value::Array(audiences));
+    }
+    Ok(Value::Object(spec))
+}
+
+/// Decode the protobuf body of a create that stores nothing: `kind` is `TokenRequest` or one
+/// of the reviews (`SelfSubjectAccessReview`, `SubjectAccessReview`, `SelfSubjectRulesReview`,
+/// `SelfSubjectReview`), as client-go's typed clients send them (field numbers from
+/// `k8s.io/api/{authentication,authorization}/v1/generated.proto`).
+///
+/// # Errors
+///
+/// 400 for a malformed body, 415 for another kind.
+pub fn decode_auth(body: &[u8], group: &str, kind: &str, content_type: &str) -> ApiResult<Value> {
+    let raw = payload(body)?;
+    let mut obj = Map::new();
+    obj.insert("apiVersion".into(), json!(format!("{group}/v1")));
+    obj.insert("kind".into(), json!(kind));
+    for (n, f) in fields(raw)? {
+        let Field::Bytes(b) = f else { continue };
+        match (kind, n) {
+            (_, 1) => drop(obj.insert("metadata".into(), object_meta(b)?)),
+            ("TokenRequest", 2) => drop(obj.insert("spec".into(), token_request_spec(b)?)),
+            ("SelfSubjectAccessReview" | "SubjectAccessReview", 2) => {
+                drop(obj.insert("spec".into(), access_review_spec(b)?));
+            }
+            ("SelfSubjectRulesReview", 2) => {
+                let spec = strings_of(b, &[(1, "namespace")])?;
+                drop(obj.insert("spec".into(), Value::Object(spec)));
+            }
+            (
+                "TokenRequest"
+                | "SelfSubjectAccessReview"
+                | "SubjectAccessReview"
+                | "SelfSubjectRulesReview"
+                | "SelfSubjectReview",
+                _,
+            ) => {}
+            _ => return Err(ApiError::unsupported_media_type(content_type)),
+        }
+    }
+    Ok(Value::Object(obj))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,6 +449,77 @@ mod tests {
         assert_eq!(v["metadata"]["name"], "cm1");
         assert_eq!(v["metadata"]["labels"]["app"], "web");
         assert_eq!(v["data"]["k"], "v");
+    }
+
+    #[test]
+    fn a_role_binding_from_kubectl_create_decodes() {
+        let subject = [ld(1, b"ServiceAccount"), ld(3, b"inf"), ld(4, b"ops")].concat();
+        let role_ref = [
+            ld(1, b"rbac.authorization.k8s.io"),
+            ld(2, b"Role"),
+            ld(3, b"r"),
+        ]
+        .concat();
+        let binding = [ld(1, &ld(1, b"rb")), ld(2, &subject), ld(3, &role_ref)].concat();
+        let envelope = [MAGIC.to_vec(), ld(2, &binding)].concat();
+        let rt = Registry::new()
+            .lookup("rbac.authorization.k8s.io", "v1", "rolebindings")
+            .unwrap();
+        let v = decode(&envelope, &rt, "x").unwrap();
+        assert_eq!(v["apiVersion"], "rbac.authorization.k8s.io/v1");
+        assert_eq!(
+            v["subjects"],
+            json!([{"kind": "ServiceAccount", "name": "inf", "namespace": "ops"}])
+        );
+        assert_eq!(v["roleRef"]["kind"], "Role");
+        let policy = [
+            ld(1, b"list"),
+            ld(1, b"watch"),
+            ld(2, b""),
+            ld(3, b"configmaps"),
+        ]
+        .concat();
+        let object = [ld(1, &ld(1, b"r")), ld(2, &policy)].concat();
+        let envelope = [MAGIC.to_vec(), ld(2, &object)].concat();
+        let rt = Registry::new()
+            .lookup("rbac.authorization.k8s.io", "v1", "roles")
+            .unwrap();
+        let v = decode(&envelope, &rt, "x").unwrap();
+        assert_eq!(
+            v["rules"],
+            json!([{"verbs": ["list", "watch"], "apiGroups": [""], "resources": ["configmaps"]}])
+        );
+    }
+
+    #[test]
+    fn a_self_subject_access_review_and_a_token_request_decode() {
+        let attributes = [ld(1, b"ops"), ld(2, b"list"), ld(5, b"configmaps")].concat();
+        let review = ld(2, &ld(1, &attributes));
+        let envelope = [MAGIC.to_vec(), ld(2, &review)].concat();
+        let v = decode_auth(
+            &envelope,
+            "authorization.k8s.io",
+            "SelfSubjectAccessReview",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(v["apiVersion"], "authorization.k8s.io/v1");
+        assert_eq!(
+            v["spec"]["resourceAttributes"],
+            json!({"namespace": "ops", "verb": "list", "resource": "configmaps"})
+        );
+        // expirationSeconds = 1200 (varint field 4), one audience.
+        let spec = [ld(1, b"api"), vec![4 << 3, 0xb0, 0x09]].concat();
+        let envelope = [MAGIC.to_vec(), ld(2, &ld(2, &spec))].concat();
+        let v = decode_auth(&envelope, "authentication.k8s.io", "TokenRequest", "x").unwrap();
+        assert_eq!(
+            v["spec"],
+            json!({"audiences": ["api"], "expirationSeconds": 1200})
+        );
+        assert_eq!(
+            decode_auth(&envelope, "", "Pod", "x").unwrap_err().code,
+            415
+        );
     }
 
     #[test]

@@ -43,6 +43,10 @@ pub struct PrinterColumn {
 
 /// Everything the server knows about one resource.
 #[derive(Debug, Clone)]
+#[expect(
+    clippy::struct_excessive_bools,
+    reason = "independent facts of a resource, as discovery publishes them"
+)]
 pub struct ResourceType {
     /// API group, "" for core.
     pub group: String,
@@ -73,6 +77,9 @@ pub struct ResourceType {
     pub storage: Option<ResourceKey>,
     /// The `OpenAPI` v3 schema of one object, when known (CRDs).
     pub schema: Option<Value>,
+    /// A create-only resource that stores nothing: the access reviews and
+    /// `SelfSubjectReview`, answered by the auth module from who asks.
+    pub review: bool,
 }
 
 impl ResourceType {
@@ -200,7 +207,40 @@ const SERVED: &[Served] = &[
     Served { group: "batch", version: "v1", kind: "Job", short: &[], all: true, status: true, fields: &["status.successful"] },
     Served { group: "batch", version: "v1", kind: "CronJob", short: &["cj"], all: true, status: true, fields: &[] },
     Served { group: "coordination.k8s.io", version: "v1", kind: "Lease", short: &[], all: false, status: false, fields: &[] },
+    Served { group: "rbac.authorization.k8s.io", version: "v1", kind: "Role", short: &[], all: false, status: false, fields: &[] },
+    Served { group: "rbac.authorization.k8s.io", version: "v1", kind: "RoleBinding", short: &[], all: false, status: false, fields: &[] },
+    Served { group: "rbac.authorization.k8s.io", version: "v1", kind: "ClusterRole", short: &[], all: false, status: false, fields: &[] },
+    Served { group: "rbac.authorization.k8s.io", version: "v1", kind: "ClusterRoleBinding", short: &[], all: false, status: false, fields: &[] },
     Served { group: "apiextensions.k8s.io", version: "v1", kind: "CustomResourceDefinition", short: &["crd", "crds"], all: false, status: true, fields: &[] },
+];
+
+/// The review resources (create-only, nothing stored): group, kind, plural, namespaced.
+/// `kinds::BUILTIN_KINDS` leaves them out, as nothing can list or cache them.
+const REVIEWS: &[(&str, &str, &str, bool)] = &[
+    (
+        "authorization.k8s.io",
+        "SelfSubjectAccessReview",
+        "selfsubjectaccessreviews",
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "SelfSubjectRulesReview",
+        "selfsubjectrulesreviews",
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "SubjectAccessReview",
+        "subjectaccessreviews",
+        false,
+    ),
+    (
+        "authentication.k8s.io",
+        "SelfSubjectReview",
+        "selfsubjectreviews",
+        false,
+    ),
 ];
 
 /// The set of served resources; CRDs are added and removed at run time.
@@ -245,6 +285,27 @@ impl Registry {
                 custom: false,
                 storage: (b.group == "events.k8s.io").then(|| ResourceKey::new("", "events")),
                 schema: None,
+                review: false,
+            };
+            types.insert(rt.key(), Arc::new(rt));
+        }
+        for (group, kind, plural, namespaced) in REVIEWS {
+            let rt = ResourceType {
+                group: (*group).to_string(),
+                versions: vec!["v1".to_string()],
+                plural: (*plural).to_string(),
+                singular: kind.to_lowercase(),
+                kind: (*kind).to_string(),
+                namespaced: *namespaced,
+                short_names: Vec::new(),
+                categories: Vec::new(),
+                status_subresource: false,
+                fields: Vec::new(),
+                printer_columns: Vec::new(),
+                custom: false,
+                storage: None,
+                schema: None,
+                review: true,
             };
             types.insert(rt.key(), Arc::new(rt));
         }
@@ -381,7 +442,7 @@ mod tests {
                 served.kind
             );
         }
-        assert_eq!(Registry::new().all().len(), SERVED.len());
+        assert_eq!(Registry::new().all().len(), SERVED.len() + REVIEWS.len());
     }
 
     #[test]

@@ -13,11 +13,12 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use super::auth::{Auth, Authorization, Refusal};
 use super::faults::{CorruptRule, Corruption, Counters, FailRule, Faults, RequestCount, Verb};
 use super::registry::Registry;
 use super::status::ApiError;
 use super::store::{Limits, Store};
-use super::{handlers, seed};
+use super::{handlers, seed, tls};
 
 /// The server's settings.
 #[derive(Debug, Clone)]
@@ -36,6 +37,9 @@ pub struct Config {
     /// Objects created at start (namespaces first is not required: missing namespaces are
     /// created for seeded objects).
     pub seeds: Vec<Value>,
+    /// How requests are authorized: every one allowed (the default), or bearer tokens and
+    /// RBAC as kube-apiserver does ([`Authorization::Rbac`]).
+    pub authorization: Authorization,
     /// Feature gates, as kube-apiserver's `--feature-gates`.
     pub feature_gates: FeatureGates,
 }
@@ -98,6 +102,7 @@ impl Default for Config {
             limits: Limits::default(),
             max_body: 3 * 1024 * 1024,
             seeds: Vec::new(),
+            authorization: Authorization::AlwaysAllow,
             feature_gates: FeatureGates::default(),
         }
     }
@@ -118,6 +123,9 @@ pub enum Error {
     /// Serving failed.
     #[error("serving the api failed")]
     Serve(#[source] std::io::Error),
+    /// The server's certificates could not be made.
+    #[error("cannot set up tls")]
+    Tls(#[source] tls::TlsError),
     /// A seed object was rejected.
     #[error("seed object {index} was rejected")]
     Seed {
@@ -142,6 +150,10 @@ pub struct App {
     pub counters: Counters,
     /// Settings.
     pub config: Config,
+    /// Tokens, the authorizer and the refusals.
+    pub auth: Auth,
+    /// The certificates served with authorization on (clients send tokens over TLS only).
+    pub tls: Option<tls::Identity>,
     /// Cancelled when the server shuts down, ending open watches.
     pub shutdown: CancellationToken,
     /// The bound address.
@@ -232,6 +244,49 @@ impl Handle {
     pub fn object_count(&self) -> usize {
         self.0.store.len()
     }
+
+    /// How requests are authorized.
+    #[must_use]
+    pub fn authorization(&self) -> Authorization {
+        self.0.auth.mode
+    }
+
+    /// The administrator's bearer token (user `admin` in `system:masters`): what the
+    /// server's kubeconfig carries when authorization is on.
+    #[must_use]
+    pub fn admin_token(&self) -> &str {
+        self.0.auth.tokens.admin()
+    }
+
+    /// A kubeconfig for this server as the administrator: HTTPS with the administrator's
+    /// token when authorization is on, plain HTTP without credentials when every request is
+    /// allowed.
+    #[must_use]
+    pub fn kubeconfig(&self) -> kube::config::Kubeconfig {
+        match self.0.auth.mode {
+            Authorization::Rbac => self.kubeconfig_with_token(Some(self.admin_token())),
+            Authorization::AlwaysAllow => super::kubeconfig(self.0.addr),
+        }
+    }
+
+    /// A kubeconfig for this server that authenticates with the bearer `token` (a
+    /// `ServiceAccount`'s from `TokenRequest`; none: anonymous), over HTTPS when
+    /// authorization is on.
+    #[must_use]
+    pub fn kubeconfig_with_token(&self, token: Option<&str>) -> kube::config::Kubeconfig {
+        let url = match &self.0.tls {
+            Some(_) => format!("https://{}", self.0.addr),
+            None => format!("http://{}", self.0.addr),
+        };
+        let ca = self.0.tls.as_ref().map(tls::Identity::ca_data);
+        super::test_server::build_kubeconfig(url, token, ca)
+    }
+
+    /// Every request refused with 401 or 403 so far, oldest first (the last 10 000).
+    #[must_use]
+    pub fn refusals(&self) -> Vec<Refusal> {
+        self.0.auth.refusals()
+    }
 }
 
 /// A bound, not yet running API server.
@@ -258,7 +313,14 @@ impl Server {
             addr: config.listen,
             source,
         })?;
-        let app = Arc::new(App::new(config, addr));
+        let mut app = App::new(config, addr);
+        if app.auth.mode == Authorization::Rbac {
+            app.tls = Some(tls::Identity::generate(addr).map_err(Error::Tls)?);
+        }
+        let app = Arc::new(app);
+        for obj in app.auth.seeds() {
+            seed::create(&app, obj).map_err(|source| Error::Seed { index: 0, source })?;
+        }
         let seeds = app.config.seeds.clone();
         for (index, obj) in seeds.into_iter().enumerate() {
             seed::create(&app, obj).map_err(|source| Error::Seed { index, source })?;
@@ -291,13 +353,25 @@ impl Server {
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
         let app_token = self.app.shutdown.clone();
         let router = router(self.app.clone());
-        axum::serve(self.listener, router)
-            .with_graceful_shutdown(async move {
-                shutdown.cancelled().await;
-                app_token.cancel();
-            })
-            .await
-            .map_err(Error::Serve)
+        let stop = async move {
+            shutdown.cancelled().await;
+            app_token.cancel();
+        };
+        match &self.app.tls {
+            None => axum::serve(self.listener, router)
+                .with_graceful_shutdown(stop)
+                .await
+                .map_err(Error::Serve),
+            Some(identity) => {
+                let acceptor = identity.acceptor().map_err(Error::Tls)?;
+                let listener =
+                    tls::TlsListener::new(self.listener, acceptor, self.app.shutdown.clone());
+                axum::serve(listener, router)
+                    .with_graceful_shutdown(stop)
+                    .await
+                    .map_err(Error::Serve)
+            }
+        }
     }
 }
 
@@ -310,6 +384,8 @@ impl App {
             store: Store::new(config.limits.clone()),
             faults: Faults::default(),
             counters: Counters::default(),
+            auth: Auth::new(config.authorization),
+            tls: None,
             config,
             shutdown: CancellationToken::new(),
             addr,

@@ -238,6 +238,29 @@ impl ApiError {
         .with_details(group, plural, name)
     }
 
+    /// 403 Forbidden as apimachinery's `NewForbidden` builds it for the authorizer: `<resource>
+    /// "<name>" is forbidden: <why>`, `<resource> is forbidden: <why>` without a name, and
+    /// `forbidden: <why>` without a resource (a non-resource URL), whose `details` are then
+    /// present but empty.
+    #[must_use]
+    pub fn new_forbidden(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        let message = match (resource.is_empty(), name.is_empty()) {
+            (true, _) => format!("forbidden: {why}"),
+            (false, true) => format!("{} is forbidden: {why}", qualified(group, resource)),
+            (false, false) => format!(
+                "{} \"{name}\" is forbidden: {why}",
+                qualified(group, resource)
+            ),
+        };
+        Self::new(403, "Forbidden", message).with_details(group, resource, name)
+    }
+
+    /// 401 Unauthorized, as kube-apiserver answers a token it does not accept.
+    #[must_use]
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
     /// 504 Timeout for a resourceVersion newer than the server's, as apiserver's
     /// `storage.NewTooLargeResourceVersionError` builds it: a `ResourceVersionTooLarge` cause
     /// (which client-go's reflector looks for) and a retry after one second
@@ -366,12 +389,14 @@ impl ApiError {
             "code": self.code,
         });
         let mut details = serde_json::Map::new();
+        // `StatusDetails` fields are all `omitempty`; the details themselves are present
+        // whenever the error has them, even empty (a non-resource 403).
         if let Some(d) = &self.details {
-            details.insert("name".into(), json!(d.name));
-            if !d.group.is_empty() {
-                details.insert("group".into(), json!(d.group));
+            for (key, value) in [("name", &d.name), ("group", &d.group), ("kind", &d.kind)] {
+                if !value.is_empty() {
+                    details.insert(key.into(), json!(value));
+                }
             }
-            details.insert("kind".into(), json!(d.kind));
         }
         if !self.causes.is_empty() {
             let causes: Vec<Value> = self
@@ -390,7 +415,7 @@ impl ApiError {
         if let Some(secs) = self.retry_after {
             details.insert("retryAfterSeconds".into(), json!(secs));
         }
-        if !details.is_empty() {
+        if self.details.is_some() || !details.is_empty() {
             status["details"] = Value::Object(details);
         }
         status

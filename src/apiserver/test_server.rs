@@ -10,6 +10,7 @@ use kube::config::{
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::auth::Authorization;
 use super::server::{Config, Error, Handle, Server};
 
 /// Errors of [`TestServer`].
@@ -26,23 +27,37 @@ pub enum TestServerError {
     Kube(#[source] kube::Error),
 }
 
-/// A kubeconfig for plain HTTP on `addr` (no TLS, no credentials: loopback only).
+/// A kubeconfig for plain HTTP on `addr` (no TLS, no credentials: loopback only), for a
+/// server that allows every request.
 #[must_use]
 pub fn kubeconfig(addr: SocketAddr) -> Kubeconfig {
+    build_kubeconfig(format!("http://{addr}"), None, None)
+}
+
+/// A kubeconfig for the server at `url`, trusting the authority `ca_data` (base64 PEM) and
+/// authenticating with the bearer `token`, when given.
+pub(crate) fn build_kubeconfig(
+    url: String,
+    token: Option<&str>,
+    ca_data: Option<String>,
+) -> Kubeconfig {
     let name = "informant".to_string();
     Kubeconfig {
         clusters: vec![NamedCluster {
             name: name.clone(),
             cluster: Some(Cluster {
-                // Plain HTTP on loopback: the embedded server has no TLS and no authentication.
-                server: Some(format!("http://{addr}")),
+                server: Some(url),
+                certificate_authority_data: ca_data,
                 ..Cluster::default()
             }),
             other: std::collections::BTreeMap::default(),
         }],
         auth_infos: vec![NamedAuthInfo {
             name: name.clone(),
-            auth_info: Some(AuthInfo::default()),
+            auth_info: Some(AuthInfo {
+                token: token.map(|t| t.to_string().into()),
+                ..AuthInfo::default()
+            }),
             other: std::collections::BTreeMap::default(),
         }],
         contexts: vec![NamedContext {
@@ -77,6 +92,20 @@ impl TestServer {
     /// When the server cannot bind.
     pub async fn start() -> Result<Self, TestServerError> {
         Self::start_with(Config::default()).await
+    }
+
+    /// Start a server with RBAC on ([`Authorization::Rbac`]): its client and kubeconfig are
+    /// the administrator's; [`TestServer::token`] gives a `ServiceAccount`'s token.
+    ///
+    /// # Errors
+    ///
+    /// When the server cannot bind.
+    pub async fn start_with_rbac() -> Result<Self, TestServerError> {
+        Self::start_with(Config {
+            authorization: Authorization::Rbac,
+            ..Config::default()
+        })
+        .await
     }
 
     /// Start a server with `config` (its `listen` is usually `127.0.0.1:0`).
@@ -114,25 +143,73 @@ impl TestServer {
         &self.handle
     }
 
-    /// A kubeconfig pointing at this server.
+    /// A kubeconfig pointing at this server, as the administrator.
     #[must_use]
     pub fn kubeconfig(&self) -> Kubeconfig {
-        kubeconfig(self.addr)
+        self.handle.kubeconfig()
     }
 
-    /// A kube client for this server (default namespace `default`).
+    /// A kube client for this server as the administrator (default namespace `default`).
     ///
     /// # Errors
     ///
     /// When kube-rs rejects the generated configuration.
     pub async fn client(&self) -> Result<kube::Client, TestServerError> {
-        let config =
-            kube::Config::from_custom_kubeconfig(self.kubeconfig(), &KubeConfigOptions::default())
-                .await
-                .map_err(TestServerError::Client)?;
-        kube::Client::try_from(config).map_err(TestServerError::Kube)
+        client_of(self.kubeconfig()).await
     }
 
+    /// A kube client that authenticates with the bearer `token`.
+    ///
+    /// # Errors
+    ///
+    /// When kube-rs rejects the generated configuration.
+    pub async fn client_with_token(&self, token: &str) -> Result<kube::Client, TestServerError> {
+        client_of(self.handle.kubeconfig_with_token(Some(token))).await
+    }
+
+    /// A token for `ServiceAccount` `namespace/name`, asked for through the API as
+    /// `kubectl create token` does (`TokenRequest`); the account must exist.
+    ///
+    /// # Errors
+    ///
+    /// [`TestServerError::Kube`] when the server refuses the request.
+    pub async fn token(&self, namespace: &str, name: &str) -> Result<String, TestServerError> {
+        let client = self.client().await?;
+        let request = http::Request::builder()
+            .method(http::Method::POST)
+            .uri(format!(
+                "/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"
+            ))
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(
+                serde_json::to_vec(&serde_json::json!({
+                    "apiVersion": "authentication.k8s.io/v1",
+                    "kind": "TokenRequest",
+                    "spec": {},
+                }))
+                .unwrap_or_default(),
+            )
+            .map_err(|e| TestServerError::Kube(kube::Error::HttpError(e)))?;
+        let answer: serde_json::Value = client
+            .request(request)
+            .await
+            .map_err(TestServerError::Kube)?;
+        Ok(answer["status"]["token"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string())
+    }
+}
+
+/// A kube client of `kubeconfig`.
+async fn client_of(kubeconfig: Kubeconfig) -> Result<kube::Client, TestServerError> {
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(TestServerError::Client)?;
+    kube::Client::try_from(config).map_err(TestServerError::Kube)
+}
+
+impl TestServer {
     /// Stop the server and wait until it has stopped.
     ///
     /// # Errors

@@ -8,6 +8,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::error::{Error, Result};
 use super::informer::InformerStatus;
+use super::sync_periods::SyncPeriods;
 use super::typed::{AnyObject, Decoder};
 use crate::selector::{FieldSelector, LabelSelector};
 
@@ -162,4 +163,9 @@ pub trait Cache: Send + Sync {
 
     /// The informers of this cache (and of the caches below it).
     fn informers(&self) -> Vec<InformerStatus>;
+
+    /// The effective `syncPeriod` of each cache that serves `gvk`, by namespace: how often a
+    /// controller of the kind gets each of its objects again. Pure routing: no informer is
+    /// started or read.
+    fn sync_periods(&self, gvk: &GroupVersionKind) -> SyncPeriods;
 }

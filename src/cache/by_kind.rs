@@ -11,6 +11,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use super::api::{Cache, ListOptions};
 use super::error::Result;
 use super::informer::InformerStatus;
+use super::sync_periods::SyncPeriods;
 use super::typed::{AnyObject, Decoder};
 
 /// A cache per listed kind, and a default cache for the rest. Unlike an unknown namespace, an
@@ -119,5 +120,9 @@ impl Cache for ByKindCache {
 
     fn informers(&self) -> Vec<InformerStatus> {
         self.all().flat_map(|c| c.informers()).collect()
+    }
+
+    fn sync_periods(&self, gvk: &GroupVersionKind) -> SyncPeriods {
+        self.cache_for(gvk).sync_periods(gvk)
     }
 }

@@ -19,6 +19,7 @@ use super::informer::{Informer, InformerStatus};
 use super::pool::{InformerKey, InformerPool, PooledInformer};
 use super::resolver::Resolver;
 use super::settings::InformerSettings;
+use super::sync_periods::SyncPeriods;
 use super::typed::{AnyObject, Decoder};
 
 /// What every cache of one tree shares: the client, kind resolution, and read behaviour.
@@ -350,5 +351,16 @@ impl Cache for InformerCache {
             self.all_informers().iter().map(|i| i.status()).collect();
         infos.sort_by(|a, b| (&a.api_version, &a.kind).cmp(&(&b.api_version, &b.kind)));
         infos
+    }
+
+    fn sync_periods(&self, _gvk: &GroupVersionKind) -> SyncPeriods {
+        let period = self.settings.sync_period;
+        match &self.namespace {
+            // A cluster-scoped kind is cached whole whatever the namespace.
+            Some(namespace) => SyncPeriods::default()
+                .with_namespace(namespace, period)
+                .with_cluster(period),
+            None => SyncPeriods::everywhere(period),
+        }
     }
 }

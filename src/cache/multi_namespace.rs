@@ -15,6 +15,7 @@ use super::informer::InformerStatus;
 use super::informer_cache::{Context, InformerCache};
 use super::options::NamespaceKey;
 use super::settings::InformerSettings;
+use super::sync_periods::SyncPeriods;
 use super::typed::{AnyObject, Decoder};
 
 /// Routes reads by namespace to per-namespace `InformerCache`s.
@@ -305,6 +306,27 @@ impl Cache for MultiNamespaceCache {
             }
         }
         rows
+    }
+
+    fn sync_periods(&self, _gvk: &GroupVersionKind) -> SyncPeriods {
+        let mut periods = SyncPeriods::default();
+        for (key, cache) in &self.namespaces {
+            let period = cache.settings().sync_period;
+            periods = match key {
+                NamespaceKey::Named(namespace) => periods.with_namespace(namespace, period),
+                NamespaceKey::AllOthers => periods.with_others(period),
+            };
+        }
+        if let Some(wide) = &self.wide {
+            let period = wide.cache.settings().sync_period;
+            for namespace in &wide.namespaces {
+                periods = periods.with_namespace(namespace, period);
+            }
+        }
+        if let Some(cluster) = &self.cluster {
+            periods = periods.with_cluster(cluster.settings().sync_period);
+        }
+        periods
     }
 }
 

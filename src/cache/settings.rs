@@ -23,8 +23,11 @@ pub struct InformerSettings {
     pub unsafe_disable_deep_copy: bool,
     /// Ask the API server for watch bookmarks (default true, as controller-runtime).
     pub enable_watch_bookmarks: bool,
-    /// controller-runtime's resync period. kube-runtime's watcher does not resync (the store
-    /// is always current and the cache has no handlers), so this is reported, not acted on.
+    /// controller-runtime's resync period: how often every controller of a kind reconciles
+    /// each object this cache serves again ([`super::Cache::sync_periods`]). The informer
+    /// itself never resyncs (kube-runtime's watcher does not, and its store is always
+    /// current); each controller resyncs from its own store, so informers that differ only in
+    /// this period hold the same objects and the pool keeps one.
     pub sync_period: Duration,
     /// Cache only metadata (`PartialObjectMetadata`), via metadata-only list and watch.
     pub metadata_only: bool,

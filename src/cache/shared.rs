@@ -11,6 +11,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use super::api::{Cache, ListOptions};
 use super::error::Result;
 use super::informer::InformerStatus;
+use super::sync_periods::SyncPeriods;
 
 /// A swappable pointer to the current cache tree, itself a [`Cache`] that delegates every call
 /// to the tree current when the call starts.
@@ -141,6 +142,10 @@ impl Cache for SharedCache {
 
     fn informers(&self) -> Vec<InformerStatus> {
         self.load().informers()
+    }
+
+    fn sync_periods(&self, gvk: &GroupVersionKind) -> SyncPeriods {
+        self.load().sync_periods(gvk)
     }
 }
 

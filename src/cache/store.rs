@@ -202,6 +202,9 @@ impl ObjectStore {
         let typed = decoder
             .convert(&obj.object, Some(&self.types))
             .map_err(|e| self.convert_error(e))?;
+        if !decoder.keep() {
+            return Ok(typed);
+        }
         // Readers racing on the first typed read all hand out the copy that was kept; a second
         // type read from the same kind is converted on each read.
         let _ = obj.typed.set(Arc::clone(&typed));

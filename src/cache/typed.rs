@@ -59,6 +59,15 @@ pub trait Decoder: Send + Sync {
         obj: &DynamicObject,
         types: Option<&TypeMeta>,
     ) -> std::result::Result<AnyObject, serde_json::Error>;
+
+    /// Whether a store sharing its objects (`unsafeDisableDeepCopy`) keeps what
+    /// [`Decoder::convert`] made as the object's typed copy, for later reads of the type to
+    /// share. Default `true`; a decoder of something else than the object itself (a
+    /// controller's stubs) says `false`, so it never takes the slot of the type reconciles
+    /// read.
+    fn keep(&self) -> bool {
+        true
+    }
 }
 
 /// The [`Decoder`] into `K`.

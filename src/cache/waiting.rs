@@ -11,6 +11,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use super::api::{Cache, ListOptions};
 use super::error::{Error, Result};
 use super::informer::InformerStatus;
+use super::sync_periods::SyncPeriods;
 use super::typed::{AnyObject, Decoder};
 
 /// A kind that waits for its `CustomResourceDefinition`.
@@ -86,5 +87,10 @@ impl Cache for WaitingCache {
 
     fn informers(&self) -> Vec<InformerStatus> {
         vec![InformerStatus::waiting_for_kind(&self.gvk, &self.reason)]
+    }
+
+    fn sync_periods(&self, _gvk: &GroupVersionKind) -> SyncPeriods {
+        // Nothing of the kind is cached, so nothing is resynced.
+        SyncPeriods::default()
     }
 }

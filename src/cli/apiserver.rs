@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use informant::apiserver::Limits;
 use informant::apiserver::parse_yaml;
-use informant::apiserver::{Config, FeatureGates, Server, kubeconfig};
+use informant::apiserver::{Authorization, Config, FeatureGates, Server};
 use informant::apiserver::{FailRule, Verb};
 use tokio_util::sync::CancellationToken;
 
@@ -40,10 +40,21 @@ pub struct Args {
     /// Answer the first requests with 429: `COUNT:RETRY_AFTER_SECONDS`.
     #[arg(long, value_name = "COUNT:SECONDS")]
     pub throttle: Option<String>,
+    /// How requests are authorized: `always-allow` (every request), or `rbac` (bearer tokens
+    /// from token requests, kube-apiserver's RBAC, HTTPS; the kubeconfig written is an
+    /// administrator's).
+    #[arg(long, value_name = "MODE", default_value = "always-allow", value_parser = authorization)]
+    pub authorization: Authorization,
     /// kube-apiserver feature gates, `Name=true|false[,…]`. Known: `ShardedListAndWatch`
     /// (on here; `=false` serves lists and watches that ignore `shardSelector`).
     #[arg(long, value_name = "NAME=BOOL,...")]
     pub feature_gates: Option<String>,
+}
+
+fn authorization(input: &str) -> Result<Authorization, String> {
+    input
+        .parse()
+        .map_err(|e: informant::apiserver::UnknownAuthorization| e.to_string())
 }
 
 /// A flag value that is malformed.
@@ -123,6 +134,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result {
             ..Limits::default()
         },
         seeds,
+        authorization: args.authorization,
         feature_gates,
         ..Config::default()
     };
@@ -137,7 +149,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result {
     handle.set_latency(Duration::from_millis(args.latency_ms));
     let addr = server.local_addr();
     if let Some(path) = &args.kubeconfig_out {
-        let yaml = informant::yaml::to_string(&kubeconfig(addr))
+        let yaml = informant::yaml::to_string(&handle.kubeconfig())
             .map_err(|e| Failure::new(exit::SOFTWARE, &e))?;
         std::fs::write(path, yaml).map_err(|e| {
             Failure::message(
@@ -147,8 +159,12 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result {
         })?;
     }
     // The address is the contract with scripts: one line, flushed before serving.
-    outln!("http://{addr}")?;
-    tracing::info!(listen.addr = %addr, "apiserver listening");
+    let scheme = match args.authorization {
+        Authorization::Rbac => "https",
+        Authorization::AlwaysAllow => "http",
+    };
+    outln!("{scheme}://{addr}")?;
+    tracing::info!(listen.addr = %addr, authorization = %args.authorization, "apiserver listening");
     Ok(server.run(shutdown).await?)
 }
 

@@ -94,7 +94,13 @@ pub struct Args {
 /// failure 1.
 pub async fn client(kubeconfig: Option<&PathBuf>) -> exit::Result<kube::Client> {
     let failed = |e: &dyn std::error::Error| Failure::new(exit::FAILURE, e);
-    let config = match kubeconfig {
+    kube::Client::try_from(config(kubeconfig).await?).map_err(|e| failed(&e))
+}
+
+/// The client configuration of [`client`], with the same exit codes.
+pub async fn config(kubeconfig: Option<&PathBuf>) -> exit::Result<kube::Config> {
+    let failed = |e: &dyn std::error::Error| Failure::new(exit::FAILURE, e);
+    Ok(match kubeconfig {
         Some(path) => {
             // Read here rather than by kube's `Kubeconfig::read_from`, whose message quotes the
             // path twice ('"/x"') and whose missing file would be a failure (1), not 66.
@@ -122,8 +128,7 @@ pub async fn client(kubeconfig: Option<&PathBuf>) -> exit::Result<kube::Client> 
             .map_err(|e| failed(&e))?
         }
         None => kube::Config::infer().await.map_err(|e| failed(&e))?,
-    };
-    kube::Client::try_from(config).map_err(|e| failed(&e))
+    })
 }
 
 fn render(objects: &[Arc<DynamicObject>], output: Output, single: bool) -> exit::Result<String> {

@@ -24,6 +24,8 @@ pub const INFORMER_FAILED: u8 = 8;
 pub const UNSUPPORTED: u8 = 9;
 /// The API server does not serve the kind.
 pub const UNKNOWN_KIND: u8 = 10;
+/// `rbac --check`: the cluster does not grant a permission the config needs.
+pub const PERMISSION_MISSING: u8 = 11;
 /// The input is invalid: a bad config, a bad flag value (`EX_USAGE`).
 pub const USAGE: u8 = 64;
 /// An input file is missing or unreadable (`EX_NOINPUT`).
@@ -49,6 +51,7 @@ Exit codes:
   8   informer failed: the API server refuses to list/watch the kind (RBAC, 403)
   9   unsupported list option (continue token, non-exact field selector)
   10  unknown kind: the API server (offline: the built-in kinds) does not serve it (yet)
+  11  rbac --check: a permission the config needs is not granted (the YAML to grant it is printed)
   64  invalid config, kubeconfig or argument values (a namespace on a cluster-scoped kind)
   66  an input file (config, kubeconfig, seed) can not be read
   69  an address to listen on is taken
@@ -139,7 +142,7 @@ impl From<apiserver::Error> for Failure {
         let code = match error {
             apiserver::Error::Seed { .. } => USAGE,
             apiserver::Error::Bind { .. } => UNAVAILABLE,
-            apiserver::Error::Serve(_) => FAILURE,
+            apiserver::Error::Serve(_) | apiserver::Error::Tls(_) => FAILURE,
         };
         Self::new(code, &error)
     }
@@ -197,6 +200,7 @@ mod tests {
             INFORMER_FAILED,
             UNSUPPORTED,
             UNKNOWN_KIND,
+            PERMISSION_MISSING,
             USAGE,
             NO_INPUT,
             UNAVAILABLE,

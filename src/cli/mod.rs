@@ -132,7 +132,7 @@ impl Cli {
             Command::Explain(args) => explain::run(&args).await,
             Command::Cache(args) => cache::run(&args).await,
             Command::Simulate(args) => simulate::run(&args),
-            Command::Rbac(args) => rbac::run(&args),
+            Command::Rbac(args) => rbac::run(&args).await,
         };
         signals.abort();
         match result {

@@ -189,6 +189,7 @@ impl Args {
             shutdown_grace: self.shutdown_grace,
             cache_sync_timeout: self.cache_sync_timeout,
             debounce: self.debounce,
+            permissions_recheck: manager::PERMISSIONS_RECHECK_INTERVAL,
         })
     }
 }

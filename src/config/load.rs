@@ -39,11 +39,20 @@ pub struct Validated {
 /// [`Error::Invalid`] with every problem if it is not a valid `CacheConfig`.
 pub fn load(path: impl AsRef<Path>) -> Result<Validated> {
     let path = path.as_ref();
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+    load_file_text(path, &read(path)?)
+}
+
+/// The text of the file at `path`, or [`Error::Read`].
+pub(crate) fn read(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|source| Error::Read {
         path: path.to_owned(),
         source,
-    })?;
-    load_text(&text, &Origin::File(path.to_owned()))
+    })
+}
+
+/// Loads and validates `text`, read from the file at `path` (errors name the file).
+pub(crate) fn load_file_text(path: &Path, text: &str) -> Result<Validated> {
+    load_text(text, &Origin::File(path.to_owned()))
 }
 
 /// Loads and validates a `CacheConfig` YAML document from a string.

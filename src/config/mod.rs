@@ -13,6 +13,7 @@
 //! # Ok::<(), informant::config::Error>(())
 //! ```
 
+pub mod access;
 mod description;
 mod duration;
 mod error;

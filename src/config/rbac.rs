@@ -469,15 +469,19 @@ fn manager_rules(name: &str, lease: Option<&str>) -> Vec<PolicyRule> {
         rule(GROUP, &["controllers/status"], None, &["patch"]),
     ];
     if let Some(lease) = lease {
-        rules.push(rule(LEASE_GROUP, &["leases"], None, &["create"]));
-        rules.push(rule(
-            LEASE_GROUP,
-            &["leases"],
-            Some(lease),
-            &["get", "update"],
-        ));
+        rules.extend(lease_rules(lease));
     }
     rules
+}
+
+/// The rules of leader election on the Lease named `lease`, in its namespace: `create` on
+/// `leases` (creation cannot be restricted by name) and `get`/`update` on the Lease.
+#[must_use]
+pub fn lease_rules(lease: &str) -> Vec<PolicyRule> {
+    vec![
+        rule(LEASE_GROUP, &["leases"], None, &["create"]),
+        rule(LEASE_GROUP, &["leases"], Some(lease), &["get", "update"]),
+    ]
 }
 
 fn rule(group: &str, resources: &[&str], name: Option<&str>, verbs: &[&str]) -> PolicyRule {

@@ -266,6 +266,13 @@ impl ResourceWatcher {
         self.outcomes.subscribe()
     }
 
+    /// Whether the resource was invalid when [`ResourceWatcher::new`] read it (the defaults
+    /// are published; [`ResourceWatcher::run`] sends the [`ReloadOutcome::Rejected`] first).
+    #[must_use]
+    pub fn rejected_at_start(&self) -> bool {
+        matches!(self.pending, Some(ReloadOutcome::Rejected { .. }))
+    }
+
     /// A receiver of the object as last seen (`None` while it does not exist): its generation
     /// for `observedGeneration`, its uid for Events. It is updated before the config and the
     /// outcome of the same version are sent, so a subscriber reading it on an outcome sees the
@@ -289,8 +296,8 @@ impl ResourceWatcher {
 
     /// Publishes each new version until `shutdown` is cancelled.
     ///
-    /// A bad version never ends the loop: it is logged at warn, sent as
-    /// [`ReloadOutcome::Rejected`], and the last good config stays published.
+    /// A bad version never ends the loop: it is sent as [`ReloadOutcome::Rejected`] (the
+    /// manager logs it at warn), and the last good config stays published.
     ///
     /// # Errors
     ///
@@ -420,10 +427,12 @@ fn replace_if_different<T: PartialEq>(current: &mut T, new: T) -> bool {
     }
 }
 
+/// At debug: the subscriber says what an outcome means (the manager logs a rejection at warn
+/// and records a Warning Event), once.
 fn log(outcome: &ReloadOutcome) {
     match outcome {
-        ReloadOutcome::Applied(_) => tracing::info!("cacheconfig applied"),
-        ReloadOutcome::Rejected { error } => tracing::warn!(
+        ReloadOutcome::Applied(_) => tracing::debug!("cacheconfig applied"),
+        ReloadOutcome::Rejected { error } => tracing::debug!(
             error = %error,
             errors = error.field_errors().len(),
             "cacheconfig rejected; keeping the last good config"

@@ -62,13 +62,14 @@ use super::status::CacheConfigStatus;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schemars(transform = crate::config::paragraphs)]
 pub struct CacheConfigSpec {
-    /// How often every informer replays its whole cache to its handlers as update events
-    /// (a Go duration such as `10h`, `30m`, `1h30m`). Default `10h` (controller-runtime),
-    /// with 10% jitter between informers. Shorter periods re-run reconcilers more often: more
-    /// CPU and API writes, no extra memory. It does not re-list from the API server. Change it
-    /// only if a controller needs a periodic safety net; prefer requeueing from the reconciler.
-    /// `0` turns resync off. Reads never depend on it: until informant runs controllers with
-    /// event handlers, it is validated and reported but changes nothing.
+    /// How often every controller (Rust or hook) reconciles each cached object of its kind
+    /// again, even if nothing changed (a Go duration such as `10h`, `30m`, `1h30m`). Default
+    /// `10h` (controller-runtime), each object's period jittered in [0.9, 1.1), so the objects
+    /// come back spread out rather than all at once. Shorter periods re-run reconcilers more
+    /// often: more CPU and API writes, no extra memory. It does not re-list from the API
+    /// server, and changing it starts no informer. Change it only if a controller needs a
+    /// periodic safety net; prefer requeueing from the reconciler. `0` turns resync off. Reads
+    /// never depend on it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_period: Option<String>,
 
@@ -176,7 +177,7 @@ pub struct NamespaceConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enable_watch_bookmarks: Option<bool>,
 
-    /// Resync period of informers in this namespace (see `syncPeriod`).
+    /// Resync period of the objects in this namespace (see `syncPeriod`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_period: Option<String>,
 }
@@ -250,7 +251,7 @@ pub struct ByObjectSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enable_watch_bookmarks: Option<bool>,
 
-    /// Resync period for this kind; replaces `syncPeriod`.
+    /// Resync period of the objects of this kind; replaces `syncPeriod`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_period: Option<String>,
 

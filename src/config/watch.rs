@@ -6,6 +6,14 @@
 //! (`config.yaml -> ..data/config.yaml`, `..data` renamed to a new directory) is followed;
 //! after a watcher error a speculative reload runs and content comparison decides.
 //!
+//! One edit is one outcome. The directory is watched too (for renames and symlink swaps), so
+//! anything written next to the file (a log, an editor's swap file) and the several events one
+//! write raises all wake the watcher; a reload that reads exactly the text it read last time
+//! (or fails to read it the same way) is not a change and sends nothing. So an invalid file is
+//! rejected once, not again at every event until it is fixed, as the resource source rejects a
+//! spec once; and a file whose text changed but declares the running config is
+//! [`ReloadOutcome::Unchanged`].
+//!
 //! ```no_run
 //! use informant::config::watch::{Options, ReloadOutcome, Watcher};
 //! use tokio_util::sync::CancellationToken;
@@ -35,7 +43,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::load::{Validated, load};
+use super::load::{Validated, load, load_file_text, read};
 
 /// How long to wait after the first change of a burst before reloading.
 ///
@@ -122,7 +130,8 @@ impl Options {
 pub enum ReloadOutcome {
     /// A valid config that differs from the current one was published.
     Applied(Arc<Validated>),
-    /// The file is valid and equal to the current config; nothing was published.
+    /// The file's text changed, but it declares the current config (a comment edited, or an
+    /// invalid edit reverted); nothing was published.
     Unchanged,
     /// The file is missing, unreadable or invalid; the last good config stays published.
     Rejected {
@@ -148,6 +157,25 @@ pub struct Watcher {
     events: mpsc::UnboundedReceiver<notify::Result<notify::Event>>,
     configs: watch::Sender<Arc<Validated>>,
     outcomes: broadcast::Sender<ReloadOutcome>,
+    last_read: LastRead,
+}
+
+/// What the last load read from the file: a reload that reads the same is no change.
+#[derive(Debug, PartialEq, Eq)]
+enum LastRead {
+    /// The file's text.
+    Text(String),
+    /// The file could not be read, for this reason (missing, not UTF-8, no permission).
+    Failed(std::io::ErrorKind),
+}
+
+impl LastRead {
+    fn of(read: &std::io::Result<String>) -> Self {
+        match read {
+            Ok(text) => LastRead::Text(text.clone()),
+            Err(error) => LastRead::Failed(error.kind()),
+        }
+    }
 }
 
 impl std::fmt::Debug for Watcher {
@@ -216,7 +244,8 @@ impl Watcher {
                 });
             }
         }
-        let config = load(&path).map_err(load_error)?;
+        let text = read(&path).map_err(load_error)?;
+        let config = load_file_text(&path, &text).map_err(load_error)?;
         let (configs, rx) = watch::channel(Arc::new(config));
         let (outcomes, _) = broadcast::channel(OUTCOME_CAPACITY);
         Ok((
@@ -228,6 +257,7 @@ impl Watcher {
                 events,
                 configs,
                 outcomes,
+                last_read: LastRead::Text(text),
             },
             rx,
         ))
@@ -254,8 +284,10 @@ impl Watcher {
 
     /// Reloads on every (debounced) change until `shutdown` is cancelled.
     ///
-    /// A bad reload never ends the loop: it is logged at warn, sent as
-    /// [`ReloadOutcome::Rejected`], and the last good config stays published.
+    /// A bad reload never ends the loop: it is sent as [`ReloadOutcome::Rejected`] (logged
+    /// here at debug; the subscriber says it: the manager logs it at warn and records a
+    /// Warning Event), and the last good config stays published. The same bad text is
+    /// rejected once.
     ///
     /// # Errors
     ///
@@ -326,9 +358,25 @@ impl Watcher {
         }
     }
 
-    /// Loads the file and publishes it if it is valid and different.
-    fn reload(&self) {
-        let outcome = match load(&self.path) {
+    /// Loads the file and publishes it if it is valid and different; sends nothing when it
+    /// reads what the last reload read.
+    fn reload(&mut self) {
+        let text = std::fs::read_to_string(&self.path);
+        let last_read = LastRead::of(&text);
+        if last_read == self.last_read {
+            // Trace, not debug: a debug log written next to the file would wake the watcher
+            // again at every line.
+            tracing::trace!("cacheconfig file reads as last time; nothing to reload");
+            return;
+        }
+        self.last_read = last_read;
+        let loaded = text
+            .map_err(|source| super::Error::Read {
+                path: self.path.clone(),
+                source,
+            })
+            .and_then(|text| load_file_text(&self.path, &text));
+        let outcome = match loaded {
             Ok(config) => {
                 let mut applied = None;
                 self.configs.send_if_modified(|current| {
@@ -342,7 +390,7 @@ impl Watcher {
                     }
                 });
                 if let Some(config) = applied {
-                    tracing::info!("cacheconfig reloaded");
+                    tracing::debug!("cacheconfig reloaded");
                     ReloadOutcome::Applied(config)
                 } else {
                     tracing::debug!("cacheconfig unchanged");
@@ -350,7 +398,7 @@ impl Watcher {
                 }
             }
             Err(error) => {
-                tracing::warn!(
+                tracing::debug!(
                     error = %error,
                     errors = error.field_errors().len(),
                     "cacheconfig rejected; keeping the last good config"
@@ -423,6 +471,8 @@ mod tests {
         let shutdown = CancellationToken::new();
         let run = tokio::spawn(watcher.run(shutdown.clone()));
 
+        // A comment added: the text changed, the config did not.
+        std::fs::write(dir.path().join("config.yaml"), format!("# edited\n{DOC}")).unwrap();
         tx.send(Err(notify::Error::generic("inotify queue overflow")))
             .unwrap();
         let outcome = tokio::time::timeout(Duration::from_secs(10), outcomes.recv())
@@ -444,6 +494,7 @@ mod tests {
         let shutdown = CancellationToken::new();
         let run = tokio::spawn(watcher.run(shutdown.clone()));
 
+        std::fs::write(dir.path().join("config.yaml"), format!("# edited\n{DOC}")).unwrap();
         for _ in 0..5 {
             tx.send(Ok(notify::Event::new(EventKind::Modify(ModifyKind::Any))))
                 .unwrap();
@@ -460,6 +511,99 @@ mod tests {
         .unwrap();
         let second = tokio::time::timeout(Duration::from_secs(10), outcomes.recv()).await;
         assert!(second.is_err(), "a second reload happened: {second:?}");
+
+        shutdown.cancel();
+        run.await.unwrap().unwrap();
+    }
+
+    /// The next outcome within 10 s of virtual time, or `None`.
+    async fn next(outcomes: &mut broadcast::Receiver<ReloadOutcome>) -> Option<ReloadOutcome> {
+        tokio::time::timeout(Duration::from_secs(10), outcomes.recv())
+            .await
+            .ok()
+            .map(Result::unwrap)
+    }
+
+    fn modified() -> notify::Event {
+        notify::Event::new(EventKind::Modify(ModifyKind::Any))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_same_invalid_text_is_rejected_once_however_many_events_follow() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let path = dir.path().join("config.yaml");
+        let (watcher, tx, configs) = fed_watcher(&dir);
+        let mut outcomes = watcher.subscribe();
+        let shutdown = CancellationToken::new();
+        let run = tokio::spawn(watcher.run(shutdown.clone()));
+
+        std::fs::write(
+            &path,
+            DOC.replace("spec: {}", "spec: {syncPeriod: 90 minutes}"),
+        )
+        .unwrap();
+        tx.send(Ok(modified())).unwrap();
+        let rejected = next(&mut outcomes).await;
+        assert!(
+            matches!(rejected, Some(ReloadOutcome::Rejected { .. })),
+            "{rejected:?}"
+        );
+        // What wakes the watcher without changing the file: a log line written next to it,
+        // the second event of the same write.
+        for _ in 0..3 {
+            tx.send(Ok(modified())).unwrap();
+            let again = next(&mut outcomes).await;
+            assert!(
+                again.is_none(),
+                "the same text was reloaded again: {again:?}"
+            );
+        }
+        // A missing file is rejected once too.
+        std::fs::remove_file(&path).unwrap();
+        tx.send(Ok(modified())).unwrap();
+        let missing = next(&mut outcomes).await;
+        assert!(
+            matches!(&missing, Some(ReloadOutcome::Rejected { error }) if matches!(**error, crate::config::Error::Read { .. })),
+            "{missing:?}"
+        );
+        tx.send(Ok(modified())).unwrap();
+        assert!(next(&mut outcomes).await.is_none());
+        // The running config written back: the text changed, the config did not.
+        std::fs::write(&path, DOC).unwrap();
+        tx.send(Ok(modified())).unwrap();
+        let fixed = next(&mut outcomes).await;
+        assert!(matches!(fixed, Some(ReloadOutcome::Unchanged)), "{fixed:?}");
+        assert!(!configs.has_changed().unwrap());
+
+        shutdown.cancel();
+        run.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_edit_is_one_applied_outcome_even_when_its_events_come_in_two_batches() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let path = dir.path().join("config.yaml");
+        let (watcher, tx, mut configs) = fed_watcher(&dir);
+        let mut outcomes = watcher.subscribe();
+        let shutdown = CancellationToken::new();
+        let run = tokio::spawn(watcher.run(shutdown.clone()));
+
+        // Nothing is sent at start.
+        assert!(next(&mut outcomes).await.is_none());
+        std::fs::write(&path, DOC.replace("spec: {}", "spec: {syncPeriod: 5h}")).unwrap();
+        tx.send(Ok(modified())).unwrap();
+        let applied = next(&mut outcomes).await;
+        assert!(
+            matches!(applied, Some(ReloadOutcome::Applied(_))),
+            "{applied:?}"
+        );
+        assert!(configs.has_changed().unwrap());
+        configs.mark_unchanged();
+        // The same write seen by the directory's watch, after the debounce window.
+        tx.send(Ok(modified())).unwrap();
+        let second = next(&mut outcomes).await;
+        assert!(second.is_none(), "one edit, two outcomes: {second:?}");
+        assert!(!configs.has_changed().unwrap());
 
         shutdown.cancel();
         run.await.unwrap().unwrap();

@@ -18,7 +18,8 @@ use super::error::{Error, Result};
 use super::reconcile;
 use super::relation::Relation;
 use super::series::Series;
-use super::source::{self, Follow};
+use super::source;
+use super::stub::Stub;
 use crate::cache::{Cache, typed};
 use crate::controller::ControllerMetrics;
 use crate::manager::Manager;
@@ -27,6 +28,31 @@ use crate::manager::Manager;
 ///
 /// controller-runtime pkg/controller/controller.go: `MaxConcurrentReconciles` defaults to 1.
 pub const DEFAULT_CONCURRENCY: u16 = 1;
+
+/// A failed reconcile of `object`, as kube-runtime's runner hands it to the error policy:
+/// the runner schedules stubs, and the error policy gets the object the reconcile read.
+struct Failed<K, E> {
+    object: Arc<K>,
+    error: E,
+}
+
+impl<K, E: Debug> Debug for Failed<K, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl<K, E: std::fmt::Display> std::fmt::Display for Failed<K, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl<K, E: std::error::Error> std::error::Error for Failed<K, E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.source()
+    }
+}
 
 /// A controller for the kind `K`: what it reconciles (`for`), owns and watches, and how many
 /// reconciles run at once. [`Controller::run`] feeds kube-runtime's `Controller` (per-object
@@ -56,16 +82,14 @@ pub const DEFAULT_CONCURRENCY: u16 = 1;
 /// ```
 ///
 /// # Memory usage
-/// The `for` kind is held twice: compactly in the cache's informer store, and decoded into `K`
-/// in the controller's own [`Store`] (kube-runtime's runner takes the object to reconcile from
-/// there). The second copy costs what a plain kube-rs `Store<K>` costs. `docs/cache-bench.md`
-/// (`cargo bench --bench cache`) measured, per `ConfigMap` of 1192 bytes of JSON:
-/// 1458 bytes in the compact cache store (1.22× JSON) and 6401 bytes in a typed `Store`
-/// (5.37× JSON), 2930 (2.46×) with `stripManagedFields`. The objects the controller stores
-/// come through the cache's transform, so `stripManagedFields` shrinks both copies. So a
-/// controller for a kind of `n` objects adds about 2.5–5.4 × `n` × their JSON size, plus
-/// one decode per change. Owned kinds are not stored: each change decodes only the child's
-/// metadata. Watched kinds are decoded per change for the mapper and then dropped.
+/// The controller holds no object: kube-runtime's runner schedules from a store of [`Stub`]s
+/// (name and namespace, about what kube-runtime's `Store` costs per entry with nothing in it),
+/// and each reconcile reads its object through the cache tree, decoded once from the compact
+/// store (with `unsafeDisableDeepCopy`, the cache's shared `Arc`). So each object is held
+/// once, in the cache. `docs/benchmarks.md` (`cargo bench --bench controller_memory`) has the
+/// bytes per object and the cost of that read. Owned kinds are not stored: each change decodes
+/// only the child's metadata. Watched kinds are decoded per change for the mapper and then
+/// dropped.
 ///
 /// The controller sees what the cache holds: with `metadataOnly` for the `for` kind, `K` is
 /// decoded from metadata alone (no `spec`, no `status`); objects that do not decode are
@@ -76,8 +100,8 @@ pub struct Controller<K: Resource<DynamicType = ()> + Clone + Debug + 'static> {
     relations: Vec<Relation<K>>,
     concurrency: u16,
     metrics: Option<ControllerMetrics>,
-    store: Store<K>,
-    writer: reflector::store::Writer<K>,
+    store: Store<Stub<K>>,
+    writer: reflector::store::Writer<Stub<K>>,
 }
 
 impl<K: Resource<DynamicType = ()> + Clone + Debug + 'static> Debug for Controller<K> {
@@ -156,10 +180,12 @@ where
         &self.name
     }
 
-    /// The controller's own store of `K` (what reconciles are scheduled from): empty until
-    /// [`Controller::run`] has listed the kind, then following the cache tree.
+    /// The runner's store (what reconciles are scheduled from): a [`Stub`] (name and
+    /// namespace) of each object of `K` the cache tree holds, empty until
+    /// [`Controller::run`] has listed the kind, then following the cache tree. The objects
+    /// themselves are read through the cache (`Context::get`).
     #[must_use]
-    pub fn store(&self) -> Store<K> {
+    pub fn store(&self) -> Store<Stub<K>> {
         self.store.clone()
     }
 
@@ -213,7 +239,8 @@ where
     /// is counted; a failed one goes to `error_policy`, whose [`Action`] says when to retry
     /// ([`super::default_error_policy`] is controller-runtime's per-object exponential
     /// backoff). A pool `Resynced` (a relist, or an informer stopped by a reload) lists `K`
-    /// again, so objects that left the cache's scope leave the store.
+    /// again, so objects that left the cache's scope leave the store. Every object is asked
+    /// for again once per the `syncPeriod` of the cache serving it ([`super::resync`]).
     ///
     /// # Errors
     /// [`Error::Informer`] when a kind's informers can not start or sync; [`Error::Runner`]
@@ -254,17 +281,28 @@ where
             ensured = ensure_informers(&ctx, &name, &gvk, &relations) => ensured?,
         }
 
-        let changes = source::changes(
-            own_events,
+        // Every `Stub<K>` key shares the kind's (empty) dynamic type.
+        let dyntype = Arc::new(());
+        let resync = super::resync(
+            store.clone(),
             Arc::clone(ctx.cache()),
-            gvk,
-            super::decode::<K>,
-            Follow::Store,
+            gvk.clone(),
+            Arc::clone(&dyntype),
+            series.clone(),
         );
-        let objects = source::reflected(changes, writer, (), (*ctx).clone(), series.clone());
+        let changes = super::stubs::<K>(own_events, Arc::clone(ctx.cache()), gvk);
+        let (objects, pass) = source::reflected(
+            changes,
+            writer,
+            Arc::clone(&dyntype),
+            (*ctx).clone(),
+            series.clone(),
+        );
 
-        let mut controller = runtime::Controller::for_stream(objects, store)
+        let mut controller = runtime::Controller::for_stream_with(objects, store, dyntype)
             .with_config(runtime::Config::default().concurrency(concurrency))
+            .reconcile_on(pass)
+            .reconcile_on(resync)
             .graceful_shutdown_on(shutdown.cancelled_owned());
         for (relation, events) in relations.into_iter().zip(related_events) {
             controller =
@@ -276,14 +314,27 @@ where
         let retried = series.clone();
         let dropped = series.clone();
         let results = controller.run(
-            move |object, ctx| {
+            move |stub: Arc<Stub<K>>, ctx: Arc<Context>| {
+                let (label, series) = (Arc::clone(&label), series.clone());
                 let reconcile = Arc::clone(&reconcile);
-                reconcile::instrumented(&label, series.clone(), object, ctx, move |object, ctx| {
-                    reconcile(object, ctx)
-                })
+                async move {
+                    let key = stub.key(&());
+                    let answer =
+                        typed::get_arc::<K>(ctx.cache().as_ref(), stub.namespace(), stub.name())
+                            .await;
+                    let object = match super::read(answer, &key, &ctx, &series) {
+                        Ok(object) => object,
+                        Err(action) => return Ok(action),
+                    };
+                    reconcile::instrumented(&label, series, (Arc::clone(&object), key), ctx, {
+                        move |object, ctx| reconcile(object, ctx)
+                    })
+                    .await
+                    .map_err(|error| Failed { object, error })
+                }
             },
-            move |object, error, ctx| {
-                let action = error_policy(object, error, ctx);
+            move |_stub, failed: &Failed<K, E>, ctx| {
+                let action = error_policy(Arc::clone(&failed.object), &failed.error, ctx);
                 if action != Action::await_change() {
                     retried.queue_retried();
                 }
@@ -344,7 +395,7 @@ where
             Ok(_) | Err(runtime::Error::ReconcilerFailed(..)) => {}
             Err(runtime::Error::ObjectNotFound(object)) => {
                 tracing::debug!(object.ref = %object, "object left the store before its reconcile");
-                series.dropped(&object.erase());
+                series.dropped(&object);
             }
             Err(runtime::Error::QueueError(error)) => {
                 tracing::debug!(error = %crate::telemetry::error_chain(&error), "trigger stream error");

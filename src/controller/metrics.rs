@@ -356,6 +356,12 @@ impl ControllerSeries {
     pub fn depth(&self) -> i64 {
         self.depth.get()
     }
+
+    /// Items added to the queue so far (`workqueue_adds_total`).
+    #[must_use]
+    pub fn adds(&self) -> u64 {
+        self.adds.get()
+    }
 }
 
 /// A worker counted in `controller_runtime_active_workers`, from

@@ -4,10 +4,17 @@
 //! fed from the manager's informer pool instead of watches of its own.
 //!
 //! ```text
-//! InformerPool::subscribe(kind) ─▶ typed changes ─▶ Store<K> + triggers ─▶ kube-runtime
-//!   (every informer of the kind,   (list through the      (for / owns /       scheduler ─▶ reconcile
-//!    across reloads)                cache on Resynced)     watches streams)    runner      (span, metrics)
+//! InformerPool::subscribe(kind) ─▶ changes as stubs ─▶ Store<Stub<K>> + triggers ─▶ kube-runtime
+//!   (every informer of the kind,  (listed from the     (for, list pass,    scheduler ─▶ read K ─▶ reconcile
+//!    across reloads)               cache's keys)        resync, owns,       runner      from the  (span,
+//!                                                       watches)                        cache      metrics)
 //! ```
+//!
+//! One copy of every object: the runner's store holds [`Stub`]s (name and namespace) and each
+//! reconcile reads its object through the cache tree (the module `stub` says why this route).
+//! After each list every object is asked for once at the runner's pace
+//! ([`LIST_PASS_QUEUE`]), and again once per the `syncPeriod` of the cache serving it
+//! ([`resync`], jittered and spread; fed to kube-runtime's `reconcile_on`).
 //!
 //! The reconcile's [`Context`] reads through the cache tree (never straight to the API
 //! server), writes with a kube `Client`, and records with the manager's
@@ -23,10 +30,13 @@ mod builder;
 mod context;
 mod error;
 mod metrics;
+mod pass;
 mod reconcile;
 mod relation;
+mod resync;
 mod series;
 mod source;
+mod stub;
 
 use std::sync::Arc;
 
@@ -43,8 +53,11 @@ pub use kube::runtime::controller::Action;
 pub use metrics::{
     ActiveWorker, ControllerMetrics, ControllerSeries, RECONCILE_TIME_BUCKETS, ReconcileResult,
 };
-pub use series::Series;
+pub use resync::{RESYNC_JITTER, SCANS_PER_PERIOD, resync};
+pub use series::{LIST_PASS_QUEUE, Series};
 pub use source::{Change, Decode, Follow, changes, reflected};
+pub(crate) use stub::read;
+pub use stub::{Stub, StubDecoder, stubs};
 
 /// Decodes a cached object into `T`, skipping (with a warning) one that does not fit.
 fn decode<T: DeserializeOwned>(gvk: &GroupVersionKind, obj: Arc<DynamicObject>) -> Option<T> {

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-use kube::core::Resource;
+use kube::core::{DynamicObject, Resource};
 use kube::runtime::{controller::Action, reflector::ObjectRef};
 use tracing::{Instrument, field};
 
@@ -13,13 +13,14 @@ use super::context::Context;
 use super::metrics::ReconcileResult as Outcome;
 use super::series::Series;
 
-/// Runs `reconcile` on `object` in a `reconcile` span (fields `controller`, `k8s.namespace`,
-/// `object.name`, then `result` and, on failure, `error`), counted in `series`. A failure
-/// counts against the object before the error policy runs; a success clears its count.
+/// Runs `reconcile` on `object` (whose erased reference is `key`) in a `reconcile` span
+/// (fields `controller`, `k8s.namespace`, `object.name`, then `result` and, on failure,
+/// `error`), counted in `series`. A failure counts against the object before the error policy
+/// runs; a success clears its count.
 pub(super) fn instrumented<K, R, Fut, E>(
     controller: &str,
     series: Series,
-    object: Arc<K>,
+    (object, key): (Arc<K>, ObjectRef<DynamicObject>),
     ctx: Arc<Context>,
     reconcile: R,
 ) -> impl Future<Output = Result<Action, E>> + Send + 'static + use<K, R, Fut, E>
@@ -38,7 +39,6 @@ where
         result = field::Empty,
         error = field::Empty,
     );
-    let key = ObjectRef::from_obj(object.as_ref()).erase();
     let running = span.in_scope(|| reconcile(object, Arc::clone(&ctx)));
     let record = span.clone();
     async move {
@@ -168,11 +168,12 @@ mod tests {
         let series = Series::new(Some(&metrics), "web", 1);
         let ctx = context();
         let object = configmap();
+        let key = ObjectRef::from_obj(object.as_ref()).erase();
 
         let failed = instrumented(
             "web",
             series.clone(),
-            Arc::clone(&object),
+            (Arc::clone(&object), key.clone()),
             Arc::clone(&ctx),
             |_, _| async { Err::<Action, _>(Failed) },
         )
@@ -182,7 +183,7 @@ mod tests {
         let requeued = instrumented(
             "web",
             series,
-            Arc::clone(&object),
+            (Arc::clone(&object), key),
             Arc::clone(&ctx),
             |_, _| async { Ok::<_, Failed>(Action::requeue(std::time::Duration::from_secs(1))) },
         )

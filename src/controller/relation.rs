@@ -14,16 +14,17 @@ use tokio::sync::broadcast;
 
 use super::series::Series;
 use super::source::{self, Follow};
+use super::stub::{Stub, stub_ref};
 use crate::cache::{InformerEvent, SharedCache, typed};
 
 /// Adds one relation's trigger stream to a kube-runtime controller.
 type Attach<K> = Box<
     dyn FnOnce(
-            runtime::Controller<K>,
+            runtime::Controller<Stub<K>>,
             broadcast::Receiver<InformerEvent>,
             Arc<SharedCache>,
             Series,
-        ) -> runtime::Controller<K>
+        ) -> runtime::Controller<Stub<K>>
         + Send
         + Sync,
 >;
@@ -58,7 +59,7 @@ where
             .flat_map(|change| stream::iter(change.into_objects()))
             .map(move |child: PartialObjectMeta<C>| {
                 if let Some(owner) = owner_of_kind::<K>(&child) {
-                    series.queue_added(owner.erase());
+                    series.queue_added(&owner);
                 }
                 Ok(child)
             });
@@ -85,12 +86,17 @@ where
             )
             .flat_map(|change| stream::iter(change.into_objects()))
             .map(Ok);
+            // Every `Stub<K>` key shares the kind's (empty) dynamic type.
+            let dyntype = Arc::new(());
             controller.watches_stream(others, move |other: O| {
                 let targets = mapper(&other);
                 for target in &targets {
-                    series.queue_added(target.clone().erase());
+                    series.queue_added(target);
                 }
                 targets
+                    .into_iter()
+                    .map(|target| stub_ref(target, &dyntype))
+                    .collect::<Vec<_>>()
             })
         });
         Self { gvk, attach }
@@ -99,11 +105,11 @@ where
     /// Adds this relation's triggers, read from `events`, to `controller`.
     pub(super) fn attach(
         self,
-        controller: runtime::Controller<K>,
+        controller: runtime::Controller<Stub<K>>,
         events: broadcast::Receiver<InformerEvent>,
         cache: Arc<SharedCache>,
         series: Series,
-    ) -> runtime::Controller<K> {
+    ) -> runtime::Controller<Stub<K>> {
         (self.attach)(controller, events, cache, series)
     }
 }

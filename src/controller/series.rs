@@ -1,50 +1,60 @@
-//! The controller runtime's hook into the manager's metrics: controller-runtime's
-//! `controller_runtime_*` and `workqueue_*` series ([`ControllerMetrics`]), or nothing when
-//! the controller runs without them.
+//! A controller's queue as its triggers and reconciles see it, and its hook into the manager's
+//! metrics: controller-runtime's `controller_runtime_*` and `workqueue_*` series
+//! ([`ControllerMetrics`]), or nothing when the controller runs without them.
 //!
 //! kube-runtime's scheduler keeps its queue to itself, so the queue is measured at its edges:
 //! `workqueue_adds_total` counts the requests the trigger streams hand it (each applied
-//! object, each owner a child names, each object a mapper returns), `workqueue_retries_total`
-//! the reconciles asking to run again (a requeue, or an error policy's requeue), and
-//! `workqueue_depth` the distinct objects requested and not yet taken by a reconcile (the
-//! scheduler merges requests for one object, as client-go's queue does; an object deleted
-//! before its turn leaves the count when the runner reports it gone). As in client-go, a
-//! requeue waiting for its delay is not counted.
+//! object, each object of a list pass, each resync, each owner a child names, each object a
+//! mapper returns), `workqueue_retries_total` the reconciles asking to run again (a requeue, or
+//! an error policy's requeue), and `workqueue_depth` the distinct objects requested and not yet
+//! taken by the runner (the scheduler merges requests for one object, as client-go's queue
+//! does; an object deleted before its turn leaves the count when the runner finds it gone). As
+//! in client-go, a requeue waiting for its delay is not counted. The same count paces list
+//! passes ([`LIST_PASS_QUEUE`]).
 
 use std::collections::HashSet;
+use std::hash::BuildHasher as _;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use kube::core::DynamicObject;
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{Lookup, ObjectRef};
+use tokio::sync::Notify;
 
 use crate::controller::{ActiveWorker, ControllerMetrics, ControllerSeries};
 
 use super::metrics::ReconcileResult as Outcome;
 
-/// One controller's series, or none: what a controller built on kube-runtime's runner counts
-/// into ([`ControllerMetrics`]).
-#[derive(Clone, Debug, Default)]
-pub struct Series(Option<Counted>);
+/// How many objects may wait in a controller's queue before a list pass asks for more
+/// ([`Series::admit`]): a fresh list of the whole kind reaches kube-runtime's scheduler at the
+/// runner's pace, so the scheduler's maps, which keep the capacity of the largest queue they
+/// ever held, stay this small instead of growing to the number of objects.
+pub const LIST_PASS_QUEUE: usize = 1024;
 
-#[derive(Clone, Debug)]
-struct Counted {
-    series: ControllerSeries,
-    /// The objects requested and not yet taken by a reconcile (`workqueue_depth`).
-    pending: Arc<Mutex<HashSet<ObjectRef<DynamicObject>>>>,
+/// One controller's queue as its triggers and reconciles see it, and its series in
+/// [`ControllerMetrics`] (when the controller is counted).
+#[derive(Clone, Debug, Default)]
+pub struct Series {
+    counted: Option<ControllerSeries>,
+    queue: Arc<Queue>,
 }
 
-impl Counted {
-    fn pending(&self) -> MutexGuard<'_, HashSet<ObjectRef<DynamicObject>>> {
+/// The objects requested and not yet taken by a reconcile (`workqueue_depth`), each a hash of
+/// its namespace and name (one controller queues one kind): a few bytes per waiting object.
+#[derive(Debug, Default)]
+struct Queue {
+    pending: Mutex<HashSet<u64>>,
+    hasher: foldhash::fast::RandomState,
+    /// Woken when an object leaves the queue.
+    room: Notify,
+}
+
+impl Queue {
+    fn pending(&self) -> MutexGuard<'_, HashSet<u64>> {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// `object` left the queue: its depth drops if it was waiting.
-    fn dequeued(&self, object: &ObjectRef<DynamicObject>) {
-        let mut pending = self.pending();
-        if pending.remove(object) {
-            self.series.queue_depth(pending.len());
-        }
+    fn key<K: Lookup>(&self, object: &ObjectRef<K>) -> u64 {
+        self.hasher.hash_one((&object.namespace, &object.name))
     }
 }
 
@@ -52,50 +62,141 @@ impl Series {
     /// The series of controller `name` in `metrics`, with its concurrency as the maximum.
     #[must_use]
     pub fn new(metrics: Option<&ControllerMetrics>, name: &str, concurrency: u16) -> Self {
-        Self(metrics.map(|m| Counted {
-            series: m.controller(name, usize::from(concurrency)),
-            pending: Arc::default(),
-        }))
+        Self {
+            counted: metrics.map(|m| m.controller(name, usize::from(concurrency))),
+            queue: Arc::default(),
+        }
     }
 
     /// A reconcile of `object` started: it leaves the queue, and counts as active until the
     /// guard drops.
     #[must_use]
-    pub fn reconcile_started(&self, object: &ObjectRef<DynamicObject>) -> Option<ActiveWorker> {
-        self.0.as_ref().map(|c| {
-            c.dequeued(object);
-            c.series.reconcile_started()
-        })
+    pub fn reconcile_started<K: Lookup>(&self, object: &ObjectRef<K>) -> Option<ActiveWorker> {
+        self.taken(object);
+        self.counted
+            .as_ref()
+            .map(ControllerSeries::reconcile_started)
     }
 
     /// A reconcile ended.
     pub fn reconcile_finished(&self, outcome: Outcome, duration: Duration) {
-        if let Some(c) = &self.0 {
-            c.series.reconcile_finished(outcome, duration);
+        if let Some(c) = &self.counted {
+            c.reconcile_finished(outcome, duration);
         }
     }
 
     /// A trigger asked for a reconcile of `object`.
-    pub fn queue_added(&self, object: ObjectRef<DynamicObject>) {
-        if let Some(c) = &self.0 {
-            c.series.queue_added();
-            let mut pending = c.pending();
-            pending.insert(object);
-            c.series.queue_depth(pending.len());
+    pub fn queue_added<K: Lookup>(&self, object: &ObjectRef<K>) {
+        let key = self.queue.key(object);
+        let mut pending = self.queue.pending();
+        pending.insert(key);
+        self.added(pending.len());
+    }
+
+    /// Waits until the queue has room ([`LIST_PASS_QUEUE`]) or already holds `object`, then
+    /// adds it: how a list pass asks for each object.
+    pub async fn admit<K: Lookup>(&self, object: &ObjectRef<K>) {
+        let key = self.queue.key(object);
+        loop {
+            // Registered before the check, so a departure in between is not missed.
+            let room = self.queue.room.notified();
+            let mut room = std::pin::pin!(room);
+            room.as_mut().enable();
+            {
+                let mut pending = self.queue.pending();
+                if pending.len() < LIST_PASS_QUEUE || pending.contains(&key) {
+                    pending.insert(key);
+                    self.added(pending.len());
+                    return;
+                }
+            }
+            room.await;
         }
     }
 
-    /// `object` left the queue without a reconcile (it was deleted before its turn).
-    pub fn dropped(&self, object: &ObjectRef<DynamicObject>) {
-        if let Some(c) = &self.0 {
-            c.dequeued(object);
+    fn added(&self, depth: usize) {
+        if let Some(c) = &self.counted {
+            c.queue_added();
+            c.queue_depth(depth);
         }
+    }
+
+    /// The runner took `object` from the queue: for a reconcile, or to find it gone (deleted
+    /// before its turn).
+    pub fn taken<K: Lookup>(&self, object: &ObjectRef<K>) {
+        let key = self.queue.key(object);
+        let mut pending = self.queue.pending();
+        if !pending.remove(&key) {
+            return;
+        }
+        if pending.is_empty() {
+            // The set keeps the capacity of its largest queue otherwise.
+            pending.shrink_to_fit();
+        }
+        if let Some(c) = &self.counted {
+            c.queue_depth(pending.len());
+        }
+        drop(pending);
+        self.queue.room.notify_waiters();
+    }
+
+    /// `object` left the queue without a reconcile (it was deleted before its turn).
+    pub fn dropped<K: Lookup>(&self, object: &ObjectRef<K>) {
+        self.taken(object);
     }
 
     /// A reconcile asked to run again later.
     pub fn queue_retried(&self) {
-        if let Some(c) = &self.0 {
-            c.series.queue_retried();
+        if let Some(c) = &self.counted {
+            c.queue_retried();
         }
+    }
+
+    /// How many objects wait in the queue now.
+    #[must_use]
+    pub fn depth(&self) -> usize {
+        self.queue.pending().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+
+    fn object(i: usize) -> ObjectRef<ConfigMap> {
+        ObjectRef::new(&format!("cm-{i}")).within("default")
+    }
+
+    #[tokio::test]
+    async fn a_list_pass_waits_for_room_in_the_queue_and_an_object_already_queued_passes() {
+        let series = Series::default();
+        for i in 0..LIST_PASS_QUEUE {
+            series.admit(&object(i)).await;
+        }
+        assert_eq!(series.depth(), LIST_PASS_QUEUE);
+        // Already queued: merged, no room needed.
+        tokio::time::timeout(Duration::from_secs(5), series.admit(&object(0)))
+            .await
+            .expect("an object already queued is admitted at once");
+
+        let waiting = tokio::spawn({
+            let series = series.clone();
+            async move { series.admit(&object(LIST_PASS_QUEUE)).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "the queue is full");
+        series.taken(&object(7));
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("a departure makes room")
+            .unwrap();
+        assert_eq!(series.depth(), LIST_PASS_QUEUE);
+
+        for i in 0..=LIST_PASS_QUEUE {
+            series.dropped(&object(i));
+        }
+        assert_eq!(series.depth(), 0);
     }
 }

@@ -19,6 +19,7 @@ use kube::runtime::reflector::{self, ObjectRef};
 
 use super::context::Context;
 use super::series::Series;
+use crate::cache::typed::{self, AnyObject, Decoder};
 use crate::cache::{Cache, InformerEvent, ListOptions, SharedCache};
 
 /// What happened to the kind, decoded.
@@ -80,6 +81,9 @@ struct State<T> {
     cache: Arc<SharedCache>,
     gvk: GroupVersionKind,
     decode: Decode<T>,
+    /// Lists as this decoder's type, taken out of each answer by the function, instead of
+    /// decoding every object.
+    list_as: Option<(Arc<dyn Decoder>, Unpack<T>)>,
     follow: Follow,
     list_pending: bool,
     retry: Duration,
@@ -100,11 +104,57 @@ pub fn changes<T: Send + 'static>(
     decode: Decode<T>,
     follow: Follow,
 ) -> impl Stream<Item = Change<T>> + Send {
+    changes_from(events, cache, gvk, decode, None, follow)
+}
+
+/// Takes a `T` out of what a [`Decoder`] of `T` answered.
+type Unpack<T> = fn(&GroupVersionKind, AnyObject) -> Option<T>;
+
+fn unpack<T: Clone + Send + Sync + 'static>(gvk: &GroupVersionKind, obj: AnyObject) -> Option<T> {
+    match typed::downcast::<T>(gvk, obj) {
+        Ok(obj) => Some(Arc::unwrap_or_clone(obj)),
+        Err(error) => {
+            tracing::warn!(error = %crate::telemetry::error_chain(&error), "controller skips a listed object");
+            None
+        }
+    }
+}
+
+/// [`changes`], listing with `list_as` (whose output must be `T`) through
+/// [`crate::cache::Cache::list_as`] rather than decoding every listed object with `decode`:
+/// how a controller lists its stubs without decoding an object.
+pub(super) fn changes_with<T: Clone + Send + Sync + 'static>(
+    events: broadcast::Receiver<InformerEvent>,
+    cache: Arc<SharedCache>,
+    gvk: GroupVersionKind,
+    decode: Decode<T>,
+    list_as: Arc<dyn Decoder>,
+    follow: Follow,
+) -> impl Stream<Item = Change<T>> + Send {
+    changes_from(
+        events,
+        cache,
+        gvk,
+        decode,
+        Some((list_as, unpack::<T>)),
+        follow,
+    )
+}
+
+fn changes_from<T: Send + 'static>(
+    events: broadcast::Receiver<InformerEvent>,
+    cache: Arc<SharedCache>,
+    gvk: GroupVersionKind,
+    decode: Decode<T>,
+    list_as: Option<(Arc<dyn Decoder>, Unpack<T>)>,
+    follow: Follow,
+) -> impl Stream<Item = Change<T>> + Send {
     let state = State {
         events,
         cache,
         gvk,
         decode,
+        list_as,
         follow,
         list_pending: matches!(follow, Follow::Store),
         retry: LIST_RETRY.0,
@@ -116,21 +166,37 @@ pub fn changes<T: Send + 'static>(
 }
 
 impl<T> State<T> {
+    /// Every object the cache tree holds now, as `T`.
+    async fn list(&self) -> crate::cache::Result<Vec<T>> {
+        let options = ListOptions::default();
+        if let Some((decoder, unpack)) = &self.list_as {
+            let objects = self
+                .cache
+                .list_as(&self.gvk, &options, decoder.as_ref())
+                .await?;
+            return Ok(objects
+                .into_iter()
+                .filter_map(|obj| unpack(&self.gvk, obj))
+                .collect());
+        }
+        let objects = self.cache.list(&self.gvk, &options).await?;
+        let decode = self.decode;
+        Ok(objects
+            .into_iter()
+            .filter_map(|obj| decode(&self.gvk, obj))
+            .collect())
+    }
+
     async fn next(&mut self) -> Option<Change<T>> {
         loop {
             if self.list_pending {
                 if matches!(self.follow, Follow::Store) {
                     self.drain();
                 }
-                match self.cache.list(&self.gvk, &ListOptions::default()).await {
+                match self.list().await {
                     Ok(objects) => {
                         self.list_pending = false;
                         self.retry = LIST_RETRY.0;
-                        let decode = self.decode;
-                        let objects = objects
-                            .into_iter()
-                            .filter_map(|obj| decode(&self.gvk, obj))
-                            .collect();
                         return Some(Change::Listed(objects));
                     }
                     Err(error) => {
@@ -178,23 +244,34 @@ impl<T> State<T> {
 }
 
 /// The objects a controller reconciles, as kube-runtime's runner takes them: the `changes` of
-/// its kind (following a store) reflected into `writer`, the runner's store, each applied
-/// object counted as a workqueue add in `series`, each deleted one's failure count forgotten
-/// in `ctx`. Rust controllers (`K` typed) and hook controllers (`K` a `DynamicObject` of
-/// `dyntype`) build their runner on it.
+/// its kind (following a store) reflected into `writer`, the runner's store. Returns two
+/// trigger streams: each applied object (for `Controller::for_stream`), counted as a workqueue
+/// add in `series`, and, after each list, a pass over the whole store ([`super::LIST_PASS_QUEUE`])
+/// (for `Controller::reconcile_on`). Each deleted object's failure count is forgotten in `ctx`.
+/// Rust controllers (`K` a `Stub` of their type) and hook controllers (of a `DynamicObject`
+/// of `dyntype`) build their runner on it.
+///
+/// A list's objects are not triggered one by one as they are stored: the store takes the
+/// whole list at once (so its readiness and the objects that left are exact), and the pass then
+/// asks for each object at the runner's pace.
 pub fn reflected<K>(
     changes: impl Stream<Item = Change<K>> + Send + 'static,
     writer: reflector::store::Writer<K>,
     dyntype: K::DynamicType,
     ctx: Context,
     series: Series,
-) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+) -> (
+    impl Stream<Item = Result<K, watcher::Error>> + Send,
+    impl Stream<Item = ObjectRef<K>> + Send,
+)
 where
     K: Resource + Clone + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
 {
+    let (listed, lists) = tokio::sync::watch::channel(());
+    let pass = super::pass::list_pass(writer.as_reader(), dyntype.clone(), series.clone(), lists);
     let deleted = dyntype.clone();
-    changes
+    let applied = changes
         .flat_map(move |change| {
             if let Change::Deleted(obj) = &change {
                 ctx.forget(&ObjectRef::from_obj_with(obj, deleted.clone()).erase());
@@ -203,11 +280,22 @@ where
         })
         .map(Ok::<_, watcher::Error>)
         .reflect(writer)
-        .applied_objects()
-        .map(move |obj| {
-            if let Ok(obj) = &obj {
-                series.queue_added(ObjectRef::from_obj_with(obj, dyntype.clone()).erase());
-            }
-            obj
-        })
+        .filter_map(move |event| {
+            let triggered = match event {
+                Ok(watcher::Event::Apply(obj)) => {
+                    series.queue_added(&ObjectRef::from_obj_with(&obj, dyntype.clone()));
+                    Some(Ok(obj))
+                }
+                Ok(watcher::Event::InitDone) => {
+                    // The store holds the list now: pass over it. The receiver lives as long
+                    // as the pass stream; a controller that dropped it wants no pass.
+                    let _ = listed.send(());
+                    None
+                }
+                Ok(_) => None,
+                Err(error) => Some(Err(error)),
+            };
+            std::future::ready(triggered)
+        });
+    (applied, pass)
 }

@@ -1,5 +1,6 @@
 //! [`HookController`]: one `Controller` resource running on kube-runtime's scheduler and
-//! runner, fed by the informer pool, each reconcile a call of its hook.
+//! runner, fed by the informer pool, each reconcile a call of its hook with the object read
+//! from the cache tree (the runner schedules [`Stub`]s: the cache holds the only copy).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -7,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use futures::{StreamExt, stream};
-use kube::core::{DynamicObject, GroupVersionKind};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind, Resource as _};
 use kube::runtime::controller::{self as runtime, Action};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher;
@@ -22,7 +23,7 @@ use super::resource::ControllerKey;
 use super::resource::ControllerSettings;
 use crate::cache::{self, Cache as _, Discovery, KindInfo, Resolver as _};
 use crate::controller::ControllerMetrics;
-use crate::controller::{self, Change, Follow, ReconcileResult as Outcome, Series};
+use crate::controller::{self, Change, Follow, ReconcileResult as Outcome, Series, Stub};
 use crate::controller::{Context, error_backoff};
 use crate::recorder::EventType;
 
@@ -230,7 +231,8 @@ impl Shared {
 /// One `Controller` resource, running: kube-runtime's `Controller` over
 /// [`DynamicObject`]s of its `for` kind (per-object dedupe, `concurrency`, requeues, the
 /// per-object error backoff), triggered by its objects and its children from the informer
-/// pool, each reconcile a call of its hook whose answer the manager writes.
+/// pool and by the resync (each object again once per its cache's `syncPeriod`), each
+/// reconcile a call of its hook whose answer the manager writes.
 ///
 /// ```no_run
 /// # async fn demo(ctx: informant::controller::Context,
@@ -335,26 +337,35 @@ impl HookController {
 
         let concurrency = settings.concurrency.max(1);
         let series = Series::new(metrics.as_ref(), &name, concurrency);
-        let writer = reflector::store::Writer::<DynamicObject>::new(parent.resource.clone());
+        // The runner schedules stubs; their keys share one `ApiResource`.
+        let stub_type = Arc::new(parent.resource.clone());
+        let writer = reflector::store::Writer::<Stub<DynamicObject>>::new(Arc::clone(&stub_type));
         let store = writer.as_reader();
         let parents = store.clone();
-        let changes = controller::changes(
+        let changes = controller::stubs::<DynamicObject>(
             own_events,
             Arc::clone(ctx.cache()),
             settings.for_kind.clone(),
-            decode,
-            Follow::Store,
         );
-        let objects = controller::reflected(
+        let (objects, pass) = controller::reflected(
             changes,
             writer,
-            parent.resource.clone(),
+            Arc::clone(&stub_type),
             ctx.clone(),
             series.clone(),
         );
+        let resync = controller::resync(
+            store.clone(),
+            Arc::clone(ctx.cache()),
+            settings.for_kind.clone(),
+            Arc::clone(&stub_type),
+            series.clone(),
+        );
         let mut controller =
-            runtime::Controller::for_stream_with(objects, store, parent.resource.clone())
+            runtime::Controller::for_stream_with(objects, store, Arc::clone(&stub_type))
                 .with_config(runtime::Config::default().concurrency(concurrency))
+                .reconcile_on(pass)
+                .reconcile_on(resync)
                 .graceful_shutdown_on(shutdown.clone().cancelled_owned());
         let written = Written::default();
         controller = watch_owned(
@@ -370,7 +381,7 @@ impl HookController {
             &settings,
             &watches,
             related_events,
-            (&parents, &parent),
+            (&parents, &stub_type),
         );
 
         let shared = Arc::new(Shared {
@@ -398,7 +409,7 @@ impl HookController {
 async fn drive(
     results: impl futures::Stream<
         Item = Result<
-            (ObjectRef<DynamicObject>, Action),
+            (ObjectRef<Stub<DynamicObject>>, Action),
             runtime::Error<ReconcileError, watcher::Error>,
         >,
     >,
@@ -430,12 +441,12 @@ async fn drive(
 /// Each change of a child (an `owns` kind) reconciles its owners of the controller's kind, and
 /// makes the memo of that child's last write stale.
 fn watch_owned(
-    mut controller: runtime::Controller<DynamicObject>,
+    mut controller: runtime::Controller<Stub<DynamicObject>>,
     (ctx, series): (&Context, &Series),
     (settings, owns, parent): (&ControllerSettings, &[KindInfo], &KindInfo),
     events: Vec<tokio::sync::broadcast::Receiver<cache::InformerEvent>>,
     written: &Written,
-) -> runtime::Controller<DynamicObject> {
+) -> runtime::Controller<Stub<DynamicObject>> {
     for ((gvk, info), events) in settings.owns.iter().zip(owns).zip(events) {
         let memo = Arc::clone(written);
         let plural = info.resource.plural.clone();
@@ -457,7 +468,7 @@ fn watch_owned(
                 if let Some(target) =
                     ObjectRef::<DynamicObject>::from_owner_ref(namespace, reference, owner.clone())
                 {
-                    added.queue_added(target.erase());
+                    added.queue_added(&target);
                 }
             }
             Ok::<_, watcher::Error>(child)
@@ -471,14 +482,14 @@ fn watch_owned(
 /// it maps to (`mapTo`; by default every one in its namespace, every one for a cluster-scoped
 /// related kind).
 fn watch_related(
-    mut controller: runtime::Controller<DynamicObject>,
+    mut controller: runtime::Controller<Stub<DynamicObject>>,
     (ctx, series): (&Context, &Series),
     settings: &ControllerSettings,
     watches: &[KindInfo],
     events: Vec<tokio::sync::broadcast::Receiver<cache::InformerEvent>>,
-    parents: (&reflector::Store<DynamicObject>, &KindInfo),
-) -> runtime::Controller<DynamicObject> {
-    let (parents, parent) = parents;
+    parents: (&reflector::Store<Stub<DynamicObject>>, &Arc<ApiResource>),
+) -> runtime::Controller<Stub<DynamicObject>> {
+    let (parents, stub_type) = parents;
     for (((gvk, map_to), info), events) in settings
         .watches
         .iter()
@@ -496,18 +507,19 @@ fn watch_related(
         .flat_map(|change: Change<DynamicObject>| stream::iter(change.into_objects()))
         .map(Ok::<_, watcher::Error>);
         let parents = parents.clone();
-        let resource = parent.resource.clone();
+        let stub_type = Arc::clone(stub_type);
         let map_to = map_to.clone();
         let added = series.clone();
+        // A stub carries the name and namespace the mapping compares.
         let mapper = move |other: DynamicObject| {
             let targets = parents
                 .state()
                 .iter()
-                .filter(|p| map_to.maps(&other.metadata, &p.metadata))
-                .map(|p| ObjectRef::from_obj_with(p.as_ref(), resource.clone()))
+                .filter(|p| map_to.maps(&other.metadata, p.meta()))
+                .map(|p| ObjectRef::from_obj_with(p.as_ref(), Arc::clone(&stub_type)))
                 .collect::<Vec<_>>();
             for target in &targets {
-                added.queue_added(target.clone().erase());
+                added.queue_added(target);
             }
             targets
         };
@@ -579,27 +591,36 @@ fn decode(_gvk: &GroupVersionKind, object: Arc<DynamicObject>) -> Option<Dynamic
     Some(Arc::unwrap_or_clone(object))
 }
 
-/// One reconcile in a `reconcile` span, counted; a failure is a `HookFailed` Warning Event on
-/// the object and counts against it.
+/// One reconcile in a `reconcile` span, counted, of the object the cache holds for `stub`; a
+/// failure is a `HookFailed` Warning Event on the object and counts against it.
 fn run_one(
-    object: Arc<DynamicObject>,
+    stub: Arc<Stub<DynamicObject>>,
     shared: Arc<Shared>,
 ) -> impl Future<Output = Result<Action, ReconcileError>> + Send + 'static {
     let span = tracing::info_span!(
         "reconcile",
         controller = %shared.settings.key,
         hook = true,
-        k8s.namespace = object.metadata.namespace.as_deref().unwrap_or(""),
-        object.name = object.metadata.name.as_deref().unwrap_or(""),
+        k8s.namespace = stub.namespace().unwrap_or(""),
+        object.name = stub.name(),
         result = field::Empty,
         error = field::Empty,
     );
     let record = span.clone();
     async move {
+        let key = stub.key(&shared.parent.resource);
+        let answer = shared
+            .ctx
+            .cache()
+            .get(&shared.settings.for_kind, stub.namespace(), stub.name())
+            .await;
+        let object = match controller::read(answer, &key, &shared.ctx, &shared.series) {
+            Ok(object) => object,
+            Err(action) => return Ok(action),
+        };
         if !selected(&object, &shared) {
             return Ok(Action::await_change());
         }
-        let key = ObjectRef::from_obj_with(object.as_ref(), shared.parent.resource.clone()).erase();
         let _worker = shared.series.reconcile_started(&key);
         let started = Instant::now();
         let result = reconcile::reconcile(&object, &shared).await;
@@ -661,11 +682,11 @@ fn run_one(
     reason = "kube-runtime's error policy shape"
 )]
 fn error_policy(
-    object: Arc<DynamicObject>,
+    stub: Arc<Stub<DynamicObject>>,
     _error: &ReconcileError,
     shared: Arc<Shared>,
 ) -> Action {
-    let key = ObjectRef::from_obj_with(object.as_ref(), shared.parent.resource.clone()).erase();
+    let key = stub.key(&shared.parent.resource);
     shared.series.queue_retried();
     Action::requeue(error_backoff(shared.ctx.failures_of(&key).max(1)))
 }

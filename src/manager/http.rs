@@ -210,9 +210,38 @@ pub fn health_router(probes: Arc<dyn Probes>) -> Router {
 /// # }
 /// ```
 pub struct HttpServer {
-    listeners: Vec<(TcpListener, Router)>,
+    listeners: Vec<(TcpListener, Router, Serves)>,
     metrics_addr: Option<SocketAddr>,
     health_addr: Option<SocketAddr>,
+}
+
+/// What one listener serves, for its log line.
+#[derive(Clone, Copy, Debug)]
+enum Serves {
+    Metrics,
+    Health,
+    Both,
+}
+
+impl Serves {
+    /// Says at info where this listener serves what: a user who curls the wrong port learns
+    /// which one to use from the log.
+    fn log(self, addr: SocketAddr) {
+        match self {
+            Serves::Metrics => tracing::info!(
+                listen.addr = %addr,
+                "serving metrics: /metrics, /debug/cache, /debug/status"
+            ),
+            Serves::Health => tracing::info!(
+                listen.addr = %addr,
+                "serving health probes: /healthz, /readyz"
+            ),
+            Serves::Both => tracing::info!(
+                listen.addr = %addr,
+                "serving metrics and health probes: /metrics, /debug/cache, /debug/status, /healthz, /readyz"
+            ),
+        }
+    }
 }
 
 impl fmt::Debug for HttpServer {
@@ -253,18 +282,20 @@ impl HttpServer {
                 let bound = listener.local_addr()?;
                 server.metrics_addr = Some(bound);
                 server.health_addr = Some(bound);
-                server.listeners.push((listener, metrics.merge(health)));
+                server
+                    .listeners
+                    .push((listener, metrics.merge(health), Serves::Both));
             }
             (metrics, health) => {
                 if let Some((addr, router)) = metrics {
                     let listener = listen("metrics", addr).await?;
                     server.metrics_addr = Some(listener.local_addr()?);
-                    server.listeners.push((listener, router));
+                    server.listeners.push((listener, router, Serves::Metrics));
                 }
                 if let Some((addr, router)) = health {
                     let listener = listen("health probe", addr).await?;
                     server.health_addr = Some(listener.local_addr()?);
-                    server.listeners.push((listener, router));
+                    server.listeners.push((listener, router, Serves::Health));
                 }
             }
         }
@@ -293,12 +324,12 @@ impl HttpServer {
     ///
     /// An I/O error of a listener, naming its address.
     pub async fn run(self, shutdown: CancellationToken) -> io::Result<()> {
-        for (listener, _) in &self.listeners {
+        for (listener, _, serves) in &self.listeners {
             if let Ok(addr) = listener.local_addr() {
-                tracing::info!(listen.addr = %addr, "serving probes and metrics");
+                serves.log(addr);
             }
         }
-        let serving = self.listeners.into_iter().map(|(listener, router)| {
+        let serving = self.listeners.into_iter().map(|(listener, router, _)| {
             let shutdown = shutdown.clone();
             async move {
                 let addr = listener.local_addr()?;

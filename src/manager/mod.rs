@@ -12,6 +12,7 @@
 //! Everything a user deploys is here, and nothing of controllers: `crate::controller` and
 //! `crate::hooks` add themselves to a [`Manager`].
 
+mod access;
 mod elected;
 mod group;
 mod http;
@@ -25,6 +26,9 @@ mod shard;
 mod state;
 mod status;
 
+pub use access::{
+    EVENT_REASON as PERMISSION_MISSING_EVENT, RECHECK_INTERVAL as PERMISSIONS_RECHECK_INTERVAL,
+};
 pub use http::{
     BindAddressError, Check, DEFAULT_HEALTH_ADDR, DEFAULT_METRICS_ADDR, HttpServer,
     METRICS_CONTENT_TYPE, PING, Probes, health_router, metrics_router, parse_bind_address,
@@ -40,10 +44,13 @@ pub use metrics::{
 pub use options::{BoxError, ConfigSource, DEFAULT_SHUTDOWN_GRACE, Error, FIELD_MANAGER, Options};
 pub use reload::Reload;
 pub use run::{Manager, file_watcher};
-pub use shard::{Fence, Member, MemberView, Membership, RING_LABEL, Ring};
+pub use shard::{
+    CLAIMS_ANNOTATION, Fence, Member, MemberView, Membership, RING_LABEL, RangeSet, Ring, may_act,
+};
 pub use state::{Snapshot, State};
 pub use status::{
     DEFAULT_FIELD_MANAGER, REASON_INFORMER_FAILED, REASON_INFORMERS_SYNCED,
-    REASON_INFORMERS_SYNCING, REASON_INVALID_SPEC, REASON_VALID, REASON_WAITING_FOR_KIND,
-    Readiness, StatusError, StatusInput, StatusWriter, Validity, desired_status, informer_name,
+    REASON_INFORMERS_SYNCING, REASON_INVALID_SPEC, REASON_PERMISSION_MISSING, REASON_VALID,
+    REASON_WAITING_FOR_KIND, Readiness, StatusError, StatusInput, StatusWriter, Validity,
+    desired_status, informer_name,
 };

@@ -53,6 +53,9 @@ pub struct Options {
     pub cache_sync_timeout: Duration,
     /// How long a burst of file changes is folded into one reload (file source only).
     pub debounce: Duration,
+    /// How often the permission check runs again while it finds a permission missing (it
+    /// runs anyway at start and at every applied reload).
+    pub permissions_recheck: Duration,
 }
 
 impl Options {
@@ -68,6 +71,7 @@ impl Options {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
             debounce: config::watch::DEFAULT_DEBOUNCE,
+            permissions_recheck: super::access::RECHECK_INTERVAL,
         }
     }
 }

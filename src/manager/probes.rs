@@ -7,7 +7,7 @@ use tokio::sync::watch;
 
 use super::http::{Check, Probes};
 use super::state::State;
-use super::status::{Readiness, desired_status};
+use super::status::Readiness;
 use crate::cache::{Cache as _, InformerPool, SharedCache};
 use crate::config::source;
 
@@ -26,13 +26,16 @@ impl Probes for ManagerProbes {
 
     fn ready_checks(&self) -> Vec<Check> {
         let snapshot = self.state.snapshot();
-        let config = if snapshot.invalid.is_empty() {
+        // As Prometheus: ready once a valid config runs; a later invalid edit keeps the
+        // last good one serving and says so in Valid=False, the Warning Event and
+        // informant_config_last_reload_successful, not here.
+        let config = if snapshot.valid_once {
             Check::ok("config")
         } else {
             Check::failed(
                 "config",
                 format!(
-                    "the latest cacheconfig is invalid (the last good one runs): {}",
+                    "no valid cacheconfig yet (controller-runtime's defaults run): {}",
                     snapshot.invalid.join("; ")
                 ),
             )
@@ -49,8 +52,19 @@ impl Probes for ManagerProbes {
                 "informers",
                 format!("waiting for kind: {}", waiting.join("; ")),
             ),
+            Readiness::Forbidden { missing } => {
+                Check::failed("informers", format!("forbidden: {}", missing.join("; ")))
+            }
         };
-        vec![Check::ok("ping"), config, informers]
+        let permissions = if snapshot.missing_permissions.is_empty() {
+            Check::ok("permissions")
+        } else {
+            Check::failed(
+                "permissions",
+                super::access::event_message(&snapshot.missing_permissions),
+            )
+        };
+        vec![Check::ok("ping"), config, informers, permissions]
     }
 
     fn debug_cache(&self) -> serde_json::Value {
@@ -70,15 +84,10 @@ impl Probes for ManagerProbes {
     }
 
     fn debug_status(&self) -> Option<serde_json::Value> {
-        let snapshot = self.state.snapshot();
         let generation = self
             .observed
             .as_ref()
             .and_then(|o| o.borrow().as_ref().and_then(|o| o.generation));
-        let status = desired_status(
-            snapshot.config.resource.status.as_ref(),
-            &snapshot.status_input(generation),
-        );
-        serde_json::to_value(status).ok()
+        serde_json::to_value(self.state.status(generation)).ok()
     }
 }

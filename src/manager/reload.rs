@@ -4,11 +4,13 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
+use super::access::{self, AccessCheck};
 use super::metrics::{ManagerMetrics, ReloadResult};
 use super::options::Error;
 use super::state::State;
@@ -60,11 +62,31 @@ pub(super) struct ReloadLoop<'a> {
     /// Whether this replica leads: only the leader records the reload's Events (every
     /// replica reloads its caches; N replicas recording would write N copies).
     pub(super) is_leader: watch::Receiver<bool>,
+    /// The permission check run before a config's informers start.
+    pub(super) access: AccessCheck,
 }
 
 impl ReloadLoop<'_> {
+    /// Asks whether the cluster grants what `config` needs, and says what it does not
+    /// (state, log; a Warning Event on the leader). Returns whether something is missing.
+    async fn check_permissions(&self, config: &Validated) -> bool {
+        let missing = self.access.missing(config).await;
+        if !missing.is_empty() && *self.is_leader.borrow() {
+            self.recorder.record(
+                &self.config_ref(config),
+                EventType::Warning,
+                access::EVENT_REASON,
+                &access::event_message(&missing),
+            );
+        }
+        let any = !missing.is_empty();
+        self.state.permissions_checked(missing);
+        any
+    }
+
     /// Applies the first config: the tree of its plan, its eager informers synced.
     pub(super) async fn first(&mut self, config: &Arc<Validated>) -> Result<(), Error> {
+        self.check_permissions(config).await;
         let change = self.reloader.apply(&config.cache).await?;
         for (gvk, error) in &change.unsynced {
             tracing::warn!(k8s.gvk = ?gvk, error = %error, "eager informer not synced");
@@ -76,7 +98,11 @@ impl ReloadLoop<'_> {
         );
         let plan = self.reloader.plan().cloned();
         self.state
-            .applied(Arc::clone(config), plan.map(|plan| (plan, change.unsynced)));
+            .started(Arc::clone(config), plan, change.unsynced);
+        // Prometheus's initial load sets its last-reload gauges too; a resource invalid at
+        // start is not a success (the defaults run).
+        self.metrics
+            .last_reload(self.state.snapshot().valid_once, SystemTime::now());
         Ok(())
     }
 
@@ -95,9 +121,10 @@ impl ReloadLoop<'_> {
         ))
     }
 
-    #[tracing::instrument(name = "config_reload", skip_all, fields(reload.result))]
+    /// Applies a valid config, in the `config_reload` span the caller entered.
     async fn apply(&mut self, config: Arc<Validated>) {
         let began = Instant::now();
+        self.check_permissions(&config).await;
         let change = match self.reloader.apply(&config.cache).await {
             Ok(change) => change,
             Err(error) => {
@@ -107,11 +134,11 @@ impl ReloadLoop<'_> {
         };
         let recorder = self.recorder_reloader.reload(&config.recorder);
         if !change.changed && recorder.is_empty() {
-            tracing::Span::current().record("reload.result", "unchanged");
             self.unchanged();
             return;
         }
         tracing::Span::current().record("reload.result", "applied");
+        self.valid_again();
         let mut summary = change.summary();
         if !recorder.is_empty() {
             let _ = write!(summary, "; recorder: {recorder}");
@@ -125,6 +152,7 @@ impl ReloadLoop<'_> {
             );
         }
         self.metrics.reload(ReloadResult::Applied);
+        self.metrics.last_reload(true, SystemTime::now());
         self.metrics.informers_started(change.started.len() as u64);
         self.metrics.reload_took(began.elapsed());
         tracing::info!(summary = %summary, took_ms = change.took.as_millis(), "config reloaded");
@@ -200,14 +228,25 @@ impl ReloadLoop<'_> {
 
     /// A valid config equal to the running one: counted and announced, nothing else.
     fn unchanged(&self) {
+        tracing::Span::current().record("reload.result", "unchanged");
+        self.valid_again();
         self.metrics.reload(ReloadResult::Unchanged);
+        self.metrics.last_reload(true, SystemTime::now());
         self.state.unchanged();
         let _ = self.reloads.send(Reload::Unchanged);
+    }
+
+    /// Says at info that a valid config follows an invalid one (the warning is over).
+    fn valid_again(&self) {
+        if self.state.is_invalid() {
+            tracing::info!("cacheconfig valid again; the rejected edit is superseded");
+        }
     }
 
     fn reject(&mut self, running: &Validated, errors: Vec<String>) {
         tracing::Span::current().record("reload.result", "rejected");
         self.metrics.reload(ReloadResult::Rejected);
+        self.metrics.last_reload(false, SystemTime::now());
         let message = format!(
             "invalid cacheconfig, keeping the last good one ({} error{}): {}",
             errors.len(),
@@ -234,9 +273,22 @@ impl ReloadLoop<'_> {
         mut outcomes: broadcast::Receiver<ReloadOutcome>,
         shutdown: CancellationToken,
     ) {
+        // While a permission is missing, the check runs again now and then: a grant clears
+        // the condition without a reload.
+        let recheck = tokio::time::sleep(self.access.recheck);
+        let mut recheck = std::pin::pin!(recheck);
         loop {
+            let missing = !self.state.snapshot().missing_permissions.is_empty();
             let outcome = tokio::select! {
                 () = shutdown.cancelled() => return,
+                () = &mut recheck, if missing => {
+                    let running = Arc::clone(&configs.borrow());
+                    self.check_permissions(&running).await;
+                    recheck
+                        .as_mut()
+                        .reset(tokio::time::Instant::now() + self.access.recheck);
+                    continue;
+                }
                 outcome = outcomes.recv() => outcome,
                 () = self.reloader.scope_changed() => {
                     self.rescope().await;
@@ -247,16 +299,14 @@ impl ReloadLoop<'_> {
             match outcome {
                 Ok(ReloadOutcome::Applied(config)) => {
                     configs.mark_unchanged();
-                    self.apply(config).await;
+                    self.apply(config).instrument(reload_span()).await;
                 }
                 Ok(ReloadOutcome::Unchanged) => {
-                    let _span =
-                        tracing::info_span!("config_reload", reload.result = "unchanged").entered();
+                    let _span = reload_span().entered();
                     self.unchanged();
                 }
                 Ok(ReloadOutcome::Rejected { error }) => {
-                    let _span =
-                        tracing::info_span!("config_reload", reload.result = "rejected").entered();
+                    let _span = reload_span().entered();
                     let running = Arc::clone(&configs.borrow());
                     let errors = match Validity::from_error(&error) {
                         Validity::Invalid { errors } => errors,
@@ -267,7 +317,7 @@ impl ReloadLoop<'_> {
                 Err(broadcast::error::RecvError::Lagged(_)) => {
                     // Outcomes were lost: the latest valid config is what counts.
                     let latest = Arc::clone(&configs.borrow_and_update());
-                    self.apply(latest).await;
+                    self.apply(latest).instrument(reload_span()).await;
                 }
                 Err(broadcast::error::RecvError::Closed) => return,
             }
@@ -275,4 +325,10 @@ impl ReloadLoop<'_> {
             let _ = self.reloader.sweep();
         }
     }
+}
+
+/// The span of one reload: its `reload.result` (`applied`, `unchanged`, `rejected`) is
+/// recorded once, by whatever decides it.
+fn reload_span() -> tracing::Span {
+    tracing::info_span!("config_reload", reload.result = tracing::field::Empty)
 }

@@ -20,6 +20,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::access::AccessCheck;
 use super::elected::{LeaderRunnable, LeaderWork};
 use super::group::{RunnableGroup, stop_in_order};
 use super::http::{HttpServer, Probes};
@@ -159,6 +160,11 @@ impl Manager {
         .with_shutdown_grace(options.shutdown_grace);
         let recorder_reloader = pipeline.reloader();
         let state = Arc::new(State::new(first, reloader.cache()));
+        if let Source::Resource(watcher) = &source
+            && watcher.rejected_at_start()
+        {
+            state.invalid_at_start();
+        }
         let metrics = ManagerMetrics::new();
         let mut registry = Registry::default();
         metrics.register(&mut registry);
@@ -377,6 +383,7 @@ impl Manager {
             is_leader: elector
                 .as_ref()
                 .map_or_else(|| watch::channel(true).1, LeaderElector::is_leader),
+            access: AccessCheck::new(client.clone(), &options),
         };
         reload.first(&first).await?;
 

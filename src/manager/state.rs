@@ -6,15 +6,18 @@ use std::sync::{Arc, Mutex, PoisonError};
 use kube::core::GroupVersionKind;
 use tokio::sync::watch;
 
-use super::status::{Readiness, StatusInput, Validity};
+use super::status::{Readiness, StatusInput, Validity, desired_status};
 use crate::cache::{Cache, InformerStatus, Plan, SharedCache};
-use crate::config::{NamespaceSelectorStatus, Validated};
+use crate::config::{CacheConfigStatus, NamespaceSelectorStatus, Validated};
 
 /// The manager's view of its config and cache, updated by every reload.
 pub struct State {
     inner: Mutex<Inner>,
     cache: Arc<SharedCache>,
     changed: watch::Sender<u64>,
+    /// The status as last observed ([`State::status`]): its conditions' transition times are
+    /// kept until their status flips.
+    observed: Mutex<Option<CacheConfigStatus>>,
 }
 
 impl std::fmt::Debug for State {
@@ -26,10 +29,13 @@ impl std::fmt::Debug for State {
 #[derive(Clone)]
 struct Inner {
     config: Arc<Validated>,
+    /// Whether the source has given a valid config (readiness waits for one).
+    valid_once: bool,
     invalid: Vec<String>,
     last_reload: Option<jiff::Timestamp>,
     plan: Option<Plan>,
     unsynced: Vec<(GroupVersionKind, String)>,
+    missing: Vec<String>,
 }
 
 /// A copy of the state at one moment.
@@ -37,6 +43,11 @@ struct Inner {
 pub struct Snapshot {
     /// The config running now (the last valid one).
     pub config: Arc<Validated>,
+    /// Whether the source has given a valid config since start: false only while a
+    /// `CacheConfig` resource invalid at start has not been fixed (controller-runtime's
+    /// defaults run meanwhile). `/readyz` waits for it, as Prometheus waits for its first
+    /// config; a later invalid edit does not take it back.
+    pub valid_once: bool,
     /// Every error of the latest config seen, when it was invalid (then `config` is the last
     /// good one); empty when the latest config is the running one.
     pub invalid: Vec<String>,
@@ -48,6 +59,9 @@ pub struct Snapshot {
     pub unsynced: Vec<(GroupVersionKind, String)>,
     /// Every informer of the published tree.
     pub informers: Vec<InformerStatus>,
+    /// The permissions the running config needs that the cluster does not grant, as the
+    /// last check found them (see `manager::access`).
+    pub missing_permissions: Vec<String>,
 }
 
 impl Snapshot {
@@ -61,10 +75,17 @@ impl Snapshot {
                 errors: self.invalid.clone(),
             }
         };
+        let readiness = if self.missing_permissions.is_empty() {
+            self.readiness()
+        } else {
+            Readiness::Forbidden {
+                missing: self.missing_permissions.clone(),
+            }
+        };
         StatusInput {
             generation,
             validity,
-            readiness: self.readiness(),
+            readiness,
             informers: self.informers.clone(),
             namespace_selectors: self.namespace_selectors(),
             last_reload_time: self
@@ -165,19 +186,62 @@ impl State {
         Self {
             inner: Mutex::new(Inner {
                 config,
+                valid_once: true,
                 invalid: Vec::new(),
                 last_reload: None,
                 plan: None,
                 unsynced: Vec::new(),
+                missing: Vec::new(),
             }),
             cache,
             changed,
+            observed: Mutex::new(None),
         }
     }
 
     fn update(&self, f: impl FnOnce(&mut Inner)) {
         f(&mut self.inner.lock().unwrap_or_else(PoisonError::into_inner));
+        // A reload's flip is timed when it happens, not when the status is next asked for.
+        self.status(None);
         self.changed.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// The status now, for the object at `generation` (`/debug/status` serves it for a
+    /// file): each condition's `lastTransitionTime` is when the manager first saw its status
+    /// flip (a reload's flip at the reload; an informer's failure or sync when next observed,
+    /// at the latest at this call), as apimachinery's `meta.SetStatusCondition` keeps it, not
+    /// the time of the call.
+    pub fn status(&self, generation: Option<i64>) -> CacheConfigStatus {
+        let snapshot = self.snapshot();
+        let mut observed = self.observed.lock().unwrap_or_else(PoisonError::into_inner);
+        let previous = observed
+            .clone()
+            .or_else(|| snapshot.config.resource.status.clone());
+        let status = desired_status(previous.as_ref(), &snapshot.status_input(generation));
+        *observed = Some(status.clone());
+        status
+    }
+
+    /// The source's config at start is invalid (a `CacheConfig` resource): the defaults run,
+    /// and the manager is not ready until a valid config comes.
+    pub fn invalid_at_start(&self) {
+        self.update(|s| s.valid_once = false);
+    }
+
+    /// The first config's tree serves (the source's config, or the defaults when it was
+    /// invalid at start; see [`State::invalid_at_start`]).
+    pub fn started(
+        &self,
+        config: Arc<Validated>,
+        plan: Option<Plan>,
+        unsynced: Vec<(GroupVersionKind, String)>,
+    ) {
+        self.update(|s| {
+            s.config = config;
+            s.last_reload = Some(jiff::Timestamp::now());
+            s.plan = plan;
+            s.unsynced = unsynced;
+        });
     }
 
     /// A valid config was applied. `tree` is the plan of the tree it published and the eager
@@ -190,6 +254,7 @@ impl State {
     ) {
         self.update(|s| {
             s.config = config;
+            s.valid_once = true;
             s.invalid.clear();
             if let Some((plan, unsynced)) = tree {
                 s.last_reload = Some(jiff::Timestamp::now());
@@ -209,6 +274,11 @@ impl State {
         });
     }
 
+    /// What the last permission check found missing (empty: all granted).
+    pub fn permissions_checked(&self, missing: Vec<String>) {
+        self.update(|s| s.missing = missing);
+    }
+
     /// The latest config seen is invalid; the running one stays.
     pub fn rejected(&self, errors: Vec<String>) {
         self.update(|s| s.invalid = errors);
@@ -216,7 +286,21 @@ impl State {
 
     /// The latest config seen is valid and equal to the running one.
     pub fn unchanged(&self) {
-        self.update(|s| s.invalid.clear());
+        self.update(|s| {
+            s.valid_once = true;
+            s.invalid.clear();
+        });
+    }
+
+    /// Whether the latest config seen is invalid (the last good one runs).
+    #[must_use]
+    pub fn is_invalid(&self) -> bool {
+        !self
+            .inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .invalid
+            .is_empty()
     }
 
     /// Waits until the first config's tree serves; reads before it fail with `NotStarted`.
@@ -261,11 +345,13 @@ impl State {
             .clone();
         Snapshot {
             config: inner.config,
+            valid_once: inner.valid_once,
             invalid: inner.invalid,
             last_reload: inner.last_reload,
             plan: inner.plan,
             unsynced: inner.unsynced,
             informers: self.cache.informers(),
+            missing_permissions: inner.missing,
         }
     }
 }

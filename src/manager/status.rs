@@ -13,6 +13,7 @@
 //! | `Ready` | `False` | [`REASON_INFORMERS_SYNCING`] (`InformersSyncing`) | the informers not synced yet |
 //! | `Ready` | `False` | [`REASON_INFORMER_FAILED`] (`InformerFailed`) | the informers that cannot list or watch, with the error |
 //! | `Ready` | `False` | [`REASON_WAITING_FOR_KIND`] (`WaitingForKind`) | the `byObject` kinds the API server does not serve yet, with why |
+//! | `Ready` | `False` | [`REASON_PERMISSION_MISSING`] (`PermissionMissing`) | each permission the config needs that the cluster does not grant |
 //!
 //! `kubectl get cacheconfigs` shows the `Valid` and `Ready` statuses and `informerCount`.
 //!
@@ -64,6 +65,9 @@ pub const REASON_INFORMER_FAILED: &str = "InformerFailed";
 /// `Ready=False` reason: every informer synced, but some `byObject` kinds are not served yet
 /// (their CRD is not established): they start when they are.
 pub const REASON_WAITING_FOR_KIND: &str = "WaitingForKind";
+/// `Ready=False` reason: the cluster does not grant permissions the config needs (the check
+/// the manager runs before informers start, as `informant rbac --check` does).
+pub const REASON_PERMISSION_MISSING: &str = "PermissionMissing";
 
 /// The field manager of status writes unless told otherwise.
 pub const DEFAULT_FIELD_MANAGER: &str = "informant";
@@ -118,6 +122,11 @@ pub enum Readiness {
     WaitingForKind {
         /// Each kind (`example.com/v1 Widget`) with why it waits.
         waiting: Vec<String>,
+    },
+    /// The cluster does not grant permissions the config needs.
+    Forbidden {
+        /// Each one, `verb resource ... in namespace ...`.
+        missing: Vec<String>,
     },
 }
 
@@ -236,19 +245,33 @@ pub fn desired_status(
             ),
         ),
     };
-    let ready = match &input.readiness {
-        Readiness::Synced => condition(
-            CONDITION_READY,
+    let (ready, reason, message) = ready_condition(&input.readiness, input.informers.len());
+    let ready = condition(CONDITION_READY, ready, reason, message);
+    let mut informers = input.informers.clone();
+    informers.sort_by(|a, b| sort_key(a).cmp(&sort_key(b)));
+    CacheConfigStatus {
+        observed_generation: input.generation,
+        conditions: vec![valid, ready],
+        informer_count: Some(i32::try_from(informers.len()).unwrap_or(i32::MAX)),
+        informers,
+        last_reload_time: input
+            .last_reload_time
+            .clone()
+            .or_else(|| previous.and_then(|p| p.last_reload_time.clone())),
+        namespace_selectors: input.namespace_selectors.clone(),
+    }
+}
+
+/// The `Ready` condition's status, reason and message for `readiness` (`informers`: how many
+/// the tree runs).
+fn ready_condition(readiness: &Readiness, informers: usize) -> (bool, &'static str, String) {
+    match readiness {
+        Readiness::Synced => (
             true,
             REASON_INFORMERS_SYNCED,
-            format!(
-                "{} informer{} synced",
-                input.informers.len(),
-                plural(input.informers.len())
-            ),
+            format!("{} informer{} synced", informers, plural(informers)),
         ),
-        Readiness::Syncing { pending } => condition(
-            CONDITION_READY,
+        Readiness::Syncing { pending } => (
             false,
             REASON_INFORMERS_SYNCING,
             format!(
@@ -258,8 +281,18 @@ pub fn desired_status(
                 pending.join("; ")
             ),
         ),
-        Readiness::Failed { failed } => condition(
-            CONDITION_READY,
+        Readiness::Forbidden { missing } => (
+            false,
+            REASON_PERMISSION_MISSING,
+            format!(
+                "{} permission{} the config needs {} not granted (`informant rbac --check` prints the objects granting them): {}",
+                missing.len(),
+                plural(missing.len()),
+                if missing.len() == 1 { "is" } else { "are" },
+                missing.join("; ")
+            ),
+        ),
+        Readiness::Failed { failed } => (
             false,
             REASON_INFORMER_FAILED,
             format!(
@@ -269,8 +302,7 @@ pub fn desired_status(
                 failed.join("; ")
             ),
         ),
-        Readiness::WaitingForKind { waiting } => condition(
-            CONDITION_READY,
+        Readiness::WaitingForKind { waiting } => (
             false,
             REASON_WAITING_FOR_KIND,
             format!(
@@ -285,19 +317,6 @@ pub fn desired_status(
                 waiting.join("; ")
             ),
         ),
-    };
-    let mut informers = input.informers.clone();
-    informers.sort_by(|a, b| sort_key(a).cmp(&sort_key(b)));
-    CacheConfigStatus {
-        observed_generation: input.generation,
-        conditions: vec![valid, ready],
-        informer_count: Some(i32::try_from(informers.len()).unwrap_or(i32::MAX)),
-        informers,
-        last_reload_time: input
-            .last_reload_time
-            .clone()
-            .or_else(|| previous.and_then(|p| p.last_reload_time.clone())),
-        namespace_selectors: input.namespace_selectors.clone(),
     }
 }
 

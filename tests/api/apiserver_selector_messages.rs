@@ -1,6 +1,7 @@
 //! What a bad selector is told: over HTTP the embedded API server answers a label selector
-//! its grammar refuses with apimachinery's message (`found 'a' expected: '('`), as
-//! kube-apiserver does; a `CacheConfig` field selector with an empty field name (`==x`), which
+//! apimachinery refuses with apimachinery's message, as kube-apiserver does: its grammar's
+//! (`found 'a' expected: '('`) and its field errors for a bad key or value
+//! (`values[0][x]: Invalid value: "x@": a valid label must be ...`); a `CacheConfig` field selector with an empty field name (`==x`), which
 //! no API server serves, is refused by `informant validate` with kube-apiserver's words.
 
 use crate::support;
@@ -47,6 +48,33 @@ async fn a_label_selector_the_grammar_refuses_gets_apimachinerys_message() {
         (
             "x (",
             "unable to parse requirement: found '(', expected: in, notin, =, ==, !=, gt, lt",
+        ),
+        (
+            "a b",
+            "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt",
+        ),
+    ] {
+        let (code, body) = list(selector).await;
+        assert_eq!(code, StatusCode::BAD_REQUEST, "{selector:?}: {body}");
+        assert_eq!(body["reason"], "BadRequest");
+        assert_eq!(body["message"], message, "{selector:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_bad_key_or_value_gets_apimachinerys_field_error() {
+    for (selector, message) in [
+        (
+            "x=x@",
+            r#"unable to parse requirement: values[0][x]: Invalid value: "x@": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"#,
+        ),
+        (
+            "a@b=c",
+            r#"unable to parse requirement: <nil>: Invalid value: "a@b": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"#,
+        ),
+        (
+            "tier>web",
+            r#"unable to parse requirement: values[0]: Invalid value: "web": for 'Gt', 'Lt' operators, the value must be an integer"#,
         ),
     ] {
         let (code, body) = list(selector).await;

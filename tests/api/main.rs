@@ -12,6 +12,7 @@ mod apiserver_apply_force;
 mod apiserver_fidelity;
 mod apiserver_http;
 mod apiserver_kubectl;
+mod apiserver_rbac;
 mod apiserver_robustness;
 mod apiserver_selector_messages;
 mod apiserver_selectors;

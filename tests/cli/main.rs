@@ -14,6 +14,7 @@ mod cli_exit_codes;
 mod cli_help;
 mod cli_kinds;
 mod cli_rbac;
+mod cli_rbac_check;
 mod cli_stdout;
 mod cli_validate;
 mod config_crd;

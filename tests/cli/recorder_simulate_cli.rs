@@ -67,6 +67,45 @@ fn spam_key_from_a_config_file_is_overridden_by_the_flag() {
 }
 
 #[test]
+fn the_summary_names_each_fate_by_its_metric_label() {
+    let (code, out, err) = simulate(&["--events", events().to_str().unwrap(), "--summary"]);
+    assert_eq!(code, 0, "{err}");
+    let mut lines = out.lines();
+    assert_eq!(
+        lines.next().unwrap().split_whitespace().collect::<Vec<_>>(),
+        [
+            "reason",
+            "created",
+            "patched",
+            "spam_filtered",
+            "invalid",
+            "never",
+            "delivered",
+            "after"
+        ],
+        "{out}"
+    );
+    assert_eq!(
+        saw_completed_job_line(&out),
+        "SawCompletedJob        10        0             20        0  t=547 s (minute 9)"
+    );
+    // An invalid event (a type other than Normal or Warning) is counted as such.
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events.jsonl");
+    let line = std::fs::read_to_string(self::events()).unwrap();
+    let first = line.lines().next().unwrap();
+    std::fs::write(
+        &events,
+        format!("{first}\n{}\n", first.replace("\"Normal\"", "\"normal\"")),
+    )
+    .unwrap();
+    let (code, out, err) = simulate(&["--events", events.to_str().unwrap(), "--summary"]);
+    assert_eq!(code, 0, "{err}");
+    let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(row[..5], ["SuccessfulCreate", "1", "0", "0", "1"], "{out}");
+}
+
+#[test]
 fn bad_input_exits_64_and_unreadable_files_66() {
     let ev = events();
     let (code, _, err) = simulate(&["--events", ev.to_str().unwrap(), "--burst", "0"]);

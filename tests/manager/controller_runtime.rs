@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use informant::cache;
 use informant::cache::CacheReloader;
-use informant::controller::{Action, Context, Controller, default_error_policy};
+use informant::controller::{Action, Context, Controller, Stub, default_error_policy};
 use informant::controller::{ControllerMetrics, ReconcileResult};
 use informant::recorder::{
     Fate, FateCounter, NullSink, Options, Pipeline, Recorder, Sink, SinkError, SystemClock,
@@ -20,9 +20,9 @@ use informant::recorder::{
 use informant::samples::cronjob::{self, Reconciler, Schedule};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{self as corev1, ConfigMap, Secret};
-use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -87,10 +87,10 @@ impl Env {
     }
 }
 
-/// A running controller: its task, its store, and its shutdown.
+/// A running controller: its task, its runner's store (a stub per object), and its shutdown.
 struct Running<K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + 'static> {
     task: JoinHandle<informant::controller::Result<()>>,
-    store: Store<K>,
+    store: Store<Stub<K>>,
     shutdown: CancellationToken,
 }
 
@@ -194,6 +194,173 @@ async fn a_reconcile_runs_for_each_existing_object_and_each_new_one() {
     assert_eq!(next(&mut reconciled).await, "three");
     assert_eq!(running.names(), vec!["one", "three", "two"]);
     running.stop().await;
+    env.stop().await;
+}
+
+/// One copy of every object: the runner's store holds a stub (name and namespace) per object,
+/// while the reconcile gets the whole object, read from the cache.
+#[tokio::test]
+async fn the_runner_store_holds_stubs_and_the_reconcile_gets_the_whole_object() {
+    let env = Env::new().await;
+    env.create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"namespace": "default", "name": "full", "labels": {"app": "a"},
+            "finalizers": ["example.com/keep"]},
+        "data": {"key": "value"}}));
+    let whole = Arc::new(AtomicBool::new(false));
+    let seen = Arc::clone(&whole);
+    let (running, mut reconciled) = start(
+        Controller::<ConfigMap>::new("stubs"),
+        env.context(),
+        move |cm: &ConfigMap| {
+            let data = cm.data.as_ref().and_then(|d| d.get("key"));
+            seen.store(
+                data.map(String::as_str) == Some("value")
+                    && cm.labels().get("app").map(String::as_str) == Some("a")
+                    && cm.uid().is_some(),
+                Ordering::SeqCst,
+            );
+            Ok(Action::await_change())
+        },
+    );
+    assert_eq!(next(&mut reconciled).await, "full");
+    assert!(
+        whole.load(Ordering::SeqCst),
+        "the reconcile got data, labels, uid"
+    );
+    let stubs = running.store.state();
+    assert_eq!(stubs.len(), 1);
+    assert_eq!(
+        serde_json::to_value(stubs[0].meta()).unwrap(),
+        json!({"name": "full", "namespace": "default"}),
+        "the runner's store holds no more of the object than its name and namespace"
+    );
+    running.stop().await;
+    env.stop().await;
+}
+
+/// With `unsafeDisableDeepCopy`, a reconcile gets the cache's own `Arc` (the typed copy the
+/// cache keeps for the object): no decode, no copy.
+#[tokio::test]
+async fn with_unsafe_disable_deep_copy_the_reconcile_gets_the_caches_own_arc() {
+    let mut env = Env::new().await;
+    env.configmap("shared", "a");
+    env.reloader
+        .apply(&options(
+            "apiVersion: informant.dev/v1alpha1
+kind: CacheConfig
+metadata: {name: test, namespace: default}
+spec:
+  defaultUnsafeDisableDeepCopy: true
+",
+        ))
+        .await
+        .unwrap();
+    let (tx, mut objects) = mpsc::unbounded_channel();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(Controller::<ConfigMap>::new("shared").run(
+        env.context(),
+        move |object: Arc<ConfigMap>, _ctx| {
+            let _ = tx.send(Arc::clone(&object));
+            async { Ok::<_, Failed>(Action::await_change()) }
+        },
+        default_error_policy,
+        shutdown.clone(),
+    ));
+    let reconciled = tokio::time::timeout(GUARD, objects.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let cache = env.reloader.cache();
+    let read: Arc<ConfigMap> = cache::typed::get_arc(cache.as_ref(), Some("default"), "shared")
+        .await
+        .unwrap();
+    assert!(
+        Arc::ptr_eq(&reconciled, &read),
+        "the reconcile's object is the one the cache shares"
+    );
+    shutdown.cancel();
+    tokio::time::timeout(GUARD, task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    env.stop().await;
+}
+
+/// An object deleted while it waits for its turn is not reconciled (kube-runtime's
+/// `ObjectNotFound`, or the cache no longer holding it), and leaves the queue.
+#[tokio::test]
+async fn an_object_deleted_while_it_waits_for_its_turn_is_not_reconciled() {
+    let env = Env::new().await;
+    env.configmap("first", "a");
+    let metrics = ControllerMetrics::new();
+    let (gate_tx, gate) = tokio::sync::watch::channel(false);
+    let (tx, mut reconciled) = mpsc::unbounded_channel();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(
+        Controller::<ConfigMap>::new("deleted")
+            .metrics(&metrics)
+            .run(
+                env.context(),
+                move |object: Arc<ConfigMap>, _ctx| {
+                    let mut gate = gate.clone();
+                    let tx = tx.clone();
+                    async move {
+                        let _ = tx.send(object.name_any());
+                        // The one worker holds the first object until the gate opens.
+                        gate.wait_for(|open| *open).await.unwrap();
+                        Ok::<_, Failed>(Action::await_change())
+                    }
+                },
+                default_error_policy,
+                shutdown.clone(),
+            ),
+    );
+    assert_eq!(next(&mut reconciled).await, "first");
+    env.configmap("doomed", "a");
+    let series = metrics.controller("deleted", 1);
+    let deadline = tokio::time::Instant::now() + GUARD;
+    while series.depth() != 1 {
+        assert!(tokio::time::Instant::now() < deadline, "doomed is queued");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Api::<ConfigMap>::namespaced(env.client.clone(), "default")
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap();
+    let cache = env.reloader.cache();
+    let deadline = tokio::time::Instant::now() + GUARD;
+    while cache::typed::get::<ConfigMap>(cache.as_ref(), Some("default"), "doomed")
+        .await
+        .is_ok()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the cache saw the delete"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    gate_tx.send(true).unwrap();
+    env.configmap("after", "a");
+    assert_eq!(
+        next(&mut reconciled).await,
+        "after",
+        "doomed was not reconciled"
+    );
+    let deadline = tokio::time::Instant::now() + GUARD;
+    while series.depth() != 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "doomed left the queue"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    shutdown.cancel();
+    tokio::time::timeout(GUARD, task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     env.stop().await;
 }
 
@@ -308,6 +475,38 @@ async fn requeue_after_reconciles_the_object_again_without_any_change() {
         assert_eq!(next(&mut reconciled).await, "ticker");
     }
     assert_eq!(runs.load(Ordering::SeqCst), 3);
+    running.stop().await;
+    env.stop().await;
+}
+
+/// `syncPeriod` is the floor on how often each object is reconciled: with a 1 s period for the
+/// kind (its `byObject` entry), an object nobody changes is reconciled again, and each resync is
+/// a workqueue add.
+#[tokio::test]
+async fn an_unchanged_object_is_reconciled_again_after_its_kinds_sync_period() {
+    let mut env = Env::new().await;
+    env.configmap("steady", "a");
+    env.reloader
+        .apply(&options(&by_object(
+            "    - {apiVersion: v1, kind: ConfigMap, syncPeriod: 1s}\n",
+        )))
+        .await
+        .unwrap();
+    let metrics = ControllerMetrics::new();
+    let (running, mut reconciled) = start(
+        Controller::<ConfigMap>::new("resynced").metrics(&metrics),
+        env.context(),
+        |_| Ok(Action::await_change()),
+    );
+    assert_eq!(next(&mut reconciled).await, "steady", "the first list");
+    assert_eq!(next(&mut reconciled).await, "steady", "the first resync");
+    assert_eq!(next(&mut reconciled).await, "steady", "the second resync");
+    let series = metrics.controller("resynced", 1);
+    assert!(
+        series.adds() >= 3,
+        "the list and each resync are queue adds: {}",
+        series.adds()
+    );
     running.stop().await;
     env.stop().await;
 }

@@ -13,6 +13,8 @@ mod hooks_exec;
 mod hooks_finalize;
 mod hooks_manager;
 mod leader_election;
+mod manager_access;
+mod manager_cli_file;
 mod manager_faults;
 mod manager_http;
 mod manager_kinds;

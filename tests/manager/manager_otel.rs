@@ -1,6 +1,7 @@
 //! A running manager's `config_reload`, `reconcile` and `event` spans reach an OpenTelemetry
-//! exporter. (Alone in its test binary: it installs a subscriber, and tracing's callsite
-//! interest is process-wide. The runtime is current-thread so every task sees the subscriber.)
+//! exporter. The subscriber is the test thread's default (`support::capture_spans`, which keeps
+//! the other tests of the binary from hiding callsites from it); the runtime is current-thread
+//! so every task sees it.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -30,7 +31,7 @@ async fn config_reload_reconcile_and_event_spans_are_exported() {
         .build();
     let subscriber = tracing_subscriber::registry()
         .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("informant")));
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = crate::support::capture_spans(subscriber);
 
     let server = TestServer::start().await.unwrap();
     server

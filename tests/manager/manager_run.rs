@@ -127,9 +127,10 @@ async fn file_reloads_apply_invalid_ones_keep_the_old_tree_and_every_event_ends_
         vec!["b1"],
         "reads still answer from the old tree"
     );
+    // Still ready, as Prometheus after a bad reload: the last good config serves.
     let (code, body) = http_get(health, "/readyz?verbose").await;
-    assert_eq!(code, 500, "{body}");
-    assert!(body.contains("[-]config"), "{body}");
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("[+]config ok"), "{body}");
     eventually("an InvalidConfig warning", || async {
         events_with_reason(&client, "InvalidConfig")
             .await
@@ -138,13 +139,10 @@ async fn file_reloads_apply_invalid_ones_keep_the_old_tree_and_every_event_ends_
     })
     .await;
 
-    // Fixing it makes the manager ready again.
+    // Fixing it back to the running config is an unchanged reload.
     replace(&path, &config("app=b"));
     assert!(matches!(next_reload(&mut reloads).await, Reload::Unchanged));
-    eventually("ready again", || async {
-        http_get(health, "/readyz").await.0 == 200
-    })
-    .await;
+    assert_eq!(http_get(health, "/readyz").await.0, 200);
 
     shutdown.cancel();
     stopped(run).await;
@@ -263,6 +261,73 @@ async fn a_cacheconfig_resource_gets_its_status_and_an_invalid_edit_sets_valid_f
         names(&cache).await,
         vec!["a1"],
         "the last good config keeps serving"
+    );
+    shutdown.cancel();
+    stopped(run).await;
+}
+
+#[tokio::test]
+async fn a_cacheconfig_invalid_at_start_is_not_ready_until_a_valid_spec_runs() {
+    let (server, client) = seeded_server().await;
+    support::install_cacheconfig_crd(&client).await;
+    // Stored through the server's handle (no admission): a spec only informant's own
+    // validation rejects.
+    server
+        .handle()
+        .create(
+            json!({"apiVersion": "informant.dev/v1alpha1", "kind": "CacheConfig",
+            "metadata": {"namespace": "default", "name": "test"},
+            "spec": {"syncPeriod": "90 minutes"}}),
+        )
+        .unwrap();
+    let source = ConfigSource::Resource {
+        namespace: "default".into(),
+        name: "test".into(),
+    };
+    let manager = Manager::new(client.clone(), manager_options(source))
+        .await
+        .unwrap();
+    let health = manager.health_addr().unwrap();
+    let metrics = manager.metrics_addr().unwrap();
+    let mut reloads = manager.reloads();
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(manager.run(shutdown.clone()));
+    assert!(matches!(
+        next_reload(&mut reloads).await,
+        Reload::Rejected { .. }
+    ));
+    // The defaults run, but they are not what was asked for: not ready, said on the check.
+    let (code, body) = http_get(health, "/readyz/config").await;
+    assert_eq!(code, 500, "{body}");
+    assert!(body.contains("no valid cacheconfig yet"), "{body}");
+    assert!(body.contains("spec.syncPeriod"), "{body}");
+    let (_, text) = http_get(metrics, "/metrics").await;
+    assert!(
+        text.contains("\ninformant_config_last_reload_successful 0\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\ninformant_config_last_reload_success_timestamp_seconds 0.0\n"),
+        "{text}"
+    );
+
+    Api::<CacheConfig>::namespaced(client.clone(), "default")
+        .patch(
+            "test",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"syncPeriod": "5h"}})),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(
+        next_reload(&mut reloads).await,
+        Reload::Applied { .. }
+    ));
+    ready(health).await;
+    let (_, text) = http_get(metrics, "/metrics").await;
+    assert!(
+        text.contains("\ninformant_config_last_reload_successful 1\n"),
+        "{text}"
     );
     shutdown.cancel();
     stopped(run).await;

@@ -1,13 +1,14 @@
 //! Shard ring membership on the embedded API server: members hold one Lease each and see each
-//! other; a member that stops leaves within a retry period; a member cut off from the API
-//! server (the TCP proxy taken away) fences itself before the others count it gone, and comes
-//! back when the connection does.
+//! other and each other's claims; a member that stops leaves within a retry period; a member
+//! cut off from the API server (the TCP proxy taken away) fences itself before the others
+//! count it gone, and comes back when the connection does.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use informant::manager::{Fence, Member, MemberView, Membership, RING_LABEL};
+use informant::manager::{Fence, Member, MemberView, Membership, RING_LABEL, RangeSet};
+use informant::selector::ShardRange;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, ListParams};
@@ -33,6 +34,7 @@ fn membership(identity: &str) -> Membership {
 struct Running {
     view: watch::Receiver<MemberView>,
     fence: Fence,
+    claims: watch::Sender<RangeSet>,
     shutdown: CancellationToken,
     task: JoinHandle<Result<(), informant::manager::LeaderError>>,
 }
@@ -41,11 +43,13 @@ fn start(client: Client, identity: &str) -> Running {
     let member = Member::new(client, membership(identity));
     let view = member.view();
     let fence = member.fence();
+    let claims = member.claims();
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(member.run(shutdown.clone()));
     Running {
         view,
         fence,
+        claims,
         shutdown,
         task,
     }
@@ -99,6 +103,17 @@ async fn members_see_each_other_and_one_that_stops_leaves_within_a_retry_period(
         .filter_map(|l| l.spec.as_ref()?.holder_identity.clone())
         .collect();
     assert_eq!(holders, set(&["a", "b", "c"]), "one Lease each, labelled");
+
+    // A member's claims reach the others through its Lease.
+    let lower = RangeSet::from_ranges([ShardRange::new(0, 1 << 63).unwrap()]);
+    members[1].claims.send_replace(lower.clone());
+    members[0]
+        .until("b's claims", |v| v.claims.get("b") == Some(&lower))
+        .await;
+    assert!(
+        members[0].view.borrow().claims["c"].is_empty(),
+        "c claims nothing"
+    );
 
     let c = members.pop().unwrap();
     let stopped_at = Instant::now();

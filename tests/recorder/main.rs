@@ -4,6 +4,9 @@
 //! One test binary for the area (one link of the whole dependency graph, not one per
 //! file); each module is one file of tests.
 
+#[path = "../support/mod.rs"]
+mod support;
+
 mod recorder_cronjob_story;
 mod recorder_events_v1;
 mod recorder_events_v1_kubectl;

@@ -20,9 +20,10 @@ fn with_defaults_saw_completed_job_is_never_delivered_after_minute_nine() {
     let saw = &s["SawCompletedJob"];
     let after = saw.never_delivered_after().unwrap();
     assert!((9.0 * 60.0..10.0 * 60.0).contains(&after), "{after}");
-    assert!(saw.skipped > 0);
-    let totals: u64 = s.values().map(|r| r.created + r.patched + r.skipped).sum();
+    assert!(saw.spam_filtered > 0);
+    let totals: u64 = s.values().map(simulate::ReasonSummary::recorded).sum();
     assert_eq!(totals, 87);
+    assert_eq!(s.values().map(|r| r.invalid).sum::<u64>(), 0);
     let created: u64 = s.values().map(|r| r.created).sum();
     let patched: u64 = s.values().map(|r| r.patched).sum();
     assert_eq!((created, patched), (26, 4));
@@ -41,7 +42,7 @@ fn with_reason_in_the_spam_key_saw_completed_job_is_always_delivered() {
     };
     let s = story(&o);
     for (reason, r) in &s {
-        assert_eq!(r.skipped, 0, "{reason}");
+        assert_eq!(r.spam_filtered, 0, "{reason}");
         assert_eq!(r.never_delivered_after(), None, "{reason}");
     }
 }

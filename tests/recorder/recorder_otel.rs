@@ -1,6 +1,6 @@
 //! The recorder's `event` spans reach an OpenTelemetry exporter through tracing-opentelemetry,
 //! with the event's fate and keys as attributes. The subscriber is the test thread's default
-//! (`set_default`; a paused runtime is current-thread), not the process's.
+//! (`support::capture_spans`; a paused runtime is current-thread), not the process's.
 
 use std::sync::Arc;
 
@@ -33,7 +33,7 @@ async fn every_event_becomes_one_exported_otel_span_with_its_fate() {
         .build();
     let subscriber = tracing_subscriber::registry()
         .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("informant")));
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = crate::support::capture_spans(subscriber);
 
     let mut options = Options::default();
     options.correlator.burst = 2;

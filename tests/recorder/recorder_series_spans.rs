@@ -15,8 +15,7 @@ use crate::recorder_spans::SpanFields;
 async fn each_occurrence_span_carries_its_series_count_tries_and_fate() {
     use tracing_subscriber::layer::SubscriberExt;
     let fields = SpanFields::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(fields.clone()));
+    let _guard = crate::support::capture_spans(tracing_subscriber::registry().with(fields.clone()));
     let options = Options {
         api: Api::EventsV1,
         ..Options::default()

@@ -1,6 +1,6 @@
 //! The `event` span of the recorder pipeline: one per event, with its keys, count, tokens
 //! left, tries and fate recorded as the event moves on. The subscriber is the test thread's
-//! default (`set_default`; a paused runtime is current-thread), so the other tests of this
+//! default (`support::capture_spans`; a paused runtime is current-thread), so the other tests of this
 //! binary, on their own threads, neither see it nor feed it.
 
 use std::sync::{Arc, Mutex};
@@ -100,7 +100,7 @@ async fn each_event_span_carries_keys_count_tokens_tries_and_fate() {
     use tracing_subscriber::layer::SubscriberExt;
     let fields = SpanFields::default();
     let subscriber = tracing_subscriber::registry().with(fields.clone());
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let _guard = crate::support::capture_spans(subscriber);
     let mut opts = Options::default();
     opts.correlator.burst = 1;
     let p = Pipeline::new(&opts, OkSink, clock());

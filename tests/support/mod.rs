@@ -188,8 +188,14 @@ pub async fn install_cacheconfig_crd(client: &Client) {
 /// and a client of it.
 #[allow(dead_code, reason = "not every test binary runs hook Controllers")]
 pub async fn server_with_informant_crds() -> (informant::apiserver::TestServer, Client) {
-    use kube::CustomResourceExt;
     let (server, client) = server().await;
+    install_informant_crds(&server);
+    (server, client)
+}
+
+/// Creates informant's two CRDs straight in `server`'s store.
+fn install_informant_crds(server: &informant::apiserver::TestServer) {
+    use kube::CustomResourceExt;
     for crd in [
         informant::config::CacheConfig::crd(),
         informant::hooks::Controller::crd(),
@@ -199,6 +205,16 @@ pub async fn server_with_informant_crds() -> (informant::apiserver::TestServer, 
             .create(serde_json::to_value(crd).unwrap())
             .unwrap();
     }
+}
+
+/// [`server_with_informant_crds`] with RBAC on: the client is the administrator's.
+#[allow(dead_code, reason = "not every test binary runs with authorization")]
+pub async fn server_with_informant_crds_rbac() -> (informant::apiserver::TestServer, Client) {
+    let server = informant::apiserver::TestServer::start_with_rbac()
+        .await
+        .unwrap();
+    install_informant_crds(&server);
+    let client = server.client().await.unwrap();
     (server, client)
 }
 
@@ -312,6 +328,20 @@ pub async fn stopped(run: tokio::task::JoinHandle<Result<(), informant::manager:
     reason = "only the kubectl-driven test binaries run scripts"
 )]
 pub fn run_kubectl_script(script: &str, args: &[&str], marker: &str) -> String {
+    run_kubectl_script_with(script, args, &[], marker)
+}
+
+/// [`run_kubectl_script`] with extra environment variables.
+#[allow(
+    dead_code,
+    reason = "only the kubectl-driven test binaries run scripts"
+)]
+pub fn run_kubectl_script_with(
+    script: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+    marker: &str,
+) -> String {
     use std::process::Command;
     let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".to_string());
     let found = Command::new(&kubectl)
@@ -328,6 +358,7 @@ pub fn run_kubectl_script(script: &str, args: &[&str], marker: &str) -> String {
         .args(args)
         .env("INFORMANT", env!("CARGO_BIN_EXE_informant"))
         .env("KUBECTL", &kubectl)
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -430,4 +461,21 @@ impl Proxy {
         self.task.await.unwrap();
         (self.addr, self.upstream)
     }
+}
+
+/// Makes `subscriber` this thread's default for as long as the guard lives, and sure to see
+/// every span and event, whichever thread first reached their callsites.
+///
+/// tracing-core caches each callsite's interest for the whole process, and while a single
+/// dispatcher is registered it computes that interest from the default of the thread that
+/// first reaches the callsite (`has_just_one` in `callsite.rs`). In a test binary whose tests
+/// run on parallel threads, a span first reached by another test (whose default is the no-op
+/// subscriber) is cached as never wanted, and a `set_default` subscriber misses it. A second
+/// registered dispatcher, held by the guard, makes tracing ask every live dispatcher instead.
+#[allow(dead_code, reason = "only the binaries that capture spans use it")]
+pub fn capture_spans(
+    subscriber: impl tracing::Subscriber + Send + Sync + 'static,
+) -> (tracing::dispatcher::DefaultGuard, tracing::Dispatch) {
+    let second = tracing::Dispatch::new(tracing_subscriber::registry());
+    (tracing::subscriber::set_default(subscriber), second)
 }

@@ -318,6 +318,8 @@ class ChartTest(unittest.TestCase):
                 self.assertEqual(otlp, [m["otlp"]["endpoint"]] if m["otlp"]["endpoint"] else [])
                 self.assertIn(f"get cc {RELEASE}", notes)
                 self.assertIn("port-forward", notes)
+                self.assertIn("after that an invalid edit keeps it Ready", notes)
+                self.assertIn("informant_config_last_reload_successful (0 while the latest edit is invalid", notes)
         self.assertFalse(merged({})["serviceMonitor"]["enabled"], "the ServiceMonitor is off by default")
 
     def test_rbac_is_what_informant_rbac_derives_from_the_same_cacheconfig(self):

@@ -17,6 +17,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::Value;
 
+use super::auth::User;
 use super::faults::Verb;
 use super::query::Query;
 use super::registry::ResourceType;
@@ -24,7 +25,7 @@ use super::route::{self, ResourcePath, Route};
 use super::server::App;
 use super::status::{ApiError, ApiResult};
 use super::store::{ObjKey, Stored};
-use super::{aggregated, debug, discovery, openapi, openapi_v2, protobuf};
+use super::{aggregated, auth, debug, discovery, openapi, openapi_v2, protobuf};
 
 /// Everything a verb handler needs about its request.
 #[derive(Debug)]
@@ -34,6 +35,8 @@ pub(crate) struct Ctx {
     pub path: ResourcePath,
     pub query: Query,
     pub headers: HeaderMap,
+    /// Who asks (the administrator when authorization is off and no token names someone).
+    pub user: User,
 }
 
 impl Ctx {
@@ -138,6 +141,16 @@ async fn read_body(body: Body, limit: usize) -> ApiResult<Bytes> {
 /// Answer one request.
 pub async fn dispatch(app: Arc<App>, req: Request<Body>) -> Response {
     let (parts, body) = req.into_parts();
+    let user = match app.auth.admit(
+        &app.store,
+        &parts.method,
+        parts.uri.path(),
+        parts.uri.query(),
+        &parts.headers,
+    ) {
+        Ok(user) => user,
+        Err(refused) => return refused.into_response(),
+    };
     match route::parse(parts.uri.path()) {
         Route::Version => discovery::version(),
         Route::CoreVersions if aggregated::wanted(&parts.headers) => {
@@ -164,6 +177,7 @@ pub async fn dispatch(app: Arc<App>, req: Request<Body>) -> Response {
             parts.headers,
             body,
             path,
+            user,
         )
         .await
         .unwrap_or_else(IntoResponse::into_response),
@@ -185,6 +199,43 @@ fn verb_of(method: &Method, named: bool, watch: bool) -> Option<Verb> {
     })
 }
 
+/// A request body as JSON: JSON and YAML bodies are understood everywhere; protobuf only for
+/// the kinds kubectl's `create <kind>` generators and typed clients send; anything else is 415.
+fn json_body(
+    mut headers: HeaderMap,
+    body: Bytes,
+    verb: Verb,
+    rt: &ResourceType,
+    token_request: bool,
+) -> ApiResult<(HeaderMap, Bytes)> {
+    let proto = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .filter(|ct| ct.contains("protobuf") || ct.contains("cbor"))
+        .map(str::to_string);
+    let Some(ct) = proto.filter(|_| !body.is_empty()) else {
+        return Ok((headers, body));
+    };
+    if ct.contains("cbor") || verb != Verb::Create {
+        return Err(ApiError::unsupported_media_type(&ct));
+    }
+    let json = if token_request {
+        protobuf::decode_auth(&body, "authentication.k8s.io", "TokenRequest", &ct)?
+    } else if rt.review {
+        protobuf::decode_auth(&body, &rt.group, &rt.kind, &ct)?
+    } else {
+        protobuf::decode(&body, rt, &ct)?
+    };
+    headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    Ok((
+        headers,
+        Bytes::from(serde_json::to_vec(&json).unwrap_or_default()),
+    ))
+}
+
 async fn resource(
     app: Arc<App>,
     method: Method,
@@ -192,6 +243,7 @@ async fn resource(
     headers: HeaderMap,
     body: Body,
     path: ResourcePath,
+    user: User,
 ) -> ApiResult<Response> {
     let describe = || {
         format!(
@@ -217,8 +269,17 @@ async fn resource(
         // client sees no `shardInfo` and knows to filter itself (KEP-5866, version skew).
         query.shard_selector = None;
     }
-    let verb = verb_of(&method, path.name.is_some(), query.watch)
-        .ok_or_else(|| ApiError::method_not_allowed(method.as_str(), &describe()))?;
+    // A token request and the reviews are creates of objects that are never stored.
+    let token_request =
+        super::discovery::is_service_accounts(&rt) && path.subresource.as_deref() == Some("token");
+    let verb = if token_request && method == Method::POST {
+        Some(Verb::Create)
+    } else if rt.review && !(method == Method::POST && path.name.is_none()) {
+        None
+    } else {
+        verb_of(&method, path.name.is_some(), query.watch)
+    }
+    .ok_or_else(|| ApiError::method_not_allowed(method.as_str(), &describe()))?;
     let namespaced_write = matches!(
         verb,
         Verb::Create | Verb::Update | Verb::Patch | Verb::Delete
@@ -234,6 +295,7 @@ async fn resource(
         Some("status")
             if rt.status_subresource && matches!(verb, Verb::Get | Verb::Update | Verb::Patch) => {}
         Some("finalize") if super::meta::is_namespaces(&rt) && verb == Verb::Update => {}
+        Some("token") if token_request => {}
         Some(other) => {
             return Err(ApiError::no_route(&format!("{}/{other}", describe())));
         }
@@ -250,36 +312,18 @@ async fn resource(
         Verb::Get | Verb::List | Verb::Watch => Bytes::new(),
         _ => read_body(body, app.config.max_body).await?,
     };
-    // JSON and YAML bodies are understood everywhere; protobuf only for the kinds kubectl's
-    // `create <kind>` generators send; anything else is 415.
-    let mut headers = headers;
-    let mut body = body;
-    let proto = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .filter(|ct| ct.contains("protobuf") || ct.contains("cbor"))
-        .map(str::to_string);
-    if let Some(ct) = proto
-        && !body.is_empty()
-    {
-        if ct.contains("cbor") || verb != Verb::Create {
-            return Err(ApiError::unsupported_media_type(&ct));
-        }
-        let json = protobuf::decode(&body, &rt, &ct)?;
-        body = Bytes::from(serde_json::to_vec(&json).unwrap_or_default());
-        headers.insert(
-            header::CONTENT_TYPE,
-            header::HeaderValue::from_static("application/json"),
-        );
-    }
+    let (headers, body) = json_body(headers, body, verb, &rt, token_request)?;
     let ctx = Ctx {
         app,
         rt,
         path,
         query,
         headers,
+        user,
     };
     let response = match verb {
+        Verb::Create if token_request => auth::reviews::token_request(&ctx, &body),
+        Verb::Create if ctx.rt.review => auth::reviews::review(&ctx, &body),
         Verb::Get => read::get(&ctx),
         Verb::List => read::list(&ctx),
         Verb::Watch => watch::watch(&ctx),

@@ -1,13 +1,17 @@
-//! Config reloads: `informant_config_reloads_total{result}`, `informant_informer_restarts_total`
-//! and `informant_config_reload_duration_seconds`.
+//! Config reloads: `informant_config_reloads_total{result}`, `informant_informer_restarts_total`,
+//! `informant_config_reload_duration_seconds`, and Prometheus's pair of gauges for the last
+//! reload (`informant_config_last_reload_successful`,
+//! `informant_config_last_reload_success_timestamp_seconds`).
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, SystemTime};
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -28,9 +32,11 @@ pub const RELOAD_DURATION_BUCKETS: [f64; 40] = [
 /// How a config reload ended: the `result` label of `informant_config_reloads_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ReloadResult {
-    /// The new config was valid and different: a new cache tree was published.
+    /// The new config was valid and different: it runs (a new cache tree, new recorder
+    /// options, or both).
     Applied,
-    /// The new config was valid and built the same plan: nothing changed.
+    /// The file or spec was edited, but declares the running config (a comment, or an invalid
+    /// edit reverted): nothing changed. Saving the same text again is no reload at all.
     Unchanged,
     /// The new config was invalid: the last good one stays (`Valid=False`).
     Rejected,
@@ -80,8 +86,15 @@ struct ReloadLabels {
 /// | `informant_config_reloads_total{result="applied"\|"unchanged"\|"rejected"}` | [`ManagerMetrics::reload`] |
 /// | `informant_informer_restarts_total` | [`ManagerMetrics::informers_started`] |
 /// | `informant_config_reload_duration_seconds` (histogram) | [`ManagerMetrics::reload_took`] |
+/// | `informant_config_last_reload_successful` (gauge, 0 or 1) | [`ManagerMetrics::last_reload`] |
+/// | `informant_config_last_reload_success_timestamp_seconds` (gauge) | [`ManagerMetrics::last_reload`] |
 ///
-/// Every `result` series exists from the start, at 0.
+/// Every `result` series exists from the start, at 0. The config applied at start is not a
+/// reload: it counts in none of them, but sets the two gauges, as Prometheus's initial load
+/// sets `prometheus_config_last_reload_successful` and
+/// `prometheus_config_last_reload_success_timestamp_seconds` (prometheus/prometheus
+/// `cmd/prometheus/main.go`, `reloadConfig`). An invalid edit sets the first to 0 while the
+/// last good config keeps running (and `/readyz` stays ready): alert on it.
 ///
 /// ```
 /// use informant::manager::{ManagerMetrics, ReloadResult};
@@ -105,6 +118,8 @@ struct ManagerInner {
     reload_counts: [Counter; 3],
     informer_restarts: Counter,
     reload_duration: Histogram,
+    last_reload_successful: Gauge,
+    last_reload_success: Gauge<f64, AtomicU64>,
 }
 
 impl Default for ManagerMetrics {
@@ -125,14 +140,16 @@ impl ManagerMetrics {
             reload_counts,
             informer_restarts: Counter::default(),
             reload_duration: Histogram::new(RELOAD_DURATION_BUCKETS),
+            last_reload_successful: Gauge::default(),
+            last_reload_success: Gauge::default(),
         }))
     }
 
-    /// Registers the three series in `registry`.
+    /// Registers the series in `registry`.
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "informant_config_reloads",
-            "Config reloads by result: applied (a new cache tree was published), unchanged (same plan), rejected (invalid, the last good config stays)",
+            "Config reloads by result: applied (a changed config runs), unchanged (an edit that declares the running config), rejected (invalid, the last good config stays); the config applied at start is not a reload",
             self.0.reloads.clone(),
         );
         registry.register(
@@ -145,6 +162,38 @@ impl ManagerMetrics {
             "Time from reading a changed config to publishing its cache tree, including the sync of new informers",
             self.0.reload_duration.clone(),
         );
+        registry.register(
+            "informant_config_last_reload_successful",
+            "Whether the last config reload (or the start's load) succeeded: 1, or 0 while the latest config is invalid and the last good one runs",
+            self.0.last_reload_successful.clone(),
+        );
+        registry.register(
+            "informant_config_last_reload_success_timestamp_seconds",
+            "Timestamp of the last successful config reload (or the start's load), in seconds since the Unix epoch",
+            self.0.last_reload_success.clone(),
+        );
+    }
+
+    /// Sets the last-reload gauges: the load at start or a reload ended in `successful`, at
+    /// `at` (the success timestamp moves only on success).
+    pub fn last_reload(&self, successful: bool, at: SystemTime) {
+        self.0.last_reload_successful.set(i64::from(successful));
+        if successful {
+            let seconds = at
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            self.0.last_reload_success.set(seconds);
+        }
+    }
+
+    /// Whether the last reload (or the start's load) succeeded, and the time of the last
+    /// success in seconds since the Unix epoch (0 before the first).
+    #[must_use]
+    pub fn last_reload_state(&self) -> (bool, f64) {
+        (
+            self.0.last_reload_successful.get() == 1,
+            self.0.last_reload_success.get(),
+        )
     }
 
     /// Counts one reload that ended in `result`.
@@ -191,16 +240,25 @@ mod tests {
         metrics.reload(ReloadResult::Rejected);
         metrics.informers_started(3);
         metrics.reload_took(Duration::from_millis(30));
+        let at = SystemTime::UNIX_EPOCH + Duration::from_millis(1_700_000_000_500);
+        metrics.last_reload(true, at);
+        metrics.last_reload(false, at + Duration::from_mins(1));
 
         let text = encode(&registry);
         let expected = [
             "# EOF",
+            "# HELP informant_config_last_reload_success_timestamp_seconds Timestamp of the last successful config reload (or the start's load), in seconds since the Unix epoch.",
+            "# HELP informant_config_last_reload_successful Whether the last config reload (or the start's load) succeeded: 1, or 0 while the latest config is invalid and the last good one runs.",
             "# HELP informant_config_reload_duration_seconds Time from reading a changed config to publishing its cache tree, including the sync of new informers.",
-            "# HELP informant_config_reloads Config reloads by result: applied (a new cache tree was published), unchanged (same plan), rejected (invalid, the last good config stays).",
+            "# HELP informant_config_reloads Config reloads by result: applied (a changed config runs), unchanged (an edit that declares the running config), rejected (invalid, the last good config stays); the config applied at start is not a reload.",
             "# HELP informant_informer_restarts Informers started by config reloads after the first cache tree (each one relists).",
+            "# TYPE informant_config_last_reload_success_timestamp_seconds gauge",
+            "# TYPE informant_config_last_reload_successful gauge",
             "# TYPE informant_config_reload_duration_seconds histogram",
             "# TYPE informant_config_reloads counter",
             "# TYPE informant_informer_restarts counter",
+            "informant_config_last_reload_success_timestamp_seconds 1700000000.5",
+            "informant_config_last_reload_successful 0",
             "informant_config_reload_duration_seconds_count 1",
             "informant_config_reload_duration_seconds_sum 0.03",
             "informant_config_reloads_total{result=\"applied\"} 1",
@@ -219,5 +277,6 @@ mod tests {
         );
         assert_eq!(metrics.reloads(ReloadResult::Rejected), 2);
         assert_eq!(metrics.informer_restarts(), 3);
+        assert_eq!(metrics.last_reload_state(), (false, 1_700_000_000.5));
     }
 }

@@ -35,6 +35,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::claims::{CLAIMS_ANNOTATION, RangeSet};
 use crate::manager::leader::{
     DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderError,
 };
@@ -135,6 +136,9 @@ impl Membership {
 pub struct MemberView {
     /// The members whose Leases are live, sorted; this member included while it is active.
     pub members: BTreeSet<String>,
+    /// What each other live member claims (acts on, or still finishes). A claim that cannot
+    /// be read counts as the whole space: nobody else acts until it is readable again.
+    pub claims: BTreeMap<String, RangeSet>,
     /// Whether this member renewed its Lease within its renew deadline. While false it must
     /// not reconcile anything: the others may soon take its share over.
     pub active: bool,
@@ -181,11 +185,13 @@ pub struct Member {
     options: Membership,
     view: watch::Sender<MemberView>,
     fence: Fence,
+    claims: watch::Sender<RangeSet>,
 }
 
 /// Another member's Lease as this member last saw it change.
 struct Seen {
     holder: String,
+    claims: RangeSet,
     version: String,
     duration: Duration,
     changed_at: Instant,
@@ -204,7 +210,15 @@ impl Member {
             options,
             view: watch::Sender::new(MemberView::default()),
             fence,
+            claims: watch::Sender::new(RangeSet::empty()),
         }
+    }
+
+    /// Where the member's claims are set: what it acts on or still finishes, written to its
+    /// Lease at the next renewal (within a retry period).
+    #[must_use]
+    pub fn claims(&self) -> watch::Sender<RangeSet> {
+        self.claims.clone()
     }
 
     /// The fence a reconcile asks before it acts on this member's share.
@@ -262,29 +276,35 @@ impl Member {
             }
             let now = Instant::now();
             let active = self.fence.holds();
-            let mut members: BTreeSet<String> = seen
+            let live: Vec<&Seen> = seen
                 .iter()
                 .filter(|(name, s)| {
                     **name != lease_name
                         && !s.holder.is_empty()
                         && now.duration_since(s.changed_at) < s.duration
                 })
-                .map(|(_, s)| s.holder.clone())
+                .map(|(_, s)| s)
+                .collect();
+            let mut members: BTreeSet<String> = live.iter().map(|s| s.holder.clone()).collect();
+            let claims = live
+                .iter()
+                .map(|s| (s.holder.clone(), s.claims.clone()))
                 .collect();
             if active {
                 members.insert(self.options.identity.clone());
             }
-            self.publish(MemberView { members, active });
+            self.publish(MemberView {
+                members,
+                claims,
+                active,
+            });
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 () = tokio::time::sleep(self.options.retry_period) => {}
             }
         }
         self.fence.clear();
-        self.publish(MemberView {
-            members: BTreeSet::new(),
-            active: false,
-        });
+        self.publish(MemberView::default());
         if let Err(e) = self.api.delete(&lease_name, &DeleteParams::default()).await {
             tracing::debug!(lease = %lease_name, error = %e, "shard member lease not deleted");
         }
@@ -311,7 +331,13 @@ impl Member {
     async fn renew(&self, lease_name: &str) -> Result<(), kube::Error> {
         let now = MicroTime(jiff::Timestamp::now());
         let seconds = i32::try_from(self.options.lease_duration.as_secs()).unwrap_or(i32::MAX);
+        let claims = self.claims.borrow().to_string();
         if let Some(mut lease) = self.api.get_opt(lease_name).await? {
+            lease
+                .metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .insert(CLAIMS_ANNOTATION.to_owned(), claims);
             let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
             spec.holder_identity = Some(self.options.identity.clone());
             spec.lease_duration_seconds = Some(seconds);
@@ -327,6 +353,11 @@ impl Member {
                 namespace: Some(self.options.namespace.clone()),
                 labels: Some(
                     [(RING_LABEL.to_owned(), self.options.ring.clone())]
+                        .into_iter()
+                        .collect(),
+                ),
+                annotations: Some(
+                    [(CLAIMS_ANNOTATION.to_owned(), claims)]
                         .into_iter()
                         .collect(),
                 ),
@@ -364,6 +395,20 @@ impl Member {
             };
             let spec = lease.spec.unwrap_or_default();
             let holder = spec.holder_identity.unwrap_or_default();
+            let claimed = lease
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(CLAIMS_ANNOTATION))
+                .map_or(Ok(RangeSet::empty()), |text| RangeSet::decode(text));
+            let claims = claimed.unwrap_or_else(|e| {
+                tracing::warn!(
+                    lease = %name,
+                    error = %e,
+                    "a shard member's claims are unreadable; counting them as the whole space"
+                );
+                RangeSet::all()
+            });
             let duration = spec
                 .lease_duration_seconds
                 .and_then(|s| u64::try_from(s).ok())
@@ -377,6 +422,7 @@ impl Member {
                     name,
                     Seen {
                         holder,
+                        claims,
                         version,
                         duration,
                         changed_at: now,

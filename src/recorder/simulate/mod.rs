@@ -17,13 +17,12 @@ pub use series::{
     Fates, SUMMARY_FATES, SeriesRun, SeriesSummary, run_series, write_series_summary,
 };
 pub use series_input::FaultResult;
-pub use summary::{ReasonSummary, Summary, write_summary};
+pub use summary::{CORRELATOR_FATES, ReasonSummary, Summary, write_summary};
 
 use self::input::{InEvent, build};
 use self::output::OutLine;
 use super::clock::{ManualClock, Time};
 use super::correlator::{Action, Correlator, EventNaming};
-use super::fate::Fate;
 use super::options::CorrelatorOptions;
 
 /// Unix time of `t = 0` in the scenarios, in nanoseconds (`1700000000 s`).
@@ -155,11 +154,7 @@ pub fn run_with(
             }
             None => OutLine::invalid(i, &ev),
         };
-        match record.fate {
-            Fate::Created => stats.created += 1,
-            Fate::Patched => stats.patched += 1,
-            _ => stats.skipped += 1,
-        }
+        stats.count(record.fate);
         if record.fate.is_delivered() {
             stats.last_delivered = Some(ev.t);
         }
@@ -213,7 +208,8 @@ mod tests {
     fn an_unknown_type_is_invalid_not_an_error() {
         let (lines, summary) = sim(&LINE.replace("Normal", "normal"));
         assert_eq!(lines[0]["fate"], "invalid");
-        assert_eq!(summary["R"].skipped, 1);
+        assert_eq!(summary["R"].invalid, 1);
+        assert_eq!(summary["R"].spam_filtered, 0);
     }
 
     #[test]

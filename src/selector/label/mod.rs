@@ -6,6 +6,7 @@ mod convert;
 mod lexer;
 mod parser;
 mod requirement;
+mod upstream;
 
 #[cfg(test)]
 mod cases;
@@ -54,10 +55,10 @@ impl LabelSelector {
             .map_err(|failure| failure.error)
     }
 
-    /// The message apimachinery's `labels.Parse` gives for `s` when its grammar rejects it
-    /// (`found ',', expected: identifier`, what kube-apiserver answers a list with that
-    /// `labelSelector`); `None` when `s` parses, or when what fails is a key's or a value's
-    /// content, where this crate's message is the only one.
+    /// The message apimachinery's `labels.Parse` gives for `s` (what kube-apiserver answers a
+    /// list with that `labelSelector`), to the character: for its grammar
+    /// (`found ',', expected: identifier`) and for a key or value it refuses (the field errors
+    /// of `validateLabelKey` and `NewRequirement`); `None` when `s` parses.
     ///
     /// ```
     /// use informant::selector::LabelSelector;
@@ -65,6 +66,9 @@ impl LabelSelector {
     ///     LabelSelector::apimachinery_error("x in a").as_deref(),
     ///     Some("unable to parse requirement: found 'a' expected: '('")
     /// );
+    /// assert!(LabelSelector::apimachinery_error("x=x@").unwrap().starts_with(
+    ///     r#"unable to parse requirement: values[0][x]: Invalid value: "x@": a valid label must be"#
+    /// ));
     /// assert_eq!(LabelSelector::apimachinery_error("x in (a)"), None);
     /// ```
     #[must_use]

@@ -15,6 +15,7 @@
 
 use super::lexer::{Kind, Token, tokenize};
 use super::requirement::{Operator, Requirement, check_integer, validate_key, validate_value};
+use super::upstream;
 use crate::selector::ParseError;
 
 /// What is expected after a key when it is not followed by `,` or the end.
@@ -145,12 +146,13 @@ impl Parser {
         if key.kind_as_value() != Kind::Identifier {
             return Err(unexpected(&key, "a label key", ", expected: identifier"));
         }
-        validate_key(&key.text).map_err(|reason| {
-            ParseError::invalid(
+        validate_key(&key.text).map_err(|reason| Failure {
+            error: ParseError::invalid(
                 key.position,
                 format!("invalid label key {:?}", key.text),
                 reason,
-            )
+            ),
+            upstream: upstream::key_error(&key.text),
         })?;
         let follows = self.peek();
         let at_end = matches!(follows.kind_as_value(), Kind::End | Kind::Comma);
@@ -189,13 +191,25 @@ impl Parser {
         };
         let values = match operator {
             Operator::In | Operator::NotIn => self.value_set()?,
-            _ => vec![self.exact_value(&operator_token, operator)?],
+            _ => vec![self.exact_value()?],
         };
+        // The values are checked once the requirement's grammar is complete, as upstream's
+        // parser hands them to `NewRequirement`.
+        if let Err(error) = check_values(&operator_token, operator, &values) {
+            let mut set: Vec<String> = values.into_iter().map(|(value, _)| value).collect();
+            set.sort();
+            set.dedup();
+            return Err(Failure {
+                error,
+                upstream: upstream::values_error(&key.text, operator, &set),
+            });
+        }
+        let values = values.into_iter().map(|(value, _)| value).collect();
         Ok(Requirement::from_validated(key.text, operator, values))
     }
 
-    /// `"(" values ")"` after `in` or `notin`.
-    fn value_set(&mut self) -> Result<Vec<String>, Failure> {
+    /// `"(" values ")"` after `in` or `notin`: each value with its position.
+    fn value_set(&mut self) -> Result<Vec<(String, usize)>, Failure> {
         let open = self.advance();
         if open.kind_as_value() != Kind::OpenPar {
             // Upstream's message has no comma here.
@@ -204,8 +218,8 @@ impl Parser {
         let first = self.peek();
         match first.kind_as_value() {
             Kind::ClosePar => {
-                self.advance();
-                Ok(vec![String::new()])
+                let position = self.advance().position;
+                Ok(vec![(String::new(), position)])
             }
             Kind::Identifier | Kind::Comma => {
                 let values = self.value_list()?;
@@ -222,20 +236,13 @@ impl Parser {
     }
 
     /// Comma-separated values, each possibly empty, up to (not including) `)`.
-    fn value_list(&mut self) -> Result<Vec<String>, Failure> {
+    fn value_list(&mut self) -> Result<Vec<(String, usize)>, Failure> {
         let mut values = Vec::new();
         loop {
             let token = self.advance();
             match token.kind_as_value() {
                 Kind::Identifier => {
-                    validate_value(&token.text).map_err(|reason| {
-                        ParseError::invalid(
-                            token.position,
-                            format!("invalid label value {:?}", token.text),
-                            reason,
-                        )
-                    })?;
-                    values.push(token.text);
+                    values.push((token.text, token.position));
                     let after = self.peek();
                     match after.kind_as_value() {
                         Kind::Comma => {}
@@ -252,14 +259,16 @@ impl Parser {
                 Kind::Comma => {
                     // Commas delimit possibly empty values: `(,a)`, `(a,)` and `(a,,b)` all hold "".
                     if values.is_empty() {
-                        values.push(String::new());
+                        values.push((String::new(), token.position));
                     }
-                    match self.peek().kind_as_value() {
+                    let next = self.peek();
+                    let empty = (String::new(), next.position);
+                    match next.kind_as_value() {
                         Kind::ClosePar => {
-                            values.push(String::new());
+                            values.push(empty);
                             return Ok(values);
                         }
-                        Kind::Comma => values.push(String::new()),
+                        Kind::Comma => values.push(empty),
                         _ => {}
                     }
                 }
@@ -274,34 +283,40 @@ impl Parser {
         }
     }
 
-    /// The single, possibly empty, value after `=`, `==`, `!=`, `>` or `<`.
-    fn exact_value(
-        &mut self,
-        operator_token: &Token,
-        operator: Operator,
-    ) -> Result<String, Failure> {
+    /// The single, possibly empty, value after `=`, `==`, `!=`, `>` or `<`, with its position.
+    fn exact_value(&mut self) -> Result<(String, usize), Failure> {
         let token = self.peek();
-        let (value, position) = if matches!(token.kind_as_value(), Kind::End | Kind::Comma) {
-            (String::new(), token.position)
-        } else {
-            let token = self.advance();
-            if token.kind_as_value() != Kind::Identifier {
-                return Err(unexpected(&token, "a value", ", expected: identifier"));
-            }
-            (token.text, token.position)
-        };
+        if matches!(token.kind_as_value(), Kind::End | Kind::Comma) {
+            return Ok((String::new(), token.position));
+        }
+        let token = self.advance();
+        if token.kind_as_value() != Kind::Identifier {
+            return Err(unexpected(&token, "a value", ", expected: identifier"));
+        }
+        Ok((token.text, token.position))
+    }
+}
+
+/// This crate's error for the first value of a requirement that breaks a rule, in written
+/// order: a `>`/`<` value that is not an integer, then a value that is not a label value.
+fn check_values(
+    operator_token: &Token,
+    operator: Operator,
+    values: &[(String, usize)],
+) -> Result<(), ParseError> {
+    for (value, position) in values {
         if matches!(operator, Operator::GreaterThan | Operator::LessThan) {
-            check_integer(operator, &value).map_err(|_| {
+            check_integer(operator, value).map_err(|_| {
                 ParseError::invalid(
-                    position,
+                    *position,
                     format!("invalid value {value:?} for {:?}", operator_token.text),
                     "must be an integer",
                 )
             })?;
         }
-        validate_value(&value).map_err(|reason| {
-            ParseError::invalid(position, format!("invalid label value {value:?}"), reason)
+        validate_value(value).map_err(|reason| {
+            ParseError::invalid(*position, format!("invalid label value {value:?}"), reason)
         })?;
-        Ok(value)
     }
+    Ok(())
 }

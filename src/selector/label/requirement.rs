@@ -349,7 +349,7 @@ pub(super) fn validate_value(value: &str) -> Result<(), String> {
 }
 
 /// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, without the length limit.
-fn is_label_name(s: &str) -> bool {
+pub(super) fn is_label_name(s: &str) -> bool {
     let bytes = s.as_bytes();
     match (bytes.first(), bytes.last()) {
         (Some(first), Some(last)) => {
@@ -364,7 +364,7 @@ fn is_label_name(s: &str) -> bool {
 }
 
 /// `[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*`, without the length limit.
-fn is_dns1123_subdomain(s: &str) -> bool {
+pub(super) fn is_dns1123_subdomain(s: &str) -> bool {
     s.split('.').all(|label| {
         let bytes = label.as_bytes();
         let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();

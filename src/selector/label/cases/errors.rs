@@ -149,9 +149,81 @@ fn grammar_errors_have_apimachinerys_message_too() {
             "input {input:?}"
         );
     }
-    // A key's or a value's content: this crate's message only.
-    assert_eq!(LabelSelector::apimachinery_error("-x=a"), None);
     assert_eq!(LabelSelector::apimachinery_error("x=a"), None);
+}
+
+/// apimachinery's detail for a label name that is not one (`content.IsLabelKey`).
+const NAME: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+/// apimachinery's detail for a label value that is not one (`content.IsLabelValue`).
+const VALUE: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+/// apimachinery's detail for a key prefix that is not a DNS-1123 subdomain.
+const PREFIX: &str = r"a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+#[test]
+fn a_key_or_value_upstream_refuses_has_apimachinerys_field_error() {
+    let long = "a".repeat(64);
+    let cases = [
+        // validateLabelKey with the parser's nil path.
+        ("-x=a", format!(r#"<nil>: Invalid value: "-x": name part {NAME}"#)),
+        ("/a", r#"<nil>: Invalid value: "/a": prefix part must be non-empty"#.to_owned()),
+        (
+            "Ex.com/",
+            format!(
+                r#"<nil>: Invalid value: "Ex.com/": prefix part {PREFIX}; name part must be non-empty; name part {NAME}"#
+            ),
+        ),
+        (
+            "a/b/c",
+            format!(
+                r#"<nil>: Invalid value: "a/b/c": a valid label key {NAME} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"#
+            ),
+        ),
+        // NewRequirement's values, a sorted set, each at values[i][key].
+        ("a=b,x=x@", format!(r#"values[0][x]: Invalid value: "x@": {VALUE}"#)),
+        (
+            "x in (b@,a@,b@)",
+            format!(
+                r#"[values[0][x]: Invalid value: "a@": {VALUE}, values[1][x]: Invalid value: "b@": {VALUE}]"#
+            ),
+        ),
+        (
+            &format!("x notin ({long})"),
+            format!(r#"values[0][x]: Invalid value: "{long}": must be no more than 63 bytes"#),
+        ),
+        (
+            "x>a",
+            r#"values[0]: Invalid value: "a": for 'Gt', 'Lt' operators, the value must be an integer"#
+                .to_owned(),
+        ),
+        (
+            "x<-a",
+            format!(
+                r#"[values[0]: Invalid value: "-a": for 'Gt', 'Lt' operators, the value must be an integer, values[0][x]: Invalid value: "-a": {VALUE}]"#
+            ),
+        ),
+    ];
+    for (input, error) in cases {
+        assert!(LabelSelector::parse(input).is_err(), "{input:?}");
+        assert_eq!(
+            LabelSelector::apimachinery_error(input),
+            Some(format!("unable to parse requirement: {error}")),
+            "input {input:?}"
+        );
+    }
+}
+
+#[test]
+fn a_grammar_error_after_a_bad_value_in_the_same_requirement_is_what_is_said() {
+    // Upstream reads the whole requirement before it checks the values.
+    let error = LabelSelector::parse("x in (a@ b)").unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        r#"unexpected "b" at position 9, expected "," or ")""#
+    );
+    assert_eq!(
+        LabelSelector::apimachinery_error("x in (a@ b)").as_deref(),
+        Some("unable to parse requirement: found 'b', expected: ',' or ')'")
+    );
 }
 
 #[test]

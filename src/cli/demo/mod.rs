@@ -1,12 +1,13 @@
 //! `informant demo`: the `CronJob` story on one machine. An embedded API server, the manager
 //! reading a config file, the sample `CronJob` controller, a `CronJob` that runs every second; the
-//! config is edited once mid-way (a namespace added, `reason` added to the spam key), and the
-//! fate of every event is tallied by reason from the event spans. With `--hooks`, the
-//! `CronJob` controller is the Python exec hook `examples/hooks/cronjob.py`, declared as a
-//! `Controller` document of the same config file, instead of the Rust sample.
+//! config is edited once mid-way (a namespace added, and the recorder's key widened: `reason`
+//! added to the spam key on `--api v1`, `note` added to the series key on
+//! `--api events.k8s.io/v1`), and the fate of every event is tallied by reason from the event
+//! spans. With `--hooks`, the `CronJob` controller is the Python exec hook
+//! `examples/hooks/cronjob.py`, declared as a `Controller` document of the same config file,
+//! instead of the Rust sample.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,6 +27,14 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::exit::{self, Failure};
 use super::out::{out, outln};
+
+mod config;
+mod report;
+
+use config::{
+    CRONJOB_HOOK, SERIES_KEY, cache_config, config_text, cronjob, series_periods, write_atomically,
+};
+use report::{fate_table, humanize, print_closing, print_endpoints, print_first_phase};
 
 /// Flags of `informant demo`.
 // Reason: these doc comments are the `--help` text, where Markdown backticks would show as-is.
@@ -49,36 +58,33 @@ pub struct Args {
     /// Controller document in the config file, needs python3) instead of the Rust sample.
     #[arg(long)]
     pub hooks: bool,
+
+    /// The Events API the recorder writes: v1 (client-go's tools/record: the spam filter;
+    /// the edit adds reason to the spam key) or events.k8s.io/v1 (client-go's tools/events:
+    /// EventSeries; the edit adds note to the series key).
+    #[arg(long, value_enum, default_value_t = Api::V1, value_name = "API")]
+    pub api: Api,
 }
 
-/// The Python hook the `--hooks` demo runs, written next to the config file.
-const CRONJOB_HOOK: &str = include_str!("../../examples/hooks/cronjob.py");
-
-/// The `Controller` of the `--hooks` demo (`namespace/name`, as its metrics label it).
-const HOOK_CONTROLLER: &str = "team-a/cronjob-watch";
-
-/// The `Controller` document appended to the config in `--hooks` mode: `hook` is the path of
-/// the Python hook.
-fn controller_document(hook: &Path) -> String {
-    format!(
-        "---
-apiVersion: informant.dev/v1alpha1
-kind: Controller
-metadata: {{name: cronjob-watch, namespace: team-a}}
-spec:
-  for: {{apiVersion: batch/v1, kind: CronJob}}
-  owns: [{{apiVersion: batch/v1, kind: Job}}]
-  hook: {{exec: {{command: [python3, {hook}], timeout: 10s}}}}
-",
-        hook = serde_json::Value::String(hook.display().to_string())
-    )
+/// The Events API of the demo's recorder (`spec.recorder.api`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Api {
+    /// core/v1 Events, client-go's tools/record.
+    #[value(name = "v1")]
+    V1,
+    /// events.k8s.io/v1 Events, client-go's tools/events.
+    #[value(name = "events.k8s.io/v1")]
+    EventsV1,
 }
 
-/// The config file's text: the `CacheConfig`, and the hook's `Controller` when there is one.
-fn config_text(cache_config: &str, hook: Option<&Path>) -> String {
-    match hook {
-        None => cache_config.to_owned(),
-        Some(hook) => format!("{cache_config}{}", controller_document(hook)),
+impl Api {
+    /// The fates the table always shows, by the label of `informant_events_total{fate}`: the
+    /// ones this API's story is about. Any other fate that occurred gets a column after them.
+    fn table_fates(self) -> [Fate; 3] {
+        match self {
+            Api::V1 => [Fate::Created, Fate::Patched, Fate::SpamFiltered],
+            Api::EventsV1 => [Fate::Created, Fate::SeriesPatched, Fate::SeriesCounted],
+        }
     }
 }
 
@@ -91,121 +97,8 @@ fn period(input: &str) -> Result<Duration, String> {
     }
 }
 
-/// The config before the edit: client-go's spam key, one namespace.
-const CONFIG_BEFORE: &str = "\
-apiVersion: informant.dev/v1alpha1
-kind: CacheConfig
-metadata: {name: demo, namespace: team-a}
-spec:
-  byObject:
-    - {apiVersion: batch/v1, kind: CronJob, namespaces: {team-a: {}}}
-    - {apiVersion: batch/v1, kind: Job, namespaces: {team-a: {}}}
-  recorder:
-    component: cronjob-controller
-    correlator:
-      spamKeyFields: [source, involvedObject, type]
-";
-
-/// The config after the edit: `team-b` added, `reason` added to the spam key.
-const CONFIG_AFTER: &str = "\
-apiVersion: informant.dev/v1alpha1
-kind: CacheConfig
-metadata: {name: demo, namespace: team-a}
-spec:
-  byObject:
-    - {apiVersion: batch/v1, kind: CronJob, namespaces: {team-a: {}, team-b: {}}}
-    - {apiVersion: batch/v1, kind: Job, namespaces: {team-a: {}, team-b: {}}}
-  recorder:
-    component: cronjob-controller
-    correlator:
-      spamKeyFields: [source, involvedObject, type, reason]
-";
-
-fn cronjob(namespace: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "batch/v1", "kind": "CronJob",
-        "metadata": {"namespace": namespace, "name": "hello"},
-        "spec": {
-            "schedule": "* * * * *",
-            "successfulJobsHistoryLimit": 3,
-            "jobTemplate": {"spec": {"template": {"spec": {
-                "restartPolicy": "OnFailure",
-                "containers": [{"name": "hello", "image": "busybox:1.28",
-                                "command": ["sh", "-c", "date; echo Hello"]}]
-            }}}}
-        }
-    })
-}
-
 fn software(what: &str, error: &dyn std::fmt::Display) -> Failure {
     Failure::message(exit::SOFTWARE, format!("demo: {what}: {error}"))
-}
-
-/// Writes `text` to `path` as editors and `kubectl` do: a new file renamed over the old one.
-fn write_atomically(path: &Path, text: &str) -> exit::Result<()> {
-    let tmp = path.with_extension("yaml.tmp");
-    std::fs::write(&tmp, text).map_err(|e| software("cannot write the config", &e))?;
-    std::fs::rename(&tmp, path).map_err(|e| software("cannot replace the config", &e))
-}
-
-/// The fates the table always shows, by the label of `informant_events_total{fate}`; any other
-/// fate that occurred gets a column of its own after them.
-const TABLE_FATES: [Fate; 3] = [Fate::Created, Fate::Patched, Fate::SpamFiltered];
-
-/// One line per reason: where its events ended before and after the edit, one column per fate,
-/// named as the metric labels it.
-fn fate_table(
-    before: &BTreeMap<(String, String), u64>,
-    after: &BTreeMap<(String, String), u64>,
-) -> String {
-    let since: BTreeMap<(String, String), u64> = after
-        .iter()
-        .map(|(k, n)| {
-            (
-                k.clone(),
-                n.saturating_sub(before.get(k).copied().unwrap_or(0)),
-            )
-        })
-        .collect();
-    let mut fates: Vec<&str> = TABLE_FATES.iter().map(|f| f.as_str()).collect();
-    for (_, fate) in after.keys() {
-        if !fates.contains(&fate.as_str()) {
-            fates.push(fate);
-        }
-    }
-    let mut reasons: Vec<&str> = after.keys().map(|(r, _)| r.as_str()).collect();
-    reasons.dedup();
-    let width = |fate: &str| fate.len().max(7);
-    let group: usize = fates.iter().map(|f| width(f) + 1).sum::<usize>() - 1;
-    let mut out = String::new();
-    let groups = format!(
-        "  {:<18} {:^group$}   {:^group$}",
-        "", "before the edit", "after the edit"
-    );
-    let _ = writeln!(out, "{}", groups.trim_end());
-    let mut header = format!("  {:<18}", "reason");
-    for _ in 0..2 {
-        for fate in &fates {
-            let _ = write!(header, " {fate:>w$}", w = width(fate));
-        }
-        header.push_str("  ");
-    }
-    let _ = writeln!(out, "{}", header.trim_end());
-    for reason in reasons {
-        let mut line = format!("  {reason:<18}");
-        for phase in [before, &since] {
-            for fate in &fates {
-                let n = phase
-                    .get(&(reason.to_owned(), (*fate).to_owned()))
-                    .copied()
-                    .unwrap_or(0);
-                let _ = write!(line, " {n:>w$}", w = width(fate));
-            }
-            line.push_str("  ");
-        }
-        let _ = writeln!(out, "{}", line.trim_end());
-    }
-    out
 }
 
 /// The demo's files, in one temporary directory: the kubeconfig, the config file and (with
@@ -229,7 +122,7 @@ pub async fn run(args: Args, shutdown: CancellationToken, tally: FateTally) -> e
     let tracker = TaskTracker::new();
     // Not a child of `shutdown`: Ctrl-C stops the manager first, the server after it.
     let server_stop = CancellationToken::new();
-    let outcome = match start_api_server(&tracker, &server_stop, &dir, args.hooks).await {
+    let outcome = match start_api_server(&tracker, &server_stop, &dir, &args).await {
         Ok(files) => story(&args, &files, &tracker, &shutdown, &tally).await,
         Err(e) => Err(e),
     };
@@ -284,7 +177,24 @@ async fn story(
     let first = Arc::clone(&manager.state().snapshot().config);
     let plan = Plan::new(&first.cache).map_err(|e| software("cannot plan the cache", &e))?;
     outln!("2. The manager reads {}:", files.config.display())?;
-    outln!("   spam key: source, involvedObject, type (client-go's); cache tree:")?;
+    match args.api {
+        Api::V1 => outln!(
+            "   recorder: core/v1 Events (client-go's tools/record); spam key: source, \
+             involvedObject, type (client-go's); cache tree:"
+        )?,
+        Api::EventsV1 => {
+            let (refresh, finish) = series_periods(args.every);
+            outln!(
+                "   recorder: events.k8s.io/v1 Events (client-go's tools/events); series key: \
+                 {SERIES_KEY} (client-go's: the note is not in it); series refreshed every {}, \
+                 finished after {} quiet (client-go's 30m and 6m, scaled as a run every {} \
+                 stands for one a minute); cache tree:",
+                humanize(refresh),
+                humanize(finish),
+                humanize(args.every)
+            )?;
+        }
+    }
     for line in plan.describe().to_text().lines() {
         outln!("     {line}")?;
     }
@@ -334,19 +244,31 @@ impl Story<'_> {
         let Some([team_a]) = self.phase([team_a]).await? else {
             return Ok(());
         };
-        let before = settled(self.tally).await;
+        let before = settled(self.tally, self.args.every).await;
 
         // The edit, while no schedule runs: every event before it is counted before it.
-        write_atomically(&self.files.config, &config_text(CONFIG_AFTER, hook))?;
-        outln!("4. Config edited: team-b added to both kinds, reason added to the spam key.")?;
+        let (api, every) = (self.args.api, self.args.every);
+        write_atomically(
+            &self.files.config,
+            &config_text(&cache_config(api, every, true), hook),
+        )?;
+        let widened = match api {
+            Api::V1 => "reason added to the spam key",
+            Api::EventsV1 => "note added to the series key",
+        };
+        outln!("4. Config edited: team-b added to both kinds, {widened}.")?;
         let summary = applied_summary(reloads).await?;
         outln!("   reloaded: {summary}")?;
-        outln!("5. CronJob team-b/hello runs too; each reason now has its own bucket.")?;
+        let now = match api {
+            Api::V1 => "each reason now has its own bucket",
+            Api::EventsV1 => "each note is now an Event of its own",
+        };
+        outln!("5. CronJob team-b/hello runs too; {now}.")?;
         let team_b = self.schedule("team-b").await?;
         if self.phase([team_a, team_b]).await?.is_none() {
             return Ok(());
         }
-        let after = settled(self.tally).await;
+        let after = settled(self.tally, self.args.every).await;
 
         outln!(
             "\n6. Fates of every event recorded, by reason and fate (the labels of \
@@ -354,8 +276,8 @@ impl Story<'_> {
              CronJob in each phase:\n",
             self.args.runs
         )?;
-        out!("{}", fate_table(&before, &after))?;
-        print_closing(hook.is_some(), &self.hook_metrics)?;
+        out!("{}", fate_table(self.args.api, &before, &after))?;
+        print_closing(self.args.api, hook.is_some(), &self.hook_metrics)?;
         if self.args.keep_running {
             let (metrics, health) = self.endpoints;
             print_endpoints(&self.files.kubeconfig, metrics, health)?;
@@ -433,18 +355,20 @@ async fn run_ticks(
 /// (or the Python hook) takes to answer the last run.
 const SETTLE: Duration = Duration::from_secs(1);
 
-/// The most the demo waits for the tally to settle.
+/// The most the demo waits for the tally to settle, at the least.
 const SETTLE_MAX: Duration = Duration::from_secs(30);
 
-/// The tally once no event has ended for [`SETTLE`]: the recorder, the controller and the
-/// hook have nothing left in flight from the runs so far (at most [`SETTLE_MAX`]).
-async fn settled(tally: &FateTally) -> BTreeMap<(String, String), u64> {
-    let deadline = tokio::time::Instant::now() + SETTLE_MAX;
+/// The tally once every event recorded so far has its fate and none has ended for [`SETTLE`]:
+/// the recorder, the controller and the hook have nothing left in flight from the runs so far.
+/// On events.k8s.io/v1 an occurrence folded into a series' count waits for the series' finish
+/// (6–12 runs after its last occurrence). At most [`SETTLE_MAX`], or 20 runs if longer.
+async fn settled(tally: &FateTally, every: Duration) -> BTreeMap<(String, String), u64> {
+    let deadline = tokio::time::Instant::now() + SETTLE_MAX.max(every.saturating_mul(20));
     let mut last = tally.snapshot();
     loop {
         tokio::time::sleep(SETTLE).await;
         let now = tally.snapshot();
-        if now == last || tokio::time::Instant::now() >= deadline {
+        if (now == last && tally.in_flight() == 0) || tokio::time::Instant::now() >= deadline {
             return now;
         }
         last = now;
@@ -452,12 +376,12 @@ async fn settled(tally: &FateTally) -> BTreeMap<(String, String), u64> {
 }
 
 /// Starts the seeded API server on `tracker` (stopped by `stop`) and writes its kubeconfig, the
-/// first config and (with `hooks`) the Python hook into `dir`.
+/// first config and (with `--hooks`) the Python hook into `dir`.
 async fn start_api_server(
     tracker: &TaskTracker,
     stop: &CancellationToken,
     dir: &Path,
-    hooks: bool,
+    args: &Args,
 ) -> exit::Result<Files> {
     let config = apiserver::Config {
         listen: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -479,7 +403,7 @@ async fn start_api_server(
     let text = informant::yaml::to_string(&apiserver::kubeconfig(addr))
         .map_err(|e| software("cannot render the kubeconfig", &e))?;
     std::fs::write(&kubeconfig, text).map_err(|e| software("cannot write the kubeconfig", &e))?;
-    let hook = if hooks {
+    let hook = if args.hooks {
         let path = dir.join("cronjob.py");
         std::fs::write(&path, CRONJOB_HOOK).map_err(|e| software("cannot write the hook", &e))?;
         Some(path)
@@ -487,7 +411,10 @@ async fn start_api_server(
         None
     };
     let config = dir.join("cacheconfig.yaml");
-    write_atomically(&config, &config_text(CONFIG_BEFORE, hook.as_deref()))?;
+    write_atomically(
+        &config,
+        &config_text(&cache_config(args.api, args.every, false), hook.as_deref()),
+    )?;
     outln!("informant demo: the CronJob story, on an embedded API server (no cluster)\n")?;
     outln!("1. API server on {addr}: namespaces team-a and team-b, CronJob hello in each.")?;
     Ok(Files {
@@ -518,96 +445,9 @@ async fn applied_summary(
     }
 }
 
-/// Where the user can poke the running demo.
-fn print_endpoints(
-    kubeconfig: &Path,
-    metrics: Option<SocketAddr>,
-    health: Option<SocketAddr>,
-) -> exit::Result {
-    outln!("\nStill running (Ctrl-C to stop):")?;
-    outln!("  export KUBECONFIG={}", kubeconfig.display())?;
-    outln!("  kubectl get events -A")?;
-    if let Some(addr) = metrics {
-        outln!("  curl http://{addr}/metrics")?;
-        outln!("  curl http://{addr}/debug/status")?;
-        outln!("  curl http://{addr}/debug/cache")?;
-    }
-    if let Some(addr) = health {
-        outln!("  curl http://{addr}/readyz?verbose")?;
-    }
-    Ok(())
-}
-
 async fn cronjob_object(client: &kube::Client, namespace: &str) -> exit::Result<CronJob> {
     kube::Api::<CronJob>::namespaced(client.clone(), namespace)
         .get("hello")
         .await
         .map_err(|e| software("cannot read the seeded CronJob", &e))
-}
-
-fn humanize(d: Duration) -> String {
-    informant::config::format_duration(d)
-}
-
-/// Hook calls of the demo's controller that failed, whatever the failure (the reasons of
-/// `ReconcileError::reason`).
-fn hook_failures(metrics: &HookMetrics) -> u64 {
-    [
-        "timeout",
-        "exit",
-        "malformed",
-        "http",
-        "start",
-        "cache",
-        "child",
-        "write",
-    ]
-    .iter()
-    .map(|failure| metrics.calls(HOOK_CONTROLLER, failure))
-    .sum()
-}
-
-/// What the first phase shows, by who records `SawCompletedJob`.
-fn print_first_phase(args: &Args, hook: Option<&Path>) -> exit::Result {
-    if let Some(hook) = hook {
-        outln!(
-            "3. CronJob team-a/hello runs every {}; the schedule records SuccessfulCreate on \
-             it, and the Controller {HOOK_CONTROLLER}, the Python exec hook {} (a copy of \
-             examples/hooks/cronjob.py), records SawCompletedJob.",
-            humanize(args.every),
-            hook.display()
-        )?;
-    } else {
-        outln!(
-            "3. CronJob team-a/hello runs every {}; the controller records SuccessfulCreate, \
-             SawCompletedJob and SuccessfulDelete on it.",
-            humanize(args.every)
-        )?;
-    }
-    Ok(())
-}
-
-/// The closing lines under the fate table.
-fn print_closing(hooks: bool, hook_metrics: &HookMetrics) -> exit::Result {
-    if hooks {
-        outln!(
-            "\n   The Python hook answered {} calls ({} failed); its SawCompletedJob events went \
-             through the same recorder, spam filter and fate counters as the Rust controller's.",
-            hook_metrics.calls(HOOK_CONTROLLER, "none"),
-            hook_failures(hook_metrics)
-        )?;
-    }
-    if hooks {
-        outln!(
-            "\n   Before the edit SuccessfulCreate and SawCompletedJob drained one bucket of 25 \
-             tokens (refilled one per 5 minutes). After it, each reason has a bucket of its own."
-        )?;
-    } else {
-        outln!(
-            "\n   Before the edit the three reasons drained one bucket of 25 tokens (refilled \
-             one per 5 minutes): SawCompletedJob stopped reaching the API server after about \
-             nine runs. After it, each reason has a bucket of its own."
-        )?;
-    }
-    Ok(())
 }

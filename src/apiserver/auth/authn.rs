@@ -1,0 +1,331 @@
+//! Who a request is: the bearer token it carries (the administrator's, or one the server issued
+//! to a `ServiceAccount` through `TokenRequest`), else anonymous; then whom it impersonates
+//! (`Impersonate-User`, `Impersonate-Group`, `Impersonate-Uid`, `Impersonate-Extra-*`, as
+//! `k8s.io/apiserver/pkg/endpoints/filters/impersonation.go` reads them).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, PoisonError};
+
+use axum::http::{HeaderMap, header};
+
+use super::attributes::RequestInfo;
+use super::user::{
+    ANONYMOUS, AUTHENTICATED, UNAUTHENTICATED, User, service_account_groups, split_service_account,
+};
+use crate::apiserver::registry::ResourceKey;
+use crate::apiserver::status::ApiError;
+use crate::apiserver::store::{ObjKey, Store};
+
+/// A token issued to a `ServiceAccount`.
+#[derive(Debug, Clone)]
+struct Issued {
+    namespace: String,
+    name: String,
+    /// The `ServiceAccount`'s uid when the token was issued: a token outlives neither its
+    /// account nor a recreated account of the same name.
+    uid: String,
+    expires: jiff::Timestamp,
+}
+
+/// The tokens the server accepts.
+#[derive(Debug)]
+pub struct Tokens {
+    admin: String,
+    issued: Mutex<HashMap<String, Issued>>,
+}
+
+/// 32 random bytes as hex: a token no one guesses.
+fn random_token() -> String {
+    let a: u128 = rand::random();
+    let b: u128 = rand::random();
+    format!("{a:032x}{b:032x}")
+}
+
+impl Default for Tokens {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Tokens {
+    /// A fresh administrator token, and no `ServiceAccount` token yet.
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            admin: random_token(),
+            issued: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The administrator's token (in the server's kubeconfig).
+    #[must_use]
+    pub fn admin(&self) -> &str {
+        &self.admin
+    }
+
+    /// A new token for `ServiceAccount` `namespace/name` (uid `uid`), valid until `expires`.
+    pub fn issue(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        expires: jiff::Timestamp,
+    ) -> String {
+        let token = random_token();
+        self.issued
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                token.clone(),
+                Issued {
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                    uid: uid.to_string(),
+                    expires,
+                },
+            );
+        token
+    }
+
+    /// The user a token authenticates, if it is valid now: the administrator, or a
+    /// `ServiceAccount` that still exists with the uid it had when the token was issued.
+    #[must_use]
+    pub fn user(&self, token: &str, store: &Store) -> Option<User> {
+        if token == self.admin {
+            return Some(User::admin());
+        }
+        let issued = self
+            .issued
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(token)
+            .cloned()?;
+        if jiff::Timestamp::now() >= issued.expires {
+            return None;
+        }
+        let account = store.get(
+            &ResourceKey::new("", "serviceaccounts"),
+            &ObjKey::new(&issued.namespace, &issued.name),
+        )?;
+        let uid = account.value["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default();
+        (uid == issued.uid).then(|| User::service_account(&issued.namespace, &issued.name, uid))
+    }
+}
+
+/// The bearer token of a request, if it carries one (an empty one counts as none, as
+/// kube-apiserver's bearer token authenticator has it).
+#[must_use]
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// Whom a request asks to act as.
+#[derive(Debug, Default)]
+pub struct Impersonation {
+    user: Option<String>,
+    groups: Vec<String>,
+    uid: Option<String>,
+    extra: BTreeMap<String, Vec<String>>,
+}
+
+impl Impersonation {
+    /// The `Impersonate-*` headers of a request; `None` when it has none.
+    ///
+    /// # Errors
+    ///
+    /// kube-apiserver's 500 for groups, a uid or extras without a user.
+    pub fn of(headers: &HeaderMap) -> Result<Option<Self>, ApiError> {
+        let mut found = Self::default();
+        let mut any = false;
+        for (name, value) in headers {
+            let Ok(value) = value.to_str() else { continue };
+            let name = name.as_str();
+            if name == "impersonate-user" {
+                found.user = Some(value.to_string());
+            } else if name == "impersonate-group" {
+                found.groups.push(value.to_string());
+            } else if name == "impersonate-uid" {
+                found.uid = Some(value.to_string());
+            } else if let Some(key) = name.strip_prefix("impersonate-extra-") {
+                let key = percent_encoding::percent_decode_str(key)
+                    .decode_utf8_lossy()
+                    .into_owned();
+                found.extra.entry(key).or_default().push(value.to_string());
+            } else {
+                continue;
+            }
+            any = true;
+        }
+        if !any {
+            return Ok(None);
+        }
+        if found.user.is_none() {
+            return Err(ApiError::internal(
+                "requested impersonation of groups, a uid or extra fields without impersonating a user",
+            ));
+        }
+        Ok(Some(found))
+    }
+
+    /// What the acting user must be allowed to do (`impersonate` on `users`,
+    /// `serviceaccounts`, `groups`, `uids`, `userextras/<key>`), then the impersonated user:
+    /// a `ServiceAccount` without groups gets its account's groups, and everyone but
+    /// `system:anonymous` gets `system:authenticated`.
+    #[must_use]
+    pub fn checks_and_user(&self) -> (Vec<RequestInfo>, User) {
+        let name = self.user.clone().unwrap_or_default();
+        let mut checks = Vec::new();
+        let mut groups = self.groups.clone();
+        if let Some((namespace, account)) = split_service_account(&name) {
+            checks.push(RequestInfo::resource(
+                "impersonate",
+                "",
+                "serviceaccounts",
+                "",
+                namespace,
+                account,
+            ));
+            if groups.is_empty() {
+                groups = service_account_groups(namespace);
+            }
+        } else {
+            checks.push(RequestInfo::resource(
+                "impersonate",
+                "",
+                "users",
+                "",
+                "",
+                &name,
+            ));
+        }
+        for group in &self.groups {
+            checks.push(RequestInfo::resource(
+                "impersonate",
+                "",
+                "groups",
+                "",
+                "",
+                group,
+            ));
+        }
+        if let Some(uid) = &self.uid {
+            checks.push(RequestInfo::resource(
+                "impersonate",
+                "authentication.k8s.io",
+                "uids",
+                "",
+                "",
+                uid,
+            ));
+        }
+        for (key, values) in &self.extra {
+            for value in values {
+                checks.push(RequestInfo::resource(
+                    "impersonate",
+                    "authentication.k8s.io",
+                    "userextras",
+                    key,
+                    "",
+                    value,
+                ));
+            }
+        }
+        let implied = if name == ANONYMOUS {
+            UNAUTHENTICATED
+        } else {
+            AUTHENTICATED
+        };
+        if !groups.iter().any(|g| g == implied) {
+            groups.push(implied.to_string());
+        }
+        let user = User {
+            name,
+            uid: self.uid.clone().unwrap_or_default(),
+            groups,
+            extra: self.extra.clone(),
+        };
+        (checks, user)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn only_a_non_empty_bearer_token_counts() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(bearer(&headers), None);
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer abc"),
+        );
+        assert_eq!(bearer(&headers), Some("abc"));
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("bearer  abc "),
+        );
+        assert_eq!(bearer(&headers), Some("abc"));
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer "));
+        assert_eq!(bearer(&headers), None);
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Basic YTpi"),
+        );
+        assert_eq!(bearer(&headers), None);
+    }
+
+    #[test]
+    fn impersonating_a_service_account_gives_its_groups_and_checks_the_account() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "impersonate-user",
+            HeaderValue::from_static("system:serviceaccount:ops:inf"),
+        );
+        let (checks, user) = Impersonation::of(&headers)
+            .unwrap()
+            .unwrap()
+            .checks_and_user();
+        assert_eq!(
+            user.groups,
+            [
+                "system:serviceaccounts",
+                "system:serviceaccounts:ops",
+                "system:authenticated"
+            ]
+        );
+        assert_eq!(checks.len(), 1);
+        assert_eq!(
+            (
+                checks[0].resource.as_str(),
+                checks[0].namespace.as_str(),
+                checks[0].name.as_str()
+            ),
+            ("serviceaccounts", "ops", "inf")
+        );
+    }
+
+    #[test]
+    fn impersonating_a_user_with_groups_checks_each_and_adds_authenticated() {
+        let mut headers = HeaderMap::new();
+        headers.insert("impersonate-user", HeaderValue::from_static("jane"));
+        headers.append("impersonate-group", HeaderValue::from_static("devs"));
+        let (checks, user) = Impersonation::of(&headers)
+            .unwrap()
+            .unwrap()
+            .checks_and_user();
+        assert_eq!(user.groups, ["devs", "system:authenticated"]);
+        let resources: Vec<&str> = checks.iter().map(|c| c.resource.as_str()).collect();
+        assert_eq!(resources, ["users", "groups"]);
+        let mut groups_only = HeaderMap::new();
+        groups_only.insert("impersonate-group", HeaderValue::from_static("devs"));
+        assert_eq!(Impersonation::of(&groups_only).unwrap_err().code, 500);
+        assert!(Impersonation::of(&HeaderMap::new()).unwrap().is_none());
+    }
+}

@@ -1,0 +1,175 @@
+//! The list pass: after each list of a controller's kind (its first, and every relist after a
+//! reload or a lag), every object of the runner's store is asked for once, at the runner's
+//! pace, through kube-runtime's `Controller::reconcile_on`.
+//!
+//! Handing kube-runtime's scheduler a whole list at once would queue every object in an
+//! instant, and the scheduler's maps keep the capacity of the largest queue they ever held (a
+//! few hundred bytes per object of the kind, for as long as the controller runs). A pass asks
+//! for the next object only while fewer than [`LIST_PASS_QUEUE`](super::LIST_PASS_QUEUE) wait
+//! ([`Series::admit`]), so the scheduler stays small, and a new list restarts the pass on the
+//! store it made.
+
+use std::hash::Hash;
+use std::sync::Arc;
+
+use futures::Stream;
+use kube::Resource;
+use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::sync::watch;
+
+use super::series::Series;
+
+struct Pass<K: Resource + 'static>
+where
+    K::DynamicType: Eq + Hash,
+{
+    store: Store<K>,
+    dyntype: K::DynamicType,
+    series: Series,
+    /// Changes once a list is in the store.
+    lists: watch::Receiver<()>,
+    /// What is left of the current pass.
+    left: std::vec::IntoIter<Arc<K>>,
+}
+
+/// Every object of `store` once after each list `lists` announces, each asked for once the
+/// queue `series` counts has room ([`super::LIST_PASS_QUEUE`]). Ends when `lists` is dropped (the
+/// controller's changes ended).
+pub(super) fn list_pass<K>(
+    store: Store<K>,
+    dyntype: K::DynamicType,
+    series: Series,
+    lists: watch::Receiver<()>,
+) -> impl Stream<Item = ObjectRef<K>> + Send
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+{
+    let pass = Pass {
+        store,
+        dyntype,
+        series,
+        lists,
+        left: Vec::new().into_iter(),
+    };
+    futures::stream::unfold(pass, |mut pass| async move {
+        loop {
+            let Some(obj) = pass.left.next() else {
+                pass.lists.changed().await.ok()?;
+                pass.left = pass.store.state().into_iter();
+                continue;
+            };
+            let object = ObjectRef::from_obj_with(obj.as_ref(), pass.dyntype.clone());
+            tokio::select! {
+                biased;
+                relisted = pass.lists.changed() => {
+                    relisted.ok()?;
+                    pass.left = pass.store.state().into_iter();
+                }
+                () = pass.series.admit(&object) => return Some((object, pass)),
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use futures::StreamExt as _;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+    use kube::runtime::{reflector, watcher};
+
+    use super::*;
+    use crate::controller::LIST_PASS_QUEUE;
+
+    fn configmap(i: usize) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(format!("cm-{i:05}")),
+                namespace: Some("default".into()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        }
+    }
+
+    fn list(
+        writer: &mut reflector::store::Writer<ConfigMap>,
+        objects: impl Iterator<Item = usize>,
+    ) {
+        writer.apply_watcher_event(&watcher::Event::Init);
+        for i in objects {
+            writer.apply_watcher_event(&watcher::Event::InitApply(configmap(i)));
+        }
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+    }
+
+    /// The next object the pass asks for, `None` when it asks for nothing within `within`.
+    async fn next(
+        pass: &mut (impl futures::Stream<Item = ObjectRef<ConfigMap>> + Unpin),
+        within: Duration,
+    ) -> Option<String> {
+        match tokio::time::timeout(within, pass.next()).await {
+            Ok(Some(object)) => Some(object.name),
+            Ok(None) => Some("<end>".to_owned()),
+            Err(_) => None,
+        }
+    }
+
+    fn taken(series: &Series, name: &str) {
+        series.taken(&ObjectRef::<ConfigMap>::new(name).within("default"));
+    }
+
+    /// A list of more objects than the queue holds reaches the scheduler as the runner takes
+    /// them, every object once; a new list restarts the pass on the new store.
+    #[tokio::test]
+    async fn a_pass_asks_for_each_listed_object_once_as_the_queue_has_room() {
+        let (soon, guard) = (Duration::from_millis(50), Duration::from_secs(5));
+        let n = LIST_PASS_QUEUE + 10;
+        let (store, mut writer) = reflector::store::<ConfigMap>();
+        let series = Series::default();
+        let (listed, lists) = watch::channel(());
+        let mut pass = Box::pin(list_pass(store, (), series.clone(), lists));
+        assert_eq!(next(&mut pass, soon).await, None, "nothing before a list");
+
+        list(&mut writer, 0..n);
+        listed.send(()).unwrap();
+        let mut asked = Vec::new();
+        for _ in 0..LIST_PASS_QUEUE {
+            asked.push(next(&mut pass, guard).await.unwrap());
+        }
+        assert_eq!(series.depth(), LIST_PASS_QUEUE);
+        assert_eq!(
+            next(&mut pass, soon).await,
+            None,
+            "the queue is full until the runner takes an object"
+        );
+        taken(&series, &asked[0]);
+        asked.push(next(&mut pass, guard).await.unwrap());
+        for name in &asked {
+            taken(&series, name);
+        }
+        while asked.len() < n {
+            let name = next(&mut pass, guard).await.unwrap();
+            taken(&series, &name);
+            asked.push(name);
+        }
+        asked.sort();
+        asked.dedup();
+        assert_eq!(asked.len(), n, "every object once");
+        assert_eq!(next(&mut pass, soon).await, None, "the pass is over");
+
+        // A relist: the pass goes over the store it made.
+        list(&mut writer, [99_999].into_iter());
+        listed.send(()).unwrap();
+        assert_eq!(next(&mut pass, guard).await.as_deref(), Some("cm-99999"));
+        drop(listed);
+        assert_eq!(
+            next(&mut pass, guard).await.as_deref(),
+            Some("<end>"),
+            "no more lists, no more passes"
+        );
+    }
+}

@@ -1,0 +1,433 @@
+//! [`Stub`]: what a controller's runner store holds for each object (its name and namespace,
+//! nothing else), and the read of the full object from the cache tree that every reconcile
+//! starts with.
+//!
+//! kube-runtime's runner takes the object to reconcile from a `reflector::Store<K>` and hands
+//! it to the reconcile. Feeding it the objects themselves kept a second, parsed copy of every
+//! object of the controller's kind beside the cache's compact one (about 5× the object's JSON
+//! size, where the cache holds about 1.2×). Three routes were open:
+//!
+//! - a `Store` backed by the cache's own store: kube-runtime's `Store` is a concrete map, not
+//!   a trait, so it can not be;
+//! - a change upstream putting the runner's store behind a trait: the right fix in the long
+//!   run, but the runner would still need an object per entry until it lands;
+//! - **stubs** (taken): the runner runs over `Stub<K>`, a `Resource` of `K`'s kind whose
+//!   metadata holds only what scheduling uses, the name and namespace (the store key, the
+//!   per-object dedupe, owner and mapper triggers). Each reconcile reads the full object
+//!   through the cache tree first ([`read`]): decoded once from the compact store, or with
+//!   `unsafeDisableDeepCopy` the cache's own `Arc` (no decode), so the reconcile still gets a
+//!   whole typed `Arc<K>` and a hook the whole object. kube-runtime's scheduler and runner are
+//!   used unchanged.
+//!
+//! Nothing else scheduling might want (uid, resourceVersion, deletion timestamp, finalizers) is
+//! kept: the reconcile reads them, current, from the object it gets. An object the cache no
+//! longer holds when its turn comes is not reconciled, as kube-runtime treats one gone from its
+//! store (`ObjectNotFound`): it may have been deleted between its trigger and its turn.
+//!
+//! The store lists its stubs through [`StubDecoder`]: from the compact store's keys, without
+//! decoding an object.
+
+use std::any::TypeId;
+use std::borrow::Cow;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use kube::api::{ObjectMeta, TypeMeta};
+use kube::core::{DynamicObject, GroupVersionKind, Resource};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use serde::Deserialize;
+
+use futures::Stream;
+use tokio::sync::broadcast;
+
+use super::context::Context;
+use super::series::Series;
+use super::source::{self, Change, Follow};
+use crate::cache::typed::{AnyObject, Decoder};
+use crate::cache::{self, CompactObject, InformerEvent, SharedCache};
+
+/// One object of kind `K` in a controller's runner store: its name and namespace only. Its
+/// `DynamicType` is `K`'s behind an `Arc`, so each store key of a dynamic kind (a hook
+/// controller's) shares one `ApiResource` instead of holding a copy.
+///
+/// kube-runtime's runner takes what it reconciles from a `reflector::Store`, a concrete map
+/// that can not be backed by the cache's store; so the runner schedules stubs and each
+/// reconcile reads its object from the cache tree, which holds the only copy.
+#[derive(Deserialize)]
+#[serde(bound = "")]
+pub struct Stub<K> {
+    metadata: ObjectMeta,
+    #[serde(skip)]
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K> Stub<K> {
+    /// The stub of the object `namespace/name`.
+    #[must_use]
+    pub fn new(name: &str, namespace: Option<&str>) -> Self {
+        Self {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: namespace.map(str::to_owned),
+                ..ObjectMeta::default()
+            },
+            kind: PhantomData,
+        }
+    }
+
+    /// The stub of the object `meta` describes.
+    #[must_use]
+    pub fn of(meta: &ObjectMeta) -> Self {
+        Self::new(
+            meta.name.as_deref().unwrap_or_default(),
+            meta.namespace.as_deref(),
+        )
+    }
+
+    /// The object's name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// The object's namespace (`None` for a cluster-scoped kind).
+    #[must_use]
+    pub fn namespace(&self) -> Option<&str> {
+        self.metadata.namespace.as_deref()
+    }
+}
+
+impl<K: Resource> Stub<K> {
+    /// The object's reference as metrics and failure counts key it (an erased `ObjectRef<K>`,
+    /// `dyntype` being `K`'s).
+    #[must_use]
+    pub fn key(&self, dyntype: &K::DynamicType) -> ObjectRef<DynamicObject>
+    where
+        K::DynamicType: Clone,
+    {
+        let mut key = ObjectRef::<K>::new_with(self.name(), dyntype.clone());
+        key.namespace = self.namespace().map(str::to_owned);
+        key.erase()
+    }
+}
+
+impl<K> Clone for Stub<K> {
+    fn clone(&self) -> Self {
+        Self {
+            metadata: self.metadata.clone(),
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<K> std::fmt::Debug for Stub<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stub")
+            .field("namespace", &self.namespace())
+            .field("name", &self.name())
+            .finish()
+    }
+}
+
+impl<K: Resource> Resource for Stub<K> {
+    type DynamicType = Arc<K::DynamicType>;
+    type Scope = K::Scope;
+
+    fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::kind(dt)
+    }
+
+    fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::group(dt)
+    }
+
+    fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::version(dt)
+    }
+
+    fn api_version(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::api_version(dt)
+    }
+
+    fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
+        K::plural(dt)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// The [`Stub`] of a cached object (a [`super::Decode`] of the pool's changes).
+#[allow(
+    clippy::needless_pass_by_value,
+    clippy::unnecessary_wraps,
+    reason = "the shape of every source::Decode"
+)]
+pub(super) fn stub_of<K>(_gvk: &GroupVersionKind, obj: Arc<DynamicObject>) -> Option<Stub<K>> {
+    Some(Stub::of(&obj.metadata))
+}
+
+/// The changes of the kind `gvk` (a controller's own, whose `events` were subscribed before its
+/// informers were ensured) as stubs, following the controller's store: listed through
+/// [`StubDecoder`], decoded from each change's metadata.
+pub fn stubs<K: Resource + 'static>(
+    events: broadcast::Receiver<InformerEvent>,
+    cache: Arc<SharedCache>,
+    gvk: GroupVersionKind,
+) -> impl Stream<Item = Change<Stub<K>>> + Send {
+    source::changes_with(
+        events,
+        cache,
+        gvk,
+        stub_of::<K>,
+        Arc::new(StubDecoder::<K>::new()),
+        Follow::Store,
+    )
+}
+
+/// Lists [`Stub`]s through the cache tree ([`cache::Cache::list_as`]): from the compact
+/// store's keys without decoding the object, or from a shared parsed object's metadata, never
+/// kept as the shared object's typed copy (that is the reconcile's `K`).
+pub struct StubDecoder<K>(PhantomData<fn() -> K>);
+
+impl<K> StubDecoder<K> {
+    /// The decoder into `Stub<K>`.
+    #[must_use]
+    pub const fn new() -> Self {
+        Self(PhantomData)
+    }
+}
+
+impl<K> Default for StubDecoder<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: 'static> Decoder for StubDecoder<K> {
+    fn output(&self) -> TypeId {
+        TypeId::of::<Stub<K>>()
+    }
+
+    fn decode(
+        &self,
+        stored: &CompactObject,
+        _types: &TypeMeta,
+    ) -> Result<AnyObject, serde_json::Error> {
+        Ok(Arc::new(Stub::<K>::new(stored.name(), stored.namespace())))
+    }
+
+    fn convert(
+        &self,
+        obj: &DynamicObject,
+        _types: Option<&TypeMeta>,
+    ) -> Result<AnyObject, serde_json::Error> {
+        Ok(Arc::new(Stub::<K>::of(&obj.metadata)))
+    }
+
+    fn keep(&self) -> bool {
+        false
+    }
+}
+
+/// What a reconcile does with the cache's answer `read` for the object `key` its stub names:
+/// reconcile the object, or, without calling the reconcile, the [`Action`] to return.
+///
+/// Either way the object has left the queue ([`Series::taken`]). An object the cache does not
+/// hold (deleted since its trigger, or out of the cache's scope since a reload) is not
+/// reconciled, as kube-runtime skips one gone from its store (`ObjectNotFound`). A
+/// read that may succeed later (an informer restarting after a reload) is retried with the
+/// object's error backoff. An object that does not decode into the reconcile's type is skipped
+/// with a warning, as it was before it had a stub.
+pub(crate) fn read<T>(
+    answer: cache::Result<Arc<T>>,
+    key: &ObjectRef<DynamicObject>,
+    ctx: &Context,
+    series: &Series,
+) -> Result<Arc<T>, Action> {
+    // The runner took the object from the queue, whatever happens next.
+    series.taken(key);
+    let error = match answer {
+        Ok(object) => return Ok(object),
+        Err(error) => error,
+    };
+    let error_text = crate::telemetry::error_chain(&error);
+    if error.is_retryable() {
+        ctx.failed(key.clone());
+        let wait = super::error_backoff(ctx.failures_of(key));
+        tracing::warn!(object.ref = %key, error = %error_text, retry_in_ms = wait.as_millis(),
+            "controller cannot read the object to reconcile from the cache");
+        series.queue_retried();
+        return Err(Action::requeue(wait));
+    }
+    if matches!(
+        error,
+        cache::Error::Convert { .. } | cache::Error::Decode { .. }
+    ) {
+        tracing::warn!(object.ref = %key, error = %error_text,
+            "controller skips an object that does not decode");
+    } else {
+        tracing::debug!(object.ref = %key, reason = %error_text,
+            "object left the cache before its reconcile");
+    }
+    Err(Action::await_change())
+}
+
+/// `key` (a reference to a `K`) as a reference to its stub.
+pub(super) fn stub_ref<K: Resource>(
+    key: ObjectRef<K>,
+    dyntype: &Arc<K::DynamicType>,
+) -> ObjectRef<Stub<K>> {
+    let mut stub = ObjectRef::new_with(&key.name, Arc::clone(dyntype));
+    stub.namespace = key.namespace;
+    stub
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::core::ApiResource;
+    use kube::runtime::reflector;
+
+    use super::*;
+    use crate::controller::ControllerMetrics;
+
+    fn big_configmap() -> DynamicObject {
+        let mut obj = DynamicObject::new("web", &ApiResource::erase::<ConfigMap>(&()))
+            .within("shop")
+            .data(serde_json::json!({"data": {"key": "v".repeat(10_000)}}));
+        obj.metadata.uid = Some("u-1".into());
+        obj.metadata.resource_version = Some("42".into());
+        obj.metadata.labels = Some([("app".to_owned(), "web".to_owned())].into());
+        obj.metadata.finalizers = Some(vec!["keep".into()]);
+        obj
+    }
+
+    /// The stub holds the name and namespace and nothing else of the object: the runner's
+    /// store must not grow with the objects it schedules.
+    #[test]
+    fn a_stub_keeps_the_name_and_namespace_of_an_object_and_nothing_else() {
+        let obj = big_configmap();
+        let from_event = stub_of::<ConfigMap>(
+            &crate::cache::typed::gvk_of::<ConfigMap>(),
+            Arc::new(obj.clone()),
+        )
+        .unwrap();
+        let compact = CompactObject::encode(&obj).unwrap();
+        let types = TypeMeta {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+        };
+        let decoder = StubDecoder::<ConfigMap>::new();
+        let listed = decoder.decode(&compact, &types).unwrap();
+        let converted = decoder.convert(&obj, None).unwrap();
+        for stub in [
+            Arc::new(from_event),
+            listed.downcast::<Stub<ConfigMap>>().unwrap(),
+            converted.downcast::<Stub<ConfigMap>>().unwrap(),
+        ] {
+            assert_eq!(
+                serde_json::to_value(stub.meta()).unwrap(),
+                serde_json::json!({"name": "web", "namespace": "shop"})
+            );
+        }
+        assert!(
+            !decoder.keep(),
+            "a shared store keeps the reconcile's type, not stubs"
+        );
+        assert_eq!(
+            std::mem::size_of::<Stub<ConfigMap>>(),
+            std::mem::size_of::<ObjectMeta>(),
+            "a stub is its metadata, not an object"
+        );
+    }
+
+    #[test]
+    fn a_stub_is_a_resource_of_its_kind_with_the_same_store_and_queue_keys() {
+        let obj = big_configmap();
+        let dyntype = Arc::new(ApiResource::erase::<ConfigMap>(&()));
+        let stub = Stub::<DynamicObject>::of(&obj.metadata);
+        let mut writer = reflector::store::Writer::<Stub<DynamicObject>>::new(Arc::clone(&dyntype));
+        let store = writer.as_reader();
+        writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(stub.clone()));
+        let key = ObjectRef::from_obj_with(&stub, Arc::clone(&dyntype));
+        assert!(store.get(&key).is_some());
+        assert_eq!(
+            key.clone().erase(),
+            ObjectRef::from_obj_with(&obj, ApiResource::erase::<ConfigMap>(&())).erase(),
+            "metrics and failure counts key a stub as its object"
+        );
+        assert_eq!(key.to_string(), "ConfigMap.v1./web.shop");
+        let typed = stub_ref(
+            ObjectRef::<ConfigMap>::new("web").within("shop"),
+            &Arc::new(()),
+        );
+        assert_eq!(typed.erase(), key.erase());
+    }
+
+    fn context() -> Context {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let tree = crate::cache::Plan::new(&crate::cache::Options::default())
+            .unwrap()
+            .instantiate(&crate::cache::Context::offline(false));
+        let pipeline = crate::recorder::Pipeline::new(
+            &crate::recorder::Options::default(),
+            crate::recorder::NullSink,
+            Arc::new(crate::recorder::SystemClock),
+        );
+        Context::new(
+            Arc::new(crate::cache::SharedCache::new(tree)),
+            crate::cache::InformerPool::new(client.clone()),
+            client,
+            pipeline.recorder(),
+        )
+    }
+
+    /// A reconcile whose object left the cache does not run; one the cache can not answer yet
+    /// is retried with the object's backoff.
+    #[tokio::test]
+    async fn an_object_gone_from_the_cache_is_dropped_and_an_unready_cache_retried_with_backoff() {
+        let ctx = context();
+        let metrics = ControllerMetrics::new();
+        let series = Series::new(Some(&metrics), "stubs", 1);
+        let key = ObjectRef::<ConfigMap>::new("web").within("shop").erase();
+        let found = read(Ok(Arc::new(7)), &key, &ctx, &series);
+        assert_eq!(found.map(|n| *n), Ok(7));
+
+        series.queue_added(&key);
+        assert_eq!(metrics.controller("stubs", 1).depth(), 1);
+
+        let gone = read::<u8>(
+            Err(cache::Error::NotFound {
+                gvk: crate::cache::typed::gvk_of::<ConfigMap>(),
+                namespace: Some("shop".into()),
+                name: "web".into(),
+            }),
+            &key,
+            &ctx,
+            &series,
+        );
+        assert_eq!(gone, Err(Action::await_change()));
+        assert_eq!(
+            metrics.controller("stubs", 1).depth(),
+            0,
+            "it left the queue without a reconcile"
+        );
+
+        for failures in 1..=2 {
+            let later = read::<u8>(Err(cache::Error::NotStarted), &key, &ctx, &series);
+            assert_eq!(
+                later,
+                Err(Action::requeue(super::super::error_backoff(failures)))
+            );
+        }
+        assert_eq!(ctx.failures_of(&key), 2);
+    }
+}

@@ -1,0 +1,129 @@
+//! The permission check the manager runs before each config's informers start (at start and
+//! at every applied reload): the permissions `informant rbac` derives for the config and this
+//! manager's deployment (its `CacheConfig` and `Controller`s when it reads them from the
+//! cluster, its Lease when it elects a leader), each asked of the API server with a
+//! `SelfSubjectAccessReview` ([`crate::config::access`]).
+//!
+//! A missing permission is said where a user looks before any informer has had the time to
+//! fail: a warn log line naming each, the `Ready` condition (`False`, reason
+//! [`REASON_PERMISSION_MISSING`](super::REASON_PERMISSION_MISSING)), `/readyz/permissions`, and a
+//! `PermissionMissing` Warning Event on the leader. While something is missing the check runs
+//! again every [`RECHECK_INTERVAL`] (`Options::permissions_recheck`), so a grant clears it
+//! without a reload. A server that cannot answer (no authorization API, the review itself
+//! refused) leaves the check silent: the informers' own errors still say what failed.
+
+use std::time::Duration;
+
+use kube::Client;
+
+use super::options::{ConfigSource, Options};
+use crate::config::{Validated, access, rbac};
+
+/// How often a check that found something missing runs again, unless
+/// [`Options::permissions_recheck`] says otherwise.
+pub const RECHECK_INTERVAL: Duration = Duration::from_secs(30);
+
+/// The Warning Event's reason when the check finds a missing permission.
+pub const EVENT_REASON: &str = "PermissionMissing";
+
+/// What the manager is, for the rules it needs beyond the config's.
+#[derive(Clone)]
+pub(super) struct AccessCheck {
+    client: Client,
+    /// The `CacheConfig`'s namespace and name, when read from the cluster.
+    resource: Option<(String, String)>,
+    /// The Lease's namespace and name, when electing a leader.
+    lease: Option<(String, String)>,
+    /// How often a check that found something missing runs again.
+    pub(super) recheck: Duration,
+}
+
+impl AccessCheck {
+    /// The check of a manager with `options`, asking with `client`.
+    pub(super) fn new(client: Client, options: &Options) -> Self {
+        let resource = match &options.source {
+            ConfigSource::Resource { namespace, name } => Some((namespace.clone(), name.clone())),
+            ConfigSource::File(_) => None,
+        };
+        let lease = options
+            .leader_election
+            .as_ref()
+            .map(|l| (l.lease_namespace.clone(), l.lease_name.clone()));
+        Self {
+            client,
+            resource,
+            lease,
+            recheck: options.permissions_recheck,
+        }
+    }
+
+    /// The rules this manager needs with `config`.
+    fn rules(&self, config: &Validated) -> rbac::Rules {
+        let metadata = &config.resource.metadata;
+        let namespace = self.resource.as_ref().map_or_else(
+            || {
+                metadata
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| "default".to_owned())
+            },
+            |(ns, _)| ns.clone(),
+        );
+        let mut rules = rbac::Rules::derive(config, &rbac::Options::new(&namespace));
+        if self.resource.is_none() {
+            // A file: no CacheConfig or Controller is read from the cluster.
+            for namespaced in rules.namespaces.values_mut() {
+                namespaced.retain(|rule| {
+                    rule.api_groups.as_deref() != Some(&["informant.dev".to_owned()][..])
+                });
+            }
+            rules.namespaces.retain(|_, rules| !rules.is_empty());
+        }
+        if let Some((lease_namespace, lease_name)) = &self.lease {
+            let lease = rbac::lease_rules(lease_name);
+            rules
+                .namespaces
+                .entry(lease_namespace.clone())
+                .or_default()
+                .extend(lease);
+        }
+        rules
+    }
+
+    /// The permissions `config` needs that the cluster does not grant, each as
+    /// `verb resource ... in namespace ...`; empty when all are granted or the server cannot
+    /// say.
+    pub(super) async fn missing(&self, config: &Validated) -> Vec<String> {
+        match access::missing(&self.client, &self.rules(config)).await {
+            Ok(missing) => {
+                let missing: Vec<String> = missing.iter().map(ToString::to_string).collect();
+                if !missing.is_empty() {
+                    tracing::warn!(
+                        missing = %missing.join("; "),
+                        "the cluster does not grant permissions the config needs; \
+                         `informant rbac --check` prints the objects granting them"
+                    );
+                }
+                missing
+            }
+            Err(error) => {
+                tracing::debug!(
+                    error = %crate::telemetry::error_chain(&error),
+                    "cannot check the permissions the config needs"
+                );
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// The Warning Event's message for `missing` permissions.
+pub(super) fn event_message(missing: &[String]) -> String {
+    format!(
+        "{} permission{} the config needs {} not granted (`informant rbac --check` prints the objects granting them): {}",
+        missing.len(),
+        if missing.len() == 1 { "" } else { "s" },
+        if missing.len() == 1 { "is" } else { "are" },
+        missing.join("; ")
+    )
+}
