@@ -503,3 +503,91 @@ async fn a_selector_matching_nearly_every_namespace_uses_one_watch_and_a_new_nam
     assert_eq!(read.metadata.name.as_deref(), Some("b-configmap"));
     env.stop().await;
 }
+
+/// The RBAC `informant rbac` derives for a namespace selector, proven on a server that enforces
+/// RBAC: the manager, holding a `ServiceAccount`'s token bound to exactly those objects, gets
+/// ready and follows a namespace into the selector with nothing refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_derived_rbac_of_a_namespace_selector_is_enough_to_follow_the_namespaces() {
+    use informant::config::{CacheConfig, rbac};
+    use informant::manager::{ConfigSource, Manager};
+
+    let (server, admin) = support::server_with_informant_crds_rbac().await;
+    let document = "apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\n\
+        metadata: {name: informant, namespace: ops}\n\
+        spec:\n  namespaceSelector: team=shop\n  byObject: [{apiVersion: v1, kind: ConfigMap}]\n";
+    let valid = informant::config::load_str(document).unwrap();
+    for object in [
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ops"}}),
+        json!({"apiVersion": "v1", "kind": "Namespace",
+               "metadata": {"name": "a", "labels": {"team": "shop"}}}),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "b"}}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": {"name": "informant", "namespace": "ops"}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "a"}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "y", "namespace": "b"}}),
+        serde_json::to_value(&valid.resource).unwrap(),
+    ]
+    .into_iter()
+    .chain(
+        rbac::Rules::derive(&valid, &rbac::Options::new("ops"))
+            .objects("informant", "informant", "ops")
+            .to_values()
+            .unwrap(),
+    ) {
+        server.handle().create(object).unwrap();
+    }
+    let token = server.token("ops", "informant").await.unwrap();
+    let client = server.client_with_token(&token).await.unwrap();
+    let manager = Manager::new(
+        client,
+        support::manager_options(ConfigSource::Resource {
+            namespace: "ops".into(),
+            name: "informant".into(),
+        }),
+    )
+    .await
+    .unwrap();
+    let cache = manager.cache();
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(manager.run(shutdown.clone()));
+    let configs: Api<CacheConfig> = Api::namespaced(admin.clone(), "ops");
+    let matched = |n: i32| {
+        let configs = configs.clone();
+        move || {
+            let configs = configs.clone();
+            async move {
+                let status = configs.get("informant").await.unwrap().status;
+                status.is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Ready" && c.status == "True")
+                        && s.namespace_selectors
+                            .first()
+                            .is_some_and(|sel| sel.count == n)
+                })
+            }
+        }
+    };
+    support::eventually("Ready, the selector matching a", matched(1)).await;
+    Api::<Namespace>::all(admin.clone())
+        .patch(
+            "b",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"team": "shop"}}})),
+        )
+        .await
+        .unwrap();
+    support::eventually("Ready, the selector matching a and b", matched(2)).await;
+    assert_eq!(
+        support::cached_names::<ConfigMap>(cache.as_ref()).await,
+        ["x", "y"]
+    );
+    assert_eq!(
+        server.handle().refusals(),
+        Vec::new(),
+        "nothing the manager asked for was refused"
+    );
+    shutdown.cancel();
+    support::stopped(run).await;
+}
