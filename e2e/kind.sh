@@ -31,7 +31,8 @@
 #   `kubectl scale` keeps the rendered arguments; `helm upgrade` would also reapply
 #   cacheConfig.spec over the edits the scenarios made with kubectl.
 # - The chart's RBAC is derived from cacheConfig.spec at install/upgrade time: a kubectl edit
-#   that widens the scope (scenario 2 adds a namespace) needs more. The suite binds the release's
+#   that widens the scope (scenario 2 adds a namespace, scenario 7 a namespace selector) needs
+#   more. The suite binds the release's
 #   ServiceAccount to a ClusterRole of its own (list/watch of the kinds it uses), removed before
 #   the uninstall check. Users widen the scope through `helm upgrade` instead.
 # - The hook of scenario 4 is a webhook: the image has no Python, so examples/hooks/cronjob.py
@@ -177,7 +178,7 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {name: $E2E_RBAC}
 rules:
-- {apiGroups: [""], resources: [configmaps, secrets], verbs: [get, list, watch]}
+- {apiGroups: [""], resources: [configmaps, secrets, namespaces], verbs: [get, list, watch]}
 - {apiGroups: [batch], resources: [jobs, cronjobs], verbs: [get, list, watch]}
 - {apiGroups: [batch], resources: [cronjobs/status], verbs: [patch]}
 EOF

@@ -365,8 +365,56 @@ scenario_leader() {
   note "lastReloadTime: $reloaded -> $(cc_path '{.status.lastReloadTime}')"
 }
 
+# selected NAMESPACE: the CacheConfig's status lists NAMESPACE under its namespace selector.
+selected() {
+  cc_path '{.status.namespaceSelectors[0].namespaces}' | grep -q "\"$1\""
+}
+not_selected() { ! selected "$1"; }
+
+# informs_about NAMESPACE: status.informers has an informer of NAMESPACE.
+informs_about() { [[ "$(informers)" == *" $1"* ]]; }
+informs_not_about() { ! informs_about "$1"; }
+
+# cached_configmaps NAMESPACE: the ConfigMaps of NAMESPACE as `informant cache` reads them
+# through the running CacheConfig (its own tree, resolving the selector against the cluster).
+cached_configmaps() {
+  "$INFORMANT" cache list --config "$work/selector-config.yaml" --api-version v1 --kind ConfigMap \
+    -n "$1" -o name
+}
+
+scenario_namespaces() {
+  step "7. namespaces by label: kubectl label namespace brings a namespace and its objects in"
+  local work=$1 label=e2e.informant.dev/cached
+  k create namespace e2e-sel >/dev/null
+  k -n e2e-sel create configmap picked --from-literal=k=v >/dev/null
+  edit "[{\"op\":\"add\",\"path\":\"/spec/byObject/0/namespaceSelector\",\"value\":\"$label=yes\"}]"
+  wait_condition Valid True
+  wait_condition Ready True
+  expect_eq "status.namespaceSelectors: the selector, nothing matching yet" "$label=yes 0" \
+    "$(cc_path '{.status.namespaceSelectors[0].selector} {.status.namespaceSelectors[0].count}')"
+  k label namespace e2e-sel "$label=yes" >/dev/null
+  wait_until "$E2E_WAIT" "e2e-sel in status.namespaceSelectors" selected e2e-sel
+  local status
+  status=$(kn get cc "$E2E_CC" -o yaml)
+  printf '%s\n' "$status" | sed -n '/^  namespaceSelectors:/,/^  [a-zA-Z]/p' | sed 's/^/    /'
+  expect_contains "kubectl get cc -o yaml: the labelled namespace under the selector" "- e2e-sel" "$status"
+  wait_until "$E2E_WAIT" "the ConfigMap informer of e2e-sel in status.informers" informs_about e2e-sel
+  printf '%s\n' "$status" >"$work/selector-config.yaml"
+  expect_eq "informant cache reads the labelled namespace's ConfigMap" "e2e-sel/picked" "$(cached_configmaps e2e-sel)"
+  wait_until "$E2E_WAIT" "a ScopeChanged Event" event_says Normal ScopeChanged "namespaces entered: e2e-sel"
+  echo "ok: Normal ScopeChanged Event says which namespace entered"
+  k label namespace e2e-sel "$label-" >/dev/null
+  wait_until "$E2E_WAIT" "e2e-sel gone from status.namespaceSelectors" not_selected e2e-sel
+  local out code
+  out=$("$INFORMANT" cache get picked --config "$work/selector-config.yaml" --api-version v1 --kind ConfigMap -n e2e-sel 2>&1) && code=0 || code=$?
+  expect_eq "informant cache: e2e-sel is an unknown namespace once unlabelled (exit 5)" "5" "$code"
+  expect_contains "the error names the selector" "does not match the namespaceSelector \"$label=yes\"" "$out"
+  wait_until "$E2E_WAIT" "e2e-sel's informer gone from status.informers" informs_not_about e2e-sel
+  echo "ok: status.informers: e2e-sel's informer stopped"
+}
+
 scenario_uninstall() {
-  step "7. uninstall leaves nothing behind but the CRDs"
+  step "8. uninstall leaves nothing behind but the CRDs"
   # The Controller of scenario 4 is the user's, like any other object the chart did not install:
   # it goes first, then its hook server.
   kn delete controllers.informant.dev cronjob-watch --wait=true >/dev/null
@@ -393,5 +441,6 @@ run_scenarios() {
   scenario_cronjob "$work"
   scenario_fates
   scenario_leader
+  scenario_namespaces "$work"
   scenario_uninstall
 }

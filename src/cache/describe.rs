@@ -1,13 +1,16 @@
 //! `Description`: how a planned cache tree describes itself for `informant explain`, as text
 //! or JSON.
 
+use std::fmt::Write as _;
+
 use super::plan::InformerScope;
 
 /// One layer of a planned tree, for `informant explain`.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Description {
-    /// `InformerCache`, `MultiNamespaceCache` or `ByKindCache`.
+    /// `InformerCache`, `MultiNamespaceCache`, `ByKindCache`, or `WaitingForKind` for a
+    /// `byObject` kind the API server does not serve yet.
     pub cache: &'static str,
     /// Why this layer exists in its parent (`byObject v1/Pod`, `namespace team-a`, `default`).
     pub role: String,
@@ -15,6 +18,17 @@ pub struct Description {
     /// which start no informer of their own.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub scope: Option<InformerScopeDescription>,
+    /// The namespace selector of a `MultiNamespaceCache` that chooses namespaces by label.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<String>,
+    /// The namespaces that selector matches now; absent when they are known only at run time
+    /// (a plan made without a cluster).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matching: Option<Vec<String>>,
+    /// Why a `byObject` kind has no informer (`WaitingForKind`: the API server does not serve
+    /// it yet).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
     /// Layers below this one.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<Description>,
@@ -102,7 +116,33 @@ impl Description {
             cache,
             role: role.to_string(),
             scope: None,
+            namespace_selector: None,
+            matching: None,
+            waiting: None,
             children,
+        }
+    }
+
+    /// This routing layer, choosing namespaces by `selector`, which matches `matching` (`None`:
+    /// known at run time).
+    #[must_use]
+    pub fn with_selection(mut self, selector: String, matching: Option<Vec<String>>) -> Self {
+        self.namespace_selector = Some(selector);
+        self.matching = matching;
+        self
+    }
+
+    /// A `byObject` kind that waits for the API server to serve it.
+    #[must_use]
+    pub fn waiting(role: &str, reason: &str) -> Self {
+        Self {
+            cache: "WaitingForKind",
+            role: role.to_string(),
+            scope: None,
+            namespace_selector: None,
+            matching: None,
+            waiting: Some(reason.to_owned()),
+            children: Vec::new(),
         }
     }
 
@@ -113,6 +153,9 @@ impl Description {
             cache: "InformerCache",
             role: role.to_string(),
             scope: Some(scope),
+            namespace_selector: None,
+            matching: None,
+            waiting: None,
             children: Vec::new(),
         }
     }
@@ -134,6 +177,18 @@ impl Description {
         if let Some(scope) = &self.scope {
             out.push(' ');
             out.push_str(&scope.to_text());
+        }
+        if let Some(selector) = &self.namespace_selector {
+            // Writing to a String does not fail.
+            let _ = write!(out, " namespaceSelector={selector:?}");
+            let _ = match &self.matching {
+                Some(names) => write!(out, " matching {}: [{}]", names.len(), names.join(", ")),
+                None => write!(out, " matching: known at run time"),
+            };
+        }
+        if let Some(reason) = &self.waiting {
+            out.push_str(": ");
+            out.push_str(reason);
         }
         out.push('\n');
         for child in &self.children {

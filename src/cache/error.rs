@@ -45,21 +45,42 @@ pub enum Error {
     },
 
     /// A get in a namespace that `defaultNamespaces` (or `byObject[].namespaces`) does not list,
-    /// and there is no `""` entry to fall back to (`pkg/cache/multi_namespace_cache.go`).
-    #[error("unable to get: {namespace}/{name} because of unknown namespace for the cache")]
+    /// that no namespace selector matches, and there is no `""` entry to fall back to
+    /// (`pkg/cache/multi_namespace_cache.go`).
+    #[error(
+        "unable to get: {namespace}/{name} because of unknown namespace for the cache{}",
+        not_selected(namespace, selector.as_deref())
+    )]
     UnknownNamespaceGet {
         /// The namespace of the request.
         namespace: String,
         /// The name of the request.
         name: String,
+        /// The namespace selector of the cache, which the namespace does not match (now).
+        selector: Option<String>,
     },
 
     /// A list in a namespace that the multi-namespace cache does not know, and there is no `""`
     /// entry to fall back to (`pkg/cache/multi_namespace_cache.go`).
-    #[error("unable to list: {namespace} because of unknown namespace for the cache")]
+    #[error(
+        "unable to list: {namespace} because of unknown namespace for the cache{}",
+        not_selected(namespace, selector.as_deref())
+    )]
     UnknownNamespaceList {
         /// The namespace of the request.
         namespace: String,
+        /// The namespace selector of the cache, which the namespace does not match (now).
+        selector: Option<String>,
+    },
+
+    /// A `byObject` kind the API server does not serve (yet): no informer runs for it until
+    /// its `CustomResourceDefinition` is established, then it starts.
+    #[error("{} is waiting for its kind: {reason}", gvk_string(.gvk))]
+    WaitingForKind {
+        /// The kind that was read.
+        gvk: GroupVersionKind,
+        /// Why it is not served.
+        reason: String,
     },
 
     /// A list carried a continue token; the cache returns everything at once
@@ -163,6 +184,16 @@ pub enum Error {
     },
 }
 
+/// `; namespace c is not listed and does not match the namespaceSelector "team=shop"` when a
+/// selector chose the cache's namespaces.
+fn not_selected(namespace: &str, selector: Option<&str>) -> String {
+    selector.map_or_else(String::new, |selector| {
+        format!(
+            "; namespace {namespace} is not listed and does not match the namespaceSelector {selector:?}"
+        )
+    })
+}
+
 /// `no kind "Widgit" in example.com/v1 (did you mean "Widget"?); known kinds in
 /// example.com/v1: Gadget, Widget`, or that the group version is not served.
 fn unknown_kind(gvk: &GroupVersionKind, known: &[String]) -> String {
@@ -221,6 +252,7 @@ impl Error {
                 | Self::InformerFailed { .. }
                 | Self::NotStarted
                 | Self::Discovery { .. }
+                | Self::WaitingForKind { .. }
         )
     }
 }
@@ -294,6 +326,7 @@ mod tests {
         let get = Error::UnknownNamespaceGet {
             namespace: "c".into(),
             name: "x".into(),
+            selector: None,
         };
         assert_eq!(
             get.to_string(),
@@ -301,12 +334,22 @@ mod tests {
         );
         let list = Error::UnknownNamespaceList {
             namespace: "c".into(),
+            selector: None,
         };
         assert_eq!(
             list.to_string(),
             "unable to list: c because of unknown namespace for the cache"
         );
         assert!(!get.is_not_found() && get.is_unknown_namespace() && list.is_unknown_namespace());
+        let selected = Error::UnknownNamespaceList {
+            namespace: "c".into(),
+            selector: Some("team=shop".into()),
+        };
+        assert_eq!(
+            selected.to_string(),
+            "unable to list: c because of unknown namespace for the cache; namespace c is not \
+             listed and does not match the namespaceSelector \"team=shop\""
+        );
     }
 
     #[test]

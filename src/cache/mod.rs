@@ -32,17 +32,20 @@ mod api;
 mod build;
 mod by_kind;
 mod compact;
+mod crds;
 mod describe;
 mod error;
 mod informer;
 mod informer_cache;
 mod matching;
 mod multi_namespace;
+mod namespaces;
 mod options;
 mod plan;
 mod pool;
 mod reload;
 mod resolver;
+mod scope;
 mod settings;
 mod sharded_client;
 mod shared;
@@ -50,6 +53,7 @@ mod store;
 mod sync_periods;
 mod transform;
 pub mod typed;
+mod waiting;
 
 pub use api::{Cache, ListOptions};
 pub use build::{build, resolve_scopes};
@@ -60,18 +64,23 @@ pub use error::{Error, Result};
 pub(crate) use informer::is_permanent;
 #[doc(hidden)]
 pub use informer::skip_relist_after_gone;
-pub use informer::{Informer, InformerEvent, InformerStatus};
+pub use informer::{Informer, InformerEvent, InformerStatus, Waiting};
 pub use informer_cache::{Context, InformerCache};
 pub use multi_namespace::MultiNamespaceCache;
+pub use namespaces::{list_namespace_labels, namespace_gvk, namespace_informer_key};
 pub use options::{
     ByObject, Config, DEFAULT_ENABLE_WATCH_BOOKMARKS, DEFAULT_SYNC_PERIOD,
     DEFAULT_UNSAFE_DISABLE_DEEP_COPY, NamespaceKey, Namespaces, Options, OptionsError, Scope,
     Transform, builtin_scope,
 };
-pub use plan::{InformerScope, InformerSpec, Kinds, Layer, Plan};
+pub use plan::{
+    InformerScope, InformerSpec, Kinds, Layer, Plan, Selection, WIDE_ENTER_PERCENT,
+    WIDE_LEAVE_PERCENT, WIDE_MIN_NAMESPACES,
+};
 pub use pool::{InformerKey, InformerPool, PoolStats, PooledInformer};
 pub use reload::{CacheChange, CacheReloader, DEFAULT_CACHE_SYNC_TIMEOUT};
 pub use resolver::{BuiltinKinds, Discovery, KindInfo, Resolver};
+pub use scope::{ClusterScope, NamespaceLabels};
 pub use settings::InformerSettings;
 pub use sharded_client::{server_shards, sharded_client};
 pub use shared::SharedCache;

@@ -2,7 +2,7 @@
 //! kinds, and the `""` entry as fallback for every other namespace (controller-runtime's
 //! `multiNamespaceCache`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -24,6 +24,18 @@ pub struct MultiNamespaceCache {
     context: Context,
     namespaces: BTreeMap<NamespaceKey, InformerCache>,
     cluster: Option<InformerCache>,
+    /// The namespace selector that chose some of `namespaces`, named by unknown-namespace
+    /// errors.
+    selector: Option<String>,
+    /// The namespaces a selector adds, served by one informer over every namespace whose
+    /// reads are filtered to them (when it matches nearly every namespace).
+    wide: Option<Wide>,
+}
+
+/// One cache over every namespace, read only for `namespaces`.
+struct Wide {
+    cache: InformerCache,
+    namespaces: BTreeSet<String>,
 }
 
 impl std::fmt::Debug for MultiNamespaceCache {
@@ -64,7 +76,26 @@ impl MultiNamespaceCache {
             context,
             namespaces: caches,
             cluster,
+            selector: None,
+            wide: None,
         }
+    }
+
+    /// This cache, serving `namespaces` (those a selector adds) from one informer cache over
+    /// every namespace with `settings`, its reads filtered to them.
+    #[must_use]
+    pub fn with_wide(mut self, settings: InformerSettings, namespaces: BTreeSet<String>) -> Self {
+        let cache = InformerCache::new(self.context.clone(), None, settings);
+        self.wide = Some(Wide { cache, namespaces });
+        self
+    }
+
+    /// This cache, whose namespaces a namespace selector (`selector`, as text) chose in part:
+    /// a read of another namespace fails naming it.
+    #[must_use]
+    pub fn with_selector(mut self, selector: String) -> Self {
+        self.selector = Some(selector);
+        self
     }
 
     /// Takes over the pool's informers for each namespace's cache (and the cluster cache)
@@ -85,15 +116,25 @@ impl MultiNamespaceCache {
             .ok_or_else(|| Error::ClusterScopedNotCached { gvk: gvk.clone() })
     }
 
-    /// The cache for `namespace`, or the [`NamespaceKey::AllOthers`] fallback.
+    /// The cache for `namespace`: its own, the cluster-wide one of the namespaces a selector
+    /// adds, or the [`NamespaceKey::AllOthers`] fallback.
     fn for_namespace(&self, namespace: &str) -> Option<&InformerCache> {
         self.namespaces
             .get(&NamespaceKey::named(namespace))
+            .or_else(|| {
+                self.wide
+                    .as_ref()
+                    .filter(|w| w.namespaces.contains(namespace))
+                    .map(|w| &w.cache)
+            })
             .or_else(|| self.namespaces.get(&NamespaceKey::AllOthers))
     }
 
     fn all_caches(&self) -> impl Iterator<Item = &InformerCache> {
-        self.namespaces.values().chain(self.cluster.iter())
+        self.namespaces
+            .values()
+            .chain(self.cluster.iter())
+            .chain(self.wide.iter().map(|w| &w.cache))
     }
 
     /// The cache serving a get, and the namespace to read in (none for cluster-scoped kinds).
@@ -112,6 +153,7 @@ impl MultiNamespaceCache {
             None => Err(Error::UnknownNamespaceGet {
                 namespace: namespace.to_string(),
                 name: name.to_string(),
+                selector: self.selector.clone(),
             }),
         }
     }
@@ -139,15 +181,28 @@ impl MultiNamespaceCache {
                 Some(cache) => list(cache, options.clone()).await,
                 None => Err(Error::UnknownNamespaceList {
                     namespace: namespace.to_string(),
+                    selector: self.selector.clone(),
                 }),
             };
         }
-        // Every namespace: merge, and stop once the limit is reached.
+        // Every namespace: merge, and stop once the limit is reached. The cluster-wide cache of
+        // a selector is read one added namespace at a time (it holds the others too).
         let mut remaining = options.limit.filter(|l| *l > 0);
         let mut all = Vec::new();
-        for cache in self.namespaces.values() {
+        let mut reads: Vec<(&InformerCache, Option<String>)> = self
+            .namespaces
+            .values()
+            .map(|cache| (cache, options.namespace.clone()))
+            .collect();
+        if let Some(wide) = &self.wide {
+            for ns in &wide.namespaces {
+                reads.push((&wide.cache, Some(ns.clone())));
+            }
+        }
+        for (cache, namespace) in reads {
             let per_cache = ListOptions {
                 limit: remaining,
+                namespace,
                 ..options.clone()
             };
             let items = list(cache, per_cache).await?;
@@ -215,7 +270,11 @@ impl Cache for MultiNamespaceCache {
             if !self.namespaced(gvk).await? {
                 return self.cluster(gvk)?.ensure_informer(gvk).await;
             }
-            for cache in self.namespaces.values() {
+            for cache in self
+                .namespaces
+                .values()
+                .chain(self.wide.iter().map(|w| &w.cache))
+            {
                 cache.ensure_informer(gvk).await?;
             }
             Ok(())
@@ -238,7 +297,15 @@ impl Cache for MultiNamespaceCache {
     }
 
     fn informers(&self) -> Vec<InformerStatus> {
-        self.all_caches().flat_map(Cache::informers).collect()
+        let mut rows: Vec<InformerStatus> = Vec::new();
+        for row in self.all_caches().flat_map(Cache::informers) {
+            // The cluster cache and a selector's cluster-wide cache over the same settings
+            // share their informers: report each once.
+            if !rows.contains(&row) {
+                rows.push(row);
+            }
+        }
+        rows
     }
 
     fn sync_periods(&self, _gvk: &GroupVersionKind) -> SyncPeriods {
@@ -249,6 +316,12 @@ impl Cache for MultiNamespaceCache {
                 NamespaceKey::Named(namespace) => periods.with_namespace(namespace, period),
                 NamespaceKey::AllOthers => periods.with_others(period),
             };
+        }
+        if let Some(wide) = &self.wide {
+            let period = wide.cache.settings().sync_period;
+            for namespace in &wide.namespaces {
+                periods = periods.with_namespace(namespace, period);
+            }
         }
         if let Some(cluster) = &self.cluster {
             periods = periods.with_cluster(cluster.settings().sync_period);

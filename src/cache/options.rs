@@ -19,6 +19,25 @@
 //! The one exception is the [`NamespaceKey::AllOthers`] entry of a namespace map: its field
 //! selector gets `metadata.namespace!=<ns>` for every listed namespace `AND`ed to it, so no
 //! object is cached by two informers.
+//!
+//! # Namespaces chosen by label
+//!
+//! A namespace selector (`default_namespace_selector`, `ByObject::namespace_selector`) adds
+//! every namespace whose labels match to the namespaces of its level, with that level's
+//! settings (`default_*` for the default selector; the entry's, then `default_*`, for a
+//! `byObject` one):
+//!
+//! - the named keys of the same map keep their own settings and are cached whether they
+//!   match or not; the selector adds the namespaces it matches that are not listed;
+//! - it cannot be combined with the [`NamespaceKey::AllOthers`] key, nor with
+//!   [`Namespaces::All`]: both already mean the namespaces not listed
+//!   ([`OptionsError::SelectorWithAllNamespaces`]);
+//! - a `byObject` entry that sets its namespaces or its selector replaces both of the
+//!   defaults' (they are one choice: which namespaces), as `namespaces` always has;
+//! - it is refused for cluster-scoped kinds, as namespaces are.
+//!
+//! Which namespaces match is not an option: the [`super::Plan`] is made for the namespaces a
+//! [`super::ClusterScope`] says exist, and planned again when they change.
 
 mod defaulting;
 
@@ -73,6 +92,9 @@ pub struct Options {
     /// Namespaces to cache, each with settings. Empty: every namespace (one cluster-wide
     /// informer per kind); otherwise only these (a `MultiNamespaceCache`).
     pub default_namespaces: BTreeMap<NamespaceKey, Config>,
+    /// Namespaces chosen by their labels, added to `default_namespaces` with the `default_*`
+    /// settings (see the module docs for how the two combine).
+    pub default_namespace_selector: Option<LabelSelector>,
     /// Label selector of everything without its own.
     pub default_label_selector: Option<LabelSelector>,
     /// Field selector of everything without its own.
@@ -140,6 +162,24 @@ impl Options {
     #[must_use]
     pub fn by_object_for(&self, gvk: &GroupVersionKind) -> Option<&ByObject> {
         self.by_object.iter().find(|b| &b.gvk == gvk)
+    }
+
+    /// These options choosing namespaces by `selector` (see the module docs).
+    #[must_use]
+    pub fn with_default_namespace_selector(mut self, selector: LabelSelector) -> Self {
+        self.default_namespace_selector = Some(selector);
+        self
+    }
+
+    /// Whether any level chooses namespaces by label: the cache then follows the cluster's
+    /// namespaces.
+    #[must_use]
+    pub fn uses_namespace_selector(&self) -> bool {
+        self.default_namespace_selector.is_some()
+            || self
+                .by_object
+                .iter()
+                .any(|b| b.namespace_selector.is_some())
     }
 }
 
@@ -365,7 +405,8 @@ pub enum Namespaces {
     /// Every namespace, with one cluster-wide informer (`namespaces: {}`; always the case for
     /// cluster-scoped kinds).
     All,
-    /// Only these namespaces, each with its settings (never empty).
+    /// Only these namespaces, each with its settings (never empty, unless a namespace
+    /// selector adds the others).
     Only(BTreeMap<NamespaceKey, Config>),
 }
 
@@ -389,6 +430,11 @@ pub struct ByObject {
     pub scope: Scope,
     /// Which namespaces to cache it in.
     pub namespaces: Namespaces,
+    /// Namespaces chosen by their labels, added to `namespaces` with this entry's settings.
+    /// Set (or `namespaces` set), it replaces the defaults' namespaces and selector; after
+    /// [`Options::defaulted`] it is the selector in effect for the kind (the inherited one,
+    /// when the entry inherits).
+    pub namespace_selector: Option<LabelSelector>,
     /// Its settings; replace the `default_*` ones.
     pub config: Config,
     /// Cache `PartialObjectMetadata` only.
@@ -404,9 +450,24 @@ impl ByObject {
             gvk,
             scope,
             namespaces: Namespaces::Inherit,
+            namespace_selector: None,
             config: Config::default(),
             metadata_only: false,
         }
+    }
+
+    /// These settings, choosing namespaces by `selector` too.
+    #[must_use]
+    pub fn with_namespace_selector(mut self, selector: LabelSelector) -> Self {
+        self.namespace_selector = Some(selector);
+        self
+    }
+
+    /// Whether this entry takes the defaults' namespaces (it sets neither `namespaces` nor a
+    /// selector).
+    #[must_use]
+    pub fn inherits_namespaces(&self) -> bool {
+        self.namespaces == Namespaces::Inherit && self.namespace_selector.is_none()
     }
 
     /// These settings with other namespaces.

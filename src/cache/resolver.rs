@@ -31,6 +31,12 @@ pub trait Resolver: Send + Sync {
     /// # Errors
     /// [`Error::UnknownKind`] when the API server does not serve the kind.
     fn resolve<'a>(&'a self, gvk: &'a GroupVersionKind) -> BoxFuture<'a, Result<KindInfo>>;
+
+    /// Forgets what is known of `gvk`: its `CustomResourceDefinition` was deleted, and may
+    /// come back with another plural or scope. The next resolve asks again.
+    fn forget(&self, gvk: &GroupVersionKind) {
+        let _ = gvk;
+    }
 }
 
 /// Resolves kinds by kube discovery, remembering each answer.
@@ -89,6 +95,13 @@ impl Discovery {
 }
 
 impl Resolver for Discovery {
+    fn forget(&self, gvk: &GroupVersionKind) {
+        self.known
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(gvk);
+    }
+
     fn resolve<'a>(&'a self, gvk: &'a GroupVersionKind) -> BoxFuture<'a, Result<KindInfo>> {
         Box::pin(async move {
             if let Some(info) = self

@@ -6,7 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use informant::cache::Discovery;
-use informant::cache::{Cache, Context, ListOptions, Plan, Resolver, resolve_scopes};
+use informant::cache::{
+    Cache, ClusterScope, Context, ListOptions, Plan, Resolver, list_namespace_labels,
+    resolve_scopes,
+};
 use informant::selector::{FieldSelector, LabelSelector};
 use kube::core::DynamicObject;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
@@ -190,7 +193,21 @@ pub async fn run(args: &Args) -> exit::Result {
         resolver.resolve(&gvk).await,
     )?;
     resolve_scopes(&mut options, resolver.as_ref()).await;
-    let plan = Plan::new(&options).map_err(|e| Failure::new(exit::USAGE, &e))?;
+    let mut scope = ClusterScope::default();
+    if options.uses_namespace_selector() {
+        // The namespaces a selector matches now, as the manager would follow them.
+        let labels = list_namespace_labels(&client).await.map_err(|e| {
+            Failure::message(
+                exit::FAILURE,
+                format!(
+                    "cannot list namespaces for the namespaceSelector: {}",
+                    exit::error_chain(&e)
+                ),
+            )
+        })?;
+        scope = scope.with_namespaces(labels);
+    }
+    let plan = Plan::for_cluster(&options, &scope).map_err(|e| Failure::new(exit::USAGE, &e))?;
     let context = Context {
         reader_fail_on_missing_informer: plan.reader_fail_on_missing_informer(),
         sync_timeout: Some(Duration::from_secs(args.timeout)),

@@ -45,12 +45,12 @@ Exit codes:
   2   the command line does not parse (unknown flag, missing argument)
   3   not found: the object is not in the cache
   4   kind not cached: readerFailOnMissingInformer is set and no informer exists
-  5   unknown namespace: the namespace is not in defaultNamespaces and there is no \"\" entry
+  5   unknown namespace: not in defaultNamespaces, no namespaceSelector match, no \"\" entry
   6   the cache is not started
   7   timeout waiting for the informer to sync
   8   informer failed: the API server refuses to list/watch the kind (RBAC, 403)
   9   unsupported list option (continue token, non-exact field selector)
-  10  unknown kind: the API server (offline: the built-in kinds) does not serve it
+  10  unknown kind: the API server (offline: the built-in kinds) does not serve it (yet)
   11  rbac --check: a permission the config needs is not granted (the YAML to grant it is printed)
   64  invalid config, kubeconfig or argument values (a namespace on a cluster-scoped kind)
   66  an input file (config, kubeconfig, seed) can not be read
@@ -161,7 +161,7 @@ pub fn cache_code(error: &cache::Error) -> u8 {
         Error::Timeout { .. } => TIMEOUT,
         Error::InformerFailed { .. } => INFORMER_FAILED,
         Error::ContinueNotSupported | Error::NonExactFieldSelector => UNSUPPORTED,
-        Error::UnknownKind { .. } => UNKNOWN_KIND,
+        Error::UnknownKind { .. } | Error::WaitingForKind { .. } => UNKNOWN_KIND,
         Error::Discovery { .. } => FAILURE,
         Error::Convert { .. } | Error::Decode { .. } => SOFTWARE,
     }

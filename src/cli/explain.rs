@@ -1,10 +1,11 @@
 //! `informant explain`: the cache tree a config plans, and which cache would serve an object.
-//! Pure: no client, no API server; kinds' scopes come from the built-in kind table.
+//! Pure: no client, no API server; kinds' scopes come from the built-in kind table. With
+//! `--kubeconfig`, namespace selectors are resolved against the cluster's namespaces (one
+//! metadata LIST), so the tree shows the namespaces they match now.
 
 use std::path::PathBuf;
 
-use informant::cache::BuiltinKinds;
-use informant::cache::Plan;
+use informant::cache::{BuiltinKinds, ClusterScope, Plan, list_namespace_labels};
 use kube::core::GroupVersionKind;
 
 use super::exit::{self, Failure};
@@ -36,6 +37,10 @@ pub struct Args {
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value = "text")]
     pub output: Output,
+    /// Resolve namespace selectors against this cluster: the tree then lists the namespaces
+    /// each selector matches now. Without it nothing is asked of any cluster.
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
 }
 
 /// A parsed `--object`.
@@ -70,9 +75,20 @@ fn parse_object(text: &str) -> exit::Result<ObjectRef> {
 
 /// Prints the plan (and the route of `--object`); a refused route is printed as part of the
 /// answer and exits with the code the read would fail with.
-pub fn run(args: &Args) -> exit::Result {
+pub async fn run(args: &Args) -> exit::Result {
     let options = informant::config::load(&args.config)?.cache;
-    let plan = Plan::new(&options).map_err(|e| Failure::new(exit::USAGE, &e))?;
+    let mut scope = ClusterScope::default();
+    if let Some(kubeconfig) = &args.kubeconfig {
+        let client = super::cache::client(Some(kubeconfig)).await?;
+        let labels = list_namespace_labels(&client).await.map_err(|e| {
+            Failure::message(
+                exit::FAILURE,
+                format!("cannot list namespaces: {}", exit::error_chain(&e)),
+            )
+        })?;
+        scope = scope.with_namespaces(labels);
+    }
+    let plan = Plan::for_cluster(&options, &scope).map_err(|e| Failure::new(exit::USAGE, &e))?;
     let description = plan.describe();
     let route = match &args.object {
         None => None,

@@ -129,7 +129,7 @@ impl Cli {
             Command::Apiserver(args) => apiserver::run(args, shutdown).await,
             Command::Crd(args) => crd::run(&args),
             Command::Validate(args) => validate::run(&args),
-            Command::Explain(args) => explain::run(&args),
+            Command::Explain(args) => explain::run(&args).await,
             Command::Cache(args) => cache::run(&args).await,
             Command::Simulate(args) => simulate::run(&args),
             Command::Rbac(args) => rbac::run(&args).await,

@@ -170,6 +170,7 @@ pub async fn run(args: &Args) -> exit::Result {
         &rules.objects(&args.name, service_account, &namespace),
         args.output,
         "",
+        &rules.notes,
     )
 }
 
@@ -215,7 +216,7 @@ async fn check(args: &Args, rules: &rbac::Rules, namespace: &str) -> exit::Resul
     let who = user.unwrap_or_else(|| "the kubeconfig's user".to_owned());
     if missing.is_empty() {
         let header = format!("# all {total} permissions the config needs are granted to {who}\n");
-        return print(&rbac::Objects::default(), args.output, &header);
+        return print(&rbac::Objects::default(), args.output, &header, &[]);
     }
     let mut header = format!(
         "# {} of {total} permissions the config needs are not granted to {who}:\n",
@@ -229,7 +230,7 @@ async fn check(args: &Args, rules: &rbac::Rules, namespace: &str) -> exit::Resul
         &account_name,
         &account_namespace,
     );
-    print(&objects, args.output, &header)?;
+    print(&objects, args.output, &header, &[])?;
     Err(Failure::message(
         exit::PERMISSION_MISSING,
         format!(
@@ -253,8 +254,9 @@ async fn whoami(client: &kube::Client) -> Option<String> {
     review.status?.user_info?.username
 }
 
-/// Prints `objects` as YAML or JSON, after `header` (YAML comments).
-fn print(objects: &rbac::Objects, output: Output, header: &str) -> exit::Result {
+/// Prints `objects` as YAML or JSON, after `header` (YAML comments), with `notes` as comments
+/// above the `ClusterRole` (why it holds what it holds).
+fn print(objects: &rbac::Objects, output: Output, header: &str, notes: &[String]) -> exit::Result {
     let values = objects
         .to_values()
         .map_err(|e| Failure::new(exit::SOFTWARE, &e))?;
@@ -267,6 +269,13 @@ fn print(objects: &rbac::Objects, output: Output, header: &str) -> exit::Result 
             let mut out = header.to_owned();
             for value in &values {
                 out.push_str("---\n");
+                if value["kind"] == "ClusterRole" {
+                    for note in notes {
+                        out.push_str("# ");
+                        out.push_str(note);
+                        out.push('\n');
+                    }
+                }
                 out.push_str(
                     &informant::yaml::to_string(value)
                         .map_err(|e| Failure::new(exit::SOFTWARE, &e))?,

@@ -34,7 +34,10 @@ pub use error::{Error, FieldError, FieldPath, Origin, Result, Segment};
 pub use load::{Validated, crd_yaml, load, load_str, validate};
 pub(crate) use load::{document_schema, validate_json};
 pub(crate) use names::dns1123_subdomain_problem;
-pub use status::{CONDITION_READY, CONDITION_VALID, CacheConfigStatus};
+pub use status::{
+    CONDITION_READY, CONDITION_VALID, CacheConfigStatus, MAX_LISTED_NAMESPACES,
+    NamespaceSelectorStatus,
+};
 pub(crate) use structure::check as check_schema;
 pub use types::{
     ByObjectSpec, CacheConfig, CacheConfigSpec, CorrelatorSpec, NamespaceConfig, RecorderSpec,

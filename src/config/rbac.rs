@@ -9,6 +9,15 @@
 //!   `get`). In a `Role` in each namespace the kind is cached in, or in the `ClusterRole`
 //!   when it is cached cluster-wide: a cluster-scoped kind, `namespaces: {}`, a `""` key, or
 //!   an inherited default scope that is cluster-wide.
+//! - **Namespaces chosen by label** (`namespaceSelector`, at the spec or a `byObject` entry):
+//!   the namespaces are not known until the manager runs and change while it does, so every
+//!   kind cached by a selector is read from the `ClusterRole` (a `Role` per namespace cannot
+//!   be written in advance), and `list`/`watch` on `namespaces` is added to it (the manager's
+//!   one Namespace informer).
+//! - **Custom kinds in `byObject`** (not built in: a `CustomResourceDefinition` serves them):
+//!   `list`/`watch` on `apiextensions.k8s.io` `customresourcedefinitions`, cluster-wide: the
+//!   manager watches the CRDs to start such a kind's informers when its CRD is established
+//!   and stop them when it is deleted.
 //! - **The default scope's kinds cannot be derived from the config**: the default cache starts
 //!   an informer for any kind a controller reads, at run time. List those kinds in
 //!   [`Options::kinds`] (`informant rbac --kind apps/v1/Deployment`, the chart's
@@ -71,6 +80,8 @@ use crate::recorder::Api;
 
 /// The API group of `cacheconfigs`.
 const GROUP: &str = "informant.dev";
+/// The API group of `customresourcedefinitions`.
+const CRD_GROUP: &str = "apiextensions.k8s.io";
 /// The API group of `leases`.
 const LEASE_GROUP: &str = "coordination.k8s.io";
 /// The namespace Events about cluster-scoped objects are recorded in (client-go
@@ -154,7 +165,16 @@ pub struct Rules {
     /// Each namespace's `Role` rules (the manager's namespace always has one; a namespace
     /// without rules has no `Role`).
     pub namespaces: BTreeMap<String, Vec<PolicyRule>>,
+    /// Why the `ClusterRole` holds what a reader might not expect (a namespace selector, CRD
+    /// watching), one sentence each: `informant rbac` and the chart print them as comments.
+    pub notes: Vec<String>,
 }
+
+/// The note of a config that chooses namespaces by label.
+pub const NOTE_NAMESPACE_SELECTOR: &str = "namespaceSelector: the namespaces are chosen by label while the manager runs, so the kinds it caches are read cluster-wide (a ClusterRole: no Role can be written for namespaces not known in advance), and namespaces are listed and watched to follow their labels";
+
+/// The note of a config whose `byObject` lists custom kinds.
+pub const NOTE_CRD_WATCH: &str = "byObject lists custom kinds: customresourcedefinitions are listed and watched, so a kind's informers start when its CRD is established and stop when it is deleted";
 
 /// The resources read in one place, by API group.
 type Reads = BTreeMap<String, BTreeSet<String>>;
@@ -188,7 +208,11 @@ impl Rules {
         api: Api,
     ) -> Rules {
         let events_rule = || events_rule(api);
-        let default_scope = Scope::of_map(&cache.default_namespaces);
+        let default_scope = if cache.default_namespace_selector.is_some() {
+            Scope::Cluster
+        } else {
+            Scope::of_map(&cache.default_namespaces)
+        };
         let mut cluster_reads = Reads::new();
         let mut namespace_reads: BTreeMap<String, Reads> = BTreeMap::new();
         let mut events_cluster = default_scope == Scope::Cluster;
@@ -196,12 +220,18 @@ impl Rules {
         let kinds = cache
             .by_object
             .iter()
-            .map(|by| (&by.gvk, &by.namespaces))
-            .chain(options.kinds.iter().map(|gvk| (gvk, &Namespaces::Inherit)));
-        for (gvk, namespaces) in kinds {
+            .map(|by| (&by.gvk, &by.namespaces, by.namespace_selector.is_some()))
+            .chain(
+                options
+                    .kinds
+                    .iter()
+                    .map(|gvk| (gvk, &Namespaces::Inherit, false)),
+            );
+        for (gvk, namespaces, selected) in kinds {
             let (group, plural, namespaced) = resolve(gvk);
             let scope = if namespaced {
                 match namespaces {
+                    _ if selected => Scope::Cluster,
                     Namespaces::Inherit => default_scope.clone(),
                     Namespaces::All => Scope::Cluster,
                     Namespaces::Only(map) => Scope::of_map(map),
@@ -228,9 +258,11 @@ impl Rules {
             }
         }
 
+        let notes = follow_reads(cache, &mut cluster_reads);
         let mut rules = Rules {
             cluster: read_rules(&cluster_reads),
             namespaces: BTreeMap::new(),
+            notes,
         };
         // Every namespace with a Role: the cached ones, the manager's, and `default` for
         // Events about cluster-scoped objects when events are not granted cluster-wide.
@@ -364,6 +396,30 @@ impl Objects {
 /// The name of the `CacheConfig`, as its `metadata.name` says.
 fn config_name(config: &Validated) -> String {
     config.resource.metadata.name.clone().unwrap_or_default()
+}
+
+/// What following the cluster needs, added to `cluster_reads`: namespaces for a namespace
+/// selector, CRDs for custom `byObject` kinds. Returns the note of each.
+fn follow_reads(cache: &cache::Options, cluster_reads: &mut Reads) -> Vec<String> {
+    let mut notes = Vec::new();
+    if cache.uses_namespace_selector() {
+        cluster_reads
+            .entry(String::new())
+            .or_default()
+            .insert("namespaces".to_owned());
+        notes.push(NOTE_NAMESPACE_SELECTOR.to_owned());
+    }
+    let custom = |by: &&cache::ByObject| {
+        crate::kinds::builtin(&by.gvk.group, &by.gvk.version, &by.gvk.kind).is_none()
+    };
+    if cache.by_object.iter().any(|by| custom(&by)) {
+        cluster_reads
+            .entry(CRD_GROUP.to_owned())
+            .or_default()
+            .insert("customresourcedefinitions".to_owned());
+        notes.push(NOTE_CRD_WATCH.to_owned());
+    }
+    notes
 }
 
 /// `list` and `watch` on every resource of `reads`, one rule per API group.
@@ -584,11 +640,43 @@ mod tests {
             "{byObject: [{apiVersion: example.com/v1, kind: Policy}]}",
             &Options::new("sys"),
         );
-        assert_eq!(rules.cluster[0].resources, Some(vec!["policies".into()]));
-        assert_eq!(
-            rules.cluster[0].api_groups,
-            Some(vec!["example.com".into()])
+        let policies = rules
+            .cluster
+            .iter()
+            .find(|r| r.api_groups == Some(vec!["example.com".into()]))
+            .unwrap();
+        assert_eq!(policies.resources, Some(vec!["policies".into()]));
+        // Its CRD is watched, so its informers follow the CRD.
+        assert!(rules.cluster.contains(&rule(
+            "apiextensions.k8s.io",
+            &["customresourcedefinitions"],
+            None,
+            &["list", "watch"]
+        )));
+        assert_eq!(rules.notes, [NOTE_CRD_WATCH]);
+    }
+
+    #[test]
+    fn a_namespace_selector_reads_its_kinds_cluster_wide_and_lists_namespaces() {
+        let rules = derive(
+            "{namespaceSelector: team=shop, defaultNamespaces: {a: {}}, byObject: [{apiVersion: v1, kind: Pod}, {apiVersion: apps/v1, kind: Deployment, namespaces: {b: {}}}]}",
+            &Options::new("sys"),
         );
+        assert_eq!(
+            rules.cluster[0],
+            rule("", &["namespaces", "pods"], None, &["list", "watch"])
+        );
+        assert!(rules.namespaces["b"].contains(&rule(
+            "apps",
+            &["deployments"],
+            None,
+            &["list", "watch"]
+        )));
+        assert!(
+            !rules.namespaces.contains_key("a"),
+            "a is read cluster-wide"
+        );
+        assert_eq!(rules.notes, [NOTE_NAMESPACE_SELECTOR]);
     }
 
     #[test]

@@ -38,4 +38,42 @@ pub struct CacheConfigStatus {
     /// When the manager last applied a changed spec.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reload_time: Option<Time>,
+
+    /// Each namespace selector of the spec (`namespaceSelector`, `byObject[].namespaceSelector`),
+    /// once, with the namespaces it matches now.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespace_selectors: Vec<NamespaceSelectorStatus>,
+}
+
+/// The namespaces one namespace selector matches now.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NamespaceSelectorStatus {
+    /// The selector, in canonical form.
+    pub selector: String,
+
+    /// The namespaces it matches, sorted by name; at most the first
+    /// [`MAX_LISTED_NAMESPACES`], `count` says how many there are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
+
+    /// How many namespaces it matches.
+    pub count: i32,
+}
+
+/// The most namespaces `status.namespaceSelectors[].namespaces` lists, so a selector matching
+/// thousands keeps the object small.
+pub const MAX_LISTED_NAMESPACES: usize = 500;
+
+impl NamespaceSelectorStatus {
+    /// The status of `selector`, which matches `namespaces` (sorted).
+    #[must_use]
+    pub fn new<'a>(selector: &str, namespaces: impl ExactSizeIterator<Item = &'a String>) -> Self {
+        let count = i32::try_from(namespaces.len()).unwrap_or(i32::MAX);
+        Self {
+            selector: selector.to_owned(),
+            namespaces: namespaces.take(MAX_LISTED_NAMESPACES).cloned().collect(),
+            count,
+        }
+    }
 }

@@ -42,14 +42,7 @@ impl Validated {
             "  readerFailOnMissingInformer: {}",
             cache.reader_fail_on_missing_informer
         );
-        if cache.default_namespaces.is_empty() {
-            out.push_str("  namespaces: all (one cluster-wide informer per kind)\n");
-            let _ = writeln!(out, "  default: {}", describe(&defaults));
-        } else {
-            out.push_str("  namespaces:\n");
-            write_namespaces(&mut out, &cache.default_namespaces, "    ");
-            let _ = writeln!(out, "  cluster-scoped kinds: {}", describe(&defaults));
-        }
+        write_default_namespaces(&mut out, &cache, &defaults);
         if cache.by_object.is_empty() {
             out.push_str("  byObject: none\n");
         } else {
@@ -67,7 +60,16 @@ impl Validated {
                 };
                 let _ = writeln!(out, "    {av} {} ({scope}{meta_only}):", by.gvk.kind);
                 match &by.namespaces {
-                    Namespaces::Only(map) => write_namespaces(&mut out, map, "      "),
+                    Namespaces::Only(map) => {
+                        write_namespaces(&mut out, map, "      ");
+                        if let Some(selector) = &by.namespace_selector {
+                            let _ = writeln!(
+                                out,
+                                "      each namespace matching {selector}: {}",
+                                describe(&by.config)
+                            );
+                        }
+                    }
                     Namespaces::All | Namespaces::Inherit => {
                         let scope = match by.scope {
                             Scope::Namespaced => "all namespaces",
@@ -113,6 +115,25 @@ impl Validated {
         );
         out
     }
+}
+
+/// The namespaces of the default cache: all, or the listed ones and those a selector adds.
+fn write_default_namespaces(out: &mut String, cache: &crate::cache::Options, defaults: &Config) {
+    if cache.default_namespaces.is_empty() && cache.default_namespace_selector.is_none() {
+        out.push_str("  namespaces: all (one cluster-wide informer per kind)\n");
+        let _ = writeln!(out, "  default: {}", describe(defaults));
+        return;
+    }
+    out.push_str("  namespaces:\n");
+    write_namespaces(out, &cache.default_namespaces, "    ");
+    if let Some(selector) = &cache.default_namespace_selector {
+        let _ = writeln!(
+            out,
+            "    each namespace matching {selector}: {}",
+            describe(defaults)
+        );
+    }
+    let _ = writeln!(out, "  cluster-scoped kinds: {}", describe(defaults));
 }
 
 fn write_namespaces(out: &mut String, map: &BTreeMap<NamespaceKey, Config>, indent: &str) {

@@ -89,6 +89,20 @@ pub struct CacheConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_namespaces: Option<BTreeMap<String, NamespaceConfig>>,
 
+    /// Label selector on Namespaces (same syntax as `defaultLabelSelector`, e.g.
+    /// `team=shop,env!=dev`): every namespace whose labels match is cached, with the
+    /// `default*` settings, as if it were listed in `defaultNamespaces`. The set follows the
+    /// cluster while the manager runs: a namespace that is created or labelled to match gets
+    /// its informers (one LIST per cached kind in it, nothing else is listed), one that stops
+    /// matching or is deleted has them stopped and its objects leave the cache (they are not
+    /// reported as deleted). Entries of `defaultNamespaces` keep their own settings and are
+    /// cached whether they match or not; the selector adds the other namespaces it matches.
+    /// It cannot be combined with the `""` entry (which already means every other
+    /// namespace), and must select something. Default: none. Needs list and watch on
+    /// namespaces, and the cached kinds in every namespace (a `ClusterRole`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<String>,
+
     /// Label selector (Kubernetes syntax, e.g. `app.kubernetes.io/part-of=shop,tier!=db`) for
     /// every kind and namespace that does not set its own. Default: none (every object).
     /// Objects that do not match are not cached and are invisible to reads: a `get` returns
@@ -206,6 +220,15 @@ pub struct ByObjectSpec {
     /// (`Node`, `Namespace`, `ClusterRole`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespaces: Option<BTreeMap<String, NamespaceConfig>>,
+
+    /// Label selector on Namespaces choosing where this kind is cached, as
+    /// `spec.namespaceSelector` does for every kind: each matching namespace gets this
+    /// entry's settings, the namespaces listed in `namespaces` keep their own. Setting
+    /// `namespaces` or `namespaceSelector` replaces both of the spec's (neither is
+    /// inherited). Cannot be combined with `namespaces: {}` or its `""` key, and must be
+    /// absent for cluster-scoped kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<String>,
 
     /// Label selector for this kind; replaces `defaultLabelSelector` (`""` selects everything).
     #[serde(default, skip_serializing_if = "Option::is_none")]

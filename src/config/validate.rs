@@ -63,6 +63,12 @@ impl Validator {
                 .as_ref()
                 .map(|m| self.namespace_map(m, &path.field("defaultNamespaces")))
                 .unwrap_or_default(),
+            default_namespace_selector: self.namespace_selector(
+                spec.namespace_selector.as_deref(),
+                spec.default_namespaces.as_ref(),
+                path,
+                &path.field("defaultNamespaces"),
+            ),
             default_label_selector: self.label_selector(
                 spec.default_label_selector.as_deref(),
                 &path.field("defaultLabelSelector"),
@@ -101,6 +107,49 @@ impl Validator {
                 None
             }
         }
+    }
+
+    /// The `namespaceSelector` of the object at `path`, whose namespace map (`namespaces` or
+    /// `defaultNamespaces`, at `map_path`) is `map`: a label selector that selects something,
+    /// and that no setting meaning "every other namespace" contradicts.
+    fn namespace_selector(
+        &mut self,
+        text: Option<&str>,
+        map: Option<&BTreeMap<String, NamespaceConfig>>,
+        path: &FieldPath,
+        map_path: &FieldPath,
+    ) -> Option<LabelSelector> {
+        let selector_path = path.field("namespaceSelector");
+        text?;
+        let selector = self.label_selector(text, &selector_path);
+        if selector.as_ref().is_some_and(LabelSelector::is_empty) {
+            self.error(
+                &selector_path,
+                "selects every namespace; write requirements such as team=shop to choose \
+                 namespaces by label, or remove it to cache every namespace",
+            );
+        }
+        match map {
+            Some(map) if map.is_empty() => self.error(
+                map_path,
+                format!(
+                    "{{}} means every namespace, which contradicts {selector_path}; remove \
+                     {map_path} to cache only the namespaces the selector matches, or remove \
+                     {selector_path} to cache every namespace"
+                ),
+            ),
+            Some(map) if map.contains_key("") => self.error(
+                &map_path.key(""),
+                format!(
+                    "the \"\" entry (every namespace not listed) contradicts {selector_path}, \
+                     which chooses the namespaces not listed by label; remove this entry to \
+                     cache only the namespaces the selector matches, or remove {selector_path} \
+                     to cache every namespace"
+                ),
+            ),
+            _ => {}
+        }
+        selector.filter(|s| !s.is_empty())
     }
 
     fn field_selector(&mut self, text: Option<&str>, path: &FieldPath) -> Option<FieldSelector> {
@@ -231,6 +280,26 @@ impl Validator {
                 Some(map) if map.is_empty() => Namespaces::All,
                 Some(map) => Namespaces::Only(self.namespace_map(map, &namespaces_path)),
             };
+            let namespace_selector = if scope == Scope::Cluster && spec.namespace_selector.is_some()
+            {
+                let kind = gvk.as_ref().map_or("", |g| g.kind.as_str());
+                let selector_path = entry_path.field("namespaceSelector");
+                self.error(
+                    &selector_path,
+                    format!(
+                        "type {kind:?} is not namespaced, so it cannot be cached by namespace; \
+                         remove {selector_path}"
+                    ),
+                );
+                None
+            } else {
+                self.namespace_selector(
+                    spec.namespace_selector.as_deref(),
+                    spec.namespaces.as_ref(),
+                    &entry_path,
+                    &namespaces_path,
+                )
+            };
             let config = Config {
                 label_selector: self.label_selector(
                     spec.label_selector.as_deref(),
@@ -251,6 +320,7 @@ impl Validator {
                     gvk,
                     scope,
                     namespaces,
+                    namespace_selector,
                     config,
                     metadata_only: spec.metadata_only.unwrap_or(false),
                 });

@@ -3,6 +3,12 @@
 //! and nothing else is touched. An invalid change keeps the previous valid spec running and
 //! reports `Valid=False` with every error.
 //!
+//! A controller whose kinds the cache tree has as waiting (a `byObject` kind whose CRD is not
+//! established) does not start: its `Ready` condition is `False` with reason `WaitingForKind`
+//! and why; it starts at the first pass after its kinds are served (passes run at least every
+//! 2 s), and stops when one of them waits again (its CRD was deleted), without releasing
+//! anything: it comes back with its CRD.
+//!
 //! A stopped controller that held its objects with its finalizer and no longer does (gone,
 //! or restarted with `finalize: false` or another `for` kind) has that finalizer released
 //! from them (`release.rs`), never on shutdown. With [`Supervisor::hold_controllers`], a
@@ -27,10 +33,17 @@ use super::resource::{
     CONTROLLER_CONDITION_READY, CONTROLLER_CONDITION_VALID, Controller, ControllerError,
     ControllerKey, ControllerSettings, ControllerStatus, FINALIZER_PREFIX, ValidatedController,
 };
+use crate::cache::Cache as _;
 use crate::controller::{Context, ControllerMetrics};
 
 /// How often the `Controller` statuses are recomputed; an unchanged status is not written.
 const STATUS_INTERVAL: Duration = Duration::from_secs(2);
+
+/// The `Ready` reason of a controller whose kinds are not served yet.
+const REASON_WAITING_FOR_KIND: &str = "WaitingForKind";
+
+/// Why each controller waits instead of running: one of its kinds is not served yet.
+type Waiting = HashMap<ControllerKey, String>;
 
 /// The `Controller` documents to run, by `namespace/name`: each valid (run it) or not (keep
 /// what runs under that name, report why).
@@ -134,6 +147,7 @@ impl Supervisor {
     /// before returning.
     pub async fn run(mut self, ctx: Context, shutdown: CancellationToken) {
         let mut running: HashMap<ControllerKey, Running> = HashMap::new();
+        let mut waiting = Waiting::new();
         let mut written: HashMap<ControllerKey, ControllerStatus> = HashMap::new();
         // Releases that failed for some objects, tried again at each pass.
         let mut pending: Vec<Held> = Vec::new();
@@ -143,9 +157,10 @@ impl Supervisor {
             let desired = self.desired.borrow_and_update().clone();
             self.apply(&desired, &mut running, &mut pending, &ctx, &shutdown)
                 .await;
+            wait_for_kinds(&desired, &mut running, &mut waiting, &ctx).await;
             self.progress.send_modify(|p| p.passes += 1);
             if self.write_status {
-                write_statuses(&ctx, &desired, &running, &mut written).await;
+                write_statuses(&ctx, &desired, &running, &waiting, &mut written).await;
             }
             tokio::select! {
                 () = shutdown.cancelled() => break,
@@ -252,6 +267,10 @@ impl Supervisor {
                         return;
                     }
                 }
+            }
+            if waiting_reason(ctx, &valid.settings).is_some() {
+                // Started by a later pass, once its kinds are served.
+                continue;
             }
             // Hold the Controller before its hook controller holds any object.
             if shutdown.is_cancelled()
@@ -386,6 +405,56 @@ impl Supervisor {
     }
 }
 
+/// Why one of the kinds of `settings` is not served, as the cache tree says (a `byObject`
+/// kind waiting for its CRD), or `None`.
+fn waiting_reason(ctx: &Context, settings: &ControllerSettings) -> Option<String> {
+    let kinds: Vec<&kube::core::GroupVersionKind> = std::iter::once(&settings.for_kind)
+        .chain(&settings.owns)
+        .chain(&settings.watches)
+        .collect();
+    ctx.cache()
+        .informers()
+        .into_iter()
+        .filter(crate::cache::InformerStatus::is_waiting_for_kind)
+        .find(|row| {
+            kinds
+                .iter()
+                .any(|gvk| gvk.kind == row.kind && gvk.api_version() == row.api_version)
+        })
+        .map(|row| {
+            format!(
+                "{} {}: {}",
+                row.api_version,
+                row.kind,
+                row.message.as_deref().unwrap_or("not served")
+            )
+        })
+}
+
+/// Records which valid controllers wait for a kind, and stops the running ones whose kind
+/// waits now (their CRD was deleted): they are started again by the pass after their kinds
+/// are served. Nothing is released: the controller comes back with its CRD.
+async fn wait_for_kinds(
+    desired: &Desired,
+    running: &mut HashMap<ControllerKey, Running>,
+    waiting: &mut Waiting,
+    ctx: &Context,
+) {
+    waiting.clear();
+    for (name, wanted) in desired {
+        let Ok(valid) = wanted else { continue };
+        let Some(reason) = waiting_reason(ctx, &valid.settings) else {
+            continue;
+        };
+        if let Some(r) = running.remove(name) {
+            tracing::info!(controller = %name, reason = %reason, "a kind of the controller is not served any more, stopping it until it is");
+            r.stop.cancel();
+            let _ = r.task.await;
+        }
+        waiting.insert(name.clone(), reason);
+    }
+}
+
 /// Whether the `Controller` of `valid` is being deleted.
 fn deleting(valid: &ValidatedController) -> bool {
     valid.resource.metadata.deletion_timestamp.is_some()
@@ -415,6 +484,7 @@ fn held(settings: &ControllerSettings) -> Option<Held> {
 fn status_of(
     wanted: &Result<ValidatedController, ControllerError>,
     running: Option<&Running>,
+    waiting: Option<&String>,
     previous: Option<&ControllerStatus>,
 ) -> ControllerStatus {
     let now = Time(jiff::Timestamp::now());
@@ -452,12 +522,20 @@ fn status_of(
         ),
     };
     let ready = running.is_some_and(|r| r.stats.ready());
-    let ready = condition(
-        CONTROLLER_CONDITION_READY,
-        ready,
-        if ready { "Running" } else { "NotRunning" },
-        String::new(),
-    );
+    let ready = match waiting {
+        Some(reason) => condition(
+            CONTROLLER_CONDITION_READY,
+            false,
+            REASON_WAITING_FOR_KIND,
+            format!("not started until its kinds are served: {reason}"),
+        ),
+        None => condition(
+            CONTROLLER_CONDITION_READY,
+            ready,
+            if ready { "Running" } else { "NotRunning" },
+            String::new(),
+        ),
+    };
     ControllerStatus {
         observed_generation: generation,
         conditions: vec![valid, ready],
@@ -472,11 +550,17 @@ async fn write_statuses(
     ctx: &Context,
     desired: &Desired,
     running: &HashMap<ControllerKey, Running>,
+    waiting: &Waiting,
     written: &mut HashMap<ControllerKey, ControllerStatus>,
 ) {
     written.retain(|name, _| desired.contains_key(name));
     for (name, wanted) in desired {
-        let status = status_of(wanted, running.get(name), written.get(name));
+        let status = status_of(
+            wanted,
+            running.get(name),
+            waiting.get(name),
+            written.get(name),
+        );
         if written.get(name) == Some(&status) {
             continue;
         }

@@ -39,7 +39,7 @@ pub use leader::{
 };
 pub use metrics::{
     InformerSource, InformerState, ManagerMetrics, MetricsRegistry, RELOAD_DURATION_BUCKETS,
-    ReloadResult, register_informers,
+    ReloadResult, ScopeSource, register_informers, register_scope,
 };
 pub use options::{BoxError, ConfigSource, DEFAULT_SHUTDOWN_GRACE, Error, FIELD_MANAGER, Options};
 pub use reload::Reload;
@@ -51,5 +51,6 @@ pub use state::{Snapshot, State};
 pub use status::{
     DEFAULT_FIELD_MANAGER, REASON_INFORMER_FAILED, REASON_INFORMERS_SYNCED,
     REASON_INFORMERS_SYNCING, REASON_INVALID_SPEC, REASON_PERMISSION_MISSING, REASON_VALID,
-    Readiness, StatusError, StatusInput, StatusWriter, Validity, desired_status, informer_name,
+    REASON_WAITING_FOR_KIND, Readiness, StatusError, StatusInput, StatusWriter, Validity,
+    desired_status, informer_name,
 };

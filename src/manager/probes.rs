@@ -48,6 +48,10 @@ impl Probes for ManagerProbes {
             Readiness::Failed { failed } => {
                 Check::failed("informers", format!("failed: {}", failed.join("; ")))
             }
+            Readiness::WaitingForKind { waiting } => Check::failed(
+                "informers",
+                format!("waiting for kind: {}", waiting.join("; ")),
+            ),
             Readiness::Forbidden { missing } => {
                 Check::failed("informers", format!("forbidden: {}", missing.join("; ")))
             }

@@ -34,6 +34,15 @@ pub enum Reload {
     },
     /// A valid config equal to the running one.
     Unchanged,
+    /// The cluster changed what the running config caches (a namespace started or stopped
+    /// matching a namespace selector, a `byObject` kind's CRD was established or deleted) and
+    /// the tree was planned again.
+    Rescoped {
+        /// What the cache reload did.
+        cache: CacheChange,
+        /// The one-line summary recorded in the `ScopeChanged` Event.
+        summary: String,
+    },
     /// An invalid config; the last good one keeps running.
     Rejected {
         /// Every error, with its field path.
@@ -169,6 +178,54 @@ impl ReloadLoop<'_> {
         });
     }
 
+    /// The cluster changed under the running config: plan again, apply the difference, say
+    /// what started and stopped (log, a `ScopeChanged` Event on the leader, rate-limited by
+    /// the recorder's spam filter like every Event about the config).
+    #[tracing::instrument(name = "cache_rescope", skip_all)]
+    async fn rescope(&mut self) {
+        let change = match self.reloader.rescope().await {
+            Ok(change) => change,
+            Err(error) => {
+                tracing::warn!(error = %error, "cannot plan the cache for the cluster's namespaces");
+                return;
+            }
+        };
+        if !change.changed {
+            return;
+        }
+        let mut summary = change.scope_summary().unwrap_or_default();
+        if !summary.is_empty() {
+            summary.push_str(": ");
+        }
+        summary.push_str(&change.summary());
+        for (gvk, error) in &change.unsynced {
+            let _ = write!(
+                summary,
+                "; {}.{} not synced: {error}",
+                gvk.kind,
+                gvk.api_version()
+            );
+        }
+        self.metrics.informers_started(change.started.len() as u64);
+        tracing::info!(summary = %summary, took_ms = change.took.as_millis(), "cache scope changed");
+        let config = Arc::clone(&self.state.snapshot().config);
+        if *self.is_leader.borrow() {
+            self.recorder.record(
+                &self.config_ref(&config),
+                EventType::Normal,
+                "ScopeChanged",
+                &summary,
+            );
+        }
+        if let Some(plan) = self.reloader.plan().cloned() {
+            self.state.rescoped(plan, change.unsynced.clone());
+        }
+        let _ = self.reloads.send(Reload::Rescoped {
+            cache: change,
+            summary,
+        });
+    }
+
     /// A valid config equal to the running one: counted and announced, nothing else.
     fn unchanged(&self) {
         tracing::Span::current().record("reload.result", "unchanged");
@@ -233,6 +290,11 @@ impl ReloadLoop<'_> {
                     continue;
                 }
                 outcome = outcomes.recv() => outcome,
+                () = self.reloader.scope_changed() => {
+                    self.rescope().await;
+                    let _ = self.reloader.sweep();
+                    continue;
+                }
             };
             match outcome {
                 Ok(ReloadOutcome::Applied(config)) => {

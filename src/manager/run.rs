@@ -170,6 +170,7 @@ impl Manager {
         metrics.register(&mut registry);
         let live = reloader.cache();
         metrics::register_informers(&mut registry, Arc::new(move || live.informers()));
+        metrics::register_scope(&mut registry, scope_source(Arc::clone(&state)));
         pipeline.register(&mut registry);
         let elector = match &options.leader_election {
             Some(lease) => {
@@ -447,6 +448,20 @@ pub fn file_watcher(
 ) -> Result<config::watch::Watcher, Error> {
     let watch_options = config::watch::Options::default().debounce(options.debounce);
     Ok(config::watch::Watcher::new(path, watch_options)?.0)
+}
+
+/// Each namespace selector of the published tree with how many namespaces it matches, for
+/// `informant_scope_namespaces`.
+fn scope_source(state: Arc<State>) -> metrics::ScopeSource {
+    Arc::new(move || {
+        state
+            .plan()
+            .map(|plan| plan.namespace_selections())
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(selector, matched)| Some((selector, matched?.len())))
+            .collect()
+    })
 }
 
 /// The last line of a run: where every recorded event ended.

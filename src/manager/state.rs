@@ -8,7 +8,7 @@ use tokio::sync::watch;
 
 use super::status::{Readiness, StatusInput, Validity, desired_status};
 use crate::cache::{Cache, InformerStatus, Plan, SharedCache};
-use crate::config::{CacheConfigStatus, Validated};
+use crate::config::{CacheConfigStatus, NamespaceSelectorStatus, Validated};
 
 /// The manager's view of its config and cache, updated by every reload.
 pub struct State {
@@ -87,11 +87,27 @@ impl Snapshot {
             validity,
             readiness,
             informers: self.informers.clone(),
+            namespace_selectors: self.namespace_selectors(),
             last_reload_time: self
                 .last_reload
                 .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time),
             now: jiff::Timestamp::now(),
         }
+    }
+
+    /// Each namespace selector of the published tree with the namespaces it matches now.
+    #[must_use]
+    pub fn namespace_selectors(&self) -> Vec<NamespaceSelectorStatus> {
+        self.plan
+            .as_ref()
+            .map(Plan::namespace_selections)
+            .unwrap_or_default()
+            .iter()
+            .map(|(selector, matched)| {
+                let matched = matched.clone().unwrap_or_default();
+                NamespaceSelectorStatus::new(selector, matched.iter())
+            })
+            .collect()
     }
 
     /// Whether the published tree is ready, for `/readyz` and the `Ready` condition: its
@@ -133,8 +149,24 @@ impl Snapshot {
             .map(|(gvk, e)| format!("{} {}: {e}", gvk.api_version(), gvk.kind))
             .collect();
         let readiness = Readiness::of(eager);
+        let waiting: Vec<String> = self
+            .informers
+            .iter()
+            .filter(|i| i.is_waiting_for_kind())
+            .map(|i| {
+                format!(
+                    "{} {}: {}",
+                    i.api_version,
+                    i.kind,
+                    i.message.as_deref().unwrap_or("not served")
+                )
+            })
+            .collect();
         if missing.is_empty() {
-            return readiness;
+            return match readiness {
+                Readiness::Synced if !waiting.is_empty() => Readiness::WaitingForKind { waiting },
+                readiness => readiness,
+            };
         }
         match readiness {
             Readiness::Failed { mut failed } => {
@@ -232,6 +264,16 @@ impl State {
         });
     }
 
+    /// The cluster changed what the running config caches: `plan` is the tree published for
+    /// it, `unsynced` the eager kinds that did not sync. The config and the last reload time
+    /// stay (the spec did not change).
+    pub fn rescoped(&self, plan: Plan, unsynced: Vec<(GroupVersionKind, String)>) {
+        self.update(|s| {
+            s.plan = Some(plan);
+            s.unsynced = unsynced;
+        });
+    }
+
     /// What the last permission check found missing (empty: all granted).
     pub fn permissions_checked(&self, missing: Vec<String>) {
         self.update(|s| s.missing = missing);
@@ -281,6 +323,16 @@ impl State {
     #[must_use]
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.changed.subscribe()
+    }
+
+    /// The plan of the published tree (`None` before the first config's tree serves).
+    #[must_use]
+    pub fn plan(&self) -> Option<Plan> {
+        self.inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .plan
+            .clone()
     }
 
     /// The state now, with the informers of the published tree.

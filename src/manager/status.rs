@@ -12,6 +12,7 @@
 //! | `Ready` | `True`  | [`REASON_INFORMERS_SYNCED`] (`InformersSynced`) | how many informers synced |
 //! | `Ready` | `False` | [`REASON_INFORMERS_SYNCING`] (`InformersSyncing`) | the informers not synced yet |
 //! | `Ready` | `False` | [`REASON_INFORMER_FAILED`] (`InformerFailed`) | the informers that cannot list or watch, with the error |
+//! | `Ready` | `False` | [`REASON_WAITING_FOR_KIND`] (`WaitingForKind`) | the `byObject` kinds the API server does not serve yet, with why |
 //! | `Ready` | `False` | [`REASON_PERMISSION_MISSING`] (`PermissionMissing`) | each permission the config needs that the cluster does not grant |
 //!
 //! `kubectl get cacheconfigs` shows the `Valid` and `Ready` statuses and `informerCount`.
@@ -24,6 +25,7 @@
 //!     validity: Validity::Valid,
 //!     readiness: Readiness::Synced,
 //!     informers: Vec::new(),
+//!     namespace_selectors: Vec::new(),
 //!     last_reload_time: None,
 //!     now: jiff::Timestamp::UNIX_EPOCH,
 //! };
@@ -41,7 +43,9 @@ use kube::core::Resource;
 use serde_json::{Value, json};
 
 use crate::cache::InformerStatus;
-use crate::config::{self, CONDITION_READY, CONDITION_VALID, CacheConfig, CacheConfigStatus};
+use crate::config::{
+    self, CONDITION_READY, CONDITION_VALID, CacheConfig, CacheConfigStatus, NamespaceSelectorStatus,
+};
 
 /// `Valid=True` reason: the spec passed validation.
 pub const REASON_VALID: &str = "Valid";
@@ -58,6 +62,9 @@ pub const REASON_INFORMERS_SYNCING: &str = "InformersSyncing";
 /// `Ready=False` reason: some informers cannot list or watch (RBAC, unknown kind, ...).
 pub const REASON_INFORMER_FAILED: &str = "InformerFailed";
 
+/// `Ready=False` reason: every informer synced, but some `byObject` kinds are not served yet
+/// (their CRD is not established): they start when they are.
+pub const REASON_WAITING_FOR_KIND: &str = "WaitingForKind";
 /// `Ready=False` reason: the cluster does not grant permissions the config needs (the check
 /// the manager runs before informers start, as `informant rbac --check` does).
 pub const REASON_PERMISSION_MISSING: &str = "PermissionMissing";
@@ -110,6 +117,11 @@ pub enum Readiness {
     Failed {
         /// Each one, named as [`informer_name`] does, with its error.
         failed: Vec<String>,
+    },
+    /// Every informer synced, but some `byObject` kinds are not served yet.
+    WaitingForKind {
+        /// Each kind (`example.com/v1 Widget`) with why it waits.
+        waiting: Vec<String>,
     },
     /// The cluster does not grant permissions the config needs.
     Forbidden {
@@ -177,6 +189,8 @@ pub struct StatusInput {
     pub readiness: Readiness,
     /// The informers the cache tree runs.
     pub informers: Vec<InformerStatus>,
+    /// Each namespace selector with the namespaces it matches now.
+    pub namespace_selectors: Vec<NamespaceSelectorStatus>,
     /// When a changed spec was last applied; `None` keeps the previous status's.
     pub last_reload_time: Option<Time>,
     /// The current time, for a condition that flips (truncated to seconds, as the API
@@ -231,52 +245,8 @@ pub fn desired_status(
             ),
         ),
     };
-    let ready = match &input.readiness {
-        Readiness::Synced => condition(
-            CONDITION_READY,
-            true,
-            REASON_INFORMERS_SYNCED,
-            format!(
-                "{} informer{} synced",
-                input.informers.len(),
-                plural(input.informers.len())
-            ),
-        ),
-        Readiness::Syncing { pending } => condition(
-            CONDITION_READY,
-            false,
-            REASON_INFORMERS_SYNCING,
-            format!(
-                "waiting for {} informer{} to sync: {}",
-                pending.len(),
-                plural(pending.len()),
-                pending.join("; ")
-            ),
-        ),
-        Readiness::Forbidden { missing } => condition(
-            CONDITION_READY,
-            false,
-            REASON_PERMISSION_MISSING,
-            format!(
-                "{} permission{} the config needs {} not granted (`informant rbac --check` prints the objects granting them): {}",
-                missing.len(),
-                plural(missing.len()),
-                if missing.len() == 1 { "is" } else { "are" },
-                missing.join("; ")
-            ),
-        ),
-        Readiness::Failed { failed } => condition(
-            CONDITION_READY,
-            false,
-            REASON_INFORMER_FAILED,
-            format!(
-                "{} informer{} cannot list or watch: {}",
-                failed.len(),
-                plural(failed.len()),
-                failed.join("; ")
-            ),
-        ),
-    };
+    let (ready, reason, message) = ready_condition(&input.readiness, input.informers.len());
+    let ready = condition(CONDITION_READY, ready, reason, message);
     let mut informers = input.informers.clone();
     informers.sort_by(|a, b| sort_key(a).cmp(&sort_key(b)));
     CacheConfigStatus {
@@ -288,6 +258,65 @@ pub fn desired_status(
             .last_reload_time
             .clone()
             .or_else(|| previous.and_then(|p| p.last_reload_time.clone())),
+        namespace_selectors: input.namespace_selectors.clone(),
+    }
+}
+
+/// The `Ready` condition's status, reason and message for `readiness` (`informers`: how many
+/// the tree runs).
+fn ready_condition(readiness: &Readiness, informers: usize) -> (bool, &'static str, String) {
+    match readiness {
+        Readiness::Synced => (
+            true,
+            REASON_INFORMERS_SYNCED,
+            format!("{} informer{} synced", informers, plural(informers)),
+        ),
+        Readiness::Syncing { pending } => (
+            false,
+            REASON_INFORMERS_SYNCING,
+            format!(
+                "waiting for {} informer{} to sync: {}",
+                pending.len(),
+                plural(pending.len()),
+                pending.join("; ")
+            ),
+        ),
+        Readiness::Forbidden { missing } => (
+            false,
+            REASON_PERMISSION_MISSING,
+            format!(
+                "{} permission{} the config needs {} not granted (`informant rbac --check` prints the objects granting them): {}",
+                missing.len(),
+                plural(missing.len()),
+                if missing.len() == 1 { "is" } else { "are" },
+                missing.join("; ")
+            ),
+        ),
+        Readiness::Failed { failed } => (
+            false,
+            REASON_INFORMER_FAILED,
+            format!(
+                "{} informer{} cannot list or watch: {}",
+                failed.len(),
+                plural(failed.len()),
+                failed.join("; ")
+            ),
+        ),
+        Readiness::WaitingForKind { waiting } => (
+            false,
+            REASON_WAITING_FOR_KIND,
+            format!(
+                "{} kind{} not served yet, {} start when served: {}",
+                waiting.len(),
+                plural(waiting.len()),
+                if waiting.len() == 1 {
+                    "it will"
+                } else {
+                    "they will"
+                },
+                waiting.join("; ")
+            ),
+        ),
     }
 }
 
@@ -484,6 +513,7 @@ mod tests {
             validity,
             readiness,
             informers: Vec::new(),
+            namespace_selectors: Vec::new(),
             last_reload_time: None,
             now: at(now),
         }

@@ -6,7 +6,9 @@
 //! the server's state under its scope, object by object, and so do reads through the cache
 //! tree (`Cache::list`, what `informant cache list` answers).
 //!
-//! The other parts of the suite: `chaos_events.rs` (event conservation under sink faults),
+//! The other parts of the suite: `namespace_churn.rs` (namespaces chosen by label, created,
+//! relabelled and deleted under the same faults), `chaos_events.rs` (event conservation under
+//! sink faults),
 //! `chaos_bad_input.rs` (invalid configs, malformed answers), `chaos_skip_relist.rs` (the
 //! check catches an informer that skips its relist after 410).
 //!

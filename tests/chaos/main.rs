@@ -11,3 +11,4 @@ mod support;
 
 mod chaos_events;
 mod convergence;
+mod namespace_churn;

@@ -1,8 +1,10 @@
-//! The chaos harness shared by `tests/chaos/convergence.rs` and `tests/chaos_skip_relist.rs`: a seeded
-//! writer over 3 kinds in 4 namespaces, a seeded fault schedule against the embedded API
-//! server, `CacheConfig` reloads through a file, and the invariant check (every informer's
-//! store equals the server's state under its scope, object by object; reads through the cache
-//! tree answer the same).
+//! The chaos harness shared by `tests/chaos/convergence.rs`, `tests/chaos/namespace_churn.rs`
+//! and `tests/chaos_skip_relist.rs`: a seeded writer over 3 kinds in 4 namespaces (and, with
+//! namespace churn, 4 more that are created, labelled, unlabelled and deleted while it writes,
+//! chosen by a `namespaceSelector`), a seeded fault schedule against the embedded API server,
+//! `CacheConfig` reloads through a file, and the invariant check (every informer's store equals
+//! the server's state under its scope, object by object; reads through the cache tree answer
+//! the same; a namespace the selector does not match is refused).
 //!
 //! The scope of each informer is computed here from the config this harness wrote, with its
 //! own selector evaluation (not the crate's selector code, which the server and the cache
@@ -20,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use informant::apiserver::{TestServer, Verb};
-use informant::cache::{BuiltinKinds, InformerKey, ListOptions};
+use informant::cache::{BuiltinKinds, InformerKey, ListOptions, namespace_informer_key};
 use informant::manager::{ConfigSource, Manager, Options, Reload};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
@@ -34,6 +36,9 @@ pub const NAMESPACES: [&str; 4] = ["chaos-a", "chaos-b", "chaos-c", "chaos-d"];
 pub const DROPPED: &str = "chaos.informant.dev/drop";
 /// Names per kind and namespace: few, so creates, updates and deletes meet the same objects.
 const NAMES: u64 = 10;
+
+mod churn;
+pub use churn::{CHURN_NAMESPACES, Churn, SELECTED};
 
 /// A small deterministic PRNG (xorshift64*), so a seed replays the same run.
 #[derive(Clone, Debug)]
@@ -206,6 +211,9 @@ pub struct KindConfig {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChaosConfig {
     pub default_namespaces: Option<BTreeSet<String>>,
+    /// `spec.namespaceSelector: <SELECTED>=yes`: every namespace so labelled is cached too,
+    /// for each kind without namespaces of its own.
+    pub selector: bool,
     pub kinds: Vec<KindConfig>,
 }
 
@@ -226,6 +234,7 @@ impl ChaosConfig {
     pub fn everything() -> Self {
         Self {
             default_namespaces: None,
+            selector: false,
             kinds: Kind::ALL
                 .iter()
                 .map(|k| KindConfig {
@@ -257,22 +266,34 @@ impl ChaosConfig {
             .collect();
         Self {
             default_namespaces,
+            selector: false,
             kinds,
         }
     }
 
-    /// The scope of `kind`.
-    pub fn scope(&self, kind: Kind) -> KindScope {
+    /// The scope of `kind`, with `selected` the namespaces labelled `<SELECTED>=yes` now. A
+    /// kind with namespaces of its own takes neither the default namespaces nor the selector;
+    /// otherwise the selector adds the labelled namespaces to the default ones.
+    pub fn scope(&self, kind: Kind, selected: &BTreeSet<String>) -> KindScope {
         let entry = self
             .kinds
             .iter()
             .find(|k| k.kind == kind)
             .expect("every kind is configured");
+        let namespaces = match (&entry.namespaces, self.selector) {
+            (Some(own), _) => Some(own.clone()),
+            (None, false) => self.default_namespaces.clone(),
+            (None, true) => Some(
+                self.default_namespaces
+                    .iter()
+                    .flatten()
+                    .chain(selected)
+                    .cloned()
+                    .collect(),
+            ),
+        };
         KindScope {
-            namespaces: entry
-                .namespaces
-                .clone()
-                .or_else(|| self.default_namespaces.clone()),
+            namespaces,
             labels: entry.labels,
             node: entry.node,
         }
@@ -290,6 +311,9 @@ impl ChaosConfig {
         );
         if let Some(ns) = &self.default_namespaces {
             writeln!(out, "  defaultNamespaces: {}", map(ns)).unwrap();
+        }
+        if self.selector {
+            writeln!(out, "  namespaceSelector: '{SELECTED}=yes'").unwrap();
         }
         writeln!(out, "  defaultTransform: {{dropAnnotations: [{DROPPED}]}}").unwrap();
         out.push_str("  byObject:\n");
@@ -416,17 +440,27 @@ pub struct World {
     shutdown: CancellationToken,
     run: tokio::task::JoinHandle<Result<(), informant::manager::Error>>,
     sentinel: u64,
+    /// Namespace churn, when the run has it.
+    pub churn: Option<Churn>,
 }
 
 impl World {
     /// A server with the 4 namespaces and a manager running `config`, ready.
     pub async fn start(config: ChaosConfig) -> Self {
+        Self::start_with(config, None).await
+    }
+
+    /// [`World::start`], with namespace churn: its namespaces exist before the manager starts.
+    pub async fn start_with(config: ChaosConfig, churn: Option<Churn>) -> Self {
         let server = TestServer::start().await.unwrap();
         for ns in NAMESPACES {
             server
                 .handle()
                 .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
                 .unwrap();
+        }
+        if churn.is_some() {
+            Churn::seed_namespaces(&server);
         }
         let client = server.client().await.unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -467,6 +501,82 @@ impl World {
             shutdown,
             run,
             sentinel: 0,
+            churn,
+        }
+    }
+
+    /// The namespaces the writer writes to (some may not exist, with churn).
+    pub fn namespaces(&self) -> Vec<&'static str> {
+        let mut all = NAMESPACES.to_vec();
+        if self.churn.is_some() {
+            all.extend(CHURN_NAMESPACES);
+        }
+        all
+    }
+
+    /// Each namespace of [`World::namespaces`] that exists on the server now, with whether it
+    /// is labelled `<SELECTED>=yes` (read here, one GET each, without the crate's selector
+    /// code; a GET, so a run blind to namespace lists and watches still sees the truth).
+    async fn namespace_states(&self) -> BTreeMap<String, bool> {
+        let api = Api::<k8s_openapi::api::core::v1::Namespace>::all(self.client.clone());
+        let mut out = BTreeMap::new();
+        for name in self.namespaces() {
+            if let Some(ns) = api.get_opt(name).await.unwrap() {
+                let labelled = ns
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(SELECTED))
+                    .is_some_and(|v| v == "yes");
+                out.insert(name.to_owned(), labelled);
+            }
+        }
+        out
+    }
+
+    /// The namespaces labelled `<SELECTED>=yes` on the server now: what the selector should
+    /// match (none without churn).
+    pub async fn selected(&self) -> BTreeSet<String> {
+        if self.churn.is_none() {
+            return BTreeSet::new();
+        }
+        self.namespace_states()
+            .await
+            .into_iter()
+            .filter(|(_, labelled)| *labelled)
+            .map(|(name, _)| name)
+            .collect()
+    }
+
+    /// The namespaces of [`World::namespaces`] that exist on the server now.
+    async fn existing(&self) -> BTreeSet<String> {
+        if self.churn.is_none() {
+            return NAMESPACES.iter().map(|ns| (*ns).to_owned()).collect();
+        }
+        self.namespace_states().await.into_keys().collect()
+    }
+
+    /// Why a read of `kind` in `ns`, outside the kind's scope, was not refused as a read of an
+    /// unknown namespace (`None` when it was).
+    async fn refused(
+        &self,
+        cache: &dyn informant::cache::Cache,
+        kind: Kind,
+        ns: &str,
+    ) -> Option<String> {
+        let options = ListOptions {
+            namespace: Some(ns.to_string()),
+            ..ListOptions::default()
+        };
+        match cache.list(&kind.gvk(), &options).await {
+            Err(e) if e.is_unknown_namespace() => None,
+            Err(e) => Some(format!(
+                "cache list {kind:?} in {ns}, outside its scope: {e}, not an unknown namespace"
+            )),
+            Ok(items) => Some(format!(
+                "cache list {kind:?} in {ns}, outside its scope: answered {} objects",
+                items.len()
+            )),
         }
     }
 
@@ -502,7 +612,7 @@ impl World {
     /// One random write: create, relabel, update or delete. Whether the server took it.
     pub async fn write(&self, rng: &mut Rng) -> bool {
         let kind = *rng.pick(&Kind::ALL);
-        let ns = *rng.pick(&NAMESPACES);
+        let ns = *rng.pick(&self.namespaces());
         let name = format!("{}-{}", kind.plural(), rng.below(NAMES));
         let api = self.api(kind, ns);
         let result = match rng.below(10) {
@@ -538,10 +648,22 @@ impl World {
         self.drain_reloads();
         replace(&self.path, &config.yaml());
         self.config = config;
-        tokio::time::timeout(Duration::from_mins(1), self.reloads.recv())
-            .await
-            .expect("the manager answers a config change")
-            .unwrap()
+        self.answer().await
+    }
+
+    /// The manager's answer to a config change; changes the namespaces made meanwhile
+    /// (`Reload::Rescoped`) are not one.
+    async fn answer(&mut self) -> Reload {
+        loop {
+            let reload = tokio::time::timeout(Duration::from_mins(1), self.reloads.recv())
+                .await
+                .expect("the manager answers a config change");
+            match reload {
+                Ok(Reload::Rescoped { .. }) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Ok(reload) => return reload,
+                Err(e) => panic!("the manager stopped answering: {e}"),
+            }
+        }
     }
 
     /// Forgets the answers to earlier changes.
@@ -558,10 +680,7 @@ impl World {
     pub async fn reload_text(&mut self, text: &str) -> Reload {
         self.drain_reloads();
         replace(&self.path, text);
-        tokio::time::timeout(Duration::from_mins(1), self.reloads.recv())
-            .await
-            .expect("the manager answers a config change")
-            .unwrap()
+        self.answer().await
     }
 
     /// A round of faults drawn from `rng`, around `writes` writes.
@@ -615,14 +734,24 @@ impl World {
         if gone {
             h.expire_history();
             h.clear_faults();
+            if let Some(churn) = &self.churn {
+                churn.blind(&h);
+            }
+        }
+        if let Some(churn) = self.churn {
+            churn.round(self, rng, figures).await;
         }
         if rng.chance(25) {
-            let config = ChaosConfig::random(rng);
+            let mut config = ChaosConfig::random(rng);
+            config.selector = self.churn.is_some();
             self.reload(config).await;
             figures.reloads += 1;
             figures.fault("config-reload");
         }
         h.set_latency(Duration::ZERO);
+        if let Some(churn) = &self.churn {
+            churn.blind(&h);
+        }
     }
 
     /// A round that blocks watches, writes, expires the history and unblocks them: the
@@ -648,11 +777,21 @@ impl World {
     /// earlier change was then delivered (a watch delivers in resourceVersion order).
     pub async fn quiesce(&mut self, timeout: Duration) -> bool {
         self.server.handle().clear_faults();
+        if let Some(churn) = &self.churn {
+            churn.blind(self.server.handle());
+        }
         self.sentinel += 1;
         let name = format!("sentinel-{}", self.sentinel);
         let mut rng = Rng::new(self.sentinel);
+        let existing = self.existing().await;
+        let selected = self.selected().await;
+        let namespaces: Vec<&str> = self
+            .namespaces()
+            .into_iter()
+            .filter(|ns| existing.contains(*ns))
+            .collect();
         for kind in Kind::ALL {
-            for ns in NAMESPACES {
+            for ns in namespaces.iter().copied() {
                 let mut object = Self::manifest(kind, ns, &name, &mut rng);
                 object.metadata.labels = Some(BTreeMap::from([("tier".into(), "a".into())]));
                 if kind == Kind::Pod {
@@ -665,23 +804,31 @@ impl World {
             }
         }
         eventually(timeout, || async {
-            self.pool.keys().iter().all(|key| {
-                let Some(kind) = Kind::of(&key.gvk) else {
-                    return true;
-                };
-                let scope = self.config.scope(kind);
-                let informer = self.pool.obtain(key, &BuiltinKinds::resolve_now(&key.gvk));
-                let wanted: Vec<&str> = NAMESPACES
-                    .iter()
-                    .copied()
-                    .filter(|ns| key.namespace.as_deref().is_none_or(|k| k == *ns))
-                    .filter(|ns| scope.namespaces.as_ref().is_none_or(|s| s.contains(*ns)))
-                    .collect();
-                informer.has_synced()
-                    && wanted
+            let keys = self.pool.keys();
+            // With a selector, the informers must first follow the namespaces (the layout the
+            // check expects), then have every sentinel.
+            let laid_out = self.churn.is_none()
+                || Kind::ALL.iter().all(|kind| {
+                    layout(&keys, *kind) == wanted_layout(&self.config.scope(*kind, &selected))
+                });
+            laid_out
+                && keys.iter().all(|key| {
+                    let Some(kind) = Kind::of(&key.gvk) else {
+                        return true;
+                    };
+                    let scope = self.config.scope(kind, &selected);
+                    let informer = self.pool.obtain(key, &BuiltinKinds::resolve_now(&key.gvk));
+                    let wanted: Vec<&str> = namespaces
                         .iter()
-                        .all(|ns| informer.get(Some(ns), &name).is_ok())
-            })
+                        .copied()
+                        .filter(|ns| key.namespace.as_deref().is_none_or(|k| k == *ns))
+                        .filter(|ns| scope.namespaces.as_ref().is_none_or(|s| s.contains(*ns)))
+                        .collect();
+                    informer.has_synced()
+                        && wanted
+                            .iter()
+                            .all(|ns| informer.get(Some(ns), &name).is_ok())
+                })
         })
         .await
     }
@@ -707,30 +854,25 @@ impl World {
         for kind in Kind::ALL {
             server.insert(kind, self.server_objects(kind).await);
         }
+        let selected = self.selected().await;
         let keys: Vec<InformerKey> = self.pool.keys();
         // The informer layout: one over all namespaces, or one per scoped namespace.
         for kind in Kind::ALL {
-            let scope = self.config.scope(kind);
-            let mut have: Vec<Option<String>> = keys
-                .iter()
-                .filter(|k| Kind::of(&k.gvk) == Some(kind))
-                .map(|k| k.namespace.clone())
-                .collect();
-            have.sort();
-            let want: Vec<Option<String>> = match &scope.namespaces {
-                None => vec![None],
-                Some(set) => set.iter().cloned().map(Some).collect(),
-            };
+            let have = layout(&keys, kind);
+            let want = wanted_layout(&self.config.scope(kind, &selected));
             if have != want {
                 mismatches.push(format!("{kind:?}: informers over {have:?}, scope {want:?}"));
             }
         }
         for key in &keys {
+            if *key == namespace_informer_key() && self.config.selector {
+                continue;
+            }
             let Some(kind) = Kind::of(&key.gvk) else {
                 mismatches.push(format!("unexpected informer {key:?}"));
                 continue;
             };
-            let scope = self.config.scope(kind);
+            let scope = self.config.scope(kind, &selected);
             let informer = self.pool.obtain(key, &BuiltinKinds::resolve_now(&key.gvk));
             let stored: BTreeMap<_, Object> = informer
                 .list(None, None, &[], None)
@@ -759,9 +901,12 @@ impl World {
         // The same through the cache tree: what `informant cache list` answers.
         let cache = self.manager_cache.load();
         for kind in Kind::ALL {
-            let scope = self.config.scope(kind);
-            for ns in NAMESPACES {
+            let scope = self.config.scope(kind, &selected);
+            for ns in self.namespaces() {
                 if scope.namespaces.as_ref().is_some_and(|s| !s.contains(ns)) {
+                    if let Some(problem) = self.refused(cache.as_ref(), kind, ns).await {
+                        mismatches.push(problem);
+                    }
                     continue;
                 }
                 let options = ListOptions {
@@ -816,6 +961,7 @@ impl World {
         )
         .unwrap();
         let mut mismatches = Vec::new();
+        let selected = self.selected().await;
         for kind in Kind::ALL {
             let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_informant"))
                 .args(["cache", "list", "-c"])
@@ -841,7 +987,7 @@ impl World {
                     (o.key(), o)
                 })
                 .collect();
-            let scope = self.config.scope(kind);
+            let scope = self.config.scope(kind, &selected);
             let expected: BTreeMap<_, Object> = self
                 .server_objects(kind)
                 .await
@@ -882,6 +1028,25 @@ impl World {
             .unwrap()
             .unwrap();
         self.server.shutdown().await.unwrap();
+    }
+}
+
+/// The namespaces of `kind`'s informers in `keys`, sorted (`None`: over every namespace).
+fn layout(keys: &[InformerKey], kind: Kind) -> Vec<Option<String>> {
+    let mut have: Vec<Option<String>> = keys
+        .iter()
+        .filter(|k| Kind::of(&k.gvk) == Some(kind))
+        .map(|k| k.namespace.clone())
+        .collect();
+    have.sort();
+    have
+}
+
+/// The informer layout `scope` needs: one over every namespace, or one per namespace.
+fn wanted_layout(scope: &KindScope) -> Vec<Option<String>> {
+    match &scope.namespaces {
+        None => vec![None],
+        Some(set) => set.iter().cloned().map(Some).collect(),
     }
 }
 
@@ -937,9 +1102,30 @@ pub async fn run(
     final_gone: bool,
     quiesce: Duration,
 ) -> (Figures, Duration) {
+    run_with(seed, rounds, final_gone, quiesce, None).await
+}
+
+/// [`run`] with namespace churn: the configs choose namespaces by label too, and each round
+/// creates, labels, unlabels or deletes namespaces of [`CHURN_NAMESPACES`] while the writer
+/// writes in them.
+pub async fn run_with(
+    seed: u64,
+    rounds: u32,
+    final_gone: bool,
+    quiesce: Duration,
+    churn: Option<Churn>,
+) -> (Figures, Duration) {
     let began = Instant::now();
     let mut rng = Rng::new(seed);
-    let mut world = World::start(ChaosConfig::random(&mut rng)).await;
+    let mut config = ChaosConfig::random(&mut rng);
+    config.selector = churn.is_some();
+    let mut world = World::start_with(config, churn).await;
+    if let Some(churn) = &world.churn {
+        let h = world.server.handle();
+        churn.blind(h);
+        // The namespace watch made before the switch ends; the next one is refused.
+        h.drop_watches();
+    }
     let mut figures = Figures {
         rounds,
         ..Figures::default()
@@ -954,7 +1140,11 @@ pub async fn run(
         world.gone_round(&mut rng, 40, &mut figures).await;
     }
     checkpoint(&mut world, &mut figures, quiesce).await;
-    world.cli_check(&mut figures).await;
+    // A blind run refuses namespace lists to every client, the CLI's too (whose client would
+    // retry them for minutes): it checks the manager only.
+    if !world.churn.is_some_and(|c| c.blind) {
+        world.cli_check(&mut figures).await;
+    }
     figures.answered_with_fault = world.server.handle().injected_faults();
     world.stop().await;
     (figures, began.elapsed())

@@ -317,3 +317,90 @@ fn explain_accepts_exactly_the_formats_it_prints() {
         name.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cache_and_explain_resolve_a_namespace_selector_against_the_cluster() {
+    let server = TestServer::start().await.unwrap();
+    for (ns, team) in [("a", "shop"), ("b", "web")] {
+        server
+            .handle()
+            .create(json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": ns, "labels": {"team": team}}}))
+            .unwrap();
+        server
+            .handle()
+            .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("{ns}-cm"), "namespace": ns}}))
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write(
+        &dir,
+        "kubeconfig",
+        &serde_yaml::to_string(&server.kubeconfig()).unwrap(),
+    );
+    let cfg = config(&dir, "  namespaceSelector: team=shop\n");
+    let run = |args: &[&str]| tokio::task::block_in_place(|| informant(args));
+
+    let offline = run(&["explain", "--config", &cfg]);
+    assert_eq!(offline.code, 0, "{}", offline.stderr);
+    assert!(
+        offline
+            .stdout
+            .starts_with("MultiNamespaceCache (root) namespaceSelector=\"team=shop\" matching: known at run time\n"),
+        "{}",
+        offline.stdout
+    );
+    let online = run(&["explain", "--config", &cfg, "--kubeconfig", &kubeconfig]);
+    assert_eq!(online.code, 0, "{}", online.stderr);
+    assert!(
+        online.stdout.starts_with(
+            "MultiNamespaceCache (root) namespaceSelector=\"team=shop\" matching 1: [a]\n  InformerCache (namespace a (matches namespaceSelector \"team=shop\")) namespace=a "
+        ),
+        "{}",
+        online.stdout
+    );
+    let object = run(&[
+        "explain",
+        "--config",
+        &cfg,
+        "--kubeconfig",
+        &kubeconfig,
+        "--object",
+        "v1/ConfigMap/b/b-cm",
+    ]);
+    assert_eq!(object.code, 5, "unknown namespace: {}", object.stdout);
+    assert!(
+        object.stdout.contains(
+            "namespace b is not listed and does not match the namespaceSelector \"team=shop\""
+        ),
+        "{}",
+        object.stdout
+    );
+
+    let base = [
+        "cache",
+        "--config",
+        &cfg,
+        "--kubeconfig",
+        &kubeconfig,
+        "--api-version",
+        "v1",
+        "--kind",
+        "ConfigMap",
+    ];
+    let read = |extra: &[&str]| {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        run(&args)
+    };
+    let list = read(&["list", "-o", "name"]);
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    assert_eq!(list.stdout, "a/a-cm\n");
+    let outside = read(&["get", "b-cm", "-n", "b"]);
+    assert_eq!(outside.code, 5, "{}", outside.stderr);
+    assert!(
+        outside.stderr.contains("namespaceSelector \"team=shop\""),
+        "{}",
+        outside.stderr
+    );
+}

@@ -284,3 +284,64 @@ fn the_charts_kind_table_is_the_built_in_one() {
         path.display()
     );
 }
+
+#[test]
+fn a_namespace_selector_reads_its_kinds_cluster_wide_and_watches_namespaces_and_says_why() {
+    let objects = objects(&[
+        "--config",
+        "config/samples/namespace-selector.yaml",
+        "--namespace",
+        "informant-system",
+    ]);
+    let cluster_roles = of_kind(&objects, "ClusterRole");
+    assert_eq!(cluster_roles.len(), 1);
+    let rules = &cluster_roles[0]["rules"];
+    for resource in ["configmaps", "secrets", "namespaces"] {
+        assert!(
+            grants_list_watch(rules, "", resource),
+            "{resource}: {rules}"
+        );
+    }
+    assert!(
+        !grants_list_watch(rules, "apiextensions.k8s.io", "customresourcedefinitions"),
+        "no custom kind, no CRD watch: {rules}"
+    );
+    // No Role reads a kind: the selected namespaces are not known in advance.
+    for role in of_kind(&objects, "Role") {
+        assert!(
+            !grants_list_watch(&role["rules"], "", "configmaps"),
+            "{role}"
+        );
+    }
+    let yaml = informant(&["rbac", "--config", "config/samples/namespace-selector.yaml"]);
+    let text = String::from_utf8_lossy(&yaml.stdout);
+    assert!(
+        text.starts_with("---\n# namespaceSelector: the namespaces are chosen by label while the manager runs, so the kinds it caches are read cluster-wide"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_custom_by_object_kind_adds_the_crd_watch() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "config.yaml",
+        "apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\nmetadata: {name: c}\nspec:\n  defaultNamespaces: {shop: {}}\n  byObject: [{apiVersion: shop.example.com/v1, kind: Cart}]\n",
+    );
+    let objects = objects(&["--config", &config]);
+    let rules = &of_kind(&objects, "ClusterRole")[0]["rules"];
+    assert!(
+        grants_list_watch(rules, "apiextensions.k8s.io", "customresourcedefinitions"),
+        "{rules}"
+    );
+    let shop = of_kind(&objects, "Role")
+        .into_iter()
+        .find(|r| r["metadata"]["namespace"] == "shop")
+        .unwrap();
+    assert!(grants_list_watch(
+        &shop["rules"],
+        "shop.example.com",
+        "carts"
+    ));
+}

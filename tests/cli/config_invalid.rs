@@ -45,7 +45,7 @@ fn cases() -> Vec<Case> {
             doc: Doc::Spec("cacheEverything: true"),
             errors: &[(
                 "spec.cacheEverything",
-                "unknown field; remove it (known fields: byObject, defaultEnableWatchBookmarks, defaultFieldSelector, defaultLabelSelector, defaultNamespaces, defaultTransform, defaultUnsafeDisableDeepCopy, readerFailOnMissingInformer, recorder, syncPeriod)",
+                "unknown field; remove it (known fields: byObject, defaultEnableWatchBookmarks, defaultFieldSelector, defaultLabelSelector, defaultNamespaces, defaultTransform, defaultUnsafeDisableDeepCopy, namespaceSelector, readerFailOnMissingInformer, recorder, syncPeriod)",
             )],
         },
         Case {
@@ -593,6 +593,66 @@ fn cases() -> Vec<Case> {
                 "spec.recorder.series.keyFields",
                 "must list at least one field (an empty key folds every event into one series); remove it to use client-go's key",
             )],
+        },
+        Case {
+            name: "a namespace selector that does not parse",
+            doc: Doc::Spec("namespaceSelector: \"team in (shop\""),
+            errors: &[(
+                "spec.namespaceSelector",
+                "unexpected end of input at position 13, expected \",\" or \")\"; write requirements such as app=web, tier!=db, env in (a,b), !legacy, separated by commas",
+            )],
+        },
+        Case {
+            name: "a namespace selector that selects every namespace",
+            doc: Doc::Spec("namespaceSelector: \"\""),
+            errors: &[(
+                "spec.namespaceSelector",
+                "selects every namespace; write requirements such as team=shop to choose namespaces by label, or remove it to cache every namespace",
+            )],
+        },
+        Case {
+            name: "a namespace selector beside the \"\" entry is ambiguous",
+            doc: Doc::Spec("namespaceSelector: team=shop\n  defaultNamespaces: {\"\": {}, a: {}}"),
+            errors: &[(
+                "spec.defaultNamespaces[\"\"]",
+                "the \"\" entry (every namespace not listed) contradicts spec.namespaceSelector, which chooses the namespaces not listed by label; remove this entry to cache only the namespaces the selector matches, or remove spec.namespaceSelector to cache every namespace",
+            )],
+        },
+        Case {
+            name: "a namespace selector on a cluster-scoped kind",
+            doc: Doc::Spec(
+                "byObject: [{apiVersion: v1, kind: Node, namespaceSelector: team=shop}]",
+            ),
+            errors: &[(
+                "spec.byObject[0].namespaceSelector",
+                "type \"Node\" is not namespaced, so it cannot be cached by namespace; remove spec.byObject[0].namespaceSelector",
+            )],
+        },
+        Case {
+            name: "a by-object namespace selector beside namespaces: {} is ambiguous",
+            doc: Doc::Spec(
+                "byObject: [{apiVersion: v1, kind: Pod, namespaces: {}, namespaceSelector: team=shop}]",
+            ),
+            errors: &[(
+                "spec.byObject[0].namespaces",
+                "{} means every namespace, which contradicts spec.byObject[0].namespaceSelector; remove spec.byObject[0].namespaces to cache only the namespaces the selector matches, or remove spec.byObject[0].namespaceSelector to cache every namespace",
+            )],
+        },
+        Case {
+            name: "a by-object namespace selector beside its \"\" key is ambiguous",
+            doc: Doc::Spec(
+                "byObject: [{apiVersion: v1, kind: Pod, namespaces: {\"\": {}}, namespaceSelector: \"team notin (a\"}]",
+            ),
+            errors: &[
+                (
+                    "spec.byObject[0].namespaceSelector",
+                    "unexpected end of input at position 13, expected \",\" or \")\"; write requirements such as app=web, tier!=db, env in (a,b), !legacy, separated by commas",
+                ),
+                (
+                    "spec.byObject[0].namespaces[\"\"]",
+                    "the \"\" entry (every namespace not listed) contradicts spec.byObject[0].namespaceSelector, which chooses the namespaces not listed by label; remove this entry to cache only the namespaces the selector matches, or remove spec.byObject[0].namespaceSelector to cache every namespace",
+                ),
+            ],
         },
     ]
 }

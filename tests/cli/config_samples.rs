@@ -34,7 +34,8 @@ fn every_sample_in_the_directory_is_valid() {
             "cronjob-events.yaml",
             "metadata-only.yaml",
             "minimal.yaml",
-            "multi-namespace.yaml"
+            "multi-namespace.yaml",
+            "namespace-selector.yaml"
         ]
     );
     for name in names {
@@ -141,5 +142,31 @@ fn cronjob_sample_keys_the_spam_filter_on_reason_too() {
             .qps
             .to_bits(),
         "the sample spells out client-go's float32 default exactly"
+    );
+}
+
+#[test]
+fn namespace_selector_sample_chooses_namespaces_by_label_and_secrets_by_their_own() {
+    let opts = sample("namespace-selector.yaml").cache.defaulted().unwrap();
+    let selector = |s: Option<&informant::selector::LabelSelector>| s.map(ToString::to_string);
+    assert_eq!(
+        selector(opts.default_namespace_selector.as_ref()).as_deref(),
+        Some("team=shop")
+    );
+    let configmaps = &opts.by_object[0];
+    assert_eq!(
+        selector(configmaps.namespace_selector.as_ref()).as_deref(),
+        Some("team=shop"),
+        "inherited"
+    );
+    let secrets = &opts.by_object[1];
+    assert_eq!(
+        selector(secrets.namespace_selector.as_ref()).as_deref(),
+        Some("secrets=cached,team=shop")
+    );
+    assert_eq!(
+        secrets.namespaces,
+        Namespaces::Only(std::collections::BTreeMap::new()),
+        "its own selector replaces the listed namespaces"
     );
 }

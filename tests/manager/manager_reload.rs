@@ -1,7 +1,7 @@
 //! The pool-aware cache reload against the embedded API server: a changed `byObject` entry
 //! restarts exactly that kind's informers (one LIST each), every other informer keeps running
-//! (no LIST), a reload that changes nothing makes no request, and lazily started informers
-//! survive reloads.
+//! (no LIST), a reload that changes nothing makes no request, lazily started informers
+//! survive reloads, and a kind the API server does not serve waits without blocking the others.
 
 use crate::support;
 
@@ -169,7 +169,7 @@ async fn adding_a_namespace_starts_only_that_namespaces_informer() {
 }
 
 #[tokio::test]
-async fn an_unknown_eager_kind_is_reported_and_does_not_block_the_other_kinds() {
+async fn an_unknown_eager_kind_waits_for_its_crd_and_does_not_block_the_other_kinds() {
     let mut env = Env::new().await;
     let yaml = "apiVersion: informant.dev/v1alpha1
 kind: CacheConfig
@@ -180,8 +180,10 @@ spec:
     - {apiVersion: v1, kind: ConfigMap}
 ";
     let change = env.reloader.apply(&options(yaml)).await.unwrap();
-    assert_eq!(change.unsynced.len(), 1, "{change:?}");
-    assert_eq!(change.unsynced[0].0.kind, "Widget");
+    assert!(change.unsynced.is_empty(), "{change:?}");
+    let waiting = env.reloader.plan().unwrap().waiting_kinds();
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    assert_eq!(waiting[0].0.kind, "Widget");
     assert_eq!(env.names::<ConfigMap>().await, vec!["a1", "b1", "b2"]);
     env.stop().await;
 }

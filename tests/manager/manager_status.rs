@@ -55,6 +55,7 @@ fn syncing(generation: i64, now: i64) -> StatusInput {
         validity: Validity::Valid,
         readiness: Readiness::of(&informers),
         informers,
+        namespace_selectors: Vec::new(),
         last_reload_time: Some(Time(at(now))),
         now: at(now),
     }

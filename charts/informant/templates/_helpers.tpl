@@ -103,7 +103,18 @@ chart tests compare the two for several configs, so change both together.
 {{- $defaultNs = append $defaultNs $ns -}}
 {{- end -}}
 {{- end -}}
-{{- $defaultCluster := or $defaultAll (empty $defaultNs) -}}
+{{- /* A namespaceSelector makes a scope cluster-wide: its namespaces are known only at run time. */ -}}
+{{- $defaultCluster := or $defaultAll (empty $defaultNs) (not (empty $spec.namespaceSelector)) -}}
+{{- $selectors := not (empty $spec.namespaceSelector) -}}
+{{- $customKinds := false -}}
+{{- range ($spec.byObject | default (list)) -}}
+{{- if not (empty .namespaceSelector) -}}
+{{- $selectors = true -}}
+{{- end -}}
+{{- if not (hasKey $kinds (printf "%s/%s" .apiVersion .kind)) -}}
+{{- $customKinds = true -}}
+{{- end -}}
+{{- end -}}
 {{- /* The kinds: byObject, then rbac.extraKinds (which inherit the default scope). */ -}}
 {{- $entries := list -}}
 {{- range ($spec.byObject | default (list)) -}}
@@ -136,6 +147,8 @@ chart tests compare the two for several configs, so change both together.
 {{- if not $namespaced -}}
 {{- $cluster = true -}}
 {{- $clusterKindCached = true -}}
+{{- else if not (empty .namespaceSelector) -}}
+{{- $cluster = true -}}
 {{- else if not (kindIs "map" .namespaces) -}}
 {{- $cluster = $defaultCluster -}}
 {{- $names = $defaultNs -}}
@@ -170,6 +183,22 @@ chart tests compare the two for several configs, so change both together.
 {{- $_ := set (get $groups $group) $plural true -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+{{- /* The one Namespace informer of namespace selectors; the CRD watch of custom byObject kinds. */ -}}
+{{- $notes := list -}}
+{{- if $selectors -}}
+{{- if not (hasKey $clusterReads "") -}}
+{{- $_ := set $clusterReads "" (dict) -}}
+{{- end -}}
+{{- $_ := set (get $clusterReads "") "namespaces" true -}}
+{{- $notes = append $notes "namespaceSelector: the namespaces are chosen by label while the manager runs, so the kinds it caches are read cluster-wide (a ClusterRole: no Role can be written for namespaces not known in advance), and namespaces are listed and watched to follow their labels" -}}
+{{- end -}}
+{{- if $customKinds -}}
+{{- if not (hasKey $clusterReads "apiextensions.k8s.io") -}}
+{{- $_ := set $clusterReads "apiextensions.k8s.io" (dict) -}}
+{{- end -}}
+{{- $_ := set (get $clusterReads "apiextensions.k8s.io") "customresourcedefinitions" true -}}
+{{- $notes = append $notes "byObject lists custom kinds: customresourcedefinitions are listed and watched, so a kind's informers start when its CRD is established and stop when it is deleted" -}}
 {{- end -}}
 {{- /* Events in the group of the recorder's API: core ("") or events.k8s.io. */ -}}
 {{- $eventsGroup := "" -}}
@@ -230,5 +259,5 @@ chart tests compare the two for several configs, so change both together.
 {{- $_ := set $roles $ns $rules -}}
 {{- end -}}
 {{- end -}}
-{{- toYaml (dict "cluster" $clusterRules "namespaces" $roles) -}}
+{{- toYaml (dict "cluster" $clusterRules "namespaces" $roles "notes" $notes) -}}
 {{- end -}}

@@ -368,6 +368,24 @@ class ChartTest(unittest.TestCase):
                        "verbs": ["get", "list", "watch", "patch"]},
                       roles["informant-system"])
 
+    def test_a_namespace_selector_reads_cluster_wide_watches_namespaces_and_says_why(self):
+        docs, _ = self.rendered["namespace-selector-values.yaml"]
+        (cluster_role,) = of_kind(docs, "ClusterRole")
+        rules = cluster_role["rules"]
+        self.assertIn({"apiGroups": [""], "resources": ["configmaps", "namespaces", "secrets"],
+                       "verbs": ["list", "watch"]}, rules)
+        self.assertIn({"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+                       "verbs": ["list", "watch"]}, rules)
+        self.assertIn({"apiGroups": ["shop.example.com"], "resources": ["carts"], "verbs": ["list", "watch"]}, rules)
+        roles = {d["metadata"]["namespace"]: d["rules"] for d in of_kind(docs, "Role")}
+        self.assertIn({"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list", "watch"]},
+                      roles["shop"], "a kind with its own listed namespaces keeps its Role")
+        values = dict(cases())["namespace-selector-values.yaml"]
+        with helm.Chart.load(CHART) as chart:
+            text = chart.render(values, name=RELEASE, namespace=NAMESPACE)["informant/templates/rbac.yaml"]
+        self.assertIn("\n# namespaceSelector: the namespaces are chosen by label while the manager runs", text)
+        self.assertIn("\n# byObject lists custom kinds: customresourcedefinitions are listed and watched", text)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -60,6 +60,53 @@ pub struct InformerStatus {
     /// The watcher's last error, cleared by the next successful event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+
+    /// `WaitingForKind` while the API server does not serve the kind (its
+    /// `CustomResourceDefinition` is not established): no informer runs and nothing lists
+    /// it until it is, then it starts. Absent for an informer that runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<Waiting>,
+
+    /// Why it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Why a row of `status.informers` has no running informer.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+pub enum Waiting {
+    /// The API server does not serve the kind yet.
+    WaitingForKind,
+}
+
+impl InformerStatus {
+    /// The row of a `byObject` kind that waits for the API server to serve it.
+    #[must_use]
+    pub fn waiting_for_kind(gvk: &GroupVersionKind, reason: &str) -> Self {
+        Self {
+            api_version: gvk.api_version(),
+            kind: gvk.kind.clone(),
+            state: Some(Waiting::WaitingForKind),
+            message: Some(reason.to_owned()),
+            ..Self::default()
+        }
+    }
+
+    /// Whether this row waits for its kind.
+    #[must_use]
+    pub fn is_waiting_for_kind(&self) -> bool {
+        self.state == Some(Waiting::WaitingForKind)
+    }
 }
 
 /// A change an informer applied to its store, for subscribers that react to changes (the
@@ -501,6 +548,8 @@ impl Informer {
             synced: status.synced,
             objects: i64::try_from(self.store.len()).unwrap_or(i64::MAX),
             error: status.last_error,
+            state: None,
+            message: None,
         }
     }
 }

@@ -22,6 +22,18 @@ pub enum OptionsError {
         /// The kind.
         gvk: GroupVersionKind,
     },
+
+    /// A namespace selector was combined with a setting that already means every namespace
+    /// not listed (the `""` key, or `namespaces: {}` of a `byObject` entry): which namespaces
+    /// the selector would add is ambiguous.
+    #[error(
+        "{}a namespace selector cannot be combined with every other namespace (the \"\" key or an empty namespaces map)",
+        gvk.as_ref().map(|g| format!("type \"{}\": ", g.kind)).unwrap_or_default()
+    )]
+    SelectorWithAllNamespaces {
+        /// The kind of the `byObject` entry; `None` for the defaults.
+        gvk: Option<GroupVersionKind>,
+    },
 }
 
 impl Options {
@@ -38,6 +50,10 @@ impl Options {
     /// - Each `default_namespaces[ns]` takes unset settings from `default_*`.
     /// - Every [`NamespaceKey::AllOthers`] entry gets `metadata.namespace!=<ns>` for each
     ///   other key of its map `AND`ed to its field selector.
+    /// - A `by_object` entry that inherits its namespaces inherits `default_namespace_selector`
+    ///   too; one with a selector (its own or inherited) has [`Namespaces::Only`] (the
+    ///   namespaces listed, perhaps none) and its own settings defaulted from `default_*`:
+    ///   they are the settings of every namespace the selector adds.
     ///
     /// Settings still unset afterwards take the built-in defaults through [`Config`]'s
     /// `effective_*` accessors. Defaulting twice gives the same result as once, except that
@@ -45,25 +61,55 @@ impl Options {
     ///
     /// # Errors
     ///
-    /// [`OptionsError::NotNamespaced`] if a cluster-scoped kind has namespaces set.
+    /// [`OptionsError::NotNamespaced`] if a cluster-scoped kind has namespaces or a namespace
+    /// selector set; [`OptionsError::SelectorWithAllNamespaces`] if a selector is combined
+    /// with the `""` key or `namespaces: {}`.
     pub fn defaulted(&self) -> Result<Options, OptionsError> {
+        if self.default_namespace_selector.is_some()
+            && self
+                .default_namespaces
+                .contains_key(&NamespaceKey::AllOthers)
+        {
+            return Err(OptionsError::SelectorWithAllNamespaces { gvk: None });
+        }
         let defaults = self.default_config();
         let mut out = self.clone();
         for by in &mut out.by_object {
             let namespaced = by.scope == Scope::Namespaced;
-            if !namespaced && by.namespaces != Namespaces::Inherit {
+            let inherits = by.inherits_namespaces();
+            if !namespaced && !inherits {
                 return Err(OptionsError::NotNamespaced {
                     gvk: by.gvk.clone(),
                 });
             }
+            let every_other = match &by.namespaces {
+                Namespaces::All => true,
+                Namespaces::Only(map) => map.contains_key(&NamespaceKey::AllOthers),
+                Namespaces::Inherit => false,
+            };
+            if by.namespace_selector.is_some() && every_other {
+                return Err(OptionsError::SelectorWithAllNamespaces {
+                    gvk: Some(by.gvk.clone()),
+                });
+            }
+            if inherits && namespaced {
+                by.namespace_selector
+                    .clone_from(&self.default_namespace_selector);
+            }
             let map = match &by.namespaces {
-                Namespaces::Inherit if namespaced && !self.default_namespaces.is_empty() => {
+                Namespaces::Inherit if inherits && namespaced => {
                     Some(self.default_namespaces.clone())
                 }
-                Namespaces::Only(map) if !map.is_empty() => Some(map.clone()),
+                Namespaces::Only(map) => Some(map.clone()),
                 _ => None,
-            };
+            }
+            .filter(|map| !map.is_empty() || by.namespace_selector.is_some())
+            .or_else(|| by.namespace_selector.is_some().then(BTreeMap::new));
             if let Some(mut map) = map {
+                if by.namespace_selector.is_some() {
+                    // The settings of every namespace the selector adds.
+                    by.config = by.config.clone().or(&defaults);
+                }
                 let exclusion = exclude_listed(&map);
                 for (ns, config) in &mut map {
                     // Type level first, undefaulted, so that unset settings can still fall

@@ -474,6 +474,126 @@ fn cases() -> Vec<Case> {
                 },
             )])),
         },
+        // Namespaces chosen by label (not upstream: controller-runtime has no selector).
+        Case {
+            name: "A by-object entry that inherits its namespaces inherits the selector",
+            input: Options {
+                by_object: vec![pod(Namespaces::Inherit, Config::default())],
+                default_namespaces: ns(vec![("a", labelled("from=default-namespaces"))]),
+                default_namespace_selector: label("team=shop"),
+                default_label_selector: label("from=default-label-selector"),
+                ..Options::default()
+            },
+            expect: Expect::Whole(Options {
+                by_object: vec![ByObject {
+                    namespace_selector: label("team=shop"),
+                    ..pod(
+                        Namespaces::Only(ns(vec![("a", labelled("from=default-namespaces"))])),
+                        labelled("from=default-label-selector"),
+                    )
+                }],
+                default_namespaces: ns(vec![("a", labelled("from=default-namespaces"))]),
+                default_namespace_selector: label("team=shop"),
+                default_label_selector: label("from=default-label-selector"),
+                ..Options::default()
+            }),
+        },
+        Case {
+            name: "A by-object selector replaces the default namespaces and selector",
+            input: Options {
+                by_object: vec![ByObject {
+                    namespace_selector: label("team=web"),
+                    ..pod(Namespaces::Inherit, labelled("from=by-object"))
+                }],
+                default_namespaces: ns(vec![("a", Config::default())]),
+                default_namespace_selector: label("team=shop"),
+                ..Options::default()
+            },
+            expect: Expect::PodNamespaces(Namespaces::Only(BTreeMap::new())),
+        },
+        Case {
+            name: "By-object namespaces without a selector do not inherit the default selector",
+            input: Options {
+                by_object: vec![pod(
+                    Namespaces::Only(ns(vec![("b", Config::default())])),
+                    Config::default(),
+                )],
+                default_namespace_selector: label("team=shop"),
+                ..Options::default()
+            },
+            expect: Expect::Whole(Options {
+                by_object: vec![pod(
+                    Namespaces::Only(ns(vec![("b", Config::default())])),
+                    Config::default(),
+                )],
+                default_namespace_selector: label("team=shop"),
+                ..Options::default()
+            }),
+        },
+        Case {
+            name: "The selected namespaces' settings are the entry's, defaulted from default_*",
+            input: Options {
+                by_object: vec![ByObject {
+                    namespace_selector: label("team=web"),
+                    ..pod(Namespaces::Inherit, fielded("from=by-object"))
+                }],
+                default_label_selector: label("from=default-label-selector"),
+                ..Options::default()
+            },
+            expect: Expect::PodConfig(Config {
+                label_selector: label("from=default-label-selector"),
+                field_selector: field("from=by-object"),
+                ..Config::default()
+            }),
+        },
+        Case {
+            name: "A default selector with the \"\" key is ambiguous",
+            input: Options {
+                default_namespaces: ns(vec![("", Config::default())]),
+                default_namespace_selector: label("team=shop"),
+                ..Options::default()
+            },
+            expect: Expect::Fails(OptionsError::SelectorWithAllNamespaces { gvk: None }),
+        },
+        Case {
+            name: "A by-object selector with namespaces: {} is ambiguous",
+            input: Options {
+                by_object: vec![ByObject {
+                    namespace_selector: label("team=web"),
+                    ..pod(Namespaces::All, Config::default())
+                }],
+                ..Options::default()
+            },
+            expect: Expect::Fails(OptionsError::SelectorWithAllNamespaces {
+                gvk: Some(GroupVersionKind::gvk("", "v1", "Pod")),
+            }),
+        },
+        Case {
+            name: "A cluster-scoped kind with a namespace selector is an error",
+            input: Options {
+                by_object: vec![ByObject {
+                    namespace_selector: label("team=web"),
+                    ..node(Namespaces::Inherit)
+                }],
+                ..Options::default()
+            },
+            expect: Expect::Fails(OptionsError::NotNamespaced {
+                gvk: GroupVersionKind::gvk("", "v1", "Node"),
+            }),
+        },
+        Case {
+            name: "A cluster-scoped kind does not inherit the default selector",
+            input: Options {
+                by_object: vec![node(Namespaces::Inherit)],
+                default_namespace_selector: label("team=shop"),
+                ..Options::default()
+            },
+            expect: Expect::Whole(Options {
+                by_object: vec![node(Namespaces::All)],
+                default_namespace_selector: label("team=shop"),
+                ..Options::default()
+            }),
+        },
     ]
 }
 

@@ -3,7 +3,7 @@
 //! and diffing two trees (the manager's hot reload) need no client; [`Plan::instantiate`] turns
 //! a plan into the caches that serve reads.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use kube::core::GroupVersionKind;
@@ -16,8 +16,10 @@ use super::informer_cache::{Context, InformerCache};
 use super::matching::excluding_namespaces;
 use super::multi_namespace::MultiNamespaceCache;
 use super::options::{Config, NamespaceKey, Namespaces, Options, OptionsError};
+use super::scope::ClusterScope;
 use super::settings::InformerSettings;
-use crate::selector::FieldRequirement;
+use super::waiting::WaitingCache;
+use crate::selector::{FieldRequirement, LabelSelector};
 
 /// One `InformerCache`: the namespace its informers watch (`None`: all) and their settings.
 /// Two scopes are equal exactly when their informers would list and store the same objects the
@@ -48,6 +50,82 @@ pub struct InformerSpec {
     pub scope: InformerScope,
 }
 
+/// The namespaces a namespace selector chooses in a `MultiNamespace` layer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Selection {
+    /// The selector on the namespaces' labels.
+    pub selector: LabelSelector,
+    /// The settings of every namespace it adds (those not listed by name).
+    pub settings: InformerSettings,
+    /// Every namespace it matches now, listed or not; `None` when the plan was made without
+    /// knowing the cluster's namespaces.
+    pub matched: Option<BTreeSet<String>>,
+    /// The namespaces it adds: those it matches that are not listed by name.
+    pub added: BTreeSet<String>,
+    /// Whether the added namespaces are served by one informer over every namespace whose
+    /// reads are filtered in the process, instead of one informer per namespace: chosen when
+    /// the selector matches nearly every namespace ([`WIDE_MIN_NAMESPACES`],
+    /// [`WIDE_ENTER_PERCENT`]), where one watch receives about the bytes of the per-namespace
+    /// watches it replaces.
+    pub wide: bool,
+}
+
+/// The fewest namespaces a selector must add before one cluster-wide informer may serve them.
+pub const WIDE_MIN_NAMESPACES: usize = 100;
+
+/// The share of all namespaces (per cent) a selector must match for one cluster-wide informer
+/// to serve the namespaces it adds. `cargo bench --bench scope`: at 100% the two layouts
+/// receive the same bytes, and one watch replaces a thousand; at 50% per-namespace informers
+/// receive half the bytes.
+pub const WIDE_ENTER_PERCENT: usize = 90;
+
+/// Below this share (per cent) a selector served by one cluster-wide informer goes back to one
+/// informer per namespace: the gap keeps a namespace relabelled at the threshold from
+/// switching layouts (each switch lists every added namespace again) back and forth.
+pub const WIDE_LEAVE_PERCENT: usize = 80;
+
+impl Selection {
+    /// The selection of `selector` beside the namespaces of `listed`, in the cluster `scope`.
+    fn new(
+        selector: &LabelSelector,
+        settings: InformerSettings,
+        listed: &BTreeMap<NamespaceKey, Config>,
+        scope: &ClusterScope,
+    ) -> Self {
+        let matched = scope.matching(selector);
+        let added: BTreeSet<String> = matched
+            .iter()
+            .flatten()
+            .filter(|ns| !listed.contains_key(&NamespaceKey::named(ns)))
+            .cloned()
+            .collect();
+        let total = scope.namespaces.as_ref().map_or(0, BTreeMap::len);
+        let matching = matched.as_ref().map_or(0, BTreeSet::len);
+        let threshold = if scope.wide.contains(&selector.to_string()) {
+            WIDE_LEAVE_PERCENT
+        } else {
+            WIDE_ENTER_PERCENT
+        };
+        let wide = added.len() >= WIDE_MIN_NAMESPACES && matching * 100 >= total * threshold;
+        Self {
+            selector: selector.clone(),
+            settings,
+            matched,
+            added,
+            wide,
+        }
+    }
+
+    /// The scope of the one informer serving the added namespaces, when wide.
+    #[must_use]
+    pub fn wide_scope(&self) -> Option<InformerScope> {
+        self.wide.then(|| InformerScope {
+            namespace: None,
+            settings: self.settings.clone(),
+        })
+    }
+}
+
 /// One layer of a planned tree.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Layer {
@@ -56,11 +134,13 @@ pub enum Layer {
     /// A `MultiNamespaceCache`: a scope per namespace key, and a cluster scope for
     /// cluster-scoped kinds when the tree has one (only for `defaultNamespaces`).
     MultiNamespace {
-        /// The scope of each listed namespace, and of every other namespace
-        /// ([`NamespaceKey::AllOthers`]) when that entry exists.
+        /// The scope of each listed namespace, of each namespace the selector adds, and of
+        /// every other namespace ([`NamespaceKey::AllOthers`]) when that entry exists.
         namespaces: BTreeMap<NamespaceKey, InformerScope>,
         /// The scope of cluster-scoped kinds; `None`: reading one is an error.
         cluster: Option<InformerScope>,
+        /// The namespaces chosen by label, when a selector chooses some.
+        selection: Option<Box<Selection>>,
     },
     /// A `ByKindCache`: a layer per `byObject` kind, and a default layer for every other kind.
     ByKind {
@@ -68,6 +148,14 @@ pub enum Layer {
         kinds: Vec<(GroupVersionKind, Layer)>,
         /// The layer of every other kind.
         default: Box<Layer>,
+    },
+    /// A `byObject` kind the API server does not serve yet: no informer, reads fail with
+    /// [`Error::WaitingForKind`], until a plan made once it is served replaces this layer.
+    Waiting {
+        /// The kind.
+        gvk: GroupVersionKind,
+        /// Why it is not served.
+        reason: String,
     },
 }
 
@@ -102,24 +190,51 @@ impl Plan {
     /// `by_object` kinds that are not built in are taken as namespaced unless their scope was
     /// resolved first (`resolve_scopes`).
     ///
+    /// A namespace selector selects no namespace in this plan (the cluster's namespaces are
+    /// not known): see [`Plan::for_cluster`].
+    ///
     /// # Errors
     /// [`OptionsError`] when the options can not be defaulted (namespaces set for a
     /// cluster-scoped kind).
     pub fn new(options: &Options) -> Result<Self, OptionsError> {
+        Self::for_cluster(options, &ClusterScope::default())
+    }
+
+    /// Plans the tree as [`Plan::new`] does, for the cluster `scope` describes: each namespace
+    /// selector adds the namespaces it matches there (each with an `InformerCache`, as a
+    /// listed namespace has), and each `byObject` kind the cluster does not serve waits
+    /// ([`Layer::Waiting`]).
+    ///
+    /// # Errors
+    /// As [`Plan::new`].
+    pub fn for_cluster(options: &Options, scope: &ClusterScope) -> Result<Self, OptionsError> {
         let options = options.defaulted()?;
         let defaults = InformerSettings::from_config(&options.default_config(), false);
-        let default = if options.default_namespaces.is_empty() {
+        let default_selection = options.default_namespace_selector.as_ref().map(|selector| {
+            Selection::new(
+                selector,
+                defaults.clone(),
+                &options.default_namespaces,
+                scope,
+            )
+        });
+        let default = if options.default_namespaces.is_empty() && default_selection.is_none() {
             Layer::Informers(InformerScope {
                 namespace: None,
                 settings: defaults,
             })
         } else {
             Layer::MultiNamespace {
-                namespaces: namespace_scopes(&options.default_namespaces, false),
+                namespaces: namespace_scopes(
+                    &options.default_namespaces,
+                    false,
+                    default_selection.as_ref(),
+                ),
                 cluster: Some(InformerScope {
                     namespace: None,
                     settings: defaults,
                 }),
+                selection: default_selection.map(Box::new),
             }
         };
         let root = if options.by_object.is_empty() {
@@ -129,11 +244,38 @@ impl Plan {
                 .by_object
                 .iter()
                 .map(|by| {
+                    let empty = BTreeMap::new();
+                    let listed = match &by.namespaces {
+                        Namespaces::Only(map) => map,
+                        Namespaces::Inherit | Namespaces::All => &empty,
+                    };
+                    let selection = by.namespace_selector.as_ref().map(|selector| {
+                        Selection::new(
+                            selector,
+                            InformerSettings::from_config(&by.config, by.metadata_only),
+                            listed,
+                            scope,
+                        )
+                    });
+                    if let Some(reason) = scope.waiting_reason(&by.gvk) {
+                        let waiting = Layer::Waiting {
+                            gvk: by.gvk.clone(),
+                            reason: reason.to_owned(),
+                        };
+                        return (by.gvk.clone(), waiting);
+                    }
                     let layer = match &by.namespaces {
-                        Namespaces::Only(map) if !map.is_empty() => Layer::MultiNamespace {
-                            namespaces: namespace_scopes(map, by.metadata_only),
-                            cluster: None,
-                        },
+                        Namespaces::Only(map) if !map.is_empty() || selection.is_some() => {
+                            Layer::MultiNamespace {
+                                namespaces: namespace_scopes(
+                                    map,
+                                    by.metadata_only,
+                                    selection.as_ref(),
+                                ),
+                                cluster: None,
+                                selection: selection.map(Box::new),
+                            }
+                        }
                         _ => Layer::Informers(InformerScope {
                             namespace: None,
                             settings: InformerSettings::from_config(&by.config, by.metadata_only),
@@ -168,14 +310,52 @@ impl Plan {
         self.reader_fail_on_missing_informer
     }
 
-    /// The `byObject` kinds, ordered by group, version and kind: the kinds the manager starts
-    /// eagerly.
+    /// The `byObject` kinds the cluster serves, ordered by group, version and kind: the kinds
+    /// the manager starts eagerly.
     #[must_use]
     pub fn by_object_kinds(&self) -> Vec<GroupVersionKind> {
         match &self.root {
-            Layer::ByKind { kinds, .. } => kinds.iter().map(|(gvk, _)| gvk.clone()).collect(),
-            Layer::Informers(_) | Layer::MultiNamespace { .. } => Vec::new(),
+            Layer::ByKind { kinds, .. } => kinds
+                .iter()
+                .filter(|(_, layer)| !matches!(layer, Layer::Waiting { .. }))
+                .map(|(gvk, _)| gvk.clone())
+                .collect(),
+            Layer::Informers(_) | Layer::MultiNamespace { .. } | Layer::Waiting { .. } => {
+                Vec::new()
+            }
         }
+    }
+
+    /// The `byObject` kinds that wait for the API server to serve them, with why.
+    #[must_use]
+    pub fn waiting_kinds(&self) -> Vec<(GroupVersionKind, String)> {
+        match &self.root {
+            Layer::ByKind { kinds, .. } => kinds
+                .iter()
+                .filter_map(|(_, layer)| match layer {
+                    Layer::Waiting { gvk, reason } => Some((gvk.clone(), reason.clone())),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The selectors whose added namespaces one cluster-wide informer serves.
+    #[must_use]
+    pub fn wide_selections(&self) -> BTreeSet<String> {
+        let mut wide = BTreeSet::new();
+        self.root.collect_wide(&mut wide);
+        wide
+    }
+
+    /// Every namespace selector of the tree, once each, with the namespaces it matches now
+    /// (`None` when the plan did not know the cluster's namespaces).
+    #[must_use]
+    pub fn namespace_selections(&self) -> BTreeMap<String, Option<BTreeSet<String>>> {
+        let mut out = BTreeMap::new();
+        self.root.collect_selections(&mut out);
+        out
     }
 
     /// Every informer scope of the tree, outermost layer first, each with the kinds it starts.
@@ -243,11 +423,32 @@ struct Read<'a> {
     name: Option<&'a str>,
 }
 
-/// The scopes of a namespace map. The [`NamespaceKey::AllOthers`] entry watches all namespaces
-/// except the listed ones: its field selector gets `metadata.namespace!=<ns>` for each
-/// (controller-runtime `defaultOpts`), so no object is cached twice. `Options::defaulted`
-/// already adds these; only what is missing is added here.
+/// The scopes of a namespace map, and of the namespaces `selection` adds to it. The
+/// [`NamespaceKey::AllOthers`] entry watches all namespaces except the listed ones: its field
+/// selector gets `metadata.namespace!=<ns>` for each (controller-runtime `defaultOpts`), so no
+/// object is cached twice. `Options::defaulted` already adds these; only what is missing is
+/// added here.
 fn namespace_scopes(
+    map: &BTreeMap<NamespaceKey, Config>,
+    metadata_only: bool,
+    selection: Option<&Selection>,
+) -> BTreeMap<NamespaceKey, InformerScope> {
+    let mut scopes = listed_scopes(map, metadata_only);
+    if let Some(selection) = selection.filter(|s| !s.wide) {
+        for ns in &selection.added {
+            scopes.insert(
+                NamespaceKey::named(ns),
+                InformerScope {
+                    namespace: Some(ns.clone()),
+                    settings: selection.settings.clone(),
+                },
+            );
+        }
+    }
+    scopes
+}
+
+fn listed_scopes(
     map: &BTreeMap<NamespaceKey, Config>,
     metadata_only: bool,
 ) -> BTreeMap<NamespaceKey, InformerScope> {
@@ -311,12 +512,28 @@ fn route_to_informers(
     Ok(())
 }
 
-/// The role of a namespace key's layer in its parent.
-fn namespace_role(key: &NamespaceKey) -> String {
+/// The role of a namespace key's layer in its parent; `selected` when a namespace selector
+/// added it (it is not listed).
+fn namespace_role(key: &NamespaceKey, selection: Option<&Selection>) -> String {
     match key {
         NamespaceKey::AllOthers => "namespace \"\" (every namespace not listed)".to_string(),
-        NamespaceKey::Named(ns) => format!("namespace {ns}"),
+        NamespaceKey::Named(ns) => match selection {
+            Some(s) => format!(
+                "namespace {ns} (matches namespaceSelector {:?})",
+                s.selector.to_string()
+            ),
+            None => format!("namespace {ns}"),
+        },
     }
+}
+
+/// The selection of a layer when it added `key` (a namespace it matches that is not listed).
+fn added_by<'a>(key: &NamespaceKey, selection: Option<&'a Selection>) -> Option<&'a Selection> {
+    let selection = selection?;
+    let NamespaceKey::Named(ns) = key else {
+        return None;
+    };
+    selection.added.contains(ns).then_some(selection)
 }
 
 impl Layer {
@@ -329,8 +546,10 @@ impl Layer {
             Layer::MultiNamespace {
                 namespaces,
                 cluster,
+                selection,
             } => {
-                for scope in namespaces.values().chain(cluster.iter()) {
+                let wide = selection.as_ref().and_then(|s| s.wide_scope());
+                for scope in namespaces.values().chain(cluster.iter()).chain(wide.iter()) {
                     specs.push(InformerSpec {
                         kinds: kinds.clone(),
                         scope: scope.clone(),
@@ -343,6 +562,43 @@ impl Layer {
                 }
                 default.collect_specs(kinds, specs);
             }
+            Layer::Waiting { .. } => {}
+        }
+    }
+
+    fn collect_wide(&self, out: &mut BTreeSet<String>) {
+        match self {
+            Layer::MultiNamespace {
+                selection: Some(selection),
+                ..
+            } if selection.wide => {
+                out.insert(selection.selector.to_string());
+            }
+            Layer::ByKind { kinds, default } => {
+                for (_, layer) in kinds {
+                    layer.collect_wide(out);
+                }
+                default.collect_wide(out);
+            }
+            _ => {}
+        }
+    }
+
+    fn collect_selections(&self, out: &mut BTreeMap<String, Option<BTreeSet<String>>>) {
+        match self {
+            Layer::MultiNamespace {
+                selection: Some(selection),
+                ..
+            } => {
+                out.insert(selection.selector.to_string(), selection.matched.clone());
+            }
+            Layer::ByKind { kinds, default } => {
+                for (_, layer) in kinds {
+                    layer.collect_selections(out);
+                }
+                default.collect_selections(out);
+            }
+            Layer::Informers(_) | Layer::MultiNamespace { .. } | Layer::Waiting { .. } => {}
         }
     }
 
@@ -366,8 +622,9 @@ impl Layer {
             Layer::MultiNamespace {
                 namespaces,
                 cluster,
+                selection,
             } => {
-                let cache = MultiNamespaceCache::new(
+                let mut cache = MultiNamespaceCache::new(
                     context.clone(),
                     namespaces
                         .iter()
@@ -375,6 +632,13 @@ impl Layer {
                         .collect(),
                     cluster.as_ref().map(|scope| scope.settings.clone()),
                 );
+                if let Some(selection) = selection {
+                    cache = cache.with_selector(selection.selector.to_string());
+                    if selection.wide {
+                        cache =
+                            cache.with_wide(selection.settings.clone(), selection.added.clone());
+                    }
+                }
                 cache.adopt(wanted);
                 Arc::new(cache)
             }
@@ -387,6 +651,7 @@ impl Layer {
                 let default = default.instantiate(context, &|g| !listed(g) && wanted(g));
                 Arc::new(ByKindCache::new(by_kind, default))
             }
+            Layer::Waiting { gvk, reason } => Arc::new(WaitingCache::new(gvk.clone(), reason)),
         }
     }
 
@@ -399,23 +664,71 @@ impl Layer {
             Layer::MultiNamespace {
                 namespaces,
                 cluster,
+                selection,
             } => {
                 let mut children: Vec<Description> = namespaces
                     .iter()
                     .map(|(key, scope)| {
                         Description::informers(
-                            &namespace_role(key),
+                            &namespace_role(key, added_by(key, selection.as_deref())),
                             InformerScopeDescription::of(scope, reader_fail_on_missing_informer),
                         )
                     })
                     .collect();
+                if let Some(s) = selection.as_ref().filter(|s| s.wide) {
+                    let mut scope = InformerScopeDescription::of(
+                        &InformerScope {
+                            namespace: None,
+                            settings: s.settings.clone(),
+                        },
+                        reader_fail_on_missing_informer,
+                    );
+                    "<all, filtered to the matching>".clone_into(&mut scope.namespace);
+                    children.push(Description::informers(
+                        &format!(
+                            "the {} namespaces namespaceSelector {:?} adds: one cluster-wide \
+                             informer, reads filtered in the process (chosen because it matches \
+                             at least {WIDE_ENTER_PERCENT}% of the namespaces: one watch instead \
+                             of {})",
+                            s.added.len(),
+                            s.selector.to_string(),
+                            s.added.len()
+                        ),
+                        scope,
+                    ));
+                }
+                if let Some(s) = selection.as_ref().filter(|s| s.matched.is_none()) {
+                    // Which namespaces match is known only in the cluster: say what each gets.
+                    let mut scope = InformerScopeDescription::of(
+                        &InformerScope {
+                            namespace: None,
+                            settings: s.settings.clone(),
+                        },
+                        reader_fail_on_missing_informer,
+                    );
+                    "<each matching>".clone_into(&mut scope.namespace);
+                    children.push(Description::informers(
+                        &format!(
+                            "every namespace namespaceSelector {:?} matches, known at run time",
+                            s.selector.to_string()
+                        ),
+                        scope,
+                    ));
+                }
                 if let Some(scope) = cluster {
                     children.push(Description::informers(
                         "cluster-scoped kinds",
                         InformerScopeDescription::of(scope, reader_fail_on_missing_informer),
                     ));
                 }
-                Description::routing("MultiNamespaceCache", role, children)
+                let mut description = Description::routing("MultiNamespaceCache", role, children);
+                if let Some(s) = selection {
+                    description = description.with_selection(
+                        s.selector.to_string(),
+                        s.matched.as_ref().map(|m| m.iter().cloned().collect()),
+                    );
+                }
+                description
             }
             Layer::ByKind { kinds, default } => {
                 let mut children: Vec<Description> = kinds
@@ -433,6 +746,7 @@ impl Layer {
                 ));
                 Description::routing("ByKindCache", role, children)
             }
+            Layer::Waiting { reason, .. } => Description::waiting(role, reason),
         }
     }
 
@@ -449,59 +763,15 @@ impl Layer {
             Layer::MultiNamespace {
                 namespaces,
                 cluster,
-            } => {
-                if !read.namespaced {
-                    let Some(cluster) = cluster else {
-                        return Err(Error::ClusterScopedNotCached {
-                            gvk: read.gvk.clone(),
-                        });
-                    };
-                    path.push("MultiNamespaceCache: cluster-scoped kind, served by the cluster cache (namespace ignored)".to_string());
-                    return route_to_informers(
-                        cluster,
-                        read,
-                        reader_fail_on_missing_informer,
-                        path,
-                    );
-                }
-                let namespace = read.namespace.unwrap_or_default();
-                if namespace.is_empty() && read.name.is_none() {
-                    // A list across all namespaces merges every namespace's cache
-                    // (pkg/cache/multi_namespace_cache.go `List` with NamespaceAll).
-                    path.push(format!(
-                        "MultiNamespaceCache: a list across namespaces, merged from {} caches",
-                        namespaces.len()
-                    ));
-                    for (key, scope) in namespaces {
-                        path.push(format!("  {}:", namespace_role(key)));
-                        route_to_informers(scope, read, reader_fail_on_missing_informer, path)?;
-                    }
-                    return Ok(());
-                }
-                let listed = namespaces.get_key_value(&NamespaceKey::named(namespace));
-                let Some((key, scope)) =
-                    listed.or_else(|| namespaces.get_key_value(&NamespaceKey::AllOthers))
-                else {
-                    return Err(match read.name {
-                        Some(name) => Error::UnknownNamespaceGet {
-                            namespace: namespace.to_string(),
-                            name: name.to_string(),
-                        },
-                        None => Error::UnknownNamespaceList {
-                            namespace: namespace.to_string(),
-                        },
-                    });
-                };
-                path.push(match key {
-                    NamespaceKey::Named(_) => {
-                        format!("MultiNamespaceCache: namespace {namespace:?} is listed")
-                    }
-                    NamespaceKey::AllOthers => format!(
-                        "MultiNamespaceCache: namespace {namespace:?} is not listed, served by the \"\" entry"
-                    ),
-                });
-                route_to_informers(scope, read, reader_fail_on_missing_informer, path)
-            }
+                selection,
+            } => route_multi_namespace(
+                namespaces,
+                cluster.as_ref(),
+                selection.as_deref(),
+                read,
+                reader_fail_on_missing_informer,
+                path,
+            ),
             Layer::ByKind { kinds, default } => {
                 let listed = kinds.iter().find(|(gvk, _)| gvk == read.gvk);
                 let kind = format!("{}/{}", read.gvk.api_version(), read.gvk.kind);
@@ -516,8 +786,111 @@ impl Layer {
                 };
                 layer.route(read, reader_fail_on_missing_informer, path)
             }
+            Layer::Waiting { gvk, reason } => Err(Error::WaitingForKind {
+                gvk: gvk.clone(),
+                reason: reason.clone(),
+            }),
         }
     }
+}
+
+/// The route of a read through a `MultiNamespace` layer.
+fn route_multi_namespace(
+    namespaces: &BTreeMap<NamespaceKey, InformerScope>,
+    cluster: Option<&InformerScope>,
+    selection: Option<&Selection>,
+    read: &Read<'_>,
+    reader_fail_on_missing_informer: bool,
+    path: &mut Vec<String>,
+) -> Result<(), Error> {
+    if !read.namespaced {
+        let Some(cluster) = cluster else {
+            return Err(Error::ClusterScopedNotCached {
+                gvk: read.gvk.clone(),
+            });
+        };
+        path.push("MultiNamespaceCache: cluster-scoped kind, served by the cluster cache (namespace ignored)".to_string());
+        return route_to_informers(cluster, read, reader_fail_on_missing_informer, path);
+    }
+    let namespace = read.namespace.unwrap_or_default();
+    if namespace.is_empty() && read.name.is_none() {
+        // A list across all namespaces merges every namespace's cache
+        // (pkg/cache/multi_namespace_cache.go `List` with NamespaceAll).
+        path.push(format!(
+            "MultiNamespaceCache: a list across namespaces, merged from {} caches",
+            namespaces.len()
+        ));
+        for (key, scope) in namespaces {
+            let added = added_by(key, selection);
+            path.push(format!("  {}:", namespace_role(key, added)));
+            route_to_informers(scope, read, reader_fail_on_missing_informer, path)?;
+        }
+        if let Some(s) = selection
+            && let Some(wide) = s.wide_scope()
+        {
+            path.push(format!(
+                "  the {} namespaces namespaceSelector {:?} adds, from its cluster-wide informer:",
+                s.added.len(),
+                s.selector.to_string()
+            ));
+            route_to_informers(&wide, read, reader_fail_on_missing_informer, path)?;
+        }
+        return Ok(());
+    }
+    let listed = namespaces.get_key_value(&NamespaceKey::named(namespace));
+    if listed.is_none()
+        && let Some(s) = selection.filter(|s| s.added.contains(namespace))
+        && let Some(wide) = s.wide_scope()
+    {
+        path.push(format!(
+            "MultiNamespaceCache: namespace {namespace:?} matches namespaceSelector \
+             {:?}, served by its cluster-wide informer (filtered in the process)",
+            s.selector.to_string()
+        ));
+        return route_to_informers(&wide, read, reader_fail_on_missing_informer, path);
+    }
+    if listed.is_none()
+        && let Some(s) = selection.filter(|s| s.matched.is_none())
+    {
+        path.push(format!(
+            "MultiNamespaceCache: namespace {namespace:?} is not listed, served only \
+             while its labels match namespaceSelector {:?}",
+            s.selector.to_string()
+        ));
+        let scope = InformerScope {
+            namespace: Some(namespace.to_owned()),
+            settings: s.settings.clone(),
+        };
+        return route_to_informers(&scope, read, reader_fail_on_missing_informer, path);
+    }
+    let Some((key, scope)) = listed.or_else(|| namespaces.get_key_value(&NamespaceKey::AllOthers))
+    else {
+        let selector = selection.map(|s| s.selector.to_string());
+        return Err(match read.name {
+            Some(name) => Error::UnknownNamespaceGet {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                selector,
+            },
+            None => Error::UnknownNamespaceList {
+                namespace: namespace.to_string(),
+                selector,
+            },
+        });
+    };
+    path.push(match key {
+        NamespaceKey::Named(_) => match added_by(key, selection) {
+            Some(s) => format!(
+                "MultiNamespaceCache: namespace {namespace:?} matches namespaceSelector {:?}",
+                s.selector.to_string()
+            ),
+            None => format!("MultiNamespaceCache: namespace {namespace:?} is listed"),
+        },
+        NamespaceKey::AllOthers => format!(
+            "MultiNamespaceCache: namespace {namespace:?} is not listed, served by the \"\" entry"
+        ),
+    });
+    route_to_informers(scope, read, reader_fail_on_missing_informer, path)
 }
 
 #[cfg(test)]

@@ -143,7 +143,7 @@ fn the_all_others_entry_excludes_every_listed_namespace_once() {
             ),
         ),
     ]);
-    let scopes = namespace_scopes(&map, false);
+    let scopes = namespace_scopes(&map, false, None);
     let others = &scopes[&NamespaceKey::AllOthers];
     assert_eq!(others.namespace, None);
     assert_eq!(
@@ -171,4 +171,232 @@ fn equal_options_plan_equal_specs_and_a_changed_selector_changes_only_its_kind()
     let changed: Vec<_> = a.iter().filter(|s| !b.contains(s)).collect();
     assert_eq!(changed.len(), 1);
     assert_eq!(changed[0].kinds, Kinds::Only(gvk("", "Pod")));
+}
+
+fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+/// Namespaces `a` (team=shop), `b` (team=web), `c` (team=shop).
+fn three_namespaces() -> ClusterScope {
+    ClusterScope::default().with_namespaces(BTreeMap::from([
+        ("a".to_owned(), labels(&[("team", "shop")])),
+        ("b".to_owned(), labels(&[("team", "web")])),
+        ("c".to_owned(), labels(&[("team", "shop")])),
+    ]))
+}
+
+fn shop() -> Options {
+    Options::default()
+        .with_default_namespace(
+            NamespaceKey::named("c"),
+            Config::default().with_label_selector(LabelSelector::parse("tier=db").unwrap()),
+        )
+        .with_default_namespace_selector(LabelSelector::parse("team=shop").unwrap())
+}
+
+#[test]
+fn a_namespace_selector_adds_the_matching_namespaces_and_listed_ones_keep_their_settings() {
+    let plan = Plan::for_cluster(&shop(), &three_namespaces()).unwrap();
+    let Layer::MultiNamespace {
+        namespaces,
+        selection: Some(selection),
+        cluster: Some(_),
+    } = plan.root()
+    else {
+        panic!("{:?}", plan.root());
+    };
+    let keys: Vec<&NamespaceKey> = namespaces.keys().collect();
+    assert_eq!(keys, [&NamespaceKey::named("a"), &NamespaceKey::named("c")]);
+    assert_eq!(
+        namespaces[&NamespaceKey::named("c")]
+            .settings
+            .label_selector
+            .as_ref()
+            .map(ToString::to_string)
+            .as_deref(),
+        Some("tier=db"),
+        "the listed namespace keeps its own settings"
+    );
+    assert_eq!(
+        namespaces[&NamespaceKey::named("a")].settings,
+        selection.settings
+    );
+    assert_eq!(selection.added, BTreeSet::from(["a".to_owned()]));
+    assert_eq!(
+        plan.namespace_selections(),
+        BTreeMap::from([(
+            "team=shop".to_owned(),
+            Some(BTreeSet::from(["a".to_owned(), "c".to_owned()]))
+        )])
+    );
+    let text = plan.describe().to_text();
+    assert!(
+        text.starts_with(
+            "MultiNamespaceCache (root) namespaceSelector=\"team=shop\" matching 2: [a, c]\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("InformerCache (namespace a (matches namespaceSelector \"team=shop\"))"),
+        "{text}"
+    );
+    let error = plan
+        .route(&gvk("", "Pod"), true, Some("b"), Some("x"))
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "unable to get: b/x because of unknown namespace for the cache; namespace b is not listed \
+         and does not match the namespaceSelector \"team=shop\""
+    );
+    let route = plan
+        .route(&gvk("", "Pod"), true, Some("a"), Some("x"))
+        .unwrap();
+    assert_eq!(
+        route[0],
+        "MultiNamespaceCache: namespace \"a\" matches namespaceSelector \"team=shop\""
+    );
+}
+
+#[test]
+fn without_the_cluster_a_selector_is_explained_as_known_at_run_time() {
+    let plan = Plan::new(&shop()).unwrap();
+    let text = plan.describe().to_text();
+    assert!(
+        text.contains("namespaceSelector=\"team=shop\" matching: known at run time"),
+        "{text}"
+    );
+    assert!(
+        text.contains("every namespace namespaceSelector \"team=shop\" matches, known at run time) namespace=<each matching>"),
+        "{text}"
+    );
+    let route = plan
+        .route(&gvk("", "Pod"), true, Some("b"), Some("x"))
+        .unwrap();
+    assert!(
+        route[0].contains("served only while its labels match"),
+        "{route:?}"
+    );
+}
+
+#[test]
+fn a_label_change_replans_only_when_it_changes_what_a_selector_matches() {
+    let before = Plan::for_cluster(&shop(), &three_namespaces()).unwrap();
+    let mut scope = three_namespaces();
+    let namespaces = scope.namespaces.as_mut().unwrap();
+    namespaces.insert("d".to_owned(), labels(&[("team", "web")]));
+    namespaces.insert("b".to_owned(), labels(&[("team", "web"), ("x", "y")]));
+    assert_eq!(Plan::for_cluster(&shop(), &scope).unwrap(), before);
+    scope
+        .namespaces
+        .as_mut()
+        .unwrap()
+        .insert("b".to_owned(), labels(&[("team", "shop")]));
+    let after = Plan::for_cluster(&shop(), &scope).unwrap();
+    let old = before.informer_specs();
+    let new: Vec<_> = after
+        .informer_specs()
+        .into_iter()
+        .filter(|s| !old.contains(s))
+        .collect();
+    assert_eq!(new.len(), 1, "{new:?}");
+    assert_eq!(new[0].scope.namespace.as_deref(), Some("b"));
+}
+
+#[test]
+fn a_by_object_kind_that_is_not_served_waits_and_reads_say_why() {
+    let widget = GroupVersionKind::gvk("example.com", "v1", "Widget");
+    let options = Options::default()
+        .with_by_object(ByObject::new(widget.clone()))
+        .with_by_object(ByObject::new(gvk("", "Pod")));
+    let scope = ClusterScope::default().with_waiting(widget.clone(), "no CRD yet");
+    let plan = Plan::for_cluster(&options, &scope).unwrap();
+    assert_eq!(plan.by_object_kinds(), vec![gvk("", "Pod")]);
+    assert_eq!(
+        plan.waiting_kinds(),
+        vec![(widget.clone(), "no CRD yet".to_owned())]
+    );
+    let error = plan.route(&widget, true, Some("a"), Some("x")).unwrap_err();
+    assert!(matches!(error, Error::WaitingForKind { .. }), "{error}");
+    assert!(
+        plan.informer_specs()
+            .iter()
+            .all(|s| s.kinds != Kinds::Only(widget.clone()))
+    );
+    let text = plan.describe().to_text();
+    assert!(
+        text.contains("WaitingForKind (byObject example.com/v1/Widget): no CRD yet"),
+        "{text}"
+    );
+    let served = Plan::for_cluster(&options, &ClusterScope::default()).unwrap();
+    assert_ne!(served, plan);
+    assert_eq!(served.by_object_kinds().len(), 2);
+}
+
+/// `n` namespaces `ns-000`…, the first `matching` labelled team=shop.
+fn many_namespaces(n: usize, matching: usize) -> ClusterScope {
+    ClusterScope::default().with_namespaces(
+        (0..n)
+            .map(|i| {
+                let team = if i < matching { "shop" } else { "web" };
+                (format!("ns-{i:03}"), labels(&[("team", team)]))
+            })
+            .collect(),
+    )
+}
+
+fn selected_only() -> Options {
+    Options::default()
+        .with_default_namespace_selector(LabelSelector::parse("team=shop").unwrap())
+        .with_by_object(ByObject::new(gvk("", "ConfigMap")))
+}
+
+#[test]
+fn a_selector_matching_nearly_every_namespace_is_served_by_one_cluster_wide_informer() {
+    let plan = Plan::for_cluster(&selected_only(), &many_namespaces(200, 190)).unwrap();
+    let configmaps: Vec<InformerSpec> = plan
+        .informer_specs()
+        .into_iter()
+        .filter(|s| s.kinds == Kinds::Only(gvk("", "ConfigMap")))
+        .collect();
+    assert_eq!(configmaps.len(), 1, "{configmaps:?}");
+    assert_eq!(configmaps[0].scope.namespace, None);
+    assert_eq!(
+        plan.wide_selections(),
+        BTreeSet::from(["team=shop".to_owned()])
+    );
+    let text = plan.describe().to_text();
+    assert!(
+        text.contains("(the 190 namespaces namespaceSelector \"team=shop\" adds: one cluster-wide informer, reads filtered in the process (chosen because it matches at least 90% of the namespaces: one watch instead of 190)) namespace=<all, filtered to the matching>"),
+        "{text}"
+    );
+    let route = plan
+        .route(&gvk("", "ConfigMap"), true, Some("ns-005"), Some("x"))
+        .unwrap();
+    assert!(
+        route[1].contains("served by its cluster-wide informer"),
+        "{route:?}"
+    );
+    let outside = plan
+        .route(&gvk("", "ConfigMap"), true, Some("ns-195"), Some("x"))
+        .unwrap_err();
+    assert!(outside.is_unknown_namespace(), "{outside}");
+
+    // 85% is not enough to choose it, but enough to keep it (the layouts do not flap).
+    let fresh = Plan::for_cluster(&selected_only(), &many_namespaces(200, 170)).unwrap();
+    assert!(fresh.wide_selections().is_empty());
+    let mut kept_scope = many_namespaces(200, 170);
+    kept_scope.wide = plan.wide_selections();
+    let kept = Plan::for_cluster(&selected_only(), &kept_scope).unwrap();
+    assert_eq!(kept.wide_selections(), plan.wide_selections());
+    let mut left_scope = many_namespaces(200, 150);
+    left_scope.wide = plan.wide_selections();
+    let left = Plan::for_cluster(&selected_only(), &left_scope).unwrap();
+    assert!(left.wide_selections().is_empty(), "below 80% it goes back");
+    // Few namespaces never go wide, whatever the share.
+    let small = Plan::for_cluster(&selected_only(), &many_namespaces(50, 50)).unwrap();
+    assert!(small.wide_selections().is_empty());
 }

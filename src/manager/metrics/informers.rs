@@ -27,20 +27,26 @@ pub enum InformerState {
     Syncing,
     /// Not synced, and the last list or watch failed (RBAC, an unknown kind, the network).
     Failed,
+    /// A `byObject` kind the API server does not serve yet: no informer runs for it.
+    WaitingForKind,
 }
 
 impl InformerState {
     /// Every state, in label order.
-    pub const ALL: [InformerState; 3] = [
+    pub const ALL: [InformerState; 4] = [
         InformerState::Synced,
         InformerState::Syncing,
         InformerState::Failed,
+        InformerState::WaitingForKind,
     ];
 
     /// The state of `informer`. An error after the initial sync leaves it `Synced`: it
     /// still serves reads, and the watcher retries.
     #[must_use]
     pub fn of(informer: &InformerStatus) -> Self {
+        if informer.is_waiting_for_kind() {
+            return InformerState::WaitingForKind;
+        }
         match (informer.synced, &informer.error) {
             (true, _) => InformerState::Synced,
             (false, None) => InformerState::Syncing,
@@ -48,13 +54,14 @@ impl InformerState {
         }
     }
 
-    /// The label value: `synced`, `syncing` or `failed`.
+    /// The label value: `synced`, `syncing`, `failed` or `waiting_for_kind`.
     #[must_use]
     pub const fn as_str(self) -> &'static str {
         match self {
             InformerState::Synced => "synced",
             InformerState::Syncing => "syncing",
             InformerState::Failed => "failed",
+            InformerState::WaitingForKind => "waiting_for_kind",
         }
     }
 }
@@ -131,7 +138,7 @@ impl fmt::Debug for InformerCollector {
 impl Collector for InformerCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
         let informers = (self.source)();
-        let mut states = [0_usize; 3];
+        let mut states = [0_usize; InformerState::ALL.len()];
         // A BTreeMap so the exposition is in a stable order.
         let mut objects = BTreeMap::<ObjectLabels, i64>::new();
         for informer in &informers {
@@ -141,7 +148,7 @@ impl Collector for InformerCollector {
         {
             let mut metric = encoder.encode_descriptor(
                 "informant_informers",
-                "Informers of the current cache tree by state: synced, syncing, failed (not synced and the last list or watch failed).",
+                "Informers of the current cache tree by state: synced, syncing, failed (not synced and the last list or watch failed), waiting_for_kind (a byObject kind the API server does not serve yet).",
                 None,
                 MetricType::Gauge,
             )?;
@@ -180,6 +187,7 @@ mod tests {
             synced: true,
             objects: 0,
             error: None,
+            ..InformerStatus::default()
         }
     }
 
@@ -211,21 +219,27 @@ mod tests {
         let mut secrets = informer("v1", "Secret", Some("team-b"));
         secrets.synced = false;
         secrets.error = Some("secrets is forbidden".into());
-        *snapshot.lock().unwrap() = vec![pods_a, pods_a_web, deployments, secrets];
+        let widgets = InformerStatus::waiting_for_kind(
+            &kube::core::GroupVersionKind::gvk("example.com", "v1", "Widget"),
+            "no CustomResourceDefinition serves it",
+        );
+        *snapshot.lock().unwrap() = vec![pods_a, pods_a_web, deployments, secrets, widgets];
 
         let text = encode(&registry);
         let expected = [
             "# EOF",
             "# HELP informant_cache_objects Objects held by the cache, by kind and namespace (\"\" for informers over every namespace).",
-            "# HELP informant_informers Informers of the current cache tree by state: synced, syncing, failed (not synced and the last list or watch failed).",
+            "# HELP informant_informers Informers of the current cache tree by state: synced, syncing, failed (not synced and the last list or watch failed), waiting_for_kind (a byObject kind the API server does not serve yet).",
             "# TYPE informant_cache_objects gauge",
             "# TYPE informant_informers gauge",
             "informant_cache_objects{group=\"\",version=\"v1\",kind=\"Pod\",namespace=\"team-a\"} 5",
             "informant_cache_objects{group=\"\",version=\"v1\",kind=\"Secret\",namespace=\"team-b\"} 0",
             "informant_cache_objects{group=\"apps\",version=\"v1\",kind=\"Deployment\",namespace=\"\"} 7",
+            "informant_cache_objects{group=\"example.com\",version=\"v1\",kind=\"Widget\",namespace=\"\"} 0",
             "informant_informers{state=\"failed\"} 1",
             "informant_informers{state=\"synced\"} 2",
             "informant_informers{state=\"syncing\"} 1",
+            "informant_informers{state=\"waiting_for_kind\"} 1",
         ];
         assert_eq!(lines_without_buckets(&text), expected, "{text}");
     }

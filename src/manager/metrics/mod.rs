@@ -8,7 +8,8 @@
 //!   updated by the reload loop.
 //! - [`register_informers`] adds `informant_informers{state}` and
 //!   `informant_cache_objects{group,version,kind,namespace}`, computed at scrape time from a
-//!   snapshot of the current cache tree, so they can never disagree with `/debug/cache`.
+//!   snapshot of the current cache tree, so they can never disagree with `/debug/cache`;
+//!   [`register_scope`] adds `informant_scope_namespaces{selector}` the same way.
 //! - [`ControllerMetrics`] holds controller-runtime's `controller_runtime_*` and `workqueue_*`
 //!   series, with its names, labels and buckets, so existing controller-runtime dashboards
 //!   work unchanged.
@@ -21,6 +22,7 @@
 mod informers;
 mod registry;
 mod reload;
+mod scope;
 
 use std::fmt;
 
@@ -29,6 +31,7 @@ use prometheus_client::encoding::LabelValueEncoder;
 pub use informers::{InformerSource, InformerState, register_informers};
 pub use registry::MetricsRegistry;
 pub use reload::{ManagerMetrics, RELOAD_DURATION_BUCKETS, ReloadResult};
+pub use scope::{ScopeSource, register_scope};
 
 /// Writes a label value.
 pub(crate) fn write_label(

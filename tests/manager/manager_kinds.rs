@@ -1,0 +1,390 @@
+//! Kinds that come and go, on the embedded API server: a `byObject` kind whose CRD is not
+//! installed waits (`WaitingForKind`) without listing it; it starts when its CRD becomes
+//! established, stops (store freed) when the CRD is deleted, and starts again when it comes
+//! back, loop after loop with bounded requests.
+
+use crate::support;
+
+use std::time::Duration;
+
+use informant::apiserver::{TestServer, Verb};
+use informant::cache::{self, CacheChange, CacheReloader, ListOptions};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::core::GroupVersionKind;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+const GUARD: Duration = Duration::from_secs(20);
+
+fn widget() -> GroupVersionKind {
+    GroupVersionKind::gvk("example.com", "v1", "Widget")
+}
+
+/// The `widgets.example.com` CRD, namespaced, serving `v1`.
+pub(crate) fn widget_crd() -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    }))
+    .unwrap()
+}
+
+fn count(server: &TestServer, verb: Verb, resource: &str) -> u64 {
+    server.handle().request_count(verb, resource)
+}
+
+fn total(server: &TestServer) -> u64 {
+    server.handle().requests().iter().map(|r| r.count).sum()
+}
+
+/// The shared [`support::Env`] with a `ConfigMap`, and a reloader with no config applied yet.
+struct Env {
+    base: support::Env,
+    reloader: CacheReloader,
+}
+
+support::wraps_env!(Env);
+
+impl Env {
+    async fn new() -> Self {
+        let base = support::Env::new().await;
+        base.configmap("default", "cm", &json!({}));
+        let reloader = base.reloader(GUARD);
+        Self { base, reloader }
+    }
+
+    fn crds(&self) -> Api<CustomResourceDefinition> {
+        Api::all(self.client.clone())
+    }
+
+    async fn install(&self) {
+        self.crds()
+            .create(&PostParams::default(), &widget_crd())
+            .await
+            .unwrap();
+    }
+
+    async fn uninstall(&self) {
+        self.crds()
+            .delete("widgets.example.com", &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+
+    /// Waits for the next change of the tree a cluster change makes.
+    async fn rescoped(&mut self) -> CacheChange {
+        tokio::time::timeout(GUARD, async {
+            loop {
+                self.reloader.scope_changed().await;
+                let change = self.reloader.rescope().await.unwrap();
+                if change.changed {
+                    return change;
+                }
+            }
+        })
+        .await
+        .expect("the CRD change replans the cache within the guard")
+    }
+
+    async fn widgets(&self) -> Result<Vec<String>, cache::Error> {
+        let mut names: Vec<String> = self
+            .reloader
+            .cache()
+            .list(&widget(), &ListOptions::default())
+            .await?
+            .iter()
+            .filter_map(|o| o.metadata.name.clone())
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    fn create_widget(&self, name: &str) {
+        self.server
+            .handle()
+            .create(json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"namespace": "default", "name": name}}))
+            .unwrap();
+    }
+
+    async fn stop(self) {
+        self.base.stop().await;
+    }
+}
+
+fn config() -> cache::Options {
+    informant::config::load_str(&support::cache_config(
+        "  byObject:\n    - {apiVersion: example.com/v1, kind: Widget}\n    - {apiVersion: v1, kind: ConfigMap}\n",
+    ))
+    .unwrap()
+    .cache
+}
+
+use informant::cache::Cache as _;
+
+#[tokio::test]
+async fn a_kind_waits_for_its_crd_starts_with_it_stops_when_it_goes_and_comes_back() {
+    let mut env = Env::new().await;
+    let first = env.reloader.apply(&config()).await.unwrap();
+    assert!(first.unsynced.is_empty(), "{first:?}");
+    let plan = env.reloader.plan().unwrap().clone();
+    assert_eq!(
+        plan.by_object_kinds(),
+        [GroupVersionKind::gvk("", "v1", "ConfigMap")]
+    );
+    assert_eq!(plan.waiting_kinds().len(), 1);
+    let rows = env.reloader.cache().informers();
+    let waiting: Vec<_> = rows.iter().filter(|i| i.is_waiting_for_kind()).collect();
+    assert_eq!(waiting.len(), 1, "{rows:?}");
+    assert_eq!(
+        waiting[0].message.as_deref(),
+        Some("no CustomResourceDefinition defines Widget in group example.com")
+    );
+    let error = env.widgets().await.unwrap_err();
+    assert!(
+        matches!(error, cache::Error::WaitingForKind { .. }),
+        "{error}"
+    );
+    assert_eq!(
+        count(&env.server, Verb::List, "widgets"),
+        0,
+        "nothing lists a kind that is not served"
+    );
+    assert_eq!(
+        count(&env.server, Verb::List, "customresourcedefinitions"),
+        1
+    );
+
+    let mut lists_of_widgets = 0;
+    for round in 1..=3 {
+        let before = total(&env.server);
+        env.install().await;
+        let change = env.rescoped().await;
+        assert_eq!(
+            change.scope_summary().as_deref(),
+            Some("kinds served: example.com/v1 Widget"),
+            "round {round}"
+        );
+        assert_eq!(change.started.len(), 1, "round {round}: {change:?}");
+        lists_of_widgets += 1;
+        assert_eq!(count(&env.server, Verb::List, "widgets"), lists_of_widgets);
+        env.create_widget(&format!("w{round}"));
+        support::eventually("the new Widget is cached", || {
+            let reader = env.reloader.cache();
+            let name = format!("w{round}");
+            async move {
+                reader
+                    .list(&widget(), &ListOptions::default())
+                    .await
+                    .is_ok_and(|all| {
+                        all.iter()
+                            .any(|o| o.metadata.name.as_deref() == Some(&name))
+                    })
+            }
+        })
+        .await;
+        assert_eq!(env.widgets().await.unwrap(), [format!("w{round}")]);
+
+        env.uninstall().await;
+        let change = env.rescoped().await;
+        assert_eq!(
+            change.scope_summary().as_deref(),
+            Some("kinds waiting: example.com/v1 Widget"),
+            "round {round}"
+        );
+        assert_eq!(change.stopped.len(), 1, "round {round}: {change:?}");
+        assert!(
+            env.reloader.pool().keys().iter().all(|k| k.gvk != widget()),
+            "the informer is gone from the pool, its store freed"
+        );
+        assert!(matches!(
+            env.widgets().await.unwrap_err(),
+            cache::Error::WaitingForKind { .. }
+        ));
+        let requests = total(&env.server) - before;
+        // Per round: the CRD's create and delete, the Widget's create (through the handle, not
+        // counted), discovery of the kind, its LIST and WATCH, and the CRD watch's events: a
+        // handful, never a loop.
+        assert!(
+            requests <= 12,
+            "round {round}: {requests} requests: {:?}",
+            env.server.handle().requests()
+        );
+    }
+    assert_eq!(
+        count(&env.server, Verb::List, "widgets"),
+        3,
+        "one LIST per install"
+    );
+    assert_eq!(
+        count(&env.server, Verb::List, "customresourcedefinitions"),
+        1,
+        "the CRD watch lists once"
+    );
+    assert_eq!(
+        count(&env.server, Verb::List, "configmaps"),
+        1,
+        "the other kind never relisted"
+    );
+    env.stop().await;
+}
+
+/// Asks for one child `ConfigMap` named `<object>-child`.
+const HOOK: &str = r#"
+import json, sys
+request = json.load(sys.stdin)
+name = request["object"]["metadata"]["name"]
+json.dump({"children": [{"apiVersion": "v1", "kind": "ConfigMap",
+    "metadata": {"name": name + "-child"}}]}, sys.stdout)
+"#;
+
+/// Creates the `CacheConfig` `default/test` caching Widgets, and the `Controller`
+/// `default/widgets` whose hook gives each Widget a child.
+async fn create_widget_controller(
+    client: &Client,
+    hook: &std::path::Path,
+) -> Api<informant::hooks::Controller> {
+    use informant::config::CacheConfig;
+    use informant::hooks::Controller;
+    let config: CacheConfig = serde_yaml::from_str(&support::cache_config(
+        "  byObject: [{apiVersion: example.com/v1, kind: Widget}]\n",
+    ))
+    .unwrap();
+    Api::<CacheConfig>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &config)
+        .await
+        .unwrap();
+    let controller: Controller = serde_yaml::from_str(&format!(
+        "apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {{name: widgets, namespace: default}}
+spec:
+  for: {{apiVersion: example.com/v1, kind: Widget}}
+  owns: [{{apiVersion: v1, kind: ConfigMap}}]
+  hook: {{exec: {{command: [python3, {}]}}}}
+",
+        hook.display()
+    ))
+    .unwrap();
+    let controllers = Api::<Controller>::namespaced(client.clone(), "default");
+    controllers
+        .create(&PostParams::default(), &controller)
+        .await
+        .unwrap();
+    controllers
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_controller_waits_for_its_kind_and_follows_its_crd_in_and_out() {
+    use informant::config::CacheConfig;
+    use informant::manager::{ConfigSource, Manager};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use support::{eventually, http_get};
+
+    support::require("python3");
+    let (server, client) = support::server_with_informant_crds().await;
+    let dir = tempfile::tempdir().unwrap();
+    let hook = dir.path().join("hook.py");
+    std::fs::write(&hook, HOOK).unwrap();
+    let controllers = create_widget_controller(&client, &hook).await;
+    let mut manager = Manager::new(
+        client.clone(),
+        support::manager_options(ConfigSource::Resource {
+            namespace: "default".into(),
+            name: "test".into(),
+        }),
+    )
+    .await
+    .unwrap();
+    informant::hooks::add_to_manager(&mut manager);
+    let health = manager.health_addr().unwrap();
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(manager.run(shutdown.clone()));
+
+    let ready = |want: &'static str| {
+        let controllers = controllers.clone();
+        move || {
+            let controllers = controllers.clone();
+            async move {
+                let status = controllers.get("widgets").await.unwrap().status;
+                status.is_some_and(|s| {
+                    s.conditions.iter().any(|c| {
+                        c.type_ == "Ready"
+                            && (c.reason == want || (want == "Running" && c.status == "True"))
+                    })
+                })
+            }
+        }
+    };
+    eventually("the controller waits for its kind", ready("WaitingForKind")).await;
+    let (code, body) = http_get(health, "/readyz/informers").await;
+    assert_eq!(code, 500, "{body}");
+    assert!(
+        body.contains("waiting for kind: example.com/v1 Widget: no CustomResourceDefinition defines Widget in group example.com"),
+        "{body}"
+    );
+    let cacheconfigs = Api::<CacheConfig>::namespaced(client.clone(), "default");
+    eventually("Ready=False WaitingForKind on the CacheConfig", || async {
+        cacheconfigs
+            .get("test")
+            .await
+            .unwrap()
+            .status
+            .is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.reason == "WaitingForKind")
+            })
+    })
+    .await;
+
+    let configmaps = Api::<ConfigMap>::namespaced(client.clone(), "default");
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for round in 1..=2 {
+        crds.create(&PostParams::default(), &widget_crd())
+            .await
+            .unwrap();
+        eventually(
+            "the controller runs once its kind is served",
+            ready("Running"),
+        )
+        .await;
+        let name = format!("w{round}");
+        server
+            .handle()
+            .create(json!({"apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"namespace": "default", "name": name}}))
+            .unwrap();
+        let child = format!("{name}-child");
+        eventually("the controller reconciled the new Widget", || async {
+            configmaps.get_opt(&child).await.unwrap().is_some()
+        })
+        .await;
+
+        crds.delete("widgets.example.com", &DeleteParams::default())
+            .await
+            .unwrap();
+        eventually("the controller waits again", ready("WaitingForKind")).await;
+        eventually("the Widget informer stopped", || async {
+            http_get(health, "/readyz/informers").await.0 == 500
+        })
+        .await;
+    }
+    assert_eq!(
+        count(&server, Verb::List, "widgets"),
+        2,
+        "one LIST per install, none while the kind waits"
+    );
+    shutdown.cancel();
+    support::stopped(run).await;
+}
