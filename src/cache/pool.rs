@@ -21,8 +21,9 @@ use super::settings::InformerSettings;
 /// The identity of an informer: what it lists and watches and how it stores what it gets.
 /// Two informers with equal keys would hold the same objects, so one serves both.
 ///
-/// The resync period is not part of it: kube-runtime's watcher does not resync, so a changed
-/// `syncPeriod` keeps the informer.
+/// The resync period is not part of it: informers never resync (kube-runtime's watcher does
+/// not), the controllers do, each from its own stubs at the period of the cache serving the
+/// object (`controller::resync`), so a changed `syncPeriod` keeps the informer.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct InformerKey {
     /// The kind.
