@@ -287,7 +287,7 @@ pub fn prepare_create(
     } else {
         meta.remove("generation");
     }
-    drop_empty_generate_name(meta);
+    canonicalize(rt, meta, &name);
     meta.remove("resourceVersion");
     meta.remove("deletionTimestamp");
     meta.remove("deletionGracePeriodSeconds");
@@ -432,9 +432,34 @@ pub fn prepare_update(
     } else {
         meta.remove("generation");
     }
-    drop_empty_generate_name(meta);
+    canonicalize(rt, meta, &key.name);
     validate_immutable(rt, key, old, &result)?;
     Ok(result)
+}
+
+/// The label every namespace carries with its own name, set on create and on every update so
+/// it cannot be removed or changed (`kubernetes.io/metadata.name`; the namespace strategy's
+/// `Canonicalize`, `pkg/registry/core/namespace/strategy.go`), so a namespace selector can
+/// name namespaces.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// What every stored object's metadata gets on create and update: no empty `generateName`, and
+/// a namespace's name label.
+fn canonicalize(rt: &ResourceType, meta: &mut Map<String, Value>, name: &str) {
+    drop_empty_generate_name(meta);
+    if is_namespaces(rt) {
+        label_namespace_name(meta, name);
+    }
+}
+
+fn label_namespace_name(meta: &mut Map<String, Value>, name: &str) {
+    let labels = meta.entry("labels").or_insert_with(|| json!({}));
+    if !labels.is_object() {
+        *labels = json!({});
+    }
+    if let Some(labels) = labels.as_object_mut() {
+        labels.insert(NAMESPACE_NAME_LABEL.into(), Value::String(name.to_owned()));
+    }
 }
 
 /// The detail of every field error about an immutable `ConfigMap` or `Secret`

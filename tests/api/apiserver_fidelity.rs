@@ -616,3 +616,62 @@ async fn a_terminating_namespace_refuses_a_second_delete_and_finalize_forces_it_
     let (code, _) = call(&r, get("/api/v1/namespaces/stuck")).await;
     assert_eq!(code, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn every_namespace_carries_its_name_label_which_an_update_cannot_remove() {
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::{ListParams, Patch, PatchParams};
+    let (_s, client) = crate::support::server().await;
+    let api: Api<Namespace> = Api::all(client);
+    let shop = api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "shop", "labels": {"team": "a"}}}))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let label = |ns: &Namespace| {
+        ns.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("kubernetes.io/metadata.name").cloned())
+    };
+    assert_eq!(label(&shop).as_deref(), Some("shop"));
+    let generated = api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"generateName": "gen-"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        label(&generated),
+        generated.metadata.name,
+        "the generated name"
+    );
+    // A merge patch removing it, or changing it, leaves it as kube-apiserver's Canonicalize does.
+    for value in [Value::Null, json!("other")] {
+        let patched = api
+            .patch(
+                "shop",
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"metadata": {"labels": {"kubernetes.io/metadata.name": value}}}),
+                ),
+            )
+            .await
+            .unwrap();
+        assert_eq!(label(&patched).as_deref(), Some("shop"));
+    }
+    let selected = api
+        .list(&ListParams::default().labels("kubernetes.io/metadata.name in (shop,nope)"))
+        .await
+        .unwrap();
+    let names: Vec<_> = selected
+        .items
+        .iter()
+        .filter_map(|n| n.metadata.name.clone())
+        .collect();
+    assert_eq!(names, ["shop"]);
+}
