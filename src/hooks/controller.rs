@@ -3,7 +3,7 @@
 //! from the cache tree (the runner schedules [`Stub`]s: the cache holds the only copy).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -21,6 +21,7 @@ use super::metrics::HookMetrics;
 use super::reconcile::{self, ReconcileError};
 use super::resource::ControllerKey;
 use super::resource::ControllerSettings;
+use super::stats::Stats;
 use crate::cache::{self, Cache as _, Discovery, KindInfo, Resolver as _};
 use crate::controller::ControllerMetrics;
 use crate::controller::{self, Change, Follow, ReconcileResult as Outcome, Series, Stub};
@@ -66,57 +67,6 @@ pub enum Error {
         #[source]
         source: runtime::RunnerError,
     },
-}
-
-/// What a hook controller did since it started: the numbers of its `Controller`'s status.
-#[derive(Clone, Debug, Default)]
-pub struct Stats(Arc<StatsInner>);
-
-#[derive(Debug, Default)]
-struct StatsInner {
-    reconciles: AtomicU64,
-    calls: AtomicU64,
-    failures: AtomicU64,
-    ready: AtomicBool,
-    last_error: Mutex<Option<String>>,
-}
-
-impl Stats {
-    /// Reconciles run (the `Controller` status's `reconciles`).
-    #[must_use]
-    pub fn reconciles(&self) -> u64 {
-        self.0.reconciles.load(Ordering::Relaxed)
-    }
-
-    /// Hook calls made, each counted once the reconcile that made it has ended (its writes
-    /// done, or failed). A reconcile that only adds the controller's finalizer, or that waits
-    /// for the cache to hold the manager's own status write, calls no hook.
-    #[must_use]
-    pub fn calls(&self) -> u64 {
-        self.0.calls.load(Ordering::Relaxed)
-    }
-
-    /// Reconciles that failed.
-    #[must_use]
-    pub fn failures(&self) -> u64 {
-        self.0.failures.load(Ordering::Relaxed)
-    }
-
-    /// Whether the controller's informers synced and it takes reconciles.
-    #[must_use]
-    pub fn ready(&self) -> bool {
-        self.0.ready.load(Ordering::Relaxed)
-    }
-
-    /// The last failure, with the object it was about.
-    #[must_use]
-    pub fn last_error(&self) -> Option<String> {
-        self.0
-            .last_error
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
 }
 
 /// Everything a reconcile of one hook controller needs.

@@ -28,11 +28,12 @@ mod reconcile;
 mod release;
 mod resource;
 mod sources;
+mod stats;
 mod supervisor;
 mod webhook;
 
 pub use call::{CallError, call};
-pub use controller::{Error, HookController, REASON_HOOK_FAILED, Stats};
+pub use controller::{Error, HookController, REASON_HOOK_FAILED};
 pub use metrics::HookMetrics;
 pub use reconcile::ReconcileError;
 pub use release::CONTROLLER_FINALIZER;
@@ -46,4 +47,5 @@ pub use resource::{
 pub use sources::{
     NamespaceSource, add_to_manager, desired_from_text, follow_file, follow_namespace,
 };
+pub use stats::Stats;
 pub use supervisor::{Desired, Progress, Supervisor};

@@ -26,13 +26,14 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::controller::{HookController, Stats};
+use super::controller::HookController;
 use super::metrics::HookMetrics;
 use super::release::{self, CONTROLLER_FINALIZER, Held, Released};
 use super::resource::{
     CONTROLLER_CONDITION_READY, CONTROLLER_CONDITION_VALID, Controller, ControllerError,
     ControllerKey, ControllerSettings, ControllerStatus, FINALIZER_PREFIX, ValidatedController,
 };
+use super::stats::Stats;
 use crate::cache::Cache as _;
 use crate::controller::{Context, ControllerMetrics};
 
