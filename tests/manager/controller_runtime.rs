@@ -166,6 +166,62 @@ async fn next(rx: &mut mpsc::UnboundedReceiver<String>) -> String {
         .expect("the controller is running")
 }
 
+/// A `ConfigMap` controller named `name` whose one worker holds each object it takes until
+/// `open` is sent true: what it took comes out of `reconciled`, the others wait in its queue.
+struct Gated {
+    open: tokio::sync::watch::Sender<bool>,
+    reconciled: mpsc::UnboundedReceiver<String>,
+    shutdown: CancellationToken,
+    task: JoinHandle<informant::controller::Result<()>>,
+}
+
+impl Gated {
+    fn start(env: &Env, name: &str, metrics: &ControllerMetrics) -> Self {
+        let (open, gate) = tokio::sync::watch::channel(false);
+        let (tx, reconciled) = mpsc::unbounded_channel();
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(Controller::<ConfigMap>::new(name).metrics(metrics).run(
+            env.context(),
+            move |object: Arc<ConfigMap>, _ctx| {
+                let mut gate = gate.clone();
+                let tx = tx.clone();
+                async move {
+                    let _ = tx.send(object.name_any());
+                    gate.wait_for(|open| *open).await.unwrap();
+                    Ok::<_, Failed>(Action::await_change())
+                }
+            },
+            default_error_policy,
+            shutdown.clone(),
+        ));
+        Self {
+            open,
+            reconciled,
+            shutdown,
+            task,
+        }
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(GUARD, self.task)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+    }
+}
+
+/// Waits (at most [`GUARD`]) until `depth()` reads `want`.
+async fn depth_reaches(what: &str, depth: impl Fn() -> i64, want: i64) {
+    let reached = support::holds_within(GUARD, || {
+        let now = depth();
+        async move { now == want }
+    })
+    .await;
+    assert!(reached, "{what}: depth {}", depth());
+}
+
 /// Waits for reconciles until one of `name`, returning how many came before it.
 async fn until(rx: &mut mpsc::UnboundedReceiver<String>, name: &str) -> usize {
     let mut before = 0;
@@ -294,73 +350,32 @@ async fn an_object_deleted_while_it_waits_for_its_turn_is_not_reconciled() {
     let env = Env::new().await;
     env.configmap("first", "a");
     let metrics = ControllerMetrics::new();
-    let (gate_tx, gate) = tokio::sync::watch::channel(false);
-    let (tx, mut reconciled) = mpsc::unbounded_channel();
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(
-        Controller::<ConfigMap>::new("deleted")
-            .metrics(&metrics)
-            .run(
-                env.context(),
-                move |object: Arc<ConfigMap>, _ctx| {
-                    let mut gate = gate.clone();
-                    let tx = tx.clone();
-                    async move {
-                        let _ = tx.send(object.name_any());
-                        // The one worker holds the first object until the gate opens.
-                        gate.wait_for(|open| *open).await.unwrap();
-                        Ok::<_, Failed>(Action::await_change())
-                    }
-                },
-                default_error_policy,
-                shutdown.clone(),
-            ),
-    );
-    assert_eq!(next(&mut reconciled).await, "first");
+    let mut gated = Gated::start(&env, "deleted", &metrics);
+    assert_eq!(next(&mut gated.reconciled).await, "first");
     env.configmap("doomed", "a");
     let series = metrics.controller("deleted", 1);
-    let deadline = tokio::time::Instant::now() + GUARD;
-    while series.depth() != 1 {
-        assert!(tokio::time::Instant::now() < deadline, "doomed is queued");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    depth_reaches("doomed is queued", || series.depth(), 1).await;
     Api::<ConfigMap>::namespaced(env.client.clone(), "default")
         .delete("doomed", &DeleteParams::default())
         .await
         .unwrap();
     let cache = env.reloader.cache();
-    let deadline = tokio::time::Instant::now() + GUARD;
-    while cache::typed::get::<ConfigMap>(cache.as_ref(), Some("default"), "doomed")
-        .await
-        .is_ok()
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the cache saw the delete"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    gate_tx.send(true).unwrap();
+    let gone = support::holds_within(GUARD, || async {
+        cache::typed::get::<ConfigMap>(cache.as_ref(), Some("default"), "doomed")
+            .await
+            .is_err()
+    })
+    .await;
+    assert!(gone, "the cache saw the delete");
+    gated.open.send(true).unwrap();
     env.configmap("after", "a");
     assert_eq!(
-        next(&mut reconciled).await,
+        next(&mut gated.reconciled).await,
         "after",
         "doomed was not reconciled"
     );
-    let deadline = tokio::time::Instant::now() + GUARD;
-    while series.depth() != 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "doomed left the queue"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    shutdown.cancel();
-    tokio::time::timeout(GUARD, task)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    depth_reaches("doomed left the queue", || series.depth(), 0).await;
+    gated.stop().await;
     env.stop().await;
 }
 
@@ -901,25 +916,8 @@ async fn workqueue_depth_counts_the_objects_waiting_for_a_worker() {
     let env = Env::new().await;
     env.configmap("first", "a");
     let metrics = ControllerMetrics::new();
-    let (gate_tx, gate) = tokio::sync::watch::channel(false);
-    let (tx, mut reconciled) = mpsc::unbounded_channel();
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(Controller::<ConfigMap>::new("depth").metrics(&metrics).run(
-        env.context(),
-        move |object: Arc<ConfigMap>, _ctx| {
-            let mut gate = gate.clone();
-            let tx = tx.clone();
-            async move {
-                let _ = tx.send(object.name_any());
-                // The one worker holds the first object until the gate opens.
-                gate.wait_for(|open| *open).await.unwrap();
-                Ok::<_, Failed>(Action::await_change())
-            }
-        },
-        default_error_policy,
-        shutdown.clone(),
-    ));
-    assert_eq!(next(&mut reconciled).await, "first");
+    let mut gated = Gated::start(&env, "depth", &metrics);
+    assert_eq!(next(&mut gated.reconciled).await, "first");
     let series = metrics.controller("depth", 1);
     assert_eq!(
         series.depth(),
@@ -930,26 +928,18 @@ async fn workqueue_depth_counts_the_objects_waiting_for_a_worker() {
     for name in ["second", "third", "fourth"] {
         env.configmap(name, "a");
     }
-    let deadline = tokio::time::Instant::now() + GUARD;
-    while series.depth() != 3 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "three objects wait for the busy worker: depth {}",
-            series.depth()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    depth_reaches(
+        "three objects wait for the busy worker",
+        || series.depth(),
+        3,
+    )
+    .await;
 
-    gate_tx.send(true).unwrap();
+    gated.open.send(true).unwrap();
     for _ in 0..3 {
-        next(&mut reconciled).await;
+        next(&mut gated.reconciled).await;
     }
     assert_eq!(series.depth(), 0, "every waiting object was taken");
-    shutdown.cancel();
-    tokio::time::timeout(GUARD, task)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    gated.stop().await;
     env.stop().await;
 }
