@@ -71,7 +71,7 @@ pub use namespaces::{list_namespace_labels, namespace_gvk, namespace_informer_ke
 pub use options::{
     ByObject, Config, DEFAULT_ENABLE_WATCH_BOOKMARKS, DEFAULT_SYNC_PERIOD,
     DEFAULT_UNSAFE_DISABLE_DEEP_COPY, NamespaceKey, Namespaces, Options, OptionsError, Scope,
-    Transform, builtin_scope,
+    Sharding, Transform, builtin_scope,
 };
 pub use plan::{
     InformerScope, InformerSpec, Kinds, Layer, Plan, Selection, WIDE_ENTER_PERCENT,
