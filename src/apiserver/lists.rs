@@ -38,10 +38,7 @@ pub struct ListLog {
 impl ListLog {
     /// Notes `answer`.
     pub fn record(&self, answer: ListAnswer) {
-        let mut answers = self
-            .answers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut answers = self.answers.lock().unwrap_or_else(PoisonError::into_inner);
         if answers.len() == KEPT {
             answers.pop_front();
         }

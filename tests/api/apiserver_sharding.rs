@@ -130,7 +130,11 @@ async fn the_list_log_says_which_shard_each_answer_applied_and_what_it_held() {
         ]
     );
     assert_eq!(held[0] + held[1], 40);
-    assert!(answers.iter().all(|a| a.resource == "configmaps" && a.group.is_empty()));
+    assert!(
+        answers
+            .iter()
+            .all(|a| a.resource == "configmaps" && a.group.is_empty())
+    );
     assert!(
         answers.iter().all(|a| a.bytes > 100 * a.items.max(1)),
         "each answer's body is counted: {answers:?}"

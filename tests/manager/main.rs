@@ -4,6 +4,8 @@
 //! One test binary for the area (one link of the whole dependency graph, not one per
 //! file); each module is one file of tests.
 
+#[path = "../shard_harness/mod.rs"]
+mod shard_harness;
 #[path = "../support/mod.rs"]
 mod support;
 
@@ -26,3 +28,4 @@ mod manager_scope;
 mod manager_source;
 mod manager_status;
 mod shard_membership;
+mod shard_processes;

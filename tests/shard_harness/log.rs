@@ -5,12 +5,11 @@
 //! A line is `<member> <object> <start> <end>`, times in microseconds since the Unix epoch (one
 //! clock for every process of the machine), `<end>` being `-` on the line written when the
 //! reconcile starts. Each reconcile writes both lines, so one that never ended (its process
-//! killed, its hook killed at a timeout) is still in the log: it counts as the instant it
-//! started, the least it certainly covered.
+//! killed, its call abandoned) is still in the log: it counts as the instant it started, the
+//! least it certainly covered.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::path::Path;
 
 /// One reconcile of `object` by `member`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -111,16 +110,6 @@ impl Log {
             .collect();
         reconciles.sort();
         Self { reconciles }
-    }
-
-    /// The reconciles of every file in `paths` (a missing file holds none).
-    pub fn read<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Self {
-        let text: String = paths
-            .into_iter()
-            .map(|p| std::fs::read_to_string(p).unwrap_or_default())
-            .collect::<Vec<_>>()
-            .join("\n");
-        Self::parse(&text)
     }
 
     /// Every reconcile, by start.
@@ -253,9 +242,8 @@ mod tests {
 
     #[test]
     fn start_and_end_lines_make_one_reconcile_and_one_without_end_counts_as_its_start() {
-        let log = Log::parse(
-            "a x 10 -\nb y 12 -\na x 10 20\ngarbage\nb y 12 -\nc z 5 9\npartial li",
-        );
+        let log =
+            Log::parse("a x 10 -\nb y 12 -\na x 10 20\ngarbage\nb y 12 -\nc z 5 9\npartial li");
         let runs: Vec<(u64, Option<u64>, &str)> = log
             .reconciles()
             .iter()
@@ -295,7 +283,10 @@ mod tests {
         );
         assert_eq!(after.first_taken(&before).get("x"), Some(&4));
         assert_eq!(log.reconcilers()["x"].len(), 2);
-        assert_eq!(shares(&before), BTreeMap::from([("a".into(), 1), ("b".into(), 1)]));
+        assert_eq!(
+            shares(&before),
+            BTreeMap::from([("a".into(), 1), ("b".into(), 1)])
+        );
         assert_eq!(log.by("a").reconciles().len(), 2);
     }
 }

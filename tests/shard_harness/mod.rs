@@ -1,0 +1,599 @@
+//! The multi-process harness of the sharding tests (`tests/manager/shard_processes.rs`) and of
+//! `benches/shard.rs`: one embedded API server in this process, and the members of one ring
+//! as processes of their own, each through its own TCP proxy (so that any one can be cut off
+//! from the server), each writing a reconcile log (`log`).
+//!
+//! A member is `informant run --config FILE` whose file holds a sharded `CacheConfig`
+//! (`spec.sharding`) and a hook `Controller` for `ConfigMap`s, whose webhook (`hook`, served
+//! here) logs each call's start and end. The objects are `ConfigMap`s in `shard-0` …
+//! `shard-<n>`; the *hot* ones (chosen by the seed) carry [`HOLD_ANNOTATION`]: their reconcile
+//! holds for that long and asks to be called again at once, so a member is always in the
+//! middle of reconciling them, the moment a hand-over would let two members overlap.
+//!
+//! Nothing here sleeps to synchronise: every wait polls a condition (the Leases, the logs) with
+//! a timeout.
+
+#![allow(
+    dead_code,
+    reason = "the test binary and the bench use different parts"
+)]
+
+pub mod hook;
+pub mod log;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use informant::apiserver::{Config, FeatureGates, TestServer};
+use informant::manager::{CLAIMS_ANNOTATION, RING_LABEL, RangeSet, Ring};
+use informant::selector::ShardKey;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Client;
+use kube::api::{Api, ListParams};
+use rand::{RngExt, SeedableRng};
+use serde_json::json;
+
+use crate::support::{Proxy, holds_within};
+pub use hook::HookServer;
+pub use log::{Log, moved, shares};
+
+/// The ring every member joins.
+pub const RING: &str = "shop";
+/// The namespace of the member Leases (and of the `Controller`).
+pub const LEASE_NAMESPACE: &str = "default";
+/// The annotation that makes an object hot: its reconcile holds for this many seconds and asks
+/// to be called again at once.
+pub const HOLD_ANNOTATION: &str = "shard.informant.dev/hold";
+
+/// How long a wait of the harness may take before the test fails: generous, for a machine
+/// shared with other builds (the waits poll, so a fast run does not pay it).
+pub const PATIENCE: Duration = Duration::from_secs(90);
+
+/// Microseconds since the Unix epoch: the clock of the reconcile logs.
+pub fn now_us() -> u64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(since.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// Membership timings, passed to every member.
+#[derive(Clone, Copy, Debug)]
+pub struct Timings {
+    /// How long the others wait, after last seeing a member's Lease change, before counting it
+    /// gone.
+    pub lease: Duration,
+    /// How long a member may fail to renew before it stops acting.
+    pub renew: Duration,
+    /// How often a member renews and reads the ring.
+    pub retry: Duration,
+}
+
+impl Timings {
+    /// Lease 4 s, renew deadline 2 s, retry 500 ms: leader election's rule (lease > renew
+    /// deadline + 2 × retry) at a quarter of its defaults, so a hand-over takes seconds.
+    pub const FAST: Self = Self {
+        lease: Duration::from_secs(4),
+        renew: Duration::from_secs(2),
+        retry: Duration::from_millis(500),
+    };
+
+    fn go(d: Duration) -> String {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+/// What a member process is.
+#[derive(Clone, Debug)]
+pub enum Launch {
+    /// `informant run` with a hook `Controller`.
+    Hooks,
+    /// `program args…` with `INFORMANT_SHARD_*` in its environment (the member's identity,
+    /// its log, its config file, its kubeconfig, the timings): a process that runs a Rust
+    /// controller the same way.
+    Program { program: PathBuf, args: Vec<String> },
+}
+
+/// The ring, its objects and its members.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// What assigns an object to a member.
+    pub key: ShardKey,
+    /// Whether the server has `ShardedListAndWatch` (members list and watch their share), or
+    /// not (members list everything and filter in the process).
+    pub server_side: bool,
+    /// The runtime's test switch that skips the hand-over wait: members act on what the ring
+    /// gives them at once. Only to show the overlap checker fails.
+    pub skip_handover: bool,
+    /// Membership timings.
+    pub timings: Timings,
+    /// Namespaces `shard-0` … of the objects.
+    pub namespaces: usize,
+    /// `ConfigMap`s per namespace.
+    pub per_namespace: usize,
+    /// Hot objects, among all (fewer per member than `concurrency`, or the others starve).
+    pub hot: usize,
+    /// How long a hot object's reconcile holds.
+    pub hold: Duration,
+    /// Reconciles at once per member (the `Controller`'s `concurrency`).
+    pub concurrency: u16,
+    /// Picks the hot objects.
+    pub seed: u64,
+    /// What each member process is.
+    pub launch: Launch,
+}
+
+impl Default for Settings {
+    /// The issue's set-up: 3,000 objects in 30 namespaces, 12 of them hot (holding 1 s), 16
+    /// reconciles at once per member, key `uid`, server-side sharding, [`Timings::FAST`], hook
+    /// members.
+    fn default() -> Self {
+        Self {
+            key: ShardKey::Uid,
+            server_side: true,
+            skip_handover: false,
+            timings: Timings::FAST,
+            namespaces: 30,
+            per_namespace: 100,
+            hot: 12,
+            hold: Duration::from_secs(1),
+            concurrency: 16,
+            seed: 20,
+            launch: Launch::Hooks,
+        }
+    }
+}
+
+/// One object of the ring's workload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Object {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Whether its reconciles hold and repeat.
+    pub hot: bool,
+}
+
+/// Where a member process is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Running and connected.
+    Running,
+    /// Stopped by `SIGSTOP`.
+    Paused,
+    /// Running, its proxy taken away: cut off from the API server.
+    Cut,
+    /// Gone (`SIGKILL`).
+    Killed,
+}
+
+/// One member process.
+pub struct Member {
+    /// Its identity in the ring.
+    pub identity: String,
+    /// What the harness last did to it.
+    pub state: State,
+    child: Child,
+    proxy: Option<Proxy>,
+    proxy_addr: SocketAddr,
+    /// Where it serves `/metrics` and `/debug/*`.
+    pub metrics: SocketAddr,
+    /// Its standard error.
+    pub stderr: PathBuf,
+    /// Where it writes its reconciles when it writes them itself (a Rust controller).
+    pub log: PathBuf,
+}
+
+impl Member {
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Its standard error so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.pid().to_string()])
+            .status()
+            .expect("kill(1) runs");
+        assert!(status.success(), "kill {signal} {}", self.pid());
+    }
+}
+
+/// The server, the ring's members and the objects they share. Dropping it kills every member.
+pub struct Fleet {
+    /// The embedded API server.
+    pub server: TestServer,
+    /// A client of it (not through any member's proxy).
+    pub client: Client,
+    /// How the ring is set up.
+    pub settings: Settings,
+    /// Every member started, in order (the killed ones too).
+    pub members: Vec<Member>,
+    /// The objects, by uid.
+    pub objects: BTreeMap<String, Object>,
+    /// The hook every member's `Controller` calls.
+    pub hook: HookServer,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for m in &mut self.members {
+            let _ = m.child.kill();
+            let _ = m.child.wait();
+        }
+    }
+}
+
+impl Fleet {
+    /// The server (with or without `ShardedListAndWatch`), and nothing else yet.
+    pub async fn new(settings: Settings) -> Self {
+        let server = TestServer::start_with(Config {
+            feature_gates: FeatureGates {
+                sharded_list_and_watch: settings.server_side,
+            },
+            ..Config::default()
+        })
+        .await
+        .unwrap();
+        let client = server.client().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let hook = HookServer::start().await;
+        Self {
+            server,
+            client,
+            settings,
+            members: Vec::new(),
+            objects: BTreeMap::new(),
+            dir,
+            hook,
+        }
+    }
+
+    /// `n` members, the ring settled (each claims what the ring gives it), then the objects
+    /// created: each is reconciled by one member from the start.
+    pub async fn start(settings: Settings, n: usize) -> Self {
+        let mut fleet = Self::new(settings).await;
+        for _ in 0..n {
+            fleet.spawn().await;
+        }
+        fleet.until_settled("the first members to settle").await;
+        fleet.create_objects();
+        fleet
+    }
+
+    /// The working directory (configs, logs).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Creates the objects (straight in the server's store), hot ones chosen by the seed.
+    pub fn create_objects(&mut self) {
+        let s = &self.settings;
+        let total = s.namespaces * s.per_namespace;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(s.seed);
+        let mut hot = BTreeSet::new();
+        while hot.len() < s.hot.min(total) {
+            hot.insert(rng.random_range(0..total));
+        }
+        let hold = format!("{}", s.hold.as_secs_f64());
+        for i in 0..total {
+            let namespace = format!("shard-{}", i / s.per_namespace);
+            let name = format!("cm-{}", i % s.per_namespace);
+            let is_hot = hot.contains(&i);
+            let annotations = if is_hot {
+                json!({ HOLD_ANNOTATION: hold })
+            } else {
+                json!({})
+            };
+            let stored = self
+                .server
+                .handle()
+                .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"namespace": namespace, "name": name,
+                        "annotations": annotations},
+                    "data": {"k": "v"}}))
+                .unwrap();
+            let uid = stored["metadata"]["uid"].as_str().unwrap().to_owned();
+            self.objects.insert(
+                uid,
+                Object {
+                    namespace,
+                    name,
+                    hot: is_hot,
+                },
+            );
+        }
+    }
+
+    /// Starts one more member, `member-<i>`; returns once it serves `/metrics`.
+    pub async fn spawn(&mut self) -> usize {
+        let index = self.members.len();
+        let identity = format!("member-{index}");
+        let dir = self.dir.path().to_owned();
+        let proxy = Proxy::start(SocketAddr::from(([127, 0, 0, 1], 0)), self.server.addr()).await;
+        let kubeconfig = dir.join(format!("{identity}.kubeconfig"));
+        std::fs::write(
+            &kubeconfig,
+            serde_json::to_string(&informant::apiserver::kubeconfig(proxy.addr)).unwrap(),
+        )
+        .unwrap();
+        let log = dir.join(format!("{identity}.reconciles"));
+        let config = dir.join(format!("{identity}.yaml"));
+        std::fs::write(&config, self.config(&identity)).unwrap();
+        let stderr = dir.join(format!("{identity}.log"));
+        let t = self.settings.timings;
+        let mut command = match &self.settings.launch {
+            Launch::Hooks => {
+                let mut c = Command::new(env!("CARGO_BIN_EXE_informant"));
+                c.arg("run")
+                    .arg("--config")
+                    .arg(&config)
+                    .arg("--kubeconfig")
+                    .arg(&kubeconfig)
+                    .args(["--metrics-addr", "127.0.0.1:0", "--health-addr", "0"])
+                    .args(["--shard-identity", &identity])
+                    .args(["--lease-namespace", LEASE_NAMESPACE])
+                    .args(["--leader-elect-lease-duration", &Timings::go(t.lease)])
+                    .args(["--leader-elect-renew-deadline", &Timings::go(t.renew)])
+                    .args(["--leader-elect-retry-period", &Timings::go(t.retry)]);
+                c
+            }
+            Launch::Program { program, args } => {
+                let mut c = Command::new(program);
+                c.args(args)
+                    .env("INFORMANT_SHARD_LEASE", Timings::go(t.lease))
+                    .env("INFORMANT_SHARD_RENEW", Timings::go(t.renew))
+                    .env("INFORMANT_SHARD_RETRY", Timings::go(t.retry));
+                c
+            }
+        };
+        command
+            .env("INFORMANT_SHARD_IDENTITY", &identity)
+            .env("INFORMANT_SHARD_LOG", &log)
+            .env("INFORMANT_SHARD_CONFIG", &config)
+            .env("KUBECONFIG", &kubeconfig)
+            .env_remove("RUST_LOG")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).unwrap());
+        if self.settings.skip_handover {
+            command.env(SKIP_HANDOVER_ENV, "1");
+        }
+        let child = command.spawn().unwrap();
+        let mut member = Member {
+            identity,
+            state: State::Running,
+            child,
+            proxy_addr: proxy.addr,
+            proxy: Some(proxy),
+            metrics: SocketAddr::from(([127, 0, 0, 1], 0)),
+            stderr,
+            log,
+        };
+        let listening = holds_within(PATIENCE, || {
+            let text = member.stderr();
+            async move { metrics_addr(&text).is_some() }
+        })
+        .await;
+        assert!(
+            listening,
+            "{} never served /metrics:\n{}",
+            member.identity,
+            member.stderr()
+        );
+        member.metrics = metrics_addr(&member.stderr()).unwrap();
+        self.members.push(member);
+        index
+    }
+
+    /// The member's config file: the sharded `CacheConfig` and the logging hook `Controller`.
+    fn config(&self, identity: &str) -> String {
+        let key = match self.settings.key {
+            ShardKey::Uid => "uid",
+            ShardKey::Namespace => "namespace",
+        };
+        format!(
+            "apiVersion: informant.dev/v1alpha1
+kind: CacheConfig
+metadata: {{name: shard, namespace: {LEASE_NAMESPACE}}}
+spec:
+  sharding: {{ring: {RING}, key: {key}}}
+---
+apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {{name: log, namespace: {LEASE_NAMESPACE}}}
+spec:
+  for: {{apiVersion: v1, kind: ConfigMap}}
+  concurrency: {concurrency}
+  hook: {{webhook: {{url: \"{url}\", timeout: 60s}}}}
+",
+            concurrency = self.settings.concurrency,
+            url = self.hook.url(identity),
+        )
+    }
+
+    /// `SIGKILL`s member `i`.
+    pub fn kill(&mut self, i: usize) {
+        let m = &mut self.members[i];
+        m.child.kill().unwrap();
+        m.child.wait().unwrap();
+        m.state = State::Killed;
+    }
+
+    /// `SIGSTOP`s member `i`.
+    pub fn pause(&mut self, i: usize) {
+        self.members[i].signal("-STOP");
+        self.members[i].state = State::Paused;
+    }
+
+    /// `SIGCONT`s member `i`.
+    pub fn resume(&mut self, i: usize) {
+        self.members[i].signal("-CONT");
+        self.members[i].state = State::Running;
+    }
+
+    /// Cuts member `i` off from the API server: its proxy closes every connection and stops
+    /// listening.
+    pub async fn cut(&mut self, i: usize) {
+        let m = &mut self.members[i];
+        if let Some(proxy) = m.proxy.take() {
+            proxy.take_away().await;
+        }
+        m.state = State::Cut;
+    }
+
+    /// Connects member `i` again (its proxy back on the same port).
+    pub async fn reconnect(&mut self, i: usize) {
+        let upstream = self.server.addr();
+        let m = &mut self.members[i];
+        m.proxy = Some(Proxy::start(m.proxy_addr, upstream).await);
+        m.state = State::Running;
+    }
+
+    /// The identities of the members running and connected.
+    pub fn live(&self) -> Vec<String> {
+        self.members
+            .iter()
+            .filter(|m| m.state == State::Running)
+            .map(|m| m.identity.clone())
+            .collect()
+    }
+
+    /// The ring of the live members.
+    pub fn ring(&self) -> Ring {
+        let live = self.live();
+        Ring::new(live.iter().map(String::as_str))
+    }
+
+    /// Each object with the member `ring` gives it.
+    pub fn assignment(&self, ring: &Ring) -> BTreeMap<String, String> {
+        self.objects
+            .iter()
+            .map(|(uid, o)| {
+                let owner = match self.settings.key {
+                    ShardKey::Uid => ring.owner_of(uid),
+                    ShardKey::Namespace => ring.namespace_owner(&o.namespace),
+                };
+                (uid.clone(), owner.unwrap_or_default().to_owned())
+            })
+            .collect()
+    }
+
+    /// Each member Lease's holder with its published claims (a Lease without a holder or
+    /// with unreadable claims is left out).
+    pub async fn claims(&self) -> BTreeMap<String, RangeSet> {
+        let leases = Api::<Lease>::namespaced(self.client.clone(), LEASE_NAMESPACE)
+            .list(&ListParams::default().labels(&format!("{RING_LABEL}={RING}")))
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default();
+        leases
+            .into_iter()
+            .filter_map(|lease| {
+                let holder = lease.spec?.holder_identity?;
+                let text = lease.metadata.annotations?.remove(CLAIMS_ANNOTATION)?;
+                Some((holder, RangeSet::decode(&text).ok()?))
+            })
+            .collect()
+    }
+
+    /// Whether every live member claims exactly what the ring of the live members gives it:
+    /// the hand-overs are over, each acts on its whole share and on nothing else.
+    pub async fn settled(&self) -> bool {
+        let ring = self.ring();
+        let claims = self.claims().await;
+        self.live().iter().all(|m| {
+            claims
+                .get(m)
+                .is_some_and(|c| *c == RangeSet::from_ranges(ring.ranges(m)))
+        })
+    }
+
+    /// Waits (at most [`PATIENCE`]) until [`Fleet::settled`].
+    pub async fn until_settled(&self, what: &str) {
+        let settled = holds_within(PATIENCE, || self.settled()).await;
+        assert!(settled, "timed out waiting for {what}\n{}", self.report());
+    }
+
+    /// Every reconcile logged: the hook's, and those the member processes wrote.
+    pub fn log(&self) -> Log {
+        let mut text = self.hook.text();
+        for m in &self.members {
+            text.push_str(&std::fs::read_to_string(&m.log).unwrap_or_default());
+            text.push('\n');
+        }
+        Log::parse(&text)
+    }
+
+    /// Waits (at most `timeout`) until every object was reconciled, since `since`, by the
+    /// member `owners` names; whether it was.
+    pub async fn reconciled_by(
+        &self,
+        owners: &BTreeMap<String, String>,
+        since: u64,
+        timeout: Duration,
+    ) -> bool {
+        holds_within(timeout, || {
+            let log = self.log().since(since);
+            async move {
+                let mut done: BTreeSet<(&str, &str)> = BTreeSet::new();
+                for r in log.reconciles() {
+                    if r.end.is_some() {
+                        done.insert((r.object.as_str(), r.member.as_str()));
+                    }
+                }
+                owners
+                    .iter()
+                    .all(|(o, m)| done.contains(&(o.as_str(), m.as_str())))
+            }
+        })
+        .await
+    }
+
+    /// What a failure shows: the members, their claims, the end of each one's standard error.
+    pub fn report(&self) -> String {
+        let mut out = String::new();
+        for m in &self.members {
+            let stderr = m.stderr();
+            let tail: Vec<&str> = stderr.lines().rev().take(15).collect();
+            let _ = writeln!(
+                out,
+                "== {} ({:?}, pid {}), last lines of its log:",
+                m.identity,
+                m.state,
+                m.pid()
+            );
+            for line in tail.iter().rev() {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+/// The environment variable of the runtime's test switch that skips the hand-over wait.
+pub const SKIP_HANDOVER_ENV: &str = "INFORMANT_SHARD_SKIP_HANDOVER";
+
+/// The address of the `/metrics` listener a member logged.
+fn metrics_addr(stderr: &str) -> Option<SocketAddr> {
+    stderr
+        .lines()
+        .filter(|l| l.contains("serving metrics"))
+        .find_map(|l| {
+            let (_, rest) = l.split_once(" listen.addr=")?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+}
