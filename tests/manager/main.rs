@@ -29,3 +29,4 @@ mod manager_source;
 mod manager_status;
 mod shard_membership;
 mod shard_processes;
+mod shard_rust_member;

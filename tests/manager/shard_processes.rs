@@ -395,6 +395,17 @@ async fn members_filtering_in_the_process_keep_the_same_owners_through_a_join_an
     story(settings, "filtered in the process", false).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the sharding runtime (branch issue-20b)"]
+async fn rust_controller_members_keep_one_owner_per_object_through_the_same_story() {
+    let settings = Settings {
+        seed: seed(),
+        launch: crate::shard_rust_member::launch(),
+        ..Settings::default()
+    };
+    story(settings, "Rust controller", true).await;
+}
+
 /// Every object hot (each reconcile holds 1 s and asks to run again at once), so an old owner
 /// is always in the middle of reconciling what a joining member takes: without the hand-over
 /// wait the two run at once.

@@ -1,13 +1,13 @@
 //! The hook of every member's `Controller`: a webhook served by this process at
-//! `/<member identity>`, which writes the reconcile log (`log`'s format: a line when a call
-//! starts, one when it ends) and answers `{}`, or, for a hot object ([`HOLD_ANNOTATION`]),
-//! holds for that long and answers "call me again in 50 ms".
+//! `/<member identity>`, which notes each call in the reconcile log (when it starts, then when
+//! it ends) and answers `{}`, or, for a hot object ([`HOLD_ANNOTATION`]), holds for that long
+//! and answers "call me again in 50 ms".
 //!
 //! A webhook rather than an exec hook: a process per call (about 4 ms of CPU) would make the
 //! thousands of reconciles of a ring's hand-overs cost minutes on a shared machine. The
 //! member's side is the same hook `Controller` (contract, reconcile, sharding gate); only the
 //! transport differs. A call the member abandons (it dropped the connection) ends the handler
-//! with it: its log keeps the start line alone.
+//! with it: the log keeps its start alone.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,10 +20,11 @@ use axum::routing::post;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::log::Reconcile;
 use super::{HOLD_ANNOTATION, now_us};
 
-/// The log the hook writes, shared with its handlers.
-type Shared = Arc<Mutex<String>>;
+/// The calls so far, shared with the handlers.
+type Shared = Arc<Mutex<Vec<Reconcile>>>;
 
 /// The running hook server.
 pub struct HookServer {
@@ -65,19 +66,13 @@ impl HookServer {
         format!("http://{}/{identity}", self.addr)
     }
 
-    /// The log so far.
-    pub fn text(&self) -> String {
+    /// The calls so far, in the order they started.
+    pub fn reconciles(&self) -> Vec<Reconcile> {
         self.log
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
-}
-
-fn append(log: &Shared, line: &str) {
-    let mut text = log.lock().unwrap_or_else(PoisonError::into_inner);
-    text.push_str(line);
-    text.push('\n');
 }
 
 async fn call(
@@ -88,7 +83,16 @@ async fn call(
     let start = now_us();
     let metadata = &request["object"]["metadata"];
     let uid = metadata["uid"].as_str().unwrap_or("unknown").to_owned();
-    append(&log, &format!("{member} {uid} {start} -"));
+    let index = {
+        let mut calls = log.lock().unwrap_or_else(PoisonError::into_inner);
+        calls.push(Reconcile {
+            start,
+            end: None,
+            member,
+            object: uid,
+        });
+        calls.len() - 1
+    };
     let hold = metadata["annotations"][HOLD_ANNOTATION]
         .as_str()
         .and_then(|s| s.parse::<f64>().ok());
@@ -99,6 +103,7 @@ async fn call(
         }
         None => json!({}),
     };
-    append(&log, &format!("{member} {uid} {start} {}", now_us()));
+    let end = now_us();
+    log.lock().unwrap_or_else(PoisonError::into_inner)[index].end = Some(end);
     Json(answer)
 }

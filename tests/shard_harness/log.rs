@@ -112,6 +112,13 @@ impl Log {
         Self { reconciles }
     }
 
+    /// This log and `reconciles` (those the hook noted).
+    pub fn with(mut self, reconciles: impl IntoIterator<Item = Reconcile>) -> Self {
+        self.reconciles.extend(reconciles);
+        self.reconciles.sort();
+        self
+    }
+
     /// Every reconcile, by start.
     pub fn reconciles(&self) -> &[Reconcile] {
         &self.reconciles

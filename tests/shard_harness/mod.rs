@@ -37,7 +37,7 @@ use kube::api::{Api, ListParams};
 use rand::{RngExt, SeedableRng};
 use serde_json::json;
 
-use crate::support::{Proxy, holds_within};
+use crate::support::{Proxy, holds_within, holds_within_every};
 pub use hook::HookServer;
 pub use log::{Log, moved, shares};
 
@@ -52,6 +52,9 @@ pub const HOLD_ANNOTATION: &str = "shard.informant.dev/hold";
 /// How long a wait of the harness may take before the test fails: generous, for a machine
 /// shared with other builds (the waits poll, so a fast run does not pay it).
 pub const PATIENCE: Duration = Duration::from_secs(90);
+
+/// How often the harness looks at the Leases and the logs while it waits.
+pub const POLL: Duration = Duration::from_millis(100);
 
 /// Microseconds since the Unix epoch: the clock of the reconcile logs.
 pub fn now_us() -> u64 {
@@ -369,7 +372,7 @@ impl Fleet {
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&stderr).unwrap());
         if self.settings.skip_handover {
-            command.env(SKIP_HANDOVER_ENV, "1");
+            command.env(SKIP_HANDOVER_ENV, "true");
         }
         let child = command.spawn().unwrap();
         let mut member = Member {
@@ -404,6 +407,17 @@ impl Fleet {
             ShardKey::Uid => "uid",
             ShardKey::Namespace => "namespace",
         };
+        if let Launch::Program { .. } = self.settings.launch {
+            // A Rust member runs its own controller: the config is the cache's alone.
+            return format!(
+                "apiVersion: informant.dev/v1alpha1
+kind: CacheConfig
+metadata: {{name: shard, namespace: {LEASE_NAMESPACE}}}
+spec:
+  sharding: {{ring: {RING}, key: {key}}}
+"
+            );
+        }
         format!(
             "apiVersion: informant.dev/v1alpha1
 kind: CacheConfig
@@ -523,18 +537,18 @@ spec:
 
     /// Waits (at most [`PATIENCE`]) until [`Fleet::settled`].
     pub async fn until_settled(&self, what: &str) {
-        let settled = holds_within(PATIENCE, || self.settled()).await;
+        let settled = holds_within_every(PATIENCE, POLL, || self.settled()).await;
         assert!(settled, "timed out waiting for {what}\n{}", self.report());
     }
 
     /// Every reconcile logged: the hook's, and those the member processes wrote.
     pub fn log(&self) -> Log {
-        let mut text = self.hook.text();
+        let mut text = String::new();
         for m in &self.members {
             text.push_str(&std::fs::read_to_string(&m.log).unwrap_or_default());
             text.push('\n');
         }
-        Log::parse(&text)
+        Log::parse(&text).with(self.hook.reconciles())
     }
 
     /// Waits (at most `timeout`) until every object was reconciled, since `since`, by the
@@ -545,7 +559,7 @@ spec:
         since: u64,
         timeout: Duration,
     ) -> bool {
-        holds_within(timeout, || {
+        holds_within_every(timeout, POLL, || {
             let log = self.log().since(since);
             async move {
                 let mut done: BTreeSet<(&str, &str)> = BTreeSet::new();
