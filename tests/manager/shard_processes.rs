@@ -468,3 +468,54 @@ async fn with_the_handover_wait_the_same_join_overlaps_nothing() {
         overlaps[0]
     );
 }
+
+// The checker on logs written by hand: what it must find, and what it must not.
+
+#[test]
+fn start_and_end_lines_make_one_reconcile_and_one_without_end_counts_as_its_start() {
+    let log = Log::parse("a x 10 -\nb y 12 -\na x 10 20\ngarbage\nb y 12 -\nc z 5 9\npartial li");
+    let runs: Vec<(u64, Option<u64>, &str)> = log
+        .reconciles()
+        .iter()
+        .map(|r| (r.start, r.end, r.member.as_str()))
+        .collect();
+    assert_eq!(
+        runs,
+        vec![(5, Some(9), "c"), (10, Some(20), "a"), (12, None, "b")]
+    );
+    assert_eq!(log.reconciles()[2].until(), 12);
+}
+
+#[test]
+fn the_checker_finds_two_members_on_one_object_at_once_and_nothing_else() {
+    // x: a then b, touching (a handover); y: a and b at once; z: a twice at once (one
+    // member may run an object once at a time only by its own runtime's rule, not ours).
+    let log = Log::parse(
+        "a x 0 10\nb x 10 20\na y 0 10\nb y 5 6\na z 0 10\na z 5 12\nc w 3 -\nd w 1 8\n",
+    );
+    let overlaps = log.overlaps();
+    let objects: Vec<&str> = overlaps.iter().map(|o| o.first.object.as_str()).collect();
+    assert_eq!(objects, vec!["w", "y"], "{overlaps:?}");
+    assert!(overlaps[1].to_string().contains("y: a [0, 10]"));
+    assert!(Log::parse("a x 0 10\nb x 10 20\n").overlaps().is_empty());
+}
+
+#[test]
+fn reconcilers_moves_and_windows() {
+    let log = Log::parse("a x 0 1\nb y 2 3\nc x 4 5\na z 6 7\n");
+    let before = log.before(4).last_reconciler();
+    assert_eq!(before.get("x").map(String::as_str), Some("a"));
+    let after = log.since(4);
+    assert_eq!(
+        moved(&before, &after),
+        BTreeSet::from(["x".to_owned()]),
+        "x went from a to c; z is new"
+    );
+    assert_eq!(after.first_taken(&before).get("x"), Some(&4));
+    assert_eq!(log.reconcilers()["x"].len(), 2);
+    assert_eq!(
+        shares(&before),
+        BTreeMap::from([("a".into(), 1), ("b".into(), 1)])
+    );
+    assert_eq!(log.by("a").reconciles().len(), 2);
+}

@@ -29,16 +29,17 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use informant::apiserver::{Config, FeatureGates, TestServer};
-use informant::manager::{CLAIMS_ANNOTATION, RING_LABEL, RangeSet, Ring};
+use informant::manager::{CLAIMS_ANNOTATION, Membership, RING_LABEL, RangeSet, Ring};
 use informant::selector::ShardKey;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, PostParams};
 use rand::{RngExt, SeedableRng};
 use serde_json::json;
 
-use crate::support::{Proxy, holds_within, holds_within_every};
+use crate::support::{Proxy, holds_within, holds_within_every, http_get};
 pub use hook::HookServer;
+#[allow(unused_imports, reason = "the bench does not count moves")]
 pub use log::{Log, moved, shares};
 
 /// The ring every member joins.
@@ -128,6 +129,9 @@ pub struct Settings {
     pub seed: u64,
     /// What each member process is.
     pub launch: Launch,
+    /// Whether members run a controller (the hook `Controller`, or a Rust member's); without,
+    /// they only cache the objects (`byObject` makes the informer eager).
+    pub controller: bool,
 }
 
 impl Default for Settings {
@@ -147,6 +151,7 @@ impl Default for Settings {
             concurrency: 16,
             seed: 20,
             launch: Launch::Hooks,
+            controller: true,
         }
     }
 }
@@ -407,24 +412,21 @@ impl Fleet {
             ShardKey::Uid => "uid",
             ShardKey::Namespace => "namespace",
         };
-        if let Launch::Program { .. } = self.settings.launch {
-            // A Rust member runs its own controller: the config is the cache's alone.
-            return format!(
-                "apiVersion: informant.dev/v1alpha1
-kind: CacheConfig
-metadata: {{name: shard, namespace: {LEASE_NAMESPACE}}}
-spec:
-  sharding: {{ring: {RING}, key: {key}}}
-"
-            );
-        }
-        format!(
+        let cache = format!(
             "apiVersion: informant.dev/v1alpha1
 kind: CacheConfig
 metadata: {{name: shard, namespace: {LEASE_NAMESPACE}}}
 spec:
   sharding: {{ring: {RING}, key: {key}}}
----
+  byObject: [{{apiVersion: v1, kind: ConfigMap}}]
+"
+        );
+        if !self.settings.controller || matches!(self.settings.launch, Launch::Program { .. }) {
+            // A Rust member runs its own controller: the config is the cache's alone.
+            return cache;
+        }
+        format!(
+            "{cache}---
 apiVersion: informant.dev/v1alpha1
 kind: Controller
 metadata: {{name: log, namespace: {LEASE_NAMESPACE}}}
@@ -474,6 +476,61 @@ spec:
         let m = &mut self.members[i];
         m.proxy = Some(Proxy::start(m.proxy_addr, upstream).await);
         m.state = State::Running;
+    }
+
+    /// Creates the Leases of members `member-0` … `member-<n-1>` (renewed now, no claims), as
+    /// if they had joined: a member started next finds the ring whole at its first look and
+    /// caches its share from its first list, not everything first.
+    pub async fn prepare_leases(&self, n: usize) {
+        let api = Api::<Lease>::namespaced(self.client.clone(), LEASE_NAMESPACE);
+        let seconds = i32::try_from(self.settings.timings.lease.as_secs()).unwrap();
+        for i in 0..n {
+            let identity = format!("member-{i}");
+            let name = Membership::new(RING, LEASE_NAMESPACE, &identity).lease_name();
+            let lease: Lease = serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": LEASE_NAMESPACE,
+                    "labels": {RING_LABEL: RING}, "annotations": {CLAIMS_ANNOTATION: ""}},
+                "spec": {"holderIdentity": identity, "leaseDurationSeconds": seconds,
+                    "renewTime": jiff::Timestamp::now().to_string()}
+            }))
+            .unwrap();
+            api.create(&PostParams::default(), &lease).await.unwrap();
+        }
+    }
+
+    /// Member `i`'s resident memory (`VmRSS`), in bytes.
+    pub fn rss(&self, i: usize) -> u64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.members[i].pid())).unwrap();
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap();
+        kib * 1024
+    }
+
+    /// The `ConfigMap`s member `i` caches (`informant_cache_objects`, summed over namespaces);
+    /// `None` while it serves no such series.
+    pub async fn cached(&self, i: usize) -> Option<u64> {
+        let (code, body) = http_get(self.members[i].metrics, "/metrics").await;
+        if code != 200 {
+            return None;
+        }
+        let mut found = None;
+        for line in body.lines() {
+            if line.starts_with("informant_cache_objects{") && line.contains("kind=\"ConfigMap\"") {
+                let value: f64 = line.rsplit(' ').next()?.parse().ok()?;
+                #[expect(
+                    clippy::cast_possible_truncation,
+                    clippy::cast_sign_loss,
+                    reason = "a count"
+                )]
+                let value = value as u64;
+                *found.get_or_insert(0) += value;
+            }
+        }
+        found
     }
 
     /// The identities of the members running and connected.

@@ -1,0 +1,251 @@
+//! `benches/shard.rs`: the figures of a shard ring of `informant run` processes on the embedded
+//! API server (in this process), with the harness of the sharding tests
+//! (`tests/shard_harness`): membership timings lease 4 s, renew deadline 2 s, retry 500 ms.
+//!
+//! 1. Memory and LIST bytes per member, with 1, 2, 3 and 4 members, for 100,000 `ConfigMap`s
+//!    (~300 B of JSON each) in 100 namespaces, key `uid`: each member only caches (`byObject`,
+//!    no controller). The members' Leases exist before they start, so each lists its share
+//!    from its first LIST. Memory is the member process's resident set (`VmRSS` of
+//!    `/proc/<pid>/status`) once its cache holds its share (`informant_cache_objects`), beside
+//!    that of a member of the same ring holding nothing; LIST bytes are the bodies of the
+//!    `ConfigMap` LIST answers the server gave the member (its log of LIST answers); and the
+//!    resident memory of a member caching nothing, for comparison. With the
+//!    server's `ShardedListAndWatch`, and without (the member lists everything, keeps its
+//!    share).
+//! 2. Hand-over time, 3 members and 3,000 objects with a hook `Controller` (a webhook served
+//!    here), key `uid`: a fourth member joins, then one member is killed (`SIGKILL`), twice.
+//!    For each object that changed member: the time from the join (the process start) or the
+//!    kill to the first reconcile by its new member, from the reconcile log. p50, p99, max.
+//! 3. Reconciles/s of the hook `Controller` with 1 and with 3 members, every one of 3,000
+//!    objects asking to be called again 50 ms after each call (a webhook that answers at
+//!    once): calls completed in a 10 s window, once every object was called.
+//!
+//! Usage: `cargo bench --bench shard` (a few minutes once built); `-- --quick`: 10,000
+//! objects for the first figure, one join and one kill, a 3 s window.
+
+#[path = "../tests/shard_harness/mod.rs"]
+mod shard_harness;
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use informant::selector::ShardSelector;
+use shard_harness::{Fleet, PATIENCE, POLL, Settings, now_us};
+use support::holds_within_every;
+
+fn mib(bytes: u64) -> f64 {
+    #[expect(clippy::cast_precision_loss, reason = "a figure for humans")]
+    let b = bytes as f64;
+    b / (1024.0 * 1024.0)
+}
+
+/// p50, p99 and max of `samples` in seconds (nearest rank).
+fn percentiles(samples: &mut [u64]) -> (f64, f64, f64) {
+    samples.sort_unstable();
+    let at = |percent: usize| {
+        let i = (samples.len() * percent).div_ceil(100).saturating_sub(1);
+        Duration::from_micros(samples[i]).as_secs_f64()
+    };
+    (at(50), at(99), at(100))
+}
+
+/// The resident memory of a member caching nothing (its ring has no object yet).
+async fn baseline() {
+    let settings = Settings {
+        hot: 0,
+        controller: false,
+        ..Settings::default()
+    };
+    let mut fleet = Fleet::new(settings).await;
+    fleet.spawn().await;
+    fleet.until_settled("the ring to settle").await;
+    let synced = holds_within_every(PATIENCE, POLL, || async {
+        fleet.cached(0).await == Some(0)
+    })
+    .await;
+    assert!(synced, "the member never synced\n{}", fleet.report());
+    println!(
+        "  a member caching nothing: RSS {:.1} MiB",
+        mib(fleet.rss(0))
+    );
+}
+
+/// Figure 1 for `members` members: each one's resident memory, objects cached and LIST bytes.
+async fn memory(objects: usize, members: usize, server_side: bool) {
+    let settings = Settings {
+        namespaces: 100,
+        per_namespace: objects / 100,
+        hot: 0,
+        controller: false,
+        server_side,
+        ..Settings::default()
+    };
+    let mut fleet = Fleet::new(settings).await;
+    fleet.create_objects();
+    fleet.prepare_leases(members).await;
+    for _ in 0..members {
+        fleet.spawn().await;
+    }
+    fleet.until_settled("the ring to settle").await;
+    let shares = shard_harness::shares(&fleet.assignment(&fleet.ring()));
+    for i in 0..members {
+        let want = shares
+            .get(&fleet.members[i].identity)
+            .copied()
+            .unwrap_or_default() as u64;
+        let synced = holds_within_every(PATIENCE, POLL, || async {
+            fleet.cached(i).await == Some(want)
+        })
+        .await;
+        assert!(
+            synced,
+            "member {i} never cached its {want} objects\n{}",
+            fleet.report()
+        );
+    }
+    let ring = fleet.ring();
+    let answers = fleet.server.handle().lists();
+    for (i, member) in fleet.members.iter().enumerate() {
+        let ranges = ring.ranges(&member.identity);
+        let bytes: usize = answers
+            .iter()
+            .filter(|a| a.resource == "configmaps")
+            .filter(|a| {
+                !server_side
+                    || a.shard_selector
+                        .as_deref()
+                        .and_then(|s| s.parse::<ShardSelector>().ok())
+                        .is_some_and(|s| s.ranges() == ranges.as_slice())
+            })
+            .map(|a| a.bytes)
+            .sum();
+        // Without the gate every member's LISTs look alike: the figure is the total over
+        // members divided by their number.
+        let bytes = if server_side {
+            bytes as u64
+        } else {
+            (bytes / members) as u64
+        };
+        println!(
+            "  {members} member(s), {}: member {i}: {} objects cached, RSS {:.1} MiB, LIST {:.1} MiB",
+            if server_side {
+                "server-side"
+            } else {
+                "filtered here"
+            },
+            fleet.cached(i).await.unwrap_or_default(),
+            mib(fleet.rss(i)),
+            mib(bytes),
+        );
+    }
+}
+
+/// Figure 2: the hand-over times of `joins` joins and kills.
+async fn handovers(trials: usize) {
+    let settings = Settings {
+        hot: 0,
+        ..Settings::default()
+    };
+    let mut fleet = Fleet::start(settings, 3).await;
+    let owners = fleet.assignment(&fleet.ring());
+    assert!(fleet.reconciled_by(&owners, 0, PATIENCE).await);
+    let (mut joins, mut kills) = (Vec::new(), Vec::new());
+    for trial in 0..trials {
+        let before = fleet.assignment(&fleet.ring());
+        let t = now_us();
+        fleet.spawn().await;
+        fleet.until_settled("the ring after a join").await;
+        let after = fleet.assignment(&fleet.ring());
+        assert!(fleet.reconciled_by(&after, t, PATIENCE).await);
+        let taken = fleet.log().since(t).first_taken(&before);
+        joins.extend(
+            after
+                .iter()
+                .filter(|(o, m)| before[*o] != **m)
+                .filter_map(|(o, _)| taken.get(o).map(|s| s - t)),
+        );
+        let victim = trial % fleet.members.len();
+        let live = fleet.live();
+        let victim = (victim..fleet.members.len())
+            .chain(0..victim)
+            .find(|i| live.contains(&fleet.members[*i].identity))
+            .unwrap();
+        let before = fleet.assignment(&fleet.ring());
+        let t = now_us();
+        fleet.kill(victim);
+        let after = fleet.assignment(&fleet.ring());
+        assert!(fleet.reconciled_by(&after, t, PATIENCE).await);
+        let taken = fleet.log().since(t).first_taken(&before);
+        kills.extend(
+            after
+                .iter()
+                .filter(|(o, m)| before[*o] != **m)
+                .filter_map(|(o, _)| taken.get(o).map(|s| s - t)),
+        );
+        fleet.until_settled("the ring after a kill").await;
+    }
+    for (what, samples) in [("join", &mut joins), ("kill -9", &mut kills)] {
+        let n = samples.len();
+        let (p50, p99, max) = percentiles(samples);
+        println!(
+            "  hand-over after a {what}: {n} objects, p50 {p50:.2} s, p99 {p99:.2} s, max {max:.2} s"
+        );
+    }
+}
+
+/// Figure 3: reconciles/s of the hook `Controller` with `members` members.
+async fn throughput(members: usize, window: Duration) {
+    let settings = Settings {
+        hot: 3_000,
+        hold: Duration::ZERO,
+        ..Settings::default()
+    };
+    let fleet = Fleet::start(settings, members).await;
+    let owners = fleet.assignment(&fleet.ring());
+    assert!(fleet.reconciled_by(&owners, 0, PATIENCE).await);
+    let from = now_us();
+    tokio::time::sleep(window).await;
+    let to = now_us();
+    let ended = fleet
+        .log()
+        .since(from)
+        .reconciles()
+        .iter()
+        .filter(|r| r.end.is_some_and(|e| e <= to))
+        .count();
+    let mut per_member: BTreeMap<String, usize> = BTreeMap::new();
+    for r in fleet.log().since(from).reconciles() {
+        *per_member.entry(r.member.clone()).or_default() += 1;
+    }
+    #[expect(clippy::cast_precision_loss, reason = "a rate for humans")]
+    let rate = ended as f64 / Duration::from_micros(to - from).as_secs_f64();
+    println!("  {members} member(s): {rate:.0} reconciles/s ({per_member:?})");
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let objects = if quick { 10_000 } else { 100_000 };
+        println!("1. memory and LIST bytes per member, {objects} ConfigMaps, key uid");
+        baseline().await;
+        for server_side in [true, false] {
+            for members in 1..=4 {
+                memory(objects, members, server_side).await;
+            }
+        }
+        println!("2. hand-over times, 3,000 objects, lease 4 s");
+        handovers(if quick { 1 } else { 2 }).await;
+        println!("3. reconciles/s of a hook Controller, 3,000 objects requeued every 50 ms");
+        let window = Duration::from_secs(if quick { 3 } else { 10 });
+        for members in [1, 3] {
+            throughput(members, window).await;
+        }
+    });
+}
