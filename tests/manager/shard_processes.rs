@@ -473,7 +473,10 @@ async fn with_the_handover_wait_the_same_join_overlaps_nothing() {
 
 #[test]
 fn start_and_end_lines_make_one_reconcile_and_one_without_end_counts_as_its_start() {
-    let log = Log::parse("a x 10 -\nb y 12 -\na x 10 20\ngarbage\nb y 12 -\nc z 5 9\npartial li");
+    let log = Log::parse(
+        "a x 10 -\nb y 12 -\na x 10 20\ngarbage\nb y 12 -\nc z 5 9\npartial li",
+        "t",
+    );
     let runs: Vec<(u64, Option<u64>, &str)> = log
         .reconciles()
         .iter()
@@ -492,17 +495,22 @@ fn the_checker_finds_two_members_on_one_object_at_once_and_nothing_else() {
     // member may run an object once at a time only by its own runtime's rule, not ours).
     let log = Log::parse(
         "a x 0 10\nb x 10 20\na y 0 10\nb y 5 6\na z 0 10\na z 5 12\nc w 3 -\nd w 1 8\n",
+        "t",
     );
     let overlaps = log.overlaps();
     let objects: Vec<&str> = overlaps.iter().map(|o| o.first.object.as_str()).collect();
     assert_eq!(objects, vec!["w", "y"], "{overlaps:?}");
-    assert!(overlaps[1].to_string().contains("y: a [0, 10]"));
-    assert!(Log::parse("a x 0 10\nb x 10 20\n").overlaps().is_empty());
+    assert!(overlaps[1].to_string().contains("y: t a [0, 10]"));
+    assert!(
+        Log::parse("a x 0 10\nb x 10 20\n", "t")
+            .overlaps()
+            .is_empty()
+    );
 }
 
 #[test]
 fn reconcilers_moves_and_windows() {
-    let log = Log::parse("a x 0 1\nb y 2 3\nc x 4 5\na z 6 7\n");
+    let log = Log::parse("a x 0 1\nb y 2 3\nc x 4 5\na z 6 7\n", "t");
     let before = log.before(4).last_reconciler();
     assert_eq!(before.get("x").map(String::as_str), Some("a"));
     let after = log.since(4);

@@ -6,8 +6,8 @@
 //! A webhook rather than an exec hook: a process per call (about 4 ms of CPU) would make the
 //! thousands of reconciles of a ring's hand-overs cost minutes on a shared machine. The
 //! member's side is the same hook `Controller` (contract, reconcile, sharding gate); only the
-//! transport differs. A call the member abandons (it dropped the connection) ends the handler
-//! with it: the log keeps its start alone.
+//! transport differs. A call the member abandons (it dropped the connection) still ends when
+//! its work does, and is logged so: a member cannot stop a webhook's work by hanging up.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -90,20 +90,26 @@ async fn call(
             end: None,
             member,
             object: uid,
+            source: "hook".to_owned(),
         });
         calls.len() - 1
     };
     let hold = metadata["annotations"][HOLD_ANNOTATION]
         .as_str()
         .and_then(|s| s.parse::<f64>().ok());
-    let answer = match hold {
-        Some(seconds) => {
-            tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
-            json!({"requeueAfterSeconds": 0.05})
-        }
-        None => json!({}),
-    };
-    let end = now_us();
-    log.lock().unwrap_or_else(PoisonError::into_inner)[index].end = Some(end);
-    Json(answer)
+    // The work goes on when the member stops waiting for it (a webhook's work is the hook
+    // server's): its end is logged whatever the member does.
+    let work = tokio::spawn(async move {
+        let answer = match hold {
+            Some(seconds) => {
+                tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+                json!({"requeueAfterSeconds": 0.05})
+            }
+            None => json!({}),
+        };
+        let end = now_us();
+        log.lock().unwrap_or_else(PoisonError::into_inner)[index].end = Some(end);
+        answer
+    });
+    Json(work.await.unwrap_or_default())
 }

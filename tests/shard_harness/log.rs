@@ -1,6 +1,8 @@
 //! The reconcile log of a ring's members and the checks made on it: no two members' reconciles
 //! of one object overlap in time, every object is reconciled, each by which member, how many
-//! objects each member holds, and how many moved between two moments.
+//! objects each member holds, and how many moved between two moments. Its sources: the hook
+//! every member's hook `Controller` calls, the Rust controller of a Rust member, and the
+//! runtime's own log of each reconcile (`--reconcile-log`).
 //!
 //! A line is `<member> <object> <start> <end>`, times in microseconds since the Unix epoch (one
 //! clock for every process of the machine), `<end>` being `-` on the line written when the
@@ -22,6 +24,9 @@ pub struct Reconcile {
     pub member: String,
     /// The object (its uid).
     pub object: String,
+    /// Who logged it: the hook, a Rust controller, the runtime's log of one controller. Two
+    /// reconciles overlap only when the same source logged both.
+    pub source: String,
 }
 
 impl Reconcile {
@@ -44,13 +49,18 @@ impl fmt::Display for Reconcile {
         match self.end {
             Some(end) => write!(
                 f,
-                "{} [{}, {}] ({} µs)",
+                "{} {} [{}, {}] ({} µs)",
+                self.source,
                 self.member,
                 self.start,
                 end,
                 end.saturating_sub(self.start)
             ),
-            None => write!(f, "{} [{}, not ended]", self.member, self.start),
+            None => write!(
+                f,
+                "{} {} [{}, not ended]",
+                self.source, self.member, self.start
+            ),
         }
     }
 }
@@ -81,9 +91,9 @@ pub struct Log {
 }
 
 impl Log {
-    /// The reconciles of `text` (lines as the module says); a line that is not one (a partial
-    /// last line) is skipped.
-    pub fn parse(text: &str) -> Self {
+    /// The reconciles of `text` (lines as the module says), logged by `source`; a line that is
+    /// not one (a partial last line) is skipped.
+    pub fn parse(text: &str, source: &str) -> Self {
         let mut by_key: BTreeMap<(String, String, u64), Option<u64>> = BTreeMap::new();
         for line in text.lines() {
             let fields: Vec<&str> = line.split_whitespace().collect();
@@ -106,6 +116,7 @@ impl Log {
                 end,
                 member,
                 object,
+                source: source.to_owned(),
             })
             .collect();
         reconciles.sort();
@@ -163,12 +174,15 @@ impl Log {
         }
     }
 
-    /// Every pair of reconciles of one object by two members that ran at a common instant:
-    /// empty when at most one member acted on each object at any time.
+    /// Every pair of reconciles of one object by two members, logged by one source, that ran
+    /// at a common instant: empty when at most one member acted on each object at any time.
     pub fn overlaps(&self) -> Vec<Overlap> {
-        let mut per_object: BTreeMap<&str, Vec<&Reconcile>> = BTreeMap::new();
+        let mut per_object: BTreeMap<(&str, &str), Vec<&Reconcile>> = BTreeMap::new();
         for r in &self.reconciles {
-            per_object.entry(&r.object).or_default().push(r);
+            per_object
+                .entry((&r.object, &r.source))
+                .or_default()
+                .push(r);
         }
         let mut found = Vec::new();
         for runs in per_object.values() {

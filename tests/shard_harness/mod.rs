@@ -605,7 +605,7 @@ spec:
             text.push_str(&std::fs::read_to_string(&m.log).unwrap_or_default());
             text.push('\n');
         }
-        Log::parse(&text).with(self.hook.reconciles())
+        Log::parse(&text, "rust").with(self.hook.reconciles())
     }
 
     /// Waits (at most `timeout`) until every object was reconciled, since `since`, by the
