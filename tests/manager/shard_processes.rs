@@ -506,6 +506,12 @@ fn the_checker_finds_two_members_on_one_object_at_once_and_nothing_else() {
             .overlaps()
             .is_empty()
     );
+    let two_sources = Log::parse("a x 0 10\n", "hook")
+        .with(Log::parse("b x 5 6\n", "rust").reconciles().to_vec());
+    assert!(
+        two_sources.overlaps().is_empty(),
+        "a hook and a Rust controller are two controllers: each may own x once"
+    );
 }
 
 #[test]
