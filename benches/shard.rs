@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use informant::selector::ShardSelector;
-use shard_harness::{Fleet, PATIENCE, POLL, Settings, now_us};
+use shard_harness::{Fleet, PATIENCE, POLL, Settings, changed, now_us};
 use support::holds_within_every;
 
 fn mib(bytes: u64) -> f64 {
@@ -142,7 +142,7 @@ async fn memory(objects: usize, members: usize, server_side: bool) {
     }
 }
 
-/// Figure 2: the hand-over times of `joins` joins and kills.
+/// Figure 2: the hand-over times of `trials` joins and kills.
 async fn handovers(trials: usize) {
     let settings = Settings {
         hot: 0,
@@ -157,15 +157,10 @@ async fn handovers(trials: usize) {
         let t = now_us();
         fleet.spawn().await;
         fleet.until_settled("the ring after a join").await;
-        let after = fleet.assignment(&fleet.ring());
-        assert!(fleet.reconciled_by(&after, t, PATIENCE).await);
+        let moving = changed(&before, &fleet.assignment(&fleet.ring()));
+        assert!(fleet.reconciled_by(&moving, t, PATIENCE).await);
         let taken = fleet.log().since(t).first_taken(&before);
-        joins.extend(
-            after
-                .iter()
-                .filter(|(o, m)| before[*o] != **m)
-                .filter_map(|(o, _)| taken.get(o).map(|s| s - t)),
-        );
+        joins.extend(moving.keys().filter_map(|o| taken.get(o).map(|s| s - t)));
         let victim = trial % fleet.members.len();
         let live = fleet.live();
         let victim = (victim..fleet.members.len())
@@ -175,15 +170,10 @@ async fn handovers(trials: usize) {
         let before = fleet.assignment(&fleet.ring());
         let t = now_us();
         fleet.kill(victim);
-        let after = fleet.assignment(&fleet.ring());
-        assert!(fleet.reconciled_by(&after, t, PATIENCE).await);
+        let moving = changed(&before, &fleet.assignment(&fleet.ring()));
+        assert!(fleet.reconciled_by(&moving, t, PATIENCE).await);
         let taken = fleet.log().since(t).first_taken(&before);
-        kills.extend(
-            after
-                .iter()
-                .filter(|(o, m)| before[*o] != **m)
-                .filter_map(|(o, _)| taken.get(o).map(|s| s - t)),
-        );
+        kills.extend(moving.keys().filter_map(|o| taken.get(o).map(|s| s - t)));
         fleet.until_settled("the ring after a kill").await;
     }
     for (what, samples) in [("join", &mut joins), ("kill -9", &mut kills)] {

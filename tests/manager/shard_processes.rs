@@ -22,7 +22,7 @@ use informant::manager::Ring;
 use informant::selector::ShardSelector;
 use rand::{RngExt, SeedableRng};
 
-use crate::shard_harness::{Fleet, Log, PATIENCE, Settings, moved, now_us, shares};
+use crate::shard_harness::{Fleet, Log, PATIENCE, Settings, changed, moved, now_us, shares};
 
 /// How long the members may take, once a member's Lease expired, to list and reconcile what it
 /// held: a relist of the kind and a pass over about a thousand objects on a loaded machine.
@@ -93,23 +93,12 @@ impl Story {
         );
     }
 
-    /// Waits until every object was reconciled since `since` by the member the current ring
-    /// gives it.
-    async fn reconciled_by_the_ring(&self, phase: &str, since: u64) -> BTreeMap<String, String> {
-        let owners = self.fleet.assignment(&self.fleet.ring());
-        let done = self.fleet.reconciled_by(&owners, since, PATIENCE).await;
-        assert!(
-            done,
-            "{phase}: not every object was reconciled by its member\n{}",
-            self.fleet.report()
-        );
-        owners
-    }
-
     /// Steady state: each object reconciled by exactly one member, the one the ring gives it;
     /// the union covers every object; no member holds more than 1.3/N of them.
     async fn steady(&mut self) {
-        let owners = self.reconciled_by_the_ring("steady state", 0).await;
+        let owners = self.fleet.assignment(&self.fleet.ring());
+        self.reconciled("steady state: every object", &owners, 0)
+            .await;
         let log = self.log();
         let reconcilers = log.reconcilers();
         let all: BTreeSet<&String> = self.fleet.objects.keys().collect();
@@ -138,16 +127,21 @@ impl Story {
             .push(format!("steady state, {n} members: {shares:?}"));
     }
 
-    /// A member joins: fewer than 1/4 + 10% of the objects move, all to it; no overlap.
+    /// A member joins: fewer than 1/4 + 10% of the objects move, all to it, each reconciled by
+    /// it; no overlap.
     async fn join(&mut self) {
         let before = self.log().last_reconciler();
+        let ring_before = self.fleet.assignment(&self.fleet.ring());
         let t = now_us();
         let index = self.fleet.spawn().await;
         let joined = self.fleet.members[index].identity.clone();
         self.fleet
             .until_settled("the ring to settle after a join")
             .await;
-        let owners = self.reconciled_by_the_ring("join", t).await;
+        let owners = self.fleet.assignment(&self.fleet.ring());
+        let moving = changed(&ring_before, &owners);
+        self.reconciled("join: the objects the new member takes", &moving, t)
+            .await;
         let after = self.log().since(t);
         let moved = moved(&before, &after);
         let n = self.fleet.live().len();
@@ -163,12 +157,22 @@ impl Story {
         }
         self.no_overlaps("join");
         self.notes.push(format!(
-            "join of {joined}: {} of {} objects moved ({:.1}%), {} s to settle",
+            "join of {joined}: {} of {} objects moved ({:.1}%), {:.1} s to settle",
             moved.len(),
             before.len(),
             100.0 * fraction(moved.len(), before.len()),
-            (now_us() - t) / 1_000_000
+            seconds(now_us() - t)
         ));
+    }
+
+    /// Waits until each of `objects` was reconciled, since `since`, by the member it names.
+    async fn reconciled(&self, what: &str, objects: &BTreeMap<String, String>, since: u64) {
+        let done = self.fleet.reconciled_by(objects, since, PATIENCE).await;
+        assert!(
+            done,
+            "{what}: not every one was reconciled by its member\n{}",
+            self.fleet.report()
+        );
     }
 
     /// A live member, chosen by the seed.
@@ -227,7 +231,7 @@ impl Story {
     }
 
     /// `SIGSTOP` past the lease duration, then `SIGCONT`: the others take its objects over,
-    /// it gets them back, and no reconcile of it overlaps theirs.
+    /// it gets them back once it renews, and no reconcile of it overlaps theirs.
     async fn pause(&mut self) {
         let i = self.victim();
         let identity = self.fleet.members[i].identity.clone();
@@ -235,28 +239,46 @@ impl Story {
         let t = now_us();
         self.fleet.pause(i);
         let targets = self.taken_over(&held);
-        let done = self.fleet.reconciled_by(&targets, t, PATIENCE).await;
-        assert!(
-            done,
-            "the objects of paused {identity} were not taken over\n{}",
-            self.fleet.report()
-        );
+        self.reconciled(
+            "SIGSTOP: the paused member's objects, by the others",
+            &targets,
+            t,
+        )
+        .await;
         let resumed = now_us();
         self.fleet.resume(i);
-        self.fleet
-            .until_settled("the ring to settle after a resume")
-            .await;
-        let done = self.fleet.reconciled_by(&held, resumed, PATIENCE).await;
-        assert!(
-            done,
-            "{identity} did not get its objects back\n{}",
-            self.fleet.report()
-        );
+        self.given_back(&identity, &held, resumed, "SIGCONT").await;
         self.no_overlaps("SIGSTOP and SIGCONT");
         self.notes.push(format!(
             "SIGSTOP of {identity} for {:.1} s: no overlap",
             seconds(resumed - t)
         ));
+    }
+
+    /// Once `identity` is back: the ring settles with it, and its hot objects (which ask to be
+    /// reconciled again all the time) are reconciled by it again. Its other objects need no
+    /// reconcile: nothing changed in them while another member held them.
+    async fn given_back(
+        &self,
+        identity: &str,
+        held: &BTreeMap<String, String>,
+        since: u64,
+        what: &str,
+    ) {
+        self.fleet
+            .until_settled(&format!("the ring to settle after {what}"))
+            .await;
+        let hot: BTreeMap<String, String> = held
+            .iter()
+            .filter(|(o, _)| self.fleet.objects[*o].hot)
+            .map(|(o, m)| (o.clone(), m.clone()))
+            .collect();
+        self.reconciled(
+            &format!("{what}: {identity}'s hot objects, by it"),
+            &hot,
+            since,
+        )
+        .await;
     }
 
     /// Cut off from the API server past the lease duration, then reconnected: the same.
@@ -267,23 +289,15 @@ impl Story {
         let t = now_us();
         self.fleet.cut(i).await;
         let targets = self.taken_over(&held);
-        let done = self.fleet.reconciled_by(&targets, t, PATIENCE).await;
-        assert!(
-            done,
-            "the objects of cut-off {identity} were not taken over\n{}",
-            self.fleet.report()
-        );
+        self.reconciled(
+            "partition: the cut-off member's objects, by the others",
+            &targets,
+            t,
+        )
+        .await;
         let back = now_us();
         self.fleet.reconnect(i).await;
-        self.fleet
-            .until_settled("the ring to settle after a reconnect")
-            .await;
-        let done = self.fleet.reconciled_by(&held, back, PATIENCE).await;
-        assert!(
-            done,
-            "{identity} did not get its objects back\n{}",
-            self.fleet.report()
-        );
+        self.given_back(&identity, &held, back, "a reconnect").await;
         self.no_overlaps("partition");
         self.notes.push(format!(
             "partition of {identity} for {:.1} s: no overlap",

@@ -655,6 +655,18 @@ spec:
     }
 }
 
+/// The objects whose member differs from `before` to `after`, with their member in `after`.
+pub fn changed(
+    before: &BTreeMap<String, String>,
+    after: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    after
+        .iter()
+        .filter(|(o, m)| before.get(*o) != Some(*m))
+        .map(|(o, m)| (o.clone(), m.clone()))
+        .collect()
+}
+
 /// The environment variable of the runtime's test switch that skips the hand-over wait.
 pub const SKIP_HANDOVER_ENV: &str = "INFORMANT_SHARD_SKIP_HANDOVER";
 
