@@ -382,6 +382,12 @@ impl InformerPool {
         unused
     }
 
+    /// The running informer of `key`, if the pool holds one.
+    #[must_use]
+    pub fn informer(&self, key: &InformerKey) -> Option<Arc<Informer>> {
+        self.entries().get(key).map(|e| Arc::clone(&e.informer))
+    }
+
     /// The keys of every pooled informer.
     #[must_use]
     pub fn keys(&self) -> Vec<InformerKey> {
