@@ -36,7 +36,7 @@ pub(crate) use load::{document_schema, validate_json};
 pub(crate) use names::dns1123_subdomain_problem;
 pub use status::{
     CONDITION_READY, CONDITION_VALID, CacheConfigStatus, MAX_LISTED_NAMESPACES,
-    NamespaceSelectorStatus,
+    NamespaceSelectorStatus, ShardObjects, ShardingStatus,
 };
 pub(crate) use structure::check as check_schema;
 pub use types::{

@@ -27,6 +27,8 @@ mod manager_run;
 mod manager_scope;
 mod manager_source;
 mod manager_status;
+mod shard_cache;
+mod shard_manager;
 mod shard_membership;
 mod shard_processes;
 mod shard_rust_member;
