@@ -31,7 +31,6 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use informant::selector::ShardSelector;
 use shard_harness::{Fleet, PATIENCE, POLL, Settings, changed, now_us};
 use support::holds_within_every;
 
@@ -106,28 +105,11 @@ async fn memory(objects: usize, members: usize, server_side: bool) {
         );
     }
     let ring = fleet.ring();
-    let answers = fleet.server.handle().lists();
     for (i, member) in fleet.members.iter().enumerate() {
         let ranges = ring.ranges(&member.identity);
-        let bytes: usize = answers
-            .iter()
-            .filter(|a| a.resource == "configmaps")
-            .filter(|a| {
-                !server_side
-                    || a.shard_selector
-                        .as_deref()
-                        .and_then(|s| s.parse::<ShardSelector>().ok())
-                        .is_some_and(|s| s.ranges() == ranges.as_slice())
-            })
-            .map(|a| a.bytes)
-            .sum();
-        // Without the gate every member's LISTs look alike: the figure is the total over
-        // members divided by their number.
-        let bytes = if server_side {
-            bytes as u64
-        } else {
-            (bytes / members) as u64
-        };
+        let (_, bytes) = fleet
+            .last_list(server_side.then_some(ranges.as_slice()))
+            .unwrap_or_default();
         println!(
             "  {members} member(s), {}: member {i}: {} objects cached, RSS {:.1} MiB, LIST {:.1} MiB",
             if server_side {
@@ -137,7 +119,7 @@ async fn memory(objects: usize, members: usize, server_side: bool) {
             },
             fleet.cached(i).await.unwrap_or_default(),
             mib(fleet.rss(i)),
-            mib(bytes),
+            mib(bytes as u64),
         );
     }
 }

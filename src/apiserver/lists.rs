@@ -1,6 +1,6 @@
 //! The LIST answers the server gave, most recent last: which collection, under which shard
-//! selector, how many objects and bytes. Tests read it to see what each client was sent (a
-//! sharded member's LIST holds its share only), benches to count LIST bytes.
+//! selector, which page, how many objects and bytes. Tests read it to see what each client was
+//! sent (a sharded member's LIST holds its share only), benches to count LIST bytes.
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
@@ -23,6 +23,10 @@ pub struct ListAnswer {
     /// The `shardSelector` the answer applied (echoed in `metadata.shardInfo`); `None` when
     /// the request sent none, or the `ShardedListAndWatch` gate is off and it was ignored.
     pub shard_selector: Option<String>,
+    /// Whether this is the first page of its list (the request carried no `continue` token).
+    pub first_page: bool,
+    /// Whether this is the last page of its list (the answer carries no `continue` token).
+    pub last_page: bool,
     /// Objects in the answer.
     pub items: usize,
     /// Bytes of the answer's body.
@@ -69,6 +73,8 @@ mod tests {
                 resource: "configmaps".into(),
                 namespace: None,
                 shard_selector: None,
+                first_page: true,
+                last_page: true,
                 items,
                 bytes: 0,
             });

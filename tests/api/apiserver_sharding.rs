@@ -139,6 +139,19 @@ async fn the_list_log_says_which_shard_each_answer_applied_and_what_it_held() {
         answers.iter().all(|a| a.bytes > 100 * a.items.max(1)),
         "each answer's body is counted: {answers:?}"
     );
+    assert!(answers.iter().all(|a| a.first_page && a.last_page));
+    // A paginated list: its pages, the first and the last marked.
+    let api = Api::<ConfigMap>::all(sharded_client(&client, &halves[0]));
+    let first = api.list(&ListParams::default().limit(7)).await.unwrap();
+    let token = first.metadata.continue_.unwrap();
+    api.list(&ListParams::default().limit(100).continue_token(&token))
+        .await
+        .unwrap();
+    let pages: Vec<(bool, bool, usize)> = s.handle().lists()[3..]
+        .iter()
+        .map(|a| (a.first_page, a.last_page, a.items))
+        .collect();
+    assert_eq!(pages, vec![(true, false, 7), (false, true, held[0] - 7)]);
 }
 
 #[tokio::test]

@@ -19,10 +19,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use informant::manager::Ring;
-use informant::selector::ShardSelector;
 use rand::{RngExt, SeedableRng};
 
 use crate::shard_harness::{Fleet, Log, PATIENCE, Settings, changed, moved, now_us, shares};
+use crate::support::holds_within;
 
 /// How long the members may take, once a member's Lease expired, to list and reconcile what it
 /// held: a relist of the kind and a pass over about a thousand objects on a loaded machine.
@@ -58,6 +58,8 @@ struct Story {
     fleet: Fleet,
     rng: rand::rngs::StdRng,
     notes: Vec<String>,
+    /// How many LIST answers the server had given when the last join began.
+    lists_mark: usize,
 }
 
 impl Story {
@@ -68,6 +70,7 @@ impl Story {
             fleet,
             rng,
             notes: Vec::new(),
+            lists_mark: 0,
         }
     }
 
@@ -94,7 +97,8 @@ impl Story {
     }
 
     /// Steady state: each object reconciled by exactly one member, the one the ring gives it;
-    /// the union covers every object; no member holds more than 1.3/N of them.
+    /// the union covers every object; each member caches exactly the objects it reconciles; no
+    /// member holds more than 1.3/N of them.
     async fn steady(&mut self) {
         let owners = self.fleet.assignment(&self.fleet.ring());
         self.reconciled("steady state: every object", &owners, 0)
@@ -122,9 +126,23 @@ impl Story {
             "the largest share {largest} of {} is above 1.3/{n}: {shares:?}",
             all.len()
         );
+        for (i, m) in self.fleet.members.iter().enumerate() {
+            let share = shares.get(&m.identity).copied().unwrap_or_default() as u64;
+            let cached = holds_within(PATIENCE, || async {
+                self.fleet.cached(i).await == Some(share)
+            })
+            .await;
+            assert!(
+                cached,
+                "{} caches {:?} objects, not its share {share}",
+                m.identity,
+                self.fleet.cached(i).await
+            );
+        }
         self.no_overlaps("steady state");
-        self.notes
-            .push(format!("steady state, {n} members: {shares:?}"));
+        self.notes.push(format!(
+            "steady state, {n} members, each caching and reconciling its share: {shares:?}"
+        ));
     }
 
     /// A member joins: fewer than 1/4 + 10% of the objects move, all to it, each reconciled by
@@ -132,6 +150,7 @@ impl Story {
     async fn join(&mut self) {
         let before = self.log().last_reconciler();
         let ring_before = self.fleet.assignment(&self.fleet.ring());
+        self.lists_mark = self.fleet.server.handle().lists().len();
         let t = now_us();
         let index = self.fleet.spawn().await;
         let joined = self.fleet.members[index].identity.clone();
@@ -306,49 +325,52 @@ impl Story {
     }
 
     /// The server's LIST answers of `ConfigMap`s: with `ShardedListAndWatch`, each live member
-    /// was last sent exactly the objects the ring gives it; without, every LIST held them all.
+    /// was last sent exactly the objects the ring gives it; without, no LIST applied a
+    /// selector and each held every object.
     fn lists_hold_the_shares(&self) {
-        let answers: Vec<_> = self
-            .fleet
-            .server
-            .handle()
-            .lists()
-            .into_iter()
-            .filter(|a| a.resource == "configmaps")
-            .collect();
         let total = self.fleet.objects.len();
+        let answers = self.fleet.server.handle().lists();
         if !self.fleet.settings.server_side {
             assert!(
-                answers
-                    .iter()
-                    .all(|a| a.shard_selector.is_none() && a.items <= total),
+                answers.iter().all(|a| a.shard_selector.is_none()),
                 "without the gate no LIST applies a selector"
+            );
+            // The members' pages interleave: every complete LIST since the last join held every
+            // object when the pages hold as many objects as the LISTs times the objects.
+            let lists: Vec<_> = answers[self.lists_mark..]
+                .iter()
+                .filter(|a| a.resource == "configmaps")
+                .collect();
+            let complete = lists.iter().filter(|a| a.last_page).count();
+            let items: usize = lists.iter().map(|a| a.items).sum();
+            assert!(complete > 0);
+            assert_eq!(
+                items,
+                complete * total,
+                "without the gate each of the {complete} LISTs holds every object"
             );
             return;
         }
-        let ring = self.fleet.ring();
-        let owners = self.fleet.assignment(&ring);
-        let shares = shares(&owners);
-        for member in self.fleet.live() {
-            let wanted = ring.ranges(&member);
-            let answer = answers.iter().rev().find(|a| {
-                a.shard_selector
-                    .as_deref()
-                    .and_then(|s| s.parse::<ShardSelector>().ok())
-                    .is_some_and(|s| s.ranges() == wanted.as_slice())
-            });
-            let answer = answer
-                .unwrap_or_else(|| panic!("no LIST answer applied {member}'s ranges: {answers:?}"));
-            assert_eq!(
-                answer.items,
-                shares.get(&member).copied().unwrap_or_default(),
-                "{member}'s LIST held exactly its share"
-            );
-        }
         assert!(
-            answers.iter().all(|a| a.shard_selector.is_some()),
+            answers
+                .iter()
+                .filter(|a| a.resource == "configmaps")
+                .all(|a| a.shard_selector.is_some()),
             "every LIST of a sharded kind applied a selector"
         );
+        let ring = self.fleet.ring();
+        let shares = shares(&self.fleet.assignment(&ring));
+        for member in self.fleet.live() {
+            let (items, _) = self
+                .fleet
+                .last_list(Some(&ring.ranges(&member)))
+                .unwrap_or_else(|| panic!("no LIST applied {member}'s ranges"));
+            assert_eq!(
+                items,
+                shares.get(&member).copied().unwrap_or_default(),
+                "{member}'s last LIST held exactly its share"
+            );
+        }
     }
 
     fn finish(self, title: &str) {
@@ -389,7 +411,6 @@ async fn story(settings: Settings, title: &str, disruptions: bool) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the sharding runtime (branch issue-20b)"]
 async fn members_keep_one_owner_per_object_through_join_pause_partition_and_kill_server_side() {
     let settings = Settings {
         seed: seed(),
@@ -399,7 +420,6 @@ async fn members_keep_one_owner_per_object_through_join_pause_partition_and_kill
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the sharding runtime (branch issue-20b)"]
 async fn members_filtering_in_the_process_keep_the_same_owners_through_a_join_and_a_kill() {
     let settings = Settings {
         seed: seed(),
@@ -410,7 +430,6 @@ async fn members_filtering_in_the_process_keep_the_same_owners_through_a_join_an
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the sharding runtime (branch issue-20b)"]
 async fn rust_controller_members_keep_one_owner_per_object_through_the_same_story() {
     let settings = Settings {
         seed: seed(),
@@ -436,7 +455,6 @@ fn busy(skip_handover: bool) -> Settings {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the sharding runtime (branch issue-20b)"]
 async fn the_overlap_checker_reports_overlaps_when_the_handover_wait_is_skipped() {
     let mut fleet = Fleet::start(busy(true), 3).await;
     let owners = fleet.assignment(&fleet.ring());
@@ -462,7 +480,6 @@ async fn the_overlap_checker_reports_overlaps_when_the_handover_wait_is_skipped(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the sharding runtime (branch issue-20b)"]
 async fn with_the_handover_wait_the_same_join_overlaps_nothing() {
     let mut fleet = Fleet::start(busy(false), 3).await;
     let owners = fleet.assignment(&fleet.ring());

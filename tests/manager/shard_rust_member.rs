@@ -6,7 +6,9 @@
 //! while tests run.
 //!
 //! The process is what `informant run --config FILE` is, a `Manager` from the file with the
-//! harness's identity and timings, plus a Rust `Controller` of `ConfigMap`s whose reconcile
+//! harness's identity, timings and reconcile log (`ShardOptions`, what `--shard-identity`,
+//! `--leader-elect-*` and `--reconcile-log` set), plus a Rust `Controller` of `ConfigMap`s
+//! (gated by the ring as every controller of a sharded manager is) whose reconcile
 //! writes the harness's reconcile log (a line when it starts, one when it ends) and holds a
 //! hot object ([`HOLD_ANNOTATION`]) as the harness's hook does.
 
@@ -17,12 +19,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use informant::controller::{Action, Context, Controller, default_error_policy};
-use informant::manager::{ConfigSource, Manager, Options};
+use informant::manager::{ConfigSource, Manager, Options, ShardOptions};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::config::KubeConfigOptions;
 use tokio_util::sync::CancellationToken;
 
-use crate::shard_harness::{HOLD_ANNOTATION, Launch, now_us};
+use crate::shard_harness::{HOLD_ANNOTATION, LEASE_NAMESPACE, Launch, SKIP_HANDOVER_ENV, now_us};
 
 /// The environment variable that makes [`rust_member_process`] a member; without it the test
 /// does nothing.
@@ -104,13 +106,18 @@ async fn rust_member_process() {
         .await
         .unwrap();
     let client = kube::Client::try_from(config).unwrap();
-    let _timings = (
-        duration("INFORMANT_SHARD_LEASE"),
-        duration("INFORMANT_SHARD_RENEW"),
-        duration("INFORMANT_SHARD_RETRY"),
-    );
+    let shard = ShardOptions {
+        identity: identity.clone(),
+        lease_namespace: LEASE_NAMESPACE.to_owned(),
+        lease_duration: duration("INFORMANT_SHARD_LEASE"),
+        renew_deadline: duration("INFORMANT_SHARD_RENEW"),
+        retry_period: duration("INFORMANT_SHARD_RETRY"),
+        reconcile_log: std::env::var_os("INFORMANT_RECONCILE_LOG").map(PathBuf::from),
+        skip_handover: std::env::var(SKIP_HANDOVER_ENV).is_ok_and(|v| v == "true"),
+    };
     let options = Options {
         metrics_addr: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+        shard,
         ..Options::new(ConfigSource::File(PathBuf::from(env(
             "INFORMANT_SHARD_CONFIG",
         ))))

@@ -123,6 +123,32 @@ impl Log {
         Self { reconciles }
     }
 
+    /// The reconciles of the runtime's reconcile log (`--reconcile-log`: one JSON line per
+    /// reconcile, written when it ends, times in nanoseconds), each logged by `runtime
+    /// <controller>`. A reconcile the fence dropped ended when the fence fell (`fenced_at_ns`):
+    /// it made no progress after, though a paused process only drops it once resumed.
+    pub fn parse_runtime(text: &str) -> Self {
+        let mut reconciles: Vec<Reconcile> = text
+            .lines()
+            .filter_map(|line| {
+                let v: serde_json::Value = serde_json::from_str(line).ok()?;
+                let mut end = v["end_ns"].as_u64()?;
+                if let Some(fenced_at) = v["fenced_at_ns"].as_u64() {
+                    end = end.min(fenced_at);
+                }
+                Some(Reconcile {
+                    start: v["start_ns"].as_u64()? / 1_000,
+                    end: Some(end / 1_000),
+                    member: v["member"].as_str()?.to_owned(),
+                    object: v["uid"].as_str()?.to_owned(),
+                    source: format!("runtime {}", v["controller"].as_str()?),
+                })
+            })
+            .collect();
+        reconciles.sort();
+        Self { reconciles }
+    }
+
     /// This log and `reconciles` (those the hook noted).
     pub fn with(mut self, reconciles: impl IntoIterator<Item = Reconcile>) -> Self {
         self.reconciles.extend(reconciles);

@@ -28,9 +28,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use informant::apiserver::{Config, FeatureGates, TestServer};
+use informant::apiserver::{Config, FeatureGates, ListAnswer, TestServer};
 use informant::manager::{CLAIMS_ANNOTATION, Membership, RING_LABEL, RangeSet, Ring};
-use informant::selector::ShardKey;
+use informant::selector::{ShardKey, ShardRange, ShardSelector};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
@@ -195,6 +195,8 @@ pub struct Member {
     pub stderr: PathBuf,
     /// Where it writes its reconciles when it writes them itself (a Rust controller).
     pub log: PathBuf,
+    /// The runtime's log of its reconciles (`--reconcile-log`).
+    pub runtime_log: PathBuf,
 }
 
 impl Member {
@@ -337,6 +339,7 @@ impl Fleet {
         )
         .unwrap();
         let log = dir.join(format!("{identity}.reconciles"));
+        let runtime_log = dir.join(format!("{identity}.runtime.jsonl"));
         let config = dir.join(format!("{identity}.yaml"));
         std::fs::write(&config, self.config(&identity)).unwrap();
         let stderr = dir.join(format!("{identity}.log"));
@@ -369,6 +372,7 @@ impl Fleet {
         command
             .env("INFORMANT_SHARD_IDENTITY", &identity)
             .env("INFORMANT_SHARD_LOG", &log)
+            .env("INFORMANT_RECONCILE_LOG", &runtime_log)
             .env("INFORMANT_SHARD_CONFIG", &config)
             .env("KUBECONFIG", &kubeconfig)
             .env_remove("RUST_LOG")
@@ -389,6 +393,7 @@ impl Fleet {
             metrics: SocketAddr::from(([127, 0, 0, 1], 0)),
             stderr,
             log,
+            runtime_log,
         };
         let listening = holds_within(PATIENCE, || {
             let text = member.stderr();
@@ -533,6 +538,36 @@ spec:
         found
     }
 
+    /// The last complete LIST of `ConfigMap`s whose answers applied a shard selector of exactly
+    /// `ranges` (all when `None`: no selector): its objects and bytes, over its pages.
+    pub fn last_list(&self, ranges: Option<&[ShardRange]>) -> Option<(usize, usize)> {
+        let answers: Vec<ListAnswer> = self
+            .server
+            .handle()
+            .lists()
+            .into_iter()
+            .filter(|a| a.resource == "configmaps")
+            .filter(|a| {
+                let applied = a
+                    .shard_selector
+                    .as_deref()
+                    .and_then(|s| s.parse::<ShardSelector>().ok());
+                match (ranges, applied) {
+                    (None, None) => true,
+                    (Some(want), Some(s)) => s.ranges() == want,
+                    _ => false,
+                }
+            })
+            .collect();
+        let last = answers.iter().rposition(|a| a.last_page)?;
+        let first = answers[..=last].iter().rposition(|a| a.first_page)?;
+        let pages = &answers[first..=last];
+        Some((
+            pages.iter().map(|a| a.items).sum(),
+            pages.iter().map(|a| a.bytes).sum(),
+        ))
+    }
+
     /// The identities of the members running and connected.
     pub fn live(&self) -> Vec<String> {
         self.members
@@ -598,14 +633,18 @@ spec:
         assert!(settled, "timed out waiting for {what}\n{}", self.report());
     }
 
-    /// Every reconcile logged: the hook's, and those the member processes wrote.
+    /// Every reconcile logged: the hook's, the Rust controllers', the runtime's.
     pub fn log(&self) -> Log {
-        let mut text = String::new();
+        let (mut text, mut runtime) = (String::new(), String::new());
         for m in &self.members {
             text.push_str(&std::fs::read_to_string(&m.log).unwrap_or_default());
             text.push('\n');
+            runtime.push_str(&std::fs::read_to_string(&m.runtime_log).unwrap_or_default());
+            runtime.push('\n');
         }
-        Log::parse(&text, "rust").with(self.hook.reconciles())
+        Log::parse(&text, "rust")
+            .with(Log::parse_runtime(&runtime).reconciles().to_vec())
+            .with(self.hook.reconciles())
     }
 
     /// Waits (at most `timeout`) until every object was reconciled, since `since`, by the
