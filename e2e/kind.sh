@@ -42,9 +42,9 @@
 #   2 relies on informant_informer_restarts_total.
 # - The Lease has controller-runtime's periods (15 s lease), so a hand-over takes up to ~20 s.
 # - /metrics and the probes are reached through `kubectl port-forward` to the replica.
-# - Scenario 9 installs the chart again with sharding.enabled=true and scales the Deployment
-#   (kubectl scale) from 1 to 3 replicas and back; each replica's /metrics is read through a
-#   port-forward of its own.
+# - Scenario 9 installs the chart again with sharding.enabled=true (one replica, so
+#   sharding.allowSingleReplica=true) and scales the Deployment (kubectl scale) from 1 to 3
+#   replicas and back; each replica's /metrics is read through a port-forward of its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -263,7 +263,8 @@ harness_uninstall() {
 harness_shard_install() {
   helm install "$RELEASE" charts/informant --namespace "$E2E_NS" \
     --set "image.repository=${IMAGE%:*}" --set "image.tag=${IMAGE##*:}" --set image.pullPolicy=Never \
-    --set replicaCount=1 --set sharding.enabled=true \
+    --set replicaCount=1 --set sharding.enabled=true --set sharding.allowSingleReplica=true \
+    --set "sharding.ring=$SHARD_RING" --set "sharding.key=$SHARD_KEY" \
     --set-json "cacheConfig.spec=$1" \
     --wait --timeout "${E2E_WAIT}s"
   deployment=$(k -n "$E2E_NS" get deploy -l "app.kubernetes.io/instance=$RELEASE" -o name)

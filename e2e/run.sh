@@ -242,8 +242,10 @@ stop_shard_replica() { # stop_shard_replica N: SIGTERM, as kubelet stops a pod
 
 harness_shard_install() {
   E2E_SHARD_CC=informant-shard
+  local spec
+  spec=$(printf '%s' "$1" | python3 -c 'import json, sys; s = json.load(sys.stdin); s["sharding"] = {"ring": sys.argv[1], "key": sys.argv[2]}; print(json.dumps(s))' "$SHARD_RING" "$SHARD_KEY")
   printf 'apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\nmetadata: {name: %s, namespace: %s}\nspec: %s\n' \
-    "$E2E_SHARD_CC" "$E2E_NS" "$1" | k apply -f - >/dev/null
+    "$E2E_SHARD_CC" "$E2E_NS" "$spec" | k apply -f - >/dev/null
   harness_shard_scale 1
 }
 

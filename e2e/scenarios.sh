@@ -31,8 +31,9 @@
 #     harness_logs           print the manager's (and server's) logs, for failure reports
 #     harness_shard_install SPEC
 #                            install a manager whose CacheConfig E2E_NS/E2E_SHARD_CC has the spec
-#                            SPEC (JSON, with spec.sharding), one replica, every replica a member
-#                            of the ring (its Lease in E2E_NS); set E2E_SHARD_CC
+#                            SPEC (JSON) sharded by ring SHARD_RING and key SHARD_KEY, one replica,
+#                            every replica a member of the ring (its Lease in E2E_NS); set
+#                            E2E_SHARD_CC
 #     harness_shard_scale N  run N replicas of it (start or stop some; a stopped one ends as a
 #                            pod does, SIGTERM); return once N run
 #     harness_member_metrics print the /metrics of every running replica of it, each after a line
@@ -445,13 +446,16 @@ nothing_left() { [ -z "$(harness_leftovers)" ]; }
 # Scenario 9's ring and objects: ConfigMaps in namespaces e2e-shard-0 ... , labelled for the
 # sharded CacheConfig, which shards them by uid.
 SHARD_RING=e2e
+# shellcheck disable=SC2034 # read by the harnesses (harness_shard_install)
+SHARD_KEY=uid
 SHARD_NAMESPACES=10
 SHARD_PER_NAMESPACE=30
 SHARD_LABEL=e2e.informant.dev/sharded
 
+# The spec of the sharded CacheConfig, but its sharding (the harness adds it: the chart sets it
+# from its sharding values).
 shard_spec() {
-  printf '{"sharding": {"ring": "%s", "key": "uid"}, "byObject": [{"apiVersion": "v1", "kind": "ConfigMap", "labelSelector": "%s=yes"}]}' \
-    "$SHARD_RING" "$SHARD_LABEL"
+  printf '{"byObject": [{"apiVersion": "v1", "kind": "ConfigMap", "labelSelector": "%s=yes"}]}' "$SHARD_LABEL"
 }
 
 create_shard_objects() {
