@@ -236,13 +236,16 @@ pub fn add_to_manager(manager: &mut Manager) {
     let ctx = Context::of(manager);
     let metrics = ControllerMetrics::of(manager);
     let hook_metrics = HookMetrics::of(manager);
+    // The config the manager starts with: a reload cannot change its sharding.
+    let sharding = state.snapshot().config.cache.sharding.clone();
     manager.add_leader_runnable("hooks", move |shutdown| async move {
         let (send, receive) = watch::channel(Desired::new());
         let in_cluster = matches!(source, ConfigSource::Resource { .. });
         let supervisor = Supervisor::new(receive)
             .metrics(&metrics, &hook_metrics)
             .write_status(in_cluster)
-            .hold_controllers(in_cluster);
+            .hold_controllers(in_cluster)
+            .sharding(sharding);
         let follow = async {
             match source {
                 ConfigSource::File(path) => {
