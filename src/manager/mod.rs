@@ -17,6 +17,7 @@ mod elected;
 mod group;
 mod http;
 mod leader;
+mod members;
 pub(crate) mod metrics;
 mod options;
 mod probes;
@@ -37,6 +38,7 @@ pub use leader::{
     DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderElection,
     LeaderElector, LeaderError, LostCause, default_identity,
 };
+pub use members::{RingMember, live_members, ring_members};
 pub use metrics::{
     InformerSource, InformerState, ManagerMetrics, MetricsRegistry, RELOAD_DURATION_BUCKETS,
     ReloadResult, ScopeSource, register_informers, register_scope,
