@@ -5,8 +5,9 @@
 //!
 //! `spec.sharding` is one: every replica of a ring must agree on the ring and the key, and a
 //! replica cannot leave one ring and join another, or move from one key to the other, without
-//! a moment where two replicas both own an object (or none does). A restart of every replica
-//! (`kubectl rollout restart`) applies the new sharding from a clean start.
+//! a moment where two replicas both own an object (or none does). Stopping every replica, then
+//! starting them (`kubectl scale --replicas=0`, then back) applies the new sharding from a
+//! clean start; a rolling restart would not (old and new replicas would run side by side).
 
 use super::error::{Error, FieldError, FieldPath, Origin};
 use super::load::Validated;
@@ -24,8 +25,9 @@ pub fn restart_needed(running: &Validated, next: &Validated) -> Vec<FieldError> 
         &FieldPath::root("spec").field("sharding"),
         format!(
             "changing sharding needs a restart of every replica; the replicas run with {}, \
-             this config asks for {}: revert the edit, or keep it and restart every replica \
-             (kubectl rollout restart deployment/<name>), which then starts with it",
+             this config asks for {}: revert the edit, or keep it and stop every replica before \
+             any starts again with it (kubectl scale deployment/<name> --replicas=0, then \
+             back; a rolling restart would run both shardings at once, two owners per object)",
             describe(was.as_ref()),
             describe(now.as_ref()),
         ),
