@@ -60,7 +60,8 @@ impl ShardingDescription {
                  its namespaces only, one informer per namespace and kind, and reconciles the \
                  objects there"
                     .to_owned(),
-                "the member that owns the empty namespace \"\"".to_owned(),
+                "the member that owns the hash of the object's uid, one object at a time"
+                    .to_owned(),
             ),
             ShardKey::Uid => (
                 "uid",
@@ -71,7 +72,7 @@ impl ShardingDescription {
                  the API server supports it (KEP-5866, feature gate ShardedListAndWatch), and \
                  otherwise list everything and keep their share in the process"
                     .to_owned(),
-                "the member that owns the hash of the object's uid".to_owned(),
+                "the member that owns the hash of the object's uid, as every object".to_owned(),
             ),
         };
         Some(Self {
@@ -150,7 +151,10 @@ mod tests {
                 "every other cluster-scoped kind read through the cache"
             ]
         );
-        assert!(d.cluster_scoped_reconciled_by.contains("empty namespace"));
+        assert!(
+            d.cluster_scoped_reconciled_by
+                .starts_with("the member that owns the hash of the object's uid")
+        );
         let text = d.to_text();
         assert!(
             text.starts_with("sharding: ring shop, key namespace\n  the tree above is the whole"),

@@ -179,8 +179,8 @@ pub struct ShardingSpec {
     /// server-side `shardSelector` where the API server supports it), for controllers that
     /// own and watch nothing: a hook `Controller` with `owns` or `watches` does not start
     /// (`Ready=False`, reason `NeedsShardKeyNamespace`). Either way cluster-scoped kinds are
-    /// cached whole on every replica; with `namespace`, their objects are reconciled by one
-    /// replica, the owner of the empty namespace.
+    /// cached whole on every replica, and each of their objects is reconciled by one replica,
+    /// the owner of the hash of its uid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
 }

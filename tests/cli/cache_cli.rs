@@ -459,7 +459,7 @@ async fn explain_shows_the_sharding_and_with_a_cluster_the_rings_live_members() 
         "\nsharding: ring shop, key namespace\n",
         "\n  members: the unexpired Leases labelled informant.dev/ring=shop in the lease namespace (kubectl get leases -l informant.dev/ring=shop)\n",
         "\n  sharded (each namespace whole on one member): v1/ConfigMap, every other namespaced kind read through the cache\n",
-        "\n  cached whole on every member: v1/Node, every other cluster-scoped kind read through the cache; reconciled by the member that owns the empty namespace \"\"\n",
+        "\n  cached whole on every member: v1/Node, every other cluster-scoped kind read through the cache; reconciled by the member that owns the hash of the object's uid, one object at a time\n",
         "\n  a member's share: each namespace is assigned whole to one member: ",
     ] {
         assert!(
