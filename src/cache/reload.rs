@@ -9,14 +9,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::core::{GroupVersion, GroupVersionKind};
+use tokio::sync::watch;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::crds::CrdWatch;
 use super::namespaces::{NamespaceWatch, namespace_gvk};
 use super::{
     Cache, ClusterScope, Context, InformerCache, InformerKey, InformerPool, InformerSettings,
-    Options, OptionsError, Plan, Resolver, Scope, SharedCache,
+    Options, OptionsError, Plan, Resolver, Scope, ShardScope, SharedCache,
 };
+use crate::selector::ShardKey;
 
 /// How long a reload waits for the new eager informers to sync before it publishes the tree
 /// anyway, reporting them unsynced.
@@ -126,6 +128,9 @@ pub struct CacheReloader {
     /// (a kind of an aggregated API is served without one), or of each custom kind when the
     /// CRDs could not be listed.
     discovered: HashMap<GroupVersionKind, Result<(), String>>,
+    /// This member's share of a shard ring, when the manager runs one: applied while the
+    /// options have `sharding`.
+    shard: Option<watch::Receiver<Option<ShardScope>>>,
     shared: Arc<SharedCache>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
@@ -158,6 +163,7 @@ impl CacheReloader {
             namespaces: None,
             crds: None,
             discovered: HashMap::new(),
+            shard: None,
             tracker,
             shutdown,
             sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
@@ -168,6 +174,15 @@ impl CacheReloader {
     #[must_use]
     pub fn with_sync_timeout(mut self, timeout: Duration) -> Self {
         self.sync_timeout = timeout;
+        self
+    }
+
+    /// Caches only the share `shard` says (and follows it: each change is applied as
+    /// [`CacheReloader::rescope`] applies a namespace's) while the options have `sharding`.
+    /// `None` in the channel, or no channel, caches everything the options say.
+    #[must_use]
+    pub fn with_shard(mut self, shard: watch::Receiver<Option<ShardScope>>) -> Self {
+        self.shard = Some(shard);
         self
     }
 
@@ -207,7 +222,7 @@ impl CacheReloader {
         // Refuse options that cannot be planned before following anything for them.
         Plan::new(&options)?;
         let mut unsynced = Vec::new();
-        if options.uses_namespace_selector() {
+        if follows_namespaces(&options) {
             if let Err(error) = self.follow_namespaces().await {
                 unsynced.push((namespace_gvk(), error.to_string()));
             }
@@ -312,7 +327,10 @@ impl CacheReloader {
         let Some(options) = self.options.as_ref() else {
             return Ok(CacheChange::default());
         };
-        if !options.uses_namespace_selector() && custom_kinds(options).is_empty() {
+        if !follows_namespaces(options)
+            && custom_kinds(options).is_empty()
+            && options.sharding.is_none()
+        {
             return Ok(CacheChange::default());
         }
         let plan = self.plan_for_cluster()?;
@@ -321,7 +339,7 @@ impl CacheReloader {
 
     /// Waits until something the plan depends on may have changed in the cluster (a
     /// namespace was created, labelled, unlabelled or deleted; a CRD was created, changed or
-    /// deleted); then call [`CacheReloader::rescope`]. Never returns while nothing is
+    /// deleted; this member's share of its shard ring changed); then call [`CacheReloader::rescope`]. Never returns while nothing is
     /// followed.
     pub async fn scope_changed(&mut self) {
         let namespaces = async {
@@ -336,9 +354,20 @@ impl CacheReloader {
                 None => std::future::pending().await,
             }
         };
+        let shard = async {
+            match &mut self.shard {
+                Some(shard) => {
+                    if shard.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = namespaces => {}
             () = crds => {}
+            () = shard => {}
         }
     }
 
@@ -380,6 +409,12 @@ impl CacheReloader {
                 .as_ref()
                 .map(Plan::wide_selections)
                 .unwrap_or_default(),
+            shard: self
+                .options
+                .as_ref()
+                .filter(|o| o.sharding.is_some())
+                .and(self.shard.as_ref())
+                .and_then(|shard| shard.borrow().clone()),
         }
     }
 
@@ -519,6 +554,16 @@ fn served_kinds(tree: &dyn Cache) -> Vec<GroupVersionKind> {
         }
     }
     kinds
+}
+
+/// Whether the plan of `options` depends on the cluster's namespaces: a namespace selector
+/// matches them, or the objects are sharded by namespace.
+fn follows_namespaces(options: &Options) -> bool {
+    options.uses_namespace_selector()
+        || options
+            .sharding
+            .as_ref()
+            .is_some_and(|s| s.key == ShardKey::Namespace)
 }
 
 /// The `byObject` kinds of `options` that are not built in: a CRD (or an aggregated API)

@@ -40,7 +40,7 @@ pub use restart::{reloadable, restart_needed};
 pub use shares::ShardingDescription;
 pub use status::{
     CONDITION_READY, CONDITION_VALID, CacheConfigStatus, MAX_LISTED_NAMESPACES,
-    NamespaceSelectorStatus,
+    NamespaceSelectorStatus, ShardObjects, ShardingStatus,
 };
 pub(crate) use structure::check as check_schema;
 pub use types::{

@@ -100,6 +100,9 @@ pub struct Supervisor {
     write_status: bool,
     hold_controllers: bool,
     sharding: Option<Sharding>,
+    /// With sharding, whether this member leads: only the leader writes statuses, holds
+    /// `Controller`s and releases finalizers.
+    leader: Option<watch::Receiver<bool>>,
     progress: watch::Sender<Progress>,
 }
 
@@ -127,6 +130,7 @@ impl Supervisor {
             write_status: false,
             hold_controllers: false,
             sharding: None,
+            leader: None,
             progress: watch::channel(Progress::default()).0,
         }
     }
@@ -169,6 +173,21 @@ impl Supervisor {
         self
     }
 
+    /// Runs on every member of a shard ring (each hook controller reconciling its share),
+    /// leaving what must stay single to the member `is_leader` says leads: statuses are
+    /// written, `Controller`s held and finalizers released only there (elsewhere a release
+    /// waits, pending, until this member leads).
+    #[must_use]
+    pub fn leader(mut self, is_leader: watch::Receiver<bool>) -> Self {
+        self.leader = Some(is_leader);
+        self
+    }
+
+    /// Whether this supervisor does the single work (always, unless [`Supervisor::leader`]).
+    fn leads(&self) -> bool {
+        self.leader.as_ref().is_none_or(|l| *l.borrow())
+    }
+
     /// What the supervisor has done, updated after each pass.
     #[must_use]
     pub fn progress(&self) -> watch::Receiver<Progress> {
@@ -192,7 +211,7 @@ impl Supervisor {
             self.keep_back(&desired, &mut running, &mut waiting, &ctx)
                 .await;
             self.progress.send_modify(|p| p.passes += 1);
-            if self.write_status {
+            if self.write_status && self.leads() {
                 write_statuses(&ctx, &desired, &running, &waiting, &mut written).await;
             }
             tokio::select! {
@@ -343,6 +362,13 @@ impl Supervisor {
         held: &Held,
         shutdown: &CancellationToken,
     ) -> Option<Released> {
+        if !self.leads() {
+            // The leader releases; this member keeps it pending until it leads.
+            return Some(Released {
+                released: 0,
+                failed: 1,
+            });
+        }
         let released = release::release(ctx, held, shutdown).await?;
         self.progress.send_modify(|p| {
             p.released += released.released as u64;
@@ -394,6 +420,9 @@ impl Supervisor {
         valid: &ValidatedController,
         shutdown: &CancellationToken,
     ) -> bool {
+        if !self.leads() {
+            return true;
+        }
         let carries = carries_controller_finalizer(valid);
         match (valid.settings.finalizer.is_some(), carries) {
             (true, false) => release::hold_controller(ctx.client(), &valid.resource).await,

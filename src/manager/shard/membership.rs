@@ -142,6 +142,11 @@ pub struct MemberView {
     /// Whether this member renewed its Lease within its renew deadline. While false it must
     /// not reconcile anything: the others may soon take its share over.
     pub active: bool,
+    /// This member's claims as its last successful renewal wrote them, before the ring was
+    /// read: what the others could see when `claims` was read. A member starts acting on a
+    /// part only once it is in here, so two members never both act on a part each thought
+    /// unclaimed.
+    pub published: RangeSet,
 }
 
 /// Whether a member may act on its share now: true until its renew deadline has passed since
@@ -161,6 +166,28 @@ impl Fence {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         renewed_at.is_some_and(|t| t.elapsed() < self.renew_deadline)
+    }
+
+    /// The instant the fence falls unless the member renews first; `None` while it does not
+    /// hold.
+    #[must_use]
+    pub fn deadline(&self) -> Option<Instant> {
+        let renewed_at = *self
+            .renewed_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        renewed_at.map(|t| t + self.renew_deadline)
+    }
+
+    /// A fence renewed now, falling `renew_deadline` later (unit tests of what it gates).
+    #[cfg(test)]
+    pub(crate) fn holding_for_tests(renew_deadline: Duration) -> Self {
+        let fence = Self {
+            renewed_at: Arc::new(Mutex::new(None)),
+            renew_deadline,
+        };
+        fence.renewed(Instant::now());
+        fence
     }
 
     fn renewed(&self, at: Instant) {
@@ -245,10 +272,15 @@ impl Member {
         let lease_name = self.options.lease_name();
         let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
         let bound = self.options.retry_period;
+        let mut published = RangeSet::empty();
         loop {
             let attempt = Instant::now();
-            match tokio::time::timeout(bound, self.renew(&lease_name)).await {
-                Ok(Ok(())) => self.fence.renewed(attempt),
+            let claims = self.claims.borrow().clone();
+            match tokio::time::timeout(bound, self.renew(&lease_name, &claims)).await {
+                Ok(Ok(())) => {
+                    self.fence.renewed(attempt);
+                    published = claims;
+                }
                 Ok(Err(e)) => tracing::warn!(
                     ring = %self.options.ring,
                     lease = %lease_name,
@@ -297,6 +329,7 @@ impl Member {
                 members,
                 claims,
                 active,
+                published: published.clone(),
             });
             tokio::select! {
                 () = shutdown.cancelled() => break,
@@ -328,10 +361,10 @@ impl Member {
     }
 
     /// Creates or updates (PUT, with the resourceVersion read) this member's Lease.
-    async fn renew(&self, lease_name: &str) -> Result<(), kube::Error> {
+    async fn renew(&self, lease_name: &str, claims: &RangeSet) -> Result<(), kube::Error> {
         let now = MicroTime(jiff::Timestamp::now());
         let seconds = i32::try_from(self.options.lease_duration.as_secs()).unwrap_or(i32::MAX);
-        let claims = self.claims.borrow().to_string();
+        let claims = claims.to_string();
         if let Some(mut lease) = self.api.get_opt(lease_name).await? {
             lease
                 .metadata
