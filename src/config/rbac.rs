@@ -44,9 +44,11 @@
 //!   restricted by name) and `get`/`update` on the Lease by name
 //!   (the manager's `LeaderElector`).
 //! - **Sharding** (`spec.sharding`): the member Leases, in the manager's namespace: `get`,
-//!   `list`, `watch`, `create`, `update` and `delete` on `leases`, not restricted by name
-//!   (each replica creates, renews and at shutdown deletes a Lease named after its identity,
-//!   known only at run time, and reads every Lease of the ring). With `key: namespace`, also
+//!   `list`, `create`, `update` and `delete` on `leases`, not restricted by name (each
+//!   replica creates, renews and at shutdown deletes a Lease named after its identity, known
+//!   only at run time, and lists the ring's Leases every retry period: it never watches them).
+//!   The rule covers leader election's Lease too, so a sharded manager gets it instead of the
+//!   two leader election rules. With `key: namespace`, also
 //!   `list`/`watch` on `namespaces` in the `ClusterRole`: a member caches the namespaces it
 //!   owns, which change as members come and go, so it follows the cluster's namespaces; the
 //!   kinds it caches in all namespaces are read from the `ClusterRole` as without sharding
@@ -185,7 +187,7 @@ pub struct Rules {
 pub const NOTE_NAMESPACE_SELECTOR: &str = "namespaceSelector: the namespaces are chosen by label while the manager runs, so the kinds it caches are read cluster-wide (a ClusterRole: no Role can be written for namespaces not known in advance), and namespaces are listed and watched to follow their labels";
 
 /// The note of a sharded config.
-pub const NOTE_SHARDING: &str = "sharding: each replica creates, renews and at shutdown deletes a member Lease of its own in the manager's namespace, named after its identity at run time (so the rule names no Lease), and lists and watches the ring's Leases to know the members";
+pub const NOTE_SHARDING: &str = "sharding: each replica creates, renews and at shutdown deletes a member Lease of its own in the manager's namespace, named after its identity at run time (so the rule names no Lease; it covers leader election's Lease too), and lists the ring's Leases to know the members";
 
 /// The note of a config sharded by namespace.
 pub const NOTE_SHARDING_NAMESPACE: &str = "sharding by namespace: each replica caches the namespaces it owns, which change as replicas come and go, so namespaces are listed and watched";
@@ -297,9 +299,12 @@ impl Rules {
                 role.push(events_rule());
             }
             if ns == options.namespace {
-                role.extend(manager_rules(name, options.lease.as_deref()));
                 if cache.sharding.is_some() {
+                    // The member Lease rule covers leader election's Lease as well.
+                    role.extend(manager_rules(name, None));
                     role.push(member_lease_rule());
+                } else {
+                    role.extend(manager_rules(name, options.lease.as_deref()));
                 }
             }
             if let Scope::Namespaces(names) = &default_scope
@@ -507,15 +512,15 @@ fn manager_rules(name: &str, lease: Option<&str>) -> Vec<PolicyRule> {
 
 /// The rule of a shard ring's member Leases, in their namespace: each replica creates its
 /// own (named after its identity, known only at run time: no `resourceNames`), renews it
-/// (`update` after `get`), deletes it at shutdown, and lists and watches the ring's Leases
-/// (the manager's `shard::Member`).
+/// (`update` after `get`), deletes it at shutdown, and lists the ring's Leases every retry
+/// period (the manager's `shard::Member`). It covers leader election's Lease as well.
 #[must_use]
 pub fn member_lease_rule() -> PolicyRule {
     rule(
         LEASE_GROUP,
         &["leases"],
         None,
-        &["get", "list", "watch", "create", "update", "delete"],
+        &["get", "list", "create", "update", "delete"],
     )
 }
 
@@ -735,7 +740,7 @@ mod tests {
         assert_eq!(sys.last(), Some(&member_lease_rule()));
         assert_eq!(
             sys.last().unwrap().verbs,
-            ["get", "list", "watch", "create", "update", "delete"]
+            ["get", "list", "create", "update", "delete"]
         );
         assert_eq!(sys.last().unwrap().resource_names, None);
         assert!(
@@ -757,6 +762,21 @@ mod tests {
             Some(&member_lease_rule())
         );
         assert_eq!(by_namespace.notes, [NOTE_SHARDING_NAMESPACE, NOTE_SHARDING]);
+        let elected = Options {
+            lease: Some("informant".into()),
+            ..Options::new("sys")
+        };
+        let leases: Vec<PolicyRule> =
+            derive("{sharding: {ring: shop}}", &elected).namespaces["sys"]
+                .iter()
+                .filter(|r| r.resources == Some(vec!["leases".to_owned()]))
+                .cloned()
+                .collect();
+        assert_eq!(
+            leases,
+            [member_lease_rule()],
+            "leader election's two rules are within the member rule"
+        );
         let unsharded = derive(
             "{byObject: [{apiVersion: v1, kind: ConfigMap}]}",
             &Options::new("sys"),

@@ -360,7 +360,7 @@ fn sharding_grants_the_member_leases_and_by_namespace_watches_namespaces() {
         .collect();
     assert_eq!(
         leases,
-        [["get", "list", "watch", "create", "update", "delete"]],
+        [["get", "list", "create", "update", "delete"]],
         "the member Leases, by no name: {role}"
     );
     let cluster = &of_kind(&objects, "ClusterRole")[0]["rules"];

@@ -222,7 +222,7 @@ chart tests compare the two for several configs, so change both together.
 {{- $_ := set (get $clusterReads "") "namespaces" true -}}
 {{- $notes = append $notes "sharding by namespace: each replica caches the namespaces it owns, which change as replicas come and go, so namespaces are listed and watched" -}}
 {{- end -}}
-{{- $notes = append $notes "sharding: each replica creates, renews and at shutdown deletes a member Lease of its own in the manager's namespace, named after its identity at run time (so the rule names no Lease), and lists and watches the ring's Leases to know the members" -}}
+{{- $notes = append $notes "sharding: each replica creates, renews and at shutdown deletes a member Lease of its own in the manager's namespace, named after its identity at run time (so the rule names no Lease; it covers leader election's Lease too), and lists the ring's Leases to know the members" -}}
 {{- end -}}
 {{- if $customKinds -}}
 {{- if not (hasKey $clusterReads "apiextensions.k8s.io") -}}
@@ -276,13 +276,13 @@ chart tests compare the two for several configs, so change both together.
 {{- $rules = append $rules (dict "apiGroups" (list "informant.dev") "resources" (list "cacheconfigs/status") "resourceNames" (list $configName) "verbs" (list "patch")) -}}
 {{- $rules = append $rules (dict "apiGroups" (list "informant.dev") "resources" (list "controllers") "verbs" (list "get" "list" "watch" "patch")) -}}
 {{- $rules = append $rules (dict "apiGroups" (list "informant.dev") "resources" (list "controllers/status") "verbs" (list "patch")) -}}
-{{- if include "informant.leaderElect" $ -}}
+{{- if and (include "informant.leaderElect" $) (not $sharding) -}}
 {{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "verbs" (list "create")) -}}
 {{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "resourceNames" (list $configName) "verbs" (list "get" "update")) -}}
 {{- end -}}
 {{- if $sharding -}}
-{{- /* The member Leases: each replica's own, named after its identity at run time. */ -}}
-{{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "verbs" (list "get" "list" "watch" "create" "update" "delete")) -}}
+{{- /* The member Leases: each replica's own, named after its identity at run time; leader election's Lease too. */ -}}
+{{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "verbs" (list "get" "list" "create" "update" "delete")) -}}
 {{- end -}}
 {{- end -}}
 {{- if and (not $defaultCluster) (has $ns $defaultNs) -}}

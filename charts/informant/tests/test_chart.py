@@ -446,7 +446,7 @@ class ChartTest(unittest.TestCase):
         docs, _ = self.rendered["sharded-values.yaml"]
         roles = {d["metadata"]["namespace"]: d["rules"] for d in of_kind(docs, "Role")}
         member = {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                  "verbs": ["get", "list", "watch", "create", "update", "delete"]}
+                  "verbs": ["get", "list", "create", "update", "delete"]}
         self.assertIn(member, roles[NAMESPACE])
         self.assertEqual([ns for ns, rules in roles.items() if member in rules], [NAMESPACE])
         (cluster_role,) = of_kind(docs, "ClusterRole")
