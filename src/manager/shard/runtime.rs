@@ -291,7 +291,7 @@ impl Follow {
                 () = released_one => {}
             }
         }
-        self.gate.set_acting(RangeSet::empty(), false);
+        self.gate.set_acting(RangeSet::empty(), 0, false);
     }
 
     /// One view of the ring: the share, what to act on, what to claim.
@@ -321,7 +321,9 @@ impl Follow {
         } else {
             free.intersect(&ring_view.published)
         };
-        let (gained, finishing) = self.gate.set_acting(acting.clone(), !self.skip_handover);
+        let (gained, finishing) =
+            self.gate
+                .set_acting(acting.clone(), ring_view.term, !self.skip_handover);
         self.claims
             .send_if_modified(|current| replace(current, free.union(&acting).union(&finishing)));
         let scope = ShardScope {
