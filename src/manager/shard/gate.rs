@@ -59,8 +59,9 @@ struct Sharded {
     state: Mutex<State>,
     /// Bumped when a reconcile in a part being let go ends.
     released: watch::Sender<u64>,
-    /// Changes when the member may act on more than before.
-    gained: watch::Sender<()>,
+    /// Each time the member may act on more than before: the how-manieth time, and the part
+    /// it gained.
+    gained: watch::Sender<Gain>,
 }
 
 #[derive(Debug, Default)]
@@ -117,7 +118,7 @@ impl ShardGate {
                     fence,
                     state: Mutex::new(State::default()),
                     released: watch::Sender::new(0),
-                    gained: watch::Sender::new(()),
+                    gained: watch::Sender::new(Gain::default()),
                 }),
                 log: open(log)?,
             }),
@@ -177,12 +178,28 @@ impl ShardGate {
         })
     }
 
-    /// A receiver that changes each time this member may act on more than before: the
-    /// objects there are to be reconciled again (they were refused while another member
-    /// still claimed them).
+    /// A receiver that changes each time this member may act on more than before, with the
+    /// part it gained: the objects there are to be reconciled again (they were refused while
+    /// another member still claimed them).
     #[must_use]
-    pub fn gained(&self) -> Option<watch::Receiver<()>> {
+    pub fn gained(&self) -> Option<watch::Receiver<Gain>> {
         self.inner.sharded.as_ref().map(|s| s.gained.subscribe())
+    }
+
+    /// Whether the object `meta` describes may lie in `part`: by its namespace with
+    /// `key: namespace`; with `key: uid` (or no namespace) only a uid would say, and `meta`
+    /// may have none (a controller's stub), so it may.
+    #[must_use]
+    pub fn may_lie_in(&self, meta: &ObjectMeta, part: &RangeSet) -> bool {
+        match (&self.inner.sharded, meta.namespace.as_deref()) {
+            (Some(s), Some(ns)) if s.key == ShardKey::Namespace && !ns.is_empty() => {
+                part.contains(namespace_point(ns))
+            }
+            (Some(_), _) if meta.uid.is_some() => {
+                part.contains(uid_point(meta.uid.as_deref().unwrap_or_default()))
+            }
+            _ => true,
+        }
     }
 
     /// Sets what this member acts on, decided while its fence held in `term`. A part it no
@@ -194,7 +211,8 @@ impl ShardGate {
             return (false, RangeSet::empty());
         };
         let mut state = sharded.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let gained = !acting.subtract(&state.acting).is_empty();
+        let new = acting.subtract(&state.acting);
+        let gained = !new.is_empty();
         let lost = state.acting.subtract(&acting);
         state.finishing = if wait {
             state.finishing.union(&lost).subtract(&acting)
@@ -210,7 +228,10 @@ impl ShardGate {
         let finishing = state.finishing.clone();
         drop(state);
         if gained {
-            sharded.gained.send_replace(());
+            sharded.gained.send_modify(|g| {
+                g.count += 1;
+                g.part = new;
+            });
         }
         (gained, finishing)
     }
@@ -246,6 +267,17 @@ impl ShardGate {
     pub(crate) fn released(&self) -> Option<watch::Receiver<u64>> {
         self.inner.sharded.as_ref().map(|s| s.released.subscribe())
     }
+}
+
+/// A part of the ring a member started acting on: the how-manieth since it started, and the
+/// part. A reader that sees the count jump by more than one missed a part: it takes the whole
+/// ring instead.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Gain {
+    /// How many times the member gained a part so far.
+    pub count: u64,
+    /// The part gained the last time.
+    pub part: RangeSet,
 }
 
 /// The point of `meta`'s object for `key`.

@@ -385,12 +385,16 @@ impl Member {
             if *current == view {
                 return false;
             }
-            tracing::info!(
-                ring = %self.options.ring,
-                members = view.members.len(),
-                active = view.active,
-                "shard ring changed"
-            );
+            if current.members != view.members || current.active != view.active {
+                tracing::info!(
+                    ring = %self.options.ring,
+                    members = view.members.len(),
+                    active = view.active,
+                    "shard ring members changed"
+                );
+            } else {
+                tracing::debug!(ring = %self.options.ring, "shard ring claims changed");
+            }
             *current = view;
             true
         });

@@ -378,7 +378,7 @@ fn replace<T: PartialEq>(current: &mut T, next: T) -> bool {
 /// The share of the hash space `set` holds, from 0 to 1, for logs.
 fn fraction(set: &RangeSet) -> f64 {
     #[expect(clippy::cast_precision_loss, reason = "a fraction for humans")]
-    let held = set.ranges().iter().map(|r| r.len() as f64).sum::<f64>();
+    let held = set.ranges().iter().fold(0.0, |sum, r| sum + r.len() as f64);
     #[expect(clippy::cast_precision_loss, reason = "a fraction for humans")]
     let space = crate::selector::HASH_SPACE_END as f64;
     held / space
