@@ -47,8 +47,8 @@ pub use options::{BoxError, ConfigSource, DEFAULT_SHUTDOWN_GRACE, Error, FIELD_M
 pub use reload::Reload;
 pub use run::{Manager, file_watcher};
 pub use shard::{
-    Admission, CLAIMS_ANNOTATION, Fence, Member, MemberView, Membership, RING_LABEL, RangeSet,
-    Ring, ShardGate, ShardOptions, ShardRuntime, ShardView, may_act,
+    Admission, CLAIMS_ANNOTATION, Fence, Gain, Member, MemberView, Membership, RING_LABEL,
+    RangeSet, Ring, ShardGate, ShardOptions, ShardRuntime, ShardView, may_act,
 };
 pub use state::{Snapshot, State};
 pub use status::{

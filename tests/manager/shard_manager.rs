@@ -31,6 +31,7 @@ const PER_NAMESPACE: usize = 5;
 #[derive(Clone, Debug)]
 struct Reconcile {
     member: String,
+    controller: String,
     object: String,
     start: u64,
     end: u64,
@@ -44,10 +45,13 @@ fn reconciles(dir: &Path) -> Vec<Reconcile> {
         if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
             continue;
         }
-        for line in std::fs::read_to_string(&path).unwrap().lines() {
+        // A line being appended may be read half written: only whole lines count.
+        let text = std::fs::read_to_string(&path).unwrap();
+        for line in text.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
             out.push(Reconcile {
                 member: v["member"].as_str().unwrap().to_owned(),
+                controller: v["controller"].as_str().unwrap().to_owned(),
                 object: format!(
                     "{}/{}",
                     v["namespace"].as_str().unwrap(),
@@ -88,6 +92,7 @@ struct Member {
     run: JoinHandle<Result<(), informant::manager::Error>>,
     cache: Arc<SharedCache>,
     state: Arc<State>,
+    metrics: SocketAddr,
 }
 
 impl Member {
@@ -151,6 +156,31 @@ impl Ring {
             ..Config::default()
         })
         .await;
+        Self::on(server, client, key)
+    }
+
+    /// As [`Ring::new`], with a hook `Controller` of `ConfigMap`s in the config file whose
+    /// hook answers that there is nothing to do.
+    async fn with_hook(key: &str) -> Self {
+        let (server, client) = support::server().await;
+        let ring = Self::on(server, client, key);
+        let hook = ring.dir.path().join("hook.py");
+        std::fs::write(
+            &hook,
+            "import json, sys\njson.load(sys.stdin)\njson.dump({}, sys.stdout)\n",
+        )
+        .unwrap();
+        let cacheconfig = std::fs::read_to_string(&ring.config).unwrap();
+        let text = format!(
+            "{cacheconfig}---\napiVersion: informant.dev/v1alpha1\nkind: Controller\nmetadata: {{name: hooked, namespace: default}}\nspec:\n  for: {{apiVersion: v1, kind: ConfigMap}}\n  hook: {{exec: {{command: [python3, {}]}}}}\n",
+            hook.display()
+        );
+        std::fs::write(&ring.config, text).unwrap();
+        ring
+    }
+
+    /// The ring on `server`: its objects, its config file, its reconcile logs' directory.
+    fn on(server: informant::apiserver::TestServer, client: Client, key: &str) -> Self {
         let mut objects = BTreeSet::new();
         for n in 0..NAMESPACES {
             let ns = format!("ns-{n}");
@@ -186,7 +216,8 @@ impl Ring {
     }
 
     /// Starts the member `identity` (through `client`), with fast timings and a reconcile
-    /// log, its `ConfigMap` controller working as `work` says.
+    /// log, its `ConfigMap` controller working as `work` says, and the hook controllers of the
+    /// config file.
     async fn start(
         &self,
         identity: &str,
@@ -222,6 +253,8 @@ impl Ring {
         Controller::<ConfigMap>::new("configmaps")
             .concurrency(work.concurrency)
             .add_to(&mut manager, reconcile, default_error_policy);
+        informant::hooks::add_to_manager(&mut manager);
+        let metrics = manager.metrics_addr().unwrap();
         let cache = manager.cache();
         let state = manager.state();
         let shutdown = CancellationToken::new();
@@ -232,6 +265,7 @@ impl Ring {
             run,
             cache,
             state,
+            metrics,
         }
     }
 
@@ -265,10 +299,23 @@ impl Ring {
     }
 }
 
-/// The objects reconciled since `since` (ns since the epoch), with the members that did.
+/// The objects reconciled since `since` (ns since the epoch) by the Rust controller, with the
+/// members that did.
 fn reconciled_since(log: &[Reconcile], since: u64) -> BTreeMap<String, BTreeSet<String>> {
+    reconciled_by(log, since, "configmaps")
+}
+
+/// The objects `controller` reconciled since `since`, with the members that did.
+fn reconciled_by(
+    log: &[Reconcile],
+    since: u64,
+    controller: &str,
+) -> BTreeMap<String, BTreeSet<String>> {
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for r in log.iter().filter(|r| r.start >= since) {
+    for r in log
+        .iter()
+        .filter(|r| r.start >= since && r.controller == controller)
+    {
         out.entry(r.object.clone())
             .or_default()
             .insert(r.member.clone());
@@ -284,6 +331,35 @@ fn now_ns() -> u64 {
             .as_nanos(),
     )
     .unwrap()
+}
+
+/// `member`'s `/debug/status` and metrics show its ring of `members` and its share.
+async fn seen_from_outside(member: &Member, members: &[&str]) {
+    let (code, body) = support::http_get(member.metrics, "/debug/status").await;
+    assert_eq!(code, 200);
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        status["sharding"]["identity"],
+        member.identity.as_str(),
+        "{body}"
+    );
+    assert_eq!(status["sharding"]["members"], json!(members));
+    let (_, metrics) = support::http_get(member.metrics, "/metrics").await;
+    assert!(
+        metrics.contains(&format!("informant_shard_members {}", members.len())),
+        "{metrics}"
+    );
+    let objects = member.cached().await.len();
+    assert!(
+        metrics.contains(&format!(
+            "informant_shard_objects{{group=\"\",version=\"v1\",kind=\"ConfigMap\"}} {objects}"
+        )),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("informant_shard_handovers_total "),
+        "{metrics}"
+    );
 }
 
 /// Three members share the objects: disjoint caches that cover everything, each object
@@ -329,6 +405,8 @@ async fn members_share_the_objects_and_a_cut_off_members_share_moves_after_its_l
         );
     }
 
+    seen_from_outside(&a, &["a", "b", "c"]).await;
+
     // Steady state: every object reconciled again by exactly one member, its owner.
     let since = now_ns();
     ring.touch_all(1).await;
@@ -366,6 +444,7 @@ async fn members_share_the_objects_and_a_cut_off_members_share_moves_after_its_l
             .all(|m| m.sharding().members == ["a".to_owned(), "b".to_owned()])
     })
     .await;
+    let cut = tokio::time::Instant::now();
     support::eventually("c's objects reconciled by the others", || async {
         let since = reconciled_since(&ring.log(), cut_at);
         c_objects.iter().all(|o| {
@@ -375,6 +454,12 @@ async fn members_share_the_objects_and_a_cut_off_members_share_moves_after_its_l
         })
     })
     .await;
+    // Within the lease duration (3 s) and a few retry periods, with room for a loaded machine.
+    let took = cut.elapsed();
+    assert!(
+        took < Duration::from_secs(3 + 5),
+        "c's objects were reconciled again {took:?} after the cut"
+    );
     assert!(!c.sharding().active, "the cut-off member is fenced");
     let found = overlaps(&ring.log());
     assert!(found.is_empty(), "overlapping reconciles: {found:?}");
@@ -492,4 +577,36 @@ async fn by_uid_members_share_the_objects_with_and_without_the_servers_shard_sel
         a.stop().await;
         b.stop().await;
     }
+}
+
+/// Hook controllers run on every member, each calling its hook for its share only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hook_controllers_run_on_every_member_each_for_its_share() {
+    support::require("python3");
+    let ring = Ring::with_hook("namespace").await;
+    let a = ring.start("a", ring.client.clone(), QUICK, false).await;
+    let b = ring.start("b", ring.client.clone(), QUICK, false).await;
+    ring.settled(&[&a, &b]).await;
+    support::eventually("both caches to hold their share", || async {
+        a.cached().await.len() + b.cached().await.len() == ring.objects.len()
+    })
+    .await;
+    let since = now_ns();
+    ring.touch_all(1).await;
+    support::eventually(
+        "the hook called for every object after the touch",
+        || async {
+            reconciled_by(&ring.log(), since, "default/hooked").len() == ring.objects.len()
+        },
+    )
+    .await;
+    let (ca, cb) = (a.cached().await, b.cached().await);
+    for (object, members) in reconciled_by(&ring.log(), since, "default/hooked") {
+        assert!(ca.contains(&object) != cb.contains(&object), "{object}");
+        let owner = if ca.contains(&object) { "a" } else { "b" };
+        assert_eq!(members, BTreeSet::from([owner.to_owned()]), "{object}");
+    }
+    assert!(overlaps(&ring.log()).is_empty());
+    a.stop().await;
+    b.stop().await;
 }
