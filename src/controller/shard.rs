@@ -102,3 +102,106 @@ where
     })
     .left_stream()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+    use kube::runtime::{reflector, watcher};
+
+    use super::*;
+    use crate::manager::Fence;
+    use crate::selector::{ShardKey, ShardRange};
+
+    fn context(gate: ShardGate) -> Context {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let tree = crate::cache::Plan::new(&crate::cache::Options::default())
+            .unwrap()
+            .instantiate(&crate::cache::Context::offline(false));
+        let pipeline = crate::recorder::Pipeline::new(
+            &crate::recorder::Options::default(),
+            crate::recorder::NullSink,
+            Arc::new(crate::recorder::SystemClock),
+        );
+        Context::new(
+            Arc::new(crate::cache::SharedCache::new(tree)),
+            crate::cache::InformerPool::new(client.clone()),
+            client,
+            pipeline.recorder(),
+        )
+        .with_shard_gate(gate)
+    }
+
+    fn configmap(namespace: &str, name: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: Some(namespace.to_owned()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        }
+    }
+
+    /// The half of the ring holding `ns`'s point, and a namespace in the other half.
+    fn halves(ns: &str) -> (RangeSet, String) {
+        let lower = RangeSet::from_ranges([ShardRange::new(0, 1 << 63).unwrap()]);
+        let here = crate::cache::namespace_point(ns);
+        let mine = if lower.contains(here) {
+            lower
+        } else {
+            RangeSet::all().subtract(&lower)
+        };
+        let other = (0..100)
+            .map(|i| format!("ns-{i}"))
+            .find(|n| !mine.contains(crate::cache::namespace_point(n)))
+            .unwrap();
+        (mine, other)
+    }
+
+    /// A gained part asks for the objects of the namespaces in it, once, and nothing else.
+    #[tokio::test]
+    async fn a_gain_asks_for_the_objects_in_the_gained_namespaces_once() {
+        let fence = Fence::holding_for_tests(Duration::from_mins(1));
+        let gate = ShardGate::sharded("m", ShardKey::Namespace, fence.clone(), None).unwrap();
+        let ctx = context(gate.clone());
+        let (store, mut writer) = reflector::store::<ConfigMap>();
+        let (part, other) = halves("shop");
+        writer.apply_watcher_event(&watcher::Event::Init);
+        for (ns, name) in [("shop", "a"), ("shop", "b"), (other.as_str(), "c")] {
+            writer.apply_watcher_event(&watcher::Event::InitApply(configmap(ns, name)));
+        }
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        let series = Series::default();
+        let mut asked = Box::pin(gained(&ctx, store, (), series.clone()));
+        let soon = Duration::from_millis(50);
+        assert!(
+            tokio::time::timeout(soon, asked.next()).await.is_err(),
+            "nothing before a gain"
+        );
+        gate.set_acting(part, fence.term(), true);
+        let mut names = Vec::new();
+        for _ in 0..2 {
+            let object = tokio::time::timeout(Duration::from_secs(5), asked.next())
+                .await
+                .unwrap()
+                .unwrap();
+            series.taken(&object);
+            names.push(object.name);
+        }
+        names.sort();
+        assert_eq!(names, ["a", "b"]);
+        assert!(
+            tokio::time::timeout(soon, asked.next()).await.is_err(),
+            "{other}/c lies outside the gained part"
+        );
+        // No sharding, no pass.
+        let open = context(ShardGate::open());
+        let (store, _writer) = reflector::store::<ConfigMap>();
+        let mut none = Box::pin(gained(&open, store, (), Series::default()));
+        assert!(tokio::time::timeout(soon, none.next()).await.is_err());
+    }
+}

@@ -1,11 +1,13 @@
 //! The manager: the process that runs caches, the recorder and what is added to it (the
 //! leader-elected runnables: Rust and hook controllers), reloads the config, reports status,
-//! serves probes and metrics, and elects a leader.
+//! serves probes and metrics, elects a leader, and with `spec.sharding` joins a shard ring
+//! ([`ShardRuntime`]: its caches hold and its controllers reconcile only its share).
 //!
 //! ```text
-//! Manager::run ─▶ probes ─▶ caches (CacheReloader, first config synced) ─▶ reload loop
-//!                 (http)    (one RunnableGroup each, stopped in reverse)    (config source)
-//!                                                                  ─▶ leader-elected:
+//! Manager::run ─▶ probes ─▶ shard member ─▶ caches (CacheReloader, first config synced) ─▶ reload loop
+//!                 (http)    (its share)     (one RunnableGroup each, stopped in reverse)    (config source)
+//!                                                                  ─▶ controllers (every member when
+//!                                                                     sharded), leader-elected:
 //!                                                                     status writer, runnables
 //! ```
 //!
