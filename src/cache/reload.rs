@@ -52,6 +52,9 @@ pub struct CacheChange {
     /// `byObject` kinds that wait now and did not before (their CRD was deleted): their
     /// informers stopped, their objects left the cache.
     pub kinds_waiting: Vec<GroupVersionKind>,
+    /// Whether this member's share of its shard ring changed (the ring's members did): the
+    /// sharded kinds' informers were replaced.
+    pub share_changed: bool,
 }
 
 impl CacheChange {
@@ -85,6 +88,9 @@ impl CacheChange {
         }
         if !self.kinds_waiting.is_empty() {
             parts.push(format!("kinds waiting: {}", kinds(&self.kinds_waiting)));
+        }
+        if self.share_changed {
+            parts.push("shard share changed".to_owned());
         }
         (!parts.is_empty()).then(|| parts.join("; "))
     }
@@ -131,6 +137,8 @@ pub struct CacheReloader {
     /// This member's share of a shard ring, when the manager runs one: applied while the
     /// options have `sharding`.
     shard: Option<watch::Receiver<Option<ShardScope>>>,
+    /// The share the published tree was planned for.
+    planned_share: Option<ShardScope>,
     shared: Arc<SharedCache>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
@@ -164,6 +172,7 @@ impl CacheReloader {
             crds: None,
             discovered: HashMap::new(),
             shard: None,
+            planned_share: None,
             tracker,
             shutdown,
             sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
@@ -453,6 +462,8 @@ impl CacheReloader {
         }
         let (namespaces_entered, namespaces_left) = namespace_moves(self.plan.as_ref(), &plan);
         let (kinds_served, kinds_waiting) = kind_moves(self.plan.as_ref(), &plan);
+        let share = self.cluster_scope().shard;
+        let share_changed = self.plan.is_some() && share != self.planned_share;
         let before: HashSet<InformerKey> = self.context.pool.keys().into_iter().collect();
         let context = Context {
             reader_fail_on_missing_informer: plan.reader_fail_on_missing_informer(),
@@ -483,6 +494,7 @@ impl CacheReloader {
         }
         let kept = after.iter().filter(|k| before.contains(k)).count();
         self.plan = Some(plan);
+        self.planned_share = share;
         CacheChange {
             changed: true,
             started,
@@ -494,6 +506,7 @@ impl CacheReloader {
             namespaces_left,
             kinds_served,
             kinds_waiting,
+            share_changed,
         }
     }
 

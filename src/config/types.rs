@@ -165,15 +165,22 @@ pub struct CacheConfigSpec {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ShardingSpec {
     /// The ring's name: the replicas whose Leases carry the label `informant.dev/ring=<ring>`
-    /// share the objects. A label value (at most 63 characters: letters, digits, `-`, `_`,
-    /// `.`, starting and ending with a letter or digit). Required.
+    /// share the objects. It is a label value and names each replica's Lease
+    /// (`<ring>-<16 hex digits>`), so: at most 63 lowercase letters, digits, `-` and `.`,
+    /// starting and ending with a letter or digit. Required.
     #[serde(default)]
     pub ring: String,
 
-    /// What decides an object's replica: `namespace` (the default) puts every object of a
-    /// namespace on one replica, so a controller finds the children and related objects of
-    /// what it reconciles in its own cache; `uid` spreads the objects one by one (the most
-    /// even spread), for controllers that own and watch nothing.
+    /// What decides an object's replica. `namespace` (the default): each namespace is
+    /// assigned whole to one replica, which caches and reconciles every object of the
+    /// namespaced kinds in it, so a controller finds the children and related objects of
+    /// what it reconciles in its own cache. `uid`: the objects of namespaced kinds are spread
+    /// one by one by the hash of their uid (the most even spread, listed and watched with a
+    /// server-side `shardSelector` where the API server supports it), for controllers that
+    /// own and watch nothing: a hook `Controller` with `owns` or `watches` does not start
+    /// (`Ready=False`, reason `NeedsShardKeyNamespace`). Either way cluster-scoped kinds are
+    /// cached whole on every replica, and each of their objects is reconciled by one replica,
+    /// the owner of the hash of its uid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
 }

@@ -238,6 +238,8 @@ pub fn add_to_manager(manager: &mut Manager) {
     let ctx = Context::of(manager);
     let metrics = ControllerMetrics::of(manager);
     let hook_metrics = HookMetrics::of(manager);
+    // The config the manager starts with: a reload cannot change its sharding.
+    let sharding = state.snapshot().config.cache.sharding.clone();
     // Sharded, the hook controllers run on every member; what must stay single stays with
     // the leader.
     let leader = manager.is_sharded().then(|| manager.is_leader());
@@ -247,7 +249,8 @@ pub fn add_to_manager(manager: &mut Manager) {
         let mut supervisor = Supervisor::new(receive)
             .metrics(&metrics, &hook_metrics)
             .write_status(in_cluster)
-            .hold_controllers(in_cluster);
+            .hold_controllers(in_cluster)
+            .sharding(sharding);
         if let Some(leader) = leader {
             supervisor = supervisor.leader(leader);
         }

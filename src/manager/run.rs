@@ -1,7 +1,10 @@
 //! [`Manager`]: the process `informant run` is. It starts its runnable groups in
 //! controller-runtime's order (`pkg/manager/internal.go`, `pkg/manager/runnable_group.go`):
-//! HTTP probes, caches (until the eager informers synced), the config reload loop, then the
-//! leader-elected runnables (controllers, the status writer); it stops the groups in reverse,
+//! HTTP probes, the shard ring's member (with `spec.sharding`, until it knows its share),
+//! caches (until the eager informers synced), the config reload loop, then the controllers
+//! (on every member when sharded) and the leader-elected runnables (controllers, the status
+//! writer); it stops the groups in reverse (a member's Lease deleted once its controllers
+//! stopped),
 //! the recorder flushed after everything that records and the probes last, all within the
 //! shutdown grace period.
 //!

@@ -71,6 +71,14 @@ fn cases() -> Vec<Case> {
             ],
         },
         Case {
+            name: "a ring that is a label value but cannot name the members' Leases",
+            doc: Doc::Spec("sharding: {ring: Shop_EU}"),
+            errors: &[(
+                "spec.sharding.ring",
+                "must consist of lowercase letters, digits and '-' (the ring names the members' Leases, <ring>-<16 hex digits>); e.g. `shop` or `shop-eu`",
+            )],
+        },
+        Case {
             name: "unknown field in sharding",
             doc: Doc::Spec("sharding: {ring: shop, members: 3}"),
             errors: &[(

@@ -157,6 +157,11 @@ async fn by_namespace_a_member_caches_only_its_namespaces_and_a_new_share_relist
     let upper = half(ShardKey::Namespace, true);
     env.share.send_replace(Some(upper.clone()));
     let change = env.rescoped().await;
+    assert!(change.share_changed);
+    assert_eq!(
+        change.scope_summary().as_deref(),
+        Some("shard share changed")
+    );
     assert!(
         change.started.iter().all(|k| k.gvk.kind == "ConfigMap"),
         "{:?}",

@@ -45,7 +45,9 @@ fn reconciles(dir: &Path) -> Vec<Reconcile> {
         if path.extension().and_then(|e| e.to_str()) != Some("jsonl") {
             continue;
         }
-        for line in std::fs::read_to_string(&path).unwrap().lines() {
+        // A line being appended may be read half written: only whole lines count.
+        let text = std::fs::read_to_string(&path).unwrap();
+        for line in text.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
             out.push(Reconcile {
                 member: v["member"].as_str().unwrap().to_owned(),

@@ -2,6 +2,7 @@
 
 use super::{FieldPath, Validator};
 use crate::cache::Sharding;
+use crate::config::dns1123_subdomain_problem;
 use crate::config::types::ShardingSpec;
 use crate::selector::{ShardKey, label_value_problems};
 use crate::suggest::closest;
@@ -32,7 +33,22 @@ impl Validator {
                     ),
                 );
             }
-            problems.is_empty()
+            // Each member's Lease is named `<ring>-<16 hex digits>`, an object name (a
+            // DNS-1123 subdomain): a label value may hold what a name may not.
+            let lease_problem = problems
+                .is_empty()
+                .then(|| dns1123_subdomain_problem(&format!("{}-{:016x}", spec.ring, 0)))
+                .flatten();
+            if let Some(problem) = lease_problem {
+                self.error(
+                    &ring_path,
+                    format!(
+                        "{problem} (the ring names the members' Leases, <ring>-<16 hex \
+                         digits>); e.g. `shop` or `shop-eu`"
+                    ),
+                );
+            }
+            problems.is_empty() && lease_problem.is_none()
         };
         let key = match spec.key.as_deref() {
             None | Some("namespace") => Some(ShardKey::Namespace),

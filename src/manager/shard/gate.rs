@@ -60,13 +60,16 @@ struct Sharded {
     state: Mutex<State>,
     /// Bumped when a reconcile in a part being let go ends.
     released: watch::Sender<u64>,
-    /// Changes when the member may act on more than before.
-    gained: watch::Sender<()>,
+    /// Each time the member may act on more than before: the how-manieth time, and the part
+    /// it gained.
+    gained: watch::Sender<Gain>,
 }
 
 #[derive(Debug, Default)]
 struct State {
     acting: RangeSet,
+    /// The fence's term `acting` was decided in: void once the fence fell since.
+    term: u64,
     finishing: RangeSet,
     /// The points of the admitted reconciles running now, with how many at each.
     running: BTreeMap<u64, usize>,
@@ -116,7 +119,7 @@ impl ShardGate {
                     fence,
                     state: Mutex::new(State::default()),
                     released: watch::Sender::new(0),
-                    gained: watch::Sender::new(()),
+                    gained: watch::Sender::new(Gain::default()),
                 }),
                 log: open(log)?,
             }),
@@ -152,11 +155,11 @@ impl ShardGate {
             Some(sharded) => {
                 let point = point(sharded.key, meta);
                 let mut state = sharded.state.lock().unwrap_or_else(PoisonError::into_inner);
-                if !sharded.fence.holds() || !state.acting.contains(point) {
+                if !sharded.fence.holds_in(state.term) || !state.acting.contains(point) {
                     return None;
                 }
                 *state.running.entry(point).or_insert(0) += 1;
-                Some(point)
+                Some((point, state.term))
             }
         };
         let log = self.inner.log.as_ref().map(|_| Logged {
@@ -169,30 +172,49 @@ impl ShardGate {
         });
         Some(Admission {
             gate: Arc::clone(&self.inner),
-            point,
+            point: point.map(|(p, _)| p),
+            term: point.map_or(0, |(_, t)| t),
             log,
             fenced: false,
             fenced_at: None,
         })
     }
 
-    /// A receiver that changes each time this member may act on more than before: the
-    /// objects there are to be reconciled again (they were refused while another member
-    /// still claimed them).
+    /// A receiver that changes each time this member may act on more than before, with the
+    /// part it gained: the objects there are to be reconciled again (they were refused while
+    /// another member still claimed them).
     #[must_use]
-    pub fn gained(&self) -> Option<watch::Receiver<()>> {
+    pub fn gained(&self) -> Option<watch::Receiver<Gain>> {
         self.inner.sharded.as_ref().map(|s| s.gained.subscribe())
     }
 
-    /// Sets what this member acts on. A part it no longer acts on is *finishing* while
-    /// reconciles admitted in it still run (unless `wait` is false, the test-only switch that
-    /// skips the handover wait). Returns whether it gained something, and what is finishing.
-    pub(crate) fn set_acting(&self, acting: RangeSet, wait: bool) -> (bool, RangeSet) {
+    /// Whether the object `meta` describes may lie in `part`: by its namespace with
+    /// `key: namespace`; with `key: uid` (or no namespace) only a uid would say, and `meta`
+    /// may have none (a controller's stub), so it may.
+    #[must_use]
+    pub fn may_lie_in(&self, meta: &ObjectMeta, part: &RangeSet) -> bool {
+        match (&self.inner.sharded, meta.namespace.as_deref()) {
+            (Some(s), Some(ns)) if s.key == ShardKey::Namespace && !ns.is_empty() => {
+                part.contains(namespace_point(ns))
+            }
+            (Some(_), _) if meta.uid.is_some() => {
+                part.contains(uid_point(meta.uid.as_deref().unwrap_or_default()))
+            }
+            _ => true,
+        }
+    }
+
+    /// Sets what this member acts on, decided while its fence held in `term`. A part it no
+    /// longer acts on is *finishing* while reconciles admitted in it still run (unless `wait`
+    /// is false, the test-only switch that skips the handover wait). Returns whether it gained
+    /// something, and what is finishing.
+    pub(crate) fn set_acting(&self, acting: RangeSet, term: u64, wait: bool) -> (bool, RangeSet) {
         let Some(sharded) = &self.inner.sharded else {
             return (false, RangeSet::empty());
         };
         let mut state = sharded.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let gained = !acting.subtract(&state.acting).is_empty();
+        let new = acting.subtract(&state.acting);
+        let gained = !new.is_empty();
         let lost = state.acting.subtract(&acting);
         state.finishing = if wait {
             state.finishing.union(&lost).subtract(&acting)
@@ -200,6 +222,7 @@ impl ShardGate {
             RangeSet::empty()
         };
         state.acting = acting;
+        state.term = term;
         let busy = state.running.keys().any(|p| state.finishing.contains(*p));
         if !busy {
             state.finishing = RangeSet::empty();
@@ -207,7 +230,10 @@ impl ShardGate {
         let finishing = state.finishing.clone();
         drop(state);
         if gained {
-            sharded.gained.send_replace(());
+            sharded.gained.send_modify(|g| {
+                g.count += 1;
+                g.part = new;
+            });
         }
         (gained, finishing)
     }
@@ -243,6 +269,17 @@ impl ShardGate {
     pub(crate) fn released(&self) -> Option<watch::Receiver<u64>> {
         self.inner.sharded.as_ref().map(|s| s.released.subscribe())
     }
+}
+
+/// A part of the ring a member started acting on: the how-manieth since it started, and the
+/// part. A reader that sees the count jump by more than one missed a part: it takes the whole
+/// ring instead.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Gain {
+    /// How many times the member gained a part so far.
+    pub count: u64,
+    /// The part gained the last time.
+    pub part: RangeSet,
 }
 
 /// The point of `meta`'s object for `key`.
@@ -281,6 +318,8 @@ struct Logged {
 pub struct Admission {
     gate: Arc<Inner>,
     point: Option<u64>,
+    /// The fence's term the reconcile was admitted in.
+    term: u64,
     log: Option<Logged>,
     fenced: bool,
     /// When the fence fell under a dropped reconcile, on the wall clock.
@@ -300,8 +339,10 @@ impl Admission {
         let mut wake = std::pin::pin!(tokio::time::sleep_until(
             fence.deadline().unwrap_or_else(Instant::now)
         ));
+        let term = self.term;
         let outcome = std::future::poll_fn(|cx| {
-            if !fence.holds() {
+            // Fallen, or fallen and renewed again (a paused member waking up).
+            if !fence.holds_in(term) {
                 return Poll::Ready(None);
             }
             if let Poll::Ready(out) = reconcile.as_mut().poll(cx) {
@@ -400,7 +441,7 @@ mod tests {
             "nothing before set"
         );
         let all = RangeSet::all();
-        let (gained, _) = gate.set_acting(all.clone(), true);
+        let (gained, _) = gate.set_acting(all.clone(), fence.term(), true);
         assert!(gained);
         let running = gate.admit("c", "ConfigMap", &meta(ns, "u")).unwrap();
         let mut released = gate.released().unwrap();
@@ -410,7 +451,7 @@ mod tests {
         } else {
             RangeSet::from_ranges([ShardRange::new(0, 1 << 63).unwrap()])
         };
-        let (gained, finishing) = gate.set_acting(other_half.clone(), true);
+        let (gained, finishing) = gate.set_acting(other_half.clone(), fence.term(), true);
         assert!(!gained);
         assert!(finishing.contains(here), "{finishing}");
         assert!(
@@ -419,21 +460,45 @@ mod tests {
         );
         drop(running);
         released.changed().await.unwrap();
-        let (_, finishing) = gate.set_acting(other_half.clone(), true);
+        let (_, finishing) = gate.set_acting(other_half.clone(), fence.term(), true);
         assert!(finishing.is_empty());
         // Without the wait (test-only switch), nothing is finishing.
-        gate.set_acting(all.clone(), true);
+        gate.set_acting(all.clone(), fence.term(), true);
         let running = gate.admit("c", "ConfigMap", &meta(ns, "u")).unwrap();
-        assert!(gate.set_acting(other_half, false).1.is_empty());
+        assert!(
+            gate.set_acting(other_half, fence.term(), false)
+                .1
+                .is_empty()
+        );
         drop(running);
 
         // A reconcile running when the fence falls is dropped there.
-        gate.set_acting(all, true);
+        gate.set_acting(all, fence.term(), true);
         let admitted = gate.admit("c", "ConfigMap", &meta(ns, "u")).unwrap();
         let outcome = admitted.run(std::future::pending::<()>()).await;
         assert_eq!(outcome, None, "dropped at the fence");
         assert!(!fence.holds());
         assert!(gate.admit("c", "ConfigMap", &meta(ns, "u")).is_none());
+    }
+
+    /// A member paused past its renew deadline and renewed at once on waking acts on nothing
+    /// it decided before, until it decides again from a fresh view of the ring.
+    #[tokio::test(start_paused = true)]
+    async fn what_was_decided_before_the_fence_fell_is_void_after_it_is_renewed() {
+        let fence = Fence::holding_for_tests(std::time::Duration::from_secs(10));
+        let gate = ShardGate::sharded("m", ShardKey::Namespace, fence.clone(), None).unwrap();
+        let object = meta("team-a", "u");
+        gate.set_acting(RangeSet::all(), fence.term(), true);
+        assert!(gate.admit("c", "ConfigMap", &object).is_some());
+        tokio::time::advance(std::time::Duration::from_secs(11)).await;
+        fence.renew_for_tests();
+        assert!(fence.holds());
+        assert!(
+            gate.admit("c", "ConfigMap", &object).is_none(),
+            "the part was decided in the previous term"
+        );
+        gate.set_acting(RangeSet::all(), fence.term(), true);
+        assert!(gate.admit("c", "ConfigMap", &object).is_some());
     }
 
     #[test]

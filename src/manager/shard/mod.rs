@@ -11,7 +11,7 @@ mod runtime;
 mod status;
 
 pub use claims::{CLAIMS_ANNOTATION, RangeSet, may_act};
-pub use gate::{Admission, ShardGate};
+pub use gate::{Admission, Gain, ShardGate};
 pub use membership::{Fence, Member, MemberView, Membership, RING_LABEL};
 pub use options::ShardOptions;
 pub use ring::Ring;

@@ -291,7 +291,7 @@ impl Follow {
                 () = released_one => {}
             }
         }
-        self.gate.set_acting(RangeSet::empty(), false);
+        self.gate.set_acting(RangeSet::empty(), 0, false);
     }
 
     /// One view of the ring: the share, what to act on, what to claim.
@@ -321,7 +321,9 @@ impl Follow {
         } else {
             free.intersect(&ring_view.published)
         };
-        let (gained, finishing) = self.gate.set_acting(acting.clone(), !self.skip_handover);
+        let (gained, finishing) =
+            self.gate
+                .set_acting(acting.clone(), ring_view.term, !self.skip_handover);
         self.claims
             .send_if_modified(|current| replace(current, free.union(&acting).union(&finishing)));
         let scope = ShardScope {
@@ -376,7 +378,7 @@ fn replace<T: PartialEq>(current: &mut T, next: T) -> bool {
 /// The share of the hash space `set` holds, from 0 to 1, for logs.
 fn fraction(set: &RangeSet) -> f64 {
     #[expect(clippy::cast_precision_loss, reason = "a fraction for humans")]
-    let held = set.ranges().iter().map(|r| r.len() as f64).sum::<f64>();
+    let held = set.ranges().iter().fold(0.0, |sum, r| sum + r.len() as f64);
     #[expect(clippy::cast_precision_loss, reason = "a fraction for humans")]
     let space = crate::selector::HASH_SPACE_END as f64;
     held / space
