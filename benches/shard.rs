@@ -3,7 +3,7 @@
 //! (`tests/shard_harness`): membership timings lease 4 s, renew deadline 2 s, retry 500 ms.
 //!
 //! 1. Memory and LIST bytes per member, with 1, 2, 3 and 4 members, for 100,000 `ConfigMap`s
-//!    (~300 B of JSON each) in 100 namespaces, key `uid`: each member only caches (`byObject`,
+//!    (about 240 B of JSON each) in 100 namespaces, key `uid`: each member only caches (`byObject`,
 //!    no controller). The members' Leases exist before they start, so each lists its share
 //!    from its first LIST. Memory is the member process's resident set (`VmRSS` of
 //!    `/proc/<pid>/status`) once its cache holds its share (`informant_cache_objects`), beside
