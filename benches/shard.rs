@@ -114,7 +114,7 @@ async fn memory(objects: usize, members: usize, server_side: bool) {
             .into_iter()
             .filter(|a| a.resource == "configmaps" && a.items > 0)
             .collect();
-        let lists = pages.iter().filter(|a| a.last_page).count().max(1);
+        let lists = pages.iter().filter(|a| a.last_page()).count().max(1);
         pages.iter().map(|a| a.bytes).sum::<usize>() / lists
     };
     for (i, member) in fleet.members.iter().enumerate() {

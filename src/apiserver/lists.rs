@@ -23,14 +23,29 @@ pub struct ListAnswer {
     /// The `shardSelector` the answer applied (echoed in `metadata.shardInfo`); `None` when
     /// the request sent none, or the `ShardedListAndWatch` gate is off and it was ignored.
     pub shard_selector: Option<String>,
-    /// Whether this is the first page of its list (the request carried no `continue` token).
-    pub first_page: bool,
-    /// Whether this is the last page of its list (the answer carries no `continue` token).
-    pub last_page: bool,
+    /// The `continue` token the request carried (`None`: the first page of a list), which is
+    /// the [`next`](Self::next) of the page before: the pages of one list form a chain.
+    pub continued: Option<String>,
+    /// The `continue` token the answer carried (`None`: the last page of its list).
+    pub next: Option<String>,
     /// Objects in the answer.
     pub items: usize,
     /// Bytes of the answer's body.
     pub bytes: usize,
+}
+
+impl ListAnswer {
+    /// Whether this is the first page of its list.
+    #[must_use]
+    pub fn first_page(&self) -> bool {
+        self.continued.is_none()
+    }
+
+    /// Whether this is the last page of its list.
+    #[must_use]
+    pub fn last_page(&self) -> bool {
+        self.next.is_none()
+    }
 }
 
 /// The last [`KEPT`] LIST answers.
@@ -73,8 +88,8 @@ mod tests {
                 resource: "configmaps".into(),
                 namespace: None,
                 shard_selector: None,
-                first_page: true,
-                last_page: true,
+                continued: None,
+                next: None,
                 items,
                 bytes: 0,
             });

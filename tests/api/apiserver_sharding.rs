@@ -139,7 +139,7 @@ async fn the_list_log_says_which_shard_each_answer_applied_and_what_it_held() {
         answers.iter().all(|a| a.bytes > 100 * a.items.max(1)),
         "each answer's body is counted: {answers:?}"
     );
-    assert!(answers.iter().all(|a| a.first_page && a.last_page));
+    assert!(answers.iter().all(|a| a.first_page() && a.last_page()));
     // A paginated list: its pages, the first and the last marked.
     let api = Api::<ConfigMap>::all(sharded_client(&client, &halves[0]));
     let first = api.list(&ListParams::default().limit(7)).await.unwrap();
@@ -147,11 +147,16 @@ async fn the_list_log_says_which_shard_each_answer_applied_and_what_it_held() {
     api.list(&ListParams::default().limit(100).continue_token(&token))
         .await
         .unwrap();
-    let pages: Vec<(bool, bool, usize)> = s.handle().lists()[3..]
+    let pages = &s.handle().lists()[3..];
+    let summary: Vec<(bool, bool, usize)> = pages
         .iter()
-        .map(|a| (a.first_page, a.last_page, a.items))
+        .map(|a| (a.first_page(), a.last_page(), a.items))
         .collect();
-    assert_eq!(pages, vec![(true, false, 7), (false, true, held[0] - 7)]);
+    assert_eq!(summary, vec![(true, false, 7), (false, true, held[0] - 7)]);
+    assert_eq!(
+        pages[1].continued, pages[0].next,
+        "a page carries the token of the page before"
+    );
 }
 
 #[tokio::test]

@@ -341,7 +341,7 @@ impl Story {
                 .iter()
                 .filter(|a| a.resource == "configmaps")
                 .collect();
-            let complete = lists.iter().filter(|a| a.last_page).count();
+            let complete = lists.iter().filter(|a| a.last_page()).count();
             let items: usize = lists.iter().map(|a| a.items).sum();
             assert!(complete > 0);
             assert_eq!(

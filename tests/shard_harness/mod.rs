@@ -559,13 +559,21 @@ spec:
                 }
             })
             .collect();
-        let last = answers.iter().rposition(|a| a.last_page)?;
-        let first = answers[..=last].iter().rposition(|a| a.first_page)?;
-        let pages = &answers[first..=last];
-        Some((
-            pages.iter().map(|a| a.items).sum(),
-            pages.iter().map(|a| a.bytes).sum(),
-        ))
+        // The last page of a list, then each page before it by its token: other lists' pages
+        // (another informer with the same selector) may come between.
+        let mut at = answers.iter().rposition(ListAnswer::last_page)?;
+        let (mut items, mut bytes) = (0, 0);
+        loop {
+            let page = &answers[at];
+            items += page.items;
+            bytes += page.bytes;
+            let Some(token) = &page.continued else {
+                return Some((items, bytes));
+            };
+            at = answers[..at]
+                .iter()
+                .rposition(|a| a.next.as_ref() == Some(token))?;
+        }
     }
 
     /// The identities of the members running and connected.

@@ -207,8 +207,8 @@ pub(super) fn list(ctx: &Ctx) -> ApiResult<Response> {
         resource: ctx.rt.plural.clone(),
         namespace: ctx.path.namespace.clone(),
         shard_selector: filter.shard_info().map(ToOwned::to_owned),
-        first_page: ctx.query.continue_token.is_none(),
-        last_page: token.is_none(),
+        continued: ctx.query.continue_token.clone(),
+        next: token.clone(),
         items: items.len(),
         bytes: body.len(),
     });
