@@ -644,11 +644,15 @@ spec:
     /// Every reconcile logged: the hook's, the Rust controllers', the runtime's.
     pub fn log(&self) -> Log {
         let (mut text, mut runtime) = (String::new(), String::new());
+        // Whole lines only: a line being appended may be read half written.
+        let whole = |path: &Path| {
+            let mut t = std::fs::read_to_string(path).unwrap_or_default();
+            t.truncate(t.rfind('\n').map_or(0, |i| i + 1));
+            t
+        };
         for m in &self.members {
-            text.push_str(&std::fs::read_to_string(&m.log).unwrap_or_default());
-            text.push('\n');
-            runtime.push_str(&std::fs::read_to_string(&m.runtime_log).unwrap_or_default());
-            runtime.push('\n');
+            text.push_str(&whole(&m.log));
+            runtime.push_str(&whole(&m.runtime_log));
         }
         Log::parse(&text, "rust")
             .with(Log::parse_runtime(&runtime).reconciles().to_vec())
