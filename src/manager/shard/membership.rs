@@ -20,8 +20,9 @@
 //!
 //! # RBAC
 //!
-//! `get`, `list`, `watch`, `create`, `update` and `delete` on `leases` in group
-//! `coordination.k8s.io`, in the Lease namespace.
+//! `get`, `list`, `create`, `update` and `delete` on `leases` in group
+//! `coordination.k8s.io`, in the Lease namespace (members list the ring every retry period;
+//! none watches).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
