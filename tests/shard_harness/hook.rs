@@ -23,14 +23,19 @@ use tokio_util::sync::CancellationToken;
 use super::log::Reconcile;
 use super::{HOLD_ANNOTATION, now_us};
 
-/// The calls so far, shared with the handlers.
-type Shared = Arc<Mutex<Vec<Reconcile>>>;
+/// What the handlers share: the calls so far, and whether calls may start (a bench holds them
+/// back while work piles up).
+#[derive(Clone)]
+struct Shared {
+    calls: Arc<Mutex<Vec<Reconcile>>>,
+    open: tokio::sync::watch::Sender<bool>,
+}
 
 /// The running hook server.
 pub struct HookServer {
     /// Where it listens.
     pub addr: SocketAddr,
-    log: Shared,
+    shared: Shared,
     stop: CancellationToken,
 }
 
@@ -47,18 +52,21 @@ impl HookServer {
             .await
             .unwrap();
         let addr = listener.local_addr().unwrap();
-        let log: Shared = Arc::default();
+        let shared = Shared {
+            calls: Arc::default(),
+            open: tokio::sync::watch::Sender::new(true),
+        };
         let stop = CancellationToken::new();
         let router = Router::new()
             .route("/{member}", post(call))
-            .with_state(log.clone());
+            .with_state(shared.clone());
         let until = stop.clone();
         tokio::spawn(async move {
             let _ = axum::serve(listener, router)
                 .with_graceful_shutdown(until.cancelled_owned())
                 .await;
         });
-        Self { addr, log, stop }
+        Self { addr, shared, stop }
     }
 
     /// The URL member `identity` calls.
@@ -68,18 +76,26 @@ impl HookServer {
 
     /// The calls so far, in the order they started.
     pub fn reconciles(&self) -> Vec<Reconcile> {
-        self.log
+        self.shared
+            .calls
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
+
+    /// Holds every call back (it starts, and is logged, once released), or lets them all go.
+    pub fn hold(&self, held: bool) {
+        self.shared.open.send_replace(!held);
+    }
 }
 
 async fn call(
-    State(log): State<Shared>,
+    State(shared): State<Shared>,
     Path(member): Path<String>,
     Json(request): Json<Value>,
 ) -> Json<Value> {
+    let _ = shared.open.subscribe().wait_for(|open| *open).await;
+    let log = shared.calls;
     let start = now_us();
     let metadata = &request["object"]["metadata"];
     let uid = metadata["uid"].as_str().unwrap_or("unknown").to_owned();
