@@ -54,6 +54,7 @@ mod sync_periods;
 mod transform;
 pub mod typed;
 mod waiting;
+mod wanted;
 
 pub use api::{Cache, ListOptions};
 pub use build::{build, resolve_scopes};
@@ -86,3 +87,4 @@ pub use sharded_client::{server_shards, sharded_client};
 pub use shared::SharedCache;
 pub use store::StoreWriter;
 pub use sync_periods::SyncPeriods;
+pub use wanted::WantedKinds;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::core::{GroupVersion, GroupVersionKind};
+use tokio::sync::watch;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::crds::CrdWatch;
@@ -45,10 +46,11 @@ pub struct CacheChange {
     /// Namespaces a namespace selector matched before and does not now (relabelled or
     /// deleted): their informers stopped, their objects left the cache.
     pub namespaces_left: BTreeSet<String>,
-    /// `byObject` kinds served now that waited before (their CRD became established).
+    /// Kinds (`byObject` kinds and kinds controllers read) served now that waited before
+    /// (their CRD became established).
     pub kinds_served: Vec<GroupVersionKind>,
-    /// `byObject` kinds that wait now and did not before (their CRD was deleted): their
-    /// informers stopped, their objects left the cache.
+    /// Kinds that wait now and did not before (their CRD was deleted, or a controller wants a
+    /// kind that is not served): their informers stopped, their objects left the cache.
     pub kinds_waiting: Vec<GroupVersionKind>,
 }
 
@@ -120,12 +122,16 @@ pub struct CacheReloader {
     options: Option<Options>,
     /// The namespace informer, while a namespace selector needs it.
     namespaces: Option<NamespaceWatch>,
-    /// The watch on CRDs, while custom `byObject` kinds need it.
+    /// The watch on CRDs, while custom kinds (`byObject` or wanted) need it.
     crds: Option<CrdWatch>,
-    /// What discovery said at the last apply of each custom `byObject` kind no CRD defines
-    /// (a kind of an aggregated API is served without one), or of each custom kind when the
-    /// CRDs could not be listed.
+    /// What discovery said of each followed custom kind no CRD defines (a kind of an
+    /// aggregated API is served without one), or of each custom kind when the CRDs could not
+    /// be listed: asked at each config change and for each newly wanted kind.
     discovered: HashMap<GroupVersionKind, Result<(), String>>,
+    /// The custom kinds controllers want ([`SharedCache::want`]), as the tree knows them.
+    wanted: watch::Receiver<HashSet<GroupVersionKind>>,
+    /// The wanted custom kinds the last plan was made for (settled once it is published).
+    wanted_now: HashSet<GroupVersionKind>,
     shared: Arc<SharedCache>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
@@ -150,8 +156,12 @@ impl CacheReloader {
         // Not started: until the first apply, reads fail with `NotStarted`, as
         // controller-runtime's reads before the cache starts do.
         let empty = InformerCache::new(context.clone(), None, InformerSettings::default());
+        let shared = Arc::new(SharedCache::not_started(Arc::new(empty)));
+        shared.wants().follow();
         Self {
-            shared: Arc::new(SharedCache::not_started(Arc::new(empty))),
+            wanted: shared.wants().subscribe(),
+            wanted_now: HashSet::new(),
+            shared,
             context,
             plan: None,
             options: None,
@@ -215,23 +225,68 @@ impl CacheReloader {
             // Swept with the informers of the old tree.
             self.namespaces = None;
         }
-        let custom = custom_kinds(&options);
+        self.options = Some(options);
+        unsynced.extend(self.follow_kinds(true).await);
+        let plan = self.plan_for_cluster()?;
+        let mut change = self.publish(plan, began, false).await;
+        self.settle();
+        change.unsynced.extend(unsynced);
+        Ok(change)
+    }
+
+    /// Follows the custom kinds the tree must know about (`byObject` ones and the ones
+    /// controllers want): the CRD watch runs while there are any, and discovery is asked about
+    /// those the CRDs do not settle (every one with `all`, else only those followed since the
+    /// last call: the others keep what discovery said). Returns why the CRDs could not be
+    /// listed, if they could not.
+    async fn follow_kinds(&mut self, all: bool) -> Option<(GroupVersionKind, String)> {
+        let before = self.followed_kinds();
+        self.wanted_now.clone_from(&self.wanted.borrow_and_update());
+        let custom = self.followed_kinds();
         if custom.is_empty() {
             self.crds = None;
-        } else if !self.follow_crds().await {
-            unsynced.push((
+            self.discovered.clear();
+            return None;
+        }
+        let listed = self.follow_crds().await;
+        if all {
+            self.discovered = self.discover(&custom).await;
+        } else {
+            let new: Vec<GroupVersionKind> = custom
+                .iter()
+                .filter(|gvk| !before.contains(gvk))
+                .cloned()
+                .collect();
+            let answers = self.discover(&new).await;
+            self.discovered.retain(|gvk, _| custom.contains(gvk));
+            self.discovered.extend(answers);
+        }
+        (!listed).then(|| {
+            (
                 crd_gvk(),
                 "CustomResourceDefinitions could not be listed; custom kinds are checked by \
                  discovery when the config is applied"
                     .to_owned(),
-            ));
+            )
+        })
+    }
+
+    /// The custom kinds followed: those of `byObject`, then the wanted ones not among them.
+    fn followed_kinds(&self) -> Vec<GroupVersionKind> {
+        let mut kinds: Vec<GroupVersionKind> = self.options.iter().flat_map(custom_kinds).collect();
+        for gvk in &self.wanted_now {
+            if !kinds.contains(gvk) {
+                kinds.push(gvk.clone());
+            }
         }
-        self.discovered = self.discover(&custom).await;
-        self.options = Some(options);
-        let plan = self.plan_for_cluster()?;
-        let mut change = self.publish(plan, began, false).await;
-        change.unsynced.extend(unsynced);
-        Ok(change)
+        kinds
+    }
+
+    /// Tells the wanted kinds' controllers that the published tree knows them now.
+    fn settle(&self) {
+        if self.shared.wants().settle(self.wanted_now.clone()) {
+            self.shared.changed();
+        }
     }
 
     /// The plan of the running options for the cluster as it is now: custom kinds take the
@@ -299,30 +354,35 @@ impl CacheReloader {
     }
 
     /// Plans the running options again for the cluster as it is now (the namespaces and
-    /// their labels) and applies the difference as [`CacheReloader::apply`] does: a namespace
-    /// that now matches a selector gets its informers (one LIST per kind the tree caches
-    /// there, started and synced before the tree is published), one that no longer matches
-    /// has them stopped. Objects that leave with a namespace are not reported as deleted:
-    /// subscribers are told to read the kind again. Nothing happens before the first apply.
+    /// their labels, the kinds served, the kinds controllers want) and applies the difference
+    /// as [`CacheReloader::apply`] does: a namespace that now matches a selector gets its
+    /// informers (one LIST per kind the tree caches there, started and synced before the tree
+    /// is published), one that no longer matches has them stopped; a kind served now starts,
+    /// one that waits now stops. Objects that leave with a namespace are not reported as
+    /// deleted: subscribers are told to read the kind again. Nothing happens before the first
+    /// apply.
     ///
     /// # Errors
     /// [`OptionsError`] when the options can not be planned (they could be when applied).
     pub async fn rescope(&mut self) -> Result<CacheChange, OptionsError> {
         let began = Instant::now();
-        let Some(options) = self.options.as_ref() else {
-            return Ok(CacheChange::default());
-        };
-        if !options.uses_namespace_selector() && custom_kinds(options).is_empty() {
+        if self.options.is_none() {
             return Ok(CacheChange::default());
         }
+        let unsynced = self.follow_kinds(false).await;
         let plan = self.plan_for_cluster()?;
-        Ok(self.publish(plan, began, true).await)
+        let mut change = self.publish(plan, began, true).await;
+        self.settle();
+        if change.changed {
+            change.unsynced.extend(unsynced);
+        }
+        Ok(change)
     }
 
     /// Waits until something the plan depends on may have changed in the cluster (a
     /// namespace was created, labelled, unlabelled or deleted; a CRD was created, changed or
-    /// deleted); then call [`CacheReloader::rescope`]. Never returns while nothing is
-    /// followed.
+    /// deleted) or a controller wants other custom kinds; then call
+    /// [`CacheReloader::rescope`]. Never returns while nothing is followed.
     pub async fn scope_changed(&mut self) {
         let namespaces = async {
             match &mut self.namespaces {
@@ -336,19 +396,26 @@ impl CacheReloader {
                 None => std::future::pending().await,
             }
         };
+        let wanted = async {
+            if self.wanted.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
         tokio::select! {
             () = namespaces => {}
             () = crds => {}
+            () = wanted => {}
         }
     }
 
     /// What the plan takes from the cluster now: the namespaces and their labels (while a
-    /// selector needs them), and the custom `byObject` kinds that are not served, with why.
+    /// selector needs them), and the followed custom kinds (`byObject` and wanted) that are
+    /// not served, with why.
     #[must_use]
     pub fn cluster_scope(&self) -> ClusterScope {
         let mut waiting = HashMap::new();
         let crds = self.crds.as_ref().filter(|c| c.is_synced());
-        for gvk in self.options.iter().flat_map(custom_kinds) {
+        for gvk in self.followed_kinds() {
             let no_crd = || {
                 format!(
                     "no CustomResourceDefinition defines {} in group {}",
@@ -417,7 +484,7 @@ impl CacheReloader {
             }
         }
         let (namespaces_entered, namespaces_left) = namespace_moves(self.plan.as_ref(), &plan);
-        let (kinds_served, kinds_waiting) = kind_moves(self.plan.as_ref(), &plan);
+        let (kinds_served, kinds_waiting) = kind_moves(self.plan.as_ref(), &plan, &self.wanted_now);
         let before: HashSet<InformerKey> = self.context.pool.keys().into_iter().collect();
         let context = Context {
             reader_fail_on_missing_informer: plan.reader_fail_on_missing_informer(),
@@ -527,7 +594,7 @@ fn custom_kinds(options: &Options) -> Vec<GroupVersionKind> {
     options
         .by_object
         .iter()
-        .filter(|by| crate::kinds::builtin(&by.gvk.group, &by.gvk.version, &by.gvk.kind).is_none())
+        .filter(|by| !super::wanted::is_builtin(&by.gvk))
         .map(|by| by.gvk.clone())
         .collect()
 }
@@ -537,9 +604,13 @@ fn crd_gvk() -> GroupVersionKind {
     GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
 }
 
-/// The `byObject` kinds served in `new` that waited in `old`, and those waiting in `new`
-/// that did not in `old`.
-fn kind_moves(old: Option<&Plan>, new: &Plan) -> (Vec<GroupVersionKind>, Vec<GroupVersionKind>) {
+/// The kinds served in `new` (its `byObject` kinds, and the `wanted` ones) that waited in
+/// `old`, and those waiting in `new` that did not in `old`.
+fn kind_moves(
+    old: Option<&Plan>,
+    new: &Plan,
+    wanted: &HashSet<GroupVersionKind>,
+) -> (Vec<GroupVersionKind>, Vec<GroupVersionKind>) {
     let waiting = |plan: Option<&Plan>| -> Vec<GroupVersionKind> {
         plan.map(Plan::waiting_kinds)
             .unwrap_or_default()
@@ -552,7 +623,7 @@ fn kind_moves(old: Option<&Plan>, new: &Plan) -> (Vec<GroupVersionKind>, Vec<Gro
     (
         before
             .iter()
-            .filter(|g| served_now.contains(g))
+            .filter(|g| served_now.contains(g) || wanted.contains(*g) && !after.contains(g))
             .cloned()
             .collect(),
         after

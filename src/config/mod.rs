@@ -35,7 +35,7 @@ pub use load::{Validated, crd_yaml, load, load_str, validate};
 pub(crate) use load::{document_schema, validate_json};
 pub(crate) use names::dns1123_subdomain_problem;
 pub use status::{
-    CONDITION_READY, CONDITION_VALID, CacheConfigStatus, MAX_LISTED_NAMESPACES,
+    CONDITION_READY, CONDITION_VALID, CacheConfigStatus, ControllerReady, MAX_LISTED_NAMESPACES,
     NamespaceSelectorStatus,
 };
 pub(crate) use structure::check as check_schema;

@@ -43,6 +43,30 @@ pub struct CacheConfigStatus {
     /// once, with the namespaces it matches now.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub namespace_selectors: Vec<NamespaceSelectorStatus>,
+
+    /// The controllers this manager runs (Rust controllers and hook `Controller`s), each
+    /// ready or why not: one whose kinds the API server does not serve yet waits
+    /// (`WaitingForKind`) and starts when they are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub controllers: Vec<ControllerReady>,
+}
+
+/// Whether one controller the manager runs is ready.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ControllerReady {
+    /// The controller's name (a hook `Controller` as `hook namespace/name`).
+    pub name: String,
+
+    /// Whether it runs.
+    pub ready: bool,
+
+    /// `Running`, or `WaitingForKind` while one of its kinds is not served.
+    pub reason: String,
+
+    /// Why it is not ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// The namespaces one namespace selector matches now.

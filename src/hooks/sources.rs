@@ -242,7 +242,8 @@ pub fn add_to_manager(manager: &mut Manager) {
         let supervisor = Supervisor::new(receive)
             .metrics(&metrics, &hook_metrics)
             .write_status(in_cluster)
-            .hold_controllers(in_cluster);
+            .hold_controllers(in_cluster)
+            .report_to(Arc::clone(&state));
         let follow = async {
             match source {
                 ConfigSource::File(path) => {

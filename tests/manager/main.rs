@@ -8,6 +8,7 @@
 mod support;
 
 mod cache_behaviour;
+mod controller_kinds;
 mod controller_runtime;
 mod hooks_exec;
 mod hooks_finalize;
