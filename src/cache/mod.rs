@@ -79,7 +79,7 @@ pub use plan::{
     WIDE_LEAVE_PERCENT, WIDE_MIN_NAMESPACES,
 };
 pub use pool::{InformerKey, InformerPool, PoolStats, PooledInformer};
-pub use reload::{CacheChange, CacheReloader, DEFAULT_CACHE_SYNC_TIMEOUT};
+pub use reload::{CacheChange, CacheReloader, DEFAULT_CACHE_SYNC_TIMEOUT, DISCOVERY_REFRESH};
 pub use resolver::{BuiltinKinds, Discovery, KindInfo, Resolver};
 pub use scope::{ClusterScope, NamespaceLabels};
 pub use settings::InformerSettings;

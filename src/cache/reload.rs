@@ -26,6 +26,17 @@ use super::{
 /// pkg/internal/controller/controller.go: `c.CacheSyncTimeout = 2 * time.Minute`).
 pub const DEFAULT_CACHE_SYNC_TIMEOUT: Duration = Duration::from_mins(2);
 
+/// How often the reloader asks discovery about the custom kinds it follows while the
+/// `CustomResourceDefinitions` cannot be listed (no RBAC for `apiextensions.k8s.io`): one GET
+/// of each kind's group version per period, never a LIST, so a kind starts at most this long
+/// after its CRD is established and stops at most this long after it is deleted.
+///
+/// kube-controller-manager's garbage collector and resource quota controller refresh discovery
+/// at this period to notice new resource types (cmd/kube-controller-manager/app/core.go:
+/// `garbageCollector.Sync(ctx, discoveryClient, 30 * time.Second)`,
+/// `resourceQuotaController.Sync(ctx, discoveryFunc, 30*time.Second)`).
+pub const DISCOVERY_REFRESH: Duration = Duration::from_secs(30);
+
 /// What one reload of the cache did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CacheChange {
@@ -136,6 +147,14 @@ pub struct CacheReloader {
     tracker: TaskTracker,
     shutdown: CancellationToken,
     sync_timeout: Duration,
+    /// How often discovery is asked while the CRDs cannot be listed.
+    discovery_refresh: Duration,
+    /// When discovery is asked next (only while the CRDs cannot be listed).
+    refresh_at: Option<tokio::time::Instant>,
+    /// The period passed: the next rescope asks discovery about every followed kind.
+    refresh_due: bool,
+    /// Discovery refreshes made so far.
+    refreshes: u64,
 }
 
 impl std::fmt::Debug for CacheReloader {
@@ -171,7 +190,26 @@ impl CacheReloader {
             tracker,
             shutdown,
             sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
+            discovery_refresh: DISCOVERY_REFRESH,
+            refresh_at: None,
+            refresh_due: false,
+            refreshes: 0,
         }
+    }
+
+    /// Sets how often discovery is asked about the followed custom kinds while the CRDs
+    /// cannot be listed ([`DISCOVERY_REFRESH`] unless set).
+    #[must_use]
+    pub fn with_discovery_refresh(mut self, period: Duration) -> Self {
+        self.discovery_refresh = period;
+        self
+    }
+
+    /// How many discovery refreshes were made (each asks about every followed custom kind,
+    /// while the CRDs cannot be listed).
+    #[must_use]
+    pub fn discovery_refreshes(&self) -> u64 {
+        self.refreshes
     }
 
     /// Sets how long a reload waits for new eager informers to sync.
@@ -226,6 +264,14 @@ impl CacheReloader {
             self.namespaces = None;
         }
         self.options = Some(options);
+        if self
+            .crds
+            .as_ref()
+            .is_some_and(|c| c.unavailable().is_some())
+        {
+            // A config change tries the CRDs once more (a grant may have come since).
+            self.crds = None;
+        }
         unsynced.extend(self.follow_kinds(true).await);
         let plan = self.plan_for_cluster()?;
         let mut change = self.publish(plan, began, false).await;
@@ -246,9 +292,11 @@ impl CacheReloader {
         if custom.is_empty() {
             self.crds = None;
             self.discovered.clear();
+            self.refresh_at = None;
             return None;
         }
         let listed = self.follow_crds().await;
+        let refused = self.crds.as_ref().and_then(CrdWatch::unavailable);
         if all {
             self.discovered = self.discover(&custom).await;
         } else {
@@ -261,12 +309,22 @@ impl CacheReloader {
             self.discovered.retain(|gvk, _| custom.contains(gvk));
             self.discovered.extend(answers);
         }
-        (!listed).then(|| {
+        // While the CRDs cannot be listed, discovery is asked again at a fixed period.
+        self.refresh_at = match (listed, self.refresh_at) {
+            (true, _) => None,
+            (false, Some(at)) if !all => Some(at),
+            (false, _) => Some(tokio::time::Instant::now() + self.discovery_refresh),
+        };
+        // Refused (RBAC): the watch said why and discovery stands in; not listed in time:
+        // the CRD watch is late, the kinds are known by discovery meanwhile.
+        (!listed && refused.is_none()).then(|| {
             (
                 crd_gvk(),
-                "CustomResourceDefinitions could not be listed; custom kinds are checked by \
-                 discovery when the config is applied"
-                    .to_owned(),
+                format!(
+                    "CustomResourceDefinitions were not listed within {}s; custom kinds are \
+                     looked up by discovery meanwhile",
+                    self.sync_timeout.as_secs_f64()
+                ),
             )
         })
     }
@@ -340,6 +398,8 @@ impl CacheReloader {
                 .filter(|c| c.is_synced())
                 .is_some_and(|c| c.crd_of(gvk).is_some());
             if !settled {
+                // Ask the server, not what the resolver remembers: the kind may have gone.
+                self.context.resolver.forget(gvk);
                 let verdict = self
                     .context
                     .resolver
@@ -369,7 +429,11 @@ impl CacheReloader {
         if self.options.is_none() {
             return Ok(CacheChange::default());
         }
-        let unsynced = self.follow_kinds(false).await;
+        let refresh = std::mem::take(&mut self.refresh_due);
+        if refresh {
+            self.refreshes += 1;
+        }
+        let unsynced = self.follow_kinds(refresh).await;
         let plan = self.plan_for_cluster()?;
         let mut change = self.publish(plan, began, true).await;
         self.settle();
@@ -381,8 +445,9 @@ impl CacheReloader {
 
     /// Waits until something the plan depends on may have changed in the cluster (a
     /// namespace was created, labelled, unlabelled or deleted; a CRD was created, changed or
-    /// deleted) or a controller wants other custom kinds; then call
-    /// [`CacheReloader::rescope`]. Never returns while nothing is followed.
+    /// deleted; the discovery period passed while the CRDs cannot be listed) or a controller
+    /// wants other custom kinds; then call [`CacheReloader::rescope`]. Never returns while
+    /// nothing is followed.
     pub async fn scope_changed(&mut self) {
         let namespaces = async {
             match &mut self.namespaces {
@@ -401,10 +466,23 @@ impl CacheReloader {
                 std::future::pending::<()>().await;
             }
         };
+        let refresh_at = self.refresh_at;
+        let refresh = async move {
+            match refresh_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let mut due = false;
         tokio::select! {
             () = namespaces => {}
             () = crds => {}
             () = wanted => {}
+            () = refresh => due = true,
+        }
+        if due {
+            self.refresh_due = true;
+            self.refresh_at = None;
         }
     }
 

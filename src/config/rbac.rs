@@ -81,7 +81,7 @@ use crate::recorder::Api;
 /// The API group of `cacheconfigs`.
 const GROUP: &str = "informant.dev";
 /// The API group of `customresourcedefinitions`.
-const CRD_GROUP: &str = "apiextensions.k8s.io";
+pub const CRD_GROUP: &str = "apiextensions.k8s.io";
 /// The API group of `leases`.
 const LEASE_GROUP: &str = "coordination.k8s.io";
 /// The namespace Events about cluster-scoped objects are recorded in (client-go
@@ -174,7 +174,7 @@ pub struct Rules {
 pub const NOTE_NAMESPACE_SELECTOR: &str = "namespaceSelector: the namespaces are chosen by label while the manager runs, so the kinds it caches are read cluster-wide (a ClusterRole: no Role can be written for namespaces not known in advance), and namespaces are listed and watched to follow their labels";
 
 /// The note of a config whose `byObject` lists custom kinds.
-pub const NOTE_CRD_WATCH: &str = "byObject lists custom kinds: customresourcedefinitions are listed and watched, so a kind's informers start when its CRD is established and stop when it is deleted";
+pub const NOTE_CRD_WATCH: &str = "byObject lists custom kinds: customresourcedefinitions are listed and watched, so a kind's informers start when its CRD is established and stop when it is deleted (without this grant the manager asks discovery every 30 s instead)";
 
 /// The resources read in one place, by API group.
 type Reads = BTreeMap<String, BTreeSet<String>>;

@@ -209,22 +209,7 @@ impl Layer {
                 let mut children: Vec<Description> = kinds
                     .iter()
                     .map(|(gvk, layer)| {
-                        let role = if matches!(
-                            layer,
-                            Layer::Waiting {
-                                by_object: false,
-                                ..
-                            }
-                        ) {
-                            format!(
-                                "kind {}/{} a controller reads (not in byObject)",
-                                gvk.api_version(),
-                                gvk.kind
-                            )
-                        } else {
-                            format!("byObject {}/{}", gvk.api_version(), gvk.kind)
-                        };
-                        layer.describe(&role, reader_fail_on_missing_informer)
+                        layer.describe(&layer.kind_role(gvk), reader_fail_on_missing_informer)
                     })
                     .collect();
                 children.push(default.describe(
@@ -234,6 +219,25 @@ impl Layer {
                 Description::routing("ByKindCache", role, children)
             }
             Layer::Waiting { reason, .. } => Description::waiting(role, reason),
+        }
+    }
+
+    /// The role of this layer, the one of `gvk` in a `ByKind` layer.
+    fn kind_role(&self, gvk: &GroupVersionKind) -> String {
+        if matches!(
+            self,
+            Layer::Waiting {
+                by_object: false,
+                ..
+            }
+        ) {
+            format!(
+                "kind {}/{} a controller reads (not in byObject)",
+                gvk.api_version(),
+                gvk.kind
+            )
+        } else {
+            format!("byObject {}/{}", gvk.api_version(), gvk.kind)
         }
     }
 
