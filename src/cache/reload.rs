@@ -155,7 +155,19 @@ pub struct CacheReloader {
     refresh_due: bool,
     /// Discovery refreshes made so far.
     refreshes: u64,
+    /// The custom kinds an established CRD serves that discovery served too when asked: only
+    /// those are planned as served (kube-apiserver's discovery may trail `Established`, and
+    /// an informer started before it would fail to resolve its kind).
+    confirmed: HashSet<GroupVersionKind>,
+    /// When discovery is asked again about CRD-served kinds it did not serve yet.
+    recheck_at: Option<tokio::time::Instant>,
+    /// The delay before that: 100 ms, doubling up to [`DISCOVERY_REFRESH`].
+    recheck_delay: Duration,
 }
+
+/// The first delay before discovery is asked again about a kind its CRD serves and discovery
+/// did not; it doubles at each miss up to [`DISCOVERY_REFRESH`].
+const RECHECK_DELAY: Duration = Duration::from_millis(100);
 
 impl std::fmt::Debug for CacheReloader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -194,6 +206,9 @@ impl CacheReloader {
             refresh_at: None,
             refresh_due: false,
             refreshes: 0,
+            confirmed: HashSet::new(),
+            recheck_at: None,
+            recheck_delay: RECHECK_DELAY,
         }
     }
 
@@ -292,11 +307,14 @@ impl CacheReloader {
         if custom.is_empty() {
             self.crds = None;
             self.discovered.clear();
+            self.confirmed.clear();
             self.refresh_at = None;
+            self.recheck_at = None;
             return None;
         }
         let listed = self.follow_crds().await;
         let refused = self.crds.as_ref().and_then(CrdWatch::unavailable);
+        self.confirm(&custom).await;
         if all {
             self.discovered = self.discover(&custom).await;
         } else {
@@ -327,6 +345,41 @@ impl CacheReloader {
                 ),
             )
         })
+    }
+
+    /// Asks discovery about each of `custom` an established CRD serves and discovery has not
+    /// served yet; while one is missing, asks again after a growing delay.
+    async fn confirm(&mut self, custom: &[GroupVersionKind]) {
+        let crd_served: Vec<&GroupVersionKind> = custom
+            .iter()
+            .filter(|gvk| {
+                self.crds
+                    .as_ref()
+                    .filter(|c| c.is_synced())
+                    .and_then(|c| c.crd_of(gvk))
+                    .is_some_and(|crd| crd.serves(gvk).is_ok())
+            })
+            .collect();
+        self.confirmed.retain(|gvk| crd_served.contains(&gvk));
+        let mut missing = false;
+        for gvk in crd_served {
+            if self.confirmed.contains(gvk) {
+                continue;
+            }
+            self.context.resolver.forget(gvk);
+            if self.context.resolver.resolve(gvk).await.is_ok() {
+                self.confirmed.insert(gvk.clone());
+            } else {
+                missing = true;
+            }
+        }
+        if missing {
+            self.recheck_at = Some(tokio::time::Instant::now() + self.recheck_delay);
+            self.recheck_delay = (self.recheck_delay * 2).min(DISCOVERY_REFRESH);
+        } else {
+            self.recheck_at = None;
+            self.recheck_delay = RECHECK_DELAY;
+        }
     }
 
     /// The custom kinds followed: those of `byObject`, then the wanted ones not among them.
@@ -466,19 +519,20 @@ impl CacheReloader {
                 std::future::pending::<()>().await;
             }
         };
-        let refresh_at = self.refresh_at;
-        let refresh = async move {
-            match refresh_at {
+        let at = |when: Option<tokio::time::Instant>| async move {
+            match when {
                 Some(at) => tokio::time::sleep_until(at).await,
                 None => std::future::pending().await,
             }
         };
+        let (refresh, recheck) = (at(self.refresh_at), at(self.recheck_at));
         let mut due = false;
         tokio::select! {
             () = namespaces => {}
             () = crds => {}
             () = wanted => {}
             () = refresh => due = true,
+            () = recheck => {}
         }
         if due {
             self.refresh_due = true;
@@ -501,7 +555,19 @@ impl CacheReloader {
                 )
             };
             let verdict = match (crds, crds.and_then(|c| c.crd_of(&gvk))) {
-                (_, Some(crd)) => crd.serves(&gvk),
+                (_, Some(crd)) => crd.serves(&gvk).and_then(|()| {
+                    if self.confirmed.contains(&gvk) {
+                        Ok(())
+                    } else {
+                        Err(format!(
+                            "CustomResourceDefinition {} is established; discovery does not \
+                             serve {} {} yet",
+                            crd.name,
+                            gvk.api_version(),
+                            gvk.kind
+                        ))
+                    }
+                }),
                 // No CRD: served only by an aggregated API, which discovery found.
                 (Some(_), None) => match self.discovered.get(&gvk) {
                     Some(Ok(())) => Ok(()),
