@@ -1,11 +1,17 @@
 //! `informant explain`: the cache tree a config plans, and which cache would serve an object.
 //! Pure: no client, no API server; kinds' scopes come from the built-in kind table. With
 //! `--kubeconfig`, namespace selectors are resolved against the cluster's namespaces (one
-//! metadata LIST), so the tree shows the namespaces they match now.
+//! metadata LIST), so the tree shows the namespaces they match now, and each custom kind (of
+//! `byObject`, and of the file's `Controller`s) is looked up by discovery, so a kind the
+//! cluster does not serve shows as `WaitingForKind`, and so does each controller that would
+//! wait for it.
 
 use std::path::PathBuf;
 
-use informant::cache::{BuiltinKinds, ClusterScope, Plan, list_namespace_labels};
+use informant::cache::{
+    BuiltinKinds, ClusterScope, Discovery, Plan, Resolver as _, list_namespace_labels,
+};
+use informant::hooks::{ControllerError, ControllerSettings, ValidatedController};
 use kube::core::GroupVersionKind;
 
 use super::exit::{self, Failure};
@@ -37,8 +43,9 @@ pub struct Args {
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value = "text")]
     pub output: Output,
-    /// Resolve namespace selectors against this cluster: the tree then lists the namespaces
-    /// each selector matches now. Without it nothing is asked of any cluster.
+    /// Resolve namespace selectors against this cluster, and look its custom kinds up: the
+    /// tree then lists the namespaces each selector matches now, and the kinds (and
+    /// controllers) that would wait for their CRD. Without it nothing is asked of any cluster.
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
 }
@@ -77,17 +84,11 @@ fn parse_object(text: &str) -> exit::Result<ObjectRef> {
 /// answer and exits with the code the read would fail with.
 pub async fn run(args: &Args) -> exit::Result {
     let options = informant::config::load(&args.config)?.cache;
-    let mut scope = ClusterScope::default();
-    if let Some(kubeconfig) = &args.kubeconfig {
-        let client = super::cache::client(Some(kubeconfig)).await?;
-        let labels = list_namespace_labels(&client).await.map_err(|e| {
-            Failure::message(
-                exit::FAILURE,
-                format!("cannot list namespaces: {}", exit::error_chain(&e)),
-            )
-        })?;
-        scope = scope.with_namespaces(labels);
-    }
+    let controllers = controllers_of(&args.config);
+    let scope = match &args.kubeconfig {
+        Some(kubeconfig) => cluster_scope(kubeconfig, &options, &controllers).await?,
+        None => ClusterScope::default(),
+    };
     let plan = Plan::for_cluster(&options, &scope).map_err(|e| Failure::new(exit::USAGE, &e))?;
     let description = plan.describe();
     let route = match &args.object {
@@ -105,11 +106,14 @@ pub async fn run(args: &Args) -> exit::Result {
             Some((text, route))
         }
     };
-    let controllers = controller_routes(&args.config, &plan);
+    let controllers = controller_routes(controllers, &plan);
     if args.output == Output::Text {
         out!("{}", description.to_text())?;
-        for (name, kinds) in &controllers {
-            outln!("\ncontroller {name}:")?;
+        for (name, kinds, waiting) in &controllers {
+            match waiting {
+                Some(reason) => outln!("\ncontroller {name}: WaitingForKind: {reason}")?,
+                None => outln!("\ncontroller {name}:")?,
+            }
             for (kind, route) in kinds {
                 match route {
                     Ok(path) => outln!("  {kind}: {}", path.join(" -> "))?,
@@ -133,7 +137,7 @@ pub async fn run(args: &Args) -> exit::Result {
         if !controllers.is_empty() {
             doc["controllers"] = controllers
                 .iter()
-                .map(|(name, kinds)| {
+                .map(|(name, kinds, waiting)| {
                     let kinds: Vec<serde_json::Value> = kinds
                         .iter()
                         .map(|(kind, route)| match route {
@@ -141,7 +145,11 @@ pub async fn run(args: &Args) -> exit::Result {
                             Err(e) => serde_json::json!({"kind": kind, "error": e}),
                         })
                         .collect();
-                    serde_json::json!({"name": name, "kinds": kinds})
+                    let mut controller = serde_json::json!({"name": name, "kinds": kinds});
+                    if let Some(reason) = waiting {
+                        controller["waitingForKind"] = serde_json::json!(reason);
+                    }
+                    controller
                 })
                 .collect();
         }
@@ -167,40 +175,97 @@ pub async fn run(args: &Args) -> exit::Result {
     }
 }
 
-/// Each `Controller` of a multi-document config file, with the route of each of its kinds
-/// (`for`, `owns`, `watches`) through `plan`, or why it has none.
-type ControllerRoutes = Vec<(String, Vec<(String, Result<Vec<String>, String>)>)>;
+/// What the cluster behind `kubeconfig` tells the plan: its namespaces with their labels, and
+/// which custom kinds (of `byObject` and of `controllers`) discovery does not serve, as the
+/// manager would have them wait.
+async fn cluster_scope(
+    kubeconfig: &PathBuf,
+    options: &informant::cache::Options,
+    controllers: &Controllers,
+) -> exit::Result<ClusterScope> {
+    let client = super::cache::client(Some(kubeconfig)).await?;
+    let labels = list_namespace_labels(&client).await.map_err(|e| {
+        Failure::message(
+            exit::FAILURE,
+            format!("cannot list namespaces: {}", exit::error_chain(&e)),
+        )
+    })?;
+    let mut scope = ClusterScope::default().with_namespaces(labels);
+    let discovery = Discovery::new(client);
+    let mut custom: Vec<&GroupVersionKind> = Vec::new();
+    let kinds = options.by_object.iter().map(|by| &by.gvk).chain(
+        controllers
+            .iter()
+            .filter_map(|c| c.as_ref().ok())
+            .flat_map(|c| kinds_of(&c.settings)),
+    );
+    for gvk in kinds {
+        let builtin = informant::kinds::builtin(&gvk.group, &gvk.version, &gvk.kind);
+        if builtin.is_none() && !custom.contains(&gvk) {
+            custom.push(gvk);
+        }
+    }
+    for gvk in custom {
+        // The manager waits for a kind discovery does not serve (its CRD is missing).
+        if let Err(error) = discovery.resolve(gvk).await {
+            scope = scope.with_waiting(gvk.clone(), error.to_string());
+        }
+    }
+    Ok(scope)
+}
 
-fn controller_routes(path: &std::path::Path, plan: &Plan) -> ControllerRoutes {
+/// Each `Controller` of a multi-document config file, with the route of each of its kinds
+/// (`for`, `owns`, `watches`) through `plan`, or why it has none, and why it would wait, when
+/// one of its kinds waits for its CRD.
+type ControllerRoutes = Vec<(
+    String,
+    Vec<(String, Result<Vec<String>, String>)>,
+    Option<String>,
+)>;
+
+/// The `Controller` documents of the config file, validated (none when it has none or is not
+/// YAML: the config itself was read already).
+type Controllers = Vec<Result<ValidatedController, ControllerError>>;
+
+fn controllers_of(path: &std::path::Path) -> Controllers {
     let Ok(text) = std::fs::read_to_string(path) else {
         return Vec::new();
     };
     let origin = informant::config::Origin::File(path.to_owned());
-    let Ok(controllers) = informant::hooks::controllers_in(&text, &origin, None) else {
-        return Vec::new();
-    };
+    informant::hooks::controllers_in(&text, &origin, None).unwrap_or_default()
+}
+
+/// The kinds of a controller: `for`, `owns`, `watches`.
+fn kinds_of(settings: &ControllerSettings) -> impl Iterator<Item = &GroupVersionKind> {
+    std::iter::once(&settings.for_kind)
+        .chain(&settings.owns)
+        .chain(&settings.watches)
+}
+
+fn controller_routes(controllers: Controllers, plan: &Plan) -> ControllerRoutes {
     controllers
         .into_iter()
         .map(|controller| match controller {
             Err(e) => (
                 e.origin.to_string(),
                 vec![("invalid".to_owned(), Err(e.to_string()))],
+                None,
             ),
             Ok(c) => {
-                let s = &c.settings;
-                let kinds = std::iter::once(&s.for_kind)
-                    .chain(&s.owns)
-                    .chain(&s.watches)
+                let mut waiting = None;
+                let kinds = kinds_of(&c.settings)
                     .map(|gvk| {
                         let namespaced = BuiltinKinds::resolve_now(gvk).namespaced;
                         let label = format!("{}/{}", gvk.api_version(), gvk.kind);
-                        let route = plan
-                            .route(gvk, namespaced, None, None)
-                            .map_err(|e| e.to_string());
-                        (label, route)
+                        let route = plan.route(gvk, namespaced, None, None);
+                        if let Err(informant::cache::Error::WaitingForKind { reason, .. }) = &route
+                        {
+                            waiting.get_or_insert_with(|| format!("{label}: {reason}"));
+                        }
+                        (label, route.map_err(|e| e.to_string()))
                     })
                     .collect();
-                (s.key.to_string(), kinds)
+                (c.settings.key.to_string(), kinds, waiting)
             }
         })
         .collect()
