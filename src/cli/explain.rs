@@ -4,14 +4,19 @@
 //! metadata LIST), so the tree shows the namespaces they match now, and each custom kind (of
 //! `byObject`, and of the file's `Controller`s) is looked up by discovery, so a kind the
 //! cluster does not serve shows as `WaitingForKind`, and so does each controller that would
-//! wait for it.
+//! wait for it. A sharded config also shows which kinds are sharded and by which key, which
+//! are cached whole, and how a member finds its share; with `--kubeconfig`, the ring's members
+//! now (one LIST of its Leases).
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use informant::cache::{
     BuiltinKinds, ClusterScope, Discovery, Plan, Resolver as _, list_namespace_labels,
 };
+use informant::config::ShardingDescription;
 use informant::hooks::{ControllerError, ControllerSettings, ValidatedController};
+use informant::manager::{Ring, RingMember, ring_members};
 use kube::core::GroupVersionKind;
 
 use super::exit::{self, Failure};
@@ -43,11 +48,15 @@ pub struct Args {
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value = "text")]
     pub output: Output,
-    /// Resolve namespace selectors against this cluster, and look its custom kinds up: the
-    /// tree then lists the namespaces each selector matches now, and the kinds (and
-    /// controllers) that would wait for their CRD. Without it nothing is asked of any cluster.
+    /// Resolve namespace selectors against this cluster: the tree then lists the namespaces
+    /// each selector matches now. Without it nothing is asked of any cluster.
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
+    /// With `--kubeconfig` and a sharded config, where the ring's member Leases are (as
+    /// `informant run --lease-namespace`; default: the config's namespace, else the
+    /// kubeconfig's).
+    #[arg(long, value_name = "NAMESPACE", env = "INFORMANT_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
 }
 
 /// A parsed `--object`.
@@ -83,11 +92,24 @@ fn parse_object(text: &str) -> exit::Result<ObjectRef> {
 /// Prints the plan (and the route of `--object`); a refused route is printed as part of the
 /// answer and exits with the code the read would fail with.
 pub async fn run(args: &Args) -> exit::Result {
-    let options = informant::config::load(&args.config)?.cache;
+    let config = informant::config::load(&args.config)?;
+    let options = config.cache;
+    let sharding = ShardingDescription::of(&options);
     let controllers = controllers_of(&args.config);
-    let scope = match &args.kubeconfig {
-        Some(kubeconfig) => cluster_scope(kubeconfig, &options, &controllers).await?,
-        None => ClusterScope::default(),
+    let (scope, ring_now) = match &args.kubeconfig {
+        None => (ClusterScope::default(), None),
+        Some(kubeconfig) => {
+            let config_namespace = config.resource.metadata.namespace.as_deref();
+            let custom = custom_kinds(&options, &controllers);
+            from_cluster(
+                args,
+                kubeconfig,
+                config_namespace,
+                sharding.as_ref(),
+                &custom,
+            )
+            .await?
+        }
     };
     let plan = Plan::for_cluster(&options, &scope).map_err(|e| Failure::new(exit::USAGE, &e))?;
     let description = plan.describe();
@@ -109,6 +131,12 @@ pub async fn run(args: &Args) -> exit::Result {
     let controllers = controller_routes(controllers, &plan);
     if args.output == Output::Text {
         out!("{}", description.to_text())?;
+        if let Some(sharding) = &sharding {
+            out!("\n{}", sharding.to_text())?;
+        }
+        if let Some(now) = &ring_now {
+            out!("{}", now.to_text())?;
+        }
         for (name, kinds, waiting) in &controllers {
             match waiting {
                 Some(reason) => outln!("\ncontroller {name}: WaitingForKind: {reason}")?,
@@ -134,24 +162,11 @@ pub async fn run(args: &Args) -> exit::Result {
         }
     } else {
         let mut doc = serde_json::json!({"tree": description});
+        if let Some(sharding) = &sharding {
+            doc["sharding"] = RingNow::json(sharding, ring_now.as_ref());
+        }
         if !controllers.is_empty() {
-            doc["controllers"] = controllers
-                .iter()
-                .map(|(name, kinds, waiting)| {
-                    let kinds: Vec<serde_json::Value> = kinds
-                        .iter()
-                        .map(|(kind, route)| match route {
-                            Ok(path) => serde_json::json!({"kind": kind, "servedBy": path}),
-                            Err(e) => serde_json::json!({"kind": kind, "error": e}),
-                        })
-                        .collect();
-                    let mut controller = serde_json::json!({"name": name, "kinds": kinds});
-                    if let Some(reason) = waiting {
-                        controller["waitingForKind"] = serde_json::json!(reason);
-                    }
-                    controller
-                })
-                .collect();
+            doc["controllers"] = controllers.iter().map(controller_json).collect();
         }
         if let Some((object, route)) = &route {
             doc["object"] = serde_json::json!(object);
@@ -175,53 +190,169 @@ pub async fn run(args: &Args) -> exit::Result {
     }
 }
 
-/// What the cluster behind `kubeconfig` tells the plan: its namespaces with their labels, and
-/// which custom kinds (of `byObject` and of `controllers`) discovery does not serve, as the
-/// manager would have them wait.
-async fn cluster_scope(
+/// What the cluster of `kubeconfig` says: its namespaces (for namespace selectors), which of
+/// the `custom` kinds discovery does not serve (they would wait, as the manager has them wait
+/// for their CRD), and, for a sharded config, the ring's members now (their Leases in
+/// `--lease-namespace`, else the config's namespace, else the kubeconfig's).
+async fn from_cluster(
+    args: &Args,
     kubeconfig: &PathBuf,
-    options: &informant::cache::Options,
-    controllers: &Controllers,
-) -> exit::Result<ClusterScope> {
-    let client = super::cache::client(Some(kubeconfig)).await?;
-    let labels = list_namespace_labels(&client).await.map_err(|e| {
+    config_namespace: Option<&str>,
+    sharding: Option<&ShardingDescription>,
+    custom: &[GroupVersionKind],
+) -> exit::Result<(ClusterScope, Option<RingNow>)> {
+    let client = &super::cache::client(Some(kubeconfig)).await?;
+    let lease_namespace = args
+        .lease_namespace
+        .as_deref()
+        .or(config_namespace)
+        .unwrap_or_else(|| client.default_namespace())
+        .to_owned();
+    let labels = list_namespace_labels(client).await.map_err(|e| {
         Failure::message(
             exit::FAILURE,
             format!("cannot list namespaces: {}", exit::error_chain(&e)),
         )
     })?;
-    let mut scope = ClusterScope::default().with_namespaces(labels);
-    let discovery = Discovery::new(client);
-    let mut custom: Vec<&GroupVersionKind> = Vec::new();
-    let kinds = options.by_object.iter().map(|by| &by.gvk).chain(
-        controllers
-            .iter()
-            .filter_map(|c| c.as_ref().ok())
-            .flat_map(|c| kinds_of(&c.settings)),
-    );
-    for gvk in kinds {
-        let builtin = informant::kinds::builtin(&gvk.group, &gvk.version, &gvk.kind);
-        if builtin.is_none() && !custom.contains(&gvk) {
-            custom.push(gvk);
+    let ring_now = match sharding {
+        None => None,
+        Some(sharding) => {
+            let members = ring_members(
+                client,
+                &lease_namespace,
+                &sharding.ring,
+                jiff::Timestamp::now(),
+            )
+            .await
+            .map_err(|e| {
+                Failure::message(
+                    exit::FAILURE,
+                    format!(
+                        "cannot list the leases of ring {} in namespace {lease_namespace}: {}",
+                        sharding.ring,
+                        exit::error_chain(&e)
+                    ),
+                )
+            })?;
+            let namespaces: Vec<&String> = labels.keys().collect();
+            Some(RingNow::new(
+                lease_namespace,
+                &members,
+                sharding,
+                &namespaces,
+            ))
         }
-    }
+    };
+    let mut scope = ClusterScope::default().with_namespaces(labels);
+    let discovery = Discovery::new(client.clone());
     for gvk in custom {
-        // The manager waits for a kind discovery does not serve (its CRD is missing).
         if let Err(error) = discovery.resolve(gvk).await {
             scope = scope.with_waiting(gvk.clone(), error.to_string());
         }
     }
-    Ok(scope)
+    Ok((scope, ring_now))
+}
+
+/// The ring's members now, with the namespaces each owns under `key: namespace`.
+struct RingNow {
+    namespace: String,
+    members: Vec<(RingMember, Option<Vec<String>>)>,
+}
+
+impl RingNow {
+    fn new(
+        namespace: String,
+        members: &[RingMember],
+        sharding: &ShardingDescription,
+        namespaces: &[&String],
+    ) -> Self {
+        let ring = Ring::new(members.iter().map(|m| m.identity.as_str()));
+        let owned = |identity: &str| {
+            (sharding.key == "namespace").then(|| {
+                namespaces
+                    .iter()
+                    .filter(|ns| ring.namespace_owner(ns) == Some(identity))
+                    .map(|ns| (*ns).clone())
+                    .collect()
+            })
+        };
+        let members = members
+            .iter()
+            .map(|m| (m.clone(), owned(&m.identity)))
+            .collect();
+        Self { namespace, members }
+    }
+
+    fn to_text(&self) -> String {
+        let mut out = format!(
+            "  members now (Leases in namespace {}): {}\n",
+            self.namespace,
+            if self.members.is_empty() {
+                "none: no replica of this ring holds a live Lease".to_owned()
+            } else {
+                self.members.len().to_string()
+            }
+        );
+        for (member, namespaces) in &self.members {
+            let _ = write!(
+                out,
+                "    {} (lease {}, renewed {}): {:.1}% of the hash space",
+                member.identity,
+                member.lease,
+                member.renewed,
+                member.share * 100.0
+            );
+            if let Some(namespaces) = namespaces {
+                let _ = write!(out, ", namespaces [{}]", namespaces.join(", "));
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// `sharding` as JSON, with the members now under `now` when they were asked for.
+    fn json(sharding: &ShardingDescription, now: Option<&Self>) -> serde_json::Value {
+        // A struct of strings and lists of strings always serializes.
+        let mut doc = serde_json::to_value(sharding).unwrap_or_default();
+        if let Some(now) = now {
+            doc["now"] = now.to_json();
+        }
+        doc
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        let members: Vec<serde_json::Value> = self
+            .members
+            .iter()
+            .map(|(m, namespaces)| {
+                let mut v = serde_json::json!({
+                    "identity": m.identity,
+                    "lease": m.lease,
+                    "renewTime": m.renewed.to_string(),
+                    "leaseDurationSeconds": m.lease_duration.as_secs(),
+                    "share": m.share,
+                });
+                if let Some(namespaces) = namespaces {
+                    v["namespaces"] = serde_json::json!(namespaces);
+                }
+                v
+            })
+            .collect();
+        serde_json::json!({"leaseNamespace": self.namespace, "members": members})
+    }
 }
 
 /// Each `Controller` of a multi-document config file, with the route of each of its kinds
 /// (`for`, `owns`, `watches`) through `plan`, or why it has none, and why it would wait, when
 /// one of its kinds waits for its CRD.
-type ControllerRoutes = Vec<(
+type ControllerRoutes = Vec<ControllerRoute>;
+
+/// One controller of [`ControllerRoutes`]: its name, each kind's route, why it would wait.
+type ControllerRoute = (
     String,
     Vec<(String, Result<Vec<String>, String>)>,
     Option<String>,
-)>;
+);
 
 /// The `Controller` documents of the config file, validated (none when it has none or is not
 /// YAML: the config itself was read already).
@@ -240,6 +371,28 @@ fn kinds_of(settings: &ControllerSettings) -> impl Iterator<Item = &GroupVersion
     std::iter::once(&settings.for_kind)
         .chain(&settings.owns)
         .chain(&settings.watches)
+}
+
+/// The custom kinds (not built in) of `byObject` and of the valid `controllers`, once each:
+/// those the manager follows, and that may wait for their CRD.
+fn custom_kinds(
+    options: &informant::cache::Options,
+    controllers: &Controllers,
+) -> Vec<GroupVersionKind> {
+    let mut custom: Vec<GroupVersionKind> = Vec::new();
+    let kinds = options.by_object.iter().map(|by| &by.gvk).chain(
+        controllers
+            .iter()
+            .filter_map(|c| c.as_ref().ok())
+            .flat_map(|c| kinds_of(&c.settings)),
+    );
+    for gvk in kinds {
+        let builtin = informant::kinds::builtin(&gvk.group, &gvk.version, &gvk.kind);
+        if builtin.is_none() && !custom.contains(gvk) {
+            custom.push(gvk.clone());
+        }
+    }
+    custom
 }
 
 fn controller_routes(controllers: Controllers, plan: &Plan) -> ControllerRoutes {
@@ -269,6 +422,23 @@ fn controller_routes(controllers: Controllers, plan: &Plan) -> ControllerRoutes 
             }
         })
         .collect()
+}
+
+/// One controller of [`ControllerRoutes`] as JSON: its name, each kind's route or error, and
+/// `waitingForKind` when it would wait.
+fn controller_json((name, kinds, waiting): &ControllerRoute) -> serde_json::Value {
+    let kinds: Vec<serde_json::Value> = kinds
+        .iter()
+        .map(|(kind, route)| match route {
+            Ok(path) => serde_json::json!({"kind": kind, "servedBy": path}),
+            Err(e) => serde_json::json!({"kind": kind, "error": e}),
+        })
+        .collect();
+    let mut controller = serde_json::json!({"name": name, "kinds": kinds});
+    if let Some(reason) = waiting {
+        controller["waitingForKind"] = serde_json::json!(reason);
+    }
+    controller
 }
 
 #[cfg(test)]

@@ -122,7 +122,14 @@ async fn release_all(ctx: &Context, held: &Held) -> Released {
             }
             _ => Api::all_with(ctx.client().clone(), &info.resource),
         };
-        match remove_finalizer(&api, object, &held.finalizer).await {
+        match remove_finalizer(
+            &api,
+            object,
+            &held.finalizer,
+            Reread::Cache(ctx, &held.for_kind),
+        )
+        .await
+        {
             Ok(Removal::Removed) => result.released += 1,
             Ok(Removal::NotHeld) => {}
             Ok(Removal::Conflicts) => {
@@ -164,6 +171,7 @@ pub(super) async fn remove_finalizer(
     api: &Api<DynamicObject>,
     object: &DynamicObject,
     finalizer: &str,
+    reread: Reread<'_>,
 ) -> Result<Removal, kube::Error> {
     let name = object.metadata.name.clone().unwrap_or_default();
     let mut current = object.clone();
@@ -176,7 +184,7 @@ pub(super) async fn remove_finalizer(
             Ok(()) => return Ok(Removal::Removed),
             Err(kube::Error::Api(status)) if status.code == 404 => return Ok(Removal::NotHeld),
             Err(kube::Error::Api(status)) if status.code == 409 => {
-                match api.get_opt(&name).await? {
+                match reread.fresh(api, &current, &name).await? {
                     Some(fresh) => current = fresh,
                     None => return Ok(Removal::NotHeld),
                 }
@@ -185,6 +193,41 @@ pub(super) async fn remove_finalizer(
         }
     }
     Ok(Removal::Conflicts)
+}
+
+/// Where [`remove_finalizer`] reads an object again after a conflict.
+#[derive(Clone, Copy)]
+pub(super) enum Reread<'a> {
+    /// From the API server (a `Controller` resource: the manager may `get` those).
+    Server,
+    /// From the cache the controller read it from: its `for` kind, whose RBAC is the user's
+    /// (`rbac.extraRules`) and need not include `get`. A cache still behind gives the same
+    /// version again, the patch conflicts again, and after [`TRIES`] the object is left to
+    /// the next pass.
+    Cache(&'a Context, &'a GroupVersionKind),
+}
+
+impl Reread<'_> {
+    async fn fresh(
+        self,
+        api: &Api<DynamicObject>,
+        current: &DynamicObject,
+        name: &str,
+    ) -> Result<Option<DynamicObject>, kube::Error> {
+        match self {
+            Self::Server => api.get_opt(name).await,
+            Self::Cache(ctx, gvk) => {
+                let namespace = current.metadata.namespace.as_deref();
+                match ctx.cache().get(gvk, namespace, name).await {
+                    Ok(object) => Ok(Some((*object).clone())),
+                    Err(cache::Error::NotFound { .. }) => Ok(None),
+                    // The cache cannot answer now (stopping, rescoped): keep the version in
+                    // hand; the next try conflicts and the object is left to the next pass.
+                    Err(_) => Ok(Some(current.clone())),
+                }
+            }
+        }
+    }
 }
 
 /// The `Controller` resources of `namespace`, as dynamic objects.
@@ -230,7 +273,9 @@ pub(super) async fn hold_controller(client: &kube::Client, resource: &Controller
 pub(super) async fn let_go_of_controller(client: &kube::Client, namespace: &str, name: &str) {
     let api = controllers(client, namespace);
     let removed = match api.get_opt(name).await {
-        Ok(Some(object)) => remove_finalizer(&api, &object, CONTROLLER_FINALIZER).await,
+        Ok(Some(object)) => {
+            remove_finalizer(&api, &object, CONTROLLER_FINALIZER, Reread::Server).await
+        }
         Ok(None) => Ok(Removal::NotHeld),
         Err(e) => Err(e),
     };
@@ -244,5 +289,107 @@ pub(super) async fn let_go_of_controller(client: &kube::Client, namespace: &str,
             tracing::warn!(controller = %format!("{namespace}/{name}"), error = %e,
                 "cannot remove the release finalizer from the controller");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+    use serde_json::json;
+
+    use super::{Removal, Reread, remove_finalizer};
+    use crate::apiserver::TestServer;
+    use crate::cache::{self, Cache as _, Discovery, InformerPool, Plan, SharedCache};
+    use crate::controller::Context;
+    use crate::recorder::{NullSink, Pipeline, SystemClock};
+
+    /// A release whose object changed since the cache last showed it (409) reads it again
+    /// from the cache, not from the server (whose `get` the user's RBAC may not grant), and
+    /// removes its finalizer and nothing else.
+    #[tokio::test]
+    async fn a_conflict_rereads_the_object_from_the_cache_and_removes_only_the_finalizer() {
+        let server = TestServer::start().await.unwrap();
+        let client = server.client().await.unwrap();
+        let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        let created: ConfigMap = serde_json::from_value(json!({
+            "metadata": {"name": "web", "finalizers": ["hooks.informant.dev/x", "keep"]}
+        }))
+        .unwrap();
+        configmaps
+            .create(&PostParams::default(), &created)
+            .await
+            .unwrap();
+
+        let tree =
+            Plan::new(&cache::Options::default())
+                .unwrap()
+                .instantiate(&cache::Context::new(
+                    client.clone(),
+                    Arc::new(Discovery::new(client.clone())),
+                ));
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        tree.start(&tokio_util::task::TaskTracker::new(), &shutdown);
+        let _stop = shutdown.clone().drop_guard();
+        let pipeline = Pipeline::new(
+            &crate::recorder::Options::default(),
+            NullSink,
+            Arc::new(SystemClock),
+        );
+        let ctx = Context::new(
+            Arc::new(SharedCache::new(tree)),
+            InformerPool::new(client.clone()),
+            client.clone(),
+            pipeline.recorder(),
+        );
+        let gvk = cache::typed::gvk_of::<ConfigMap>();
+        ctx.cache().ensure_informer(&gvk).await.unwrap();
+        let stale = (*ctx.cache().get(&gvk, Some("default"), "web").await.unwrap()).clone();
+
+        let labelled = configmaps
+            .patch(
+                "web",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"edited": "yes"}}})),
+            )
+            .await
+            .unwrap();
+        let fresh_version = labelled.metadata.resource_version.clone();
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while ctx
+                .cache()
+                .get(&gvk, Some("default"), "web")
+                .await
+                .map(|o| o.metadata.resource_version.clone())
+                .ok()
+                != Some(fresh_version.clone())
+            {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("the cache shows the edit");
+
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client, "default", &ApiResource::erase::<ConfigMap>(&()));
+        let removal = remove_finalizer(
+            &api,
+            &stale,
+            "hooks.informant.dev/x",
+            Reread::Cache(&ctx, &gvk),
+        )
+        .await
+        .unwrap();
+        assert_eq!(removal, Removal::Removed);
+        let now = configmaps.get("web").await.unwrap();
+        assert_eq!(now.metadata.finalizers, Some(vec!["keep".to_owned()]));
+        assert_eq!(
+            now.metadata.labels.and_then(|l| l.get("edited").cloned()),
+            Some("yes".to_owned()),
+            "the edit the conflict was about is kept"
+        );
     }
 }

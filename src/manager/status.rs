@@ -30,6 +30,7 @@
 //!     informers: Vec::new(),
 //!     namespace_selectors: Vec::new(),
 //!     controllers: Vec::new(),
+//!     sharding: None,
 //!     last_reload_time: None,
 //!     now: jiff::Timestamp::UNIX_EPOCH,
 //! };
@@ -49,7 +50,7 @@ use serde_json::{Value, json};
 use crate::cache::InformerStatus;
 use crate::config::{
     self, CONDITION_READY, CONDITION_VALID, CacheConfig, CacheConfigStatus, ControllerReady,
-    NamespaceSelectorStatus,
+    NamespaceSelectorStatus, ShardingStatus,
 };
 
 /// `Valid=True` reason: the spec passed validation.
@@ -237,6 +238,8 @@ pub struct StatusInput {
     pub namespace_selectors: Vec<NamespaceSelectorStatus>,
     /// Each controller the manager runs, ready or why not, sorted by name.
     pub controllers: Vec<ControllerReady>,
+    /// With `spec.sharding`, the ring as this member sees it and its share.
+    pub sharding: Option<ShardingStatus>,
     /// When a changed spec was last applied; `None` keeps the previous status's.
     pub last_reload_time: Option<Time>,
     /// The current time, for a condition that flips (truncated to seconds, as the API
@@ -306,6 +309,7 @@ pub fn desired_status(
             .or_else(|| previous.and_then(|p| p.last_reload_time.clone())),
         namespace_selectors: input.namespace_selectors.clone(),
         controllers: input.controllers.clone(),
+        sharding: input.sharding.clone(),
     }
 }
 
@@ -562,6 +566,7 @@ mod tests {
             informers: Vec::new(),
             namespace_selectors: Vec::new(),
             controllers: Vec::new(),
+            sharding: None,
             last_reload_time: None,
             now: at(now),
         }

@@ -26,4 +26,6 @@ mod manager_run;
 mod manager_scope;
 mod manager_source;
 mod manager_status;
+mod shard_cache;
+mod shard_manager;
 mod shard_membership;

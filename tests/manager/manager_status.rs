@@ -57,6 +57,7 @@ fn syncing(generation: i64, now: i64) -> StatusInput {
         informers,
         namespace_selectors: Vec::new(),
         controllers: Vec::new(),
+        sharding: None,
         last_reload_time: Some(Time(at(now))),
         now: at(now),
     }

@@ -15,7 +15,7 @@ use super::error::Error;
 use super::informer_cache::{Context, InformerCache};
 use super::matching::excluding_namespaces;
 use super::multi_namespace::MultiNamespaceCache;
-use super::options::{Config, NamespaceKey, Namespaces, Options, OptionsError};
+use super::options::{Config, NamespaceKey, Namespaces, Options, OptionsError, Scope};
 use super::scope::ClusterScope;
 use super::settings::InformerSettings;
 use super::waiting::WaitingCache;
@@ -242,6 +242,7 @@ impl Plan {
                 selection: default_selection.map(Box::new),
             }
         };
+        let default = shard::shard(default, scope, Serves::Any);
         let others_waiting = waiting_outside_by_object(&options, scope);
         let root = if options.by_object.is_empty() && others_waiting.is_empty() {
             default
@@ -288,7 +289,11 @@ impl Plan {
                             settings: InformerSettings::from_config(&by.config, by.metadata_only),
                         }),
                     };
-                    (by.gvk.clone(), layer)
+                    let serves = match by.scope {
+                        Scope::Namespaced => Serves::Namespaced,
+                        Scope::Cluster => Serves::ClusterScoped,
+                    };
+                    (by.gvk.clone(), shard::shard(layer, scope, serves))
                 })
                 .collect();
             kinds.extend(others_waiting);
@@ -567,6 +572,9 @@ fn added_by<'a>(key: &NamespaceKey, selection: Option<&'a Selection>) -> Option<
 }
 
 mod layer;
+mod shard;
+
+use shard::Serves;
 
 #[cfg(test)]
 mod tests;
