@@ -1,6 +1,7 @@
 //! `benches/scope.rs`: the figures of a cache that follows the cluster's namespaces, against the
 //! embedded API server (in this process). Usage: `cargo bench --bench scope` (a minute or two
-//! once built; `-- --quick` runs the third figure at 10% only).
+//! once built; `-- --quick` runs the third figure at 10% only, and the fourth 10 times;
+//! `-- flips`, `-- scale`, `-- kinds` run figures 1-2, 3 or 4 alone).
 //!
 //! 1. Label flip latency. A `Manager` (file source) caches `ConfigMap`s and `Secret`s of every
 //!    namespace labelled `team=flip` (`namespaceSelector`); the namespace `flip` holds 50 of
@@ -17,6 +18,14 @@
 //!    build today). Each through a byte-counting TCP proxy: the connections open once synced
 //!    (one per watch), the bytes received to sync, then the bytes received while one new
 //!    object is created in every namespace; objects held, and bytes per object served.
+//! 4. Kinds that come and go. A `Manager` caches the custom kind `Widget` (`byObject`) and runs
+//!    a Rust controller on the custom kind `Gadget` (not in `byObject`); neither CRD is
+//!    installed. 50 times (10 with `--quick`): create both CRDs (the server answers with
+//!    `Established=True`), and measure from the create request to the `Reload::Rescoped` that
+//!    says `Widget` is served (its informer synced, in the published tree) and to the
+//!    controller reporting `Running` (its informers synced, its runner started); then delete
+//!    them and measure until the informer stopped and the controller waits again. Goal: p99
+//!    < 2 s to serve and run.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -34,7 +43,8 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use informant::apiserver::{TestServer, Verb};
 use informant::cache::{Cache as _, CacheReloader, Context, Discovery, ListOptions};
-use informant::manager::{ConfigSource, Manager, Options, Reload};
+use informant::controller::{Action, Controller};
+use informant::manager::{ConfigSource, ControllerReadiness, Manager, Options, Reload, State};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -459,14 +469,184 @@ async fn scale(quick: bool) -> Result<(), BoxError> {
     Ok(())
 }
 
+/// The custom kind of figure 4's controller.
+#[derive(
+    kube::CustomResource, Clone, Debug, serde::Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
+#[kube(group = "example.com", version = "v1", kind = "Gadget", namespaced)]
+struct GadgetSpec {}
+
+/// The CRD of `kind` (`plural.example.com`), namespaced, serving `v1`.
+fn crd(kind: &str, plural: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.example.com")},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    })
+}
+
+/// Waits for the `Reload::Rescoped` in which `kind` became served (or started waiting,
+/// `served` false).
+async fn kind_moved(
+    reloads: &mut broadcast::Receiver<Reload>,
+    kind: &str,
+    served: bool,
+) -> Result<(), BoxError> {
+    loop {
+        if let Reload::Rescoped { cache, .. } = tokio::time::timeout(WAIT, reloads.recv()).await?? {
+            let moved = if served {
+                &cache.kinds_served
+            } else {
+                &cache.kinds_waiting
+            };
+            if moved.iter().any(|g| g.kind == kind) {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Waits until the controller `name` reports running (`running`) or waiting for its kind.
+async fn controller_is(state: &State, name: &str, running: bool) -> Result<(), BoxError> {
+    let mut changes = state.subscribe();
+    tokio::time::timeout(WAIT, async {
+        loop {
+            let now = state.snapshot().controllers.get(name).cloned();
+            let done = match now {
+                Some(ControllerReadiness::Running) => running,
+                Some(ControllerReadiness::WaitingForKind { .. }) => !running,
+                None => false,
+            };
+            if done || changes.changed().await.is_err() {
+                return;
+            }
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+/// Figure 4: CRDs installed and deleted under a `byObject` kind and a Rust controller.
+async fn kinds(dir: &Path, cycles: usize) -> Result<(), BoxError> {
+    let server = TestServer::start().await?;
+    let path = dir.join("kinds.yaml");
+    replace_file(
+        &path,
+        "apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\nmetadata: {name: bench, namespace: default}\n\
+         spec:\n  byObject: [{apiVersion: example.com/v1, kind: Widget}, {apiVersion: v1, kind: ConfigMap}]\n",
+    )?;
+    let client = server.client().await?;
+    let options = Options {
+        debounce: Duration::ZERO,
+        ..Options::new(ConfigSource::File(path))
+    };
+    let mut manager = Manager::new(client.clone(), options).await?;
+    let mut reloads = manager.reloads();
+    let state = manager.state();
+    Controller::<Gadget>::new("gadgets").add_to(
+        &mut manager,
+        |_, _| async { Ok::<_, kube::Error>(Action::await_change()) },
+        informant::controller::default_error_policy,
+    );
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(manager.run(shutdown.clone()));
+    controller_is(&state, "gadgets", false).await?;
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client);
+    let post = kube::api::PostParams::default();
+    let (mut serving, mut running, mut stopped, mut waiting) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let start = requests(&server);
+    let discovery = server.handle().discovery_requests();
+    for _ in 0..cycles {
+        let began = Instant::now();
+        for (kind, plural) in [("Widget", "widgets"), ("Gadget", "gadgets")] {
+            let created = crds
+                .create(&post, &serde_json::from_value(crd(kind, plural))?)
+                .await?;
+            let established = created.status.and_then(|s| s.conditions).is_some_and(|c| {
+                c.iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            });
+            if !established {
+                return Err(format!("the {kind} CRD was not established at create").into());
+            }
+        }
+        kind_moved(&mut reloads, "Widget", true).await?;
+        serving.push(began.elapsed());
+        controller_is(&state, "gadgets", true).await?;
+        running.push(began.elapsed());
+
+        let began = Instant::now();
+        for plural in ["widgets", "gadgets"] {
+            crds.delete(
+                &format!("{plural}.example.com"),
+                &kube::api::DeleteParams::default(),
+            )
+            .await?;
+        }
+        kind_moved(&mut reloads, "Widget", false).await?;
+        stopped.push(began.elapsed());
+        controller_is(&state, "gadgets", false).await?;
+        waiting.push(began.elapsed());
+    }
+    let lists = delta(&server, &start, Verb::List);
+    let watches = delta(&server, &start, Verb::Watch);
+    let discovered = server.handle().discovery_requests() - discovery;
+    println!(
+        "4. kinds that come and go: {cycles} cycles of two CRDs created (Established at create) \
+         and deleted; Widget in byObject, a Rust controller on Gadget (not in byObject)"
+    );
+    let (p50, p99) = median_p99(&mut serving);
+    println!(
+        "   created to Widget informer serving:    median {p50:.1} ms, p99 {p99:.1} ms (goal p99 < 2000 ms)"
+    );
+    let (p50, p99) = median_p99(&mut running);
+    println!(
+        "   created to Gadget controller running:  median {p50:.1} ms, p99 {p99:.1} ms (goal p99 < 2000 ms)"
+    );
+    let (p50, p99) = median_p99(&mut stopped);
+    println!("   deleted to Widget informer stopped:    median {p50:.1} ms, p99 {p99:.1} ms");
+    let (p50, p99) = median_p99(&mut waiting);
+    println!("   deleted to Gadget controller waiting:  median {p50:.1} ms, p99 {p99:.1} ms");
+    println!(
+        "   requests over the {cycles} cycles: LIST {lists}; WATCH {watches}; discovery {discovered}"
+    );
+    shutdown.cancel();
+    tokio::time::timeout(WAIT, run).await???;
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let quick = std::env::args().any(|a| a == "--quick");
     let dir = std::env::temp_dir().join(format!("bench_scope-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
+    // `cargo bench --bench scope -- kinds` runs only figure 4 (`flips`: 1 and 2, `scale`: 3).
+    let named: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| ["flips", "scale", "kinds"].contains(&a.as_str()))
+        .collect();
+    let runs = |figure: &str| named.is_empty() || named.iter().any(|n| n == figure);
     let result = async {
-        flips(&dir).await?;
-        scale(quick).await
+        if runs("flips") {
+            flips(&dir).await?;
+        }
+        if runs("scale") {
+            scale(quick).await?;
+        }
+        if runs("kinds") {
+            kinds(&dir, if quick { 10 } else { 50 }).await?;
+        }
+        Ok::<_, BoxError>(())
     }
     .await;
     let _ = std::fs::remove_dir_all(&dir);

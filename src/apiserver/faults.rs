@@ -316,13 +316,26 @@ pub struct RequestCount {
     pub count: u64,
 }
 
-/// Request counters per verb and resource.
+/// Request counters per verb and resource, and of discovery requests.
 #[derive(Debug, Default)]
 pub struct Counters {
     counts: Mutex<BTreeMap<(Verb, String, String), u64>>,
+    discovery: std::sync::atomic::AtomicU64,
 }
 
 impl Counters {
+    /// Count one discovery request (`/api`, `/apis`, a group, a group version's resources).
+    pub fn record_discovery(&self) {
+        self.discovery
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Discovery requests since start.
+    #[must_use]
+    pub fn discovery(&self) -> u64 {
+        self.discovery.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Count one request.
     pub fn record(&self, verb: Verb, group: &str, resource: &str) {
         *self

@@ -227,6 +227,14 @@ impl Handle {
         self.0.counters.get(verb, resource)
     }
 
+    /// How many discovery requests (`/api`, `/apis`, a group, a group version's resources)
+    /// the server has received: not in [`Handle::requests`], which counts requests on
+    /// resources.
+    #[must_use]
+    pub fn discovery_requests(&self) -> u64 {
+        self.0.counters.discovery()
+    }
+
     /// Every request counter.
     #[must_use]
     pub fn requests(&self) -> Vec<RequestCount> {

@@ -3,6 +3,10 @@
 //! custom `byObject` kinds the API server serves, starts their informers when their CRD becomes
 //! established and stops them when it is deleted, instead of retrying a LIST of a resource that
 //! does not exist.
+//!
+//! When the CRDs cannot be listed for good (401, 403: no RBAC for `apiextensions.k8s.io`; 404:
+//! no CRD API), the watch stops at the first refusal and says so ([`CrdWatch::unavailable`]):
+//! no LIST is retried; the reloader asks discovery at a fixed period instead.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -86,6 +90,8 @@ type Kinds = Option<Arc<BTreeMap<String, CrdKind>>>;
 /// The running watch on CRDs. Dropping it stops the watch.
 pub(crate) struct CrdWatch {
     kinds: watch::Receiver<Kinds>,
+    /// Why the CRDs cannot be listed, once the watch stopped for good.
+    unavailable: watch::Receiver<Option<String>>,
     stop: CancellationToken,
 }
 
@@ -109,6 +115,7 @@ impl CrdWatch {
         shutdown: &CancellationToken,
     ) -> Self {
         let (tx, kinds) = watch::channel(None);
+        let (refused, unavailable) = watch::channel(None);
         let stop = shutdown.child_token();
         let token = stop.clone();
         let api: Api<CustomResourceDefinition> = Api::all(client);
@@ -126,6 +133,18 @@ impl CrdWatch {
                     };
                     let publish = match event {
                         None => return,
+                        Some(Err(error)) if super::is_permanent(&error) => {
+                            // Retrying will not help (RBAC, no CRD API): stop here, and let
+                            // discovery tell which kinds are served.
+                            tracing::warn!(
+                                error = %error,
+                                "cannot list or watch CustomResourceDefinitions: custom kinds are \
+                                 looked up by discovery at a fixed period instead (grant list and \
+                                 watch on customresourcedefinitions to follow CRDs as they change)"
+                            );
+                            refused.send_replace(Some(error.to_string()));
+                            return;
+                        }
                         Some(Err(error)) => {
                             tracing::warn!(error = %error, "cannot list or watch CustomResourceDefinitions");
                             false
@@ -162,15 +181,26 @@ impl CrdWatch {
             }
             .instrument(span),
         );
-        Self { kinds, stop }
+        Self {
+            kinds,
+            unavailable,
+            stop,
+        }
     }
 
-    /// Waits until the first list of CRDs completed, or `cancel`.
+    /// Waits until the first list of CRDs completed (true), or the CRDs turned out not to be
+    /// listable, or `cancel` (false).
     pub(crate) async fn synced(&mut self, cancel: &CancellationToken) -> bool {
         tokio::select! {
             () = cancel.cancelled() => false,
             synced = self.kinds.wait_for(Option::is_some) => synced.is_ok(),
+            _ = self.unavailable.wait_for(Option::is_some) => false,
         }
+    }
+
+    /// Why the CRDs cannot be listed, once the watch stopped for good.
+    pub(crate) fn unavailable(&self) -> Option<String> {
+        self.unavailable.borrow().clone()
     }
 
     /// Whether the first list of CRDs completed.
@@ -178,9 +208,16 @@ impl CrdWatch {
         self.kinds.borrow().is_some()
     }
 
-    /// Waits until a CRD is created, changed or deleted (after the first list).
+    /// Waits until a CRD is created, changed or deleted (after the first list), or the watch
+    /// stopped for good.
     pub(crate) async fn changed(&mut self) {
-        if self.kinds.changed().await.is_err() {
+        // The refusal first: when the watch stops, the digest's sender goes with it.
+        let changed = tokio::select! {
+            biased;
+            changed = self.unavailable.changed() => changed,
+            changed = self.kinds.changed() => changed,
+        };
+        if changed.is_err() {
             // The watch ended (shutdown): nothing will change any more.
             std::future::pending::<()>().await;
         }

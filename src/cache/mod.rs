@@ -55,6 +55,7 @@ mod sync_periods;
 mod transform;
 pub mod typed;
 mod waiting;
+mod wanted;
 
 pub use api::{Cache, ListOptions};
 pub use build::{build, resolve_scopes};
@@ -79,7 +80,7 @@ pub use plan::{
     WIDE_LEAVE_PERCENT, WIDE_MIN_NAMESPACES,
 };
 pub use pool::{InformerKey, InformerPool, PoolStats, PooledInformer};
-pub use reload::{CacheChange, CacheReloader, DEFAULT_CACHE_SYNC_TIMEOUT};
+pub use reload::{CacheChange, CacheReloader, DEFAULT_CACHE_SYNC_TIMEOUT, DISCOVERY_REFRESH};
 pub use resolver::{BuiltinKinds, Discovery, KindInfo, Resolver};
 pub use scope::{ClusterScope, NamespaceLabels};
 pub use settings::InformerSettings;
@@ -88,3 +89,4 @@ pub use sharded_client::{server_shards, sharded_client};
 pub use shared::SharedCache;
 pub use store::StoreWriter;
 pub use sync_periods::SyncPeriods;
+pub use wanted::WantedKinds;

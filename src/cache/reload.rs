@@ -27,6 +27,17 @@ use crate::selector::ShardKey;
 /// pkg/internal/controller/controller.go: `c.CacheSyncTimeout = 2 * time.Minute`).
 pub const DEFAULT_CACHE_SYNC_TIMEOUT: Duration = Duration::from_mins(2);
 
+/// How often the reloader asks discovery about the custom kinds it follows while the
+/// `CustomResourceDefinitions` cannot be listed (no RBAC for `apiextensions.k8s.io`): one GET
+/// of each kind's group version per period, never a LIST, so a kind starts at most this long
+/// after its CRD is established and stops at most this long after it is deleted.
+///
+/// kube-controller-manager's garbage collector and resource quota controller refresh discovery
+/// at this period to notice new resource types (cmd/kube-controller-manager/app/core.go:
+/// `garbageCollector.Sync(ctx, discoveryClient, 30 * time.Second)`,
+/// `resourceQuotaController.Sync(ctx, discoveryFunc, 30*time.Second)`).
+pub const DISCOVERY_REFRESH: Duration = Duration::from_secs(30);
+
 /// What one reload of the cache did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CacheChange {
@@ -47,10 +58,11 @@ pub struct CacheChange {
     /// Namespaces a namespace selector matched before and does not now (relabelled or
     /// deleted): their informers stopped, their objects left the cache.
     pub namespaces_left: BTreeSet<String>,
-    /// `byObject` kinds served now that waited before (their CRD became established).
+    /// Kinds (`byObject` kinds and kinds controllers read) served now that waited before
+    /// (their CRD became established).
     pub kinds_served: Vec<GroupVersionKind>,
-    /// `byObject` kinds that wait now and did not before (their CRD was deleted): their
-    /// informers stopped, their objects left the cache.
+    /// Kinds that wait now and did not before (their CRD was deleted, or a controller wants a
+    /// kind that is not served): their informers stopped, their objects left the cache.
     pub kinds_waiting: Vec<GroupVersionKind>,
     /// Whether this member's share of its shard ring changed (the ring's members did): the
     /// sharded kinds' informers were replaced.
@@ -128,12 +140,16 @@ pub struct CacheReloader {
     options: Option<Options>,
     /// The namespace informer, while a namespace selector needs it.
     namespaces: Option<NamespaceWatch>,
-    /// The watch on CRDs, while custom `byObject` kinds need it.
+    /// The watch on CRDs, while custom kinds (`byObject` or wanted) need it.
     crds: Option<CrdWatch>,
-    /// What discovery said at the last apply of each custom `byObject` kind no CRD defines
-    /// (a kind of an aggregated API is served without one), or of each custom kind when the
-    /// CRDs could not be listed.
+    /// What discovery said of each followed custom kind no CRD defines (a kind of an
+    /// aggregated API is served without one), or of each custom kind when the CRDs could not
+    /// be listed: asked at each config change and for each newly wanted kind.
     discovered: HashMap<GroupVersionKind, Result<(), String>>,
+    /// The custom kinds controllers want ([`SharedCache::want`]), as the tree knows them.
+    wanted: watch::Receiver<HashSet<GroupVersionKind>>,
+    /// The wanted custom kinds the last plan was made for (settled once it is published).
+    wanted_now: HashSet<GroupVersionKind>,
     /// This member's share of a shard ring, when the manager runs one: applied while the
     /// options have `sharding`.
     shard: Option<watch::Receiver<Option<ShardScope>>>,
@@ -143,7 +159,27 @@ pub struct CacheReloader {
     tracker: TaskTracker,
     shutdown: CancellationToken,
     sync_timeout: Duration,
+    /// How often discovery is asked while the CRDs cannot be listed.
+    discovery_refresh: Duration,
+    /// When discovery is asked next (only while the CRDs cannot be listed).
+    refresh_at: Option<tokio::time::Instant>,
+    /// The period passed: the next rescope asks discovery about every followed kind.
+    refresh_due: bool,
+    /// Discovery refreshes made so far.
+    refreshes: u64,
+    /// The custom kinds an established CRD serves that discovery served too when asked: only
+    /// those are planned as served (kube-apiserver's discovery may trail `Established`, and
+    /// an informer started before it would fail to resolve its kind).
+    confirmed: HashSet<GroupVersionKind>,
+    /// When discovery is asked again about CRD-served kinds it did not serve yet.
+    recheck_at: Option<tokio::time::Instant>,
+    /// The delay before that: 100 ms, doubling up to [`DISCOVERY_REFRESH`].
+    recheck_delay: Duration,
 }
+
+/// The first delay before discovery is asked again about a kind its CRD serves and discovery
+/// did not; it doubles at each miss up to [`DISCOVERY_REFRESH`].
+const RECHECK_DELAY: Duration = Duration::from_millis(100);
 
 impl std::fmt::Debug for CacheReloader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -163,8 +199,12 @@ impl CacheReloader {
         // Not started: until the first apply, reads fail with `NotStarted`, as
         // controller-runtime's reads before the cache starts do.
         let empty = InformerCache::new(context.clone(), None, InformerSettings::default());
+        let shared = Arc::new(SharedCache::not_started(Arc::new(empty)));
+        shared.wants().follow();
         Self {
-            shared: Arc::new(SharedCache::not_started(Arc::new(empty))),
+            wanted: shared.wants().subscribe(),
+            wanted_now: HashSet::new(),
+            shared,
             context,
             plan: None,
             options: None,
@@ -176,7 +216,29 @@ impl CacheReloader {
             tracker,
             shutdown,
             sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
+            discovery_refresh: DISCOVERY_REFRESH,
+            refresh_at: None,
+            refresh_due: false,
+            refreshes: 0,
+            confirmed: HashSet::new(),
+            recheck_at: None,
+            recheck_delay: RECHECK_DELAY,
         }
+    }
+
+    /// Sets how often discovery is asked about the followed custom kinds while the CRDs
+    /// cannot be listed ([`DISCOVERY_REFRESH`] unless set).
+    #[must_use]
+    pub fn with_discovery_refresh(mut self, period: Duration) -> Self {
+        self.discovery_refresh = period;
+        self
+    }
+
+    /// How many discovery refreshes were made (each asks about every followed custom kind,
+    /// while the CRDs cannot be listed).
+    #[must_use]
+    pub fn discovery_refreshes(&self) -> u64 {
+        self.refreshes
     }
 
     /// Sets how long a reload waits for new eager informers to sync.
@@ -239,23 +301,126 @@ impl CacheReloader {
             // Swept with the informers of the old tree.
             self.namespaces = None;
         }
-        let custom = custom_kinds(&options);
-        if custom.is_empty() {
-            self.crds = None;
-        } else if !self.follow_crds().await {
-            unsynced.push((
-                crd_gvk(),
-                "CustomResourceDefinitions could not be listed; custom kinds are checked by \
-                 discovery when the config is applied"
-                    .to_owned(),
-            ));
-        }
-        self.discovered = self.discover(&custom).await;
         self.options = Some(options);
+        if self
+            .crds
+            .as_ref()
+            .is_some_and(|c| c.unavailable().is_some())
+        {
+            // A config change tries the CRDs once more (a grant may have come since).
+            self.crds = None;
+        }
+        unsynced.extend(self.follow_kinds(true).await);
         let plan = self.plan_for_cluster()?;
         let mut change = self.publish(plan, began, false).await;
+        self.settle();
         change.unsynced.extend(unsynced);
         Ok(change)
+    }
+
+    /// Follows the custom kinds the tree must know about (`byObject` ones and the ones
+    /// controllers want): the CRD watch runs while there are any, and discovery is asked about
+    /// those the CRDs do not settle (every one with `all`, else only those followed since the
+    /// last call: the others keep what discovery said). Returns why the CRDs could not be
+    /// listed, if they could not.
+    async fn follow_kinds(&mut self, all: bool) -> Option<(GroupVersionKind, String)> {
+        let before = self.followed_kinds();
+        self.wanted_now.clone_from(&self.wanted.borrow_and_update());
+        let custom = self.followed_kinds();
+        if custom.is_empty() {
+            self.crds = None;
+            self.discovered.clear();
+            self.confirmed.clear();
+            self.refresh_at = None;
+            self.recheck_at = None;
+            return None;
+        }
+        let listed = self.follow_crds().await;
+        let refused = self.crds.as_ref().and_then(CrdWatch::unavailable);
+        self.confirm(&custom).await;
+        if all {
+            self.discovered = self.discover(&custom).await;
+        } else {
+            let new: Vec<GroupVersionKind> = custom
+                .iter()
+                .filter(|gvk| !before.contains(gvk))
+                .cloned()
+                .collect();
+            let answers = self.discover(&new).await;
+            self.discovered.retain(|gvk, _| custom.contains(gvk));
+            self.discovered.extend(answers);
+        }
+        // While the CRDs cannot be listed, discovery is asked again at a fixed period.
+        self.refresh_at = match (listed, self.refresh_at) {
+            (true, _) => None,
+            (false, Some(at)) if !all => Some(at),
+            (false, _) => Some(tokio::time::Instant::now() + self.discovery_refresh),
+        };
+        // Refused (RBAC): the watch said why and discovery stands in; not listed in time:
+        // the CRD watch is late, the kinds are known by discovery meanwhile.
+        (!listed && refused.is_none()).then(|| {
+            (
+                crd_gvk(),
+                format!(
+                    "CustomResourceDefinitions were not listed within {}s; custom kinds are \
+                     looked up by discovery meanwhile",
+                    self.sync_timeout.as_secs_f64()
+                ),
+            )
+        })
+    }
+
+    /// Asks discovery about each of `custom` an established CRD serves and discovery has not
+    /// served yet; while one is missing, asks again after a growing delay.
+    async fn confirm(&mut self, custom: &[GroupVersionKind]) {
+        let crd_served: Vec<&GroupVersionKind> = custom
+            .iter()
+            .filter(|gvk| {
+                self.crds
+                    .as_ref()
+                    .filter(|c| c.is_synced())
+                    .and_then(|c| c.crd_of(gvk))
+                    .is_some_and(|crd| crd.serves(gvk).is_ok())
+            })
+            .collect();
+        self.confirmed.retain(|gvk| crd_served.contains(&gvk));
+        let mut missing = false;
+        for gvk in crd_served {
+            if self.confirmed.contains(gvk) {
+                continue;
+            }
+            self.context.resolver.forget(gvk);
+            if self.context.resolver.resolve(gvk).await.is_ok() {
+                self.confirmed.insert(gvk.clone());
+            } else {
+                missing = true;
+            }
+        }
+        if missing {
+            self.recheck_at = Some(tokio::time::Instant::now() + self.recheck_delay);
+            self.recheck_delay = (self.recheck_delay * 2).min(DISCOVERY_REFRESH);
+        } else {
+            self.recheck_at = None;
+            self.recheck_delay = RECHECK_DELAY;
+        }
+    }
+
+    /// The custom kinds followed: those of `byObject`, then the wanted ones not among them.
+    fn followed_kinds(&self) -> Vec<GroupVersionKind> {
+        let mut kinds: Vec<GroupVersionKind> = self.options.iter().flat_map(custom_kinds).collect();
+        for gvk in &self.wanted_now {
+            if !kinds.contains(gvk) {
+                kinds.push(gvk.clone());
+            }
+        }
+        kinds
+    }
+
+    /// Tells the wanted kinds' controllers that the published tree knows them now.
+    fn settle(&self) {
+        if self.shared.wants().settle(self.wanted_now.clone()) {
+            self.shared.changed();
+        }
     }
 
     /// The plan of the running options for the cluster as it is now: custom kinds take the
@@ -309,6 +474,8 @@ impl CacheReloader {
                 .filter(|c| c.is_synced())
                 .is_some_and(|c| c.crd_of(gvk).is_some());
             if !settled {
+                // Ask the server, not what the resolver remembers: the kind may have gone.
+                self.context.resolver.forget(gvk);
                 let verdict = self
                     .context
                     .resolver
@@ -323,33 +490,40 @@ impl CacheReloader {
     }
 
     /// Plans the running options again for the cluster as it is now (the namespaces and
-    /// their labels) and applies the difference as [`CacheReloader::apply`] does: a namespace
-    /// that now matches a selector gets its informers (one LIST per kind the tree caches
-    /// there, started and synced before the tree is published), one that no longer matches
-    /// has them stopped. Objects that leave with a namespace are not reported as deleted:
-    /// subscribers are told to read the kind again. Nothing happens before the first apply.
+    /// their labels, the kinds served, the kinds controllers want) and applies the difference
+    /// as [`CacheReloader::apply`] does: a namespace that now matches a selector gets its
+    /// informers (one LIST per kind the tree caches there, started and synced before the tree
+    /// is published), one that no longer matches has them stopped; a kind served now starts,
+    /// one that waits now stops. Objects that leave with a namespace are not reported as
+    /// deleted: subscribers are told to read the kind again. Nothing happens before the first
+    /// apply.
     ///
     /// # Errors
     /// [`OptionsError`] when the options can not be planned (they could be when applied).
     pub async fn rescope(&mut self) -> Result<CacheChange, OptionsError> {
         let began = Instant::now();
-        let Some(options) = self.options.as_ref() else {
-            return Ok(CacheChange::default());
-        };
-        if !follows_namespaces(options)
-            && custom_kinds(options).is_empty()
-            && options.sharding.is_none()
-        {
+        if self.options.is_none() {
             return Ok(CacheChange::default());
         }
+        let refresh = std::mem::take(&mut self.refresh_due);
+        if refresh {
+            self.refreshes += 1;
+        }
+        let unsynced = self.follow_kinds(refresh).await;
         let plan = self.plan_for_cluster()?;
-        Ok(self.publish(plan, began, true).await)
+        let mut change = self.publish(plan, began, true).await;
+        self.settle();
+        if change.changed {
+            change.unsynced.extend(unsynced);
+        }
+        Ok(change)
     }
 
     /// Waits until something the plan depends on may have changed in the cluster (a
     /// namespace was created, labelled, unlabelled or deleted; a CRD was created, changed or
-    /// deleted; this member's share of its shard ring changed); then call [`CacheReloader::rescope`]. Never returns while nothing is
-    /// followed.
+    /// deleted; the discovery period passed while the CRDs cannot be listed; this member's
+    /// share of its shard ring changed) or a controller wants other custom kinds; then call
+    /// [`CacheReloader::rescope`]. Never returns while nothing is followed.
     pub async fn scope_changed(&mut self) {
         let namespaces = async {
             match &mut self.namespaces {
@@ -373,20 +547,41 @@ impl CacheReloader {
                 None => std::future::pending().await,
             }
         };
+        let wanted = async {
+            if self.wanted.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        let at = |when: Option<tokio::time::Instant>| async move {
+            match when {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let (refresh, recheck) = (at(self.refresh_at), at(self.recheck_at));
+        let mut due = false;
         tokio::select! {
             () = namespaces => {}
             () = crds => {}
+            () = wanted => {}
             () = shard => {}
+            () = refresh => due = true,
+            () = recheck => {}
+        }
+        if due {
+            self.refresh_due = true;
+            self.refresh_at = None;
         }
     }
 
     /// What the plan takes from the cluster now: the namespaces and their labels (while a
-    /// selector needs them), and the custom `byObject` kinds that are not served, with why.
+    /// selector needs them), and the followed custom kinds (`byObject` and wanted) that are
+    /// not served, with why.
     #[must_use]
     pub fn cluster_scope(&self) -> ClusterScope {
         let mut waiting = HashMap::new();
         let crds = self.crds.as_ref().filter(|c| c.is_synced());
-        for gvk in self.options.iter().flat_map(custom_kinds) {
+        for gvk in self.followed_kinds() {
             let no_crd = || {
                 format!(
                     "no CustomResourceDefinition defines {} in group {}",
@@ -394,7 +589,19 @@ impl CacheReloader {
                 )
             };
             let verdict = match (crds, crds.and_then(|c| c.crd_of(&gvk))) {
-                (_, Some(crd)) => crd.serves(&gvk),
+                (_, Some(crd)) => crd.serves(&gvk).and_then(|()| {
+                    if self.confirmed.contains(&gvk) {
+                        Ok(())
+                    } else {
+                        Err(format!(
+                            "CustomResourceDefinition {} is established; discovery does not \
+                             serve {} {} yet",
+                            crd.name,
+                            gvk.api_version(),
+                            gvk.kind
+                        ))
+                    }
+                }),
                 // No CRD: served only by an aggregated API, which discovery found.
                 (Some(_), None) => match self.discovered.get(&gvk) {
                     Some(Ok(())) => Ok(()),
@@ -461,7 +668,7 @@ impl CacheReloader {
             }
         }
         let (namespaces_entered, namespaces_left) = namespace_moves(self.plan.as_ref(), &plan);
-        let (kinds_served, kinds_waiting) = kind_moves(self.plan.as_ref(), &plan);
+        let (kinds_served, kinds_waiting) = kind_moves(self.plan.as_ref(), &plan, &self.wanted_now);
         let share = self.cluster_scope().shard;
         let share_changed = self.plan.is_some() && share != self.planned_share;
         let before: HashSet<InformerKey> = self.context.pool.keys().into_iter().collect();
@@ -585,7 +792,7 @@ fn custom_kinds(options: &Options) -> Vec<GroupVersionKind> {
     options
         .by_object
         .iter()
-        .filter(|by| crate::kinds::builtin(&by.gvk.group, &by.gvk.version, &by.gvk.kind).is_none())
+        .filter(|by| !super::wanted::is_builtin(&by.gvk))
         .map(|by| by.gvk.clone())
         .collect()
 }
@@ -595,9 +802,13 @@ fn crd_gvk() -> GroupVersionKind {
     GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition")
 }
 
-/// The `byObject` kinds served in `new` that waited in `old`, and those waiting in `new`
-/// that did not in `old`.
-fn kind_moves(old: Option<&Plan>, new: &Plan) -> (Vec<GroupVersionKind>, Vec<GroupVersionKind>) {
+/// The kinds served in `new` (its `byObject` kinds, and the `wanted` ones) that waited in
+/// `old`, and those waiting in `new` that did not in `old`.
+fn kind_moves(
+    old: Option<&Plan>,
+    new: &Plan,
+    wanted: &HashSet<GroupVersionKind>,
+) -> (Vec<GroupVersionKind>, Vec<GroupVersionKind>) {
     let waiting = |plan: Option<&Plan>| -> Vec<GroupVersionKind> {
         plan.map(Plan::waiting_kinds)
             .unwrap_or_default()
@@ -610,7 +821,7 @@ fn kind_moves(old: Option<&Plan>, new: &Plan) -> (Vec<GroupVersionKind>, Vec<Gro
     (
         before
             .iter()
-            .filter(|g| served_now.contains(g))
+            .filter(|g| served_now.contains(g) || wanted.contains(*g) && !after.contains(g))
             .cloned()
             .collect(),
         after

@@ -1,7 +1,7 @@
 //! `ClusterScope`: what a [`super::Plan`] takes from the cluster besides the options: which
-//! namespaces exist with which labels (for namespace selectors), and which `byObject` kinds the
-//! API server does not serve yet (their CRD is not established), and which share of a shard
-//! ring this member caches. Plain data: the manager
+//! namespaces exist with which labels (for namespace selectors), which kinds (`byObject`
+//! kinds and kinds controllers read) the API server does not serve yet (their CRD is not
+//! established), and which share of a shard ring this member caches. Plain data: the manager
 //! observes it, and a change of it is planned, diffed and applied like a config edit.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -21,8 +21,9 @@ pub struct ClusterScope {
     /// Every namespace with its labels; `None` when not known (`informant explain` without a
     /// cluster).
     pub namespaces: Option<NamespaceLabels>,
-    /// The kinds the API server does not serve, with why: a `byObject` kind among them waits
-    /// (`WaitingForKind`) instead of starting informers.
+    /// The kinds the API server does not serve, with why: each waits (`WaitingForKind`)
+    /// instead of starting informers, a `byObject` kind in its place and any other in a layer
+    /// of its own in front of the default cache.
     pub waiting: HashMap<GroupVersionKind, String>,
     /// The selectors (canonical text) whose namespaces one cluster-wide informer serves in
     /// the tree published now: they keep it until their share of the namespaces falls below

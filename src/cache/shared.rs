@@ -12,6 +12,7 @@ use super::api::{Cache, ListOptions};
 use super::error::Result;
 use super::informer::InformerStatus;
 use super::sync_periods::SyncPeriods;
+use super::wanted::{WantedKinds, Wants};
 
 /// A swappable pointer to the current cache tree, itself a [`Cache`] that delegates every call
 /// to the tree current when the call starts.
@@ -20,6 +21,10 @@ pub struct SharedCache {
     current: RwLock<Arc<dyn Cache>>,
     /// Whether a tree was published since [`SharedCache::not_started`].
     serving: tokio::sync::watch::Sender<bool>,
+    /// Bumped at each published tree and each lookup of wanted kinds.
+    changes: tokio::sync::watch::Sender<u64>,
+    /// The kinds controllers want ([`SharedCache::want`]).
+    wants: Wants,
 }
 
 impl std::fmt::Debug for SharedCache {
@@ -35,6 +40,8 @@ impl SharedCache {
         Self {
             current: RwLock::new(tree),
             serving: tokio::sync::watch::Sender::new(true),
+            changes: tokio::sync::watch::Sender::new(0),
+            wants: Wants::default(),
         }
     }
 
@@ -45,6 +52,8 @@ impl SharedCache {
         Self {
             current: RwLock::new(tree),
             serving: tokio::sync::watch::Sender::new(false),
+            changes: tokio::sync::watch::Sender::new(0),
+            wants: Wants::default(),
         }
     }
 
@@ -80,8 +89,34 @@ impl SharedCache {
     pub fn replace(&self, tree: Arc<dyn Cache>) -> Arc<dyn Cache> {
         let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
         let previous = std::mem::replace(&mut *current, tree);
+        drop(current);
         self.serving.send_replace(true);
+        self.changed();
         previous
+    }
+
+    /// Wants `kinds` from this cache until the returned [`WantedKinds`] is dropped: the
+    /// reloader behind it follows each custom one (so it waits in the tree while it is not
+    /// served, and starts when it is), and the [`WantedKinds`] says whether they are served
+    /// and when that changes. With no reloader behind the cache every kind counts as served.
+    #[must_use]
+    pub fn want(self: &Arc<Self>, kinds: &[GroupVersionKind]) -> WantedKinds {
+        WantedKinds::new(self, kinds)
+    }
+
+    /// A receiver that changes at each published tree and each lookup of wanted kinds.
+    #[must_use]
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    pub(crate) fn wants(&self) -> &Wants {
+        &self.wants
+    }
+
+    /// Tells every [`SharedCache::changes`] receiver that something changed.
+    pub(crate) fn changed(&self) {
+        self.changes.send_modify(|v| *v = v.wrapping_add(1));
     }
 }
 

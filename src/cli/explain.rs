@@ -1,15 +1,21 @@
 //! `informant explain`: the cache tree a config plans, and which cache would serve an object.
 //! Pure: no client, no API server; kinds' scopes come from the built-in kind table. With
 //! `--kubeconfig`, namespace selectors are resolved against the cluster's namespaces (one
-//! metadata LIST), so the tree shows the namespaces they match now. A sharded config also
-//! shows which kinds are sharded and by which key, which are cached whole, and how a member
-//! finds its share; with `--kubeconfig`, the ring's members now (one LIST of its Leases).
+//! metadata LIST), so the tree shows the namespaces they match now, and each custom kind (of
+//! `byObject`, and of the file's `Controller`s) is looked up by discovery, so a kind the
+//! cluster does not serve shows as `WaitingForKind`, and so does each controller that would
+//! wait for it. A sharded config also shows which kinds are sharded and by which key, which
+//! are cached whole, and how a member finds its share; with `--kubeconfig`, the ring's members
+//! now (one LIST of its Leases).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use informant::cache::{BuiltinKinds, ClusterScope, Plan, list_namespace_labels};
+use informant::cache::{
+    BuiltinKinds, ClusterScope, Discovery, Plan, Resolver as _, list_namespace_labels,
+};
 use informant::config::ShardingDescription;
+use informant::hooks::{ControllerError, ControllerSettings, ValidatedController};
 use informant::manager::{Ring, RingMember, ring_members};
 use kube::core::GroupVersionKind;
 
@@ -89,11 +95,20 @@ pub async fn run(args: &Args) -> exit::Result {
     let config = informant::config::load(&args.config)?;
     let options = config.cache;
     let sharding = ShardingDescription::of(&options);
+    let controllers = controllers_of(&args.config);
     let (scope, ring_now) = match &args.kubeconfig {
         None => (ClusterScope::default(), None),
         Some(kubeconfig) => {
             let config_namespace = config.resource.metadata.namespace.as_deref();
-            from_cluster(args, kubeconfig, config_namespace, sharding.as_ref()).await?
+            let custom = custom_kinds(&options, &controllers);
+            from_cluster(
+                args,
+                kubeconfig,
+                config_namespace,
+                sharding.as_ref(),
+                &custom,
+            )
+            .await?
         }
     };
     let plan = Plan::for_cluster(&options, &scope).map_err(|e| Failure::new(exit::USAGE, &e))?;
@@ -113,7 +128,7 @@ pub async fn run(args: &Args) -> exit::Result {
             Some((text, route))
         }
     };
-    let controllers = controller_routes(&args.config, &plan);
+    let controllers = controller_routes(controllers, &plan);
     if args.output == Output::Text {
         out!("{}", description.to_text())?;
         if let Some(sharding) = &sharding {
@@ -122,8 +137,11 @@ pub async fn run(args: &Args) -> exit::Result {
         if let Some(now) = &ring_now {
             out!("{}", now.to_text())?;
         }
-        for (name, kinds) in &controllers {
-            outln!("\ncontroller {name}:")?;
+        for (name, kinds, waiting) in &controllers {
+            match waiting {
+                Some(reason) => outln!("\ncontroller {name}: WaitingForKind: {reason}")?,
+                None => outln!("\ncontroller {name}:")?,
+            }
             for (kind, route) in kinds {
                 match route {
                     Ok(path) => outln!("  {kind}: {}", path.join(" -> "))?,
@@ -148,19 +166,7 @@ pub async fn run(args: &Args) -> exit::Result {
             doc["sharding"] = RingNow::json(sharding, ring_now.as_ref());
         }
         if !controllers.is_empty() {
-            doc["controllers"] = controllers
-                .iter()
-                .map(|(name, kinds)| {
-                    let kinds: Vec<serde_json::Value> = kinds
-                        .iter()
-                        .map(|(kind, route)| match route {
-                            Ok(path) => serde_json::json!({"kind": kind, "servedBy": path}),
-                            Err(e) => serde_json::json!({"kind": kind, "error": e}),
-                        })
-                        .collect();
-                    serde_json::json!({"name": name, "kinds": kinds})
-                })
-                .collect();
+            doc["controllers"] = controllers.iter().map(controller_json).collect();
         }
         if let Some((object, route)) = &route {
             doc["object"] = serde_json::json!(object);
@@ -184,14 +190,16 @@ pub async fn run(args: &Args) -> exit::Result {
     }
 }
 
-/// What the cluster of `kubeconfig` says: its namespaces (for namespace selectors), and, for
-/// a sharded config, the ring's members now (their Leases in `--lease-namespace`, else the
-/// config's namespace, else the kubeconfig's).
+/// What the cluster of `kubeconfig` says: its namespaces (for namespace selectors), which of
+/// the `custom` kinds discovery does not serve (they would wait, as the manager has them wait
+/// for their CRD), and, for a sharded config, the ring's members now (their Leases in
+/// `--lease-namespace`, else the config's namespace, else the kubeconfig's).
 async fn from_cluster(
     args: &Args,
     kubeconfig: &PathBuf,
     config_namespace: Option<&str>,
     sharding: Option<&ShardingDescription>,
+    custom: &[GroupVersionKind],
 ) -> exit::Result<(ClusterScope, Option<RingNow>)> {
     let client = &super::cache::client(Some(kubeconfig)).await?;
     let lease_namespace = args
@@ -235,7 +243,14 @@ async fn from_cluster(
             ))
         }
     };
-    Ok((ClusterScope::default().with_namespaces(labels), ring_now))
+    let mut scope = ClusterScope::default().with_namespaces(labels);
+    let discovery = Discovery::new(client.clone());
+    for gvk in custom {
+        if let Err(error) = discovery.resolve(gvk).await {
+            scope = scope.with_waiting(gvk.clone(), error.to_string());
+        }
+    }
+    Ok((scope, ring_now))
 }
 
 /// The ring's members now, with the namespaces each owns under `key: namespace`.
@@ -328,42 +343,102 @@ impl RingNow {
 }
 
 /// Each `Controller` of a multi-document config file, with the route of each of its kinds
-/// (`for`, `owns`, `watches`) through `plan`, or why it has none.
-type ControllerRoutes = Vec<(String, Vec<(String, Result<Vec<String>, String>)>)>;
+/// (`for`, `owns`, `watches`) through `plan`, or why it has none, and why it would wait, when
+/// one of its kinds waits for its CRD.
+type ControllerRoutes = Vec<ControllerRoute>;
 
-fn controller_routes(path: &std::path::Path, plan: &Plan) -> ControllerRoutes {
+/// One controller of [`ControllerRoutes`]: its name, each kind's route, why it would wait.
+type ControllerRoute = (
+    String,
+    Vec<(String, Result<Vec<String>, String>)>,
+    Option<String>,
+);
+
+/// The `Controller` documents of the config file, validated (none when it has none or is not
+/// YAML: the config itself was read already).
+type Controllers = Vec<Result<ValidatedController, ControllerError>>;
+
+fn controllers_of(path: &std::path::Path) -> Controllers {
     let Ok(text) = std::fs::read_to_string(path) else {
         return Vec::new();
     };
     let origin = informant::config::Origin::File(path.to_owned());
-    let Ok(controllers) = informant::hooks::controllers_in(&text, &origin, None) else {
-        return Vec::new();
-    };
+    informant::hooks::controllers_in(&text, &origin, None).unwrap_or_default()
+}
+
+/// The kinds of a controller: `for`, `owns`, `watches`.
+fn kinds_of(settings: &ControllerSettings) -> impl Iterator<Item = &GroupVersionKind> {
+    std::iter::once(&settings.for_kind)
+        .chain(&settings.owns)
+        .chain(&settings.watches)
+}
+
+/// The custom kinds (not built in) of `byObject` and of the valid `controllers`, once each:
+/// those the manager follows, and that may wait for their CRD.
+fn custom_kinds(
+    options: &informant::cache::Options,
+    controllers: &Controllers,
+) -> Vec<GroupVersionKind> {
+    let mut custom: Vec<GroupVersionKind> = Vec::new();
+    let kinds = options.by_object.iter().map(|by| &by.gvk).chain(
+        controllers
+            .iter()
+            .filter_map(|c| c.as_ref().ok())
+            .flat_map(|c| kinds_of(&c.settings)),
+    );
+    for gvk in kinds {
+        let builtin = informant::kinds::builtin(&gvk.group, &gvk.version, &gvk.kind);
+        if builtin.is_none() && !custom.contains(gvk) {
+            custom.push(gvk.clone());
+        }
+    }
+    custom
+}
+
+fn controller_routes(controllers: Controllers, plan: &Plan) -> ControllerRoutes {
     controllers
         .into_iter()
         .map(|controller| match controller {
             Err(e) => (
                 e.origin.to_string(),
                 vec![("invalid".to_owned(), Err(e.to_string()))],
+                None,
             ),
             Ok(c) => {
-                let s = &c.settings;
-                let kinds = std::iter::once(&s.for_kind)
-                    .chain(&s.owns)
-                    .chain(&s.watches)
+                let mut waiting = None;
+                let kinds = kinds_of(&c.settings)
                     .map(|gvk| {
                         let namespaced = BuiltinKinds::resolve_now(gvk).namespaced;
                         let label = format!("{}/{}", gvk.api_version(), gvk.kind);
-                        let route = plan
-                            .route(gvk, namespaced, None, None)
-                            .map_err(|e| e.to_string());
-                        (label, route)
+                        let route = plan.route(gvk, namespaced, None, None);
+                        if let Err(informant::cache::Error::WaitingForKind { reason, .. }) = &route
+                        {
+                            waiting.get_or_insert_with(|| format!("{label}: {reason}"));
+                        }
+                        (label, route.map_err(|e| e.to_string()))
                     })
                     .collect();
-                (s.key.to_string(), kinds)
+                (c.settings.key.to_string(), kinds, waiting)
             }
         })
         .collect()
+}
+
+/// One controller of [`ControllerRoutes`] as JSON: its name, each kind's route or error, and
+/// `waitingForKind` when it would wait.
+fn controller_json((name, kinds, waiting): &ControllerRoute) -> serde_json::Value {
+    let kinds: Vec<serde_json::Value> = kinds
+        .iter()
+        .map(|(kind, route)| match route {
+            Ok(path) => serde_json::json!({"kind": kind, "servedBy": path}),
+            Err(e) => serde_json::json!({"kind": kind, "error": e}),
+        })
+        .collect();
+    let mut controller = serde_json::json!({"name": name, "kinds": kinds});
+    if let Some(reason) = waiting {
+        controller["waitingForKind"] = serde_json::json!(reason);
+    }
+    controller
 }
 
 #[cfg(test)]

@@ -39,7 +39,7 @@ pub(crate) use names::dns1123_subdomain_problem;
 pub use restart::{reloadable, restart_needed};
 pub use shares::ShardingDescription;
 pub use status::{
-    CONDITION_READY, CONDITION_VALID, CacheConfigStatus, MAX_LISTED_NAMESPACES,
+    CONDITION_READY, CONDITION_VALID, CacheConfigStatus, ControllerReady, MAX_LISTED_NAMESPACES,
     NamespaceSelectorStatus, ShardObjects, ShardingStatus,
 };
 pub(crate) use structure::check as check_schema;

@@ -94,7 +94,7 @@ use crate::selector::ShardKey;
 /// The API group of `cacheconfigs`.
 const GROUP: &str = "informant.dev";
 /// The API group of `customresourcedefinitions`.
-const CRD_GROUP: &str = "apiextensions.k8s.io";
+pub const CRD_GROUP: &str = "apiextensions.k8s.io";
 /// The API group of `leases`.
 const LEASE_GROUP: &str = "coordination.k8s.io";
 /// The namespace Events about cluster-scoped objects are recorded in (client-go
@@ -193,7 +193,7 @@ pub const NOTE_SHARDING: &str = "sharding: each replica creates, renews and at s
 pub const NOTE_SHARDING_NAMESPACE: &str = "sharding by namespace: each replica caches the namespaces it owns, which change as replicas come and go, so namespaces are listed and watched";
 
 /// The note of a config whose `byObject` lists custom kinds.
-pub const NOTE_CRD_WATCH: &str = "byObject lists custom kinds: customresourcedefinitions are listed and watched, so a kind's informers start when its CRD is established and stop when it is deleted";
+pub const NOTE_CRD_WATCH: &str = "byObject lists custom kinds: customresourcedefinitions are listed and watched, so a kind's informers start when its CRD is established and stop when it is deleted (without this grant the manager asks discovery every 30 s instead)";
 
 /// The resources read in one place, by API group.
 type Reads = BTreeMap<String, BTreeSet<String>>;

@@ -44,10 +44,34 @@ pub struct CacheConfigStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub namespace_selectors: Vec<NamespaceSelectorStatus>,
 
+    /// The controllers this manager runs (Rust controllers and hook `Controller`s), each
+    /// ready or why not: one whose kinds the API server does not serve yet waits
+    /// (`WaitingForKind`) and starts when they are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub controllers: Vec<ControllerReady>,
+
     /// With `spec.sharding`: the ring as the member writing this status (the leader) sees
     /// it, and that member's share.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sharding: Option<ShardingStatus>,
+}
+
+/// Whether one controller the manager runs is ready.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ControllerReady {
+    /// The controller's name (a hook `Controller` as `hook namespace/name`).
+    pub name: String,
+
+    /// Whether it runs.
+    pub ready: bool,
+
+    /// `Running`, or `WaitingForKind` while one of its kinds is not served.
+    pub reason: String,
+
+    /// Why it is not ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }
 
 /// One member's view of its shard ring and its share of the objects.

@@ -18,11 +18,11 @@ use super::error::{Error, Result};
 use super::reconcile;
 use super::relation::Relation;
 use super::series::Series;
-use super::source;
+use super::source::{self, SharedWriter};
 use super::stub::Stub;
 use crate::cache::{Cache, typed};
 use crate::controller::ControllerMetrics;
-use crate::manager::Manager;
+use crate::manager::{ControllerReadiness, Manager, State};
 
 /// How many reconciles of one controller run at once unless set.
 ///
@@ -102,6 +102,7 @@ pub struct Controller<K: Resource<DynamicType = ()> + Clone + Debug + 'static> {
     metrics: Option<ControllerMetrics>,
     store: Store<Stub<K>>,
     writer: reflector::store::Writer<Stub<K>>,
+    report: Option<Arc<State>>,
 }
 
 impl<K: Resource<DynamicType = ()> + Clone + Debug + 'static> Debug for Controller<K> {
@@ -131,6 +132,7 @@ where
             metrics: None,
             store,
             writer,
+            report: None,
         }
     }
 
@@ -171,6 +173,14 @@ where
     #[must_use]
     pub fn metrics(mut self, metrics: &ControllerMetrics) -> Self {
         self.metrics = Some(metrics.clone());
+        self
+    }
+
+    /// Reports whether the controller runs or waits for its kinds to `state` (the manager's:
+    /// `status.controllers`, `/readyz/controllers`); [`Controller::add_to`] does it.
+    #[must_use]
+    pub fn report_to(mut self, state: Arc<State>) -> Self {
+        self.report = Some(state);
         self
     }
 
@@ -220,7 +230,9 @@ where
         P: Fn(Arc<K>, &E, Arc<Context>) -> Action + Send + Sync + 'static,
     {
         let ctx = Context::of(manager);
-        let controller = self.metrics(&ControllerMetrics::of(manager));
+        let controller = self
+            .metrics(&ControllerMetrics::of(manager))
+            .report_to(manager.state());
         let name = controller.name().to_owned();
         manager.add_controller(&name, move |shutdown| async move {
             controller
@@ -232,19 +244,30 @@ where
 
     /// Runs the controller until `shutdown`, then lets running reconciles finish.
     ///
-    /// It subscribes to the pool's changes of `K` and of every owned and watched kind, then
-    /// makes sure their informers exist and synced (subscribing first, so no change between
-    /// sync and subscription is lost), lists `K` through the cache into its store, and hands
-    /// every change to kube-runtime's scheduler. Each reconcile runs in a `reconcile` span and
-    /// is counted; a failed one goes to `error_policy`, whose [`Action`] says when to retry
-    /// ([`super::default_error_policy`] is controller-runtime's per-object exponential
-    /// backoff). A pool `Resynced` (a relist, or an informer stopped by a reload) lists `K`
-    /// again, so objects that left the cache's scope leave the store. Every object is asked
-    /// for again once per the `syncPeriod` of the cache serving it ([`super::resync`]).
+    /// It first wants its kinds (`K` and every owned and watched kind) from the cache tree
+    /// ([`crate::cache::SharedCache::want`]): while one of them is a custom kind the API
+    /// server does not serve (its CRD is not installed or not established), the controller
+    /// waits, saying why (a log line, and `WaitingForKind` where [`Controller::report_to`]
+    /// reports), and makes no request for it. Once every kind is served, it subscribes to the
+    /// pool's changes of each, then makes sure their informers exist and synced (subscribing
+    /// first, so no change between sync and subscription is lost), lists `K` through the
+    /// cache into its store, and hands every change to kube-runtime's scheduler. Each
+    /// reconcile runs in a `reconcile` span and is counted; a failed one goes to
+    /// `error_policy`, whose [`Action`] says when to retry ([`super::default_error_policy`] is
+    /// controller-runtime's per-object exponential backoff). A pool `Resynced` (a relist, or
+    /// an informer stopped by a reload) lists `K` again, so objects that left the cache's
+    /// scope leave the store. Every object is asked for again once per the `syncPeriod` of
+    /// the cache serving it ([`super::resync`]).
+    ///
+    /// When one of its kinds stops being served (its CRD was deleted), the runner is dropped:
+    /// running reconciles finish, and the requests queued or scheduled for later (requeues,
+    /// retries) are dropped with it, counted in the log line, since their objects left the
+    /// cache with the kind; the store empties. The controller waits again, and when the kind
+    /// is served again a new runner lists every object and reconciles each once.
     ///
     /// # Errors
-    /// [`Error::Informer`] when a kind's informers can not start or sync; [`Error::Runner`]
-    /// if kube-runtime's runner stops.
+    /// [`Error::Informer`] when a kind's informers can not start or sync (other than its kind
+    /// not being served); [`Error::Runner`] if kube-runtime's runner stops.
     pub async fn run<R, Fut, E, P>(
         self,
         ctx: Context,
@@ -263,61 +286,204 @@ where
             relations,
             concurrency,
             metrics,
-            store,
+            store: _,
             writer,
+            report,
         } = self;
         let ctx = Arc::new(ctx.for_controller());
-        let series = Series::new(metrics.as_ref(), &name, concurrency);
-        let gvk = typed::gvk_of::<K>();
+        let report = |readiness: Option<ControllerReadiness>| {
+            if let Some(state) = &report {
+                state.controller(&name, readiness);
+            }
+        };
+        let runner = Runner {
+            name: name.clone(),
+            series: Series::new(metrics.as_ref(), &name, concurrency),
+            gvk: typed::gvk_of::<K>(),
+            relations,
+            concurrency,
+            writer: Arc::new(std::sync::Mutex::new(writer)),
+            reconcile: Arc::new(reconcile),
+            error_policy: Arc::new(error_policy),
+        };
+        let mut kinds = vec![runner.gvk.clone()];
+        for relation in &runner.relations {
+            if !kinds.contains(&relation.gvk) {
+                kinds.push(relation.gvk.clone());
+            }
+        }
+        let mut wanted = ctx.cache().want(&kinds);
+        let mut said: Option<String> = None;
+        let result = loop {
+            if let Some(reason) = wanted.waiting() {
+                // A kind not looked up yet is not reported: the tree says soon.
+                if wanted.settled() && said.as_ref() != Some(&reason) {
+                    tracing::info!(controller = %name, reason = %reason, "a kind of the controller is not served: it waits, and starts when the kind is served");
+                    report(Some(ControllerReadiness::WaitingForKind {
+                        reason: reason.clone(),
+                    }));
+                    said = Some(reason);
+                }
+                tokio::select! {
+                    () = shutdown.cancelled() => break Ok(()),
+                    () = wanted.changed() => continue,
+                }
+            }
+            said = None;
+            let segment = shutdown.child_token();
+            let running = runner.run(&ctx, segment.clone(), || {
+                report(Some(ControllerReadiness::Running));
+            });
+            let mut running = std::pin::pin!(running);
+            let ended = tokio::select! {
+                ended = &mut running => ended,
+                reason = wanted.gone() => {
+                    segment.cancel();
+                    let ended = running.await;
+                    let dropped = runner.stopped();
+                    tracing::info!(
+                        controller = %name,
+                        reason = %reason,
+                        dropped,
+                        "a kind of the controller is not served any more: its runner stopped \
+                         (running reconciles finished; queued and scheduled requests dropped, \
+                         their objects left the cache with the kind); it starts again, listing \
+                         every object, when the kind is served"
+                    );
+                    match ended {
+                        Ok(_) => continue,
+                        Err(error) => break Err(error),
+                    }
+                }
+            };
+            match ended {
+                Ok(Ended::Shutdown) => break Ok(()),
+                Ok(Ended::NotServed(error)) => {
+                    // The kind went between the check and the informers' start: the tree
+                    // says so at its next change; nothing is asked until then.
+                    tracing::info!(controller = %name, error = %crate::telemetry::error_chain(&error), "a kind of the controller is not served yet");
+                    runner.stopped();
+                    report(Some(ControllerReadiness::WaitingForKind {
+                        reason: error.to_string(),
+                    }));
+                    tokio::select! {
+                        () = shutdown.cancelled() => break Ok(()),
+                        () = wanted.changed() => {}
+                    }
+                }
+                Err(error) => break Err(error),
+            }
+        };
+        report(None);
+        result
+    }
+}
 
+/// How one run of a controller's runner ended.
+enum Ended {
+    /// `shutdown` (or the segment's own stop): reconciles in flight finished.
+    Shutdown,
+    /// A kind's informers could not start because the API server does not serve it.
+    NotServed(crate::cache::Error),
+}
+
+/// What a controller's runner is made of, kept across its runs: a run ends when a kind of the
+/// controller stops being served, and a new one starts when it is served again.
+struct Runner<K, R, P>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + 'static,
+{
+    name: String,
+    series: Series,
+    gvk: GroupVersionKind,
+    relations: Vec<Relation<K>>,
+    concurrency: u16,
+    writer: SharedWriter<Stub<K>>,
+    reconcile: Arc<R>,
+    error_policy: Arc<P>,
+}
+
+impl<K, R, P> Runner<K, R, P>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    /// Runs kube-runtime's runner until `stop`; `running` is called once the informers of
+    /// every kind synced.
+    async fn run<Fut, E>(
+        &self,
+        ctx: &Arc<Context>,
+        stop: CancellationToken,
+        running: impl FnOnce(),
+    ) -> Result<Ended>
+    where
+        R: Fn(Arc<K>, Arc<Context>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<Action, E>> + Send + 'static,
+        E: std::error::Error + Send + Sync + 'static,
+        P: Fn(Arc<K>, &E, Arc<Context>) -> Action + Send + Sync + 'static,
+    {
+        let Self {
+            name,
+            series,
+            gvk,
+            relations,
+            concurrency,
+            ..
+        } = self;
         // Subscribe before the informers exist or sync, so no change is lost in between.
-        let own_events = ctx.pool().subscribe(&gvk);
+        let own_events = ctx.pool().subscribe(gvk);
         let related_events: Vec<_> = relations
             .iter()
             .map(|r| ctx.pool().subscribe(&r.gvk))
             .collect();
         tokio::select! {
-            () = shutdown.cancelled() => return Ok(()),
-            ensured = ensure_informers(&ctx, &name, &gvk, &relations) => ensured?,
+            () = stop.cancelled() => return Ok(Ended::Shutdown),
+            ensured = ensure_informers(ctx, name, gvk, relations) => match ensured {
+                Err(Error::Informer { source, gvk, .. }) if not_served(&gvk, &source) => {
+                    return Ok(Ended::NotServed(source));
+                }
+                ensured => ensured?,
+            },
         }
+        running();
 
         // Every `Stub<K>` key shares the kind's (empty) dynamic type.
         let dyntype = Arc::new(());
         let resync = super::resync(
-            store.clone(),
+            self.store(),
             Arc::clone(ctx.cache()),
             gvk.clone(),
             Arc::clone(&dyntype),
             series.clone(),
         );
-        let changes = super::stubs::<K>(own_events, Arc::clone(ctx.cache()), gvk);
-        let (objects, pass) = source::reflected(
+        let changes = super::stubs::<K>(own_events, Arc::clone(ctx.cache()), gvk.clone());
+        let (objects, pass) = source::reflected_into(
             changes,
-            writer,
+            Arc::clone(&self.writer),
             Arc::clone(&dyntype),
-            (*ctx).clone(),
+            (**ctx).clone(),
             series.clone(),
         );
 
-        let gained = super::shard_gained(&ctx, store.clone(), Arc::clone(&dyntype), series.clone());
-        let mut controller = runtime::Controller::for_stream_with(objects, store, dyntype)
-            .with_config(runtime::Config::default().concurrency(concurrency))
+        let gained = super::shard_gained(ctx, self.store(), Arc::clone(&dyntype), series.clone());
+        let mut controller = runtime::Controller::for_stream_with(objects, self.store(), dyntype)
+            .with_config(runtime::Config::default().concurrency(*concurrency))
             .reconcile_on(pass)
             .reconcile_on(resync)
             .reconcile_on(gained)
-            .graceful_shutdown_on(shutdown.cancelled_owned());
-        for (relation, events) in relations.into_iter().zip(related_events) {
+            .graceful_shutdown_on(stop.cancelled_owned());
+        for (relation, events) in relations.iter().zip(related_events) {
             controller =
                 relation.attach(controller, events, Arc::clone(ctx.cache()), series.clone());
         }
 
         let label: Arc<str> = name.as_str().into();
-        let reconcile = Arc::new(reconcile);
+        let reconcile = Arc::clone(&self.reconcile);
+        let error_policy = Arc::clone(&self.error_policy);
+        let reconciled = series.clone();
         let retried = series.clone();
-        let dropped = series.clone();
         let results = controller.run(
             move |stub: Arc<Stub<K>>, ctx: Arc<Context>| {
-                let (label, series) = (Arc::clone(&label), series.clone());
+                let (label, series) = (Arc::clone(&label), reconciled.clone());
                 let reconcile = Arc::clone(&reconcile);
                 async move {
                     let key = stub.key(&());
@@ -352,10 +518,44 @@ where
                 }
                 action
             },
-            ctx,
+            Arc::clone(ctx),
         );
-        drive(results, name, dropped).await
+        drive(results, name.clone(), series.clone()).await?;
+        Ok(Ended::Shutdown)
     }
+
+    /// The runner's store, as [`Controller::store`] handed it out.
+    fn store(&self) -> Store<Stub<K>> {
+        self.writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_reader()
+    }
+
+    /// The runner was dropped because a kind is not served: the store empties (its objects
+    /// left the cache with the kind) and the queue with it; how many queued requests were
+    /// dropped.
+    fn stopped(&self) -> usize {
+        let mut writer = self
+            .writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        writer.apply_watcher_event(&watcher::Event::Init);
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        drop(writer);
+        self.series.clear()
+    }
+}
+
+/// Whether `error` says the API server does not serve the custom kind `gvk` (its CRD went,
+/// or discovery does not know it): the controller waits for the kind instead of failing. A
+/// built-in kind the server does not serve is an error (nothing would bring it).
+fn not_served(gvk: &GroupVersionKind, error: &crate::cache::Error) -> bool {
+    crate::kinds::builtin(&gvk.group, &gvk.version, &gvk.kind).is_none()
+        && matches!(
+            error,
+            crate::cache::Error::WaitingForKind { .. } | crate::cache::Error::UnknownKind { .. }
+        )
 }
 
 /// Makes sure the informers of `gvk` and of every related kind exist and synced.

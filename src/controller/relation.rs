@@ -17,9 +17,10 @@ use super::source::{self, Follow};
 use super::stub::{Stub, stub_ref};
 use crate::cache::{InformerEvent, SharedCache, typed};
 
-/// Adds one relation's trigger stream to a kube-runtime controller.
+/// Adds one relation's trigger stream to a kube-runtime controller: at each start of the
+/// controller's runner (it starts again when its kinds come back after a CRD was deleted).
 type Attach<K> = Box<
-    dyn FnOnce(
+    dyn Fn(
             runtime::Controller<Stub<K>>,
             broadcast::Receiver<InformerEvent>,
             Arc<SharedCache>,
@@ -76,7 +77,9 @@ where
         F: Fn(&O) -> Vec<ObjectRef<K>> + Send + Sync + 'static,
     {
         let gvk = typed::gvk_of::<O>();
+        let mapper = Arc::new(mapper);
         let attach: Attach<K> = Box::new(move |controller, events, cache, series| {
+            let mapper = Arc::clone(&mapper);
             let others = source::changes(
                 events,
                 cache,
@@ -104,7 +107,7 @@ where
 
     /// Adds this relation's triggers, read from `events`, to `controller`.
     pub(super) fn attach(
-        self,
+        &self,
         controller: runtime::Controller<Stub<K>>,
         events: broadcast::Receiver<InformerEvent>,
         cache: Arc<SharedCache>,

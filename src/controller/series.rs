@@ -152,6 +152,22 @@ impl Series {
         }
     }
 
+    /// Empties the queue (the runner that would have taken its objects was dropped); how
+    /// many objects it held.
+    #[must_use]
+    pub fn clear(&self) -> usize {
+        let mut pending = self.queue.pending();
+        let dropped = pending.len();
+        pending.clear();
+        pending.shrink_to_fit();
+        if let Some(c) = &self.counted {
+            c.queue_depth(0);
+        }
+        drop(pending);
+        self.queue.room.notify_waiters();
+        dropped
+    }
+
     /// How many objects wait in the queue now.
     #[must_use]
     pub fn depth(&self) -> usize {

@@ -14,7 +14,6 @@ use std::hash::Hash;
 
 use futures::StreamExt as _;
 use kube::Resource;
-use kube::runtime::WatchStreamExt as _;
 use kube::runtime::reflector::{self, ObjectRef};
 
 use super::context::Context;
@@ -199,6 +198,17 @@ impl<T> State<T> {
                         self.retry = LIST_RETRY.0;
                         return Some(Change::Listed(objects));
                     }
+                    Err(error @ crate::cache::Error::WaitingForKind { .. }) => {
+                        // Its CRD went: the controller stops this stream before long.
+                        tracing::debug!(
+                            error = %crate::telemetry::error_chain(&error),
+                            retry_in_ms = self.retry.as_millis(),
+                            "controller cannot list its kind through the cache"
+                        );
+                        tokio::time::sleep(self.retry).await;
+                        self.retry = (self.retry * 2).min(LIST_RETRY.1);
+                        continue;
+                    }
                     Err(error) => {
                         tracing::warn!(
                             error = %crate::telemetry::error_chain(&error),
@@ -268,8 +278,42 @@ where
     K: Resource + Clone + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
 {
+    reflected_into(
+        changes,
+        Arc::new(std::sync::Mutex::new(writer)),
+        dyntype,
+        ctx,
+        series,
+    )
+}
+
+/// A runner store's writer that outlives one runner: a Rust controller whose kind went away
+/// and came back starts a new runner on the store it handed out ([`super::Controller::store`]).
+pub(super) type SharedWriter<K> = Arc<std::sync::Mutex<reflector::store::Writer<K>>>;
+
+/// [`reflected`] into a writer the caller keeps. Each event is applied to the store with
+/// kube-runtime's own [`reflector::store::Writer::apply_watcher_event`], as its `reflect` does
+/// (the writer is not a shared one, so there is nothing to dispatch).
+pub(super) fn reflected_into<K>(
+    changes: impl Stream<Item = Change<K>> + Send + 'static,
+    writer: SharedWriter<K>,
+    dyntype: K::DynamicType,
+    ctx: Context,
+    series: Series,
+) -> (
+    impl Stream<Item = Result<K, watcher::Error>> + Send,
+    impl Stream<Item = ObjectRef<K>> + Send,
+)
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+{
     let (listed, lists) = tokio::sync::watch::channel(());
-    let pass = super::pass::list_pass(writer.as_reader(), dyntype.clone(), series.clone(), lists);
+    let reader = writer
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .as_reader();
+    let pass = super::pass::list_pass(reader, dyntype.clone(), series.clone(), lists);
     let deleted = dyntype.clone();
     let applied = changes
         .flat_map(move |change| {
@@ -278,8 +322,13 @@ where
             }
             futures::stream::iter(change.into_watcher_events())
         })
-        .map(Ok::<_, watcher::Error>)
-        .reflect(writer)
+        .map(move |event| {
+            writer
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .apply_watcher_event(&event);
+            Ok::<_, watcher::Error>(event)
+        })
         .filter_map(move |event| {
             let triggered = match event {
                 Ok(watcher::Event::Apply(obj)) => {

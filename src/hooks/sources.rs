@@ -250,7 +250,8 @@ pub fn add_to_manager(manager: &mut Manager) {
             .metrics(&metrics, &hook_metrics)
             .write_status(in_cluster)
             .hold_controllers(in_cluster)
-            .sharding(sharding);
+            .sharding(sharding)
+            .report_to(Arc::clone(&state));
         if let Some(leader) = leader {
             supervisor = supervisor.leader(leader);
         }

@@ -3,11 +3,14 @@
 //! and nothing else is touched. An invalid change keeps the previous valid spec running and
 //! reports `Valid=False` with every error.
 //!
-//! A controller whose kinds the cache tree has as waiting (a `byObject` kind whose CRD is not
-//! established) does not start: its `Ready` condition is `False` with reason `WaitingForKind`
-//! and why; it starts at the first pass after its kinds are served (passes run at least every
-//! 2 s), and stops when one of them waits again (its CRD was deleted), without releasing
-//! anything: it comes back with its CRD.
+//! Each valid controller wants its kinds from the cache tree
+//! ([`crate::cache::SharedCache::want`]), as a Rust controller does: the reloader follows each
+//! custom one (`byObject` or not) and the tree has it wait while it is not served. A controller
+//! one of whose kinds waits (its CRD is not established) does not start: its `Ready` condition
+//! is `False` with reason `WaitingForKind` and why; it starts at the pass that follows the tree
+//! serving its kinds (a pass runs at each published tree, and at least every 2 s), and stops
+//! when one of them waits again (its CRD was deleted), without releasing anything: it comes
+//! back with its CRD.
 //!
 //! A controller that owns or watches other kinds does not start either when the cache is
 //! sharded by uid ([`Supervisor::sharding`]): its children and related objects would be cached
@@ -22,12 +25,13 @@
 //! one being deleted counts as gone until its objects are released and that finalizer is
 //! removed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
-use kube::core::DynamicObject;
+use kube::core::{DynamicObject, GroupVersionKind};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -40,15 +44,19 @@ use super::resource::{
     ControllerKey, ControllerSettings, ControllerStatus, FINALIZER_PREFIX, ValidatedController,
 };
 use super::stats::Stats;
-use crate::cache::{Cache as _, Sharding};
+use crate::cache::{Sharding, SharedCache, WantedKinds};
 use crate::controller::{Context, ControllerMetrics};
+use crate::manager::{ControllerReadiness, State};
 use crate::selector::ShardKey;
 
 /// How often the `Controller` statuses are recomputed; an unchanged status is not written.
 const STATUS_INTERVAL: Duration = Duration::from_secs(2);
 
 /// The `Ready` reason of a controller whose kinds are not served yet.
-const REASON_WAITING_FOR_KIND: &str = "WaitingForKind";
+const REASON_WAITING_FOR_KIND: &str = crate::manager::REASON_WAITING_FOR_KIND;
+
+/// How the `Ready` message of a controller whose kinds are not served starts.
+const WAITING_MESSAGE: &str = "not started until its kinds are served: ";
 
 /// The `Ready` reason of a controller that owns or watches other kinds while the cache is
 /// sharded by uid: the fix is the key `namespace`.
@@ -64,6 +72,9 @@ struct Kept {
 /// Why each controller that does not run waits (a kind not served yet) or is refused (the
 /// cache's sharding).
 type Waiting = HashMap<ControllerKey, Kept>;
+
+/// The kinds each controller wants from the cache tree.
+type Wants = HashMap<ControllerKey, WantedKinds>;
 
 /// The `Controller` documents to run, by `namespace/name`: each valid (run it) or not (keep
 /// what runs under that name, report why).
@@ -104,6 +115,7 @@ pub struct Supervisor {
     /// `Controller`s and releases finalizers.
     leader: Option<watch::Receiver<bool>>,
     progress: watch::Sender<Progress>,
+    report: Option<Arc<State>>,
 }
 
 /// What a [`Supervisor`] has done: sent after each pass over a new [`Desired`] set.
@@ -132,7 +144,16 @@ impl Supervisor {
             sharding: None,
             leader: None,
             progress: watch::channel(Progress::default()).0,
+            report: None,
         }
+    }
+
+    /// Reports whether each controller runs or waits for its kinds to `state` (the
+    /// manager's `status.controllers` and `/readyz/controllers`, as `hook namespace/name`).
+    #[must_use]
+    pub fn report_to(mut self, state: Arc<State>) -> Self {
+        self.report = Some(state);
+        self
     }
 
     /// Counts reconciles in controller-runtime's series.
@@ -199,6 +220,9 @@ impl Supervisor {
     pub async fn run(mut self, ctx: Context, shutdown: CancellationToken) {
         let mut running: HashMap<ControllerKey, Running> = HashMap::new();
         let mut waiting = Waiting::new();
+        let mut wants = Wants::new();
+        let mut reported: HashSet<String> = HashSet::new();
+        let mut published = ctx.cache().changes();
         let mut written: HashMap<ControllerKey, ControllerStatus> = HashMap::new();
         // Releases that failed for some objects, tried again at each pass.
         let mut pending: Vec<Held> = Vec::new();
@@ -206,13 +230,25 @@ impl Supervisor {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let desired = self.desired.borrow_and_update().clone();
-            self.apply(&desired, &mut running, &mut pending, &ctx, &shutdown)
-                .await;
-            self.keep_back(&desired, &mut running, &mut waiting, &ctx)
+            published.mark_unchanged();
+            want_kinds(&desired, &mut wants, ctx.cache());
+            self.apply(
+                &desired,
+                &mut running,
+                &mut pending,
+                &wants,
+                &ctx,
+                &shutdown,
+            )
+            .await;
+            self.keep_back(&desired, &mut running, &mut waiting, &wants)
                 .await;
             self.progress.send_modify(|p| p.passes += 1);
             if self.write_status && self.leads() {
-                write_statuses(&ctx, &desired, &running, &waiting, &mut written).await;
+                write_statuses(&ctx, &desired, &running, &waiting, &wants, &mut written).await;
+            }
+            if let Some(state) = &self.report {
+                report(state, &desired, &running, &waiting, &mut reported);
             }
             tokio::select! {
                 () = shutdown.cancelled() => break,
@@ -224,6 +260,13 @@ impl Supervisor {
                     }
                 }
                 _ = tick.tick() => {}
+                // A tree was published (a kind may be served, or wait, now).
+                _ = published.changed() => {}
+            }
+        }
+        if let Some(state) = &self.report {
+            for name in reported {
+                state.controller(&name, None);
             }
         }
         for (_, r) in running.drain() {
@@ -240,6 +283,7 @@ impl Supervisor {
         desired: &Desired,
         running: &mut HashMap<ControllerKey, Running>,
         pending: &mut Vec<Held>,
+        wants: &Wants,
         ctx: &Context,
         shutdown: &CancellationToken,
     ) {
@@ -320,7 +364,7 @@ impl Supervisor {
                     }
                 }
             }
-            if self.kept_back(ctx, &valid.settings).is_some() {
+            if self.kept_back(wants.get(name), &valid.settings).is_some() {
                 // Started by a later pass, once its kinds are served (never, while the
                 // sharding refuses it).
                 continue;
@@ -468,30 +512,69 @@ impl Supervisor {
     }
 }
 
-/// Why one of the kinds of `settings` is not served, as the cache tree says (a `byObject`
-/// kind waiting for its CRD), or `None`.
-fn waiting_reason(ctx: &Context, settings: &ControllerSettings) -> Option<String> {
-    let kinds: Vec<&kube::core::GroupVersionKind> = std::iter::once(&settings.for_kind)
+/// The kinds of a controller of `settings`: `for`, `owns`, `watches`.
+fn kinds_of(settings: &ControllerSettings) -> Vec<GroupVersionKind> {
+    let mut kinds: Vec<GroupVersionKind> = Vec::new();
+    for gvk in std::iter::once(&settings.for_kind)
         .chain(&settings.owns)
         .chain(&settings.watches)
-        .collect();
-    ctx.cache()
-        .informers()
-        .into_iter()
-        .filter(crate::cache::InformerStatus::is_waiting_for_kind)
-        .find(|row| {
-            kinds
-                .iter()
-                .any(|gvk| gvk.kind == row.kind && gvk.api_version() == row.api_version)
-        })
-        .map(|row| {
-            format!(
-                "{} {}: {}",
-                row.api_version,
-                row.kind,
-                row.message.as_deref().unwrap_or("not served")
-            )
-        })
+    {
+        if !kinds.contains(gvk) {
+            kinds.push(gvk.clone());
+        }
+    }
+    kinds
+}
+
+/// Wants the kinds of every valid controller in `desired` that is not being deleted (an
+/// invalid one keeps what its last valid spec wanted, since that spec keeps running), and
+/// lets go of the rest.
+fn want_kinds(desired: &Desired, wants: &mut Wants, cache: &Arc<SharedCache>) {
+    wants.retain(|name, wanted| match desired.get(name) {
+        None => false,
+        Some(Err(_)) => true,
+        Some(Ok(valid)) => !deleting(valid) && wanted.kinds() == kinds_of(&valid.settings),
+    });
+    for (name, wanted) in desired {
+        let Ok(valid) = wanted else { continue };
+        if !deleting(valid) && !wants.contains_key(name) {
+            wants.insert(name.clone(), cache.want(&kinds_of(&valid.settings)));
+        }
+    }
+}
+
+/// Tells `state` which controllers run and which wait for their kinds (as `hook
+/// namespace/name`), and that those it was told of before and that are neither are gone.
+fn report(
+    state: &State,
+    desired: &Desired,
+    running: &HashMap<ControllerKey, Running>,
+    waiting: &Waiting,
+    reported: &mut HashSet<String>,
+) {
+    let mut now = HashSet::new();
+    for name in desired.keys() {
+        let readiness = match (waiting.get(name), running.get(name)) {
+            (Some(kept), _) if kept.reason == REASON_WAITING_FOR_KIND => {
+                ControllerReadiness::WaitingForKind {
+                    reason: kept
+                        .message
+                        .strip_prefix(WAITING_MESSAGE)
+                        .unwrap_or(&kept.message)
+                        .to_owned(),
+                }
+            }
+            (None, Some(r)) if r.stats.ready() => ControllerReadiness::Running,
+            _ => continue,
+        };
+        let label = format!("hook {name}");
+        state.controller(&label, Some(readiness));
+        now.insert(label);
+    }
+    for gone in reported.difference(&now) {
+        state.controller(gone, None);
+    }
+    *reported = now;
 }
 
 /// Why a controller of `settings` may not run on a cache sharded as `sharding`: it owns or
@@ -522,17 +605,25 @@ fn sharding_refusal(sharding: Option<&Sharding>, settings: &ControllerSettings) 
 
 impl Supervisor {
     /// Why a valid controller of `settings` does not run now, or `None`: the sharding refuses
-    /// it, or one of its kinds is not served yet.
-    fn kept_back(&self, ctx: &Context, settings: &ControllerSettings) -> Option<Kept> {
+    /// it, or one of its kinds (`wanted`) is not served yet (or not looked up yet).
+    fn kept_back(
+        &self,
+        wanted: Option<&WantedKinds>,
+        settings: &ControllerSettings,
+    ) -> Option<Kept> {
         if let Some(message) = sharding_refusal(self.sharding.as_ref(), settings) {
             return Some(Kept {
                 reason: REASON_NEEDS_SHARD_KEY_NAMESPACE,
                 message,
             });
         }
-        waiting_reason(ctx, settings).map(|reason| Kept {
+        let reason = match wanted {
+            Some(wanted) => wanted.waiting()?,
+            None => "its kinds are not wanted from the cache yet".to_owned(),
+        };
+        Some(Kept {
             reason: REASON_WAITING_FOR_KIND,
-            message: format!("not started until its kinds are served: {reason}"),
+            message: format!("{WAITING_MESSAGE}{reason}"),
         })
     }
 
@@ -545,12 +636,12 @@ impl Supervisor {
         desired: &Desired,
         running: &mut HashMap<ControllerKey, Running>,
         waiting: &mut Waiting,
-        ctx: &Context,
+        wants: &Wants,
     ) {
         let before = std::mem::take(waiting);
         for (name, wanted) in desired {
             let Ok(valid) = wanted else { continue };
-            let Some(kept) = self.kept_back(ctx, &valid.settings) else {
+            let Some(kept) = self.kept_back(wants.get(name), &valid.settings) else {
                 continue;
             };
             if let Some(r) = running.remove(name) {
@@ -663,10 +754,15 @@ async fn write_statuses(
     desired: &Desired,
     running: &HashMap<ControllerKey, Running>,
     waiting: &Waiting,
+    wants: &Wants,
     written: &mut HashMap<ControllerKey, ControllerStatus>,
 ) {
     written.retain(|name, _| desired.contains_key(name));
     for (name, wanted) in desired {
+        if wants.get(name).is_some_and(|w| !w.settled()) {
+            // Its kinds are being looked up: the next pass knows whether it runs or waits.
+            continue;
+        }
         let status = status_of(
             wanted,
             running.get(name),

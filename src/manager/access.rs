@@ -82,6 +82,12 @@ impl AccessCheck {
             }
             rules.namespaces.retain(|_, rules| !rules.is_empty());
         }
+        // Following CRDs is better with their watch, but works without it (discovery is asked
+        // every `cache::DISCOVERY_REFRESH` instead): its absence is said by the reloader's
+        // warning, not counted as a missing permission.
+        rules
+            .cluster
+            .retain(|rule| rule.api_groups.as_deref() != Some(&[rbac::CRD_GROUP.to_owned()][..]));
         if config.cache.sharding.is_some() {
             // The member Leases live in the lease namespace (`--lease-namespace`), which need
             // not be the config's.

@@ -54,8 +54,8 @@ pub use shard::{
 };
 pub use state::{Snapshot, State};
 pub use status::{
-    DEFAULT_FIELD_MANAGER, REASON_INFORMER_FAILED, REASON_INFORMERS_SYNCED,
-    REASON_INFORMERS_SYNCING, REASON_INVALID_SPEC, REASON_PERMISSION_MISSING, REASON_VALID,
-    REASON_WAITING_FOR_KIND, Readiness, StatusError, StatusInput, StatusWriter, Validity,
-    desired_status, informer_name,
+    ControllerReadiness, DEFAULT_FIELD_MANAGER, REASON_INFORMER_FAILED, REASON_INFORMERS_SYNCED,
+    REASON_INFORMERS_SYNCING, REASON_INVALID_SPEC, REASON_PERMISSION_MISSING, REASON_RUNNING,
+    REASON_VALID, REASON_WAITING_FOR_KIND, Readiness, StatusError, StatusInput, StatusWriter,
+    Validity, desired_status, informer_name,
 };

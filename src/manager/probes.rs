@@ -7,7 +7,7 @@ use tokio::sync::watch;
 
 use super::http::{Check, Probes};
 use super::state::State;
-use super::status::Readiness;
+use super::status::{ControllerReadiness, Readiness};
 use crate::cache::{Cache as _, InformerPool, SharedCache};
 use crate::config::source;
 
@@ -64,7 +64,29 @@ impl Probes for ManagerProbes {
                 super::access::event_message(&snapshot.missing_permissions),
             )
         };
-        vec![Check::ok("ping"), config, informers, permissions]
+        let waiting: Vec<String> = snapshot
+            .controllers
+            .iter()
+            .filter_map(|(name, readiness)| match readiness {
+                ControllerReadiness::WaitingForKind { reason } => Some(format!("{name}: {reason}")),
+                ControllerReadiness::Running => None,
+            })
+            .collect();
+        let controllers = if waiting.is_empty() {
+            Check::ok("controllers")
+        } else {
+            Check::failed(
+                "controllers",
+                format!("waiting for kind: {}", waiting.join("; ")),
+            )
+        };
+        vec![
+            Check::ok("ping"),
+            config,
+            informers,
+            permissions,
+            controllers,
+        ]
     }
 
     fn debug_cache(&self) -> serde_json::Value {

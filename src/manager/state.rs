@@ -1,13 +1,14 @@
 //! What the manager knows about itself, shared by the reload loop (which writes it), the probes,
 //! `/debug/*` and the status writer (which read it).
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use kube::core::GroupVersionKind;
 use tokio::sync::watch;
 
 use super::metrics::ShardSource;
-use super::status::{Readiness, StatusInput, Validity, desired_status};
+use super::status::{ControllerReadiness, Readiness, StatusInput, Validity, desired_status};
 use crate::cache::{Cache, InformerStatus, Plan, SharedCache};
 use crate::config::{CacheConfigStatus, NamespaceSelectorStatus, ShardingStatus, Validated};
 
@@ -39,6 +40,7 @@ struct Inner {
     plan: Option<Plan>,
     unsynced: Vec<(GroupVersionKind, String)>,
     missing: Vec<String>,
+    controllers: BTreeMap<String, ControllerReadiness>,
 }
 
 /// A copy of the state at one moment.
@@ -67,6 +69,8 @@ pub struct Snapshot {
     /// The permissions the running config needs that the cluster does not grant, as the
     /// last check found them (see `manager::access`).
     pub missing_permissions: Vec<String>,
+    /// What each controller the manager runs says of itself, by name.
+    pub controllers: BTreeMap<String, ControllerReadiness>,
 }
 
 impl Snapshot {
@@ -93,6 +97,11 @@ impl Snapshot {
             readiness,
             informers: self.informers.clone(),
             namespace_selectors: self.namespace_selectors(),
+            controllers: self
+                .controllers
+                .iter()
+                .map(|(name, readiness)| readiness.row(name))
+                .collect(),
             sharding: self.sharding.clone(),
             last_reload_time: self
                 .last_reload
@@ -198,6 +207,7 @@ impl State {
                 plan: None,
                 unsynced: Vec::new(),
                 missing: Vec::new(),
+                controllers: BTreeMap::new(),
             }),
             cache,
             changed,
@@ -287,6 +297,25 @@ impl State {
         });
     }
 
+    /// What the controller `name` says of itself now; `None` when it is gone (stopped for
+    /// good, or its `Controller` deleted). An unchanged state changes nothing.
+    pub fn controller(&self, name: &str, readiness: Option<ControllerReadiness>) {
+        {
+            let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            if inner.controllers.get(name) == readiness.as_ref() {
+                return;
+            }
+        }
+        self.update(|s| match readiness {
+            Some(readiness) => {
+                s.controllers.insert(name.to_owned(), readiness);
+            }
+            None => {
+                s.controllers.remove(name);
+            }
+        });
+    }
+
     /// What the last permission check found missing (empty: all granted).
     pub fn permissions_checked(&self, missing: Vec<String>) {
         self.update(|s| s.missing = missing);
@@ -365,6 +394,7 @@ impl State {
             unsynced: inner.unsynced,
             informers: self.cache.informers(),
             missing_permissions: inner.missing,
+            controllers: inner.controllers,
             sharding: self
                 .shard
                 .lock()

@@ -15,6 +15,9 @@
 //! | `Ready` | `False` | [`REASON_WAITING_FOR_KIND`] (`WaitingForKind`) | the `byObject` kinds the API server does not serve yet, with why |
 //! | `Ready` | `False` | [`REASON_PERMISSION_MISSING`] (`PermissionMissing`) | each permission the config needs that the cluster does not grant |
 //!
+//! `status.controllers` lists each controller the manager runs (Rust controllers, hook
+//! `Controller`s) with `ready`, and `reason` `Running` or [`REASON_WAITING_FOR_KIND`] with why.
+//!
 //! `kubectl get cacheconfigs` shows the `Valid` and `Ready` statuses and `informerCount`.
 //!
 //! ```
@@ -26,6 +29,7 @@
 //!     readiness: Readiness::Synced,
 //!     informers: Vec::new(),
 //!     namespace_selectors: Vec::new(),
+//!     controllers: Vec::new(),
 //!     sharding: None,
 //!     last_reload_time: None,
 //!     now: jiff::Timestamp::UNIX_EPOCH,
@@ -45,7 +49,7 @@ use serde_json::{Value, json};
 
 use crate::cache::InformerStatus;
 use crate::config::{
-    self, CONDITION_READY, CONDITION_VALID, CacheConfig, CacheConfigStatus,
+    self, CONDITION_READY, CONDITION_VALID, CacheConfig, CacheConfigStatus, ControllerReady,
     NamespaceSelectorStatus, ShardingStatus,
 };
 
@@ -64,9 +68,13 @@ pub const REASON_INFORMERS_SYNCING: &str = "InformersSyncing";
 /// `Ready=False` reason: some informers cannot list or watch (RBAC, unknown kind, ...).
 pub const REASON_INFORMER_FAILED: &str = "InformerFailed";
 
-/// `Ready=False` reason: every informer synced, but some `byObject` kinds are not served yet
-/// (their CRD is not established): they start when they are.
+/// `Ready=False` reason: every informer synced, but some kinds (`byObject` kinds, kinds
+/// controllers read) are not served yet (their CRD is not established): they start when they
+/// are. Also the reason of a controller that waits for them.
 pub const REASON_WAITING_FOR_KIND: &str = "WaitingForKind";
+
+/// A controller's reason when it runs (`status.controllers[].reason`).
+pub const REASON_RUNNING: &str = "Running";
 /// `Ready=False` reason: the cluster does not grant permissions the config needs (the check
 /// the manager runs before informers start, as `informant rbac --check` does).
 pub const REASON_PERMISSION_MISSING: &str = "PermissionMissing";
@@ -132,6 +140,41 @@ pub enum Readiness {
     },
 }
 
+/// What a controller the manager runs says of itself (`status.controllers`,
+/// `/readyz/controllers`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ControllerReadiness {
+    /// Its kinds are served: it runs.
+    Running,
+    /// One of its kinds is not served: it does not run, and starts when they are.
+    WaitingForKind {
+        /// Which kind and why (`example.com/v1 Widget: no CustomResourceDefinition defines
+        /// Widget in group example.com`).
+        reason: String,
+    },
+}
+
+impl ControllerReadiness {
+    /// The status row of the controller `name` in this state.
+    #[must_use]
+    pub fn row(&self, name: &str) -> ControllerReady {
+        match self {
+            Self::Running => ControllerReady {
+                name: name.to_owned(),
+                ready: true,
+                reason: REASON_RUNNING.to_owned(),
+                message: None,
+            },
+            Self::WaitingForKind { reason } => ControllerReady {
+                name: name.to_owned(),
+                ready: false,
+                reason: REASON_WAITING_FOR_KIND.to_owned(),
+                message: Some(format!("not started until its kinds are served: {reason}")),
+            },
+        }
+    }
+}
+
 impl Readiness {
     /// The readiness of these informers (pass the eager ones: those the tree must sync before
     /// it serves): an unsynced informer with an error is failed, one without is syncing.
@@ -193,6 +236,8 @@ pub struct StatusInput {
     pub informers: Vec<InformerStatus>,
     /// Each namespace selector with the namespaces it matches now.
     pub namespace_selectors: Vec<NamespaceSelectorStatus>,
+    /// Each controller the manager runs, ready or why not, sorted by name.
+    pub controllers: Vec<ControllerReady>,
     /// With `spec.sharding`, the ring as this member sees it and its share.
     pub sharding: Option<ShardingStatus>,
     /// When a changed spec was last applied; `None` keeps the previous status's.
@@ -263,6 +308,7 @@ pub fn desired_status(
             .clone()
             .or_else(|| previous.and_then(|p| p.last_reload_time.clone())),
         namespace_selectors: input.namespace_selectors.clone(),
+        controllers: input.controllers.clone(),
         sharding: input.sharding.clone(),
     }
 }
@@ -519,6 +565,7 @@ mod tests {
             readiness,
             informers: Vec::new(),
             namespace_selectors: Vec::new(),
+            controllers: Vec::new(),
             sharding: None,
             last_reload_time: None,
             now: at(now),

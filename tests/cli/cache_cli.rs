@@ -531,3 +531,97 @@ async fn explain_shows_the_sharding_and_with_a_cluster_the_rings_live_members() 
         elsewhere.stdout
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn explain_with_a_cluster_shows_the_kinds_and_the_controllers_that_wait_for_their_crd() {
+    let server = TestServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write(
+        &dir,
+        "kubeconfig",
+        &serde_yaml::to_string(&server.kubeconfig()).unwrap(),
+    );
+    let cfg = write(
+        &dir,
+        "config.yaml",
+        "apiVersion: informant.dev/v1alpha1
+kind: CacheConfig
+metadata: {name: t, namespace: ops}
+spec: {}
+---
+apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {name: widgets, namespace: ops}
+spec:
+  for: {apiVersion: example.com/v1, kind: Widget}
+  owns: [{apiVersion: v1, kind: ConfigMap}]
+  hook: {exec: {command: [hook]}}
+",
+    );
+    let run = |args: &[&str]| tokio::task::block_in_place(|| informant(args));
+    let waiting = "controller ops/widgets: WaitingForKind: example.com/v1/Widget: no kind \
+                   \"Widget\" in example.com/v1: the API server does not serve example.com/v1";
+
+    // Offline nothing is asked: the kind is taken as served.
+    let offline = run(&["explain", "--config", &cfg]);
+    assert_eq!(offline.code, 0, "{}", offline.stderr);
+    assert!(
+        !offline.stdout.contains("WaitingForKind"),
+        "{}",
+        offline.stdout
+    );
+
+    let online = run(&["explain", "--config", &cfg, "--kubeconfig", &kubeconfig]);
+    assert_eq!(online.code, 0, "{}", online.stderr);
+    assert!(
+        online.stdout.contains(
+            "WaitingForKind (kind example.com/v1/Widget a controller reads (not in byObject)): \
+             no kind \"Widget\" in example.com/v1"
+        ),
+        "{}",
+        online.stdout
+    );
+    assert!(online.stdout.contains(waiting), "{}", online.stdout);
+    let json = run(&[
+        "explain",
+        "--config",
+        &cfg,
+        "--kubeconfig",
+        &kubeconfig,
+        "-o",
+        "json",
+    ]);
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert!(
+        doc["controllers"][0]["waitingForKind"]
+            .as_str()
+            .is_some_and(|w| w.starts_with("example.com/v1/Widget: no kind")),
+        "{doc}"
+    );
+
+    // Once the CRD is installed, nothing waits.
+    server
+        .handle()
+        .create(json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true}}}]}
+        }))
+        .unwrap();
+    let installed = run(&["explain", "--config", &cfg, "--kubeconfig", &kubeconfig]);
+    assert_eq!(installed.code, 0, "{}", installed.stderr);
+    assert!(
+        !installed.stdout.contains("WaitingForKind"),
+        "{}",
+        installed.stdout
+    );
+    assert!(
+        installed.stdout.contains("\ncontroller ops/widgets:\n"),
+        "{}",
+        installed.stdout
+    );
+}

@@ -440,35 +440,6 @@ async fn a_watched_object_reconciles_what_its_mapper_names() {
     env.stop().await;
 }
 
-/// A kind the API server does not serve.
-#[derive(
-    kube::CustomResource, Clone, Debug, serde::Deserialize, serde::Serialize, schemars::JsonSchema,
-)]
-#[kube(group = "example.com", version = "v1", kind = "Widget", namespaced)]
-struct WidgetSpec {}
-
-#[tokio::test]
-async fn a_kind_the_server_does_not_serve_fails_the_controller_naming_the_kind() {
-    let env = Env::new().await;
-    let run = Controller::<ConfigMap>::new("widgets")
-        .watches(|_: &Widget| Vec::new())
-        .run(
-            env.context(),
-            |_, _| async { Ok::<_, Failed>(Action::await_change()) },
-            default_error_policy,
-            CancellationToken::new(),
-        );
-    let error = tokio::time::timeout(GUARD, run)
-        .await
-        .expect("an unknown kind fails at once")
-        .unwrap_err();
-    assert_eq!(
-        error.to_string(),
-        "controller widgets: cannot start the informers of example.com/v1, Kind=Widget"
-    );
-    env.stop().await;
-}
-
 #[tokio::test]
 async fn requeue_after_reconciles_the_object_again_without_any_change() {
     let env = Env::new().await;

@@ -411,7 +411,7 @@ async fn an_invalid_edit_keeps_the_manager_ready_and_shows_in_valid_the_event_an
         http_get(informant.health, "/readyz?verbose").await,
         (
             200,
-            "[+]config ok\n[+]informers ok\n[+]permissions ok\n[+]ping ok\nhealthz check passed\n"
+            "[+]config ok\n[+]controllers ok\n[+]informers ok\n[+]permissions ok\n[+]ping ok\nhealthz check passed\n"
                 .to_owned()
         )
     );

@@ -388,3 +388,134 @@ async fn a_hook_controller_waits_for_its_kind_and_follows_its_crd_in_and_out() {
     shutdown.cancel();
     support::stopped(run).await;
 }
+
+/// A `ServiceAccount` `ops/informant` that may list and watch Widgets and `ConfigMaps`
+/// everywhere, and nothing of `CustomResourceDefinitions`; its client.
+async fn account_without_crds(server: &TestServer) -> Client {
+    for object in [
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ops"}}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": {"name": "informant", "namespace": "ops"}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "informant"},
+               "rules": [{"apiGroups": ["example.com"], "resources": ["widgets"],
+                          "verbs": ["list", "watch"]},
+                         {"apiGroups": [""], "resources": ["configmaps"],
+                          "verbs": ["list", "watch"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": "informant"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                           "name": "informant"},
+               "subjects": [{"kind": "ServiceAccount", "name": "informant", "namespace": "ops"}]}),
+    ] {
+        server.handle().create(object).unwrap();
+    }
+    let token = server.token("ops", "informant").await.unwrap();
+    server.client_with_token(&token).await.unwrap()
+}
+
+/// How many times the server refused to list or watch `CustomResourceDefinitions`.
+fn crd_refusals(server: &TestServer) -> usize {
+    server
+        .handle()
+        .refusals()
+        .iter()
+        .filter(|r| r.resource == "customresourcedefinitions")
+        .count()
+}
+
+/// Drives `reloader` (its discovery refresh on) until a cluster change changes the tree, or
+/// `refreshes` more refreshes made none.
+async fn drive(reloader: &mut CacheReloader, refreshes: u64) -> Option<CacheChange> {
+    let until = reloader.discovery_refreshes() + refreshes;
+    tokio::time::timeout(GUARD, async {
+        while reloader.discovery_refreshes() < until {
+            reloader.scope_changed().await;
+            let change = reloader.rescope().await.unwrap();
+            if change.changed {
+                return Some(change);
+            }
+        }
+        None
+    })
+    .await
+    .expect("the discovery refresh runs at its period")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_rbac_for_crds_a_kind_is_learned_by_a_periodic_discovery_refresh_never_a_list_loop()
+{
+    use informant::cache::{Context, Discovery};
+    use std::sync::Arc;
+
+    let (server, admin) = support::server_with_informant_crds_rbac().await;
+    let client = account_without_crds(&server).await;
+    let (tracker, shutdown) = (
+        tokio_util::task::TaskTracker::new(),
+        CancellationToken::new(),
+    );
+    // The period is injected: each refresh is counted, not timed.
+    let period = Duration::from_millis(100);
+    let context = Context {
+        sync_timeout: Some(GUARD),
+        ..Context::new(client.clone(), Arc::new(Discovery::new(client)))
+    };
+    let mut reloader = CacheReloader::new(context, tracker.clone(), shutdown.clone())
+        .with_sync_timeout(GUARD)
+        .with_discovery_refresh(period);
+    let first = reloader.apply(&config()).await.unwrap();
+    assert!(
+        first.unsynced.is_empty(),
+        "a refused CRD watch is no unsynced informer: {first:?}"
+    );
+    assert_eq!(reloader.plan().unwrap().waiting_kinds().len(), 1);
+    assert_eq!(crd_refusals(&server), 1, "the CRDs' LIST, refused once");
+
+    // Waiting: a handful of refreshes, each one discovery request or two, no LIST.
+    let discovery = server.handle().discovery_requests();
+    assert!(drive(&mut reloader, 5).await.is_none(), "nothing changed");
+    let asked = server.handle().discovery_requests() - discovery;
+    assert!(
+        (5..=10).contains(&asked),
+        "{asked} discovery requests over 5 refreshes of one kind"
+    );
+    assert_eq!(crd_refusals(&server), 1, "the CRDs' LIST is never retried");
+    assert_eq!(count(&server, Verb::List, "widgets"), 0);
+
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    for round in 1..=2 {
+        crds.create(&PostParams::default(), &widget_crd())
+            .await
+            .unwrap();
+        let refreshes = reloader.discovery_refreshes();
+        let change = drive(&mut reloader, 3)
+            .await
+            .expect("the next refresh sees the kind served");
+        assert_eq!(
+            change.scope_summary().as_deref(),
+            Some("kinds served: example.com/v1 Widget"),
+            "round {round}"
+        );
+        assert!(
+            reloader.discovery_refreshes() - refreshes <= 2,
+            "learned at the next refresh"
+        );
+        assert_eq!(count(&server, Verb::List, "widgets"), round);
+
+        crds.delete("widgets.example.com", &DeleteParams::default())
+            .await
+            .unwrap();
+        let change = drive(&mut reloader, 3)
+            .await
+            .expect("the next refresh sees the kind gone");
+        assert_eq!(
+            change.scope_summary().as_deref(),
+            Some("kinds waiting: example.com/v1 Widget"),
+            "round {round}"
+        );
+    }
+    assert_eq!(crd_refusals(&server), 1, "the CRDs' LIST is never retried");
+    shutdown.cancel();
+    tracker.close();
+    tokio::time::timeout(GUARD, tracker.wait()).await.unwrap();
+}

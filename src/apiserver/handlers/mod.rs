@@ -151,7 +151,14 @@ pub async fn dispatch(app: Arc<App>, req: Request<Body>) -> Response {
         Ok(user) => user,
         Err(refused) => return refused.into_response(),
     };
-    match route::parse(parts.uri.path()) {
+    let route = route::parse(parts.uri.path());
+    if matches!(
+        route,
+        Route::CoreVersions | Route::Groups | Route::Group(_) | Route::Resources { .. }
+    ) {
+        app.counters.record_discovery();
+    }
+    match route {
         Route::Version => discovery::version(),
         Route::CoreVersions if aggregated::wanted(&parts.headers) => {
             aggregated::document(&app, true)

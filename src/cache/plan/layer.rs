@@ -122,7 +122,7 @@ impl Layer {
                 let default = default.instantiate(context, &|g| !listed(g) && wanted(g));
                 Arc::new(ByKindCache::new(by_kind, default))
             }
-            Layer::Waiting { gvk, reason } => Arc::new(WaitingCache::new(gvk.clone(), reason)),
+            Layer::Waiting { gvk, reason, .. } => Arc::new(WaitingCache::new(gvk.clone(), reason)),
         }
     }
 
@@ -209,10 +209,7 @@ impl Layer {
                 let mut children: Vec<Description> = kinds
                     .iter()
                     .map(|(gvk, layer)| {
-                        layer.describe(
-                            &format!("byObject {}/{}", gvk.api_version(), gvk.kind),
-                            reader_fail_on_missing_informer,
-                        )
+                        layer.describe(&layer.kind_role(gvk), reader_fail_on_missing_informer)
                     })
                     .collect();
                 children.push(default.describe(
@@ -222,6 +219,25 @@ impl Layer {
                 Description::routing("ByKindCache", role, children)
             }
             Layer::Waiting { reason, .. } => Description::waiting(role, reason),
+        }
+    }
+
+    /// The role of this layer, the one of `gvk` in a `ByKind` layer.
+    fn kind_role(&self, gvk: &GroupVersionKind) -> String {
+        if matches!(
+            self,
+            Layer::Waiting {
+                by_object: false,
+                ..
+            }
+        ) {
+            format!(
+                "kind {}/{} a controller reads (not in byObject)",
+                gvk.api_version(),
+                gvk.kind
+            )
+        } else {
+            format!("byObject {}/{}", gvk.api_version(), gvk.kind)
         }
     }
 
@@ -251,7 +267,19 @@ impl Layer {
                 let listed = kinds.iter().find(|(gvk, _)| gvk == read.gvk);
                 let kind = format!("{}/{}", read.gvk.api_version(), read.gvk.kind);
                 let layer = if let Some((_, layer)) = listed {
-                    path.push(format!("ByKindCache: {kind} is listed in byObject"));
+                    if matches!(
+                        layer,
+                        Layer::Waiting {
+                            by_object: false,
+                            ..
+                        }
+                    ) {
+                        path.push(format!(
+                            "ByKindCache: {kind} is not in byObject and waits for the API server to serve it"
+                        ));
+                    } else {
+                        path.push(format!("ByKindCache: {kind} is listed in byObject"));
+                    }
                     layer
                 } else {
                     path.push(format!(
@@ -261,7 +289,7 @@ impl Layer {
                 };
                 layer.route(read, reader_fail_on_missing_informer, path)
             }
-            Layer::Waiting { gvk, reason } => Err(Error::WaitingForKind {
+            Layer::Waiting { gvk, reason, .. } => Err(Error::WaitingForKind {
                 gvk: gvk.clone(),
                 reason: reason.clone(),
             }),

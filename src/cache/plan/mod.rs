@@ -149,13 +149,17 @@ pub enum Layer {
         /// The layer of every other kind.
         default: Box<Layer>,
     },
-    /// A `byObject` kind the API server does not serve yet: no informer, reads fail with
-    /// [`Error::WaitingForKind`], until a plan made once it is served replaces this layer.
+    /// A kind the API server does not serve yet, a `byObject` one or one a controller reads
+    /// ([`super::WantedKinds`]): no informer, reads fail with [`Error::WaitingForKind`],
+    /// until a plan made once it is served replaces this layer (a `byObject` kind's own
+    /// layer, the default cache for another).
     Waiting {
         /// The kind.
         gvk: GroupVersionKind,
         /// Why it is not served.
         reason: String,
+        /// Whether the kind is listed in `byObject` (otherwise a controller reads it).
+        by_object: bool,
     },
 }
 
@@ -202,8 +206,9 @@ impl Plan {
 
     /// Plans the tree as [`Plan::new`] does, for the cluster `scope` describes: each namespace
     /// selector adds the namespaces it matches there (each with an `InformerCache`, as a
-    /// listed namespace has), and each `byObject` kind the cluster does not serve waits
-    /// ([`Layer::Waiting`]).
+    /// listed namespace has), and each kind the cluster does not serve waits
+    /// ([`Layer::Waiting`]): a `byObject` kind in its place, any other kind in a `ByKindCache`
+    /// in front of the default cache (one is added when `byObject` is empty).
     ///
     /// # Errors
     /// As [`Plan::new`].
@@ -238,7 +243,8 @@ impl Plan {
             }
         };
         let default = shard::shard(default, scope, Serves::Any);
-        let root = if options.by_object.is_empty() {
+        let others_waiting = waiting_outside_by_object(&options, scope);
+        let root = if options.by_object.is_empty() && others_waiting.is_empty() {
             default
         } else {
             let mut kinds: Vec<(GroupVersionKind, Layer)> = options
@@ -262,6 +268,7 @@ impl Plan {
                         let waiting = Layer::Waiting {
                             gvk: by.gvk.clone(),
                             reason: reason.to_owned(),
+                            by_object: true,
                         };
                         return (by.gvk.clone(), waiting);
                     }
@@ -289,6 +296,7 @@ impl Plan {
                     (by.gvk.clone(), shard::shard(layer, scope, serves))
                 })
                 .collect();
+            kinds.extend(others_waiting);
             kinds.sort_by(|(a, _), (b, _)| {
                 (&a.group, &a.version, &a.kind).cmp(&(&b.group, &b.version, &b.kind))
             });
@@ -331,14 +339,15 @@ impl Plan {
         }
     }
 
-    /// The `byObject` kinds that wait for the API server to serve them, with why.
+    /// The kinds that wait for the API server to serve them (`byObject` kinds and kinds
+    /// controllers read), with why.
     #[must_use]
     pub fn waiting_kinds(&self) -> Vec<(GroupVersionKind, String)> {
         match &self.root {
             Layer::ByKind { kinds, .. } => kinds
                 .iter()
                 .filter_map(|(_, layer)| match layer {
-                    Layer::Waiting { gvk, reason } => Some((gvk.clone(), reason.clone())),
+                    Layer::Waiting { gvk, reason, .. } => Some((gvk.clone(), reason.clone())),
                     _ => None,
                 })
                 .collect(),
@@ -418,6 +427,27 @@ impl Plan {
         )?;
         Ok(path)
     }
+}
+
+/// The kinds read by controllers, not in `byObject`, that the cluster does not serve: each
+/// waits in a layer of its own in front of the default cache.
+fn waiting_outside_by_object(
+    options: &Options,
+    scope: &ClusterScope,
+) -> Vec<(GroupVersionKind, Layer)> {
+    scope
+        .waiting
+        .iter()
+        .filter(|(gvk, _)| !options.by_object.iter().any(|by| &by.gvk == *gvk))
+        .map(|(gvk, reason)| {
+            let layer = Layer::Waiting {
+                gvk: gvk.clone(),
+                reason: reason.clone(),
+                by_object: false,
+            };
+            (gvk.clone(), layer)
+        })
+        .collect()
 }
 
 /// What a routed read asks for.

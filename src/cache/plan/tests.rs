@@ -401,6 +401,40 @@ fn a_selector_matching_nearly_every_namespace_is_served_by_one_cluster_wide_info
     assert!(small.wide_selections().is_empty());
 }
 
+#[test]
+fn a_kind_a_controller_reads_that_is_not_served_waits_in_front_of_the_default_cache() {
+    let widget = GroupVersionKind::gvk("example.com", "v1", "Widget");
+    let options = Options::default();
+    let scope = ClusterScope::default().with_waiting(widget.clone(), "no CRD yet");
+    let plan = Plan::for_cluster(&options, &scope).unwrap();
+    assert!(matches!(plan.root(), Layer::ByKind { .. }), "{plan:?}");
+    assert!(plan.by_object_kinds().is_empty());
+    assert_eq!(
+        plan.waiting_kinds(),
+        vec![(widget.clone(), "no CRD yet".to_owned())]
+    );
+    let error = plan.route(&widget, true, Some("a"), Some("x")).unwrap_err();
+    assert!(matches!(error, Error::WaitingForKind { .. }), "{error}");
+    let pod = plan
+        .route(&gvk("", "Pod"), true, Some("a"), Some("x"))
+        .unwrap();
+    assert!(
+        pod[0].contains("not in byObject, served by the default cache"),
+        "{pod:?}"
+    );
+    let text = plan.describe().to_text();
+    assert!(
+        text.contains(
+            "WaitingForKind (kind example.com/v1/Widget a controller reads (not in byObject)): no CRD yet"
+        ),
+        "{text}"
+    );
+    // Served: the tree is the default cache alone, sharing its informers with the waiting one.
+    let served = Plan::for_cluster(&options, &ClusterScope::default()).unwrap();
+    assert!(matches!(served.root(), Layer::Informers(_)));
+    assert_eq!(served.informer_specs(), plan.informer_specs());
+}
+
 /// The half of the hash space below 2^63, by `key`.
 fn lower_half(key: crate::selector::ShardKey) -> crate::cache::ShardScope {
     crate::cache::ShardScope {
