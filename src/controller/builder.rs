@@ -23,6 +23,7 @@ use super::stub::Stub;
 use crate::cache::{Cache, typed};
 use crate::controller::ControllerMetrics;
 use crate::manager::{ControllerReadiness, Manager, State};
+use crate::selector::ShardKey;
 
 /// How many reconciles of one controller run at once unless set.
 ///
@@ -291,6 +292,14 @@ where
             report,
         } = self;
         let ctx = Arc::new(ctx.for_controller());
+        if ctx.shard_gate().key() == Some(ShardKey::Uid)
+            && let Some(relation) = relations.first()
+        {
+            return Err(Error::NeedsShardKeyNamespace {
+                controller: name,
+                related: relation.gvk.clone(),
+            });
+        }
         let report = |readiness: Option<ControllerReadiness>| {
             if let Some(state) = &report {
                 state.controller(&name, readiness);

@@ -20,6 +20,19 @@ pub enum Error {
         #[source]
         source: cache::Error,
     },
+    /// The controller owns or watches another kind on a cache sharded by `key: uid`, which
+    /// spreads an object and its children or related objects over different members: the
+    /// controller would not see them. It does not start; shard by `key: namespace`.
+    #[error(
+        "controller {controller}: it owns or watches {}, and with spec.sharding.key: uid an object's children and related objects live on other members, where this member cannot see them; shard by key: namespace (every object of a namespace on one member), or reconcile only objects that own and watch nothing",
+        gvk_string(.related)
+    )]
+    NeedsShardKeyNamespace {
+        /// The controller.
+        controller: String,
+        /// The first kind it owns or watches.
+        related: GroupVersionKind,
+    },
     /// kube-runtime's runner stopped: the controller's store was never filled because the
     /// informer pool went away before the first list.
     #[error("controller {controller}: the reconcile runner stopped")]

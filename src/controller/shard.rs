@@ -163,6 +163,58 @@ mod tests {
     }
 
     /// A gained part asks for the objects of the namespaces in it, once, and nothing else.
+    /// Sharded by uid, a controller that owns another kind does not start and says why and
+    /// what to change; one that owns nothing, or sharded by namespace, is not refused.
+    #[tokio::test]
+    async fn by_uid_a_controller_that_owns_a_kind_does_not_start_and_names_the_fix() {
+        use crate::controller::{Action, Controller, Error};
+        async fn reconcile(
+            _: Arc<ConfigMap>,
+            _: Arc<Context>,
+        ) -> Result<Action, std::convert::Infallible> {
+            Ok(Action::await_change())
+        }
+        let gate = |key| {
+            let fence = Fence::holding_for_tests(Duration::from_mins(1));
+            ShardGate::sharded("m", key, fence, None).unwrap()
+        };
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let refused = Controller::<ConfigMap>::new("owner")
+            .owns::<k8s_openapi::api::core::v1::Secret>()
+            .run(
+                context(gate(ShardKey::Uid)),
+                reconcile,
+                |_, _, _| Action::await_change(),
+                shutdown.clone(),
+            )
+            .await;
+        let Err(error @ Error::NeedsShardKeyNamespace { .. }) = refused else {
+            panic!("expected NeedsShardKeyNamespace, got {refused:?}");
+        };
+        let message = error.to_string();
+        assert!(
+            message.contains("owns or watches /v1, Kind=Secret"),
+            "{message}"
+        );
+        assert!(message.contains("shard by key: namespace"), "{message}");
+
+        // Not refused: the same controller sharded by namespace, stopped before it starts.
+        shutdown.cancel();
+        let by_namespace = Controller::<ConfigMap>::new("owner")
+            .owns::<k8s_openapi::api::core::v1::Secret>()
+            .run(
+                context(gate(ShardKey::Namespace)),
+                reconcile,
+                |_, _, _| Action::await_change(),
+                shutdown,
+            )
+            .await;
+        assert!(
+            !matches!(by_namespace, Err(Error::NeedsShardKeyNamespace { .. })),
+            "{by_namespace:?}"
+        );
+    }
+
     #[tokio::test]
     async fn a_gain_asks_for_the_objects_in_the_gained_namespaces_once() {
         let fence = Fence::holding_for_tests(Duration::from_mins(1));

@@ -132,6 +132,12 @@ impl ShardGate {
         &self.inner.identity
     }
 
+    /// The key objects are sharded by; `None` unsharded.
+    #[must_use]
+    pub fn key(&self) -> Option<ShardKey> {
+        self.inner.sharded.as_ref().map(|s| s.key)
+    }
+
     /// Whether reconciles are sharded (otherwise every one is admitted).
     #[must_use]
     pub fn is_sharded(&self) -> bool {
