@@ -292,13 +292,8 @@ where
             report,
         } = self;
         let ctx = Arc::new(ctx.for_controller());
-        if ctx.shard_gate().key() == Some(ShardKey::Uid)
-            && let Some(relation) = relations.first()
-        {
-            return Err(Error::NeedsShardKeyNamespace {
-                controller: name,
-                related: relation.gvk.clone(),
-            });
+        if let Some(refused) = refuse_relations_by_uid(&ctx, &name, &relations) {
+            return Err(refused);
         }
         let report = |readiness: Option<ControllerReadiness>| {
             if let Some(state) = &report {
@@ -568,6 +563,19 @@ fn not_served(gvk: &GroupVersionKind, error: &crate::cache::Error) -> bool {
 }
 
 /// Makes sure the informers of `gvk` and of every related kind exist and synced.
+/// Sharded by uid, an object's children and related objects are on other members: a
+/// controller that owns or watches a kind is refused ([`Error::NeedsShardKeyNamespace`]).
+fn refuse_relations_by_uid<K>(ctx: &Context, name: &str, relations: &[Relation<K>]) -> Option<Error>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + 'static,
+{
+    let relation = relations.first()?;
+    (ctx.shard_gate().key() == Some(ShardKey::Uid)).then(|| Error::NeedsShardKeyNamespace {
+        controller: name.to_owned(),
+        related: relation.gvk.clone(),
+    })
+}
+
 async fn ensure_informers<K>(
     ctx: &Context,
     controller: &str,
