@@ -19,7 +19,8 @@
 //! With a reconcile log (`informant run --reconcile-log FILE`), each reconcile ends with one
 //! JSON line: `member`, `controller`, `kind`, `namespace`, `name`, `uid`, `start_ns` and
 //! `end_ns` (nanoseconds since the Unix epoch, this machine's clock), and `fenced` (the
-//! fence fell and the reconcile was dropped there).
+//! fence fell and the reconcile was dropped there) with `fenced_at_ns`, the instant the fence
+//! fell (the reconcile made no progress after it, though a paused process drops it later).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -175,6 +176,7 @@ impl ShardGate {
             term: point.map_or(0, |(_, t)| t),
             log,
             fenced: false,
+            fenced_at: None,
         })
     }
 
@@ -320,6 +322,8 @@ pub struct Admission {
     term: u64,
     log: Option<Logged>,
     fenced: bool,
+    /// When the fence fell under a dropped reconcile, on the wall clock.
+    fenced_at: Option<SystemTime>,
 }
 
 impl Admission {
@@ -356,6 +360,9 @@ impl Admission {
         .await;
         if outcome.is_none() {
             self.fenced = true;
+            self.fenced_at = fence.deadline().and_then(|deadline| {
+                SystemTime::now().checked_sub(Instant::now().saturating_duration_since(deadline))
+            });
             tracing::warn!(
                 member = %self.gate.identity,
                 "shard member fenced during a reconcile: dropped before the others may take over"
@@ -396,6 +403,7 @@ impl Drop for Admission {
                 "start_ns": nanos(logged.start),
                 "end_ns": nanos(SystemTime::now()),
                 "fenced": self.fenced,
+                "fenced_at_ns": self.fenced_at.map(nanos),
             });
             let mut text = line.to_string();
             text.push('\n');
