@@ -179,4 +179,39 @@ mod tests {
             "{rules:?}"
         );
     }
+
+    #[tokio::test]
+    async fn the_crd_watch_is_not_a_permission_the_manager_must_have() {
+        let config = crate::config::load_str(
+            "apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\nmetadata: {name: c}\n\
+             spec: {byObject: [{apiVersion: example.com/v1, kind: Widget}]}\n",
+        )
+        .unwrap();
+        // `informant rbac` grants it (following CRDs is better with their watch) ...
+        let derived = rbac::Rules::derive(&config, &rbac::Options::new("config-ns"));
+        let crds = |rules: &[k8s_openapi::api::rbac::v1::PolicyRule]| {
+            rules
+                .iter()
+                .any(|r| r.api_groups.as_deref() == Some(&[rbac::CRD_GROUP.to_owned()][..]))
+        };
+        assert!(crds(&derived.cluster), "{derived:?}");
+        // ... but the manager works without it (discovery every 30 s): not checked.
+        let url: http::Uri = "http://127.0.0.1:1".parse().unwrap();
+        let check = AccessCheck {
+            client: Client::try_from(kube::Config::new(url)).unwrap(),
+            resource: Some(("config-ns".to_owned(), "c".to_owned())),
+            lease: None,
+            member_lease_namespace: "config-ns".to_owned(),
+            recheck: RECHECK_INTERVAL,
+        };
+        let rules = check.rules(&config);
+        assert!(!crds(&rules.cluster), "{rules:?}");
+        assert!(
+            rules.cluster.iter().any(|r| r
+                .resources
+                .as_ref()
+                .is_some_and(|res| res.contains(&"widgets".to_owned()))),
+            "the kind itself is still checked: {rules:?}"
+        );
+    }
 }
