@@ -313,20 +313,22 @@ where
         let reconcile = Arc::new(reconcile);
         let retried = series.clone();
         let dropped = series.clone();
+        let kind = Arc::new(typed::gvk_of::<K>());
         let results = controller.run(
             move |stub: Arc<Stub<K>>, ctx: Arc<Context>| {
                 let (label, series) = (Arc::clone(&label), series.clone());
-                let reconcile = Arc::clone(&reconcile);
+                let (reconcile, kind) = (Arc::clone(&reconcile), Arc::clone(&kind));
                 async move {
-                    let key = stub.key(&());
-                    let answer =
-                        typed::get_arc::<K>(ctx.cache().as_ref(), stub.namespace(), stub.name())
-                            .await;
-                    let object = match super::read(answer, &key, &ctx, &series) {
+                    let answer = ctx
+                        .cache()
+                        .get_as(&kind, stub.namespace(), stub.name(), &typed::As::<K>::new())
+                        .await
+                        .and_then(|object| typed::downcast::<K>(&kind, object));
+                    let object = match super::stub::read_stub(answer, &stub, &(), &ctx, &series) {
                         Ok(object) => object,
                         Err(action) => return Ok(action),
                     };
-                    reconcile::instrumented(&label, series, (Arc::clone(&object), key), ctx, {
+                    reconcile::instrumented(&label, series, (Arc::clone(&object), stub), ctx, {
                         move |object, ctx| reconcile(object, ctx)
                     })
                     .await

@@ -54,7 +54,11 @@ impl Queue {
     }
 
     fn key<K: Lookup>(&self, object: &ObjectRef<K>) -> u64 {
-        self.hasher.hash_one((&object.namespace, &object.name))
+        self.key_at(object.namespace.as_deref(), &object.name)
+    }
+
+    fn key_at(&self, namespace: Option<&str>, name: &str) -> u64 {
+        self.hasher.hash_one((namespace, name))
     }
 }
 
@@ -73,6 +77,12 @@ impl Series {
     #[must_use]
     pub fn reconcile_started<K: Lookup>(&self, object: &ObjectRef<K>) -> Option<ActiveWorker> {
         self.taken(object);
+        self.reconcile_running()
+    }
+
+    /// A reconcile of an object already [taken](Series::taken) started: it counts as active
+    /// until the guard drops.
+    pub(crate) fn reconcile_running(&self) -> Option<ActiveWorker> {
         self.counted
             .as_ref()
             .map(ControllerSeries::reconcile_started)
@@ -124,7 +134,15 @@ impl Series {
     /// The runner took `object` from the queue: for a reconcile, or to find it gone (deleted
     /// before its turn).
     pub fn taken<K: Lookup>(&self, object: &ObjectRef<K>) {
-        let key = self.queue.key(object);
+        self.take(self.queue.key(object));
+    }
+
+    /// [`Series::taken`] of the object `namespace/name`, without a reference built for it.
+    pub(crate) fn taken_at(&self, namespace: Option<&str>, name: &str) {
+        self.take(self.queue.key_at(namespace, name));
+    }
+
+    fn take(&self, key: u64) {
         let mut pending = self.queue.pending();
         if !pending.remove(&key) {
             return;
