@@ -17,7 +17,7 @@ use kube::{
     },
 };
 
-use super::compact::{CompactObject, shared_resource_type};
+use super::compact::{CompactObject, StoreKind, shared_resource_type};
 use super::error::{Error, Result};
 use super::matching;
 use super::typed::{AnyObject, Decoder};
@@ -37,21 +37,21 @@ thread_local! {
 fn lookup<K>(
     slot: &'static LocalKey<RefCell<Option<ObjectRef<K>>>>,
     store: &Store<K>,
-    resource: &Arc<ApiResource>,
+    resource: &StoreKind,
     namespace: Option<&str>,
     name: &str,
 ) -> Option<Arc<K>>
 where
-    K: Lookup<DynamicType = Arc<ApiResource>> + Clone + 'static,
+    K: Lookup<DynamicType = StoreKind> + Clone + 'static,
 {
     slot.with_borrow_mut(|slot| {
         if slot
             .as_ref()
-            .is_some_and(|key| !Arc::ptr_eq(&key.dyntype, resource))
+            .is_some_and(|key| !Arc::ptr_eq(&key.dyntype.0, &resource.0))
         {
             *slot = None;
         }
-        let key = slot.get_or_insert_with(|| ObjectRef::new_with("", Arc::clone(resource)));
+        let key = slot.get_or_insert_with(|| ObjectRef::new_with("", resource.clone()));
         key.name.clear();
         key.name.push_str(name);
         match namespace {
@@ -107,10 +107,9 @@ impl SharedObject {
     }
 }
 
-/// Keys as [`CompactObject`]'s: the informer's `ApiResource` behind one shared `Arc`, name and
-/// namespace only.
+/// Keys as [`CompactObject`]'s: the informer's [`StoreKind`], name and namespace only.
 impl Lookup for SharedObject {
-    type DynamicType = Arc<ApiResource>;
+    type DynamicType = StoreKind;
 
     shared_resource_type!();
 
@@ -166,7 +165,7 @@ pub(crate) struct ObjectStore {
     gvk: GroupVersionKind,
     reader: Reader,
     /// Store keys share this one.
-    key_resource: Arc<ApiResource>,
+    key_resource: StoreKind,
     /// `apiVersion` and `kind` of decoded objects.
     types: TypeMeta,
 }
@@ -179,15 +178,15 @@ impl ObjectStore {
         resource: &ApiResource,
         shared: bool,
     ) -> (Self, StoreWriter) {
-        let key_resource = Arc::new(resource.clone());
+        let key_resource = StoreKind(Arc::new(resource.clone()));
         let (reader, writer) = if shared {
-            let writer = Writer::new(Arc::clone(&key_resource));
+            let writer = Writer::new(key_resource.clone());
             (
                 Reader::Shared(writer.as_reader()),
                 WriterKind::Shared(writer),
             )
         } else {
-            let writer = Writer::new(Arc::clone(&key_resource));
+            let writer = Writer::new(key_resource.clone());
             (
                 Reader::Compact(writer.as_reader()),
                 WriterKind::Compact(writer),
