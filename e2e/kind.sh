@@ -42,6 +42,9 @@
 #   2 relies on informant_informer_restarts_total.
 # - The Lease has controller-runtime's periods (15 s lease), so a hand-over takes up to ~20 s.
 # - /metrics and the probes are reached through `kubectl port-forward` to the replica.
+# - Scenario 9 installs the chart again with sharding.enabled=true (one replica, so
+#   sharding.allowSingleReplica=true) and scales the Deployment (kubectl scale) from 1 to 3
+#   replicas and back; each replica's /metrics is read through a port-forward of its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -253,6 +256,49 @@ harness_uninstall() {
   collect_manager_logs
   k delete clusterrolebinding "$E2E_RBAC" >/dev/null
   k delete clusterrole "$E2E_RBAC" >/dev/null
+  helm uninstall "$RELEASE" --namespace "$E2E_NS" --wait --timeout "${E2E_WAIT}s"
+}
+
+# Scenario 9: the chart again, sharding on, one replica to begin with.
+harness_shard_install() {
+  helm install "$RELEASE" charts/informant --namespace "$E2E_NS" \
+    --set "image.repository=${IMAGE%:*}" --set "image.tag=${IMAGE##*:}" --set image.pullPolicy=Never \
+    --set replicaCount=1 --set sharding.enabled=true --set sharding.allowSingleReplica=true \
+    --set "sharding.ring=$SHARD_RING" --set "sharding.key=$SHARD_KEY" \
+    --set-json "cacheConfig.spec=$1" \
+    --wait --timeout "${E2E_WAIT}s"
+  deployment=$(k -n "$E2E_NS" get deploy -l "app.kubernetes.io/instance=$RELEASE" -o name)
+  local reference
+  reference=$(manager_arg --cache-config)
+  E2E_SHARD_CC=${reference#*/}
+  [ -n "$E2E_SHARD_CC" ] || fail "cannot read --cache-config from $deployment"
+}
+
+pod_count() { [ "$(pods | grep -c .)" = "$1" ] && [ "$(live_pods | grep -c .)" = "$1" ]; }
+
+harness_shard_scale() {
+  k -n "$E2E_NS" scale "$deployment" --replicas="$1" >/dev/null
+  k -n "$E2E_NS" rollout status "$deployment" --timeout="${E2E_WAIT}s" >/dev/null
+  wait_until "$E2E_WAIT" "exactly $1 replica(s), none terminating" pod_count "$1"
+}
+
+harness_member_metrics() {
+  local pod port metrics pid
+  metrics=$(manager_arg --metrics-addr)
+  metrics=${metrics##*:}
+  for pod in $(live_pods); do
+    k -n "$E2E_NS" port-forward --address 127.0.0.1 "pod/$pod" ":$metrics" >"$work/member-forward.log" 2>&1 &
+    pid=$!
+    poll_until "$E2E_WAIT" grep -q '^Forwarding from 127.0.0.1' "$work/member-forward.log" || true
+    port=$(sed -n "s/^Forwarding from 127.0.0.1:\([0-9]*\) -> $metrics\$/\1/p" "$work/member-forward.log")
+    echo "# member $pod"
+    curl -sf "http://127.0.0.1:$port/metrics" || true
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+}
+
+harness_shard_uninstall() {
   helm uninstall "$RELEASE" --namespace "$E2E_NS" --wait --timeout "${E2E_WAIT}s"
 }
 

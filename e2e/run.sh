@@ -53,13 +53,15 @@ work=$(mktemp -d)
 server_pid=""
 manager_pids=() # index = replica number; "" once stopped
 manager_addrs=()
+shard_pids=() # scenario 9's sharded replicas, index = replica number; "" once stopped
+shard_addrs=()
 cleanup() {
   local status=$?
   harness_hook_stop
-  for pid in "${manager_pids[@]}"; do
+  for pid in "${manager_pids[@]}" "${shard_pids[@]}"; do
     if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi
   done
-  for pid in "${manager_pids[@]}"; do
+  for pid in "${manager_pids[@]}" "${shard_pids[@]}"; do
     if [ -n "$pid" ]; then wait "$pid" 2>/dev/null || true; fi
   done
   if [ -n "$server_pid" ]; then
@@ -87,6 +89,10 @@ harness_logs() {
   for i in "${!manager_pids[@]}"; do
     echo "== manager $i log (last 40 lines)"
     tail -n 40 "$work/manager-$i.log" 2>/dev/null || true
+  done
+  for i in "${!shard_pids[@]}"; do
+    echo "== sharded replica $i log (last 40 lines)"
+    tail -n 40 "$work/shard-$i.log" 2>/dev/null || true
   done
 }
 
@@ -207,6 +213,68 @@ harness_leftovers() {
     fi
   done
   k -n "$E2E_NS" get cc -o name
+}
+
+# Scenario 9: replicas of a manager whose CacheConfig shards, each a member of the ring (its
+# Lease in E2E_NS, identity shard-N), with short membership periods (lease > renew deadline +
+# 2 x retry). Leader election too, for the status the leader writes.
+SHARD_FLAGS=(--leader-elect --lease-name informant-shard --leader-elect-lease-duration 4s
+  --leader-elect-renew-deadline 2s --leader-elect-retry-period 500ms)
+
+start_shard_replica() { # start_shard_replica N
+  local n=$1 log="$work/shard-$1.log"
+  "$INFORMANT" run --cache-config "$E2E_NS/$E2E_SHARD_CC" --kubeconfig "$KUBECONFIG" \
+    --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 "${SHARD_FLAGS[@]}" \
+    --shard-identity "shard-$n" --lease-namespace "$E2E_NS" --shutdown-grace 10s >"$log" 2>&1 &
+  shard_pids[n]=$!
+  wait_until "$E2E_WAIT" "sharded replica $n serves probes and metrics" listening "$log" "${shard_pids[n]}"
+  kill -0 "${shard_pids[n]}" 2>/dev/null || fail "sharded replica $n exited at start"
+  shard_addrs[n]=$(grep 'serving metrics and health probes: ' "$log" | grep -o 'listen.addr=[0-9.:]*' | head -n1 | cut -d= -f2)
+  note "sharded replica $n: pid ${shard_pids[n]}, http://${shard_addrs[n]}"
+}
+
+stop_shard_replica() { # stop_shard_replica N: SIGTERM, as kubelet stops a pod
+  local n=$1 pid=${shard_pids[$1]}
+  kill -TERM "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  shard_pids[n]=""
+}
+
+harness_shard_install() {
+  E2E_SHARD_CC=informant-shard
+  local spec
+  spec=$(printf '%s' "$1" | python3 -c 'import json, sys; s = json.load(sys.stdin); s["sharding"] = {"ring": sys.argv[1], "key": sys.argv[2]}; print(json.dumps(s))' "$SHARD_RING" "$SHARD_KEY")
+  printf 'apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\nmetadata: {name: %s, namespace: %s}\nspec: %s\n' \
+    "$E2E_SHARD_CC" "$E2E_NS" "$spec" | k apply -f - >/dev/null
+  harness_shard_scale 1
+}
+
+harness_shard_scale() {
+  local want=$1 i
+  for i in $(seq 0 $((want - 1))); do
+    if [ -z "${shard_pids[$i]:-}" ]; then start_shard_replica "$i"; fi
+  done
+  for i in "${!shard_pids[@]}"; do
+    if [ "$i" -ge "$want" ] && [ -n "${shard_pids[$i]}" ]; then
+      note "stopping sharded replica $i"
+      stop_shard_replica "$i"
+    fi
+  done
+}
+
+harness_member_metrics() {
+  local i
+  for i in "${!shard_pids[@]}"; do
+    if [ -n "${shard_pids[$i]}" ]; then
+      echo "# member shard-$i"
+      curl -sf "http://${shard_addrs[$i]}/metrics"
+    fi
+  done
+}
+
+harness_shard_uninstall() {
+  harness_shard_scale 0
+  k -n "$E2E_NS" delete cc "$E2E_SHARD_CC" --wait=true >/dev/null
 }
 
 step "start informant apiserver"

@@ -29,6 +29,17 @@
 #     harness_uninstall      remove what harness_install installed (the CRDs stay, as Helm does)
 #     harness_leftovers      print what is left of the installation, one line each (nothing = clean)
 #     harness_logs           print the manager's (and server's) logs, for failure reports
+#     harness_shard_install SPEC
+#                            install a manager whose CacheConfig E2E_NS/E2E_SHARD_CC has the spec
+#                            SPEC (JSON) sharded by ring SHARD_RING and key SHARD_KEY, one replica,
+#                            every replica a member of the ring (its Lease in E2E_NS); set
+#                            E2E_SHARD_CC
+#     harness_shard_scale N  run N replicas of it (start or stop some; a stopped one ends as a
+#                            pod does, SIGTERM); return once N run
+#     harness_member_metrics print the /metrics of every running replica of it, each after a line
+#                            "# member NAME"
+#     harness_shard_uninstall
+#                            remove what harness_shard_install installed
 #
 # Every wait polls a condition with a deadline (kubectl wait, or wait_until); nothing sleeps a
 # fixed time to synchronise.
@@ -432,6 +443,69 @@ scenario_uninstall() {
 
 nothing_left() { [ -z "$(harness_leftovers)" ]; }
 
+# Scenario 9's ring and objects: ConfigMaps in namespaces e2e-shard-0 ... , labelled for the
+# sharded CacheConfig, which shards them by uid.
+SHARD_RING=e2e
+# shellcheck disable=SC2034 # read by the harnesses (harness_shard_install)
+SHARD_KEY=uid
+SHARD_NAMESPACES=10
+SHARD_PER_NAMESPACE=30
+SHARD_LABEL=e2e.informant.dev/sharded
+
+# The spec of the sharded CacheConfig, but its sharding (the harness adds it: the chart sets it
+# from its sharding values).
+shard_spec() {
+  printf '{"byObject": [{"apiVersion": "v1", "kind": "ConfigMap", "labelSelector": "%s=yes"}]}' "$SHARD_LABEL"
+}
+
+create_shard_objects() {
+  local n i
+  for n in $(seq 0 $((SHARD_NAMESPACES - 1))); do
+    printf 'apiVersion: v1\nkind: Namespace\nmetadata: {name: e2e-shard-%s}\n---\n' "$n"
+    for i in $(seq 0 $((SHARD_PER_NAMESPACE - 1))); do
+      printf 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm-%s, namespace: e2e-shard-%s, labels: {%s: "yes"}}\ndata: {k: v}\n---\n' \
+        "$i" "$n" "$SHARD_LABEL"
+    done
+  done | k create -f - >/dev/null
+}
+
+# shard_settled N: exactly N members, whose claims are disjoint and cover the hash space (claims
+# seen to intersect, at any poll, go to $work/shard-overlaps).
+shard_settled() {
+  k -n "$E2E_NS" get leases -l "informant.dev/ring=$SHARD_RING" -o json >"$work/shard-leases.json"
+  python3 "$E2E_LIB/shard.py" check "$1" "$work/shard-overlaps" <"$work/shard-leases.json"
+}
+
+# shard_owned: every object hashes into the claims of exactly one member, and each member caches
+# exactly the objects it owns.
+shard_owned() {
+  k -n "$E2E_NS" get leases -l "informant.dev/ring=$SHARD_RING" -o json >"$work/shard-leases.json"
+  k get configmaps -A -l "$SHARD_LABEL=yes" -o json >"$work/shard-objects.json"
+  harness_member_metrics >"$work/shard-metrics.txt"
+  python3 "$E2E_LIB/shard.py" owners "$work/shard-leases.json" "$work/shard-objects.json" \
+    "$work/shard-metrics.txt" >"$work/shard-owned"
+}
+
+scenario_shard() {
+  step "9. sharding: scale 1 -> 3 -> 1 replicas, every object owned by exactly one member"
+  local work=$1 n
+  : >"$work/shard-overlaps"
+  create_shard_objects
+  harness_shard_install "$(shard_spec)"
+  for n in 1 3 1; do
+    harness_shard_scale "$n"
+    wait_until "$E2E_WAIT" "$n member(s) whose claims are disjoint and cover the hash space" shard_settled "$n"
+    note "$(shard_settled "$n")"
+    wait_until "$E2E_WAIT" "every object owned and cached by exactly one of $n member(s)" shard_owned
+    echo "ok: $n replica(s): $(cat "$work/shard-owned")"
+  done
+  expect_eq "no two members ever claimed one part of the hash space at once" "" "$(cat "$work/shard-overlaps")"
+  expect_eq "every object counted once" "$((SHARD_NAMESPACES * SHARD_PER_NAMESPACE)) objects" \
+    "$(cut -d, -f1 "$work/shard-owned")"
+  harness_shard_uninstall
+  for n in $(seq 0 $((SHARD_NAMESPACES - 1))); do k delete namespace "e2e-shard-$n" --wait=false >/dev/null; done
+}
+
 # run_scenarios WORKDIR: every scenario, in order (each builds on the state the previous left).
 run_scenarios() {
   local work=$1
@@ -443,4 +517,5 @@ run_scenarios() {
   scenario_leader
   scenario_namespaces "$work"
   scenario_uninstall
+  scenario_shard "$work"
 }

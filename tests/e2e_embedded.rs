@@ -23,7 +23,7 @@ use std::time::Instant;
 fn e2e_scenarios_pass_on_the_embedded_api_server() {
     let started = Instant::now();
     let stdout = support::run_kubectl_script("e2e/run.sh", &["embedded"], "PASS: e2e (embedded)");
-    for scenario in 1..=8 {
+    for scenario in 1..=9 {
         assert!(
             stdout.contains(&format!("--- {scenario}. ")),
             "scenario {scenario} did not run\n{stdout}"

@@ -24,7 +24,8 @@
 //!
 //! Layout (private modules): `registry` (what is served), `store` (objects, history, change
 //! broadcast), `handlers` (one file per verb family), `discovery` and `openapi`, `faults` (fault
-//! injection and counters), `server` (state, router, run loop).
+//! injection and counters), `lists` (the LIST answers given, [`Handle::lists`]), `server`
+//! (state, router, run loop).
 //!
 //! # Differences from kube-apiserver
 //!
@@ -53,6 +54,7 @@ mod discovery;
 mod faults;
 mod filter;
 pub(crate) mod handlers;
+mod lists;
 mod meta;
 mod namespaces;
 mod openapi;
@@ -71,6 +73,7 @@ mod tls;
 
 pub use auth::{Authorization, Refusal, UnknownAuthorization};
 pub use faults::{CorruptRule, Corruption, FailRule, HUGE_ANNOTATION_BYTES, Verb};
+pub use lists::ListAnswer;
 pub use seed::parse_yaml;
 pub use server::{Config, Error, FeatureGates, Handle, Server};
 pub use status::{ApiError, Cause, FieldError, FieldErrorType};

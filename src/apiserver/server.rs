@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::{Auth, Authorization, Refusal};
 use super::faults::{CorruptRule, Corruption, Counters, FailRule, Faults, RequestCount, Verb};
+use super::lists::{ListAnswer, ListLog};
 use super::registry::Registry;
 use super::status::ApiError;
 use super::store::{Limits, Store};
@@ -148,6 +149,8 @@ pub struct App {
     pub faults: Faults,
     /// Request counters.
     pub counters: Counters,
+    /// The last LIST answers.
+    pub lists: ListLog,
     /// Settings.
     pub config: Config,
     /// Tokens, the authorizer and the refusals.
@@ -228,6 +231,13 @@ impl Handle {
     #[must_use]
     pub fn requests(&self) -> Vec<RequestCount> {
         self.0.counters.snapshot()
+    }
+
+    /// The last LIST answers (at most 10,000), oldest first: each one's collection, the shard
+    /// selector it applied, and how many objects and bytes it held.
+    #[must_use]
+    pub fn lists(&self) -> Vec<ListAnswer> {
+        self.0.lists.snapshot()
     }
 
     /// Create an object directly (as if `POST`ed), creating its namespace when missing.
@@ -384,6 +394,7 @@ impl App {
             store: Store::new(config.limits.clone()),
             faults: Faults::default(),
             counters: Counters::default(),
+            lists: ListLog::default(),
             auth: Auth::new(config.authorization),
             tls: None,
             config,

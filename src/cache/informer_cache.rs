@@ -166,7 +166,12 @@ impl InformerCache {
         // Another reader may have created it while we resolved the kind. The pool starts it
         // when the pool runs (it does once this cache was started).
         let informer = informers.entry(gvk.clone()).or_insert_with(|| {
-            let key = InformerKey::new(gvk.clone(), self.namespace.clone(), &self.settings);
+            let key = InformerKey::for_kind(
+                gvk.clone(),
+                self.namespace.clone(),
+                &self.settings,
+                kind.namespaced,
+            );
             self.context.pool.obtain(&key, &kind)
         });
         Ok(Arc::clone(informer))

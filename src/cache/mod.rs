@@ -47,6 +47,7 @@ mod reload;
 mod resolver;
 mod scope;
 mod settings;
+mod shard;
 mod sharded_client;
 mod shared;
 mod store;
@@ -71,7 +72,7 @@ pub use namespaces::{list_namespace_labels, namespace_gvk, namespace_informer_ke
 pub use options::{
     ByObject, Config, DEFAULT_ENABLE_WATCH_BOOKMARKS, DEFAULT_SYNC_PERIOD,
     DEFAULT_UNSAFE_DISABLE_DEEP_COPY, NamespaceKey, Namespaces, Options, OptionsError, Scope,
-    Transform, builtin_scope,
+    Sharding, Transform, builtin_scope,
 };
 pub use plan::{
     InformerScope, InformerSpec, Kinds, Layer, Plan, Selection, WIDE_ENTER_PERCENT,
@@ -82,6 +83,7 @@ pub use reload::{CacheChange, CacheReloader, DEFAULT_CACHE_SYNC_TIMEOUT};
 pub use resolver::{BuiltinKinds, Discovery, KindInfo, Resolver};
 pub use scope::{ClusterScope, NamespaceLabels};
 pub use settings::InformerSettings;
+pub use shard::{InformerShard, ShardScope, fmix64, namespace_point, uid_point};
 pub use sharded_client::{server_shards, sharded_client};
 pub use shared::SharedCache;
 pub use store::StoreWriter;

@@ -59,6 +59,23 @@ impl InformerKey {
         )
     }
 
+    /// The key of an informer of `gvk` for a cache over `namespace` with `settings`, whose
+    /// objects live in namespaces when `namespaced`: a cluster-scoped kind is never sharded,
+    /// so a member's new share keeps its informers.
+    #[must_use]
+    pub fn for_kind(
+        gvk: GroupVersionKind,
+        namespace: Option<String>,
+        settings: &InformerSettings,
+        namespaced: bool,
+    ) -> Self {
+        let mut key = Self::new(gvk, namespace, settings);
+        if !namespaced {
+            key.settings.shard = None;
+        }
+        key
+    }
+
     /// The key of an informer of `gvk` for a cache over `namespace` with `settings`.
     #[must_use]
     pub fn new(
@@ -309,11 +326,21 @@ impl InformerPool {
         wanted: &dyn Fn(&GroupVersionKind) -> bool,
     ) -> Vec<(GroupVersionKind, Arc<PooledInformer>)> {
         let settings = identity(settings);
+        // Cluster-scoped kinds are cached whole whatever the member's share.
+        let whole = InformerSettings {
+            shard: None,
+            ..settings.clone()
+        };
         let mut entries = self.entries();
         let mut adopted = Vec::new();
         for (key, entry) in entries.iter_mut() {
+            let expected = if entry.informer.is_namespaced() {
+                &settings
+            } else {
+                &whole
+            };
             if key.namespace.as_deref() != namespace
-                || key.settings != settings
+                || key.settings != *expected
                 || !wanted(&key.gvk)
             {
                 continue;
@@ -355,6 +382,12 @@ impl InformerPool {
         unused
     }
 
+    /// The running informer of `key`, if the pool holds one.
+    #[must_use]
+    pub fn informer(&self, key: &InformerKey) -> Option<Arc<Informer>> {
+        self.entries().get(key).map(|e| Arc::clone(&e.informer))
+    }
+
     /// The keys of every pooled informer.
     #[must_use]
     pub fn keys(&self) -> Vec<InformerKey> {
@@ -371,6 +404,24 @@ impl InformerPool {
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// How many objects the informers of each namespaced kind hold together, ordered by
+    /// group, version and kind: with `spec.sharding`, this member's share of each sharded
+    /// kind.
+    #[must_use]
+    pub fn namespaced_objects(&self) -> Vec<(GroupVersionKind, usize)> {
+        let mut counts: HashMap<GroupVersionKind, usize> = HashMap::new();
+        for (key, entry) in self.entries().iter() {
+            if entry.informer.is_namespaced() {
+                *counts.entry(key.gvk.clone()).or_insert(0) += entry.informer.len();
+            }
+        }
+        let mut counts: Vec<(GroupVersionKind, usize)> = counts.into_iter().collect();
+        counts.sort_by(|(a, _), (b, _)| {
+            (&a.group, &a.version, &a.kind).cmp(&(&b.group, &b.version, &b.kind))
+        });
+        counts
     }
 
     /// What the pool did so far.

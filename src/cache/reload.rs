@@ -9,14 +9,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::core::{GroupVersion, GroupVersionKind};
+use tokio::sync::watch;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use super::crds::CrdWatch;
 use super::namespaces::{NamespaceWatch, namespace_gvk};
 use super::{
     Cache, ClusterScope, Context, InformerCache, InformerKey, InformerPool, InformerSettings,
-    Options, OptionsError, Plan, Resolver, Scope, SharedCache,
+    Options, OptionsError, Plan, Resolver, Scope, ShardScope, SharedCache,
 };
+use crate::selector::ShardKey;
 
 /// How long a reload waits for the new eager informers to sync before it publishes the tree
 /// anyway, reporting them unsynced.
@@ -50,6 +52,9 @@ pub struct CacheChange {
     /// `byObject` kinds that wait now and did not before (their CRD was deleted): their
     /// informers stopped, their objects left the cache.
     pub kinds_waiting: Vec<GroupVersionKind>,
+    /// Whether this member's share of its shard ring changed (the ring's members did): the
+    /// sharded kinds' informers were replaced.
+    pub share_changed: bool,
 }
 
 impl CacheChange {
@@ -83,6 +88,9 @@ impl CacheChange {
         }
         if !self.kinds_waiting.is_empty() {
             parts.push(format!("kinds waiting: {}", kinds(&self.kinds_waiting)));
+        }
+        if self.share_changed {
+            parts.push("shard share changed".to_owned());
         }
         (!parts.is_empty()).then(|| parts.join("; "))
     }
@@ -126,6 +134,11 @@ pub struct CacheReloader {
     /// (a kind of an aggregated API is served without one), or of each custom kind when the
     /// CRDs could not be listed.
     discovered: HashMap<GroupVersionKind, Result<(), String>>,
+    /// This member's share of a shard ring, when the manager runs one: applied while the
+    /// options have `sharding`.
+    shard: Option<watch::Receiver<Option<ShardScope>>>,
+    /// The share the published tree was planned for.
+    planned_share: Option<ShardScope>,
     shared: Arc<SharedCache>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
@@ -158,6 +171,8 @@ impl CacheReloader {
             namespaces: None,
             crds: None,
             discovered: HashMap::new(),
+            shard: None,
+            planned_share: None,
             tracker,
             shutdown,
             sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
@@ -168,6 +183,15 @@ impl CacheReloader {
     #[must_use]
     pub fn with_sync_timeout(mut self, timeout: Duration) -> Self {
         self.sync_timeout = timeout;
+        self
+    }
+
+    /// Caches only the share `shard` says (and follows it: each change is applied as
+    /// [`CacheReloader::rescope`] applies a namespace's) while the options have `sharding`.
+    /// `None` in the channel, or no channel, caches everything the options say.
+    #[must_use]
+    pub fn with_shard(mut self, shard: watch::Receiver<Option<ShardScope>>) -> Self {
+        self.shard = Some(shard);
         self
     }
 
@@ -207,7 +231,7 @@ impl CacheReloader {
         // Refuse options that cannot be planned before following anything for them.
         Plan::new(&options)?;
         let mut unsynced = Vec::new();
-        if options.uses_namespace_selector() {
+        if follows_namespaces(&options) {
             if let Err(error) = self.follow_namespaces().await {
                 unsynced.push((namespace_gvk(), error.to_string()));
             }
@@ -312,7 +336,10 @@ impl CacheReloader {
         let Some(options) = self.options.as_ref() else {
             return Ok(CacheChange::default());
         };
-        if !options.uses_namespace_selector() && custom_kinds(options).is_empty() {
+        if !follows_namespaces(options)
+            && custom_kinds(options).is_empty()
+            && options.sharding.is_none()
+        {
             return Ok(CacheChange::default());
         }
         let plan = self.plan_for_cluster()?;
@@ -321,7 +348,7 @@ impl CacheReloader {
 
     /// Waits until something the plan depends on may have changed in the cluster (a
     /// namespace was created, labelled, unlabelled or deleted; a CRD was created, changed or
-    /// deleted); then call [`CacheReloader::rescope`]. Never returns while nothing is
+    /// deleted; this member's share of its shard ring changed); then call [`CacheReloader::rescope`]. Never returns while nothing is
     /// followed.
     pub async fn scope_changed(&mut self) {
         let namespaces = async {
@@ -336,9 +363,20 @@ impl CacheReloader {
                 None => std::future::pending().await,
             }
         };
+        let shard = async {
+            match &mut self.shard {
+                Some(shard) => {
+                    if shard.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = namespaces => {}
             () = crds => {}
+            () = shard => {}
         }
     }
 
@@ -380,6 +418,12 @@ impl CacheReloader {
                 .as_ref()
                 .map(Plan::wide_selections)
                 .unwrap_or_default(),
+            shard: self
+                .options
+                .as_ref()
+                .filter(|o| o.sharding.is_some())
+                .and(self.shard.as_ref())
+                .and_then(|shard| shard.borrow().clone()),
         }
     }
 
@@ -418,6 +462,8 @@ impl CacheReloader {
         }
         let (namespaces_entered, namespaces_left) = namespace_moves(self.plan.as_ref(), &plan);
         let (kinds_served, kinds_waiting) = kind_moves(self.plan.as_ref(), &plan);
+        let share = self.cluster_scope().shard;
+        let share_changed = self.plan.is_some() && share != self.planned_share;
         let before: HashSet<InformerKey> = self.context.pool.keys().into_iter().collect();
         let context = Context {
             reader_fail_on_missing_informer: plan.reader_fail_on_missing_informer(),
@@ -448,6 +494,7 @@ impl CacheReloader {
         }
         let kept = after.iter().filter(|k| before.contains(k)).count();
         self.plan = Some(plan);
+        self.planned_share = share;
         CacheChange {
             changed: true,
             started,
@@ -459,6 +506,7 @@ impl CacheReloader {
             namespaces_left,
             kinds_served,
             kinds_waiting,
+            share_changed,
         }
     }
 
@@ -519,6 +567,16 @@ fn served_kinds(tree: &dyn Cache) -> Vec<GroupVersionKind> {
         }
     }
     kinds
+}
+
+/// Whether the plan of `options` depends on the cluster's namespaces: a namespace selector
+/// matches them, or the objects are sharded by namespace.
+fn follows_namespaces(options: &Options) -> bool {
+    options.uses_namespace_selector()
+        || options
+            .sharding
+            .as_ref()
+            .is_some_and(|s| s.key == ShardKey::Namespace)
 }
 
 /// The `byObject` kinds of `options` that are not built in: a CRD (or an aggregated API)

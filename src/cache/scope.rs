@@ -1,12 +1,14 @@
 //! `ClusterScope`: what a [`super::Plan`] takes from the cluster besides the options: which
 //! namespaces exist with which labels (for namespace selectors), and which `byObject` kinds the
-//! API server does not serve yet (their CRD is not established). Plain data: the manager
+//! API server does not serve yet (their CRD is not established), and which share of a shard
+//! ring this member caches. Plain data: the manager
 //! observes it, and a change of it is planned, diffed and applied like a config edit.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use kube::core::GroupVersionKind;
 
+use super::shard::ShardScope;
 use crate::selector::LabelSelector;
 
 /// The labels of every namespace, by name.
@@ -26,6 +28,9 @@ pub struct ClusterScope {
     /// the tree published now: they keep it until their share of the namespaces falls below
     /// [`super::WIDE_LEAVE_PERCENT`].
     pub wide: BTreeSet<String>,
+    /// This member's share of a shard ring (`spec.sharding`), or `None` to cache everything
+    /// the options say.
+    pub shard: Option<ShardScope>,
 }
 
 impl ClusterScope {
@@ -54,6 +59,13 @@ impl ClusterScope {
                 .map(|(name, _)| name.clone())
                 .collect(),
         )
+    }
+
+    /// A scope in which this member caches only `shard` of the namespaced kinds.
+    #[must_use]
+    pub fn with_shard(mut self, shard: ShardScope) -> Self {
+        self.shard = Some(shard);
+        self
     }
 
     /// Why `gvk` is not served, if it is not.

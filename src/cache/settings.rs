@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::options::{DEFAULT_ENABLE_WATCH_BOOKMARKS, DEFAULT_SYNC_PERIOD, Transform};
+use super::shard::InformerShard;
 use crate::selector::{FieldSelector, LabelSelector};
 
 /// The settings an `InformerCache` applies to each informer it starts. Every value is already
@@ -31,6 +32,9 @@ pub struct InformerSettings {
     pub sync_period: Duration,
     /// Cache only metadata (`PartialObjectMetadata`), via metadata-only list and watch.
     pub metadata_only: bool,
+    /// With `spec.sharding` by uid: the member's share of each namespaced kind (ignored for
+    /// cluster-scoped kinds, which every member caches whole).
+    pub shard: Option<InformerShard>,
 }
 
 impl Default for InformerSettings {
@@ -43,6 +47,7 @@ impl Default for InformerSettings {
             enable_watch_bookmarks: DEFAULT_ENABLE_WATCH_BOOKMARKS,
             sync_period: DEFAULT_SYNC_PERIOD,
             metadata_only: false,
+            shard: None,
         }
     }
 }
@@ -60,6 +65,7 @@ impl InformerSettings {
             enable_watch_bookmarks: config.effective_enable_watch_bookmarks(),
             sync_period: config.effective_sync_period(),
             metadata_only,
+            shard: None,
         }
     }
 }

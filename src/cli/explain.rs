@@ -1,11 +1,16 @@
 //! `informant explain`: the cache tree a config plans, and which cache would serve an object.
 //! Pure: no client, no API server; kinds' scopes come from the built-in kind table. With
 //! `--kubeconfig`, namespace selectors are resolved against the cluster's namespaces (one
-//! metadata LIST), so the tree shows the namespaces they match now.
+//! metadata LIST), so the tree shows the namespaces they match now. A sharded config also
+//! shows which kinds are sharded and by which key, which are cached whole, and how a member
+//! finds its share; with `--kubeconfig`, the ring's members now (one LIST of its Leases).
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use informant::cache::{BuiltinKinds, ClusterScope, Plan, list_namespace_labels};
+use informant::config::ShardingDescription;
+use informant::manager::{Ring, RingMember, ring_members};
 use kube::core::GroupVersionKind;
 
 use super::exit::{self, Failure};
@@ -41,6 +46,11 @@ pub struct Args {
     /// each selector matches now. Without it nothing is asked of any cluster.
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
+    /// With `--kubeconfig` and a sharded config, where the ring's member Leases are (as
+    /// `informant run --lease-namespace`; default: the config's namespace, else the
+    /// kubeconfig's).
+    #[arg(long, value_name = "NAMESPACE", env = "INFORMANT_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
 }
 
 /// A parsed `--object`.
@@ -76,18 +86,16 @@ fn parse_object(text: &str) -> exit::Result<ObjectRef> {
 /// Prints the plan (and the route of `--object`); a refused route is printed as part of the
 /// answer and exits with the code the read would fail with.
 pub async fn run(args: &Args) -> exit::Result {
-    let options = informant::config::load(&args.config)?.cache;
-    let mut scope = ClusterScope::default();
-    if let Some(kubeconfig) = &args.kubeconfig {
-        let client = super::cache::client(Some(kubeconfig)).await?;
-        let labels = list_namespace_labels(&client).await.map_err(|e| {
-            Failure::message(
-                exit::FAILURE,
-                format!("cannot list namespaces: {}", exit::error_chain(&e)),
-            )
-        })?;
-        scope = scope.with_namespaces(labels);
-    }
+    let config = informant::config::load(&args.config)?;
+    let options = config.cache;
+    let sharding = ShardingDescription::of(&options);
+    let (scope, ring_now) = match &args.kubeconfig {
+        None => (ClusterScope::default(), None),
+        Some(kubeconfig) => {
+            let config_namespace = config.resource.metadata.namespace.as_deref();
+            from_cluster(args, kubeconfig, config_namespace, sharding.as_ref()).await?
+        }
+    };
     let plan = Plan::for_cluster(&options, &scope).map_err(|e| Failure::new(exit::USAGE, &e))?;
     let description = plan.describe();
     let route = match &args.object {
@@ -108,6 +116,12 @@ pub async fn run(args: &Args) -> exit::Result {
     let controllers = controller_routes(&args.config, &plan);
     if args.output == Output::Text {
         out!("{}", description.to_text())?;
+        if let Some(sharding) = &sharding {
+            out!("\n{}", sharding.to_text())?;
+        }
+        if let Some(now) = &ring_now {
+            out!("{}", now.to_text())?;
+        }
         for (name, kinds) in &controllers {
             outln!("\ncontroller {name}:")?;
             for (kind, route) in kinds {
@@ -130,6 +144,9 @@ pub async fn run(args: &Args) -> exit::Result {
         }
     } else {
         let mut doc = serde_json::json!({"tree": description});
+        if let Some(sharding) = &sharding {
+            doc["sharding"] = RingNow::json(sharding, ring_now.as_ref());
+        }
         if !controllers.is_empty() {
             doc["controllers"] = controllers
                 .iter()
@@ -164,6 +181,149 @@ pub async fn run(args: &Args) -> exit::Result {
     match route {
         Some((_, Err(e))) => Err(Failure::silent(exit::cache_code(&e))),
         _ => Ok(()),
+    }
+}
+
+/// What the cluster of `kubeconfig` says: its namespaces (for namespace selectors), and, for
+/// a sharded config, the ring's members now (their Leases in `--lease-namespace`, else the
+/// config's namespace, else the kubeconfig's).
+async fn from_cluster(
+    args: &Args,
+    kubeconfig: &PathBuf,
+    config_namespace: Option<&str>,
+    sharding: Option<&ShardingDescription>,
+) -> exit::Result<(ClusterScope, Option<RingNow>)> {
+    let client = &super::cache::client(Some(kubeconfig)).await?;
+    let lease_namespace = args
+        .lease_namespace
+        .as_deref()
+        .or(config_namespace)
+        .unwrap_or_else(|| client.default_namespace())
+        .to_owned();
+    let labels = list_namespace_labels(client).await.map_err(|e| {
+        Failure::message(
+            exit::FAILURE,
+            format!("cannot list namespaces: {}", exit::error_chain(&e)),
+        )
+    })?;
+    let ring_now = match sharding {
+        None => None,
+        Some(sharding) => {
+            let members = ring_members(
+                client,
+                &lease_namespace,
+                &sharding.ring,
+                jiff::Timestamp::now(),
+            )
+            .await
+            .map_err(|e| {
+                Failure::message(
+                    exit::FAILURE,
+                    format!(
+                        "cannot list the leases of ring {} in namespace {lease_namespace}: {}",
+                        sharding.ring,
+                        exit::error_chain(&e)
+                    ),
+                )
+            })?;
+            let namespaces: Vec<&String> = labels.keys().collect();
+            Some(RingNow::new(
+                lease_namespace,
+                &members,
+                sharding,
+                &namespaces,
+            ))
+        }
+    };
+    Ok((ClusterScope::default().with_namespaces(labels), ring_now))
+}
+
+/// The ring's members now, with the namespaces each owns under `key: namespace`.
+struct RingNow {
+    namespace: String,
+    members: Vec<(RingMember, Option<Vec<String>>)>,
+}
+
+impl RingNow {
+    fn new(
+        namespace: String,
+        members: &[RingMember],
+        sharding: &ShardingDescription,
+        namespaces: &[&String],
+    ) -> Self {
+        let ring = Ring::new(members.iter().map(|m| m.identity.as_str()));
+        let owned = |identity: &str| {
+            (sharding.key == "namespace").then(|| {
+                namespaces
+                    .iter()
+                    .filter(|ns| ring.namespace_owner(ns) == Some(identity))
+                    .map(|ns| (*ns).clone())
+                    .collect()
+            })
+        };
+        let members = members
+            .iter()
+            .map(|m| (m.clone(), owned(&m.identity)))
+            .collect();
+        Self { namespace, members }
+    }
+
+    fn to_text(&self) -> String {
+        let mut out = format!(
+            "  members now (Leases in namespace {}): {}\n",
+            self.namespace,
+            if self.members.is_empty() {
+                "none: no replica of this ring holds a live Lease".to_owned()
+            } else {
+                self.members.len().to_string()
+            }
+        );
+        for (member, namespaces) in &self.members {
+            let _ = write!(
+                out,
+                "    {} (lease {}, renewed {}): {:.1}% of the hash space",
+                member.identity,
+                member.lease,
+                member.renewed,
+                member.share * 100.0
+            );
+            if let Some(namespaces) = namespaces {
+                let _ = write!(out, ", namespaces [{}]", namespaces.join(", "));
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// `sharding` as JSON, with the members now under `now` when they were asked for.
+    fn json(sharding: &ShardingDescription, now: Option<&Self>) -> serde_json::Value {
+        // A struct of strings and lists of strings always serializes.
+        let mut doc = serde_json::to_value(sharding).unwrap_or_default();
+        if let Some(now) = now {
+            doc["now"] = now.to_json();
+        }
+        doc
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        let members: Vec<serde_json::Value> = self
+            .members
+            .iter()
+            .map(|(m, namespaces)| {
+                let mut v = serde_json::json!({
+                    "identity": m.identity,
+                    "lease": m.lease,
+                    "renewTime": m.renewed.to_string(),
+                    "leaseDurationSeconds": m.lease_duration.as_secs(),
+                    "share": m.share,
+                });
+                if let Some(namespaces) = namespaces {
+                    v["namespaces"] = serde_json::json!(namespaces);
+                }
+                v
+            })
+            .collect();
+        serde_json::json!({"leaseNamespace": self.namespace, "members": members})
     }
 }
 

@@ -107,6 +107,36 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = duration, env = "INFORMANT_LEADER_ELECT_RETRY_PERIOD", help_heading = "Leader election")]
     pub leader_elect_retry_period: Duration,
 
+    /// This replica's identity in its shard ring (spec.sharding) and in leader election,
+    /// unique among the replicas (default: <hostname>_<uuid>, as leader election's).
+    #[arg(
+        long,
+        value_name = "IDENTITY",
+        env = "INFORMANT_SHARD_IDENTITY",
+        help_heading = "Sharding"
+    )]
+    pub shard_identity: Option<String>,
+
+    /// Appends one JSON line per reconcile to FILE: member, controller, kind, namespace,
+    /// name, uid, start_ns, end_ns (nanoseconds since the Unix epoch), fenced (debugging).
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "INFORMANT_RECONCILE_LOG",
+        help_heading = "Sharding"
+    )]
+    pub reconcile_log: Option<PathBuf>,
+
+    /// Test only: members act on their new share at once, without waiting for its previous
+    /// owner to let go (the bug an overlap checker must catch).
+    #[arg(
+        long,
+        hide = true,
+        env = "INFORMANT_SHARD_SKIP_HANDOVER",
+        help_heading = "Sharding"
+    )]
+    pub shard_skip_handover: bool,
+
     /// How long stopping may take (Go duration: 30s, 1m30s).
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration, env = "INFORMANT_SHUTDOWN_GRACE", help_heading = "Timing")]
     pub shutdown_grace: Duration,
@@ -164,23 +194,39 @@ impl Args {
             .map_err(|e| usage("--metrics-addr", &e))?;
         let health_addr = manager::parse_bind_address(&self.health_addr)
             .map_err(|e| usage("--health-addr", &e))?;
-        let leader_election = self.leader_elect.then(|| {
-            let namespace = self
-                .lease_namespace
-                .clone()
-                .or_else(pod_namespace)
-                .or_else(|| match &source {
-                    ConfigSource::Resource { namespace, .. } => Some(namespace.clone()),
-                    ConfigSource::File(_) => None,
-                })
-                .unwrap_or_else(|| "default".to_string());
-            LeaderElection {
-                lease_duration: self.leader_elect_lease_duration,
-                renew_deadline: self.leader_elect_renew_deadline,
-                retry_period: self.leader_elect_retry_period,
-                ..LeaderElection::new(&self.lease_name, namespace)
-            }
+        let lease_namespace = self
+            .lease_namespace
+            .clone()
+            .or_else(pod_namespace)
+            .or_else(|| match &source {
+                ConfigSource::Resource { namespace, .. } => Some(namespace.clone()),
+                ConfigSource::File(_) => None,
+            })
+            .unwrap_or_else(|| "default".to_string());
+        // One identity per process: its shard Lease and its leader election say the same.
+        let identity = self
+            .shard_identity
+            .clone()
+            .unwrap_or_else(manager::default_identity);
+        if identity.is_empty() {
+            return Err(usage("--shard-identity", &"must not be empty"));
+        }
+        let leader_election = self.leader_elect.then(|| LeaderElection {
+            lease_duration: self.leader_elect_lease_duration,
+            renew_deadline: self.leader_elect_renew_deadline,
+            retry_period: self.leader_elect_retry_period,
+            identity: identity.clone(),
+            ..LeaderElection::new(&self.lease_name, lease_namespace.clone())
         });
+        let shard = manager::ShardOptions {
+            identity,
+            lease_namespace,
+            lease_duration: self.leader_elect_lease_duration,
+            renew_deadline: self.leader_elect_renew_deadline,
+            retry_period: self.leader_elect_retry_period,
+            reconcile_log: self.reconcile_log.clone(),
+            skip_handover: self.shard_skip_handover,
+        };
         Ok(manager::Options {
             source,
             metrics_addr,
@@ -190,6 +236,7 @@ impl Args {
             cache_sync_timeout: self.cache_sync_timeout,
             debounce: self.debounce,
             permissions_recheck: manager::PERMISSIONS_RECHECK_INTERVAL,
+            shard,
         })
     }
 }
@@ -241,7 +288,7 @@ mod tests {
     use super::super::{Cli, Command};
     use super::*;
 
-    fn election(args: &[&str]) -> Option<LeaderElection> {
+    fn options(args: &[&str]) -> manager::Options {
         let cli = Cli::parse_from(
             ["informant", "run", "--cache-config", "ns/cc"]
                 .iter()
@@ -250,7 +297,52 @@ mod tests {
         let Command::Run(run) = cli.command else {
             panic!("not the run command");
         };
-        run.options().unwrap().leader_election
+        run.options().unwrap()
+    }
+
+    fn election(args: &[&str]) -> Option<LeaderElection> {
+        options(args).leader_election
+    }
+
+    #[test]
+    fn a_shard_member_takes_the_identity_lease_namespace_and_timings_it_is_given() {
+        let defaults = options(&["--leader-elect"]);
+        let election = defaults.leader_election.unwrap();
+        assert_eq!(
+            defaults.shard.identity, election.identity,
+            "one identity per process"
+        );
+        assert!(defaults.shard.identity.contains('_'), "<hostname>_<uuid>");
+        assert_eq!(defaults.shard.lease_namespace, "ns");
+        assert!(!defaults.shard.skip_handover);
+        let given = options(&[
+            "--shard-identity=replica-2",
+            "--lease-namespace=shop",
+            "--leader-elect-lease-duration=4s",
+            "--leader-elect-renew-deadline=3s",
+            "--leader-elect-retry-period=500ms",
+            "--reconcile-log=/tmp/reconciles.jsonl",
+        ]);
+        assert_eq!(
+            (
+                given.shard.identity.as_str(),
+                given.shard.lease_namespace.as_str(),
+                given.shard.lease_duration,
+                given.shard.renew_deadline,
+                given.shard.retry_period,
+            ),
+            (
+                "replica-2",
+                "shop",
+                Duration::from_secs(4),
+                Duration::from_secs(3),
+                Duration::from_millis(500)
+            )
+        );
+        assert_eq!(
+            given.shard.reconcile_log.as_deref(),
+            Some(std::path::Path::new("/tmp/reconciles.jsonl"))
+        );
     }
 
     #[test]

@@ -20,6 +20,8 @@ mod error;
 mod load;
 mod names;
 pub mod rbac;
+mod restart;
+mod shares;
 pub mod source;
 mod status;
 mod structure;
@@ -34,9 +36,11 @@ pub use error::{Error, FieldError, FieldPath, Origin, Result, Segment};
 pub use load::{Validated, crd_yaml, load, load_str, validate};
 pub(crate) use load::{document_schema, validate_json};
 pub(crate) use names::dns1123_subdomain_problem;
+pub use restart::{reloadable, restart_needed};
+pub use shares::ShardingDescription;
 pub use status::{
     CONDITION_READY, CONDITION_VALID, CacheConfigStatus, MAX_LISTED_NAMESPACES,
-    NamespaceSelectorStatus,
+    NamespaceSelectorStatus, ShardObjects, ShardingStatus,
 };
 pub(crate) use structure::check as check_schema;
 pub use types::{

@@ -43,6 +43,18 @@
 //! - **The Lease**, when leader election is on: `create` on `leases` (creation cannot be
 //!   restricted by name) and `get`/`update` on the Lease by name
 //!   (the manager's `LeaderElector`).
+//! - **Sharding** (`spec.sharding`): the member Leases, in the manager's namespace: `get`,
+//!   `list`, `create`, `update` and `delete` on `leases`, not restricted by name (each
+//!   replica creates, renews and at shutdown deletes a Lease named after its identity, known
+//!   only at run time, and lists the ring's Leases every retry period: it never watches them).
+//!   The rule covers leader election's Lease too, so a sharded manager gets it instead of the
+//!   two leader election rules. With `key: namespace`, also
+//!   `list`/`watch` on `namespaces` in the `ClusterRole`: a member caches the namespaces it
+//!   owns, which change as members come and go, so it follows the cluster's namespaces; the
+//!   kinds it caches in all namespaces are read from the `ClusterRole` as without sharding
+//!   (by a binding to the `ClusterRole`, which covers each namespace's informer). With
+//!   `key: uid` the informers keep their verbs (`list` and `watch`, with a
+//!   `shardSelector`).
 //! - **Extra rules** ([`Options::extra_rules`], the chart's `rbac.extraRules`), appended in
 //!   the default scope: to the `ClusterRole` when the default scope is cluster-wide, else to
 //!   the `Role` of each default namespace.
@@ -77,6 +89,7 @@ use serde::Serialize;
 use super::load::Validated;
 use crate::cache::{self, BuiltinKinds, NamespaceKey, Namespaces};
 use crate::recorder::Api;
+use crate::selector::ShardKey;
 
 /// The API group of `cacheconfigs`.
 const GROUP: &str = "informant.dev";
@@ -172,6 +185,12 @@ pub struct Rules {
 
 /// The note of a config that chooses namespaces by label.
 pub const NOTE_NAMESPACE_SELECTOR: &str = "namespaceSelector: the namespaces are chosen by label while the manager runs, so the kinds it caches are read cluster-wide (a ClusterRole: no Role can be written for namespaces not known in advance), and namespaces are listed and watched to follow their labels";
+
+/// The note of a sharded config.
+pub const NOTE_SHARDING: &str = "sharding: each replica creates, renews and at shutdown deletes a member Lease of its own in the manager's namespace, named after its identity at run time (so the rule names no Lease; it covers leader election's Lease too), and lists the ring's Leases to know the members";
+
+/// The note of a config sharded by namespace.
+pub const NOTE_SHARDING_NAMESPACE: &str = "sharding by namespace: each replica caches the namespaces it owns, which change as replicas come and go, so namespaces are listed and watched";
 
 /// The note of a config whose `byObject` lists custom kinds.
 pub const NOTE_CRD_WATCH: &str = "byObject lists custom kinds: customresourcedefinitions are listed and watched, so a kind's informers start when its CRD is established and stop when it is deleted";
@@ -280,7 +299,13 @@ impl Rules {
                 role.push(events_rule());
             }
             if ns == options.namespace {
-                role.extend(manager_rules(name, options.lease.as_deref()));
+                if cache.sharding.is_some() {
+                    // The member Lease rule covers leader election's Lease as well.
+                    role.extend(manager_rules(name, None));
+                    role.push(member_lease_rule());
+                } else {
+                    role.extend(manager_rules(name, options.lease.as_deref()));
+                }
             }
             if let Scope::Namespaces(names) = &default_scope
                 && names.contains(&ns)
@@ -399,15 +424,26 @@ fn config_name(config: &Validated) -> String {
 }
 
 /// What following the cluster needs, added to `cluster_reads`: namespaces for a namespace
-/// selector, CRDs for custom `byObject` kinds. Returns the note of each.
+/// selector or sharding by namespace, CRDs for custom `byObject` kinds. Returns the note of
+/// each.
 fn follow_reads(cache: &cache::Options, cluster_reads: &mut Reads) -> Vec<String> {
     let mut notes = Vec::new();
-    if cache.uses_namespace_selector() {
+    let mut namespaces = || {
         cluster_reads
             .entry(String::new())
             .or_default()
             .insert("namespaces".to_owned());
+    };
+    if cache.uses_namespace_selector() {
+        namespaces();
         notes.push(NOTE_NAMESPACE_SELECTOR.to_owned());
+    }
+    if let Some(sharding) = &cache.sharding {
+        if sharding.key == ShardKey::Namespace {
+            namespaces();
+            notes.push(NOTE_SHARDING_NAMESPACE.to_owned());
+        }
+        notes.push(NOTE_SHARDING.to_owned());
     }
     let custom = |by: &&cache::ByObject| {
         crate::kinds::builtin(&by.gvk.group, &by.gvk.version, &by.gvk.kind).is_none()
@@ -472,6 +508,20 @@ fn manager_rules(name: &str, lease: Option<&str>) -> Vec<PolicyRule> {
         rules.extend(lease_rules(lease));
     }
     rules
+}
+
+/// The rule of a shard ring's member Leases, in their namespace: each replica creates its
+/// own (named after its identity, known only at run time: no `resourceNames`), renews it
+/// (`update` after `get`), deletes it at shutdown, and lists the ring's Leases every retry
+/// period (the manager's `shard::Member`). It covers leader election's Lease as well.
+#[must_use]
+pub fn member_lease_rule() -> PolicyRule {
+    rule(
+        LEASE_GROUP,
+        &["leases"],
+        None,
+        &["get", "list", "create", "update", "delete"],
+    )
 }
 
 /// The rules of leader election on the Lease named `lease`, in its namespace: `create` on
@@ -677,6 +727,62 @@ mod tests {
             "a is read cluster-wide"
         );
         assert_eq!(rules.notes, [NOTE_NAMESPACE_SELECTOR]);
+    }
+
+    #[test]
+    fn sharding_adds_the_member_leases_and_by_namespace_follows_the_namespaces() {
+        let uid = derive(
+            "{defaultNamespaces: {a: {}}, sharding: {ring: shop, key: uid}}",
+            &Options::new("sys"),
+        );
+        assert!(uid.cluster.is_empty(), "{:?}", uid.cluster);
+        let sys = &uid.namespaces["sys"];
+        assert_eq!(sys.last(), Some(&member_lease_rule()));
+        assert_eq!(
+            sys.last().unwrap().verbs,
+            ["get", "list", "create", "update", "delete"]
+        );
+        assert_eq!(sys.last().unwrap().resource_names, None);
+        assert!(
+            !uid.namespaces["a"].contains(&member_lease_rule()),
+            "only in the manager's namespace"
+        );
+        assert_eq!(uid.notes, [NOTE_SHARDING]);
+
+        let by_namespace = derive(
+            "{sharding: {ring: shop}, byObject: [{apiVersion: v1, kind: ConfigMap}]}",
+            &Options::new("sys"),
+        );
+        assert_eq!(
+            by_namespace.cluster[0],
+            rule("", &["configmaps", "namespaces"], None, &["list", "watch"])
+        );
+        assert_eq!(
+            by_namespace.namespaces["sys"].last(),
+            Some(&member_lease_rule())
+        );
+        assert_eq!(by_namespace.notes, [NOTE_SHARDING_NAMESPACE, NOTE_SHARDING]);
+        let elected = Options {
+            lease: Some("informant".into()),
+            ..Options::new("sys")
+        };
+        let leases: Vec<PolicyRule> =
+            derive("{sharding: {ring: shop}}", &elected).namespaces["sys"]
+                .iter()
+                .filter(|r| r.resources == Some(vec!["leases".to_owned()]))
+                .cloned()
+                .collect();
+        assert_eq!(
+            leases,
+            [member_lease_rule()],
+            "leader election's two rules are within the member rule"
+        );
+        let unsharded = derive(
+            "{byObject: [{apiVersion: v1, kind: ConfigMap}]}",
+            &Options::new("sys"),
+        );
+        assert!(!resources(&unsharded.cluster).contains(&"namespaces".to_owned()));
+        assert!(!resources(&unsharded.namespaces["sys"]).contains(&"leases".to_owned()));
     }
 
     #[test]

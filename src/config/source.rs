@@ -20,6 +20,7 @@
 //! | spec edited, invalid              | the last good one       | `Rejected`              |
 //! | status or metadata written        | unchanged               | none                    |
 //! | deleted                           | the defaults            | `Applied` (`Unchanged` if already the defaults) |
+//! | valid, `spec.sharding` changed (deleted included) | the last good one | `Rejected` (a restart applies it) |
 //!
 //! After a `Rejected`, the next `Unchanged` or `Applied` means the spec is valid again.
 //!
@@ -248,7 +249,7 @@ impl ResourceWatcher {
                 "cacheconfig not found; using controller-runtime's defaults"
             ),
             Some(object) => {
-                if let Some(outcome) = this.on_present(object) {
+                if let Some(outcome) = this.on_present(object, Start::Now) {
                     log(&outcome);
                     // Nobody can have subscribed yet: `run` sends it.
                     if matches!(outcome, ReloadOutcome::Rejected { .. }) {
@@ -328,7 +329,7 @@ impl ResourceWatcher {
                     });
                 }
                 Some(Ok(Some(object))) => {
-                    if let Some(outcome) = self.on_present(object) {
+                    if let Some(outcome) = self.on_present(object, Start::Done) {
                         log(&outcome);
                         // No subscriber is fine: the outcome is also in the log.
                         let _ = self.outcomes.send(outcome);
@@ -347,7 +348,7 @@ impl ResourceWatcher {
     }
 
     /// A version of the object was seen: the outcome to send, if any.
-    fn on_present(&mut self, object: DynamicObject) -> Option<ReloadOutcome> {
+    fn on_present(&mut self, object: DynamicObject, start: Start) -> Option<ReloadOutcome> {
         let observed = Observed::of(&object, &self.namespace, &self.name);
         self.observed
             .send_if_modified(|current| replace_if_different(current, Some(observed)));
@@ -361,6 +362,7 @@ impl ResourceWatcher {
         }
         self.seen = Some(seen);
         Some(match self.validate(object) {
+            Ok(config) if start == Start::Now => self.publish_first(config),
             Ok(config) => self.publish(config),
             Err(error) => ReloadOutcome::Rejected {
                 error: Arc::new(error),
@@ -375,14 +377,43 @@ impl ResourceWatcher {
         if self.seen.take().is_none() {
             return;
         }
-        tracing::info!("cacheconfig deleted; using controller-runtime's defaults");
         let outcome = self.publish(Arc::clone(&self.defaults));
+        if matches!(outcome, ReloadOutcome::Rejected { .. }) {
+            // The manager says why at warn: the defaults would change the sharding.
+            log(&outcome);
+        } else {
+            tracing::info!("cacheconfig deleted; using controller-runtime's defaults");
+        }
         let _ = self.outcomes.send(outcome);
     }
 
-    /// Publishes `config` unless its spec equals the current one.
+    /// Publishes the config the manager starts from: every setting may differ from the
+    /// defaults published until then, sharding included.
+    fn publish_first(&self, config: Validated) -> ReloadOutcome {
+        self.publish_spec(Arc::new(config))
+    }
+
+    /// Publishes `config` unless its spec equals the current one, or it changes what only a
+    /// restart changes ([`config::reloadable`]: rejected, the current one stays).
     fn publish(&self, config: impl Into<Arc<Validated>>) -> ReloadOutcome {
         let config = config.into();
+        let errors = config::restart_needed(&self.configs.borrow(), &config);
+        if !errors.is_empty() {
+            return ReloadOutcome::Rejected {
+                error: Arc::new(config::Error::Invalid {
+                    origin: config::Origin::Resource {
+                        namespace: self.namespace.clone(),
+                        name: self.name.clone(),
+                    },
+                    errors,
+                }),
+            };
+        }
+        self.publish_spec(config)
+    }
+
+    /// Publishes `config` unless its spec equals the current one.
+    fn publish_spec(&self, config: Arc<Validated>) -> ReloadOutcome {
         let mut applied = false;
         self.configs.send_if_modified(|current| {
             applied = current.resource.spec != config.resource.spec;
@@ -416,6 +447,15 @@ impl ResourceWatcher {
         }
         config::validate_json(value)
     }
+}
+
+/// Whether a version of the object is the one the manager starts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Start {
+    /// Read by [`ResourceWatcher::new`]: the manager has not started yet.
+    Now,
+    /// Seen by [`ResourceWatcher::run`]: a reload.
+    Done,
 }
 
 fn replace_if_different<T: PartialEq>(current: &mut T, new: T) -> bool {

@@ -43,6 +43,71 @@ pub struct CacheConfigStatus {
     /// once, with the namespaces it matches now.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub namespace_selectors: Vec<NamespaceSelectorStatus>,
+
+    /// With `spec.sharding`: the ring as the member writing this status (the leader) sees
+    /// it, and that member's share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sharding: Option<ShardingStatus>,
+}
+
+/// One member's view of its shard ring and its share of the objects.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardingStatus {
+    /// The ring (`spec.sharding.ring`).
+    pub ring: String,
+
+    /// What assigns objects to members: `namespace` or `uid`.
+    pub key: String,
+
+    /// This member's identity (`--shard-identity`).
+    pub identity: String,
+
+    /// The members whose Leases are live, sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<String>,
+
+    /// Whether this member renewed its Lease within its renew deadline; while false it
+    /// reconciles nothing.
+    pub active: bool,
+
+    /// How the share is selected: `namespaces` (informers in the owned namespaces only),
+    /// `server-side` (the API server filters lists and watches by `shardSelector`) or
+    /// `in-process` (every object is listed, the others dropped before they are stored).
+    pub selection: String,
+
+    /// This member's ranges of the 64-bit hash space, `start-end` in hex (end exclusive).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranges: Vec<String>,
+
+    /// With `key: namespace`, the namespaces this member caches, sorted; at most the first
+    /// [`MAX_LISTED_NAMESPACES`], `namespaceCount` says how many there are.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
+
+    /// With `key: namespace`, how many namespaces this member caches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_count: Option<i32>,
+
+    /// The objects this member caches of each sharded (namespaced) kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<ShardObjects>,
+
+    /// How many times this member started acting on a part of the space it did not act on
+    /// (at start, after a member left, after one let go).
+    pub handovers: i64,
+}
+
+/// How many objects of one sharded kind a member caches.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardObjects {
+    /// API version of the kind.
+    pub api_version: String,
+    /// The kind.
+    pub kind: String,
+    /// Objects cached.
+    pub objects: i64,
 }
 
 /// The namespaces one namespace selector matches now.

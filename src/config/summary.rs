@@ -43,42 +43,14 @@ impl Validated {
             cache.reader_fail_on_missing_informer
         );
         write_default_namespaces(&mut out, &cache, &defaults);
-        if cache.by_object.is_empty() {
-            out.push_str("  byObject: none\n");
-        } else {
-            out.push_str("  byObject:\n");
-            for by in &cache.by_object {
-                let av = by.gvk.api_version();
-                let scope = match by.scope {
-                    Scope::Namespaced => "namespaced",
-                    Scope::Cluster => "cluster-scoped",
-                };
-                let meta_only = if by.metadata_only {
-                    ", metadata only"
-                } else {
-                    ""
-                };
-                let _ = writeln!(out, "    {av} {} ({scope}{meta_only}):", by.gvk.kind);
-                match &by.namespaces {
-                    Namespaces::Only(map) => {
-                        write_namespaces(&mut out, map, "      ");
-                        if let Some(selector) = &by.namespace_selector {
-                            let _ = writeln!(
-                                out,
-                                "      each namespace matching {selector}: {}",
-                                describe(&by.config)
-                            );
-                        }
-                    }
-                    Namespaces::All | Namespaces::Inherit => {
-                        let scope = match by.scope {
-                            Scope::Namespaced => "all namespaces",
-                            Scope::Cluster => "cluster-wide",
-                        };
-                        let _ = writeln!(out, "      {scope}: {}", describe(&by.config));
-                    }
-                }
-            }
+        write_by_object(&mut out, &cache);
+        if let Some(sharding) = super::ShardingDescription::of(&cache) {
+            let _ = writeln!(
+                out,
+                "  sharding: ring {}, key {} (each replica caches and reconciles its share of \
+                 the namespaced kinds; see informant explain)",
+                sharding.ring, sharding.key
+            );
         }
         let r = &self.recorder;
         let c = &r.correlator;
@@ -114,6 +86,47 @@ impl Validated {
             format_duration(r.sink.retry_interval)
         );
         out
+    }
+}
+
+/// The `byObject` kinds, each with its namespaces and settings.
+fn write_by_object(out: &mut String, cache: &crate::cache::Options) {
+    if cache.by_object.is_empty() {
+        out.push_str("  byObject: none\n");
+    } else {
+        out.push_str("  byObject:\n");
+        for by in &cache.by_object {
+            let av = by.gvk.api_version();
+            let scope = match by.scope {
+                Scope::Namespaced => "namespaced",
+                Scope::Cluster => "cluster-scoped",
+            };
+            let meta_only = if by.metadata_only {
+                ", metadata only"
+            } else {
+                ""
+            };
+            let _ = writeln!(out, "    {av} {} ({scope}{meta_only}):", by.gvk.kind);
+            match &by.namespaces {
+                Namespaces::Only(map) => {
+                    write_namespaces(out, map, "      ");
+                    if let Some(selector) = &by.namespace_selector {
+                        let _ = writeln!(
+                            out,
+                            "      each namespace matching {selector}: {}",
+                            describe(&by.config)
+                        );
+                    }
+                }
+                Namespaces::All | Namespaces::Inherit => {
+                    let scope = match by.scope {
+                        Scope::Namespaced => "all namespaces",
+                        Scope::Cluster => "cluster-wide",
+                    };
+                    let _ = writeln!(out, "      {scope}: {}", describe(&by.config));
+                }
+            }
+        }
     }
 }
 

@@ -144,10 +144,45 @@ pub struct CacheConfigSpec {
     ))]
     pub by_object: Option<Vec<ByObjectSpec>>,
 
+    /// Shares the cache and the controllers among every replica that names the same ring:
+    /// each replica holds a Lease labelled `informant.dev/ring=<ring>` and caches and
+    /// reconciles only its share of the objects of namespaced kinds; cluster-scoped kinds are
+    /// cached whole on every replica. Default: none (every replica caches everything and only
+    /// the leader reconciles, as controller-runtime's manager does). Set it when one replica
+    /// no longer has the memory or the reconcile throughput for the whole cluster. Changing
+    /// it needs a restart: a reload that changes it is rejected and the running config kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sharding: Option<ShardingSpec>,
+
     /// The event recorder (client-go's broadcaster → correlator → sink). Default: client-go's
     /// settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recorder: Option<RecorderSpec>,
+}
+
+/// How the replicas of one ring share the objects (`spec.sharding`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ShardingSpec {
+    /// The ring's name: the replicas whose Leases carry the label `informant.dev/ring=<ring>`
+    /// share the objects. It is a label value and names each replica's Lease
+    /// (`<ring>-<16 hex digits>`), so: at most 63 lowercase letters, digits, `-` and `.`,
+    /// starting and ending with a letter or digit. Required.
+    #[serde(default)]
+    pub ring: String,
+
+    /// What decides an object's replica. `namespace` (the default): each namespace is
+    /// assigned whole to one replica, which caches and reconciles every object of the
+    /// namespaced kinds in it, so a controller finds the children and related objects of
+    /// what it reconciles in its own cache. `uid`: the objects of namespaced kinds are spread
+    /// one by one by the hash of their uid (the most even spread, listed and watched with a
+    /// server-side `shardSelector` where the API server supports it), for controllers that
+    /// own and watch nothing: a hook `Controller` with `owns` or `watches` does not start
+    /// (`Ready=False`, reason `NeedsShardKeyNamespace`). Either way cluster-scoped kinds are
+    /// cached whole on every replica, and each of their objects is reconciled by one replica,
+    /// the owner of the hash of its uid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 /// Cache settings of one namespace. Absent fields are taken from the enclosing `byObject`

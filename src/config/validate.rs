@@ -23,6 +23,8 @@ use crate::recorder::{
 use crate::selector::{FieldSelector, LabelSelector, Operator, Requirement};
 use crate::suggest::closest;
 
+mod sharding;
+
 const DURATION_HINT: &str = "write a Go duration such as 10h, 30m, 90s or 1h30m";
 const LABEL_SELECTOR_HINT: &str =
     "write requirements such as app=web, tier!=db, env in (a,b), !legacy, separated by commas";
@@ -84,6 +86,10 @@ impl Validator {
             default_unsafe_disable_deep_copy: spec.default_unsafe_disable_deep_copy,
             default_enable_watch_bookmarks: spec.default_enable_watch_bookmarks,
             by_object: self.by_objects(spec.by_object.as_deref().unwrap_or_default(), path),
+            sharding: spec
+                .sharding
+                .as_ref()
+                .and_then(|s| self.sharding(s, &path.field("sharding"))),
         };
         let recorder = self.recorder(spec.recorder.as_ref(), &path.field("recorder"));
         (cache, recorder)

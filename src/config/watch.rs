@@ -12,7 +12,8 @@
 //! (or fails to read it the same way) is not a change and sends nothing. So an invalid file is
 //! rejected once, not again at every event until it is fixed, as the resource source rejects a
 //! spec once; and a file whose text changed but declares the running config is
-//! [`ReloadOutcome::Unchanged`].
+//! [`ReloadOutcome::Unchanged`]. A valid file that changes what only a restart changes
+//! (`spec.sharding`, see [`super::reloadable`]) is rejected like an invalid one.
 //!
 //! ```no_run
 //! use informant::config::watch::{Options, ReloadOutcome, Watcher};
@@ -43,7 +44,9 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::error::Origin;
 use super::load::{Validated, load, load_file_text, read};
+use super::restart::reloadable;
 
 /// How long to wait after the first change of a burst before reloading.
 ///
@@ -133,7 +136,8 @@ pub enum ReloadOutcome {
     /// The file's text changed, but it declares the current config (a comment edited, or an
     /// invalid edit reverted); nothing was published.
     Unchanged,
-    /// The file is missing, unreadable or invalid; the last good config stays published.
+    /// The file is missing, unreadable or invalid, or changes what only a restart changes
+    /// (`spec.sharding`: [`super::restart_needed`]); the last good config stays published.
     Rejected {
         /// Why; [`super::Error::field_errors`] lists every field error with its path.
         error: Arc<super::Error>,
@@ -375,7 +379,11 @@ impl Watcher {
                 path: self.path.clone(),
                 source,
             })
-            .and_then(|text| load_file_text(&self.path, &text));
+            .and_then(|text| load_file_text(&self.path, &text))
+            .and_then(|config| {
+                let running = Arc::clone(&self.configs.borrow());
+                reloadable(&running, config, Origin::File(self.path.clone()))
+            });
         let outcome = match loaded {
             Ok(config) => {
                 let mut applied = None;

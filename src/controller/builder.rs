@@ -191,7 +191,7 @@ where
 
     /// Adds the controller to `manager` (controller-runtime's
     /// `ctrl.NewControllerManagedBy(mgr)...Complete`): it runs on the leader once the caches
-    /// synced, reconciles with `reconcile` through [`Context::of`] the manager, retries
+    /// synced (with `spec.sharding`, on every member, each reconciling its share), reconciles with `reconcile` through [`Context::of`] the manager, retries
     /// failures as `error_policy` says ([`super::default_error_policy`] is
     /// controller-runtime's backoff), and is counted in the manager's
     /// [`ControllerMetrics::of`] under its name.
@@ -222,7 +222,7 @@ where
         let ctx = Context::of(manager);
         let controller = self.metrics(&ControllerMetrics::of(manager));
         let name = controller.name().to_owned();
-        manager.add_leader_runnable(&name, move |shutdown| async move {
+        manager.add_controller(&name, move |shutdown| async move {
             controller
                 .run(ctx, reconcile, error_policy, shutdown)
                 .await
@@ -299,10 +299,12 @@ where
             series.clone(),
         );
 
+        let gained = super::shard_gained(&ctx, store.clone(), Arc::clone(&dyntype), series.clone());
         let mut controller = runtime::Controller::for_stream_with(objects, store, dyntype)
             .with_config(runtime::Config::default().concurrency(concurrency))
             .reconcile_on(pass)
             .reconcile_on(resync)
+            .reconcile_on(gained)
             .graceful_shutdown_on(shutdown.cancelled_owned());
         for (relation, events) in relations.into_iter().zip(related_events) {
             controller =
@@ -328,11 +330,21 @@ where
                         Ok(object) => object,
                         Err(action) => return Ok(action),
                     };
-                    reconcile::instrumented(&label, series, (Arc::clone(&object), stub), ctx, {
-                        move |object, ctx| reconcile(object, ctx)
-                    })
-                    .await
-                    .map_err(|error| Failed { object, error })
+                    // With sharding, another member may own the object now: it reconciles it.
+                    let Some(admission) = ctx.admit(&label, &K::kind(&()), object.meta()) else {
+                        return Ok(Action::await_change());
+                    };
+                    let reconciled = admission.run(reconcile::instrumented(
+                        &label,
+                        series,
+                        (Arc::clone(&object), stub),
+                        Arc::clone(&ctx),
+                        move |object, ctx| reconcile(object, ctx),
+                    ));
+                    reconciled
+                        .await
+                        .unwrap_or(Ok(Action::await_change()))
+                        .map_err(|error| Failed { object, error })
                 }
             },
             move |_stub, failed: &Failed<K, E>, ctx| {

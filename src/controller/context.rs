@@ -11,7 +11,7 @@ use kube::runtime::reflector::ObjectRef;
 use serde::de::DeserializeOwned;
 
 use crate::cache::{self, InformerPool, ListOptions, SharedCache, typed};
-use crate::manager::Manager;
+use crate::manager::{Admission, Manager, ShardGate};
 use crate::recorder::{self, EventType, Recorder};
 
 /// The reconcile context: a reader through the cache tree (never straight to the API server),
@@ -43,6 +43,7 @@ pub struct Context {
     client: Client,
     recorder: Recorder,
     failures: Failures,
+    gate: ShardGate,
 }
 
 impl std::fmt::Debug for Context {
@@ -70,11 +71,40 @@ impl Context {
             client,
             recorder,
             failures: Failures::default(),
+            gate: ShardGate::open(),
         }
     }
 
+    /// The same context, its reconciles asking `gate` first whether this member of a shard
+    /// ring may act on their object now (and logged, with a reconcile log).
+    #[must_use]
+    pub fn with_shard_gate(mut self, gate: ShardGate) -> Self {
+        self.gate = gate;
+        self
+    }
+
+    /// The gate reconciles ask first ([`Context::admit`]).
+    #[must_use]
+    pub fn shard_gate(&self) -> &ShardGate {
+        &self.gate
+    }
+
+    /// Whether a reconcile of `meta` (of `kind`, for `controller`) may start now: `None`
+    /// when another member of the shard ring does it (the reconcile is dropped without
+    /// error); else the admission to run the reconcile under ([`Admission::run`]).
+    #[must_use]
+    pub fn admit(
+        &self,
+        controller: &str,
+        kind: &str,
+        meta: &kube::api::ObjectMeta,
+    ) -> Option<Admission> {
+        self.gate.admit(controller, kind, meta)
+    }
+
     /// What a reconcile of a controller of `manager` gets: reads through the manager's cache
-    /// tree, follows its informer pool, writes with its client, records with its recorder.
+    /// tree, follows its informer pool, writes with its client, records with its recorder,
+    /// asks its shard gate.
     #[must_use]
     pub fn of(manager: &Manager) -> Self {
         Self::new(
@@ -83,6 +113,7 @@ impl Context {
             manager.client(),
             manager.recorder(),
         )
+        .with_shard_gate(manager.shard_gate())
     }
 
     /// The same context with failure counts of its own (one per running controller).

@@ -35,6 +35,7 @@ mod reconcile;
 mod relation;
 mod resync;
 mod series;
+mod shard;
 mod source;
 mod stub;
 
@@ -55,6 +56,7 @@ pub use metrics::{
 };
 pub use resync::{RESYNC_JITTER, SCANS_PER_PERIOD, resync};
 pub use series::{LIST_PASS_QUEUE, Series};
+pub(crate) use shard::gained as shard_gained;
 pub use source::{Change, Decode, Follow, changes, reflected};
 pub(crate) use stub::read;
 pub use stub::{Stub, StubDecoder, stubs};

@@ -311,11 +311,14 @@ impl HookController {
             Arc::clone(&stub_type),
             series.clone(),
         );
+        let gained =
+            controller::shard_gained(&ctx, store.clone(), Arc::clone(&stub_type), series.clone());
         let mut controller =
             runtime::Controller::for_stream_with(objects, store, Arc::clone(&stub_type))
                 .with_config(runtime::Config::default().concurrency(concurrency))
                 .reconcile_on(pass)
                 .reconcile_on(resync)
+                .reconcile_on(gained)
                 .graceful_shutdown_on(shutdown.clone().cancelled_owned());
         let written = Written::default();
         controller = watch_owned(
@@ -557,6 +560,7 @@ fn run_one(
         error = field::Empty,
     );
     let record = span.clone();
+    let name = shared.settings.key.to_string();
     async move {
         let key = stub.key(&shared.parent.resource);
         let answer = shared
@@ -571,9 +575,16 @@ fn run_one(
         if !selected(&object, &shared) {
             return Ok(Action::await_change());
         }
+        // With sharding, another member may own the object now: it reconciles it.
+        let kind = &shared.parent.resource.kind;
+        let Some(admission) = shared.ctx.admit(&name, kind, &object.metadata) else {
+            return Ok(Action::await_change());
+        };
         let _worker = shared.series.reconcile_started(&key);
         let started = Instant::now();
-        let result = reconcile::reconcile(&object, &shared).await;
+        let Some(result) = admission.run(reconcile::reconcile(&object, &shared)).await else {
+            return Ok(Action::await_change());
+        };
         let elapsed = started.elapsed();
         shared.stats.0.reconciles.fetch_add(1, Ordering::Relaxed);
         let outcome = match &result {

@@ -48,4 +48,4 @@ pub use sources::{
     NamespaceSource, add_to_manager, desired_from_text, follow_file, follow_namespace,
 };
 pub use stats::Stats;
-pub use supervisor::{Desired, Progress, Supervisor};
+pub use supervisor::{Desired, Progress, REASON_NEEDS_SHARD_KEY_NAMESPACE, Supervisor};

@@ -11,6 +11,7 @@
 
 use std::time::Instant;
 
+use futures::future::BoxFuture;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
 use tokio_util::sync::CancellationToken;
@@ -122,7 +123,14 @@ async fn release_all(ctx: &Context, held: &Held) -> Released {
             }
             _ => Api::all_with(ctx.client().clone(), &info.resource),
         };
-        match remove_finalizer(&api, object, &held.finalizer).await {
+        match remove_finalizer(
+            &api,
+            object,
+            &held.finalizer,
+            Reread::Cache(ctx, &held.for_kind),
+        )
+        .await
+        {
             Ok(Removal::Removed) => result.released += 1,
             Ok(Removal::NotHeld) => {}
             Ok(Removal::Conflicts) => {
@@ -164,8 +172,26 @@ pub(super) async fn remove_finalizer(
     api: &Api<DynamicObject>,
     object: &DynamicObject,
     finalizer: &str,
+    reread: Reread<'_>,
 ) -> Result<Removal, kube::Error> {
     let name = object.metadata.name.clone().unwrap_or_default();
+    let name = name.as_str();
+    remove_with(api, object, finalizer, move |current| {
+        Box::pin(async move { reread.fresh(api, &current, name).await })
+    })
+    .await
+}
+
+/// What [`remove_with`] reads an object again with.
+type Fresh<'a> = BoxFuture<'a, Result<Option<DynamicObject>, kube::Error>>;
+
+/// [`remove_finalizer`], reading the object again with `reread` after each conflict.
+async fn remove_with<'a>(
+    api: &Api<DynamicObject>,
+    object: &DynamicObject,
+    finalizer: &str,
+    reread: impl Fn(DynamicObject) -> Fresh<'a>,
+) -> Result<Removal, kube::Error> {
     let mut current = object.clone();
     for _ in 0..TRIES {
         if !has_finalizer(&current, finalizer) {
@@ -176,7 +202,7 @@ pub(super) async fn remove_finalizer(
             Ok(()) => return Ok(Removal::Removed),
             Err(kube::Error::Api(status)) if status.code == 404 => return Ok(Removal::NotHeld),
             Err(kube::Error::Api(status)) if status.code == 409 => {
-                match api.get_opt(&name).await? {
+                match reread(current.clone()).await? {
                     Some(fresh) => current = fresh,
                     None => return Ok(Removal::NotHeld),
                 }
@@ -185,6 +211,41 @@ pub(super) async fn remove_finalizer(
         }
     }
     Ok(Removal::Conflicts)
+}
+
+/// Where [`remove_finalizer`] reads an object again after a conflict.
+#[derive(Clone, Copy)]
+pub(super) enum Reread<'a> {
+    /// From the API server (a `Controller` resource: the manager may `get` those).
+    Server,
+    /// From the cache the controller read it from: its `for` kind, whose RBAC is the user's
+    /// (`rbac.extraRules`) and need not include `get`. A cache still behind gives the same
+    /// version again, the patch conflicts again, and after [`TRIES`] the object is left to
+    /// the next pass.
+    Cache(&'a Context, &'a GroupVersionKind),
+}
+
+impl Reread<'_> {
+    async fn fresh(
+        self,
+        api: &Api<DynamicObject>,
+        current: &DynamicObject,
+        name: &str,
+    ) -> Result<Option<DynamicObject>, kube::Error> {
+        match self {
+            Self::Server => api.get_opt(name).await,
+            Self::Cache(ctx, gvk) => {
+                let namespace = current.metadata.namespace.as_deref();
+                match ctx.cache().get(gvk, namespace, name).await {
+                    Ok(object) => Ok(Some((*object).clone())),
+                    Err(cache::Error::NotFound { .. }) => Ok(None),
+                    // The cache cannot answer now (stopping, rescoped): keep the version in
+                    // hand; the next try conflicts and the object is left to the next pass.
+                    Err(_) => Ok(Some(current.clone())),
+                }
+            }
+        }
+    }
 }
 
 /// The `Controller` resources of `namespace`, as dynamic objects.
@@ -230,7 +291,9 @@ pub(super) async fn hold_controller(client: &kube::Client, resource: &Controller
 pub(super) async fn let_go_of_controller(client: &kube::Client, namespace: &str, name: &str) {
     let api = controllers(client, namespace);
     let removed = match api.get_opt(name).await {
-        Ok(Some(object)) => remove_finalizer(&api, &object, CONTROLLER_FINALIZER).await,
+        Ok(Some(object)) => {
+            remove_finalizer(&api, &object, CONTROLLER_FINALIZER, Reread::Server).await
+        }
         Ok(None) => Ok(Removal::NotHeld),
         Err(e) => Err(e),
     };
@@ -244,5 +307,82 @@ pub(super) async fn let_go_of_controller(client: &kube::Client, namespace: &str,
             tracing::warn!(controller = %format!("{namespace}/{name}"), error = %e,
                 "cannot remove the release finalizer from the controller");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use kube::api::{Api, ApiResource, DynamicObject};
+    use kube::client::Body;
+    use serde_json::{Value, json};
+
+    use super::{Removal, remove_with};
+
+    fn configmap(version: &str, finalizers: &[&str]) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "web", "namespace": "shop", "resourceVersion": version,
+                         "finalizers": finalizers}
+        }))
+        .unwrap()
+    }
+
+    /// A release whose object changed since it was read (409) patches the version `reread`
+    /// gives (the cache's, for a `for` kind: no GET the user's RBAC may not grant), removing
+    /// the finalizer and keeping the others.
+    #[tokio::test]
+    async fn a_conflict_patches_the_reread_version_and_makes_no_other_request() {
+        let seen: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
+        let log = seen.clone();
+        let service = tower::service_fn(move |request: http::Request<Body>| {
+            let log = log.clone();
+            async move {
+                let method = request.method().to_string();
+                let body: Value =
+                    serde_json::from_slice(&request.into_body().collect_bytes().await?)?;
+                let version = body["metadata"]["resourceVersion"].clone();
+                log.lock().unwrap().push((method, body));
+                let (code, answer) = if version == "1" {
+                    (
+                        409,
+                        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                 "reason": "Conflict", "code": 409, "message": "changed"}),
+                    )
+                } else {
+                    (200, serde_json::to_value(configmap("3", &["keep"]))?)
+                };
+                let response = http::Response::builder()
+                    .status(code)
+                    .header("content-type", "application/json")
+                    .body(Body::from(serde_json::to_vec(&answer)?))?;
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(response)
+            }
+        });
+        let client = kube::Client::new(service, "default");
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            client,
+            "shop",
+            &ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+        );
+        let finalizers = ["hooks.informant.dev/shop.x", "keep"];
+        let rereads = Mutex::new(0);
+        let removal = remove_with(&api, &configmap("1", &finalizers), finalizers[0], |_| {
+            *rereads.lock().unwrap() += 1;
+            Box::pin(async move { Ok(Some(configmap("2", &finalizers))) })
+        })
+        .await
+        .unwrap();
+
+        assert_eq!(removal, Removal::Removed);
+        assert_eq!(*rereads.lock().unwrap(), 1);
+        let seen = seen.lock().unwrap();
+        let versions: Vec<(&str, &Value)> = seen
+            .iter()
+            .map(|(method, body)| (method.as_str(), &body["metadata"]["resourceVersion"]))
+            .collect();
+        assert_eq!(versions, [("PATCH", &json!("1")), ("PATCH", &json!("2"))]);
+        assert_eq!(seen[1].1["metadata"]["finalizers"], json!(["keep"]));
     }
 }

@@ -223,7 +223,9 @@ fn crd_missing(error: &watcher::Error) -> bool {
     }
 }
 
-/// Runs the manager's `Controller`s as one leader-elected runnable (`hooks`): the documents
+/// Runs the manager's `Controller`s as one controller runnable (`hooks`, on the leader, or on
+/// every member of a shard ring with the leader alone writing statuses and releasing
+/// finalizers; see [`Supervisor::leader`]): the documents
 /// of its config file (`--config`), or the `Controller` resources of its `CacheConfig`'s
 /// namespace (`--cache-config`, with each `Controller`'s status written, and each one with
 /// `finalize: true` held by [`CONTROLLER_FINALIZER`](super::CONTROLLER_FINALIZER) until its
@@ -236,13 +238,22 @@ pub fn add_to_manager(manager: &mut Manager) {
     let ctx = Context::of(manager);
     let metrics = ControllerMetrics::of(manager);
     let hook_metrics = HookMetrics::of(manager);
-    manager.add_leader_runnable("hooks", move |shutdown| async move {
+    // The config the manager starts with: a reload cannot change its sharding.
+    let sharding = state.snapshot().config.cache.sharding.clone();
+    // Sharded, the hook controllers run on every member; what must stay single stays with
+    // the leader.
+    let leader = manager.is_sharded().then(|| manager.is_leader());
+    manager.add_controller("hooks", move |shutdown| async move {
         let (send, receive) = watch::channel(Desired::new());
         let in_cluster = matches!(source, ConfigSource::Resource { .. });
-        let supervisor = Supervisor::new(receive)
+        let mut supervisor = Supervisor::new(receive)
             .metrics(&metrics, &hook_metrics)
             .write_status(in_cluster)
-            .hold_controllers(in_cluster);
+            .hold_controllers(in_cluster)
+            .sharding(sharding);
+        if let Some(leader) = leader {
+            supervisor = supervisor.leader(leader);
+        }
         let follow = async {
             match source {
                 ConfigSource::File(path) => {

@@ -9,6 +9,12 @@
 //! 2 s), and stops when one of them waits again (its CRD was deleted), without releasing
 //! anything: it comes back with its CRD.
 //!
+//! A controller that owns or watches other kinds does not start either when the cache is
+//! sharded by uid ([`Supervisor::sharding`]): its children and related objects would be cached
+//! on other members than the object they belong to. Its `Ready` condition is `False` with
+//! reason `NeedsShardKeyNamespace`, the fix (`spec.sharding.key: namespace`, every object of a
+//! namespace on one member), said in its message and logged once at warn.
+//!
 //! A stopped controller that held its objects with its finalizer and no longer does (gone,
 //! or restarted with `finalize: false` or another `for` kind) has that finalizer released
 //! from them (`release.rs`), never on shutdown. With [`Supervisor::hold_controllers`], a
@@ -34,8 +40,9 @@ use super::resource::{
     ControllerKey, ControllerSettings, ControllerStatus, FINALIZER_PREFIX, ValidatedController,
 };
 use super::stats::Stats;
-use crate::cache::Cache as _;
+use crate::cache::{Cache as _, Sharding};
 use crate::controller::{Context, ControllerMetrics};
+use crate::selector::ShardKey;
 
 /// How often the `Controller` statuses are recomputed; an unchanged status is not written.
 const STATUS_INTERVAL: Duration = Duration::from_secs(2);
@@ -43,8 +50,20 @@ const STATUS_INTERVAL: Duration = Duration::from_secs(2);
 /// The `Ready` reason of a controller whose kinds are not served yet.
 const REASON_WAITING_FOR_KIND: &str = "WaitingForKind";
 
-/// Why each controller waits instead of running: one of its kinds is not served yet.
-type Waiting = HashMap<ControllerKey, String>;
+/// The `Ready` reason of a controller that owns or watches other kinds while the cache is
+/// sharded by uid: the fix is the key `namespace`.
+pub const REASON_NEEDS_SHARD_KEY_NAMESPACE: &str = "NeedsShardKeyNamespace";
+
+/// Why a valid controller does not run: its `Ready` reason and message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Kept {
+    reason: &'static str,
+    message: String,
+}
+
+/// Why each controller that does not run waits (a kind not served yet) or is refused (the
+/// cache's sharding).
+type Waiting = HashMap<ControllerKey, Kept>;
 
 /// The `Controller` documents to run, by `namespace/name`: each valid (run it) or not (keep
 /// what runs under that name, report why).
@@ -80,6 +99,10 @@ pub struct Supervisor {
     hook_metrics: Option<HookMetrics>,
     write_status: bool,
     hold_controllers: bool,
+    sharding: Option<Sharding>,
+    /// With sharding, whether this member leads: only the leader writes statuses, holds
+    /// `Controller`s and releases finalizers.
+    leader: Option<watch::Receiver<bool>>,
     progress: watch::Sender<Progress>,
 }
 
@@ -106,6 +129,8 @@ impl Supervisor {
             hook_metrics: None,
             write_status: false,
             hold_controllers: false,
+            sharding: None,
+            leader: None,
             progress: watch::channel(Progress::default()).0,
         }
     }
@@ -138,6 +163,31 @@ impl Supervisor {
         self
     }
 
+    /// The sharding of the cache the controllers read (`spec.sharding` of the config the
+    /// manager started with; a reload cannot change it). Sharded by uid, a controller that
+    /// owns or watches other kinds does not start (`Ready=False`, reason
+    /// [`REASON_NEEDS_SHARD_KEY_NAMESPACE`]).
+    #[must_use]
+    pub fn sharding(mut self, sharding: Option<Sharding>) -> Self {
+        self.sharding = sharding;
+        self
+    }
+
+    /// Runs on every member of a shard ring (each hook controller reconciling its share),
+    /// leaving what must stay single to the member `is_leader` says leads: statuses are
+    /// written, `Controller`s held and finalizers released only there (elsewhere a release
+    /// waits, pending, until this member leads).
+    #[must_use]
+    pub fn leader(mut self, is_leader: watch::Receiver<bool>) -> Self {
+        self.leader = Some(is_leader);
+        self
+    }
+
+    /// Whether this supervisor does the single work (always, unless [`Supervisor::leader`]).
+    fn leads(&self) -> bool {
+        self.leader.as_ref().is_none_or(|l| *l.borrow())
+    }
+
     /// What the supervisor has done, updated after each pass.
     #[must_use]
     pub fn progress(&self) -> watch::Receiver<Progress> {
@@ -158,9 +208,10 @@ impl Supervisor {
             let desired = self.desired.borrow_and_update().clone();
             self.apply(&desired, &mut running, &mut pending, &ctx, &shutdown)
                 .await;
-            wait_for_kinds(&desired, &mut running, &mut waiting, &ctx).await;
+            self.keep_back(&desired, &mut running, &mut waiting, &ctx)
+                .await;
             self.progress.send_modify(|p| p.passes += 1);
-            if self.write_status {
+            if self.write_status && self.leads() {
                 write_statuses(&ctx, &desired, &running, &waiting, &mut written).await;
             }
             tokio::select! {
@@ -269,8 +320,9 @@ impl Supervisor {
                     }
                 }
             }
-            if waiting_reason(ctx, &valid.settings).is_some() {
-                // Started by a later pass, once its kinds are served.
+            if self.kept_back(ctx, &valid.settings).is_some() {
+                // Started by a later pass, once its kinds are served (never, while the
+                // sharding refuses it).
                 continue;
             }
             // Hold the Controller before its hook controller holds any object.
@@ -310,6 +362,13 @@ impl Supervisor {
         held: &Held,
         shutdown: &CancellationToken,
     ) -> Option<Released> {
+        if !self.leads() {
+            // The leader releases; this member keeps it pending until it leads.
+            return Some(Released {
+                released: 0,
+                failed: 1,
+            });
+        }
         let released = release::release(ctx, held, shutdown).await?;
         self.progress.send_modify(|p| {
             p.released += released.released as u64;
@@ -361,6 +420,9 @@ impl Supervisor {
         valid: &ValidatedController,
         shutdown: &CancellationToken,
     ) -> bool {
+        if !self.leads() {
+            return true;
+        }
         let carries = carries_controller_finalizer(valid);
         match (valid.settings.finalizer.is_some(), carries) {
             (true, false) => release::hold_controller(ctx.client(), &valid.resource).await,
@@ -432,27 +494,76 @@ fn waiting_reason(ctx: &Context, settings: &ControllerSettings) -> Option<String
         })
 }
 
-/// Records which valid controllers wait for a kind, and stops the running ones whose kind
-/// waits now (their CRD was deleted): they are started again by the pass after their kinds
-/// are served. Nothing is released: the controller comes back with its CRD.
-async fn wait_for_kinds(
-    desired: &Desired,
-    running: &mut HashMap<ControllerKey, Running>,
-    waiting: &mut Waiting,
-    ctx: &Context,
-) {
-    waiting.clear();
-    for (name, wanted) in desired {
-        let Ok(valid) = wanted else { continue };
-        let Some(reason) = waiting_reason(ctx, &valid.settings) else {
-            continue;
-        };
-        if let Some(r) = running.remove(name) {
-            tracing::info!(controller = %name, reason = %reason, "a kind of the controller is not served any more, stopping it until it is");
-            r.stop.cancel();
-            let _ = r.task.await;
+/// Why a controller of `settings` may not run on a cache sharded as `sharding`: it owns or
+/// watches other kinds while objects are spread by uid, so an object's children and related
+/// objects are cached (and reconciled) on other members than the object itself.
+fn sharding_refusal(sharding: Option<&Sharding>, settings: &ControllerSettings) -> Option<String> {
+    if sharding?.key != ShardKey::Uid {
+        return None;
+    }
+    let related: Vec<String> = settings
+        .owns
+        .iter()
+        .chain(&settings.watches)
+        .map(|gvk| format!("{} {}", gvk.api_version(), gvk.kind))
+        .collect();
+    if related.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "not started: the CacheConfig shards by uid (spec.sharding.key: uid), so the objects \
+         of the kinds this controller owns or watches ({}) are cached on other members than \
+         the objects they relate to; set spec.sharding.key: namespace in the CacheConfig \
+         (every object of a namespace on one member; a restart of every replica applies it), \
+         or remove spec.owns and spec.watches",
+        related.join(", ")
+    ))
+}
+
+impl Supervisor {
+    /// Why a valid controller of `settings` does not run now, or `None`: the sharding refuses
+    /// it, or one of its kinds is not served yet.
+    fn kept_back(&self, ctx: &Context, settings: &ControllerSettings) -> Option<Kept> {
+        if let Some(message) = sharding_refusal(self.sharding.as_ref(), settings) {
+            return Some(Kept {
+                reason: REASON_NEEDS_SHARD_KEY_NAMESPACE,
+                message,
+            });
         }
-        waiting.insert(name.clone(), reason);
+        waiting_reason(ctx, settings).map(|reason| Kept {
+            reason: REASON_WAITING_FOR_KIND,
+            message: format!("not started until its kinds are served: {reason}"),
+        })
+    }
+
+    /// Records which valid controllers are kept back (saying so once each time one starts
+    /// being kept back), and stops the running ones whose kind waits now (their CRD was
+    /// deleted): they are started again by the pass after their kinds are served. Nothing is
+    /// released: the controller comes back with its CRD.
+    async fn keep_back(
+        &self,
+        desired: &Desired,
+        running: &mut HashMap<ControllerKey, Running>,
+        waiting: &mut Waiting,
+        ctx: &Context,
+    ) {
+        let before = std::mem::take(waiting);
+        for (name, wanted) in desired {
+            let Ok(valid) = wanted else { continue };
+            let Some(kept) = self.kept_back(ctx, &valid.settings) else {
+                continue;
+            };
+            if let Some(r) = running.remove(name) {
+                tracing::info!(controller = %name, reason = %kept.message, "a kind of the controller is not served any more, stopping it until it is");
+                r.stop.cancel();
+                let _ = r.task.await;
+            }
+            if kept.reason == REASON_NEEDS_SHARD_KEY_NAMESPACE && before.get(name) != Some(&kept) {
+                // A person must change the CacheConfig or the Controller.
+                tracing::warn!(controller = %name, reason = kept.reason, "{}", kept.message);
+            }
+            waiting.insert(name.clone(), kept);
+        }
     }
 }
 
@@ -485,7 +596,7 @@ fn held(settings: &ControllerSettings) -> Option<Held> {
 fn status_of(
     wanted: &Result<ValidatedController, ControllerError>,
     running: Option<&Running>,
-    waiting: Option<&String>,
+    waiting: Option<&Kept>,
     previous: Option<&ControllerStatus>,
 ) -> ControllerStatus {
     let now = Time(jiff::Timestamp::now());
@@ -524,11 +635,11 @@ fn status_of(
     };
     let ready = running.is_some_and(|r| r.stats.ready());
     let ready = match waiting {
-        Some(reason) => condition(
+        Some(kept) => condition(
             CONTROLLER_CONDITION_READY,
             false,
-            REASON_WAITING_FOR_KIND,
-            format!("not started until its kinds are served: {reason}"),
+            kept.reason,
+            kept.message.clone(),
         ),
         None => condition(
             CONTROLLER_CONDITION_READY,
@@ -585,5 +696,69 @@ async fn write_statuses(
                 tracing::warn!(controller = %name, error = %e, "cannot write the controller's status");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use kube::core::GroupVersionKind;
+
+    use super::*;
+    use crate::hooks::Hook;
+
+    fn settings(owns: &[&str], watches: &[&str]) -> ControllerSettings {
+        let gvk = |kind: &&str| GroupVersionKind::gvk("", "v1", kind);
+        ControllerSettings {
+            key: ControllerKey::new("default", "c"),
+            for_kind: GroupVersionKind::gvk("", "v1", "Secret"),
+            label_selector: None,
+            field_selector: None,
+            owns: owns.iter().map(gvk).collect(),
+            watches: watches.iter().map(gvk).collect(),
+            map_to: watches
+                .iter()
+                .map(|_| super::super::MapTo::Namespace)
+                .collect(),
+            hook: Hook::Exec {
+                command: vec!["true".into()],
+                timeout: Duration::from_secs(1),
+            },
+            concurrency: 1,
+            resync_period: None,
+            finalizer: None,
+        }
+    }
+
+    #[test]
+    fn only_uid_sharding_refuses_and_only_controllers_with_related_kinds() {
+        let by = |key| {
+            Some(Sharding {
+                ring: "shop".into(),
+                key,
+            })
+        };
+        let related = settings(&["ConfigMap"], &["Pod"]);
+        let lonely = settings(&[], &[]);
+        assert_eq!(sharding_refusal(None, &related), None);
+        assert_eq!(
+            sharding_refusal(by(ShardKey::Namespace).as_ref(), &related),
+            None
+        );
+        assert_eq!(sharding_refusal(by(ShardKey::Uid).as_ref(), &lonely), None);
+        let said = sharding_refusal(by(ShardKey::Uid).as_ref(), &related).unwrap();
+        assert!(
+            said.contains(
+                "the kinds this controller owns or watches (v1 ConfigMap, v1 Pod) are cached"
+            ),
+            "{said}"
+        );
+        assert!(
+            said.contains("set spec.sharding.key: namespace in the CacheConfig"),
+            "{said}"
+        );
+        let watching = settings(&[], &["Pod"]);
+        assert!(sharding_refusal(by(ShardKey::Uid).as_ref(), &watching).is_some());
     }
 }

@@ -34,6 +34,8 @@ pub(super) struct AccessCheck {
     resource: Option<(String, String)>,
     /// The Lease's namespace and name, when electing a leader.
     lease: Option<(String, String)>,
+    /// The namespace of the shard ring's member Leases (used when the config shards).
+    member_lease_namespace: String,
     /// How often a check that found something missing runs again.
     pub(super) recheck: Duration,
 }
@@ -53,6 +55,7 @@ impl AccessCheck {
             client,
             resource,
             lease,
+            member_lease_namespace: options.shard.lease_namespace.clone(),
             recheck: options.permissions_recheck,
         }
     }
@@ -78,6 +81,20 @@ impl AccessCheck {
                 });
             }
             rules.namespaces.retain(|_, rules| !rules.is_empty());
+        }
+        if config.cache.sharding.is_some() {
+            // The member Leases live in the lease namespace (`--lease-namespace`), which need
+            // not be the config's.
+            let member = rbac::member_lease_rule();
+            for rules in rules.namespaces.values_mut() {
+                rules.retain(|rule| *rule != member);
+            }
+            rules.namespaces.retain(|_, rules| !rules.is_empty());
+            rules
+                .namespaces
+                .entry(self.member_lease_namespace.clone())
+                .or_default()
+                .push(member);
         }
         if let Some((lease_namespace, lease_name)) = &self.lease {
             let lease = rbac::lease_rules(lease_name);
@@ -126,4 +143,34 @@ pub(super) fn event_message(missing: &[String]) -> String {
         if missing.len() == 1 { "is" } else { "are" },
         missing.join("; ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_member_leases_are_checked_in_the_lease_namespace() {
+        let config = crate::config::load_str(
+            "apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\nmetadata: {name: c}\n\
+             spec: {sharding: {ring: shop}}\n",
+        )
+        .unwrap();
+        let url: http::Uri = "http://127.0.0.1:1".parse().unwrap();
+        let client = Client::try_from(kube::Config::new(url)).unwrap();
+        let check = AccessCheck {
+            client,
+            resource: Some(("config-ns".to_owned(), "c".to_owned())),
+            lease: None,
+            member_lease_namespace: "lease-ns".to_owned(),
+            recheck: RECHECK_INTERVAL,
+        };
+        let rules = check.rules(&config);
+        let member = rbac::member_lease_rule();
+        assert!(rules.namespaces["lease-ns"].contains(&member), "{rules:?}");
+        assert!(
+            !rules.namespaces["config-ns"].contains(&member),
+            "{rules:?}"
+        );
+    }
 }

@@ -1,11 +1,13 @@
 //! The manager: the process that runs caches, the recorder and what is added to it (the
 //! leader-elected runnables: Rust and hook controllers), reloads the config, reports status,
-//! serves probes and metrics, and elects a leader.
+//! serves probes and metrics, elects a leader, and with `spec.sharding` joins a shard ring
+//! ([`ShardRuntime`]: its caches hold and its controllers reconcile only its share).
 //!
 //! ```text
-//! Manager::run ─▶ probes ─▶ caches (CacheReloader, first config synced) ─▶ reload loop
-//!                 (http)    (one RunnableGroup each, stopped in reverse)    (config source)
-//!                                                                  ─▶ leader-elected:
+//! Manager::run ─▶ probes ─▶ shard member ─▶ caches (CacheReloader, first config synced) ─▶ reload loop
+//!                 (http)    (its share)     (one RunnableGroup each, stopped in reverse)    (config source)
+//!                                                                  ─▶ controllers (every member when
+//!                                                                     sharded), leader-elected:
 //!                                                                     status writer, runnables
 //! ```
 //!
@@ -17,6 +19,7 @@ mod elected;
 mod group;
 mod http;
 mod leader;
+mod members;
 pub(crate) mod metrics;
 mod options;
 mod probes;
@@ -37,6 +40,7 @@ pub use leader::{
     DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderElection,
     LeaderElector, LeaderError, LostCause, default_identity,
 };
+pub use members::{RingMember, live_members, ring_members};
 pub use metrics::{
     InformerSource, InformerState, ManagerMetrics, MetricsRegistry, RELOAD_DURATION_BUCKETS,
     ReloadResult, ScopeSource, register_informers, register_scope,
@@ -45,7 +49,8 @@ pub use options::{BoxError, ConfigSource, DEFAULT_SHUTDOWN_GRACE, Error, FIELD_M
 pub use reload::Reload;
 pub use run::{Manager, file_watcher};
 pub use shard::{
-    CLAIMS_ANNOTATION, Fence, Member, MemberView, Membership, RING_LABEL, RangeSet, Ring, may_act,
+    Admission, CLAIMS_ANNOTATION, Fence, Gain, Member, MemberView, Membership, RING_LABEL,
+    RangeSet, Ring, ShardGate, ShardOptions, ShardRuntime, ShardView, may_act,
 };
 pub use state::{Snapshot, State};
 pub use status::{

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::leader::{LeaderElection, LeaderError};
+use super::shard::ShardOptions;
 use crate::cache::DEFAULT_CACHE_SYNC_TIMEOUT;
 use crate::config;
 
@@ -56,6 +57,9 @@ pub struct Options {
     /// How often the permission check runs again while it finds a permission missing (it
     /// runs anyway at start and at every applied reload).
     pub permissions_recheck: Duration,
+    /// How this manager joins the shard ring its config names (`spec.sharding`); unused
+    /// without one, but for the reconcile log.
+    pub shard: ShardOptions,
 }
 
 impl Options {
@@ -72,6 +76,7 @@ impl Options {
             cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
             debounce: config::watch::DEFAULT_DEBOUNCE,
             permissions_recheck: super::access::RECHECK_INTERVAL,
+            shard: ShardOptions::default(),
         }
     }
 }
@@ -103,6 +108,15 @@ pub enum Error {
         /// Its error.
         #[source]
         source: BoxError,
+    },
+    /// The reconcile log (`--reconcile-log`) cannot be opened for appending.
+    #[error("cannot open the reconcile log {}", .path.display())]
+    ReconcileLog {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
     },
     /// Stopping took longer than the grace period; some tasks were abandoned.
     #[error("stopping took longer than the shutdown grace period of {}s", .0.as_secs_f64())]

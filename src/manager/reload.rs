@@ -291,7 +291,11 @@ impl ReloadLoop<'_> {
                 }
                 outcome = outcomes.recv() => outcome,
                 () = self.reloader.scope_changed() => {
-                    self.rescope().await;
+                    // A new scope waits for its informers to sync: not past shutdown.
+                    tokio::select! {
+                        () = shutdown.cancelled() => return,
+                        () = self.rescope() => {}
+                    }
                     let _ = self.reloader.sweep();
                     continue;
                 }

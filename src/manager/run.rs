@@ -1,7 +1,10 @@
 //! [`Manager`]: the process `informant run` is. It starts its runnable groups in
 //! controller-runtime's order (`pkg/manager/internal.go`, `pkg/manager/runnable_group.go`):
-//! HTTP probes, caches (until the eager informers synced), the config reload loop, then the
-//! leader-elected runnables (controllers, the status writer); it stops the groups in reverse,
+//! HTTP probes, the shard ring's member (with `spec.sharding`, until it knows its share),
+//! caches (until the eager informers synced), the config reload loop, then the controllers
+//! (on every member when sharded) and the leader-elected runnables (controllers, the status
+//! writer); it stops the groups in reverse (a member's Lease deleted once its controllers
+//! stopped),
 //! the recorder flushed after everything that records and the probes last, all within the
 //! shutdown grace period.
 //!
@@ -29,6 +32,7 @@ use super::metrics::{self, ManagerMetrics, MetricsRegistry};
 use super::options::{BoxError, ConfigSource, Error, FIELD_MANAGER, Options};
 use super::probes::ManagerProbes;
 use super::reload::{Reload, ReloadLoop};
+use super::shard::{ShardGate, ShardRuntime};
 use super::state::State;
 use super::status::StatusWriter;
 use crate::cache::{Cache as _, CacheReloader, Context, Discovery, InformerPool, SharedCache};
@@ -79,7 +83,12 @@ pub struct Manager {
     server: HttpServer,
     reloads: broadcast::Sender<Reload>,
     runnables: Vec<(String, LeaderRunnable)>,
+    /// Controllers of a sharded manager: they run on every member, each for its share.
+    member_runnables: Vec<(String, LeaderRunnable)>,
     elector: Option<LeaderElector>,
+    /// The membership of the ring the first config names (`spec.sharding`).
+    shard: Option<ShardRuntime>,
+    gate: ShardGate,
     root: CancellationToken,
     caches: RunnableGroup,
 }
@@ -120,38 +129,19 @@ impl Manager {
         options: Options,
         watcher: Option<config::watch::Watcher>,
     ) -> Result<Self, Error> {
-        let (source, configs, outcomes, observed) = match (&options.source, watcher) {
-            (ConfigSource::File(_), Some(watcher)) => {
-                let configs = watcher.configs();
-                let outcomes = watcher.subscribe();
-                (Source::File(Box::new(watcher)), configs, outcomes, None)
-            }
-            (ConfigSource::File(path), None) => {
-                let watcher = file_watcher(path, &options)?;
-                let configs = watcher.configs();
-                let outcomes = watcher.subscribe();
-                (Source::File(Box::new(watcher)), configs, outcomes, None)
-            }
-            (ConfigSource::Resource { namespace, name }, _) => {
-                let (watcher, configs) =
-                    source::ResourceWatcher::new(client.clone(), namespace, name).await?;
-                let outcomes = watcher.subscribe();
-                let observed = watcher.observed();
-                (
-                    Source::Resource(Box::new(watcher)),
-                    configs,
-                    outcomes,
-                    Some(observed),
-                )
-            }
-        };
+        let (source, configs, outcomes, observed) = open_source(&client, &options, watcher).await?;
         let first = Arc::clone(&configs.borrow());
         let context = Context::new(client.clone(), Arc::new(Discovery::new(client.clone())));
         let root = CancellationToken::new();
         let caches = RunnableGroup::new(&root);
-        let reloader =
+        let (shard, gate) =
+            ShardRuntime::for_config(&client, first.cache.sharding.as_ref(), &options.shard)?;
+        let mut reloader =
             CacheReloader::new(context, caches.tracker().clone(), caches.token().clone())
                 .with_sync_timeout(options.cache_sync_timeout);
+        if let Some(shard) = &shard {
+            reloader = reloader.with_shard(shard.share());
+        }
         let pipeline = Pipeline::new(
             &first.recorder,
             KubeSink::new(client.clone()),
@@ -171,6 +161,11 @@ impl Manager {
         let live = reloader.cache();
         metrics::register_informers(&mut registry, Arc::new(move || live.informers()));
         metrics::register_scope(&mut registry, scope_source(Arc::clone(&state)));
+        if let Some(shard) = &shard {
+            let source = super::shard::status_source(shard, Arc::clone(reloader.pool()));
+            metrics::register_shard(&mut registry, Arc::clone(&source));
+            state.sharded(source);
+        }
         pipeline.register(&mut registry);
         let elector = match &options.leader_election {
             Some(lease) => {
@@ -213,7 +208,10 @@ impl Manager {
             server,
             reloads,
             runnables: Vec::new(),
+            member_runnables: Vec::new(),
             elector,
+            shard,
+            gate,
             root,
             caches,
         })
@@ -310,8 +308,41 @@ impl Manager {
         }
     }
 
-    /// Adds a runnable that runs only on the leader (a controller): started once this replica
-    /// leads and the caches synced, stopped first.
+    /// Whether this manager is a member of a shard ring (its first config has
+    /// `spec.sharding`): its controllers then run on every member, each for its share.
+    #[must_use]
+    pub fn is_sharded(&self) -> bool {
+        self.shard.is_some()
+    }
+
+    /// The gate every reconcile of this manager's controllers asks first: whether this member
+    /// may act on the object now (always, unsharded), and the reconcile log.
+    #[must_use]
+    pub fn shard_gate(&self) -> ShardGate {
+        self.gate.clone()
+    }
+
+    /// Adds a controller: a runnable that runs on the leader, or, with `spec.sharding`, on
+    /// every member of the ring, each reconciling its share (what must stay single, status
+    /// writes and `ConfigReloaded`, stays with the leader). Started once the caches synced,
+    /// stopped first.
+    pub fn add_controller<F, Fut>(&mut self, name: &str, run: F)
+    where
+        F: FnOnce(CancellationToken) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
+    {
+        if self.shard.is_none() {
+            self.add_leader_runnable(name, run);
+            return;
+        }
+        self.member_runnables.push((
+            name.to_string(),
+            Box::new(move |token| Box::pin(run(token))),
+        ));
+    }
+
+    /// Adds a runnable that runs only on the leader: started once this replica leads and the
+    /// caches synced, stopped first.
     pub fn add_leader_runnable<F, Fut>(&mut self, name: &str, run: F)
     where
         F: FnOnce(CancellationToken) -> Fut + Send + 'static,
@@ -348,7 +379,10 @@ impl Manager {
             server,
             reloads,
             runnables,
+            member_runnables,
             elector,
+            shard,
+            gate: _,
             root,
             caches,
         } = self;
@@ -357,20 +391,16 @@ impl Manager {
         let recording = RunnableGroup::new(&root);
         let reloading = RunnableGroup::new(&root);
         let leading = RunnableGroup::new(&root);
+        let membership = RunnableGroup::new(&root);
 
-        // 1. Probes.
-        let token = probes.token().clone();
-        probes.add("http", &failures, async move {
-            server.run(token).await.map_err(Error::Http)
-        });
-        let recorder = pipeline.recorder();
-        let fates = pipeline.fates();
-        let token = recording.token().clone();
-        recording.add_quiet(async move {
-            let _ = pipeline.run(token).await;
-        });
+        // 1. Probes, and the recorder.
+        let (recorder, fates) = start_probes(&probes, &recording, &failures, server, pipeline);
 
-        // 2. Caches, until the eager informers synced.
+        // 2. The shard ring's membership, until this member knows its share; then caches,
+        //    until the eager informers synced.
+        if let Some(shard) = shard {
+            join_ring(shard, &membership, &failures, &client, &options, &shutdown).await;
+        }
         let first = Arc::clone(&configs.borrow());
         let mut reload = ReloadLoop {
             reloader: &mut reloader,
@@ -391,7 +421,9 @@ impl Manager {
         add_source(&reloading, &failures, source);
         let reload_done = reload.run(configs, outcomes, reloading.token().clone());
 
-        // 4. Leader election and leader-elected runnables.
+        // 4. Controllers of a sharded manager (every member), leader election and
+        //    leader-elected runnables.
+        add_member_runnables(&leading, &failures, member_runnables);
         add_leader_elected(
             &leading,
             &failures,
@@ -418,9 +450,11 @@ impl Manager {
             tracing::info!("stopping the manager");
         }
 
-        // Stop in reverse: leader-elected runnables, reload, caches, recorder, probes.
+        // Stop in reverse: controllers and leader-elected runnables, the ring membership (its
+        // Lease deleted once nothing reconciles), reload, caches, recorder, probes.
         let deadline = tokio::time::Instant::now() + options.shutdown_grace;
         let mut late = !leading.stop(deadline).await;
+        late |= !membership.stop(deadline).await;
         reloading.token().cancel();
         late |= tokio::time::timeout_at(deadline, &mut reload_done)
             .await
@@ -449,6 +483,48 @@ pub fn file_watcher(
     let watch_options = config::watch::Options::default().debounce(options.debounce);
     Ok(config::watch::Watcher::new(path, watch_options)?.0)
 }
+
+/// The config source's watcher, its configs and outcomes, and (for a resource) what it
+/// observed of the resource.
+async fn open_source(
+    client: &Client,
+    options: &Options,
+    watcher: Option<config::watch::Watcher>,
+) -> Result<Opened, Error> {
+    Ok(match (&options.source, watcher) {
+        (ConfigSource::File(_), Some(watcher)) => {
+            let configs = watcher.configs();
+            let outcomes = watcher.subscribe();
+            (Source::File(Box::new(watcher)), configs, outcomes, None)
+        }
+        (ConfigSource::File(path), None) => {
+            let watcher = file_watcher(path, options)?;
+            let configs = watcher.configs();
+            let outcomes = watcher.subscribe();
+            (Source::File(Box::new(watcher)), configs, outcomes, None)
+        }
+        (ConfigSource::Resource { namespace, name }, _) => {
+            let (watcher, configs) =
+                source::ResourceWatcher::new(client.clone(), namespace, name).await?;
+            let outcomes = watcher.subscribe();
+            let observed = watcher.observed();
+            (
+                Source::Resource(Box::new(watcher)),
+                configs,
+                outcomes,
+                Some(observed),
+            )
+        }
+    })
+}
+
+/// What [`open_source`] opens.
+type Opened = (
+    Source,
+    watch::Receiver<Arc<Validated>>,
+    broadcast::Receiver<ReloadOutcome>,
+    Option<watch::Receiver<Option<source::Observed>>>,
+);
 
 /// Each namespace selector of the published tree with how many namespaces it matches, for
 /// `informant_scope_namespaces`.
@@ -498,6 +574,73 @@ fn add_source(group: &RunnableGroup, failures: &mpsc::UnboundedSender<Error>, so
         Source::Resource(watcher) => group.add("config-resource", failures, async move {
             watcher.run(token).await.map_err(Error::from)
         }),
+    }
+}
+
+/// Starts the HTTP listeners in `probes` and the recorder's pipeline in `recording`; the
+/// recorder and its fate counts.
+fn start_probes(
+    probes: &RunnableGroup,
+    recording: &RunnableGroup,
+    failures: &mpsc::UnboundedSender<Error>,
+    server: HttpServer,
+    pipeline: Pipeline<KubeSink>,
+) -> (Recorder, recorder::FateCounter) {
+    let token = probes.token().clone();
+    probes.add("http", failures, async move {
+        server.run(token).await.map_err(Error::Http)
+    });
+    let recorder = pipeline.recorder();
+    let fates = pipeline.fates();
+    let token = recording.token().clone();
+    recording.add_quiet(async move {
+        let _ = pipeline.run(token).await;
+    });
+    (recorder, fates)
+}
+
+/// Starts the member of a shard ring in `group` (after asking the server whether it selects
+/// a uid share itself) and waits until it knows its share: the first config's tree is planned
+/// for it.
+async fn join_ring(
+    shard: ShardRuntime,
+    group: &RunnableGroup,
+    failures: &mpsc::UnboundedSender<Error>,
+    client: &Client,
+    options: &Options,
+    shutdown: &CancellationToken,
+) {
+    shard.probe(client, &options.shard.lease_namespace).await;
+    let mut known = shard.share();
+    let token = group.token().clone();
+    group.add("shard-member", failures, async move {
+        shard.run(token).await.map_err(Error::from)
+    });
+    if options.leader_election.is_none() {
+        tracing::warn!(
+            "sharded without leader election: every member writes the status and records the config's Events"
+        );
+    }
+    tokio::select! {
+        _ = known.wait_for(Option::is_some) => {}
+        () = shutdown.cancelled() => {}
+    }
+}
+
+/// Starts each controller of a sharded manager on every member.
+fn add_member_runnables(
+    group: &RunnableGroup,
+    failures: &mpsc::UnboundedSender<Error>,
+    runnables: Vec<(String, LeaderRunnable)>,
+) {
+    for (name, run) in runnables {
+        let token = group.token().child_token();
+        let failures = failures.clone();
+        group.add_quiet(async move {
+            if let Err(source) = run(token).await {
+                let _ = failures.send(Error::Runnable { name, source });
+            }
+        });
     }
 }
 

@@ -6,9 +6,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use kube::core::GroupVersionKind;
 use tokio::sync::watch;
 
+use super::metrics::ShardSource;
 use super::status::{Readiness, StatusInput, Validity, desired_status};
 use crate::cache::{Cache, InformerStatus, Plan, SharedCache};
-use crate::config::{CacheConfigStatus, NamespaceSelectorStatus, Validated};
+use crate::config::{CacheConfigStatus, NamespaceSelectorStatus, ShardingStatus, Validated};
 
 /// The manager's view of its config and cache, updated by every reload.
 pub struct State {
@@ -18,6 +19,8 @@ pub struct State {
     /// The status as last observed ([`State::status`]): its conditions' transition times are
     /// kept until their status flips.
     observed: Mutex<Option<CacheConfigStatus>>,
+    /// With `spec.sharding`, the member's view of its ring.
+    shard: Mutex<Option<ShardSource>>,
 }
 
 impl std::fmt::Debug for State {
@@ -59,6 +62,8 @@ pub struct Snapshot {
     pub unsynced: Vec<(GroupVersionKind, String)>,
     /// Every informer of the published tree.
     pub informers: Vec<InformerStatus>,
+    /// With `spec.sharding`, this member's view of its ring and its share.
+    pub sharding: Option<ShardingStatus>,
     /// The permissions the running config needs that the cluster does not grant, as the
     /// last check found them (see `manager::access`).
     pub missing_permissions: Vec<String>,
@@ -88,6 +93,7 @@ impl Snapshot {
             readiness,
             informers: self.informers.clone(),
             namespace_selectors: self.namespace_selectors(),
+            sharding: self.sharding.clone(),
             last_reload_time: self
                 .last_reload
                 .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time),
@@ -196,6 +202,7 @@ impl State {
             cache,
             changed,
             observed: Mutex::new(None),
+            shard: Mutex::new(None),
         }
     }
 
@@ -220,6 +227,12 @@ impl State {
         let status = desired_status(previous.as_ref(), &snapshot.status_input(generation));
         *observed = Some(status.clone());
         status
+    }
+
+    /// Where the member's view of its shard ring is read from, once the manager joined one.
+    pub(crate) fn sharded(&self, source: ShardSource) {
+        *self.shard.lock().unwrap_or_else(PoisonError::into_inner) = Some(source);
+        self.changed.send_modify(|v| *v = v.wrapping_add(1));
     }
 
     /// The source's config at start is invalid (a `CacheConfig` resource): the defaults run,
@@ -352,6 +365,12 @@ impl State {
             unsynced: inner.unsynced,
             informers: self.cache.informers(),
             missing_permissions: inner.missing,
+            sharding: self
+                .shard
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .as_ref()
+                .map(|source| source()),
         }
     }
 }

@@ -26,6 +26,7 @@
 //!     readiness: Readiness::Synced,
 //!     informers: Vec::new(),
 //!     namespace_selectors: Vec::new(),
+//!     sharding: None,
 //!     last_reload_time: None,
 //!     now: jiff::Timestamp::UNIX_EPOCH,
 //! };
@@ -44,7 +45,8 @@ use serde_json::{Value, json};
 
 use crate::cache::InformerStatus;
 use crate::config::{
-    self, CONDITION_READY, CONDITION_VALID, CacheConfig, CacheConfigStatus, NamespaceSelectorStatus,
+    self, CONDITION_READY, CONDITION_VALID, CacheConfig, CacheConfigStatus,
+    NamespaceSelectorStatus, ShardingStatus,
 };
 
 /// `Valid=True` reason: the spec passed validation.
@@ -191,6 +193,8 @@ pub struct StatusInput {
     pub informers: Vec<InformerStatus>,
     /// Each namespace selector with the namespaces it matches now.
     pub namespace_selectors: Vec<NamespaceSelectorStatus>,
+    /// With `spec.sharding`, the ring as this member sees it and its share.
+    pub sharding: Option<ShardingStatus>,
     /// When a changed spec was last applied; `None` keeps the previous status's.
     pub last_reload_time: Option<Time>,
     /// The current time, for a condition that flips (truncated to seconds, as the API
@@ -259,6 +263,7 @@ pub fn desired_status(
             .clone()
             .or_else(|| previous.and_then(|p| p.last_reload_time.clone())),
         namespace_selectors: input.namespace_selectors.clone(),
+        sharding: input.sharding.clone(),
     }
 }
 
@@ -514,6 +519,7 @@ mod tests {
             readiness,
             informers: Vec::new(),
             namespace_selectors: Vec::new(),
+            sharding: None,
             last_reload_time: None,
             now: at(now),
         }

@@ -87,7 +87,7 @@ pub use error::{Detail, ParseError};
 pub use field::{FieldOperator, FieldRequirement, FieldSelector, escape_value};
 pub use label::{
     ConvertError, LABEL_NAME_MAX_LENGTH, LABEL_PREFIX_MAX_LENGTH, LabelSelector, Operator,
-    Requirement, RequirementError,
+    Requirement, RequirementError, label_value_problems,
 };
 pub use shard::{
     HASH_SPACE_END, ShardKey, ShardRange, ShardSelector, ShardSelectorError, fnv1a_64,

@@ -103,6 +103,63 @@ async fn complementary_uid_shards_list_disjoint_halves_that_cover_every_object()
 }
 
 #[tokio::test]
+async fn the_list_log_says_which_shard_each_answer_applied_and_what_it_held() {
+    let (s, client) = server().await;
+    seed(&s, 40);
+    let halves = halves(ShardKey::Uid);
+    let mut held = Vec::new();
+    for half in &halves {
+        let api = Api::<ConfigMap>::all(sharded_client(&client, half));
+        held.push(api.list(&ListParams::default()).await.unwrap().items.len());
+    }
+    Api::<ConfigMap>::namespaced(client.clone(), "shard-1")
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let answers = s.handle().lists();
+    let logged: Vec<(Option<String>, Option<&str>, usize)> = answers
+        .iter()
+        .map(|a| (a.shard_selector.clone(), a.namespace.as_deref(), a.items))
+        .collect();
+    assert_eq!(
+        logged,
+        vec![
+            (Some(halves[0].to_string()), None, held[0]),
+            (Some(halves[1].to_string()), None, held[1]),
+            (None, Some("shard-1"), 13),
+        ]
+    );
+    assert_eq!(held[0] + held[1], 40);
+    assert!(
+        answers
+            .iter()
+            .all(|a| a.resource == "configmaps" && a.group.is_empty())
+    );
+    assert!(
+        answers.iter().all(|a| a.bytes > 100 * a.items.max(1)),
+        "each answer's body is counted: {answers:?}"
+    );
+    assert!(answers.iter().all(|a| a.first_page() && a.last_page()));
+    // A paginated list: its pages, the first and the last marked.
+    let api = Api::<ConfigMap>::all(sharded_client(&client, &halves[0]));
+    let first = api.list(&ListParams::default().limit(7)).await.unwrap();
+    let token = first.metadata.continue_.unwrap();
+    api.list(&ListParams::default().limit(100).continue_token(&token))
+        .await
+        .unwrap();
+    let pages = &s.handle().lists()[3..];
+    let summary: Vec<(bool, bool, usize)> = pages
+        .iter()
+        .map(|a| (a.first_page(), a.last_page(), a.items))
+        .collect();
+    assert_eq!(summary, vec![(true, false, 7), (false, true, held[0] - 7)]);
+    assert_eq!(
+        pages[1].continued, pages[0].next,
+        "a page carries the token of the page before"
+    );
+}
+
+#[tokio::test]
 async fn a_namespace_key_keeps_every_object_of_a_namespace_on_one_side() {
     let (s, client) = server().await;
     seed(&s, 30);
@@ -276,6 +333,12 @@ async fn without_the_gate_the_parameter_is_ignored_and_the_missing_shard_info_sa
         .await
         .unwrap();
     assert_eq!(listed.items.len(), 12, "everything, unfiltered");
+    let answer = s.handle().lists().pop().unwrap();
+    assert_eq!(
+        (answer.shard_selector, answer.items),
+        (None, 12),
+        "the list log says no selector applied"
+    );
     // An invalid selector is not even read.
     let request = http::Request::get("/api/v1/configmaps?shardSelector=nonsense")
         .body(Vec::new())

@@ -404,3 +404,130 @@ async fn cache_and_explain_resolve_a_namespace_selector_against_the_cluster() {
         outside.stderr
     );
 }
+
+/// A server with namespaces `a`, `b`, `c` and `informant-system`, where the Leases of ring
+/// `shop` are one live (`replica-1`) and one expired an hour ago, next to a live one of ring
+/// `cart`; in `dir`, its kubeconfig and a config sharding by namespace on ring `shop`.
+async fn ring_server(dir: &tempfile::TempDir) -> (TestServer, String, String) {
+    let server = TestServer::start().await.unwrap();
+    let now = jiff::Timestamp::now();
+    let an_hour_ago = now - jiff::SignedDuration::from_hours(1);
+    for ns in ["informant-system", "a", "b", "c"] {
+        server
+            .handle()
+            .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
+            .unwrap();
+    }
+    for (lease, holder, renewed, ring) in [
+        ("shop-1", "replica-1", now, "shop"),
+        ("shop-2", "replica-2", an_hour_ago, "shop"),
+        ("cart-1", "replica-9", now, "cart"),
+    ] {
+        server
+            .handle()
+            .create(
+                json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": lease, "namespace": "informant-system",
+                    "labels": {"informant.dev/ring": ring}},
+                "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
+                    "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()}}),
+            )
+            .unwrap();
+    }
+    let kubeconfig = write(
+        dir,
+        "kubeconfig",
+        &serde_yaml::to_string(&server.kubeconfig()).unwrap(),
+    );
+    let cfg = write(
+        dir,
+        "config.yaml",
+        "apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\nmetadata: {name: t, namespace: informant-system}\nspec:\n  sharding: {ring: shop}\n  byObject:\n  - {apiVersion: v1, kind: ConfigMap}\n  - {apiVersion: v1, kind: Node}\n",
+    );
+    (server, kubeconfig, cfg)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn explain_shows_the_sharding_and_with_a_cluster_the_rings_live_members() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, kubeconfig, cfg) = ring_server(&dir).await;
+    let run = |args: &[&str]| tokio::task::block_in_place(|| informant(args));
+
+    let offline = run(&["explain", "--config", &cfg]);
+    assert_eq!(offline.code, 0, "{}", offline.stderr);
+    for line in [
+        "\nsharding: ring shop, key namespace\n",
+        "\n  members: the unexpired Leases labelled informant.dev/ring=shop in the lease namespace (kubectl get leases -l informant.dev/ring=shop)\n",
+        "\n  sharded (each namespace whole on one member): v1/ConfigMap, every other namespaced kind read through the cache\n",
+        "\n  cached whole on every member: v1/Node, every other cluster-scoped kind read through the cache; reconciled by the member that owns the hash of the object's uid, one object at a time\n",
+        "\n  a member's share: each namespace is assigned whole to one member: ",
+    ] {
+        assert!(
+            offline.stdout.contains(line),
+            "{line:?} in:\n{}",
+            offline.stdout
+        );
+    }
+    assert!(
+        !offline.stdout.contains("members now"),
+        "{}",
+        offline.stdout
+    );
+
+    let online = run(&["explain", "--config", &cfg, "--kubeconfig", &kubeconfig]);
+    assert_eq!(online.code, 0, "{}", online.stderr);
+    assert!(
+        online
+            .stdout
+            .contains("\n  members now (Leases in namespace informant-system): 1\n    replica-1 (lease shop-1, renewed "),
+        "the expired Lease and the other ring's are not members:\n{}",
+        online.stdout
+    );
+    assert!(
+        online.stdout.contains(
+            "): 100.0% of the hash space, namespaces [a, b, c, default, informant-system"
+        ),
+        "{}",
+        online.stdout
+    );
+
+    let json = run(&[
+        "explain",
+        "--config",
+        &cfg,
+        "--kubeconfig",
+        &kubeconfig,
+        "--lease-namespace",
+        "informant-system",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let sharding = &doc["sharding"];
+    assert_eq!(sharding["ring"], "shop");
+    assert_eq!(sharding["key"], "namespace");
+    assert_eq!(sharding["cachedWhole"][0], "v1/Node");
+    assert_eq!(sharding["now"]["leaseNamespace"], "informant-system");
+    let members = sharding["now"]["members"].as_array().unwrap();
+    assert_eq!(members.len(), 1, "{doc}");
+    assert_eq!(members[0]["identity"], "replica-1");
+    assert_eq!(members[0]["share"], 1.0);
+
+    let elsewhere = run(&[
+        "explain",
+        "--config",
+        &cfg,
+        "--kubeconfig",
+        &kubeconfig,
+        "--lease-namespace",
+        "a",
+    ]);
+    assert!(
+        elsewhere
+            .stdout
+            .contains("members now (Leases in namespace a): none: no replica of this ring holds a live Lease\n"),
+        "{}",
+        elsewhere.stdout
+    );
+}

@@ -345,3 +345,48 @@ fn a_custom_by_object_kind_adds_the_crd_watch() {
         "carts"
     ));
 }
+
+#[test]
+fn sharding_grants_the_member_leases_and_by_namespace_watches_namespaces() {
+    let objects = objects(&["--config", "config/samples/sharded.yaml"]);
+    let role = of_kind(&objects, "Role")
+        .into_iter()
+        .find(|r| r["metadata"]["namespace"] == "informant-system")
+        .expect("a Role in the manager's namespace");
+    let leases: Vec<Vec<String>> = grants(&role["rules"])
+        .into_iter()
+        .filter(|(group, resource, _)| group == "coordination.k8s.io" && resource == "leases")
+        .map(|(_, _, verbs)| verbs)
+        .collect();
+    assert_eq!(
+        leases,
+        [["get", "list", "create", "update", "delete"]],
+        "the member Leases, by no name: {role}"
+    );
+    let cluster = &of_kind(&objects, "ClusterRole")[0]["rules"];
+    for resource in ["namespaces", "configmaps", "nodes"] {
+        assert!(
+            grants_list_watch(cluster, "", resource),
+            "{resource}: {cluster}"
+        );
+    }
+    assert!(
+        grants_list_watch(cluster, "apps", "deployments"),
+        "{cluster}"
+    );
+    assert_eq!(of_kind(&objects, "ClusterRoleBinding").len(), 1);
+    let yaml = informant(&["rbac", "--config", "config/samples/sharded.yaml"]);
+    let text = String::from_utf8_lossy(&yaml.stdout);
+    assert!(
+        text.starts_with(
+            "---\n# sharding by namespace: each replica caches the namespaces it owns"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "\n# sharding: each replica creates, renews and at shutdown deletes a member Lease"
+        ),
+        "{text}"
+    );
+}

@@ -27,7 +27,7 @@ fn samples() -> Vec<PathBuf> {
 #[test]
 fn validate_exits_zero_and_prints_a_summary_for_every_sample() {
     let all = samples();
-    assert_eq!(all.len(), 6);
+    assert_eq!(all.len(), 7);
     for path in all {
         let out = informant(&["validate", "--config", path.to_str().unwrap()]);
         let stdout = text(&out.stdout);

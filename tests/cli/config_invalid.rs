@@ -45,7 +45,45 @@ fn cases() -> Vec<Case> {
             doc: Doc::Spec("cacheEverything: true"),
             errors: &[(
                 "spec.cacheEverything",
-                "unknown field; remove it (known fields: byObject, defaultEnableWatchBookmarks, defaultFieldSelector, defaultLabelSelector, defaultNamespaces, defaultTransform, defaultUnsafeDisableDeepCopy, namespaceSelector, readerFailOnMissingInformer, recorder, syncPeriod)",
+                "unknown field; remove it (known fields: byObject, defaultEnableWatchBookmarks, defaultFieldSelector, defaultLabelSelector, defaultNamespaces, defaultTransform, defaultUnsafeDisableDeepCopy, namespaceSelector, readerFailOnMissingInformer, recorder, sharding, syncPeriod)",
+            )],
+        },
+        Case {
+            name: "sharding without a ring names what is missing",
+            doc: Doc::Spec("sharding: {key: namespace}"),
+            errors: &[(
+                "spec.sharding.ring",
+                "Required value: name the ring, e.g. `ring: shop`; the replicas whose Leases carry informant.dev/ring=<ring> share the objects",
+            )],
+        },
+        Case {
+            name: "a ring that is not a label value and an unknown key, both at once",
+            doc: Doc::Spec("sharding: {ring: \"shop/eu\", key: uuid}"),
+            errors: &[
+                (
+                    "spec.sharding.ring",
+                    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?'); the ring is the value of the label informant.dev/ring, e.g. `shop`",
+                ),
+                (
+                    "spec.sharding.key",
+                    "unknown key \"uuid\"; did you mean \"uid\"? use one of: namespace (every object of a namespace on one replica), uid (objects spread one by one)",
+                ),
+            ],
+        },
+        Case {
+            name: "a ring that is a label value but cannot name the members' Leases",
+            doc: Doc::Spec("sharding: {ring: Shop_EU}"),
+            errors: &[(
+                "spec.sharding.ring",
+                "must consist of lowercase letters, digits and '-' (the ring names the members' Leases, <ring>-<16 hex digits>); e.g. `shop` or `shop-eu`",
+            )],
+        },
+        Case {
+            name: "unknown field in sharding",
+            doc: Doc::Spec("sharding: {ring: shop, members: 3}"),
+            errors: &[(
+                "spec.sharding.members",
+                "unknown field; remove it (known fields: key, ring)",
             )],
         },
         Case {

@@ -35,7 +35,8 @@ fn every_sample_in_the_directory_is_valid() {
             "metadata-only.yaml",
             "minimal.yaml",
             "multi-namespace.yaml",
-            "namespace-selector.yaml"
+            "namespace-selector.yaml",
+            "sharded.yaml"
         ]
     );
     for name in names {
@@ -168,5 +169,30 @@ fn namespace_selector_sample_chooses_namespaces_by_label_and_secrets_by_their_ow
         secrets.namespaces,
         Namespaces::Only(std::collections::BTreeMap::new()),
         "its own selector replaces the listed namespaces"
+    );
+}
+
+#[test]
+fn sharded_sample_shards_by_namespace_on_ring_shop() {
+    let v = sample("sharded.yaml");
+    assert_eq!(
+        v.cache.sharding,
+        Some(informant::cache::Sharding {
+            ring: "shop".to_owned(),
+            key: informant::selector::ShardKey::Namespace,
+        })
+    );
+    let node = v
+        .cache
+        .by_object
+        .iter()
+        .find(|b| b.gvk.kind == "Node")
+        .unwrap();
+    assert_eq!(node.scope, Scope::Cluster, "cached whole on every replica");
+    assert!(
+        v.summary()
+            .contains("\n  sharding: ring shop, key namespace (each replica caches"),
+        "{}",
+        v.summary()
     );
 }

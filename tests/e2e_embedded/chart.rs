@@ -1,5 +1,5 @@
 //! The chart as the RBAC scenario ([`crate::chart_rbac`]) deploys it: rendered by Helm's own
-//! engine (helm-python-sdk, as `charts/informant/tests/test_chart.py` renders it) for two
+//! engine (helm-python-sdk, as `charts/informant/tests/test_chart.py` renders it) for three
 //! [`Case`]s of values, the permissions its `Role`s and `ClusterRole` grant ([`grants`]), the
 //! objects without one of them ([`without`]), and which refusal that one would have prevented.
 
@@ -75,7 +75,7 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// Two deployments of the chart that together render every kind of rule it has.
+/// Three deployments of the chart that together render every kind of rule it has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Case {
     /// Secrets cached in every namespace: the `ClusterRole` reads them and records core Events
@@ -85,7 +85,14 @@ pub enum Case {
     /// `events.k8s.io` in each namespace's `Role` and in `default` (Events about cluster-scoped
     /// objects go there), Secrets read by the default cache at run time (`rbac.extraKinds`).
     Namespaced,
+    /// [`Case::Namespaced`] with core Events, sharded by namespace (`sharding.enabled`): the
+    /// member Leases in the release's `Role`, `Namespace`s watched through the `ClusterRole`,
+    /// the replica's identity from its pod's name.
+    Sharded,
 }
+
+/// The pod name the Deployment's downward API would give the manager (its shard identity).
+pub const POD_NAME: &str = "informant-6d4cf9b7c8-x2v9q";
 
 impl Case {
     /// The chart's values, metrics and health on `ports`, with `extra` rules added to
@@ -118,6 +125,18 @@ impl Case {
                     // A shorter retry than client-go's 10 s: the series engine's first
                     // write of a key can race its own create and retry.
                     "recorder": {"api": "events.k8s.io/v1", "sink": {"retryInterval": "1s"}},
+                }},
+                "rbac": {
+                    "extraKinds": [{"apiVersion": "v1", "kind": "Secret"}],
+                    "extraRules": writes,
+                },
+            }),
+            Self::Sharded => json!({
+                "replicaCount": 2,
+                "sharding": {"enabled": true},
+                "cacheConfig": {"spec": {
+                    "defaultNamespaces": {SHOP: {}},
+                    "byObject": [{"apiVersion": "v1", "kind": "ConfigMap"}],
                 }},
                 "rbac": {
                     "extraKinds": [{"apiVersion": "v1", "kind": "Secret"}],

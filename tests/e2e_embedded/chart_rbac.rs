@@ -2,14 +2,14 @@
 //! ([`crate::chart`]), its CRDs, `ServiceAccount`, Roles, bindings and `CacheConfig` created on
 //! the embedded API server with RBAC on, and `informant run` started with exactly the arguments
 //! (and environment) of the chart's Deployment, holding the `ServiceAccount`'s token from
-//! `TokenRequest` — for two sets of values that together render every kind of rule the chart has
-//! ([`Case`]).
+//! `TokenRequest` — for three sets of values that together render every kind of rule the chart
+//! has ([`Case`]), sharding included.
 //!
 //! **Enough**: the manager becomes ready, writes its status, holds (renews) its Lease, records
 //! Events (created, then patched by deduplication: the hooks', and `ConfigReloaded` after two
 //! edits), and a hook `Controller` (with `finalize: true`) applies a child, holds its object and
-//! itself with finalizers and releases them when deleted; the server refuses none of its
-//! requests.
+//! itself with finalizers and releases them when deleted; sharded, it holds its member Lease
+//! and deletes it when stopped; the server refuses none of its requests.
 //!
 //! **No more than enough**: for every permission the chart renders (each verb of each resource
 //! of each rule), a run without it must show the server refusing a request that permission
@@ -88,7 +88,12 @@ impl Scenario {
             .unwrap()
             .iter()
             .map(|e| {
-                let value = e["value"].as_str().unwrap_or_default();
+                // The downward API's pod name, as the kubelet would fill it in.
+                let value = if e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name" {
+                    crate::chart::POD_NAME
+                } else {
+                    e["value"].as_str().unwrap()
+                };
                 (e["name"].as_str().unwrap().to_owned(), value.to_owned())
             })
             .collect();
@@ -161,7 +166,7 @@ impl Scenario {
         Running {
             server,
             admin,
-            child,
+            child: tokio::sync::Mutex::new(child),
             log,
             case: self.case,
         }
@@ -172,7 +177,7 @@ impl Scenario {
 struct Running {
     server: TestServer,
     admin: Client,
-    child: Child,
+    child: tokio::sync::Mutex<Child>,
     log: PathBuf,
     case: Case,
 }
@@ -226,7 +231,7 @@ impl Running {
             .unwrap_or_default()
             .iter()
             .any(|f| f.starts_with("hooks.informant.dev/"));
-        let namespace_seen = self.case == Case::ClusterWide
+        let namespace_seen = self.case != Case::Namespaced
             || event_count(&self.admin, "default", "NamespaceSeen").await >= 2;
         child.is_some()
             && held
@@ -290,6 +295,41 @@ impl Running {
             && spec.renew_time.map(|t| t.0) > spec.acquire_time.map(|t| t.0)
     }
 
+    /// The member Lease of the ring the chart names (`informant.dev/ring=<release>`), if any.
+    async fn member_lease(&self) -> Option<Lease> {
+        let leases: Api<Lease> = Api::namespaced(self.admin.clone(), NAMESPACE);
+        let ring = format!("informant.dev/ring={RELEASE}");
+        leases
+            .list(&ListParams::default().labels(&ring))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .next()
+    }
+
+    /// Whether the member Lease is held by the pod's name and was renewed since it was
+    /// created.
+    async fn member_renewed(&self) -> bool {
+        let Some(spec) = self.member_lease().await.and_then(|l| l.spec) else {
+            return false;
+        };
+        spec.holder_identity.as_deref() == Some(crate::chart::POD_NAME)
+            && spec.renew_time.map(|t| t.0) > spec.acquire_time.map(|t| t.0)
+    }
+
+    /// Stops the manager as the kubelet does (SIGTERM) and waits until it exits.
+    async fn terminate(&self) {
+        let mut child = self.child.lock().await;
+        if let Some(pid) = child.id() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status()
+                .await;
+        }
+        let _ = tokio::time::timeout(WAIT, child.wait()).await;
+    }
+
     /// Whether the manager is ready and its `CacheConfig` says `Ready=True`.
     async fn ready(&self, health: SocketAddr) -> bool {
         let configs: Api<CacheConfig> = Api::namespaced(self.admin.clone(), NAMESPACE);
@@ -346,6 +386,23 @@ impl Running {
         if !until(WAIT, || async { stop() || self.renewed().await }).await {
             missed.push("the Lease renewed");
         }
+        if self.case != Case::Sharded || stop() {
+            return missed;
+        }
+        if !until(WAIT, || async { stop() || self.member_renewed().await }).await {
+            missed.push("the member Lease held by the pod's name and renewed");
+        }
+        if stop() {
+            return missed;
+        }
+        self.terminate().await;
+        if !until(WAIT, || async {
+            stop() || self.member_lease().await.is_none()
+        })
+        .await
+        {
+            missed.push("the member Lease deleted at a graceful stop");
+        }
         missed
     }
 
@@ -377,9 +434,10 @@ impl Running {
         text
     }
 
-    async fn stop(mut self) {
-        let _ = self.child.start_kill();
-        let _ = self.child.wait().await;
+    async fn stop(self) {
+        let mut child = self.child.into_inner();
+        let _ = child.start_kill();
+        let _ = child.wait().await;
     }
 }
 
@@ -481,6 +539,12 @@ async fn the_charts_cluster_wide_rbac_is_enough_and_no_more_than_enough() {
 #[ignore = "needs Python with helm-python-sdk (scripts/test installs it); run with --include-ignored"]
 async fn the_charts_namespaced_rbac_is_enough_and_no_more_than_enough() {
     least(Case::Namespaced).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs Python with helm-python-sdk (scripts/test installs it); run with --include-ignored"]
+async fn the_charts_sharded_rbac_is_enough_and_no_more_than_enough() {
+    least(Case::Sharded).await;
 }
 
 /// The check above can fail: a rule the manager never uses (`get pods` in `shop`, added through

@@ -3,7 +3,8 @@
 //! edit of the `Controller` document in the file restarts it with the new spec; with
 //! `--cache-config NS/NAME`, the `Controller` resources of `NS` run, with their status written,
 //! and an invalid edit keeps the previous spec running with `Valid=False`. With leader
-//! election, only the leader calls hooks, and the standby calls them once it leads.
+//! election, only the leader calls hooks, and the standby calls them once it leads. On a cache
+//! sharded by uid, a controller that owns other kinds does not start (`NeedsShardKeyNamespace`).
 
 use crate::support;
 
@@ -179,6 +180,101 @@ async fn the_controllers_of_the_cacheconfigs_namespace_run_with_their_status_wri
         configmaps.get_opt("second-v1").await.unwrap().is_some()
     })
     .await;
+
+    shutdown.cancel();
+    tokio::time::timeout(WAIT, run)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_by_uid_a_controller_that_owns_a_kind_is_kept_back_naming_the_fix() {
+    use informant::config::{CacheConfig, CacheConfigSpec};
+
+    require("python3");
+    let (server, client) = support::server_with_informant_crds().await;
+    let dir = tempfile::tempdir().unwrap();
+    let hook = dir.path().join("hook.py");
+    std::fs::write(&hook, HOOK).unwrap();
+    let spec: CacheConfigSpec =
+        serde_json::from_value(json!({"sharding": {"ring": "shop", "key": "uid"}})).unwrap();
+    Api::<CacheConfig>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &CacheConfig::new("test", spec))
+        .await
+        .unwrap();
+    let options = Options {
+        metrics_addr: None,
+        health_addr: None,
+        shutdown_grace: Duration::from_secs(10),
+        ..Options::new(ConfigSource::Resource {
+            namespace: "default".into(),
+            name: "test".into(),
+        })
+    };
+    let mut manager = Manager::new(client.clone(), options).await.unwrap();
+    informant::hooks::add_to_manager(&mut manager);
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(manager.run(shutdown.clone()));
+
+    let controllers = Api::<Controller>::namespaced(client.clone(), "default");
+    let document = file(&hook, "v1");
+    let owning: Controller = serde_yaml::from_str(document.split("---").nth(1).unwrap()).unwrap();
+    let mut alone = owning.clone();
+    alone.metadata.name = Some("alone".into());
+    alone.spec.owns = None;
+    for controller in [&owning, &alone] {
+        controllers
+            .create(&PostParams::default(), controller)
+            .await
+            .unwrap();
+    }
+    secret(&server, "first");
+    let ready = |name: &'static str| {
+        let controllers = controllers.clone();
+        async move {
+            controllers
+                .get(name)
+                .await
+                .unwrap()
+                .status
+                .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready"))
+                .map(|c| (c.status, c.reason, c.message))
+        }
+    };
+    eventually(
+        "the owning controller kept back, naming the fix",
+        || async {
+            ready("copies")
+                .await
+                .is_some_and(|(status, reason, message)| {
+                    status == "False"
+                        && reason == informant::hooks::REASON_NEEDS_SHARD_KEY_NAMESPACE
+                        && message.contains("owns or watches (v1 ConfigMap)")
+                        && message.contains("set spec.sharding.key: namespace in the CacheConfig")
+                })
+        },
+    )
+    .await;
+    eventually("the controller that owns nothing runs", || async {
+        ready("alone")
+            .await
+            .is_some_and(|(status, _, _)| status == "True")
+    })
+    .await;
+    let valid = controllers.get("copies").await.unwrap().status.unwrap();
+    assert!(
+        valid
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Valid" && c.status == "True"),
+        "the spec itself is valid: {valid:?}"
+    );
+    assert_eq!(
+        valid.reconciles, None,
+        "a controller kept back never reconciles"
+    );
 
     shutdown.cancel();
     tokio::time::timeout(WAIT, run)

@@ -4,6 +4,8 @@
 //! One test binary for the area (one link of the whole dependency graph, not one per
 //! file); each module is one file of tests.
 
+#[path = "../shard_harness/mod.rs"]
+mod shard_harness;
 #[path = "../support/mod.rs"]
 mod support;
 
@@ -25,4 +27,8 @@ mod manager_run;
 mod manager_scope;
 mod manager_source;
 mod manager_status;
+mod shard_cache;
+mod shard_manager;
 mod shard_membership;
+mod shard_processes;
+mod shard_rust_member;

@@ -235,6 +235,74 @@ async fn one_edit_is_one_result_and_an_invalid_file_is_rejected_once_with_its_lo
     assert!(!log.contains("notify::"), "{log}");
 }
 
+#[tokio::test]
+async fn an_edit_of_sharding_is_rejected_until_a_restart_and_said_where_every_rejection_is() {
+    let server = TestServer::start().await.unwrap();
+    let client = server.client().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_kubeconfig(&server, dir.path());
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, document("{syncPeriod: 5h}")).unwrap();
+    let informant = run_informant(
+        &config,
+        &kubeconfig,
+        &dir.path().join("run.log"),
+        &["--debounce", "0s"],
+    )
+    .await;
+    eventually("ready", || async {
+        http_get(informant.health, "/readyz").await.0 == 200
+    })
+    .await;
+
+    // Valid on its own, but the running replica does not shard.
+    replace(
+        &config,
+        &document("{syncPeriod: 6h, sharding: {ring: shop, key: uid}}"),
+    );
+    informant.reloads_reach("rejected", 1).await;
+    let said = "spec.sharding: changing sharding needs a restart of every replica; the replicas \
+                run with no sharding, this config asks for sharding {ring: shop, key: uid}";
+    eventually("the warning in the log", || async {
+        informant
+            .log()
+            .lines()
+            .any(|l| l.contains(" WARN ") && l.contains(said))
+    })
+    .await;
+    let (code, body) = http_get(informant.metrics, "/debug/status").await;
+    assert_eq!(code, 200, "{body}");
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let valid = status["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Valid")
+        .unwrap();
+    assert_eq!(valid["status"], "False", "{body}");
+    assert!(valid["message"].as_str().unwrap().contains(said), "{body}");
+    eventually(
+        "a Warning InvalidConfig event naming spec.sharding",
+        || async {
+            events_with_reason(&client, "InvalidConfig")
+                .await
+                .iter()
+                .any(|e| e.message.as_deref().is_some_and(|m| m.contains(said)))
+        },
+    )
+    .await;
+    assert_eq!(
+        informant.reloads("applied").await,
+        0,
+        "the edit waits whole"
+    );
+
+    // The same edit without the sharding: applied, valid again.
+    replace(&config, &document("{syncPeriod: 6h}"));
+    informant.reloads_reach("applied", 1).await;
+    assert_eq!(transition_time(&informant, "Valid").await.0, "True");
+}
+
 /// The `lastTransitionTime` of condition `type_` in `/debug/status`.
 async fn transition_time(informant: &Running, type_: &str) -> (String, jiff::Timestamp) {
     let (code, body) = http_get(informant.metrics, "/debug/status").await;

@@ -2,6 +2,7 @@
 //! restarts exactly that kind's informers (one LIST each), every other informer keeps running
 //! (no LIST), a reload that changes nothing makes no request, lazily started informers
 //! survive reloads, and a kind the API server does not serve waits without blocking the others.
+//! A reload that changes `spec.sharding` is rejected at that path, as an invalid one is.
 
 use crate::support;
 
@@ -9,8 +10,12 @@ use std::time::Duration;
 
 use informant::apiserver::{TestServer, Verb};
 use informant::cache::CacheReloader;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use informant::config::{CacheConfig, CacheConfigSpec};
+use informant::manager::{ConfigSource, Manager, Reload};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Secret};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 fn options(yaml: &str) -> informant::cache::Options {
     informant::config::load_str(yaml).unwrap().cache
@@ -186,4 +191,107 @@ spec:
     assert_eq!(waiting[0].0.kind, "Widget");
     assert_eq!(env.names::<ConfigMap>().await, vec!["a1", "b1", "b2"]);
     env.stop().await;
+}
+
+/// `condition` of type `type_` in the resource's status: its status and message.
+fn condition(config: &CacheConfig, type_: &str) -> Option<(String, String)> {
+    config
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_))
+        .map(|c| (c.status.clone(), c.message.clone()))
+}
+
+#[tokio::test]
+async fn a_reload_that_changes_sharding_is_rejected_at_its_path_and_the_running_config_stays() {
+    let (server, client) = support::server_with_cacheconfig_crd().await;
+    server
+        .handle()
+        .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "default", "name": "a1", "labels": {"app": "a"}}}))
+        .unwrap();
+    let configs: Api<CacheConfig> = Api::namespaced(client.clone(), "default");
+    let spec: CacheConfigSpec = serde_json::from_value(json!({"byObject": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "labelSelector": "app=a"}]}))
+    .unwrap();
+    configs
+        .create(&PostParams::default(), &CacheConfig::new("test", spec))
+        .await
+        .unwrap();
+    let source = ConfigSource::Resource {
+        namespace: "default".into(),
+        name: "test".into(),
+    };
+    let manager = Manager::new(client.clone(), support::manager_options(source))
+        .await
+        .unwrap();
+    let cache = manager.cache();
+    let mut reloads = manager.reloads();
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(manager.run(shutdown.clone()));
+    support::eventually("Valid=True", || async {
+        let config = configs.get("test").await.unwrap();
+        condition(&config, "Valid").is_some_and(|(s, _)| s == "True")
+    })
+    .await;
+
+    // A valid edit that also turns sharding on: the whole edit is refused, the selector
+    // change included.
+    configs
+        .patch(
+            "test",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"sharding": {"ring": "shop"}, "byObject": [
+                {"apiVersion": "v1", "kind": "ConfigMap", "labelSelector": "app=b"}]}})),
+        )
+        .await
+        .unwrap();
+    let reload = tokio::time::timeout(support::WAIT, reloads.recv())
+        .await
+        .expect("a reload")
+        .unwrap();
+    let Reload::Rejected { errors } = reload else {
+        panic!("expected a rejection, got {reload:?}");
+    };
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].starts_with(
+            "spec.sharding: changing sharding needs a restart of every replica; the replicas \
+             run with no sharding, this config asks for sharding {ring: shop, key: namespace}"
+        ),
+        "{errors:?}"
+    );
+    support::eventually("Valid=False naming spec.sharding", || async {
+        let config = configs.get("test").await.unwrap();
+        condition(&config, "Valid").is_some_and(|(s, m)| {
+            s == "False" && m.contains("spec.sharding: changing sharding needs a restart")
+        })
+    })
+    .await;
+    support::eventually(
+        "a Warning InvalidConfig event naming spec.sharding",
+        || async {
+            Api::<Event>::namespaced(client.clone(), "default")
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("InvalidConfig")
+                        && e.type_.as_deref() == Some("Warning")
+                        && e.message
+                            .as_deref()
+                            .is_some_and(|m| m.contains("spec.sharding"))
+                })
+        },
+    )
+    .await;
+    assert_eq!(
+        support::cached_names::<ConfigMap>(cache.as_ref()).await,
+        vec!["a1"],
+        "the running config keeps serving"
+    );
+    shutdown.cancel();
+    support::stopped(run).await;
 }

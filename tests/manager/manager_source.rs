@@ -266,6 +266,63 @@ async fn deleting_the_cacheconfig_goes_back_to_the_defaults() {
 }
 
 #[tokio::test]
+async fn sharding_is_kept_until_a_restart_whether_edited_or_deleted() {
+    let (_server, client) = server().await;
+    let sharded: CacheConfigSpec =
+        serde_json::from_value(json!({"syncPeriod": "1h", "sharding": {"ring": "shop"}})).unwrap();
+    create(&client, sharded).await;
+    let mut running = start(&client).await;
+    let good = Arc::clone(&running.configs.borrow_and_update());
+    assert!(good.cache.sharding.is_some(), "the first config may shard");
+    let rejected_at_sharding = |outcome: ReloadOutcome, asks: &str| {
+        let ReloadOutcome::Rejected { error } = outcome else {
+            panic!("expected Rejected, got {outcome:?}");
+        };
+        let errors = error.field_errors();
+        assert_eq!(errors.len(), 1, "{error}");
+        assert_eq!(errors[0].path.to_string(), "spec.sharding", "{error}");
+        assert!(
+            errors[0].message.contains(&format!(
+                "the replicas run with sharding {{ring: shop, key: namespace}}, this config \
+                 asks for {asks}"
+            )),
+            "{error}"
+        );
+        assert!(
+            error
+                .to_string()
+                .starts_with("cacheconfig default/config: "),
+            "{error}"
+        );
+    };
+
+    patch_spec(&client, json!({"sharding": {"ring": "shop", "key": "uid"}})).await;
+    rejected_at_sharding(running.outcome().await, "sharding {ring: shop, key: uid}");
+    patch_spec(&client, json!({"sharding": null, "syncPeriod": "2h"})).await;
+    rejected_at_sharding(running.outcome().await, "no sharding");
+    // Deleted: the defaults would stop sharding, so the running config stays.
+    cacheconfigs(&client)
+        .delete(NAME, &DeleteParams::default())
+        .await
+        .unwrap();
+    rejected_at_sharding(running.outcome().await, "no sharding");
+    assert!(!running.configs.has_changed().unwrap());
+    assert!(Arc::ptr_eq(&good, &running.configs.borrow()));
+
+    // The default key written out is the same sharding: applied with the new period.
+    let same: CacheConfigSpec = serde_json::from_value(
+        json!({"syncPeriod": "3h", "sharding": {"ring": "shop", "key": "namespace"}}),
+    )
+    .unwrap();
+    create(&client, same).await;
+    assert_eq!(
+        sync_period(running.applied().await.as_ref()).as_deref(),
+        Some("3h")
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
 async fn an_invalid_cacheconfig_at_start_gives_the_defaults_and_a_rejection_when_run_starts() {
     let (_server, client) = server().await;
     create(&client, spec("soon")).await;

@@ -56,6 +56,7 @@ fn syncing(generation: i64, now: i64) -> StatusInput {
         readiness: Readiness::of(&informers),
         informers,
         namespace_selectors: Vec::new(),
+        sharding: None,
         last_reload_time: Some(Time(at(now))),
         now: at(now),
     }

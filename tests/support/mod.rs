@@ -239,7 +239,21 @@ where
 /// Polls `check` every 20 ms until it holds or `timeout` passes; whether it held. For a test
 /// that asserts something of its own when the condition never comes ([`eventually`] fails).
 #[allow(dead_code, reason = "not every test binary waits on conditions")]
-pub async fn holds_within<F, Fut>(timeout: std::time::Duration, mut check: F) -> bool
+pub async fn holds_within<F, Fut>(timeout: std::time::Duration, check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    holds_within_every(timeout, std::time::Duration::from_millis(20), check).await
+}
+
+/// [`holds_within`], polling every `interval`: for a check that costs more than a glance.
+#[allow(dead_code, reason = "not every test binary waits on conditions")]
+pub async fn holds_within_every<F, Fut>(
+    timeout: std::time::Duration,
+    interval: std::time::Duration,
+    mut check: F,
+) -> bool
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -252,7 +266,7 @@ where
         if tokio::time::Instant::now() >= deadline {
             return false;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        tokio::time::sleep(interval).await;
     }
 }
 

@@ -63,6 +63,25 @@ Off with more than one replica would run several managers at once: refused.
 {{- end }}
 
 {{/*
+The sharding the chart renders into its CacheConfig's spec.sharding, as YAML {ring, key}; empty
+when sharding.enabled is off. The one place the sharding values are checked: sharding written
+into cacheConfig.spec is refused (the chart would not give the replicas their identity, the
+member Leases' RBAC or the PodDisruptionBudget), and so is a ring of fewer than two replicas
+unless sharding.allowSingleReplica says so.
+*/}}
+{{- define "informant.sharding" -}}
+{{- if hasKey (.Values.cacheConfig.spec | default (dict)) "sharding" -}}
+{{- fail "cacheConfig.spec.sharding: set sharding.enabled (with sharding.ring and sharding.key) instead; the chart then also gives each replica its pod name as identity, the RBAC of the member Leases and a PodDisruptionBudget" -}}
+{{- end -}}
+{{- if .Values.sharding.enabled -}}
+{{- if and (lt (int .Values.replicaCount) 2) (not .Values.sharding.allowSingleReplica) -}}
+{{- fail (printf "sharding.enabled needs replicaCount 2 or more (it is %d): one replica shares the objects with nobody; raise replicaCount, or set sharding.allowSingleReplica=true for a ring of one that replicas added later (kubectl scale, an autoscaler) join" (int .Values.replicaCount)) -}}
+{{- end -}}
+{{- toYaml (dict "ring" (.Values.sharding.ring | default (include "informant.fullname" .)) "key" (.Values.sharding.key | default "namespace")) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 The plural resource name of a lower-case kind not in files/kinds.yaml (a custom resource):
 kube-rs's guess (kube-core discovery `to_plural`), which `informant rbac` uses too.
 */}}
@@ -90,6 +109,7 @@ chart tests compare the two for several configs, so change both together.
 */}}
 {{- define "informant.rbacRules" -}}
 {{- $spec := .Values.cacheConfig.spec | default (dict) -}}
+{{- $sharding := include "informant.sharding" . | fromYaml -}}
 {{- $kinds := .Files.Get "files/kinds.yaml" | fromYaml -}}
 {{- $releaseNs := .Release.Namespace -}}
 {{- $configName := include "informant.fullname" . -}}
@@ -193,6 +213,17 @@ chart tests compare the two for several configs, so change both together.
 {{- $_ := set (get $clusterReads "") "namespaces" true -}}
 {{- $notes = append $notes "namespaceSelector: the namespaces are chosen by label while the manager runs, so the kinds it caches are read cluster-wide (a ClusterRole: no Role can be written for namespaces not known in advance), and namespaces are listed and watched to follow their labels" -}}
 {{- end -}}
+{{- /* Sharding: the member Leases (in the release's Role, below); by namespace, the namespaces followed. */ -}}
+{{- if $sharding -}}
+{{- if eq $sharding.key "namespace" -}}
+{{- if not (hasKey $clusterReads "") -}}
+{{- $_ := set $clusterReads "" (dict) -}}
+{{- end -}}
+{{- $_ := set (get $clusterReads "") "namespaces" true -}}
+{{- $notes = append $notes "sharding by namespace: each replica caches the namespaces it owns, which change as replicas come and go, so namespaces are listed and watched" -}}
+{{- end -}}
+{{- $notes = append $notes "sharding: each replica creates, renews and at shutdown deletes a member Lease of its own in the manager's namespace, named after its identity at run time (so the rule names no Lease; it covers leader election's Lease too), and lists the ring's Leases to know the members" -}}
+{{- end -}}
 {{- if $customKinds -}}
 {{- if not (hasKey $clusterReads "apiextensions.k8s.io") -}}
 {{- $_ := set $clusterReads "apiextensions.k8s.io" (dict) -}}
@@ -245,9 +276,13 @@ chart tests compare the two for several configs, so change both together.
 {{- $rules = append $rules (dict "apiGroups" (list "informant.dev") "resources" (list "cacheconfigs/status") "resourceNames" (list $configName) "verbs" (list "patch")) -}}
 {{- $rules = append $rules (dict "apiGroups" (list "informant.dev") "resources" (list "controllers") "verbs" (list "get" "list" "watch" "patch")) -}}
 {{- $rules = append $rules (dict "apiGroups" (list "informant.dev") "resources" (list "controllers/status") "verbs" (list "patch")) -}}
-{{- if include "informant.leaderElect" $ -}}
+{{- if and (include "informant.leaderElect" $) (not $sharding) -}}
 {{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "verbs" (list "create")) -}}
 {{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "resourceNames" (list $configName) "verbs" (list "get" "update")) -}}
+{{- end -}}
+{{- if $sharding -}}
+{{- /* The member Leases: each replica's own, named after its identity at run time; leader election's Lease too. */ -}}
+{{- $rules = append $rules (dict "apiGroups" (list "coordination.k8s.io") "resources" (list "leases") "verbs" (list "get" "list" "create" "update" "delete")) -}}
 {{- end -}}
 {{- end -}}
 {{- if and (not $defaultCluster) (has $ns $defaultNs) -}}

@@ -197,7 +197,7 @@ class ChartTest(unittest.TestCase):
     def test_there_are_the_default_values_and_at_least_four_ci_files(self):
         names = [name for name, _ in cases()]
         self.assertEqual(names[0], "default")
-        for wanted in ("multi-namespace", "by-object", "ha", "metrics"):
+        for wanted in ("multi-namespace", "by-object", "ha", "metrics", "sharded"):
             self.assertIn(f"{wanted}-values.yaml", names)
 
     def test_lint_reports_no_errors(self):
@@ -312,7 +312,9 @@ class ChartTest(unittest.TestCase):
             m = merged(values)
             with self.subTest(name):
                 self.assertEqual(len(of_kind(docs, "ServiceMonitor")), int(m["serviceMonitor"]["enabled"]))
-                self.assertEqual(len(of_kind(docs, "PodDisruptionBudget")), int(m["podDisruptionBudget"]["enabled"]))
+                majority = m["sharding"]["enabled"] and m["replicaCount"] > 1
+                self.assertEqual(len(of_kind(docs, "PodDisruptionBudget")),
+                                 int(m["podDisruptionBudget"]["enabled"] or majority))
                 env = of_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0].get("env", [])
                 otlp = [e["value"] for e in env if e["name"] == "OTEL_EXPORTER_OTLP_ENDPOINT"]
                 self.assertEqual(otlp, [m["otlp"]["endpoint"]] if m["otlp"]["endpoint"] else [])
@@ -385,6 +387,77 @@ class ChartTest(unittest.TestCase):
             text = chart.render(values, name=RELEASE, namespace=NAMESPACE)["informant/templates/rbac.yaml"]
         self.assertIn("\n# namespaceSelector: the namespaces are chosen by label while the manager runs", text)
         self.assertIn("\n# byObject lists custom kinds: customresourcedefinitions are listed and watched", text)
+
+    def test_sharding_renders_the_ring_each_replicas_identity_and_a_majority_budget(self):
+        docs, notes = self.rendered["sharded-values.yaml"]
+        (config,) = of_kind(docs, "CacheConfig")
+        self.assertEqual(config["spec"]["sharding"], {"ring": "shop", "key": "namespace"})
+        self.assertEqual(config["spec"]["byObject"][0], {"apiVersion": "v1", "kind": "ConfigMap"})
+        container = of_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
+        identity = [e for e in container["env"] if e["name"] == "INFORMANT_SHARD_IDENTITY"]
+        self.assertEqual(identity, [{"name": "INFORMANT_SHARD_IDENTITY",
+                                     "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}])
+        self.assertEqual(container["args"][container["args"].index("--lease-namespace") + 1], NAMESPACE)
+        (budget,) = of_kind(docs, "PodDisruptionBudget")
+        self.assertEqual(budget["spec"]["minAvailable"], 2, "a majority of 3")
+        self.assertIn("kubectl -n informant-system get leases -l informant.dev/ring=shop", notes)
+        values = dict(cases())["sharded-values.yaml"]
+        for replicas, majority in ((2, 2), (4, 3), (5, 3), (6, 4)):
+            with self.subTest(replicas=replicas):
+                docs, _ = render({**values, "replicaCount": replicas})
+                (budget,) = of_kind(docs, "PodDisruptionBudget")
+                self.assertEqual(budget["spec"], {"minAvailable": majority, "selector": budget["spec"]["selector"]})
+        own = {**values, "podDisruptionBudget": {"enabled": True, "maxUnavailable": 1}}
+        (budget,) = of_kind(render(own)[0], "PodDisruptionBudget")
+        self.assertEqual(budget["spec"]["maxUnavailable"], 1, "an enabled podDisruptionBudget is the user's")
+        self.assertNotIn("minAvailable", budget["spec"])
+        # Unsharded, nothing of it.
+        docs, notes = self.rendered["default"]
+        self.assertNotIn("sharding", of_kind(docs, "CacheConfig")[0]["spec"])
+        env = of_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["env"]
+        self.assertNotIn("INFORMANT_SHARD_IDENTITY", [e["name"] for e in env])
+        self.assertNotIn("informant.dev/ring", notes)
+
+    def test_the_ring_defaults_to_the_full_name_and_the_key_may_be_uid(self):
+        docs, _ = render({"replicaCount": 2, "sharding": {"enabled": True, "key": "uid"}}, name="shop")
+        self.assertEqual(of_kind(docs, "CacheConfig")[0]["spec"], {"sharding": {"ring": "shop-informant", "key": "uid"}})
+        (cluster_role,) = of_kind(docs, "ClusterRole")
+        self.assertNotIn("namespaces", [r for rule in cluster_role["rules"] for r in rule["resources"]],
+                         "by uid nothing follows the namespaces")
+
+    def test_sharding_refuses_fewer_than_two_replicas_unless_allowed_and_spec_sharding(self):
+        with self.assertRaises(helm.HelmError) as refused:
+            render({"sharding": {"enabled": True}})
+        self.assertIn("sharding.enabled needs replicaCount 2 or more (it is 1)", str(refused.exception))
+        self.assertIn("sharding.allowSingleReplica=true", str(refused.exception))
+        docs, _ = render({"sharding": {"enabled": True, "allowSingleReplica": True}})
+        self.assertEqual(of_kind(docs, "CacheConfig")[0]["spec"]["sharding"]["key"], "namespace")
+        self.assertEqual(of_kind(docs, "PodDisruptionBudget"), [], "no majority to keep of one replica")
+        with self.assertRaises(helm.HelmError) as refused:
+            render({"cacheConfig": {"spec": {"sharding": {"ring": "shop"}}}})
+        self.assertIn("cacheConfig.spec.sharding: set sharding.enabled", str(refused.exception))
+        for bad in ({"sharding": {"enabled": True, "key": "uuid"}}, {"sharding": {"ring": "Shop"}},
+                    {"sharding": {"enabled": "yes"}}, {"sharding": {"members": 3}}):
+            with self.subTest(bad):
+                with self.assertRaises(helm.HelmValuesError):
+                    render({**bad, "replicaCount": 2})
+
+    def test_sharding_rbac_grants_the_member_leases_and_by_namespace_the_namespace_watch(self):
+        docs, _ = self.rendered["sharded-values.yaml"]
+        roles = {d["metadata"]["namespace"]: d["rules"] for d in of_kind(docs, "Role")}
+        member = {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                  "verbs": ["get", "list", "create", "update", "delete"]}
+        self.assertIn(member, roles[NAMESPACE])
+        self.assertEqual([ns for ns, rules in roles.items() if member in rules], [NAMESPACE])
+        (cluster_role,) = of_kind(docs, "ClusterRole")
+        self.assertIn({"apiGroups": [""], "resources": ["configmaps", "namespaces", "nodes"],
+                       "verbs": ["list", "watch"]}, cluster_role["rules"])
+        self.assertEqual(len(of_kind(docs, "ClusterRoleBinding")), 1)
+        with helm.Chart.load(CHART) as chart:
+            text = chart.render(dict(cases())["sharded-values.yaml"], name=RELEASE,
+                                namespace=NAMESPACE)["informant/templates/rbac.yaml"]
+        self.assertIn("\n# sharding by namespace: each replica caches the namespaces it owns", text)
+        self.assertIn("\n# sharding: each replica creates, renews and at shutdown deletes a member Lease", text)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Ctx, json_bytes, json_value};
 use crate::apiserver::filter::Filter;
+use crate::apiserver::lists::ListAnswer;
 use crate::apiserver::status::{ApiError, ApiResult};
 use crate::apiserver::store::{ObjKey, Objects, Stored};
 use crate::apiserver::table;
@@ -201,6 +202,16 @@ pub(super) fn list(ctx: &Ctx) -> ApiResult<Response> {
         body.extend_from_slice(obj);
     }
     body.extend_from_slice(b"]}");
+    ctx.app.lists.record(ListAnswer {
+        group: ctx.rt.group.clone(),
+        resource: ctx.rt.plural.clone(),
+        namespace: ctx.path.namespace.clone(),
+        shard_selector: filter.shard_info().map(ToOwned::to_owned),
+        continued: ctx.query.continue_token.clone(),
+        next: token.clone(),
+        items: items.len(),
+        bytes: body.len(),
+    });
     Ok(json_bytes(StatusCode::OK, body))
 }
 

@@ -17,6 +17,7 @@ use tracing::Instrument;
 
 use super::error::{Error, Result};
 use super::settings::InformerSettings;
+use super::shard::InformerShard;
 use super::store::{ObjectStore, StoreWriter};
 use crate::selector::LabelSelector;
 
@@ -218,6 +219,15 @@ impl Informer {
             ObjectStore::new(gvk.clone(), &resource, settings.unsafe_disable_deep_copy);
         let (status, _) = watch::channel(Status::default());
         let namespace = if namespaced { namespace } else { None };
+        // Cluster-scoped kinds are cached whole on every member of a shard ring.
+        let settings = if namespaced {
+            settings
+        } else {
+            InformerSettings {
+                shard: None,
+                ..settings
+            }
+        };
         let types = TypeMeta {
             api_version: resource.api_version.clone(),
             kind: resource.kind.clone(),
@@ -265,6 +275,30 @@ impl Informer {
         &self.gvk
     }
 
+    /// Whether the kind's objects live in namespaces.
+    #[must_use]
+    pub fn is_namespaced(&self) -> bool {
+        self.namespaced
+    }
+
+    /// The settings this informer runs with (a cluster-scoped kind's without a shard).
+    #[must_use]
+    pub fn settings(&self) -> &InformerSettings {
+        &self.settings
+    }
+
+    /// How many objects the store holds.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.store.len()
+    }
+
+    /// Whether the store holds no object.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.store.len() == 0
+    }
+
     /// Whether the first list has completed.
     #[must_use]
     pub fn has_synced(&self) -> bool {
@@ -304,6 +338,14 @@ impl Informer {
             return;
         };
         let config = self.watcher_config();
+        // A member's share of a kind sharded by uid: the API server selects it when it can.
+        let client = match &self.settings.shard {
+            Some(InformerShard {
+                selector: Some(selector),
+                server_side: true,
+            }) => super::sharded_client::sharded_client(&client, selector),
+            _ => client,
+        };
         let events = if self.settings.metadata_only {
             let api: Api<PartialObjectMeta<DynamicObject>> = match &self.namespace {
                 Some(ns) => Api::namespaced_with(client, ns, &self.resource),
@@ -374,6 +416,9 @@ impl Informer {
                             continue;
                         }
                     }
+                    if !self.keeps(&event) {
+                        continue;
+                    }
                     let event = if self.settings.transform.is_identity() {
                         event
                     } else {
@@ -407,6 +452,21 @@ impl Informer {
                     });
                 }
             }
+        }
+    }
+
+    /// Whether `event` concerns an object of this member's share (always, unsharded): a
+    /// server without `shardSelector` sends every object, and one with it only the member's,
+    /// which this checks again for nothing.
+    fn keeps(&self, event: &watcher::Event<DynamicObject>) -> bool {
+        let Some(shard) = &self.settings.shard else {
+            return true;
+        };
+        match event {
+            watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o) => {
+                shard.keeps(o.metadata.uid.as_deref().unwrap_or_default())
+            }
+            watcher::Event::Init | watcher::Event::InitDone => true,
         }
     }
 

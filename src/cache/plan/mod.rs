@@ -15,7 +15,7 @@ use super::error::Error;
 use super::informer_cache::{Context, InformerCache};
 use super::matching::excluding_namespaces;
 use super::multi_namespace::MultiNamespaceCache;
-use super::options::{Config, NamespaceKey, Namespaces, Options, OptionsError};
+use super::options::{Config, NamespaceKey, Namespaces, Options, OptionsError, Scope};
 use super::scope::ClusterScope;
 use super::settings::InformerSettings;
 use super::waiting::WaitingCache;
@@ -237,6 +237,7 @@ impl Plan {
                 selection: default_selection.map(Box::new),
             }
         };
+        let default = shard::shard(default, scope, Serves::Any);
         let root = if options.by_object.is_empty() {
             default
         } else {
@@ -281,7 +282,11 @@ impl Plan {
                             settings: InformerSettings::from_config(&by.config, by.metadata_only),
                         }),
                     };
-                    (by.gvk.clone(), layer)
+                    let serves = match by.scope {
+                        Scope::Namespaced => Serves::Namespaced,
+                        Scope::Cluster => Serves::ClusterScoped,
+                    };
+                    (by.gvk.clone(), shard::shard(layer, scope, serves))
                 })
                 .collect();
             kinds.sort_by(|(a, _), (b, _)| {
@@ -537,6 +542,9 @@ fn added_by<'a>(key: &NamespaceKey, selection: Option<&'a Selection>) -> Option<
 }
 
 mod layer;
+mod shard;
+
+use shard::Serves;
 
 #[cfg(test)]
 mod tests;

@@ -400,3 +400,121 @@ fn a_selector_matching_nearly_every_namespace_is_served_by_one_cluster_wide_info
     let small = Plan::for_cluster(&selected_only(), &many_namespaces(50, 50)).unwrap();
     assert!(small.wide_selections().is_empty());
 }
+
+/// The half of the hash space below 2^63, by `key`.
+fn lower_half(key: crate::selector::ShardKey) -> crate::cache::ShardScope {
+    crate::cache::ShardScope {
+        key,
+        ranges: vec![crate::selector::ShardRange::new(0, 1 << 63).unwrap()],
+        server_side: true,
+    }
+}
+
+/// The namespaced informer scopes of `plan`, by namespace (`None`: every namespace).
+fn namespaced_scopes(plan: &Plan, kinds: &Kinds) -> BTreeSet<Option<String>> {
+    plan.informer_specs()
+        .into_iter()
+        .filter(|s| &s.kinds == kinds)
+        .map(|s| s.scope.namespace)
+        .collect()
+}
+
+#[test]
+fn sharded_by_namespace_a_member_caches_namespaced_kinds_only_in_the_namespaces_it_owns() {
+    let scope =
+        many_namespaces(40, 20).with_shard(lower_half(crate::selector::ShardKey::Namespace));
+    let shard = scope.shard.clone().unwrap();
+    let owned = |names: &mut dyn Iterator<Item = String>| -> BTreeSet<Option<String>> {
+        names
+            .filter(|ns| shard.owns_namespace(ns))
+            .map(Some)
+            .collect()
+    };
+    // Every namespace: the owned ones, each with its informer, and the cluster cache whole.
+    let plan = Plan::for_cluster(&Options::default(), &scope).unwrap();
+    let mut expected = owned(&mut (0..40).map(|i| format!("ns-{i:03}")));
+    assert!(expected.len() > 8 && expected.len() < 32, "{expected:?}");
+    expected.insert(None);
+    assert_eq!(namespaced_scopes(&plan, &Kinds::Any), expected);
+    let unowned = (0..40)
+        .map(|i| format!("ns-{i:03}"))
+        .find(|ns| !shard.owns_namespace(ns))
+        .unwrap();
+    let refused = plan
+        .route(&gvk("", "ConfigMap"), true, Some(&unowned), Some("x"))
+        .unwrap_err();
+    assert!(refused.is_unknown_namespace(), "{refused}");
+    let node = plan
+        .route(&gvk("", "Node"), false, None, Some("n"))
+        .unwrap();
+    assert!(node[0].contains("cluster-scoped kind"), "{node:?}");
+
+    // A selector's namespaces, wide or not: the owned ones it matches.
+    for (n, matching) in [(40, 20), (200, 190)] {
+        let scope = many_namespaces(n, matching)
+            .with_shard(lower_half(crate::selector::ShardKey::Namespace));
+        let plan = Plan::for_cluster(&selected_only(), &scope).unwrap();
+        assert!(
+            plan.wide_selections().is_empty(),
+            "one informer per owned namespace"
+        );
+        assert_eq!(
+            namespaced_scopes(&plan, &Kinds::Only(gvk("", "ConfigMap"))),
+            owned(&mut (0..matching).map(|i| format!("ns-{i:03}")))
+        );
+    }
+
+    // Listed namespaces and the "" entry: the owned ones of each.
+    let options = Options::default()
+        .with_default_namespace(NamespaceKey::named("ns-000"), Config::default())
+        .with_default_namespace(NamespaceKey::named("ns-001"), Config::default())
+        .with_default_namespace(NamespaceKey::AllOthers, Config::default());
+    let plan = Plan::for_cluster(&options, &scope).unwrap();
+    let mut expected = owned(&mut (0..40).map(|i| format!("ns-{i:03}")));
+    expected.insert(None);
+    assert_eq!(namespaced_scopes(&plan, &Kinds::Any), expected);
+}
+
+#[test]
+fn sharded_by_uid_every_namespaced_informer_carries_the_members_selector() {
+    let pods = ByObject::new(gvk("", "Pod"));
+    let nodes = ByObject::new(gvk("", "Node"));
+    let options = Options::default()
+        .with_by_object(pods)
+        .with_by_object(nodes);
+    let scope = ClusterScope::default().with_shard(lower_half(crate::selector::ShardKey::Uid));
+    let plan = Plan::for_cluster(&options, &scope).unwrap();
+    let shard_of = |kinds: Kinds| {
+        plan.informer_specs()
+            .into_iter()
+            .find(|s| s.kinds == kinds)
+            .unwrap()
+            .scope
+            .settings
+            .shard
+    };
+    let pod_shard = shard_of(Kinds::Only(gvk("", "Pod"))).unwrap();
+    assert_eq!(pod_shard.mode(), "server-side");
+    assert_eq!(
+        pod_shard.selector.unwrap().to_string(),
+        "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')"
+    );
+    assert_eq!(shard_of(Kinds::Only(gvk("", "Node"))), None, "cached whole");
+    assert!(
+        shard_of(Kinds::Any).is_some(),
+        "namespaced kinds read lazily too"
+    );
+    // Another share is another plan: only the sharded informers differ.
+    let other = ClusterScope::default().with_shard(crate::cache::ShardScope {
+        ranges: vec![crate::selector::ShardRange::new(1 << 63, 1 << 64).unwrap()],
+        ..lower_half(crate::selector::ShardKey::Uid)
+    });
+    let moved = Plan::for_cluster(&options, &other).unwrap();
+    let unchanged: Vec<InformerSpec> = moved
+        .informer_specs()
+        .into_iter()
+        .filter(|s| plan.informer_specs().contains(s))
+        .collect();
+    assert_eq!(unchanged.len(), 1, "{unchanged:?}");
+    assert_eq!(unchanged[0].kinds, Kinds::Only(gvk("", "Node")));
+}

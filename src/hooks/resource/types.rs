@@ -77,13 +77,16 @@ pub struct ControllerSpec {
 
     /// Kinds of the children: objects of these kinds whose controller owner reference names a
     /// reconciled object are sent to the hook under `children`, trigger a reconcile of their
-    /// owner when they change, and are the kinds the hook may return in `children`.
+    /// owner when they change, and are the kinds the hook may return in `children`. Needs
+    /// the children on the replica of their owner: with a `CacheConfig` sharded by uid the
+    /// controller does not start (`Ready=False`, reason `NeedsShardKeyNamespace`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owns: Option<Vec<KindSpec>>,
 
     /// Kinds of related objects: the objects of these kinds that map to the reconciled
     /// object (by default every one in its namespace; see `mapTo`) are sent to the hook under
-    /// `related`, and a change of one reconciles the objects it maps to.
+    /// `related`, and a change of one reconciles the objects it maps to. As `owns`, not with
+    /// a `CacheConfig` sharded by uid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watches: Option<Vec<WatchSpec>>,
 

@@ -9,7 +9,9 @@
 //! - [`register_informers`] adds `informant_informers{state}` and
 //!   `informant_cache_objects{group,version,kind,namespace}`, computed at scrape time from a
 //!   snapshot of the current cache tree, so they can never disagree with `/debug/cache`;
-//!   [`register_scope`] adds `informant_scope_namespaces{selector}` the same way.
+//!   [`register_scope`] adds `informant_scope_namespaces{selector}` the same way, and
+//!   [`register_shard`] a shard member's `informant_shard_members`,
+//!   `informant_shard_objects{group,version,kind}` and `informant_shard_handovers_total`.
 //! - [`ControllerMetrics`] holds controller-runtime's `controller_runtime_*` and `workqueue_*`
 //!   series, with its names, labels and buckets, so existing controller-runtime dashboards
 //!   work unchanged.
@@ -23,6 +25,7 @@ mod informers;
 mod registry;
 mod reload;
 mod scope;
+mod shard;
 
 use std::fmt;
 
@@ -32,6 +35,7 @@ pub use informers::{InformerSource, InformerState, register_informers};
 pub use registry::MetricsRegistry;
 pub use reload::{ManagerMetrics, RELOAD_DURATION_BUCKETS, ReloadResult};
 pub use scope::{ScopeSource, register_scope};
+pub use shard::{ShardSource, register_shard};
 
 /// Writes a label value.
 pub(crate) fn write_label(

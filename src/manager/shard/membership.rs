@@ -20,8 +20,9 @@
 //!
 //! # RBAC
 //!
-//! `get`, `list`, `watch`, `create`, `update` and `delete` on `leases` in group
-//! `coordination.k8s.io`, in the Lease namespace.
+//! `get`, `list`, `create`, `update` and `delete` on `leases` in group
+//! `coordination.k8s.io`, in the Lease namespace (members list the ring every retry period;
+//! none watches).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -142,39 +143,104 @@ pub struct MemberView {
     /// Whether this member renewed its Lease within its renew deadline. While false it must
     /// not reconcile anything: the others may soon take its share over.
     pub active: bool,
+    /// This member's claims as its last successful renewal wrote them, before the ring was
+    /// read: what the others could see when `claims` was read. A member starts acting on a
+    /// part only once it is in here, so two members never both act on a part each thought
+    /// unclaimed.
+    pub published: RangeSet,
+    /// The fence's term when this view was made ([`Fence::term`]): what is decided from this
+    /// view holds only while the fence holds in this term.
+    pub term: u64,
 }
 
 /// Whether a member may act on its share now: true until its renew deadline has passed since
 /// the start of its last successful renewal. Cheap to clone and to ask.
 #[derive(Debug, Clone)]
 pub struct Fence {
-    renewed_at: Arc<Mutex<Option<Instant>>>,
+    state: Arc<Mutex<FenceState>>,
     renew_deadline: Duration,
+}
+
+#[derive(Debug, Default)]
+struct FenceState {
+    renewed_at: Option<Instant>,
+    /// Counts the periods the fence held without falling: a renewal after it fell (or before
+    /// it ever held) starts a new term.
+    term: u64,
 }
 
 impl Fence {
     /// Whether the member's Lease is certainly still live for the others.
     #[must_use]
     pub fn holds(&self) -> bool {
-        let renewed_at = *self
+        let state = self.state();
+        self.held(&state)
+    }
+
+    /// Whether the fence holds and has not fallen since the term `term` began
+    /// ([`Fence::term`]): what a member decided while it held stays valid only as long.
+    #[must_use]
+    pub fn holds_in(&self, term: u64) -> bool {
+        let state = self.state();
+        state.term == term && self.held(&state)
+    }
+
+    /// The current term: it changes each time the fence is renewed after it fell, so a member
+    /// paused past its deadline and renewed at once on waking (`SIGSTOP`, `SIGCONT`) does not
+    /// act on what it decided before.
+    #[must_use]
+    pub fn term(&self) -> u64 {
+        self.state().term
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, FenceState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn held(&self, state: &FenceState) -> bool {
+        state
             .renewed_at
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        renewed_at.is_some_and(|t| t.elapsed() < self.renew_deadline)
+            .is_some_and(|t| t.elapsed() < self.renew_deadline)
+    }
+
+    /// The instant the fence falls unless the member renews first; `None` while it does not
+    /// hold.
+    #[must_use]
+    pub fn deadline(&self) -> Option<Instant> {
+        self.state().renewed_at.map(|t| t + self.renew_deadline)
+    }
+
+    /// A fence renewed now, falling `renew_deadline` later (unit tests of what it gates).
+    #[cfg(test)]
+    pub(crate) fn holding_for_tests(renew_deadline: Duration) -> Self {
+        let fence = Self::new(renew_deadline);
+        fence.renewed(Instant::now());
+        fence
+    }
+
+    /// Renews the fence now, as a successful renewal does (unit tests of what it gates).
+    #[cfg(test)]
+    pub(crate) fn renew_for_tests(&self) {
+        self.renewed(Instant::now());
+    }
+
+    fn new(renew_deadline: Duration) -> Self {
+        Self {
+            state: Arc::new(Mutex::new(FenceState::default())),
+            renew_deadline,
+        }
     }
 
     fn renewed(&self, at: Instant) {
-        *self
-            .renewed_at
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(at);
+        let mut state = self.state();
+        if !self.held(&state) {
+            state.term += 1;
+        }
+        state.renewed_at = Some(at);
     }
 
     fn clear(&self) {
-        *self
-            .renewed_at
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = None;
+        self.state().renewed_at = None;
     }
 }
 
@@ -201,10 +267,7 @@ impl Member {
     /// A member of `options.ring`, its Lease in `options.namespace`.
     #[must_use]
     pub fn new(client: kube::Client, options: Membership) -> Self {
-        let fence = Fence {
-            renewed_at: Arc::new(Mutex::new(None)),
-            renew_deadline: options.renew_deadline,
-        };
+        let fence = Fence::new(options.renew_deadline);
         Self {
             api: Api::namespaced(client, &options.namespace),
             options,
@@ -245,10 +308,15 @@ impl Member {
         let lease_name = self.options.lease_name();
         let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
         let bound = self.options.retry_period;
+        let mut published = RangeSet::empty();
         loop {
             let attempt = Instant::now();
-            match tokio::time::timeout(bound, self.renew(&lease_name)).await {
-                Ok(Ok(())) => self.fence.renewed(attempt),
+            let claims = self.claims.borrow().clone();
+            match tokio::time::timeout(bound, self.renew(&lease_name, &claims)).await {
+                Ok(Ok(())) => {
+                    self.fence.renewed(attempt);
+                    published = claims;
+                }
                 Ok(Err(e)) => tracing::warn!(
                     ring = %self.options.ring,
                     lease = %lease_name,
@@ -297,6 +365,8 @@ impl Member {
                 members,
                 claims,
                 active,
+                published: published.clone(),
+                term: self.fence.term(),
             });
             tokio::select! {
                 () = shutdown.cancelled() => break,
@@ -316,22 +386,26 @@ impl Member {
             if *current == view {
                 return false;
             }
-            tracing::info!(
-                ring = %self.options.ring,
-                members = view.members.len(),
-                active = view.active,
-                "shard ring changed"
-            );
+            if current.members != view.members || current.active != view.active {
+                tracing::info!(
+                    ring = %self.options.ring,
+                    members = view.members.len(),
+                    active = view.active,
+                    "shard ring members changed"
+                );
+            } else {
+                tracing::debug!(ring = %self.options.ring, "shard ring claims changed");
+            }
             *current = view;
             true
         });
     }
 
     /// Creates or updates (PUT, with the resourceVersion read) this member's Lease.
-    async fn renew(&self, lease_name: &str) -> Result<(), kube::Error> {
+    async fn renew(&self, lease_name: &str, claims: &RangeSet) -> Result<(), kube::Error> {
         let now = MicroTime(jiff::Timestamp::now());
         let seconds = i32::try_from(self.options.lease_duration.as_secs()).unwrap_or(i32::MAX);
-        let claims = self.claims.borrow().to_string();
+        let claims = claims.to_string();
         if let Some(mut lease) = self.api.get_opt(lease_name).await? {
             lease
                 .metadata
@@ -457,12 +531,11 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_fence_falls_a_renew_deadline_after_the_last_renewal_started() {
-        let fence = Fence {
-            renewed_at: Arc::new(Mutex::new(None)),
-            renew_deadline: Duration::from_secs(10),
-        };
+        let fence = Fence::new(Duration::from_secs(10));
         assert!(!fence.holds(), "never renewed");
         fence.renewed(Instant::now());
+        let first = fence.term();
+        assert!(fence.holds_in(first));
         tokio::time::advance(Duration::from_millis(9_999)).await;
         assert!(fence.holds());
         tokio::time::advance(Duration::from_millis(1)).await;
@@ -472,6 +545,14 @@ mod tests {
         );
         fence.renewed(Instant::now());
         assert!(fence.holds());
+        assert!(
+            !fence.holds_in(first),
+            "renewed after it fell: what was decided before does not hold"
+        );
+        let second = fence.term();
+        tokio::time::advance(Duration::from_secs(5)).await;
+        fence.renewed(Instant::now());
+        assert!(fence.holds_in(second), "renewed in time: the same term");
         fence.clear();
         assert!(!fence.holds(), "a stopped member holds nothing");
     }

@@ -24,6 +24,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::cache::{fmix64, namespace_point};
 use crate::selector::{HASH_SPACE_END, ShardKey, ShardRange, ShardSelector, fnv1a_64};
 
 /// An assignment of the hash space to members.
@@ -93,7 +94,7 @@ impl Ring {
     /// with similar names still spread over the members (see the module docs).
     #[must_use]
     pub fn namespace_owner(&self, name: &str) -> Option<&str> {
-        self.owner(fmix64(fnv1a_64(name.as_bytes())))
+        self.owner(namespace_point(name))
     }
 
     /// The half-open ranges `member` owns, sorted and merged where they touch; empty for a
@@ -160,15 +161,6 @@ impl Ring {
     pub fn selector(&self, member: &str, key: ShardKey) -> Option<ShardSelector> {
         ShardSelector::new(key, self.ranges(member)).ok()
     }
-}
-
-/// `MurmurHash3`'s 64-bit finalizer: every input bit flips about half of the output bits.
-fn fmix64(mut h: u64) -> u64 {
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^ (h >> 33)
 }
 
 #[cfg(test)]

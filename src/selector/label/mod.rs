@@ -20,6 +20,13 @@ pub use requirement::{
 
 use super::ParseError;
 
+/// Every rule of a label value (apimachinery's `validation.IsValidLabelValue`) that `value`
+/// breaks, in its words; empty when `value` is a valid label value.
+#[must_use]
+pub fn label_value_problems(value: &str) -> Vec<String> {
+    upstream::label_value_errors(value)
+}
+
 /// A parsed label selector: the conjunction of its [`Requirement`]s.
 ///
 /// Requirements are kept sorted by key, so [`Display`](std::fmt::Display) prints the canonical form of
