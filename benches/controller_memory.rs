@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use informant::cache::{Options, typed};
 use informant::controller::Stub;
 
-use controller::{Cached, Counter, NAMESPACE, Server};
+use controller::{Cached, Counter, NAMESPACE, Server, Work};
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
@@ -86,6 +86,7 @@ async fn rss_child(server: &Server, objects: usize, setup: &str) -> Result<(), S
                 cached.context(),
                 counter.clone(),
                 stop.clone(),
+                Work::None,
             ));
             controller::first_pass(Instant::now(), &counter).await;
             stops.push(stop);
@@ -159,7 +160,8 @@ async fn run(server: &Server, objects: usize) -> Result<(), String> {
     let before_rust = live_bytes();
     let counter = Counter::new(objects);
     let stop = CancellationToken::new();
-    let task = controller::rust_controller(cached.context(), counter.clone(), stop.clone());
+    let task =
+        controller::rust_controller(cached.context(), counter.clone(), stop.clone(), Work::None);
     controller::first_pass(Instant::now(), &counter).await;
     settle().await;
     let rust_bytes = live_bytes() - before_rust;

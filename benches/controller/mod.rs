@@ -316,18 +316,43 @@ impl Counter {
 #[error("never")]
 struct Never;
 
-/// A no-op Rust controller over `ConfigMap`s, running until `stop`; `counter` counts its
-/// reconciles.
+/// What a bench's Rust controller does with its object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Work {
+    /// Nothing.
+    None,
+    /// Reads it: the length of every key and value of its data, labels and annotations (what
+    /// a reconcile that looks at its object at all pays for the object's memory).
+    Read,
+}
+
+/// How many bytes of keys and values `object`'s data, labels and annotations hold.
+fn read(object: &ConfigMap) -> usize {
+    let meta = &object.metadata;
+    [&object.data, &meta.labels, &meta.annotations]
+        .into_iter()
+        .flatten()
+        .flat_map(|map| map.iter())
+        .map(|(k, v)| k.len() + v.len())
+        .sum()
+}
+
+/// A Rust controller over `ConfigMap`s doing `work`, running until `stop`; `counter` counts
+/// its reconciles.
 pub fn rust_controller(
     ctx: Context,
     counter: Counter,
     stop: CancellationToken,
+    work: Work,
 ) -> tokio::task::JoinHandle<informant::controller::Result<()>> {
     tokio::spawn(Controller::<ConfigMap>::new("noop").run(
         ctx,
         move |object: Arc<ConfigMap>, _ctx| {
             let counter = counter.clone();
             async move {
+                if work == Work::Read {
+                    std::hint::black_box(read(&object));
+                }
                 std::hint::black_box(&object);
                 counter.reconciled();
                 Ok::<_, Never>(Action::await_change())
@@ -363,13 +388,13 @@ pub async fn first_pass(started: Instant, counter: &Counter) -> Pass {
     }
 }
 
-/// Runs a no-op Rust controller over the `objects` objects `cached` holds until its first pass
-/// is over, then stops it.
-pub async fn rust_pass(cached: &Cached, objects: usize) -> Pass {
+/// Runs a Rust controller doing `work` over the `objects` objects `cached` holds until its
+/// first pass is over, then stops it.
+pub async fn rust_pass(cached: &Cached, objects: usize, work: Work) -> Pass {
     let counter = Counter::new(objects);
     let stop = CancellationToken::new();
     let started = Instant::now();
-    let task = rust_controller(cached.context(), counter.clone(), stop.clone());
+    let task = rust_controller(cached.context(), counter.clone(), stop.clone(), work);
     let pass = first_pass(started, &counter).await;
     stop.cancel();
     let _ = task.await;
