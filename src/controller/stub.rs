@@ -15,9 +15,15 @@
 //!   metadata holds only what scheduling uses, the name and namespace (the store key, the
 //!   per-object dedupe, owner and mapper triggers). Each reconcile reads the full object
 //!   through the cache tree first ([`read`]): decoded once from the compact store, or with
-//!   `unsafeDisableDeepCopy` the cache's own `Arc` (no decode), so the reconcile still gets a
-//!   whole typed `Arc<K>` and a hook the whole object. kube-runtime's scheduler and runner are
-//!   used unchanged.
+//!   `unsafeDisableDeepCopy` the cache's own `Arc` (the typed copy the cache keeps beside the
+//!   object from its first typed read until it changes: nothing decoded per reconcile), so the
+//!   reconcile still gets a whole typed `Arc<K>` and a hook the whole object. kube-runtime's
+//!   scheduler and runner are used unchanged.
+//!
+//! The read is the one cost a reconcile pays for holding no object, so its own path allocates
+//! nothing but the object: the queue is told by the stub's name and namespace
+//! ([`read_stub`]), and the object's reference (for failure counts and warnings) is built only
+//! when something failed.
 //!
 //! Nothing else scheduling might want (uid, resourceVersion, deletion timestamp, finalizers) is
 //! kept: the reconcile reads them, current, from the object it gets. An object the cache no
