@@ -410,38 +410,58 @@ impl<'de, E: de::Error> MapAccess<'de> for NoEntries<E> {
     }
 }
 
-/// The type half of a `Lookup` whose `DynamicType` is the informer's `Arc<ApiResource>`:
-/// every name borrowed from it (the compact and the shared store use it alike).
+/// The kind of an informer store's keys: the informer's `ApiResource` behind one `Arc` that
+/// every key shares (a `DynamicObject` key carries its own copy of every string of it).
+///
+/// One store holds one kind, so a key's hash leaves the kind out: hashing the `ApiResource`'s
+/// five strings on every read and write of the store would tell no two keys apart. Two kinds
+/// are equal when they are the same `Arc`, or hold equal resources.
+#[derive(Clone, Debug)]
+pub struct StoreKind(pub Arc<ApiResource>);
+
+impl PartialEq for StoreKind {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+    }
+}
+
+impl Eq for StoreKind {}
+
+impl std::hash::Hash for StoreKind {
+    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
+}
+
+/// The type half of a `Lookup` whose `DynamicType` is the informer's [`StoreKind`]: every name
+/// borrowed from it (the compact and the shared store use it alike).
 macro_rules! shared_resource_type {
     () => {
         fn kind(dyntype: &Self::DynamicType) -> Cow<'_, str> {
-            Cow::Borrowed(&dyntype.kind)
+            Cow::Borrowed(&dyntype.0.kind)
         }
 
         fn group(dyntype: &Self::DynamicType) -> Cow<'_, str> {
-            Cow::Borrowed(&dyntype.group)
+            Cow::Borrowed(&dyntype.0.group)
         }
 
         fn version(dyntype: &Self::DynamicType) -> Cow<'_, str> {
-            Cow::Borrowed(&dyntype.version)
+            Cow::Borrowed(&dyntype.0.version)
         }
 
         fn api_version(dyntype: &Self::DynamicType) -> Cow<'_, str> {
-            Cow::Borrowed(&dyntype.api_version)
+            Cow::Borrowed(&dyntype.0.api_version)
         }
 
         fn plural(dyntype: &Self::DynamicType) -> Cow<'_, str> {
-            Cow::Borrowed(&dyntype.plural)
+            Cow::Borrowed(&dyntype.0.plural)
         }
     };
 }
 pub(super) use shared_resource_type;
 
-/// Store keys carry the informer's `ApiResource` behind one shared `Arc` (a `DynamicObject`
-/// key carries its own copy of every string of it), and no `resourceVersion` or `uid`: the
-/// store does not use them and the object's body keeps them.
+/// Store keys carry the informer's [`StoreKind`], and no `resourceVersion` or `uid`: the store
+/// does not use them and the object's body keeps them.
 impl Lookup for CompactObject {
-    type DynamicType = Arc<ApiResource>;
+    type DynamicType = StoreKind;
 
     shared_resource_type!();
 
@@ -545,7 +565,7 @@ mod tests {
     #[test]
     fn store_keys_hold_name_and_namespace_only() {
         let compact = CompactObject::encode(&object()).unwrap();
-        let key = compact.to_object_ref(Arc::new(ApiResource::erase::<ConfigMap>(&())));
+        let key = compact.to_object_ref(StoreKind(Arc::new(ApiResource::erase::<ConfigMap>(&()))));
         assert_eq!(key.name, "one");
         assert_eq!(key.namespace.as_deref(), Some("a"));
         assert!(key.extra.resource_version.is_none() && key.extra.uid.is_none());

@@ -93,7 +93,9 @@ pub struct InformerCache {
     context: Context,
     namespace: Option<String>,
     settings: InformerSettings,
-    informers: Mutex<HashMap<GroupVersionKind, Arc<PooledInformer>>>,
+    /// Looked up on every read: hashed with foldhash, not `SipHash` (a kind is no attacker's
+    /// input).
+    informers: Mutex<HashMap<GroupVersionKind, Arc<PooledInformer>, foldhash::fast::RandomState>>,
     running: OnceLock<Running>,
 }
 
@@ -115,7 +117,7 @@ impl InformerCache {
             context,
             namespace,
             settings,
-            informers: Mutex::new(HashMap::new()),
+            informers: Mutex::default(),
             running: OnceLock::new(),
         }
     }

@@ -4,7 +4,9 @@
 
 use std::any::Any;
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::sync::{Arc, OnceLock};
+use std::thread::LocalKey;
 
 use kube::{
     api::{ObjectMeta, TypeMeta},
@@ -15,11 +17,54 @@ use kube::{
     },
 };
 
-use super::compact::{CompactObject, shared_resource_type};
+use super::compact::{CompactObject, StoreKind, shared_resource_type};
 use super::error::{Error, Result};
 use super::matching;
 use super::typed::{AnyObject, Decoder};
 use crate::selector::LabelSelector;
+
+thread_local! {
+    /// The key of this thread's last read of a compact store, rewritten in place by the next.
+    static COMPACT_KEY: RefCell<Option<ObjectRef<CompactObject>>> = const { RefCell::new(None) };
+    /// The same for shared stores.
+    static SHARED_KEY: RefCell<Option<ObjectRef<SharedObject>>> = const { RefCell::new(None) };
+}
+
+/// `store`'s object `namespace/name`, its key of kind `resource` taken from `slot`. kube-runtime's
+/// `Store::get` takes an `ObjectRef`, which owns its name and namespace; building one per read
+/// cost two allocations each read (every reconcile starts with one), so each thread rewrites
+/// the key of its last read instead. A thread keeps the `ApiResource` of the last kind it read.
+fn lookup<K>(
+    slot: &'static LocalKey<RefCell<Option<ObjectRef<K>>>>,
+    store: &Store<K>,
+    resource: &StoreKind,
+    namespace: Option<&str>,
+    name: &str,
+) -> Option<Arc<K>>
+where
+    K: Lookup<DynamicType = StoreKind> + Clone + 'static,
+{
+    slot.with_borrow_mut(|slot| {
+        if slot
+            .as_ref()
+            .is_some_and(|key| !Arc::ptr_eq(&key.dyntype.0, &resource.0))
+        {
+            *slot = None;
+        }
+        let key = slot.get_or_insert_with(|| ObjectRef::new_with("", resource.clone()));
+        key.name.clear();
+        key.name.push_str(name);
+        match namespace {
+            Some(namespace) => {
+                let text = key.namespace.get_or_insert_with(String::new);
+                text.clear();
+                text.push_str(namespace);
+            }
+            None => key.namespace = None,
+        }
+        store.get(key)
+    })
+}
 
 /// The reading half of the store.
 enum Reader {
@@ -62,10 +107,9 @@ impl SharedObject {
     }
 }
 
-/// Keys as [`CompactObject`]'s: the informer's `ApiResource` behind one shared `Arc`, name and
-/// namespace only.
+/// Keys as [`CompactObject`]'s: the informer's [`StoreKind`], name and namespace only.
 impl Lookup for SharedObject {
-    type DynamicType = Arc<ApiResource>;
+    type DynamicType = StoreKind;
 
     shared_resource_type!();
 
@@ -121,7 +165,7 @@ pub(crate) struct ObjectStore {
     gvk: GroupVersionKind,
     reader: Reader,
     /// Store keys share this one.
-    key_resource: Arc<ApiResource>,
+    key_resource: StoreKind,
     /// `apiVersion` and `kind` of decoded objects.
     types: TypeMeta,
 }
@@ -134,15 +178,15 @@ impl ObjectStore {
         resource: &ApiResource,
         shared: bool,
     ) -> (Self, StoreWriter) {
-        let key_resource = Arc::new(resource.clone());
+        let key_resource = StoreKind(Arc::new(resource.clone()));
         let (reader, writer) = if shared {
-            let writer = Writer::new(Arc::clone(&key_resource));
+            let writer = Writer::new(key_resource.clone());
             (
                 Reader::Shared(writer.as_reader()),
                 WriterKind::Shared(writer),
             )
         } else {
-            let writer = Writer::new(Arc::clone(&key_resource));
+            let writer = Writer::new(key_resource.clone());
             (
                 Reader::Compact(writer.as_reader()),
                 WriterKind::Compact(writer),
@@ -211,16 +255,22 @@ impl ObjectStore {
         Ok(obj.typed.get().filter(of_type).map_or(typed, Arc::clone))
     }
 
-    fn compact_key(&self, namespace: Option<&str>, name: &str) -> ObjectRef<CompactObject> {
-        let mut key = ObjectRef::new_with(name, Arc::clone(&self.key_resource));
-        key.namespace = namespace.map(str::to_string);
-        key
+    fn compact_get(
+        &self,
+        store: &Store<CompactObject>,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Arc<CompactObject>> {
+        lookup(&COMPACT_KEY, store, &self.key_resource, namespace, name)
     }
 
-    fn shared_key(&self, namespace: Option<&str>, name: &str) -> ObjectRef<SharedObject> {
-        let mut key = ObjectRef::new_with(name, Arc::clone(&self.key_resource));
-        key.namespace = namespace.map(str::to_string);
-        key
+    fn shared_get(
+        &self,
+        store: &Store<SharedObject>,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Arc<SharedObject>> {
+        lookup(&SHARED_KEY, store, &self.key_resource, namespace, name)
     }
 
     /// The object `namespace/name` (`namespace` is `None` for cluster-scoped kinds): decoded,
@@ -231,11 +281,11 @@ impl ObjectStore {
         name: &str,
     ) -> Result<Option<Arc<DynamicObject>>> {
         match &self.reader {
-            Reader::Shared(store) => Ok(store
-                .get(&self.shared_key(namespace, name))
+            Reader::Shared(store) => Ok(self
+                .shared_get(store, namespace, name)
                 .map(|obj| Arc::clone(&obj.object))),
-            Reader::Compact(store) => store
-                .get(&self.compact_key(namespace, name))
+            Reader::Compact(store) => self
+                .compact_get(store, namespace, name)
                 .map(|obj| self.decode(&obj))
                 .transpose(),
         }
@@ -250,12 +300,12 @@ impl ObjectStore {
         decoder: &dyn Decoder,
     ) -> Result<Option<AnyObject>> {
         match &self.reader {
-            Reader::Shared(store) => store
-                .get(&self.shared_key(namespace, name))
+            Reader::Shared(store) => self
+                .shared_get(store, namespace, name)
                 .map(|obj| self.shared_as(&obj, decoder))
                 .transpose(),
-            Reader::Compact(store) => store
-                .get(&self.compact_key(namespace, name))
+            Reader::Compact(store) => self
+                .compact_get(store, namespace, name)
                 .map(|obj| {
                     decoder
                         .decode(&obj, &self.types)

@@ -485,16 +485,18 @@ where
         let error_policy = Arc::clone(&self.error_policy);
         let reconciled = series.clone();
         let retried = series.clone();
+        let kind = Arc::new(typed::gvk_of::<K>());
         let results = controller.run(
             move |stub: Arc<Stub<K>>, ctx: Arc<Context>| {
                 let (label, series) = (Arc::clone(&label), reconciled.clone());
-                let reconcile = Arc::clone(&reconcile);
+                let (reconcile, kind) = (Arc::clone(&reconcile), Arc::clone(&kind));
                 async move {
-                    let key = stub.key(&());
-                    let answer =
-                        typed::get_arc::<K>(ctx.cache().as_ref(), stub.namespace(), stub.name())
-                            .await;
-                    let object = match super::read(answer, &key, &ctx, &series) {
+                    let answer = ctx
+                        .cache()
+                        .get_as(&kind, stub.namespace(), stub.name(), &typed::As::<K>::new())
+                        .await
+                        .and_then(|object| typed::downcast::<K>(&kind, object));
+                    let object = match super::stub::read_stub(answer, &stub, &(), &ctx, &series) {
                         Ok(object) => object,
                         Err(action) => return Ok(action),
                     };
@@ -505,7 +507,7 @@ where
                     let reconciled = admission.run(reconcile::instrumented(
                         &label,
                         series,
-                        (Arc::clone(&object), key),
+                        (Arc::clone(&object), stub),
                         Arc::clone(&ctx),
                         move |object, ctx| reconcile(object, ctx),
                     ));

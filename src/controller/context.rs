@@ -214,6 +214,15 @@ impl Context {
     pub fn forget(&self, object: &ObjectRef<DynamicObject>) {
         self.failures.forget(object);
     }
+
+    /// [`Context::forget`] of the object `key` makes, made only when some object failed (a
+    /// reconcile that succeeds builds no reference when nothing failed).
+    pub(crate) fn forget_with(&self, key: impl FnOnce() -> ObjectRef<DynamicObject>) {
+        let mut map = self.failures.map();
+        if !map.is_empty() {
+            map.remove(&key());
+        }
+    }
 }
 
 /// The event reference of `object` (its apiVersion, kind, namespace, name and uid), to record

@@ -6,31 +6,25 @@
 //! instant, and the scheduler's maps keep the capacity of the largest queue they ever held (a
 //! few hundred bytes per object of the kind, for as long as the controller runs). A pass asks
 //! for the next object only while fewer than [`LIST_PASS_QUEUE`](super::LIST_PASS_QUEUE) wait
-//! ([`Series::admit`]), so the scheduler stays small, and a new list restarts the pass on the
-//! store it made.
+//! ([`Series::try_admit`]); a full queue is let drain to half ([`Series::drained`]) before the
+//! pass refills it, so the scheduler stays small and the pass wakes once per run of objects,
+//! not once per object. A new list restarts the pass on the store it made.
+//!
+//! The pass is a hand-written stream: it runs for every object a controller reconciles, and
+//! a stream built from an `async` block would move its whole state for each object.
 
+use std::future::Future;
 use std::hash::Hash;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use futures::Stream;
+use futures::{Stream, StreamExt as _};
 use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::watch;
 
 use super::series::Series;
-
-struct Pass<K: Resource + 'static>
-where
-    K::DynamicType: Eq + Hash,
-{
-    store: Store<K>,
-    dyntype: K::DynamicType,
-    series: Series,
-    /// Changes once a list is in the store.
-    lists: watch::Receiver<()>,
-    /// What is left of the current pass.
-    left: std::vec::IntoIter<Arc<K>>,
-}
 
 /// Every object of `store` once after each list `lists` announces, each asked for once the
 /// queue `series` counts has room ([`super::LIST_PASS_QUEUE`]). Ends when `lists` is dropped (the
@@ -45,31 +39,84 @@ where
     K: Resource + Clone + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
 {
-    let pass = Pass {
+    let lists = futures::stream::unfold(lists, |mut lists| async move {
+        lists.changed().await.ok()?;
+        Some(((), lists))
+    });
+    Pass {
         store,
         dyntype,
         series,
-        lists,
+        lists: Box::pin(lists),
         left: Vec::new().into_iter(),
-    };
-    futures::stream::unfold(pass, |mut pass| async move {
+        next: None,
+        room: None,
+    }
+}
+
+struct Pass<K: Resource + 'static>
+where
+    K::DynamicType: Eq + Hash,
+{
+    store: Store<K>,
+    dyntype: K::DynamicType,
+    series: Series,
+    /// One item per list in the store.
+    lists: Pin<Box<dyn Stream<Item = ()> + Send>>,
+    /// What is left of the current pass.
+    left: std::vec::IntoIter<Arc<K>>,
+    /// The object that found the queue full, asked for again once it drained.
+    next: Option<ObjectRef<K>>,
+    /// Waits for the queue to drain ([`Series::drained`]) while it is full.
+    room: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+}
+
+// Nothing of a pass is pinned in place: its futures are boxed.
+impl<K: Resource + 'static> Unpin for Pass<K> where K::DynamicType: Eq + Hash {}
+
+impl<K> Stream for Pass<K>
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
+{
+    type Item = ObjectRef<K>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
         loop {
-            let Some(obj) = pass.left.next() else {
-                pass.lists.changed().await.ok()?;
-                pass.left = pass.store.state().into_iter();
-                continue;
-            };
-            let object = ObjectRef::from_obj_with(obj.as_ref(), pass.dyntype.clone());
-            tokio::select! {
-                biased;
-                relisted = pass.lists.changed() => {
-                    relisted.ok()?;
-                    pass.left = pass.store.state().into_iter();
+            // A new list first: the pass starts over on the store it made.
+            match this.lists.poll_next_unpin(cx) {
+                Poll::Ready(Some(())) => {
+                    this.left = this.store.state().into_iter();
+                    this.next = None;
+                    this.room = None;
+                    continue;
                 }
-                () = pass.series.admit(&object) => return Some((object, pass)),
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => {}
             }
+            if let Some(room) = &mut this.room {
+                if room.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                this.room = None;
+            }
+            let object = match this.next.take() {
+                Some(object) => object,
+                None => match this.left.next() {
+                    Some(obj) => ObjectRef::from_obj_with(obj.as_ref(), this.dyntype.clone()),
+                    // The pass is over until the next list.
+                    None => return Poll::Pending,
+                },
+            };
+            if this.series.try_admit(&object) {
+                return Poll::Ready(Some(object));
+            }
+            let series = this.series.clone();
+            this.room = Some(Box::pin(async move { series.drained().await }));
+            this.next = Some(object);
         }
-    })
+    }
 }
 
 #[cfg(test)]
@@ -123,7 +170,8 @@ mod tests {
     }
 
     /// A list of more objects than the queue holds reaches the scheduler as the runner takes
-    /// them, every object once; a new list restarts the pass on the new store.
+    /// them (a full queue refilled once it drained to half), every object once; a new list
+    /// restarts the pass on the new store.
     #[tokio::test]
     async fn a_pass_asks_for_each_listed_object_once_as_the_queue_has_room() {
         let (soon, guard) = (Duration::from_millis(50), Duration::from_secs(5));
@@ -144,11 +192,20 @@ mod tests {
         assert_eq!(
             next(&mut pass, soon).await,
             None,
-            "the queue is full until the runner takes an object"
+            "the queue is full until the runner takes objects"
         );
-        taken(&series, &asked[0]);
+        let half = LIST_PASS_QUEUE / 2;
+        for name in &asked[..half - 1] {
+            taken(&series, name);
+        }
+        assert_eq!(
+            next(&mut pass, soon).await,
+            None,
+            "a full queue is let drain to half before the pass refills it"
+        );
+        taken(&series, &asked[half - 1]);
         asked.push(next(&mut pass, guard).await.unwrap());
-        for name in &asked {
+        for name in &asked[half..] {
             taken(&series, name);
         }
         while asked.len() < n {

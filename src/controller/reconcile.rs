@@ -5,44 +5,45 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-use kube::core::{DynamicObject, Resource};
-use kube::runtime::{controller::Action, reflector::ObjectRef};
+use kube::core::Resource;
+use kube::runtime::controller::Action;
 use tracing::{Instrument, field};
 
 use super::context::Context;
 use super::metrics::ReconcileResult as Outcome;
 use super::series::Series;
+use super::stub::Stub;
 
-/// Runs `reconcile` on `object` (whose erased reference is `key`) in a `reconcile` span
-/// (fields `controller`, `k8s.namespace`, `object.name`, then `result` and, on failure,
-/// `error`), counted in `series`. A failure counts against the object before the error policy
-/// runs; a success clears its count.
+/// Runs `reconcile` on `object` (the one `stub` names, read and [taken](Series::taken) from
+/// the queue) in a `reconcile` span (fields `controller`, `k8s.namespace`, `object.name`, then
+/// `result` and, on failure, `error`), counted in `series`. A failure counts against the
+/// object before the error policy runs; a success clears its count. The object's reference
+/// is built only when failures are counted.
 pub(super) fn instrumented<K, R, Fut, E>(
     controller: &str,
     series: Series,
-    (object, key): (Arc<K>, ObjectRef<DynamicObject>),
+    (object, stub): (Arc<K>, Arc<Stub<K>>),
     ctx: Arc<Context>,
     reconcile: R,
 ) -> impl Future<Output = Result<Action, E>> + Send + 'static + use<K, R, Fut, E>
 where
     R: FnOnce(Arc<K>, Arc<Context>) -> Fut,
-    K: Resource<DynamicType = ()>,
+    K: Resource<DynamicType = ()> + Send + Sync + 'static,
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
     E: std::error::Error + Send + 'static,
 {
-    let meta = object.meta();
     let span = tracing::info_span!(
         "reconcile",
         controller = %controller,
-        k8s.namespace = meta.namespace.as_deref().unwrap_or(""),
-        object.name = meta.name.as_deref().unwrap_or(""),
+        k8s.namespace = stub.namespace().unwrap_or(""),
+        object.name = stub.name(),
         result = field::Empty,
         error = field::Empty,
     );
     let running = span.in_scope(|| reconcile(object, Arc::clone(&ctx)));
     let record = span.clone();
     async move {
-        let _worker = series.reconcile_started(&key);
+        let _worker = series.reconcile_running();
         let started = Instant::now();
         let result = running.await;
         let outcome = match &result {
@@ -54,14 +55,14 @@ where
         record.record("result", outcome.as_str());
         match &result {
             Ok(action) => {
-                ctx.forget(&key);
+                ctx.forget_with(|| stub.key(&()));
                 if outcome == Outcome::RequeueAfter {
                     series.queue_retried();
                 }
                 tracing::debug!(?action, "reconciled");
             }
             Err(error) => {
-                ctx.failed(key);
+                ctx.failed(stub.key(&()));
                 let error = crate::telemetry::error_chain(error);
                 record.record("error", error.as_str());
                 // A user's reconcile failing is theirs to look at, not the manager breaking.
@@ -168,12 +169,12 @@ mod tests {
         let series = Series::new(Some(&metrics), "web", 1);
         let ctx = context();
         let object = configmap();
-        let key = ObjectRef::from_obj(object.as_ref()).erase();
+        let stub = Arc::new(Stub::of(&object.metadata));
 
         let failed = instrumented(
             "web",
             series.clone(),
-            (Arc::clone(&object), key.clone()),
+            (Arc::clone(&object), Arc::clone(&stub)),
             Arc::clone(&ctx),
             |_, _| async { Err::<Action, _>(Failed) },
         )
@@ -183,7 +184,7 @@ mod tests {
         let requeued = instrumented(
             "web",
             series,
-            (Arc::clone(&object), key),
+            (Arc::clone(&object), stub),
             Arc::clone(&ctx),
             |_, _| async { Ok::<_, Failed>(Action::requeue(std::time::Duration::from_secs(1))) },
         )

@@ -30,6 +30,10 @@ use super::metrics::ReconcileResult as Outcome;
 /// ever held, stay this small instead of growing to the number of objects.
 pub const LIST_PASS_QUEUE: usize = 1024;
 
+/// How far a full queue drains before a waiting list pass asks for more: the pass refills the
+/// queue in runs, instead of waking for every object the runner takes.
+const LIST_PASS_REFILL: usize = LIST_PASS_QUEUE / 2;
+
 /// One controller's queue as its triggers and reconciles see it, and its series in
 /// [`ControllerMetrics`] (when the controller is counted).
 #[derive(Clone, Debug, Default)]
@@ -54,7 +58,11 @@ impl Queue {
     }
 
     fn key<K: Lookup>(&self, object: &ObjectRef<K>) -> u64 {
-        self.hasher.hash_one((&object.namespace, &object.name))
+        self.key_at(object.namespace.as_deref(), &object.name)
+    }
+
+    fn key_at(&self, namespace: Option<&str>, name: &str) -> u64 {
+        self.hasher.hash_one((namespace, name))
     }
 }
 
@@ -73,6 +81,12 @@ impl Series {
     #[must_use]
     pub fn reconcile_started<K: Lookup>(&self, object: &ObjectRef<K>) -> Option<ActiveWorker> {
         self.taken(object);
+        self.reconcile_running()
+    }
+
+    /// A reconcile of an object already [taken](Series::taken) started: it counts as active
+    /// until the guard drops.
+    pub(crate) fn reconcile_running(&self) -> Option<ActiveWorker> {
         self.counted
             .as_ref()
             .map(ControllerSeries::reconcile_started)
@@ -94,21 +108,37 @@ impl Series {
     }
 
     /// Waits until the queue has room ([`LIST_PASS_QUEUE`]) or already holds `object`, then
-    /// adds it: how a list pass asks for each object.
+    /// adds it: how a list pass asks for each object. A full queue is let drain to half
+    /// before anything more is added.
     pub async fn admit<K: Lookup>(&self, object: &ObjectRef<K>) {
+        while !self.try_admit(object) {
+            self.drained().await;
+        }
+    }
+
+    /// Adds `object` if the queue has room ([`LIST_PASS_QUEUE`]) or already holds it; `false`
+    /// (nothing added) when it is full.
+    pub(crate) fn try_admit<K: Lookup>(&self, object: &ObjectRef<K>) -> bool {
         let key = self.queue.key(object);
+        let mut pending = self.queue.pending();
+        if pending.len() < LIST_PASS_QUEUE || pending.contains(&key) {
+            pending.insert(key);
+            self.added(pending.len());
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Waits until at most half of [`LIST_PASS_QUEUE`] objects wait.
+    pub(crate) async fn drained(&self) {
         loop {
             // Registered before the check, so a departure in between is not missed.
             let room = self.queue.room.notified();
             let mut room = std::pin::pin!(room);
             room.as_mut().enable();
-            {
-                let mut pending = self.queue.pending();
-                if pending.len() < LIST_PASS_QUEUE || pending.contains(&key) {
-                    pending.insert(key);
-                    self.added(pending.len());
-                    return;
-                }
+            if self.queue.pending().len() <= LIST_PASS_REFILL {
+                return;
             }
             room.await;
         }
@@ -124,7 +154,15 @@ impl Series {
     /// The runner took `object` from the queue: for a reconcile, or to find it gone (deleted
     /// before its turn).
     pub fn taken<K: Lookup>(&self, object: &ObjectRef<K>) {
-        let key = self.queue.key(object);
+        self.take(self.queue.key(object));
+    }
+
+    /// [`Series::taken`] of the object `namespace/name`, without a reference built for it.
+    pub(crate) fn taken_at(&self, namespace: Option<&str>, name: &str) {
+        self.take(self.queue.key_at(namespace, name));
+    }
+
+    fn take(&self, key: u64) {
         let mut pending = self.queue.pending();
         if !pending.remove(&key) {
             return;
@@ -136,8 +174,11 @@ impl Series {
         if let Some(c) = &self.counted {
             c.queue_depth(pending.len());
         }
+        let refill = pending.len() == LIST_PASS_REFILL;
         drop(pending);
-        self.queue.room.notify_waiters();
+        if refill {
+            self.queue.room.notify_waiters();
+        }
     }
 
     /// `object` left the queue without a reconcile (it was deleted before its turn).
@@ -186,7 +227,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_list_pass_waits_for_room_in_the_queue_and_an_object_already_queued_passes() {
+    async fn a_list_pass_waits_for_a_full_queue_to_drain_to_half_and_an_object_already_queued_passes()
+     {
         let series = Series::default();
         for i in 0..LIST_PASS_QUEUE {
             series.admit(&object(i)).await;
@@ -203,12 +245,20 @@ mod tests {
         });
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished(), "the queue is full");
-        series.taken(&object(7));
+        for i in 0..LIST_PASS_REFILL - 1 {
+            series.taken(&object(i));
+        }
+        tokio::task::yield_now().await;
+        assert!(
+            !waiting.is_finished(),
+            "a full queue is let drain to half first"
+        );
+        series.taken(&object(LIST_PASS_REFILL - 1));
         tokio::time::timeout(Duration::from_secs(5), waiting)
             .await
-            .expect("a departure makes room")
+            .expect("a queue drained to half makes room")
             .unwrap();
-        assert_eq!(series.depth(), LIST_PASS_QUEUE);
+        assert_eq!(series.depth(), LIST_PASS_REFILL + 1);
 
         for i in 0..=LIST_PASS_QUEUE {
             series.dropped(&object(i));

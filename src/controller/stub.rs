@@ -15,9 +15,15 @@
 //!   metadata holds only what scheduling uses, the name and namespace (the store key, the
 //!   per-object dedupe, owner and mapper triggers). Each reconcile reads the full object
 //!   through the cache tree first ([`read`]): decoded once from the compact store, or with
-//!   `unsafeDisableDeepCopy` the cache's own `Arc` (no decode), so the reconcile still gets a
-//!   whole typed `Arc<K>` and a hook the whole object. kube-runtime's scheduler and runner are
-//!   used unchanged.
+//!   `unsafeDisableDeepCopy` the cache's own `Arc` (the typed copy the cache keeps beside the
+//!   object from its first typed read until it changes: nothing decoded per reconcile), so the
+//!   reconcile still gets a whole typed `Arc<K>` and a hook the whole object. kube-runtime's
+//!   scheduler and runner are used unchanged.
+//!
+//! The read is the one cost a reconcile pays for holding no object, so its own path allocates
+//! nothing but the object: the queue is told by the stub's name and namespace
+//! ([`read_stub`]), and the object's reference (for failure counts and warnings) is built only
+//! when something failed.
 //!
 //! Nothing else scheduling might want (uid, resourceVersion, deletion timestamp, finalizers) is
 //! kept: the reconcile reads them, current, from the object it gets. An object the cache no
@@ -253,10 +259,32 @@ pub(crate) fn read<T>(
 ) -> Result<Arc<T>, Action> {
     // The runner took the object from the queue, whatever happens next.
     series.taken(key);
-    let error = match answer {
-        Ok(object) => return Ok(object),
-        Err(error) => error,
-    };
+    answer.map_err(|error| unreadable(&error, key, ctx, series))
+}
+
+/// [`read`] of the object `stub` names, whose reference (`dyntype` its kind's) is built only
+/// when the cache does not answer it: the reconcile's own path allocates nothing of its own.
+pub(super) fn read_stub<K: Resource, T>(
+    answer: cache::Result<Arc<T>>,
+    stub: &Stub<K>,
+    dyntype: &K::DynamicType,
+    ctx: &Context,
+    series: &Series,
+) -> Result<Arc<T>, Action>
+where
+    K::DynamicType: Clone,
+{
+    series.taken_at(stub.namespace(), stub.name());
+    answer.map_err(|error| unreadable(&error, &stub.key(dyntype), ctx, series))
+}
+
+/// The [`Action`] for an object the cache did not answer (see [`read`]).
+fn unreadable(
+    error: &cache::Error,
+    key: &ObjectRef<DynamicObject>,
+    ctx: &Context,
+    series: &Series,
+) -> Action {
     let error_text = crate::telemetry::error_chain(&error);
     if error.is_retryable() {
         ctx.failed(key.clone());
@@ -264,7 +292,7 @@ pub(crate) fn read<T>(
         tracing::warn!(object.ref = %key, error = %error_text, retry_in_ms = wait.as_millis(),
             "controller cannot read the object to reconcile from the cache");
         series.queue_retried();
-        return Err(Action::requeue(wait));
+        return Action::requeue(wait);
     }
     if matches!(
         error,
@@ -276,7 +304,7 @@ pub(crate) fn read<T>(
         tracing::debug!(object.ref = %key, reason = %error_text,
             "object left the cache before its reconcile");
     }
-    Err(Action::await_change())
+    Action::await_change()
 }
 
 /// `key` (a reference to a `K`) as a reference to its stub.

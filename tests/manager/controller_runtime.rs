@@ -6,7 +6,7 @@
 use crate::support;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -295,7 +295,8 @@ async fn the_runner_store_holds_stubs_and_the_reconcile_gets_the_whole_object() 
 }
 
 /// With `unsafeDisableDeepCopy`, a reconcile gets the cache's own `Arc` (the typed copy the
-/// cache keeps for the object): no decode, no copy.
+/// cache keeps for the object): a second reconcile of the unchanged object gets the very same
+/// `Arc` as the first, and as a read of the cache, so nothing was decoded or copied for it.
 #[tokio::test]
 async fn with_unsafe_disable_deep_copy_the_reconcile_gets_the_caches_own_arc() {
     let mut env = Env::new().await;
@@ -312,17 +313,30 @@ spec:
         .await
         .unwrap();
     let (tx, mut objects) = mpsc::unbounded_channel();
+    let calls = AtomicUsize::new(0);
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(Controller::<ConfigMap>::new("shared").run(
         env.context(),
         move |object: Arc<ConfigMap>, _ctx| {
+            let first = calls.fetch_add(1, Ordering::SeqCst) == 0;
             let _ = tx.send(Arc::clone(&object));
-            async { Ok::<_, Failed>(Action::await_change()) }
+            async move {
+                // The first reconcile asks for a second one of the unchanged object.
+                Ok::<_, Failed>(if first {
+                    Action::requeue(Duration::from_millis(1))
+                } else {
+                    Action::await_change()
+                })
+            }
         },
         default_error_policy,
         shutdown.clone(),
     ));
-    let reconciled = tokio::time::timeout(GUARD, objects.recv())
+    let first = tokio::time::timeout(GUARD, objects.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let second = tokio::time::timeout(GUARD, objects.recv())
         .await
         .unwrap()
         .unwrap();
@@ -331,7 +345,11 @@ spec:
         .await
         .unwrap();
     assert!(
-        Arc::ptr_eq(&reconciled, &read),
+        Arc::ptr_eq(&first, &second),
+        "the second reconcile got the first one's object: nothing decoded"
+    );
+    assert!(
+        Arc::ptr_eq(&second, &read),
         "the reconcile's object is the one the cache shares"
     );
     shutdown.cancel();

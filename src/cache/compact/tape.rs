@@ -220,7 +220,9 @@ impl<'de> Tape<'de> {
     }
 
     fn byte(&mut self) -> Result<u8, Error> {
-        Ok(self.take(1)?[0])
+        let (&byte, rest) = self.bytes.split_first().ok_or_else(corrupt)?;
+        self.bytes = rest;
+        Ok(byte)
     }
 
     fn eight(&mut self) -> Result<[u8; 8], Error> {
@@ -234,21 +236,32 @@ impl<'de> Tape<'de> {
 
     /// A string after its tag: length, then bytes.
     fn str(&mut self) -> Result<&'de str, Error> {
-        let mut len = 0usize;
-        let mut shift = 0;
+        let first = self.byte()?;
+        let len = if first & 0x80 == 0 {
+            // Most strings are shorter than 128 bytes: their length is one byte.
+            usize::from(first)
+        } else {
+            self.long_len(first)?
+        };
+        let (text, rest) = self.strings.split_at_checked(len).ok_or_else(corrupt)?;
+        self.strings = rest;
+        Ok(text)
+    }
+
+    /// The rest of a length of more than one byte whose first byte is `first`.
+    fn long_len(&mut self, first: u8) -> Result<usize, Error> {
+        let mut len = usize::from(first & 0x7f);
+        let mut shift = 7;
         loop {
             let byte = self.byte()?;
             len |= usize::from(byte & 0x7f)
                 .checked_shl(shift)
                 .ok_or_else(corrupt)?;
             if byte & 0x80 == 0 {
-                break;
+                return Ok(len);
             }
             shift += 7;
         }
-        let (text, rest) = self.strings.split_at_checked(len).ok_or_else(corrupt)?;
-        self.strings = rest;
-        Ok(text)
     }
 
     /// Skips one value.
@@ -307,10 +320,11 @@ impl<'de> Deserializer<'de> for &mut Tape<'de> {
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
-        if self.peek()? == NULL {
-            self.byte()?;
+        if let Some((&NULL, rest)) = self.bytes.split_first() {
+            self.bytes = rest;
             visitor.visit_none()
         } else {
+            // An empty tape fails in the value's own read.
             visitor.visit_some(self)
         }
     }
