@@ -29,9 +29,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::api::{Api, Patch, PatchParams};
-use kube::core::{DynamicObject, GroupVersionKind};
+use kube::core::GroupVersionKind;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -40,14 +38,18 @@ use super::controller::HookController;
 use super::metrics::HookMetrics;
 use super::release::{self, CONTROLLER_FINALIZER, Held, Released};
 use super::resource::{
-    CONTROLLER_CONDITION_READY, CONTROLLER_CONDITION_VALID, Controller, ControllerError,
-    ControllerKey, ControllerSettings, ControllerStatus, FINALIZER_PREFIX, ValidatedController,
+    ControllerError, ControllerKey, ControllerSettings, ControllerStatus, FINALIZER_PREFIX,
+    ValidatedController,
 };
 use super::stats::Stats;
 use crate::cache::{Sharding, SharedCache, WantedKinds};
 use crate::controller::{Context, ControllerMetrics};
-use crate::manager::{ControllerReadiness, State};
+use crate::manager::State;
 use crate::selector::ShardKey;
+
+mod status;
+
+use status::{report, write_statuses};
 
 /// How often the `Controller` statuses are recomputed; an unchanged status is not written.
 const STATUS_INTERVAL: Duration = Duration::from_secs(2);
@@ -543,40 +545,6 @@ fn want_kinds(desired: &Desired, wants: &mut Wants, cache: &Arc<SharedCache>) {
     }
 }
 
-/// Tells `state` which controllers run and which wait for their kinds (as `hook
-/// namespace/name`), and that those it was told of before and that are neither are gone.
-fn report(
-    state: &State,
-    desired: &Desired,
-    running: &HashMap<ControllerKey, Running>,
-    waiting: &Waiting,
-    reported: &mut HashSet<String>,
-) {
-    let mut now = HashSet::new();
-    for name in desired.keys() {
-        let readiness = match (waiting.get(name), running.get(name)) {
-            (Some(kept), _) if kept.reason == REASON_WAITING_FOR_KIND => {
-                ControllerReadiness::WaitingForKind {
-                    reason: kept
-                        .message
-                        .strip_prefix(WAITING_MESSAGE)
-                        .unwrap_or(&kept.message)
-                        .to_owned(),
-                }
-            }
-            (None, Some(r)) if r.stats.ready() => ControllerReadiness::Running,
-            _ => continue,
-        };
-        let label = format!("hook {name}");
-        state.controller(&label, Some(readiness));
-        now.insert(label);
-    }
-    for gone in reported.difference(&now) {
-        state.controller(gone, None);
-    }
-    *reported = now;
-}
-
 /// Why a controller of `settings` may not run on a cache sharded as `sharding`: it owns or
 /// watches other kinds while objects are spread by uid, so an object's children and related
 /// objects are cached (and reconciled) on other members than the object itself.
@@ -683,178 +651,5 @@ fn held(settings: &ControllerSettings) -> Option<Held> {
     })
 }
 
-/// The status of the `Controller` `name`: validity from `wanted`, the rest from what runs.
-fn status_of(
-    wanted: &Result<ValidatedController, ControllerError>,
-    running: Option<&Running>,
-    waiting: Option<&Kept>,
-    previous: Option<&ControllerStatus>,
-) -> ControllerStatus {
-    let now = Time(jiff::Timestamp::now());
-    let condition = |type_: &str, ok: bool, reason: &str, message: String| {
-        let transition = previous
-            .and_then(|p| p.conditions.iter().find(|c| c.type_ == type_))
-            .filter(|c| (c.status == "True") == ok)
-            .map_or_else(|| now.clone(), |c| c.last_transition_time.clone());
-        Condition {
-            type_: type_.to_owned(),
-            status: if ok { "True" } else { "False" }.to_owned(),
-            reason: reason.to_owned(),
-            message,
-            last_transition_time: transition,
-            observed_generation: None,
-        }
-    };
-    let (valid, generation) = match wanted {
-        Ok(v) => (
-            condition(CONTROLLER_CONDITION_VALID, true, "Valid", String::new()),
-            v.resource.metadata.generation,
-        ),
-        Err(e) => (
-            condition(
-                CONTROLLER_CONDITION_VALID,
-                false,
-                "Invalid",
-                e.errors
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            ),
-            running.and_then(|r| r.generation),
-        ),
-    };
-    let ready = running.is_some_and(|r| r.stats.ready());
-    let ready = match waiting {
-        Some(kept) => condition(
-            CONTROLLER_CONDITION_READY,
-            false,
-            kept.reason,
-            kept.message.clone(),
-        ),
-        None => condition(
-            CONTROLLER_CONDITION_READY,
-            ready,
-            if ready { "Running" } else { "NotRunning" },
-            String::new(),
-        ),
-    };
-    ControllerStatus {
-        observed_generation: generation,
-        conditions: vec![valid, ready],
-        reconciles: running.map(|r| i64::try_from(r.stats.reconciles()).unwrap_or(i64::MAX)),
-        failures: running.map(|r| i64::try_from(r.stats.failures()).unwrap_or(i64::MAX)),
-        last_error: running.and_then(|r| r.stats.last_error()),
-    }
-}
-
-/// Writes every `Controller`'s status that differs from the last one written.
-async fn write_statuses(
-    ctx: &Context,
-    desired: &Desired,
-    running: &HashMap<ControllerKey, Running>,
-    waiting: &Waiting,
-    wants: &Wants,
-    written: &mut HashMap<ControllerKey, ControllerStatus>,
-) {
-    written.retain(|name, _| desired.contains_key(name));
-    for (name, wanted) in desired {
-        if wants.get(name).is_some_and(|w| !w.settled()) {
-            // Its kinds are being looked up: the next pass knows whether it runs or waits.
-            continue;
-        }
-        let status = status_of(
-            wanted,
-            running.get(name),
-            waiting.get(name),
-            written.get(name),
-        );
-        if written.get(name) == Some(&status) {
-            continue;
-        }
-        let (namespace, short) = (name.namespace.as_str(), name.name.as_str());
-        let api: Api<DynamicObject> = Api::namespaced_with(
-            ctx.client().clone(),
-            namespace,
-            &kube::core::ApiResource::erase::<Controller>(&()),
-        );
-        let body = serde_json::json!({
-            "apiVersion": "informant.dev/v1alpha1",
-            "kind": "Controller",
-            "status": status,
-        });
-        let params = PatchParams::apply(crate::manager::FIELD_MANAGER).force();
-        match api.patch_status(short, &params, &Patch::Apply(&body)).await {
-            Ok(_) => {
-                written.insert(name.clone(), status);
-            }
-            Err(e) => {
-                tracing::warn!(controller = %name, error = %e, "cannot write the controller's status");
-            }
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use kube::core::GroupVersionKind;
-
-    use super::*;
-    use crate::hooks::Hook;
-
-    fn settings(owns: &[&str], watches: &[&str]) -> ControllerSettings {
-        let gvk = |kind: &&str| GroupVersionKind::gvk("", "v1", kind);
-        ControllerSettings {
-            key: ControllerKey::new("default", "c"),
-            for_kind: GroupVersionKind::gvk("", "v1", "Secret"),
-            label_selector: None,
-            field_selector: None,
-            owns: owns.iter().map(gvk).collect(),
-            watches: watches.iter().map(gvk).collect(),
-            map_to: watches
-                .iter()
-                .map(|_| super::super::MapTo::Namespace)
-                .collect(),
-            hook: Hook::Exec {
-                command: vec!["true".into()],
-                timeout: Duration::from_secs(1),
-            },
-            concurrency: 1,
-            resync_period: None,
-            finalizer: None,
-        }
-    }
-
-    #[test]
-    fn only_uid_sharding_refuses_and_only_controllers_with_related_kinds() {
-        let by = |key| {
-            Some(Sharding {
-                ring: "shop".into(),
-                key,
-            })
-        };
-        let related = settings(&["ConfigMap"], &["Pod"]);
-        let lonely = settings(&[], &[]);
-        assert_eq!(sharding_refusal(None, &related), None);
-        assert_eq!(
-            sharding_refusal(by(ShardKey::Namespace).as_ref(), &related),
-            None
-        );
-        assert_eq!(sharding_refusal(by(ShardKey::Uid).as_ref(), &lonely), None);
-        let said = sharding_refusal(by(ShardKey::Uid).as_ref(), &related).unwrap();
-        assert!(
-            said.contains(
-                "the kinds this controller owns or watches (v1 ConfigMap, v1 Pod) are cached"
-            ),
-            "{said}"
-        );
-        assert!(
-            said.contains("set spec.sharding.key: namespace in the CacheConfig"),
-            "{said}"
-        );
-        let watching = settings(&[], &["Pod"]);
-        assert!(sharding_refusal(by(ShardKey::Uid).as_ref(), &watching).is_some());
-    }
-}
+mod tests;

@@ -1,0 +1,254 @@
+use super::*;
+use crate::config::load_str;
+
+fn derive(spec: &str, options: &Options) -> Rules {
+    let text = format!(
+        "apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\nmetadata: {{name: c}}\nspec: {spec}\n"
+    );
+    Rules::derive(&load_str(&text).unwrap(), options)
+}
+
+fn resources(rules: &[PolicyRule]) -> Vec<String> {
+    rules
+        .iter()
+        .flat_map(|r| r.resources.clone().unwrap_or_default())
+        .collect()
+}
+
+#[test]
+fn an_empty_spec_reads_nothing_up_front_and_records_events_everywhere() {
+    let rules = derive("{}", &Options::new("sys"));
+    assert_eq!(rules.cluster, vec![events_rule(Api::CoreV1)]);
+    assert_eq!(rules.namespaces.keys().collect::<Vec<_>>(), ["sys"]);
+    assert_eq!(
+        resources(&rules.namespaces["sys"]),
+        [
+            "cacheconfigs",
+            "cacheconfigs/status",
+            "controllers",
+            "controllers/status"
+        ]
+    );
+    assert_eq!(
+        rules.namespaces["sys"][0].resource_names,
+        Some(vec!["c".to_owned()])
+    );
+    // The release finalizer of a `Controller` is a patch of its metadata.
+    assert_eq!(
+        rules.namespaces["sys"][2].verbs,
+        ["get", "list", "watch", "patch"]
+    );
+    assert_eq!(rules.namespaces["sys"][2].resource_names, None);
+}
+
+#[test]
+fn the_events_k8s_io_api_gets_its_own_events_rule() {
+    let spec = "{recorder: {api: events.k8s.io/v1}}";
+    let doc = format!(
+        "apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\nmetadata: {{name: c}}\nspec: {spec}\n"
+    );
+    let config = crate::config::load_str(&doc).unwrap();
+    let rules = Rules::derive(&config, &Options::new("informant-system"));
+    assert_eq!(rules.cluster, vec![events_rule(Api::EventsV1)]);
+    assert_eq!(
+        rules.cluster[0].api_groups.as_deref(),
+        Some(&["events.k8s.io".to_owned()][..])
+    );
+}
+
+#[test]
+fn namespace_scoped_configs_get_roles_and_cluster_scoped_kinds_a_cluster_role() {
+    let rules = derive(
+        "{defaultNamespaces: {a: {}, b: {}}, byObject: [{apiVersion: v1, kind: Pod}, \
+             {apiVersion: apps/v1, kind: Deployment, namespaces: {b: {}}}, \
+             {apiVersion: v1, kind: Node}]}",
+        &Options::new("sys"),
+    );
+    assert_eq!(resources(&rules.cluster), ["nodes"]);
+    assert_eq!(
+        rules.namespaces.keys().collect::<Vec<_>>(),
+        ["a", "b", "default", "sys"]
+    );
+    assert_eq!(resources(&rules.namespaces["a"]), ["pods", "events"]);
+    assert_eq!(
+        resources(&rules.namespaces["b"]),
+        ["pods", "deployments", "events"]
+    );
+    assert_eq!(resources(&rules.namespaces["default"]), ["events"]);
+    assert_eq!(
+        rules.namespaces["b"][1].api_groups,
+        Some(vec!["apps".into()])
+    );
+    assert_eq!(rules.namespaces["b"][0].verbs, ["list", "watch"]);
+}
+
+#[test]
+fn a_namespaced_kind_cached_everywhere_makes_events_cluster_wide() {
+    let rules = derive(
+        "{defaultNamespaces: {a: {}}, byObject: [{apiVersion: v1, kind: Secret, namespaces: {}}]}",
+        &Options::new("sys"),
+    );
+    assert_eq!(resources(&rules.cluster), ["secrets", "events"]);
+    assert_eq!(rules.namespaces.keys().collect::<Vec<_>>(), ["sys"]);
+    let all_others = derive(
+        "{defaultNamespaces: {a: {}, \"\": {}}}",
+        &Options::new("sys"),
+    );
+    assert_eq!(resources(&all_others.cluster), ["events"]);
+    assert_eq!(all_others.namespaces.keys().collect::<Vec<_>>(), ["sys"]);
+}
+
+#[test]
+fn extra_kinds_and_rules_follow_the_default_scope_and_leases_the_manager() {
+    let extra = rule("example.com", &["widgets"], None, &["get"]);
+    let options = Options {
+        namespace: "sys".into(),
+        lease: Some("informant".into()),
+        kinds: vec![
+            GroupVersionKind::gvk("apps", "v1", "Deployment"),
+            GroupVersionKind::gvk("", "v1", "Namespace"),
+        ],
+        extra_rules: vec![extra.clone()],
+    };
+    let rules = derive("{defaultNamespaces: {a: {}}}", &options);
+    assert_eq!(resources(&rules.cluster), ["namespaces"]);
+    assert_eq!(
+        resources(&rules.namespaces["a"]),
+        ["deployments", "events", "widgets"]
+    );
+    let sys = &rules.namespaces["sys"];
+    assert_eq!(
+        resources(sys),
+        [
+            "events",
+            "cacheconfigs",
+            "cacheconfigs/status",
+            "controllers",
+            "controllers/status",
+            "leases",
+            "leases"
+        ]
+    );
+    assert_eq!(sys[6].resource_names, Some(vec!["informant".to_owned()]));
+    assert_eq!(sys[5].resource_names, None);
+    let cluster = derive("{}", &options);
+    assert_eq!(cluster.cluster.last(), Some(&extra));
+}
+
+#[test]
+fn custom_kinds_are_namespaced_with_the_guessed_plural() {
+    let rules = derive(
+        "{byObject: [{apiVersion: example.com/v1, kind: Policy}]}",
+        &Options::new("sys"),
+    );
+    let policies = rules
+        .cluster
+        .iter()
+        .find(|r| r.api_groups == Some(vec!["example.com".into()]))
+        .unwrap();
+    assert_eq!(policies.resources, Some(vec!["policies".into()]));
+    // Its CRD is watched, so its informers follow the CRD.
+    assert!(rules.cluster.contains(&rule(
+        "apiextensions.k8s.io",
+        &["customresourcedefinitions"],
+        None,
+        &["list", "watch"]
+    )));
+    assert_eq!(rules.notes, [NOTE_CRD_WATCH]);
+}
+
+#[test]
+fn a_namespace_selector_reads_its_kinds_cluster_wide_and_lists_namespaces() {
+    let rules = derive(
+        "{namespaceSelector: team=shop, defaultNamespaces: {a: {}}, byObject: [{apiVersion: v1, kind: Pod}, {apiVersion: apps/v1, kind: Deployment, namespaces: {b: {}}}]}",
+        &Options::new("sys"),
+    );
+    assert_eq!(
+        rules.cluster[0],
+        rule("", &["namespaces", "pods"], None, &["list", "watch"])
+    );
+    assert!(rules.namespaces["b"].contains(&rule(
+        "apps",
+        &["deployments"],
+        None,
+        &["list", "watch"]
+    )));
+    assert!(
+        !rules.namespaces.contains_key("a"),
+        "a is read cluster-wide"
+    );
+    assert_eq!(rules.notes, [NOTE_NAMESPACE_SELECTOR]);
+}
+
+#[test]
+fn sharding_adds_the_member_leases_and_by_namespace_follows_the_namespaces() {
+    let uid = derive(
+        "{defaultNamespaces: {a: {}}, sharding: {ring: shop, key: uid}}",
+        &Options::new("sys"),
+    );
+    assert!(uid.cluster.is_empty(), "{:?}", uid.cluster);
+    let sys = &uid.namespaces["sys"];
+    assert_eq!(sys.last(), Some(&member_lease_rule()));
+    assert_eq!(
+        sys.last().unwrap().verbs,
+        ["get", "list", "create", "update", "delete"]
+    );
+    assert_eq!(sys.last().unwrap().resource_names, None);
+    assert!(
+        !uid.namespaces["a"].contains(&member_lease_rule()),
+        "only in the manager's namespace"
+    );
+    assert_eq!(uid.notes, [NOTE_SHARDING]);
+
+    let by_namespace = derive(
+        "{sharding: {ring: shop}, byObject: [{apiVersion: v1, kind: ConfigMap}]}",
+        &Options::new("sys"),
+    );
+    assert_eq!(
+        by_namespace.cluster[0],
+        rule("", &["configmaps", "namespaces"], None, &["list", "watch"])
+    );
+    assert_eq!(
+        by_namespace.namespaces["sys"].last(),
+        Some(&member_lease_rule())
+    );
+    assert_eq!(by_namespace.notes, [NOTE_SHARDING_NAMESPACE, NOTE_SHARDING]);
+    let elected = Options {
+        lease: Some("informant".into()),
+        ..Options::new("sys")
+    };
+    let leases: Vec<PolicyRule> = derive("{sharding: {ring: shop}}", &elected).namespaces["sys"]
+        .iter()
+        .filter(|r| r.resources == Some(vec!["leases".to_owned()]))
+        .cloned()
+        .collect();
+    assert_eq!(
+        leases,
+        [member_lease_rule()],
+        "leader election's two rules are within the member rule"
+    );
+    let unsharded = derive(
+        "{byObject: [{apiVersion: v1, kind: ConfigMap}]}",
+        &Options::new("sys"),
+    );
+    assert!(!resources(&unsharded.cluster).contains(&"namespaces".to_owned()));
+    assert!(!resources(&unsharded.namespaces["sys"]).contains(&"leases".to_owned()));
+}
+
+#[test]
+fn objects_bind_each_role_to_the_service_account() {
+    let rules = derive(
+        "{byObject: [{apiVersion: v1, kind: Pod}]}",
+        &Options::new("sys"),
+    );
+    let objects = rules.objects("informant", "sa", "sys");
+    let values = objects.to_values().unwrap();
+    let kinds: Vec<&str> = values.iter().map(|v| v["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]
+    );
+    assert_eq!(values[1]["subjects"][0]["namespace"], "sys");
+    assert_eq!(values[3]["roleRef"]["kind"], "Role");
+    assert_eq!(values[2]["metadata"]["namespace"], "sys");
+}

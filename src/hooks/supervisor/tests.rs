@@ -1,0 +1,60 @@
+use std::time::Duration;
+
+use kube::core::GroupVersionKind;
+
+use super::*;
+use crate::hooks::Hook;
+
+fn settings(owns: &[&str], watches: &[&str]) -> ControllerSettings {
+    let gvk = |kind: &&str| GroupVersionKind::gvk("", "v1", kind);
+    ControllerSettings {
+        key: ControllerKey::new("default", "c"),
+        for_kind: GroupVersionKind::gvk("", "v1", "Secret"),
+        label_selector: None,
+        field_selector: None,
+        owns: owns.iter().map(gvk).collect(),
+        watches: watches.iter().map(gvk).collect(),
+        map_to: watches
+            .iter()
+            .map(|_| super::super::MapTo::Namespace)
+            .collect(),
+        hook: Hook::Exec {
+            command: vec!["true".into()],
+            timeout: Duration::from_secs(1),
+        },
+        concurrency: 1,
+        resync_period: None,
+        finalizer: None,
+    }
+}
+
+#[test]
+fn only_uid_sharding_refuses_and_only_controllers_with_related_kinds() {
+    let by = |key| {
+        Some(Sharding {
+            ring: "shop".into(),
+            key,
+        })
+    };
+    let related = settings(&["ConfigMap"], &["Pod"]);
+    let lonely = settings(&[], &[]);
+    assert_eq!(sharding_refusal(None, &related), None);
+    assert_eq!(
+        sharding_refusal(by(ShardKey::Namespace).as_ref(), &related),
+        None
+    );
+    assert_eq!(sharding_refusal(by(ShardKey::Uid).as_ref(), &lonely), None);
+    let said = sharding_refusal(by(ShardKey::Uid).as_ref(), &related).unwrap();
+    assert!(
+        said.contains(
+            "the kinds this controller owns or watches (v1 ConfigMap, v1 Pod) are cached"
+        ),
+        "{said}"
+    );
+    assert!(
+        said.contains("set spec.sharding.key: namespace in the CacheConfig"),
+        "{said}"
+    );
+    let watching = settings(&[], &["Pod"]);
+    assert!(sharding_refusal(by(ShardKey::Uid).as_ref(), &watching).is_some());
+}
