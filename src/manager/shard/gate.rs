@@ -366,8 +366,10 @@ impl Admission {
         .await;
         if outcome.is_none() {
             self.fenced = true;
-            self.fenced_at = fence.deadline().and_then(|deadline| {
-                SystemTime::now().checked_sub(Instant::now().saturating_duration_since(deadline))
+            // The deadline of the term it was admitted in: the fence may have been renewed
+            // in a new term (a paused member waking) before this poll noticed.
+            self.fenced_at = fence.fell_at(term).and_then(|fell| {
+                SystemTime::now().checked_sub(Instant::now().saturating_duration_since(fell))
             });
             tracing::warn!(
                 member = %self.gate.identity,
@@ -505,6 +507,36 @@ mod tests {
         );
         gate.set_acting(RangeSet::all(), fence.term(), true);
         assert!(gate.admit("c", "ConfigMap", &object).is_some());
+    }
+
+    /// A member paused in a reconcile past its deadline and renewed on waking, before the
+    /// reconcile is polled again (`SIGSTOP`, `SIGCONT`): the reconcile is dropped, and its log
+    /// line says the fence fell at the old term's deadline, not when the drop happened.
+    #[tokio::test(start_paused = true)]
+    async fn a_reconcile_dropped_after_a_renewal_is_logged_as_fenced_at_the_old_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("reconciles.jsonl");
+        let fence = Fence::holding_for_tests(std::time::Duration::from_secs(10));
+        let gate =
+            ShardGate::sharded("m", ShardKey::Namespace, fence.clone(), Some(&path)).unwrap();
+        gate.set_acting(RangeSet::all(), fence.term(), true);
+        let admitted = gate.admit("c", "ConfigMap", &meta("team-a", "u")).unwrap();
+        tokio::time::advance(std::time::Duration::from_secs(15)).await;
+        fence.renew_for_tests();
+        let outcome = admitted.run(std::future::pending::<()>()).await;
+        assert_eq!(outcome, None, "dropped: admitted in the previous term");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let line: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(line["fenced"], true, "{line}");
+        let (end, fenced_at) = (
+            line["end_ns"].as_u64().unwrap(),
+            line["fenced_at_ns"].as_u64().unwrap(),
+        );
+        // The deadline was 5 s before the drop (on the paused clock; the wall clock is real).
+        assert!(
+            end.saturating_sub(fenced_at) >= 4_900_000_000,
+            "fenced at the old deadline: {line}"
+        );
     }
 
     #[test]

@@ -167,6 +167,9 @@ struct FenceState {
     /// Counts the periods the fence held without falling: a renewal after it fell (or before
     /// it ever held) starts a new term.
     term: u64,
+    /// The last term that ended and the instant it fell (its deadline, or when the member
+    /// stopped if that came first).
+    ended: Option<(u64, Instant)>,
 }
 
 impl Fence {
@@ -210,6 +213,26 @@ impl Fence {
         self.state().renewed_at.map(|t| t + self.renew_deadline)
     }
 
+    /// When the fence fell in the term `term`: its deadline in that term, or `None` while it
+    /// holds (or when `term` is older than the last term that ended). A paused member that is
+    /// renewed on waking, before its dropped reconcile notices, is in a new term by then: the
+    /// old term's deadline is still the instant its reconcile stopped making progress.
+    #[must_use]
+    pub fn fell_at(&self, term: u64) -> Option<Instant> {
+        let state = self.state();
+        if state.term == term {
+            if self.held(&state) {
+                return None;
+            }
+            if let Some(renewed_at) = state.renewed_at {
+                return Some(renewed_at + self.renew_deadline);
+            }
+        }
+        state
+            .ended
+            .and_then(|(ended, at)| (ended == term).then_some(at))
+    }
+
     /// A fence renewed now, falling `renew_deadline` later (unit tests of what it gates).
     #[cfg(test)]
     pub(crate) fn holding_for_tests(renew_deadline: Duration) -> Self {
@@ -234,13 +257,20 @@ impl Fence {
     fn renewed(&self, at: Instant) {
         let mut state = self.state();
         if !self.held(&state) {
+            if let Some(renewed_at) = state.renewed_at {
+                state.ended = Some((state.term, renewed_at + self.renew_deadline));
+            }
             state.term += 1;
         }
         state.renewed_at = Some(at);
     }
 
     fn clear(&self) {
-        self.state().renewed_at = None;
+        let mut state = self.state();
+        if let Some(renewed_at) = state.renewed_at.take() {
+            let fell = (renewed_at + self.renew_deadline).min(Instant::now());
+            state.ended = Some((state.term, fell));
+        }
     }
 }
 
@@ -553,8 +583,30 @@ mod tests {
         tokio::time::advance(Duration::from_secs(5)).await;
         fence.renewed(Instant::now());
         assert!(fence.holds_in(second), "renewed in time: the same term");
+        assert_eq!(fence.fell_at(second), None, "it holds");
+        let second_deadline = fence.deadline();
+        tokio::time::advance(Duration::from_secs(20)).await;
+        assert_eq!(
+            fence.fell_at(second),
+            second_deadline,
+            "fallen, not renewed yet"
+        );
+        fence.renewed(Instant::now());
+        assert_eq!(
+            fence.fell_at(second),
+            second_deadline,
+            "renewed in a new term: the old term fell at its deadline, not now"
+        );
+        let third = fence.term();
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let stopped = Instant::now();
         fence.clear();
         assert!(!fence.holds(), "a stopped member holds nothing");
+        assert_eq!(
+            fence.fell_at(third),
+            Some(stopped),
+            "it fell when it stopped"
+        );
     }
 
     #[test]
