@@ -56,6 +56,28 @@ impl std::fmt::Debug for Context {
 }
 
 impl Context {
+    /// A context for unit tests: the default cache tree with no API server behind it (a
+    /// client of a closed port), events dropped.
+    #[cfg(test)]
+    pub(crate) fn offline() -> Self {
+        let config = kube::Config::new(http::Uri::from_static("http://127.0.0.1:9"));
+        let client = Client::try_from(config).expect("a static URL");
+        let tree = crate::cache::Plan::new(&crate::cache::Options::default())
+            .expect("the default options plan")
+            .instantiate(&crate::cache::Context::offline(false));
+        let pipeline = crate::recorder::Pipeline::new(
+            &crate::recorder::Options::default(),
+            crate::recorder::NullSink,
+            Arc::new(crate::recorder::SystemClock),
+        );
+        Self::new(
+            Arc::new(SharedCache::new(tree)),
+            InformerPool::new(client.clone()),
+            client,
+            pipeline.recorder(),
+        )
+    }
+
     /// A context reading through `cache` (whose informers `pool` owns), writing with `client`
     /// and recording with `recorder`: what the manager hands every controller.
     #[must_use]

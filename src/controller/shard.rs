@@ -116,23 +116,7 @@ mod tests {
     use crate::selector::{ShardKey, ShardRange};
 
     fn context(gate: ShardGate) -> Context {
-        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
-        let client = kube::Client::try_from(config).unwrap();
-        let tree = crate::cache::Plan::new(&crate::cache::Options::default())
-            .unwrap()
-            .instantiate(&crate::cache::Context::offline(false));
-        let pipeline = crate::recorder::Pipeline::new(
-            &crate::recorder::Options::default(),
-            crate::recorder::NullSink,
-            Arc::new(crate::recorder::SystemClock),
-        );
-        Context::new(
-            Arc::new(crate::cache::SharedCache::new(tree)),
-            crate::cache::InformerPool::new(client.clone()),
-            client,
-            pipeline.recorder(),
-        )
-        .with_shard_gate(gate)
+        Context::offline().with_shard_gate(gate)
     }
 
     fn configmap(namespace: &str, name: &str) -> ConfigMap {

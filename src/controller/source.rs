@@ -198,23 +198,16 @@ impl<T> State<T> {
                         self.retry = LIST_RETRY.0;
                         return Some(Change::Listed(objects));
                     }
-                    Err(error @ crate::cache::Error::WaitingForKind { .. }) => {
-                        // Its CRD went: the controller stops this stream before long.
-                        tracing::debug!(
-                            error = %crate::telemetry::error_chain(&error),
-                            retry_in_ms = self.retry.as_millis(),
-                            "controller cannot list its kind through the cache"
-                        );
-                        tokio::time::sleep(self.retry).await;
-                        self.retry = (self.retry * 2).min(LIST_RETRY.1);
-                        continue;
-                    }
                     Err(error) => {
-                        tracing::warn!(
-                            error = %crate::telemetry::error_chain(&error),
-                            retry_in_ms = self.retry.as_millis(),
-                            "controller cannot list its kind through the cache"
-                        );
+                        let chain = crate::telemetry::error_chain(&error);
+                        let retry_in_ms = self.retry.as_millis();
+                        let message = "controller cannot list its kind through the cache";
+                        if matches!(error, crate::cache::Error::WaitingForKind { .. }) {
+                            // Its CRD went: the controller stops this stream before long.
+                            tracing::debug!(error = %chain, retry_in_ms, "{message}");
+                        } else {
+                            tracing::warn!(error = %chain, retry_in_ms, "{message}");
+                        }
                         tokio::time::sleep(self.retry).await;
                         self.retry = (self.retry * 2).min(LIST_RETRY.1);
                         continue;

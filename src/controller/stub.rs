@@ -400,22 +400,7 @@ mod tests {
     }
 
     fn context() -> Context {
-        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
-        let client = kube::Client::try_from(config).unwrap();
-        let tree = crate::cache::Plan::new(&crate::cache::Options::default())
-            .unwrap()
-            .instantiate(&crate::cache::Context::offline(false));
-        let pipeline = crate::recorder::Pipeline::new(
-            &crate::recorder::Options::default(),
-            crate::recorder::NullSink,
-            Arc::new(crate::recorder::SystemClock),
-        );
-        Context::new(
-            Arc::new(crate::cache::SharedCache::new(tree)),
-            crate::cache::InformerPool::new(client.clone()),
-            client,
-            pipeline.recorder(),
-        )
+        Context::offline()
     }
 
     /// A reconcile whose object left the cache does not run; one the cache can not answer yet
