@@ -21,7 +21,7 @@ use support::{eventually, http_get};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::manager_kinds::widget_crd;
+use super::manager_kinds::{HOOK, create_widgets_hook, widget_crd};
 
 /// The custom kind the controllers reconcile; its CRD is [`widget_crd`].
 #[derive(
@@ -206,42 +206,15 @@ async fn a_rust_controller_waits_for_its_crd_runs_with_it_stops_when_it_goes_and
     support::stopped(run).await;
 }
 
-/// Asks for one child `ConfigMap` named `<object>-child`.
-const HOOK: &str = r#"
-import json, sys
-request = json.load(sys.stdin)
-name = request["object"]["metadata"]["name"]
-json.dump({"children": [{"apiVersion": "v1", "kind": "ConfigMap",
-    "metadata": {"name": name + "-child"}}]}, sys.stdout)
-"#;
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hook_controller_on_a_kind_not_in_by_object_follows_its_crd_in_and_out() {
-    use informant::hooks::Controller as HookResource;
-
     support::require("python3");
     let (server, client) = support::server_with_informant_crds().await;
     create_cache_config(&client).await;
     let dir = tempfile::tempdir().unwrap();
     let hook = dir.path().join("hook.py");
     std::fs::write(&hook, HOOK).unwrap();
-    let resource: HookResource = serde_yaml::from_str(&format!(
-        "apiVersion: informant.dev/v1alpha1
-kind: Controller
-metadata: {{name: widgets, namespace: default}}
-spec:
-  for: {{apiVersion: example.com/v1, kind: Widget}}
-  owns: [{{apiVersion: v1, kind: ConfigMap}}]
-  hook: {{exec: {{command: [python3, {}]}}}}
-",
-        hook.display()
-    ))
-    .unwrap();
-    let controllers = Api::<HookResource>::namespaced(client.clone(), "default");
-    controllers
-        .create(&PostParams::default(), &resource)
-        .await
-        .unwrap();
+    let controllers = create_widgets_hook(&client, &hook).await;
     let mut manager = manager(&client).await;
     informant::hooks::add_to_manager(&mut manager);
     let health = manager.health_addr().unwrap();

@@ -240,7 +240,7 @@ async fn a_kind_waits_for_its_crd_starts_with_it_stops_when_it_goes_and_comes_ba
 }
 
 /// Asks for one child `ConfigMap` named `<object>-child`.
-const HOOK: &str = r#"
+pub(crate) const HOOK: &str = r#"
 import json, sys
 request = json.load(sys.stdin)
 name = request["object"]["metadata"]["name"]
@@ -255,7 +255,6 @@ async fn create_widget_controller(
     hook: &std::path::Path,
 ) -> Api<informant::hooks::Controller> {
     use informant::config::CacheConfig;
-    use informant::hooks::Controller;
     let config: CacheConfig = serde_yaml::from_str(&support::cache_config(
         "  byObject: [{apiVersion: example.com/v1, kind: Widget}]\n",
     ))
@@ -264,6 +263,16 @@ async fn create_widget_controller(
         .create(&PostParams::default(), &config)
         .await
         .unwrap();
+    create_widgets_hook(client, hook).await
+}
+
+/// Creates the `Controller` `default/widgets`: for Widgets, owning `ConfigMap`s, calling the
+/// exec hook `hook` ([`HOOK`] gives each Widget a child).
+pub(crate) async fn create_widgets_hook(
+    client: &Client,
+    hook: &std::path::Path,
+) -> Api<informant::hooks::Controller> {
+    use informant::hooks::Controller;
     let controller: Controller = serde_yaml::from_str(&format!(
         "apiVersion: informant.dev/v1alpha1
 kind: Controller
