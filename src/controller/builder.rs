@@ -474,7 +474,7 @@ where
             .reconcile_on(pass)
             .reconcile_on(resync)
             .reconcile_on(gained)
-            .graceful_shutdown_on(stop.cancelled_owned());
+            .graceful_shutdown_on(stop.clone().cancelled_owned());
         for (relation, events) in relations.iter().zip(related_events) {
             controller =
                 relation.attach(controller, events, Arc::clone(ctx.cache()), series.clone());
@@ -526,6 +526,7 @@ where
             },
             Arc::clone(ctx),
         );
+        let results = results.take_until(super::stopped_before_ready(self.store(), stop));
         drive(results, name.clone(), series.clone()).await?;
         Ok(Ended::Shutdown)
     }

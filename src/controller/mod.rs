@@ -36,6 +36,7 @@ mod relation;
 mod resync;
 mod series;
 mod shard;
+mod shutdown;
 mod source;
 mod stub;
 
@@ -57,6 +58,7 @@ pub use metrics::{
 pub use resync::{RESYNC_JITTER, SCANS_PER_PERIOD, resync};
 pub use series::{LIST_PASS_QUEUE, Series};
 pub(crate) use shard::gained as shard_gained;
+pub(crate) use shutdown::stopped_before_ready;
 pub use source::{Change, Decode, Follow, changes, reflected};
 pub(crate) use stub::read;
 pub use stub::{Stub, StubDecoder, stubs};

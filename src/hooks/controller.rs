@@ -351,7 +351,9 @@ impl HookController {
             written,
             status_echo: Mutex::new(HashMap::new()),
         });
-        let results = controller.run(run_one, error_policy, Arc::clone(&shared));
+        let results = controller
+            .run(run_one, error_policy, Arc::clone(&shared))
+            .take_until(controller::stopped_before_ready(parents, shutdown));
         let result = drive(results, name, &shared.series).await;
         shared.stats.0.ready.store(false, Ordering::Relaxed);
         result
