@@ -123,7 +123,7 @@ async fn memory(objects: usize, members: usize, server_side: bool) {
         let bytes = if server_side {
             fleet
                 .last_list(Some(ranges.as_slice()))
-                .map_or(0, |(_, bytes)| bytes)
+                .map_or(0, |(_, bytes, _)| bytes)
         } else {
             unfiltered
         };

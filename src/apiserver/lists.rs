@@ -23,11 +23,18 @@ pub struct ListAnswer {
     /// The `shardSelector` the answer applied (echoed in `metadata.shardInfo`); `None` when
     /// the request sent none, or the `ShardedListAndWatch` gate is off and it was ignored.
     pub shard_selector: Option<String>,
+    /// The request's `labelSelector` and `fieldSelector`, if any.
+    pub label_selector: Option<String>,
+    /// See [`ListAnswer::label_selector`].
+    pub field_selector: Option<String>,
     /// The `continue` token the request carried (`None`: the first page of a list), which is
     /// the [`next`](Self::next) of the page before: the pages of one list form a chain.
     pub continued: Option<String>,
     /// The `continue` token the answer carried (`None`: the last page of its list).
     pub next: Option<String>,
+    /// The resource version the answer is a snapshot of (a later page of a list: the first
+    /// page's).
+    pub resource_version: u64,
     /// Objects in the answer.
     pub items: usize,
     /// Bytes of the answer's body.
@@ -88,8 +95,11 @@ mod tests {
                 resource: "configmaps".into(),
                 namespace: None,
                 shard_selector: None,
+                label_selector: None,
+                field_selector: None,
                 continued: None,
                 next: None,
+                resource_version: 0,
                 items,
                 bytes: 0,
             });

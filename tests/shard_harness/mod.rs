@@ -231,6 +231,9 @@ pub struct Fleet {
     pub members: Vec<Member>,
     /// The objects, by uid.
     pub objects: BTreeMap<String, Object>,
+    /// The server's resource version once every object was created: a LIST served at an
+    /// older one may lack some (they reached its member by its watch).
+    pub created_at: u64,
     /// The hook every member's `Controller` calls.
     pub hook: HookServer,
     dir: tempfile::TempDir,
@@ -265,6 +268,7 @@ impl Fleet {
             settings,
             members: Vec::new(),
             objects: BTreeMap::new(),
+            created_at: 0,
             dir,
             hook,
         }
@@ -315,6 +319,10 @@ impl Fleet {
                     "data": {"k": "v"}}))
                 .unwrap();
             let uid = stored["metadata"]["uid"].as_str().unwrap().to_owned();
+            self.created_at = stored["metadata"]["resourceVersion"]
+                .as_str()
+                .and_then(|v| v.parse().ok())
+                .unwrap();
             self.objects.insert(
                 uid,
                 Object {
@@ -540,7 +548,41 @@ spec:
 
     /// The last complete LIST of `ConfigMap`s whose answers applied a shard selector of exactly
     /// `ranges` (all when `None`: no selector): its objects and bytes, over its pages.
-    pub fn last_list(&self, ranges: Option<&[ShardRange]>) -> Option<(usize, usize)> {
+    /// The `ConfigMap` LIST answers that applied exactly `ranges`, one a line with its place
+    /// among all the LIST answers (what a failed [`Fleet::last_list`] check shows).
+    pub fn lists_with(&self, ranges: &[ShardRange]) -> String {
+        let lists = self.server.handle().lists();
+        let total = lists.len();
+        lists
+            .into_iter()
+            .enumerate()
+            .filter(|(_, a)| a.resource == "configmaps")
+            .filter(|(_, a)| {
+                a.shard_selector
+                    .as_deref()
+                    .and_then(|s| s.parse::<ShardSelector>().ok())
+                    .is_some_and(|s| s.ranges() == ranges)
+            })
+            .map(|(i, a)| {
+                format!(
+                    "answer {i} of {total}: items {}, at resource version {}, continued {:?}, \
+                     next {:?}, labels {:?}, fields {:?}, namespace {:?}",
+                    a.items,
+                    a.resource_version,
+                    a.continued,
+                    a.next,
+                    a.label_selector,
+                    a.field_selector,
+                    a.namespace
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The last complete `ConfigMap` LIST that applied exactly `ranges` (none: no selector):
+    /// its objects, its bytes and the resource version it was served at.
+    pub fn last_list(&self, ranges: Option<&[ShardRange]>) -> Option<(usize, usize, u64)> {
         let answers: Vec<ListAnswer> = self
             .server
             .handle()
@@ -568,7 +610,7 @@ spec:
             items += page.items;
             bytes += page.bytes;
             let Some(token) = &page.continued else {
-                return Some((items, bytes));
+                return Some((items, bytes, page.resource_version));
             };
             at = answers[..at]
                 .iter()

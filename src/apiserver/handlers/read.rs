@@ -207,8 +207,11 @@ pub(super) fn list(ctx: &Ctx) -> ApiResult<Response> {
         resource: ctx.rt.plural.clone(),
         namespace: ctx.path.namespace.clone(),
         shard_selector: filter.shard_info().map(ToOwned::to_owned),
+        label_selector: ctx.query.label_selector.clone(),
+        field_selector: ctx.query.field_selector.clone(),
         continued: ctx.query.continue_token.clone(),
         next: token.clone(),
+        resource_version: rv,
         items: items.len(),
         bytes: body.len(),
     });
