@@ -29,6 +29,7 @@ mod shard_harness;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use shard_harness::{Fleet, PATIENCE, POLL, Settings, changed, now_us};
@@ -51,6 +52,24 @@ fn percentiles(samples: &mut [u64]) -> (f64, f64, f64) {
 }
 
 /// The resident memory of a member caching nothing (its ring has no object yet).
+/// Waits until every member caches the objects `owners` gives it (panics, with the fleet's
+/// report, when one does not within the harness's patience).
+async fn caching_their_shares(fleet: &Fleet, owners: &BTreeMap<String, String>) {
+    let shares = shard_harness::shares(owners);
+    for (i, member) in fleet.members.iter().enumerate() {
+        let want = shares.get(&member.identity).copied().unwrap_or_default() as u64;
+        let synced = holds_within_every(PATIENCE, POLL, || async {
+            fleet.cached(i).await == Some(want)
+        })
+        .await;
+        assert!(
+            synced,
+            "member {i} never cached its {want} objects\n{}",
+            fleet.report()
+        );
+    }
+}
+
 async fn baseline() {
     let settings = Settings {
         hot: 0,
@@ -88,22 +107,7 @@ async fn memory(objects: usize, members: usize, server_side: bool) {
         fleet.spawn().await;
     }
     fleet.until_settled("the ring to settle").await;
-    let shares = shard_harness::shares(&fleet.assignment(&fleet.ring()));
-    for i in 0..members {
-        let want = shares
-            .get(&fleet.members[i].identity)
-            .copied()
-            .unwrap_or_default() as u64;
-        let synced = holds_within_every(PATIENCE, POLL, || async {
-            fleet.cached(i).await == Some(want)
-        })
-        .await;
-        assert!(
-            synced,
-            "member {i} never cached its {want} objects\n{}",
-            fleet.report()
-        );
-    }
+    caching_their_shares(&fleet, &fleet.assignment(&fleet.ring())).await;
     let ring = fleet.ring();
     // Without the gate every member's LIST is the same, and their pages interleave: the bytes
     // of all LIST pages over the number of complete LISTs.
@@ -205,22 +209,7 @@ async fn throughput(members: usize, objects: usize, trials: usize) {
         fleet.hook.hold(true);
         fleet.create_objects();
         let owners = fleet.assignment(&fleet.ring());
-        let shares = shard_harness::shares(&owners);
-        for i in 0..members {
-            let want = shares
-                .get(&fleet.members[i].identity)
-                .copied()
-                .unwrap_or_default() as u64;
-            let synced = holds_within_every(PATIENCE, POLL, || async {
-                fleet.cached(i).await == Some(want)
-            })
-            .await;
-            assert!(
-                synced,
-                "member {i} never cached its share\n{}",
-                fleet.report()
-            );
-        }
+        caching_their_shares(&fleet, &owners).await;
         let from = now_us();
         fleet.hook.hold(false);
         assert!(fleet.reconciled_by(&owners, from, PATIENCE).await);
