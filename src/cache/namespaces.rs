@@ -50,7 +50,7 @@ impl NamespaceWatch {
     /// the pool runs) and subscribes to its changes.
     pub(crate) fn new(pool: &InformerPool) -> Self {
         let events = pool.subscribe(&namespace_gvk());
-        let informer = pool.obtain(
+        let informer = pool.hold(
             &namespace_informer_key(),
             &BuiltinKinds::resolve_now(&namespace_gvk()),
         );

@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::ops::Deref;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use kube::{Client, core::GroupVersionKind};
@@ -133,6 +134,11 @@ struct Entry {
     handle: Weak<PooledInformer>,
     stop: CancellationToken,
     started: bool,
+    /// The [`InformerPool::begin_tree`] mark current when a tree last took a handle to it
+    /// ([`InformerPool::obtain`], [`InformerPool::adopt`]).
+    claimed: u64,
+    /// Held outside any tree ([`InformerPool::hold`]): never left over from an older tree.
+    held: bool,
 }
 
 #[derive(Clone)]
@@ -160,6 +166,8 @@ pub struct InformerPool {
     running: OnceLock<Running>,
     stats: Mutex<PoolStats>,
     events: Mutex<HashMap<GroupVersionKind, tokio::sync::broadcast::Sender<InformerEvent>>>,
+    /// The mark of the tree being built ([`InformerPool::begin_tree`]).
+    tree: AtomicU64,
 }
 
 /// How many changes a slow [`InformerPool::subscribe`] receiver may fall behind before it
@@ -184,6 +192,7 @@ impl InformerPool {
             running: OnceLock::new(),
             stats: Mutex::new(PoolStats::default()),
             events: Mutex::new(HashMap::new()),
+            tree: AtomicU64::new(0),
         })
     }
 
@@ -268,8 +277,10 @@ impl InformerPool {
     /// one for `kind`, started if the pool runs.
     #[must_use]
     pub fn obtain(&self, key: &InformerKey, kind: &KindInfo) -> Arc<PooledInformer> {
+        let claimed = self.tree.load(Ordering::Relaxed);
         let mut entries = self.entries();
         if let Some(entry) = entries.get_mut(key) {
+            entry.claimed = claimed;
             if let Some(handle) = entry.handle.upgrade() {
                 return handle;
             }
@@ -302,6 +313,8 @@ impl InformerPool {
             handle: Arc::downgrade(&handle),
             stop,
             started: false,
+            claimed,
+            held: false,
         };
         let started = self.start_entry(&mut entry);
         entries.insert(key.clone(), entry);
@@ -331,6 +344,7 @@ impl InformerPool {
             shard: None,
             ..settings.clone()
         };
+        let claimed = self.tree.load(Ordering::Relaxed);
         let mut entries = self.entries();
         let mut adopted = Vec::new();
         for (key, entry) in entries.iter_mut() {
@@ -352,9 +366,46 @@ impl InformerPool {
                 entry.handle = Arc::downgrade(&handle);
                 handle
             });
+            entry.claimed = claimed;
             adopted.push((key.gvk.clone(), handle));
         }
         adopted
+    }
+
+    /// The handle of the informer for `key` (as [`InformerPool::obtain`]) for a holder outside
+    /// any tree (the namespace watch): [`InformerPool::left_over`] never names it.
+    #[must_use]
+    pub fn hold(&self, key: &InformerKey, kind: &KindInfo) -> Arc<PooledInformer> {
+        let handle = self.obtain(key, kind);
+        if let Some(entry) = self.entries().get_mut(key) {
+            entry.held = true;
+        }
+        handle
+    }
+
+    /// Starts the claims of a new tree: every informer [`InformerPool::obtain`] or
+    /// [`InformerPool::adopt`] hands out from now on is marked as the new tree's, until the next
+    /// call. Returns the mark for [`InformerPool::left_over`].
+    pub fn begin_tree(&self) -> u64 {
+        self.tree.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// The running informers the tree of `mark` did not take and something still holds:
+    /// readers in flight on an older tree (a read that started before the new tree was
+    /// published finishes on the tree it started on). [`InformerPool::sweep`] stops them once
+    /// those reads end. An informer a read in flight on an older tree first asked for after
+    /// `mark` counts as the new tree's.
+    #[must_use]
+    pub fn left_over(&self, mark: u64) -> Vec<InformerKey> {
+        let mut left: Vec<InformerKey> = self
+            .entries()
+            .iter()
+            .filter(|(_, entry)| entry.claimed < mark && !entry.held)
+            .filter(|(_, entry)| entry.handle.strong_count() > 0)
+            .map(|(key, _)| key.clone())
+            .collect();
+        left.sort_by(|a, b| a.order().cmp(&b.order()));
+        left
     }
 
     /// Stops and forgets every informer no tree holds a handle to; returns their keys.
@@ -519,6 +570,31 @@ mod tests {
         tokio::time::timeout(std::time::Duration::from_secs(10), tracker.wait())
             .await
             .unwrap();
+    }
+
+    #[tokio::test]
+    async fn left_over_names_what_only_an_older_tree_holds_and_never_a_held_informer() {
+        let pool = InformerPool::new(client());
+        let (old, both, watch) = (
+            key("ConfigMap", None, None),
+            key("Secret", None, None),
+            key("Namespace", None, None),
+        );
+        let first = pool.begin_tree();
+        let old_tree = [
+            pool.obtain(&old, &kind(&old)),
+            pool.obtain(&both, &kind(&both)),
+        ];
+        let watching = pool.hold(&watch, &kind(&watch));
+        assert!(pool.left_over(first).is_empty());
+
+        let second = pool.begin_tree();
+        let new_tree = pool.obtain(&both, &kind(&both));
+        assert_eq!(pool.left_over(second), vec![old.clone()]);
+        drop(old_tree);
+        assert!(pool.left_over(second).is_empty(), "no holder left");
+        assert_eq!(pool.sweep(), vec![old]);
+        drop((new_tree, watching));
     }
 
     #[tokio::test]

@@ -251,6 +251,7 @@ impl CacheReloader {
         let share = self.cluster_scope().shard;
         let share_changed = self.plan.is_some() && share != self.planned_share;
         let before: HashSet<InformerKey> = self.context.pool.keys().into_iter().collect();
+        let mark = self.context.pool.begin_tree();
         let context = Context {
             reader_fail_on_missing_informer: plan.reader_fail_on_missing_informer(),
             ..self.context.clone()
@@ -262,6 +263,9 @@ impl CacheReloader {
         let took = began.elapsed();
         drop(old);
         let stopped = self.context.pool.sweep();
+        // Readers in flight on the old tree may still hold informers it alone used: they stop
+        // at a later sweep, and are not counted as kept.
+        let stopping = self.context.pool.left_over(mark);
         let after = self.context.pool.keys();
         let mut started: Vec<InformerKey> = after
             .iter()
@@ -278,13 +282,17 @@ impl CacheReloader {
                 announced.push(&key.gvk);
             }
         }
-        let kept = after.iter().filter(|k| before.contains(k)).count();
+        let kept = after
+            .iter()
+            .filter(|k| before.contains(k) && !stopping.contains(k))
+            .count();
         self.plan = Some(plan);
         self.planned_share = share;
         CacheChange {
             changed: true,
             started,
             stopped,
+            stopping,
             kept,
             unsynced,
             took,

@@ -226,6 +226,27 @@ impl ReloadLoop<'_> {
         });
     }
 
+    /// Stops the informers that reads in flight on an older tree held past that reload's own
+    /// sweep (its summary said "N more once the reads in flight on the old tree end"), and
+    /// says which.
+    fn sweep(&self) {
+        let stopped = self.reloader.sweep();
+        if !stopped.is_empty() {
+            let informers: Vec<String> = stopped
+                .iter()
+                .map(|key| match &key.namespace {
+                    Some(ns) => format!("{} {} in {ns}", key.gvk.api_version(), key.gvk.kind),
+                    None => format!("{} {}", key.gvk.api_version(), key.gvk.kind),
+                })
+                .collect();
+            tracing::info!(
+                stopped = stopped.len(),
+                informers = %informers.join("; "),
+                "informers held by reads in flight on an older cache tree stopped"
+            );
+        }
+    }
+
     /// A valid config equal to the running one: counted and announced, nothing else.
     fn unchanged(&self) {
         tracing::Span::current().record("reload.result", "unchanged");
@@ -296,7 +317,7 @@ impl ReloadLoop<'_> {
                         () = shutdown.cancelled() => return,
                         () = self.rescope() => {}
                     }
-                    let _ = self.reloader.sweep();
+                    self.sweep();
                     continue;
                 }
             };
@@ -325,8 +346,7 @@ impl ReloadLoop<'_> {
                 }
                 Err(broadcast::error::RecvError::Closed) => return,
             }
-            // Informers a read in flight held past the reload's sweep stop now.
-            let _ = self.reloader.sweep();
+            self.sweep();
         }
     }
 }

@@ -152,6 +152,40 @@ async fn changing_one_by_object_entry_restarts_only_that_kinds_informers() {
     env.stop().await;
 }
 
+/// A read in flight on the old tree holds the informer only that tree used: the reload's
+/// summary counts it as stopping, not kept, and the next sweep stops it once the read ends.
+#[tokio::test]
+async fn an_informer_a_read_in_flight_holds_is_counted_as_stopping_and_swept_after() {
+    let mut env = Env::new().await;
+    env.reloader
+        .apply(&options(&config("app=a", false)))
+        .await
+        .unwrap();
+    assert_eq!(env.names::<ConfigMap>().await, vec!["a1"]);
+    // What a read that started before the next reload holds until it ends.
+    let in_flight = env.reloader.cache().load();
+    let change = env
+        .reloader
+        .apply(&options(&config("app=b", false)))
+        .await
+        .unwrap();
+    assert_eq!(
+        change.summary(),
+        "started 1 informer, stopped 0 (1 more once the reads in flight on the old tree end), kept 1"
+    );
+    assert_eq!(change.stopping.len(), 1, "{change:?}");
+    assert_eq!(change.stopping[0].gvk.kind, "ConfigMap");
+    assert_eq!(env.reloader.pool().stats().running, 3, "not stopped yet");
+    assert!(env.reloader.sweep().is_empty(), "the read still holds it");
+    drop(in_flight);
+    let swept = env.reloader.sweep();
+    assert_eq!(swept.len(), 1, "{swept:?}");
+    assert_eq!(swept[0].gvk.kind, "ConfigMap");
+    assert_eq!(env.reloader.pool().stats().running, 2);
+    assert_eq!(env.names::<ConfigMap>().await, vec!["b1", "b2"]);
+    env.stop().await;
+}
+
 #[tokio::test]
 async fn adding_a_namespace_starts_only_that_namespaces_informer() {
     let mut env = Env::new().await;

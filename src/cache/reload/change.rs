@@ -17,6 +17,10 @@ pub struct CacheChange {
     pub started: Vec<InformerKey>,
     /// Informers stopped because no tree uses them any more.
     pub stopped: Vec<InformerKey>,
+    /// Informers no tree uses any more that reads in flight on the old tree still held when
+    /// it was swapped out: they stop at the next sweep, once those reads end (the manager
+    /// sweeps after each reload and scope change, and logs what that stopped).
+    pub stopping: Vec<InformerKey>,
     /// Informers the new tree took over, running, with their stores.
     pub kept: usize,
     /// Eager informers whose first sync failed or timed out: the kind and why.
@@ -40,12 +44,22 @@ pub struct CacheChange {
 }
 
 impl CacheChange {
-    /// "started 2 informers, stopped 1, kept 7" (the reload summary's cache part).
+    /// "started 2 informers, stopped 1, kept 7" (the reload summary's cache part); with
+    /// informers that reads in flight still held, "stopped 0 (1 more once the reads in flight
+    /// on the old tree end)".
     #[must_use]
     pub fn summary(&self) -> String {
         let plural = if self.started.len() == 1 { "" } else { "s" };
+        let stopping = if self.stopping.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({} more once the reads in flight on the old tree end)",
+                self.stopping.len()
+            )
+        };
         format!(
-            "started {} informer{plural}, stopped {}, kept {}",
+            "started {} informer{plural}, stopped {}{stopping}, kept {}",
             self.started.len(),
             self.stopped.len(),
             self.kept
