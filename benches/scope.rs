@@ -523,7 +523,7 @@ async fn controller_is(state: &State, name: &str, running: bool) -> Result<(), B
             let done = match now {
                 Some(ControllerReadiness::Running) => running,
                 Some(ControllerReadiness::WaitingForKind { .. }) => !running,
-                None => false,
+                Some(ControllerReadiness::KeptBack { .. }) | None => false,
             };
             if done || changes.changed().await.is_err() {
                 return;

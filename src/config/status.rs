@@ -66,7 +66,9 @@ pub struct ControllerReady {
     /// Whether it runs.
     pub ready: bool,
 
-    /// `Running`, or `WaitingForKind` while one of its kinds is not served.
+    /// `Running`; `WaitingForKind` while one of its kinds is not served; `NeedsShardKeyNamespace`
+    /// for a hook controller that owns or watches kinds while the cache is sharded by uid (it
+    /// does not start until the config or the controller changes).
     pub reason: String,
 
     /// Why it is not ready.

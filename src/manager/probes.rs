@@ -69,7 +69,7 @@ impl Probes for ManagerProbes {
             .iter()
             .filter_map(|(name, readiness)| match readiness {
                 ControllerReadiness::WaitingForKind { reason } => Some(format!("{name}: {reason}")),
-                ControllerReadiness::Running => None,
+                ControllerReadiness::Running | ControllerReadiness::KeptBack { .. } => None,
             })
             .collect();
         let controllers = if waiting.is_empty() {

@@ -152,6 +152,17 @@ pub enum ControllerReadiness {
         /// Widget in group example.com`).
         reason: String,
     },
+    /// It does not run until a person changes the config or the controller (a hook controller
+    /// that owns or watches kinds while the cache is sharded by uid: reason
+    /// `NeedsShardKeyNamespace`). Shown in status, not in readiness: like an invalid
+    /// `Controller`, it is the controller's own condition, and every replica would be unready
+    /// alike.
+    KeptBack {
+        /// The condition's reason (`NeedsShardKeyNamespace`).
+        reason: String,
+        /// Why, and the fix.
+        message: String,
+    },
 }
 
 impl ControllerReadiness {
@@ -170,6 +181,12 @@ impl ControllerReadiness {
                 ready: false,
                 reason: REASON_WAITING_FOR_KIND.to_owned(),
                 message: Some(format!("not started until its kinds are served: {reason}")),
+            },
+            Self::KeptBack { reason, message } => ControllerReady {
+                name: name.to_owned(),
+                ready: false,
+                reason: reason.clone(),
+                message: Some(message.clone()),
             },
         }
     }

@@ -206,7 +206,7 @@ async fn sharded_by_uid_a_controller_that_owns_a_kind_is_kept_back_naming_the_fi
         .unwrap();
     let options = Options {
         metrics_addr: None,
-        health_addr: None,
+        health_addr: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
         shutdown_grace: Duration::from_secs(10),
         ..Options::new(ConfigSource::Resource {
             namespace: "default".into(),
@@ -215,6 +215,7 @@ async fn sharded_by_uid_a_controller_that_owns_a_kind_is_kept_back_naming_the_fi
     };
     let mut manager = Manager::new(client.clone(), options).await.unwrap();
     informant::hooks::add_to_manager(&mut manager);
+    let health = manager.health_addr().unwrap();
     let shutdown = CancellationToken::new();
     let run = tokio::spawn(manager.run(shutdown.clone()));
 
@@ -275,6 +276,7 @@ async fn sharded_by_uid_a_controller_that_owns_a_kind_is_kept_back_naming_the_fi
         valid.reconciles, None,
         "a controller kept back never reconciles"
     );
+    kept_back_in_status(&client, health).await;
 
     shutdown.cancel();
     tokio::time::timeout(WAIT, run)
@@ -282,6 +284,43 @@ async fn sharded_by_uid_a_controller_that_owns_a_kind_is_kept_back_naming_the_fi
         .unwrap()
         .unwrap()
         .unwrap();
+}
+
+/// The `CacheConfig`'s `status.controllers` lists the kept-back `copies` with its reason beside the
+/// running `alone`, and `/readyz/controllers` stays ready.
+async fn kept_back_in_status(client: &kube::Client, health: SocketAddr) {
+    use informant::config::CacheConfig;
+
+    let configs = Api::<CacheConfig>::namespaced(client.clone(), "default");
+    eventually(
+        "the CacheConfig's status lists the kept-back controller with its reason",
+        || async {
+            let status = configs
+                .get("test")
+                .await
+                .unwrap()
+                .status
+                .unwrap_or_default();
+            status.controllers.iter().any(|c| {
+                c.name == "hook default/copies"
+                    && !c.ready
+                    && c.reason == informant::hooks::REASON_NEEDS_SHARD_KEY_NAMESPACE
+                    && c.message
+                        .as_deref()
+                        .is_some_and(|m| m.contains("spec.sharding.key"))
+            }) && status
+                .controllers
+                .iter()
+                .any(|c| c.name == "hook default/alone" && c.ready)
+        },
+    )
+    .await;
+    // Its own condition, as an invalid Controller's: every replica would be unready alike.
+    let (code, body) = support::http_get(health, "/readyz/controllers").await;
+    assert_eq!(
+        code, 200,
+        "a kept-back controller leaves readiness alone: {body}"
+    );
 }
 
 /// Appends the object's name to the file named by its first argument; answers nothing.
