@@ -371,6 +371,10 @@ impl Supervisor {
                 // sharding refuses it).
                 continue;
             }
+            if self.waits_for_the_leaders_hold(valid) {
+                // Started by the pass that sees the leader's finalizer on the Controller.
+                continue;
+            }
             // Hold the Controller before its hook controller holds any object.
             if shutdown.is_cancelled()
                 || self.hold_controllers && !self.hold(ctx, valid, shutdown).await
@@ -379,6 +383,17 @@ impl Supervisor {
             }
             running.insert(name.clone(), self.start(name, valid, ctx, shutdown));
         }
+    }
+
+    /// Whether `valid` must not start on this member yet: it holds its objects with a
+    /// finalizer, this member does not lead, and the leader has not held the `Controller`
+    /// resource with [`CONTROLLER_FINALIZER`] yet. Started before that, its objects could carry
+    /// the finalizer of a `Controller` deleted without it, which no member would then release.
+    fn waits_for_the_leaders_hold(&self, valid: &ValidatedController) -> bool {
+        self.hold_controllers
+            && valid.settings.finalizer.is_some()
+            && !self.leads()
+            && !carries_controller_finalizer(valid)
     }
 
     /// Releases the finalizer a stopped controller of `settings` held, if any; one that could

@@ -477,3 +477,133 @@ async fn only_the_leader_calls_hooks_and_the_standby_takes_over() {
     );
     standby.stop().await;
 }
+
+/// A `Controller` with `finalize: true` whose hook logs each call to `log`, and one without
+/// (`plain`, the control): the YAML of both.
+fn finalizing_controllers(hook: &Path, log: &Path) -> [String; 2] {
+    ["holds", "plain"].map(|name| {
+        let finalize = if name == "holds" { "true" } else { "false" };
+        format!(
+            "apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {{name: {name}, namespace: default}}
+spec:
+  for: {{apiVersion: v1, kind: Secret}}
+  finalize: {finalize}
+  hook: {{exec: {{command: [python3, {}, {}]}}}}
+",
+            hook.display(),
+            log.display()
+        )
+    })
+}
+
+/// On a shard member that does not lead, a hook controller that holds its objects with a
+/// finalizer starts only once the leader held its `Controller` with the controller finalizer:
+/// started before, its objects could carry the finalizer of a `Controller` deleted without
+/// it, which no member would release. A controller without a finalizer runs at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_member_starts_a_finalizing_controller_only_once_the_leader_held_it() {
+    use informant::config::{CacheConfig, CacheConfigSpec};
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::Secret;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+
+    require("python3");
+    let (server, client) = support::server_with_informant_crds().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (hook, log) = (dir.path().join("hook.py"), dir.path().join("calls.log"));
+    std::fs::write(&hook, LOGGING_HOOK).unwrap();
+    let spec: CacheConfigSpec =
+        serde_json::from_value(json!({"sharding": {"ring": "shop", "key": "namespace"}})).unwrap();
+    Api::<CacheConfig>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &CacheConfig::new("test", spec))
+        .await
+        .unwrap();
+    // Another manager leads, for the whole test.
+    let mut lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "informant-standby-test", "namespace": "default"},
+        "spec": {"holderIdentity": "the-leader", "leaseDurationSeconds": 3600}}))
+    .unwrap();
+    if let Some(spec) = lease.spec.as_mut() {
+        spec.renew_time = Some(MicroTime(jiff::Timestamp::now()));
+    }
+    Api::<Lease>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &lease)
+        .await
+        .unwrap();
+    let options = Options {
+        leader_election: Some(informant::manager::LeaderElection {
+            identity: "standby".to_owned(),
+            ..informant::manager::LeaderElection::new("informant-standby-test", "default")
+        }),
+        shard: informant::manager::ShardOptions {
+            identity: "standby".to_owned(),
+            lease_namespace: "default".to_owned(),
+            ..informant::manager::ShardOptions::default()
+        },
+        ..support::manager_options(ConfigSource::Resource {
+            namespace: "default".into(),
+            name: "test".into(),
+        })
+    };
+    let mut manager = Manager::new(client.clone(), options).await.unwrap();
+    assert!(manager.is_sharded());
+    informant::hooks::add_to_manager(&mut manager);
+    let leads = manager.is_leader();
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(manager.run(shutdown.clone()));
+
+    secret(&server, "s1");
+    let controllers = Api::<Controller>::namespaced(client.clone(), "default");
+    for text in finalizing_controllers(&hook, &log) {
+        let controller: Controller = serde_yaml::from_str(&text).unwrap();
+        controllers
+            .create(&PostParams::default(), &controller)
+            .await
+            .unwrap();
+    }
+    let secrets = Api::<Secret>::namespaced(client.clone(), "default");
+    let calls = || std::fs::read_to_string(&log).unwrap_or_default();
+    eventually("the control's hook saw s1", || async {
+        calls().lines().any(|l| l == "s1")
+    })
+    .await;
+    assert!(!*leads.borrow(), "the standby must not lead");
+    let finalizers = |secret: Secret| secret.metadata.finalizers.unwrap_or_default();
+    assert_eq!(
+        finalizers(secrets.get("s1").await.unwrap()),
+        Vec::<String>::new(),
+        "the finalizing controller ran before the leader held its Controller"
+    );
+    assert_eq!(
+        calls().lines().count(),
+        1,
+        "only the control's hook: {}",
+        calls()
+    );
+
+    // The leader holds the Controller: the standby starts it, and it holds s1.
+    controllers
+        .patch(
+            "holds",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"finalizers": [informant::hooks::CONTROLLER_FINALIZER]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    eventually("the finalizing controller holds s1", || async {
+        finalizers(secrets.get("s1").await.unwrap())
+            .contains(&"hooks.informant.dev/default.holds".to_owned())
+    })
+    .await;
+
+    shutdown.cancel();
+    tokio::time::timeout(WAIT, run)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}
