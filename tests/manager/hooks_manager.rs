@@ -97,11 +97,7 @@ async fn a_multi_document_config_file_runs_its_controllers_and_an_edit_restarts_
     .await;
 
     shutdown.cancel();
-    tokio::time::timeout(WAIT, run)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    support::stopped(run).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -182,11 +178,7 @@ async fn the_controllers_of_the_cacheconfigs_namespace_run_with_their_status_wri
     .await;
 
     shutdown.cancel();
-    tokio::time::timeout(WAIT, run)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    support::stopped(run).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -279,11 +271,7 @@ async fn sharded_by_uid_a_controller_that_owns_a_kind_is_kept_back_naming_the_fi
     kept_back_in_status(&client, health).await;
 
     shutdown.cancel();
-    tokio::time::timeout(WAIT, run)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    support::stopped(run).await;
 }
 
 /// The `CacheConfig`'s `status.controllers` lists the kept-back `copies` with its reason beside the
@@ -601,9 +589,5 @@ async fn a_standby_member_starts_a_finalizing_controller_only_once_the_leader_he
     .await;
 
     shutdown.cancel();
-    tokio::time::timeout(WAIT, run)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    support::stopped(run).await;
 }
