@@ -67,6 +67,8 @@ pub struct CacheReloader {
     shard: Option<watch::Receiver<Option<ShardScope>>>,
     /// The share the published tree was planned for.
     planned_share: Option<ShardScope>,
+    /// The pool's mark of the tree serving ([`InformerPool::begin_tree`]).
+    tree_mark: u64,
     shared: Arc<SharedCache>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
@@ -125,6 +127,7 @@ impl CacheReloader {
             discovered: HashMap::new(),
             shard: None,
             planned_share: None,
+            tree_mark: 0,
             tracker,
             shutdown,
             sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
@@ -288,6 +291,7 @@ impl CacheReloader {
             .count();
         self.plan = Some(plan);
         self.planned_share = share;
+        self.tree_mark = mark;
         CacheChange {
             changed: true,
             started,
@@ -329,6 +333,13 @@ impl CacheReloader {
             .into_iter()
             .flatten()
             .collect()
+    }
+
+    /// Informers the serving tree does not use that reads in flight on an older tree still
+    /// hold: [`CacheReloader::sweep`] stops them once nothing holds them.
+    #[must_use]
+    pub fn left_over(&self) -> Vec<InformerKey> {
+        self.context.pool.left_over(self.tree_mark)
     }
 
     /// Stops informers that no tree uses any more (a read in flight during a reload may have

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
@@ -298,10 +298,20 @@ impl ReloadLoop<'_> {
         // the condition without a reload.
         let recheck = tokio::time::sleep(self.access.recheck);
         let mut recheck = std::pin::pin!(recheck);
+        // While reads in flight on an older tree hold informers only it used, the sweep runs
+        // again now and then, so they stop soon after those reads end, not at the next reload.
+        let sweep_again = tokio::time::sleep(SWEEP_AGAIN);
+        let mut sweep_again = std::pin::pin!(sweep_again);
         loop {
             let missing = !self.state.snapshot().missing_permissions.is_empty();
+            let left_over = !self.reloader.left_over().is_empty();
             let outcome = tokio::select! {
                 () = shutdown.cancelled() => return,
+                () = &mut sweep_again, if left_over => {
+                    self.sweep();
+                    sweep_again.as_mut().reset(tokio::time::Instant::now() + SWEEP_AGAIN);
+                    continue;
+                }
                 () = &mut recheck, if missing => {
                     let running = Arc::clone(&configs.borrow());
                     self.check_permissions(&running).await;
@@ -350,6 +360,10 @@ impl ReloadLoop<'_> {
         }
     }
 }
+
+/// How often the manager sweeps again while reads in flight on an older cache tree hold
+/// informers only that tree used (a read finishes in microseconds; a second is plenty).
+const SWEEP_AGAIN: Duration = Duration::from_secs(1);
 
 /// The span of one reload: its `reload.result` (`applied`, `unchanged`, `rejected`) is
 /// recorded once, by whatever decides it.

@@ -329,3 +329,67 @@ async fn a_reload_that_changes_sharding_is_rejected_at_its_path_and_the_running_
     shutdown.cancel();
     support::stopped(run).await;
 }
+
+/// The manager stops an informer a read in flight on the old tree held past the reload soon
+/// after that read ends, without waiting for another reload.
+#[tokio::test]
+async fn the_manager_stops_an_informer_a_read_held_past_the_reload_once_the_read_ends() {
+    let (server, client) = support::server().await;
+    server
+        .handle()
+        .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "team-a", "name": "a1", "labels": {"app": "a"}}}))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.yaml");
+    std::fs::write(&path, config("app=a", false)).unwrap();
+    let manager = Manager::new(
+        client.clone(),
+        support::manager_options(ConfigSource::File(path.clone())),
+    )
+    .await
+    .unwrap();
+    let (cache, pool) = (manager.cache(), manager.pool());
+    let mut reloads = manager.reloads();
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(manager.run(shutdown.clone()));
+    tokio::time::timeout(
+        support::WAIT,
+        cache.wait_for_cache_sync(&CancellationToken::new()),
+    )
+    .await
+    .expect("the first config serves")
+    .unwrap();
+    assert_eq!(
+        support::cached_names::<ConfigMap>(cache.as_ref()).await,
+        vec!["a1"]
+    );
+
+    let in_flight = cache.load();
+    support::replace(&path, &config("app=b", false));
+    let reload = tokio::time::timeout(support::WAIT, reloads.recv())
+        .await
+        .expect("a reload")
+        .unwrap();
+    let Reload::Applied { summary, .. } = reload else {
+        panic!("expected an applied reload, got {reload:?}");
+    };
+    assert!(
+        summary.starts_with(
+            "started 1 informer, stopped 0 (1 more once the reads in flight on the old tree end)"
+        ),
+        "{summary}"
+    );
+    let stopped = pool.stats().stopped_total;
+    drop(in_flight);
+    support::eventually("the held informer stops with no other reload", || async {
+        pool.stats().stopped_total == stopped + 1
+    })
+    .await;
+    assert!(
+        reloads.try_recv().is_err(),
+        "no other reload happened meanwhile"
+    );
+    shutdown.cancel();
+    support::stopped(run).await;
+}

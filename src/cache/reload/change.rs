@@ -18,8 +18,8 @@ pub struct CacheChange {
     /// Informers stopped because no tree uses them any more.
     pub stopped: Vec<InformerKey>,
     /// Informers no tree uses any more that reads in flight on the old tree still held when
-    /// it was swapped out: they stop at the next sweep, once those reads end (the manager
-    /// sweeps after each reload and scope change, and logs what that stopped).
+    /// it was swapped out: they stop at a later sweep, once those reads end (the manager
+    /// sweeps again every second while any is held, and logs what that stopped).
     pub stopping: Vec<InformerKey>,
     /// Informers the new tree took over, running, with their stores.
     pub kept: usize,
