@@ -183,19 +183,12 @@ async fn the_controllers_of_the_cacheconfigs_namespace_run_with_their_status_wri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharded_by_uid_a_controller_that_owns_a_kind_is_kept_back_naming_the_fix() {
-    use informant::config::{CacheConfig, CacheConfigSpec};
-
     require("python3");
     let (server, client) = support::server_with_informant_crds().await;
     let dir = tempfile::tempdir().unwrap();
     let hook = dir.path().join("hook.py");
     std::fs::write(&hook, HOOK).unwrap();
-    let spec: CacheConfigSpec =
-        serde_json::from_value(json!({"sharding": {"ring": "shop", "key": "uid"}})).unwrap();
-    Api::<CacheConfig>::namespaced(client.clone(), "default")
-        .create(&PostParams::default(), &CacheConfig::new("test", spec))
-        .await
-        .unwrap();
+    create_sharded_config(&client, "uid").await;
     let options = Options {
         metrics_addr: None,
         health_addr: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
@@ -309,6 +302,18 @@ async fn kept_back_in_status(client: &kube::Client, health: SocketAddr) {
         code, 200,
         "a kept-back controller leaves readiness alone: {body}"
     );
+}
+
+/// Creates the `CacheConfig` `default/test`, sharded over the ring `shop` by `key`.
+async fn create_sharded_config(client: &kube::Client, key: &str) {
+    use informant::config::{CacheConfig, CacheConfigSpec};
+
+    let spec: CacheConfigSpec =
+        serde_json::from_value(json!({"sharding": {"ring": "shop", "key": key}})).unwrap();
+    Api::<CacheConfig>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &CacheConfig::new("test", spec))
+        .await
+        .unwrap();
 }
 
 /// Appends the object's name to the file named by its first argument; answers nothing.
@@ -492,7 +497,6 @@ spec:
 /// it, which no member would release. A controller without a finalizer runs at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_member_starts_a_finalizing_controller_only_once_the_leader_held_it() {
-    use informant::config::{CacheConfig, CacheConfigSpec};
     use k8s_openapi::api::coordination::v1::Lease;
     use k8s_openapi::api::core::v1::Secret;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -502,12 +506,7 @@ async fn a_standby_member_starts_a_finalizing_controller_only_once_the_leader_he
     let dir = tempfile::tempdir().unwrap();
     let (hook, log) = (dir.path().join("hook.py"), dir.path().join("calls.log"));
     std::fs::write(&hook, LOGGING_HOOK).unwrap();
-    let spec: CacheConfigSpec =
-        serde_json::from_value(json!({"sharding": {"ring": "shop", "key": "namespace"}})).unwrap();
-    Api::<CacheConfig>::namespaced(client.clone(), "default")
-        .create(&PostParams::default(), &CacheConfig::new("test", spec))
-        .await
-        .unwrap();
+    create_sharded_config(&client, "namespace").await;
     // Another manager leads, for the whole test.
     let mut lease: Lease = serde_json::from_value(json!({
         "metadata": {"name": "informant-standby-test", "namespace": "default"},
