@@ -51,8 +51,9 @@ mod status;
 
 use status::{report, write_statuses};
 
-/// How often the `Controller` statuses are recomputed; an unchanged status is not written.
-const STATUS_INTERVAL: Duration = Duration::from_secs(2);
+/// How often the `Controller` statuses are recomputed (a pass with no change to follow); an
+/// unchanged status is not written.
+pub const STATUS_INTERVAL: Duration = Duration::from_secs(2);
 
 /// The `Ready` reason of a controller whose kinds are not served yet.
 const REASON_WAITING_FOR_KIND: &str = crate::manager::REASON_WAITING_FOR_KIND;
@@ -116,6 +117,8 @@ pub struct Supervisor {
     /// With sharding, whether this member leads: only the leader writes statuses, holds
     /// `Controller`s and releases finalizers.
     leader: Option<watch::Receiver<bool>>,
+    /// A pass with no change to follow runs this often ([`STATUS_INTERVAL`]).
+    interval: Duration,
     progress: watch::Sender<Progress>,
     report: Option<Arc<State>>,
 }
@@ -145,6 +148,7 @@ impl Supervisor {
             hold_controllers: false,
             sharding: None,
             leader: None,
+            interval: STATUS_INTERVAL,
             progress: watch::channel(Progress::default()).0,
             report: None,
         }
@@ -206,6 +210,15 @@ impl Supervisor {
         self
     }
 
+    /// Runs a pass every `every` when nothing changed ([`STATUS_INTERVAL`] unless set): the
+    /// statuses are recomputed and failed releases tried again. A change of the desired set,
+    /// of the cache tree or of who leads runs a pass at once.
+    #[must_use]
+    pub fn interval(mut self, every: Duration) -> Self {
+        self.interval = every;
+        self
+    }
+
     /// Whether this supervisor does the single work (always, unless [`Supervisor::leader`]).
     fn leads(&self) -> bool {
         self.leader.as_ref().is_none_or(|l| *l.borrow())
@@ -228,7 +241,9 @@ impl Supervisor {
         let mut written: HashMap<ControllerKey, ControllerStatus> = HashMap::new();
         // Releases that failed for some objects, tried again at each pass.
         let mut pending: Vec<Held> = Vec::new();
-        let mut tick = tokio::time::interval(STATUS_INTERVAL);
+        // The first pass runs now, not also at a first tick.
+        let first = tokio::time::Instant::now() + self.interval;
+        let mut tick = tokio::time::interval_at(first, self.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let desired = self.desired.borrow_and_update().clone();
@@ -264,6 +279,9 @@ impl Supervisor {
                 _ = tick.tick() => {}
                 // A tree was published (a kind may be served, or wait, now).
                 _ = published.changed() => {}
+                // This member came to lead (a finalizing controller may start, a pending
+                // release go) or stopped leading (its statuses are no longer its to write).
+                () = leadership_changed(self.leader.as_mut()) => {}
             }
         }
         if let Some(state) = &self.report {
@@ -664,6 +682,17 @@ fn held(settings: &ControllerSettings) -> Option<Held> {
         for_kind: settings.for_kind.clone(),
         finalizer: finalizer.clone(),
     })
+}
+
+/// Resolves when `leader` says another thing; never without a leader to follow, or once its
+/// sender is gone (the member's leadership ended with the manager).
+async fn leadership_changed(leader: Option<&mut watch::Receiver<bool>>) {
+    if let Some(leader) = leader
+        && leader.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending::<()>().await;
 }
 
 #[cfg(test)]

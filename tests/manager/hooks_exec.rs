@@ -1031,3 +1031,52 @@ async fn a_child_of_a_kind_not_owned_fails_the_answer_before_anything_is_recorde
     assert!(env.events("ShouldNotAppear", "greedy").await.is_empty());
     env.stop(vec![task]).await;
 }
+
+/// A shard member that comes to lead starts the finalizing controller it kept waiting for
+/// the leader's hold at once, holding its `Controller` itself: not at the supervisor's next
+/// timed pass (lengthened here to an hour, so only the leadership change can start it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_comes_to_lead_starts_its_waiting_finalizing_controller_at_once() {
+    require("python3");
+    let env = Env::new().await;
+    install_controller_crd(&env.server);
+    let api = Api::<Controller>::namespaced(env.client.clone(), "default");
+    let holds = env.controller("holds", "  finalize: true\n");
+    api.create(&PostParams::default(), &holds.resource)
+        .await
+        .unwrap();
+    let mut desired = Desired::new();
+    desired.insert(ControllerKey::new("default", "holds"), Ok(holds));
+    let (_send, receive) = watch::channel(desired);
+    let (leads, is_leader) = watch::channel(false);
+    let supervisor = Supervisor::new(receive)
+        .hold_controllers(true)
+        .leader(is_leader)
+        .interval(std::time::Duration::from_hours(1));
+    let mut progress = supervisor.progress();
+    let task = tokio::spawn(supervisor.run(env.ctx.clone(), env.shutdown.clone()));
+    tokio::time::timeout(WAIT, progress.wait_for(|p| p.passes >= 1))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        progress.borrow().starts,
+        0,
+        "it waits for the leader's hold"
+    );
+
+    leads.send_replace(true);
+    tokio::time::timeout(WAIT, progress.wait_for(|p| p.starts == 1))
+        .await
+        .expect("started when this member came to lead, not at the next timed pass")
+        .unwrap();
+    let finalizers = api.get("holds").await.unwrap().metadata.finalizers;
+    assert!(
+        finalizers
+            .unwrap_or_default()
+            .contains(&informant::hooks::CONTROLLER_FINALIZER.to_owned()),
+        "the new leader held its Controller before starting it"
+    );
+    env.shutdown.cancel();
+    task.await.unwrap();
+}
