@@ -53,7 +53,7 @@ use status::{report, write_statuses};
 
 /// How often the `Controller` statuses are recomputed (a pass with no change to follow); an
 /// unchanged status is not written.
-pub const STATUS_INTERVAL: Duration = Duration::from_secs(2);
+const STATUS_INTERVAL: Duration = Duration::from_secs(2);
 
 /// The `Ready` reason of a controller whose kinds are not served yet.
 const REASON_WAITING_FOR_KIND: &str = crate::manager::REASON_WAITING_FOR_KIND;
@@ -210,7 +210,7 @@ impl Supervisor {
         self
     }
 
-    /// Runs a pass every `every` when nothing changed ([`STATUS_INTERVAL`] unless set): the
+    /// Runs a pass every `every` when nothing changed (every 2 s unless set): the
     /// statuses are recomputed and failed releases tried again. A change of the desired set,
     /// of the cache tree or of who leads runs a pass at once.
     #[must_use]
