@@ -53,7 +53,8 @@ pub fn reloadable(
     }
 }
 
-fn describe(sharding: Option<&Sharding>) -> String {
+/// `sharding {ring: shop, key: namespace}`, or `no sharding`.
+pub(super) fn describe(sharding: Option<&Sharding>) -> String {
     match sharding {
         None => "no sharding".to_owned(),
         Some(Sharding { ring, key }) => {

@@ -14,7 +14,7 @@
 //! | the resource                      | published config        | outcome                 |
 //! |-----------------------------------|-------------------------|-------------------------|
 //! | absent at start                   | controller-runtime's defaults | none              |
-//! | invalid at start                  | the defaults            | `Rejected` when `run` starts |
+//! | invalid at start                  | the defaults (with its `spec.sharding` when that part is valid) | `Rejected` when `run` starts |
 //! | created, or spec edited, valid    | the new config          | `Applied`               |
 //! | valid, spec equal to the current  | unchanged               | `Unchanged`             |
 //! | spec edited, invalid              | the last good one       | `Rejected`              |
@@ -361,13 +361,45 @@ impl ResourceWatcher {
             return None;
         }
         self.seen = Some(seen);
+        let sharding = object
+            .data
+            .get("spec")
+            .and_then(|spec| spec.get("sharding"))
+            .cloned();
         Some(match self.validate(object) {
             Ok(config) if start == Start::Now => self.publish_first(config),
             Ok(config) => self.publish(config),
-            Err(error) => ReloadOutcome::Rejected {
-                error: Arc::new(error),
-            },
+            Err(error) => {
+                if start == Start::Now
+                    && let Some(config) = self.defaults_sharded(sharding)
+                {
+                    tracing::warn!(
+                        sharding = %config::restart::describe(config.cache.sharding.as_ref()),
+                        "cacheconfig invalid at start; running controller-runtime's defaults \
+                         with its spec.sharding, which is valid, so fixing the rest needs no restart"
+                    );
+                    self.publish_first(config);
+                }
+                ReloadOutcome::Rejected {
+                    error: Arc::new(error),
+                }
+            }
         })
+    }
+
+    /// controller-runtime's defaults with `sharding` (the `spec.sharding` of a resource invalid
+    /// at start), if `sharding` is valid on its own: the manager starts in the ring it asks
+    /// for, so fixing the rest of the spec is a reload, not a change of sharding that only a
+    /// restart applies. `None` without sharding, or when it is invalid too.
+    fn defaults_sharded(&self, sharding: Option<Value>) -> Option<Validated> {
+        let sharding = sharding.filter(|s| !s.is_null())?;
+        config::validate_json(serde_json::json!({
+            "apiVersion": CacheConfig::api_version(&()),
+            "kind": CacheConfig::kind(&()),
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": {"sharding": sharding},
+        }))
+        .ok()
     }
 
     /// The object is gone (deleted, or absent from a relist): back to the defaults.

@@ -346,6 +346,75 @@ async fn an_invalid_cacheconfig_at_start_gives_the_defaults_and_a_rejection_when
 }
 
 #[tokio::test]
+async fn a_cacheconfig_invalid_at_start_keeps_its_valid_sharding_so_fixing_it_needs_no_restart() {
+    let (_server, client) = server().await;
+    let invalid: CacheConfigSpec =
+        serde_json::from_value(json!({"syncPeriod": "soon", "sharding": {"ring": "shop"}}))
+            .unwrap();
+    create(&client, invalid).await;
+    let mut running = start(&client).await;
+    let first = Arc::clone(&running.configs.borrow_and_update());
+    assert_eq!(
+        first.resource.spec.sharding,
+        Some(serde_json::from_value(json!({"ring": "shop"})).unwrap()),
+        "the defaults run in the ring the invalid config asks for"
+    );
+    assert_eq!(
+        first.resource.spec.sync_period, None,
+        "and nothing else of it"
+    );
+    let ReloadOutcome::Rejected { error } = running.outcome().await else {
+        panic!("expected Rejected");
+    };
+    let paths: Vec<String> = error
+        .field_errors()
+        .iter()
+        .map(|e| e.path.to_string())
+        .collect();
+    assert_eq!(paths, ["spec.syncPeriod"], "{error}");
+
+    // Fixing the rest is a reload: the sharding is the one running.
+    patch_spec(&client, json!({"syncPeriod": "5h"})).await;
+    let fixed = running.applied().await;
+    assert_eq!(sync_period(fixed.as_ref()).as_deref(), Some("5h"));
+    assert_eq!(fixed.cache.sharding, first.cache.sharding);
+    running.stop().await;
+}
+
+#[tokio::test]
+async fn a_cacheconfig_whose_sharding_is_invalid_at_start_runs_the_defaults_unsharded() {
+    let (_server, client) = server().await;
+    let invalid: CacheConfigSpec =
+        serde_json::from_value(json!({"sharding": {"ring": "Not A Ring"}})).unwrap();
+    create(&client, invalid).await;
+    let mut running = start(&client).await;
+    assert_eq!(
+        running.configs.borrow_and_update().resource.spec,
+        CacheConfigSpec::default()
+    );
+    let ReloadOutcome::Rejected { error } = running.outcome().await else {
+        panic!("expected Rejected");
+    };
+    assert_eq!(
+        error.field_errors()[0].path.to_string(),
+        "spec.sharding.ring",
+        "{error}"
+    );
+    // The ring it asks for once fixed is a change of sharding: a restart applies it.
+    patch_spec(&client, json!({"sharding": {"ring": "shop"}})).await;
+    let ReloadOutcome::Rejected { error } = running.outcome().await else {
+        panic!("expected Rejected");
+    };
+    assert!(
+        error
+            .to_string()
+            .contains("changing sharding needs a restart"),
+        "{error}"
+    );
+    running.stop().await;
+}
+
+#[tokio::test]
 async fn a_field_this_version_does_not_know_is_rejected_at_its_path() {
     let (server, client) = server().await;
     // As a newer CRD would let through: the embedded server stores it unpruned.
