@@ -1,5 +1,5 @@
-//! [`Stub`]: what a controller's runner store holds for each object (its name and namespace,
-//! nothing else), and the read of the full object from the cache tree that every reconcile
+//! [`Stub`]: what a controller's runner store holds for each object (its name, namespace and
+//! `resourceVersion`, nothing else), and the read of the full object from the cache tree that every reconcile
 //! starts with.
 //!
 //! kube-runtime's runner takes the object to reconcile from a `reflector::Store<K>` and hands
@@ -13,7 +13,7 @@
 //!   run, but the runner would still need an object per entry until it lands;
 //! - **stubs** (taken): the runner runs over `Stub<K>`, a `Resource` of `K`'s kind whose
 //!   metadata holds only what scheduling uses, the name and namespace (the store key, the
-//!   per-object dedupe, owner and mapper triggers). Each reconcile reads the full object
+//!   per-object dedupe, owner and mapper triggers) and the `resourceVersion`. Each reconcile reads the full object
 //!   through the cache tree first ([`read`]): decoded once from the compact store, or with
 //!   `unsafeDisableDeepCopy` the cache's own `Arc` (the typed copy the cache keeps beside the
 //!   object from its first typed read until it changes: nothing decoded per reconcile), so the
@@ -25,8 +25,11 @@
 //! ([`read_stub`]), and the object's reference (for failure counts and warnings) is built only
 //! when something failed.
 //!
-//! Nothing else scheduling might want (uid, resourceVersion, deletion timestamp, finalizers) is
-//! kept: the reconcile reads them, current, from the object it gets. An object the cache no
+//! The stub also keeps the object's `resourceVersion`, so a list the manager takes itself (a
+//! reload, a change of namespaces or shard share) tells the objects the store holds as they
+//! are from the ones it brings in or changed, and reconciles only those (see
+//! [`super::source::reflected`]). Nothing else scheduling might want (uid, deletion timestamp,
+//! finalizers) is kept: the reconcile reads them, current, from the object it gets. An object the cache no
 //! longer holds when its turn comes is not reconciled, as kube-runtime treats one gone from its
 //! store (`ObjectNotFound`): it may have been deleted between its trigger and its turn.
 //!
@@ -53,9 +56,9 @@ use super::source::{self, Change, Follow};
 use crate::cache::typed::{AnyObject, Decoder};
 use crate::cache::{self, CompactObject, InformerEvent, SharedCache};
 
-/// One object of kind `K` in a controller's runner store: its name and namespace only. Its
-/// `DynamicType` is `K`'s behind an `Arc`, so each store key of a dynamic kind (a hook
-/// controller's) shares one `ApiResource` instead of holding a copy.
+/// One object of kind `K` in a controller's runner store: its name, namespace and
+/// `resourceVersion` only. Its `DynamicType` is `K`'s behind an `Arc`, so each store key of a
+/// dynamic kind (a hook controller's) shares one `ApiResource` instead of holding a copy.
 ///
 /// kube-runtime's runner takes what it reconciles from a `reflector::Store`, a concrete map
 /// that can not be backed by the cache's store; so the runner schedules stubs and each
@@ -82,13 +85,21 @@ impl<K> Stub<K> {
         }
     }
 
-    /// The stub of the object `meta` describes.
+    /// The stub of the object `meta` describes: its name, namespace and `resourceVersion`.
     #[must_use]
     pub fn of(meta: &ObjectMeta) -> Self {
         Self::new(
             meta.name.as_deref().unwrap_or_default(),
             meta.namespace.as_deref(),
         )
+        .at_version(meta.resource_version.clone())
+    }
+
+    /// This stub with `resourceVersion` `version`.
+    #[must_use]
+    pub fn at_version(mut self, version: Option<String>) -> Self {
+        self.metadata.resource_version = version;
+        self
     }
 
     /// The object's name.
@@ -226,7 +237,10 @@ impl<K: 'static> Decoder for StubDecoder<K> {
         stored: &CompactObject,
         _types: &TypeMeta,
     ) -> Result<AnyObject, serde_json::Error> {
-        Ok(Arc::new(Stub::<K>::new(stored.name(), stored.namespace())))
+        let version = stored.resource_version()?;
+        Ok(Arc::new(
+            Stub::<K>::new(stored.name(), stored.namespace()).at_version(version),
+        ))
     }
 
     fn convert(
@@ -337,10 +351,10 @@ mod tests {
         obj
     }
 
-    /// The stub holds the name and namespace and nothing else of the object: the runner's
-    /// store must not grow with the objects it schedules.
+    /// The stub holds the name, namespace and `resourceVersion` and nothing else of the
+    /// object: the runner's store must not grow with the objects it schedules.
     #[test]
-    fn a_stub_keeps_the_name_and_namespace_of_an_object_and_nothing_else() {
+    fn a_stub_keeps_the_name_namespace_and_version_of_an_object_and_nothing_else() {
         let obj = big_configmap();
         let from_event = stub_of::<ConfigMap>(
             &crate::cache::typed::gvk_of::<ConfigMap>(),
@@ -362,7 +376,7 @@ mod tests {
         ] {
             assert_eq!(
                 serde_json::to_value(stub.meta()).unwrap(),
-                serde_json::json!({"name": "web", "namespace": "shop"})
+                serde_json::json!({"name": "web", "namespace": "shop", "resourceVersion": "42"})
             );
         }
         assert!(

@@ -285,10 +285,16 @@ async fn the_runner_store_holds_stubs_and_the_reconcile_gets_the_whole_object() 
     );
     let stubs = running.store.state();
     assert_eq!(stubs.len(), 1);
+    let version = Api::<ConfigMap>::namespaced(env.client.clone(), "default")
+        .get("full")
+        .await
+        .unwrap()
+        .metadata
+        .resource_version;
     assert_eq!(
         serde_json::to_value(stubs[0].meta()).unwrap(),
-        json!({"name": "full", "namespace": "default"}),
-        "the runner's store holds no more of the object than its name and namespace"
+        json!({"name": "full", "namespace": "default", "resourceVersion": version}),
+        "the runner's store holds no more of the object than its name, namespace and version"
     );
     running.stop().await;
     env.stop().await;
@@ -666,6 +672,52 @@ async fn a_reload_that_adds_a_namespace_keeps_the_new_namespaces_objects_in_the_
         "metadata": {"namespace": "team-a", "name": "a-2"}}));
     until(&mut reconciled, "a-2").await;
     assert_eq!(running.names(), vec!["a-1", "a-2", "b-1"]);
+    running.stop().await;
+    env.stop().await;
+}
+
+/// A reload reconciles what it brought into the cache and nothing the cache held already:
+/// the list the controller takes after it passes over the new objects only.
+#[tokio::test]
+async fn a_reload_that_adds_a_namespace_reconciles_its_objects_and_not_the_ones_held_already() {
+    let mut env = Env::new().await;
+    for (ns, name) in [("team-a", "a-1"), ("team-b", "b-1"), ("team-b", "b-2")] {
+        env.create(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"namespace": ns, "name": name}}));
+    }
+    let namespaces = |list: &str| {
+        options(&by_object(&format!(
+            "    - {{apiVersion: v1, kind: Secret, namespaces: {list}}}\n"
+        )))
+    };
+    env.reloader
+        .apply(&namespaces("{team-a: {}}"))
+        .await
+        .unwrap();
+    let (running, mut reconciled) =
+        start(Controller::<Secret>::new("secrets"), env.context(), |_| {
+            Ok(Action::await_change())
+        });
+    assert_eq!(next(&mut reconciled).await, "a-1");
+
+    env.reloader
+        .apply(&namespaces("{team-a: {}, team-b: {}}"))
+        .await
+        .unwrap();
+    // A change made after the reload is reconciled after everything the reload did.
+    env.create(json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"namespace": "team-a", "name": "a-2"}}));
+    let mut before = Vec::new();
+    loop {
+        let name = next(&mut reconciled).await;
+        if name == "a-2" {
+            break;
+        }
+        before.push(name);
+    }
+    before.sort();
+    before.dedup();
+    assert_eq!(before, ["b-1", "b-2"], "a-1 was held already");
     running.stop().await;
     env.stop().await;
 }
