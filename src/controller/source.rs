@@ -344,17 +344,24 @@ where
                 None
             }
             Change::Listed(objs) => {
-                let news: Vec<ObjectRef<K>> = objs
+                let fresh: Vec<bool> = objs
                     .iter()
-                    .map(|obj| (key(obj), obj))
-                    .filter(|(k, obj)| is_change(&reader, k, obj))
-                    .map(|(k, _)| k)
+                    .map(|obj| is_change(&reader, &key(obj), obj))
                     .collect();
+                // Everything is news (the first list): the pass goes over the whole store, and
+                // no reference to every object is built for it.
+                let news = (!fresh.iter().all(|f| *f)).then(|| {
+                    objs.iter()
+                        .zip(&fresh)
+                        .filter(|(_, fresh)| **fresh)
+                        .map(|(obj, _)| key(obj))
+                        .collect::<Vec<_>>()
+                });
                 relist(&writer, objs);
-                let news = news.iter().filter_map(|k| reader.get(k)).collect();
+                let news = news.map(|keys| keys.iter().filter_map(|k| reader.get(k)).collect());
                 // The receiver lives as long as the pass stream; a controller that dropped it
                 // wants no pass.
-                let _ = listed.unbounded_send(Some(news));
+                let _ = listed.unbounded_send(news);
                 None
             }
             Change::Relisted(objs) => {
