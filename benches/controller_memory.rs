@@ -199,7 +199,8 @@ async fn run(server: &Server, objects: usize) -> Result<(), String> {
     let (stubs, mut writer) = reflector::store::<Stub<ConfigMap>>();
     for (i, name) in names.iter().enumerate() {
         // A resourceVersion as long as the server's for this many objects.
-        let stub = Stub::new(name, Some(NAMESPACE)).at_version(Some((1_000_000 + i).to_string()));
+        let version = (1_000_000 + i).to_string();
+        let stub = Stub::new(name, Some(NAMESPACE)).at_version(Some(&version));
         writer.apply_watcher_event(&watcher::Event::Apply(stub));
     }
     let stub_store_bytes = live_bytes() - before_stubs;

@@ -288,7 +288,7 @@ pub fn reflected<K>(
     impl Stream<Item = ObjectRef<K>> + Send,
 )
 where
-    K: Resource + Clone + Send + Sync + 'static,
+    K: Resource + Versioned + Clone + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
 {
     reflected_into(
@@ -318,7 +318,7 @@ pub(super) fn reflected_into<K>(
     impl Stream<Item = ObjectRef<K>> + Send,
 )
 where
-    K: Resource + Clone + Send + Sync + 'static,
+    K: Resource + Versioned + Clone + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
 {
     let (listed, lists) = futures::channel::mpsc::unbounded();
@@ -375,20 +375,24 @@ where
     (applied, pass)
 }
 
-/// Whether `obj` is news to the runner's store: absent from it, or another uid or
-/// `resourceVersion` than the copy it holds (every write of an object gives it a new one, so
-/// the same one is the same object, seen again in a list or a new informer's first list).
+/// Whether `obj` is news to the runner's store: absent from it, or another `resourceVersion`
+/// than the copy it holds (every write of an object gives it a new one, a new object of the
+/// same name too, so the same one is the same object, seen again in a list or in a new
+/// informer's first list). An object without one is always news.
 fn is_change<K>(store: &reflector::Store<K>, key: &ObjectRef<K>, obj: &K) -> bool
 where
-    K: Resource + Clone,
+    K: Resource + Versioned + Clone,
     K::DynamicType: Clone + Eq + Hash,
 {
-    store.get(key).is_none_or(|held| {
-        let (held, seen) = (held.meta(), obj.meta());
-        seen.resource_version.is_none()
-            || held.resource_version != seen.resource_version
-            || held.uid != seen.uid
-    })
+    store
+        .get(key)
+        .is_none_or(|held| obj.version().is_none() || held.version() != obj.version())
+}
+
+/// What tells two copies of an object in a runner's store apart: its `resourceVersion`.
+pub trait Versioned {
+    /// The object's `resourceVersion`, if known.
+    fn version(&self) -> Option<&str>;
 }
 
 fn apply<K>(writer: &SharedWriter<K>, event: &watcher::Event<K>)
@@ -420,25 +424,17 @@ where
 mod tests {
     use futures::channel::mpsc;
     use k8s_openapi::api::core::v1::ConfigMap;
-    use kube::api::ObjectMeta;
 
     use super::*;
+    use crate::controller::Stub;
 
-    fn configmap(name: &str, version: &str) -> ConfigMap {
-        ConfigMap {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("default".into()),
-                resource_version: Some(version.into()),
-                ..ObjectMeta::default()
-            },
-            ..ConfigMap::default()
-        }
+    fn configmap(name: &str, version: &str) -> Stub<ConfigMap> {
+        Stub::new(name, Some("default")).at_version(Some(version))
     }
 
     /// What `stream` yields within `within` (each taken from the queue), sorted.
     async fn names(
-        stream: &mut (impl Stream<Item = ObjectRef<ConfigMap>> + Unpin),
+        stream: &mut (impl Stream<Item = ObjectRef<Stub<ConfigMap>>> + Unpin),
         series: &Series,
         within: Duration,
     ) -> Vec<String> {
@@ -453,12 +449,12 @@ mod tests {
 
     /// The objects the applied stream triggers within `within`.
     async fn triggered(
-        applied: &mut (impl Stream<Item = Result<ConfigMap, watcher::Error>> + Unpin),
+        applied: &mut (impl Stream<Item = Result<Stub<ConfigMap>, watcher::Error>> + Unpin),
         within: Duration,
     ) -> Vec<String> {
         let mut names = Vec::new();
         while let Ok(Some(Ok(object))) = tokio::time::timeout(within, applied.next()).await {
-            names.push(object.metadata.name.unwrap_or_default());
+            names.push(object.name().to_owned());
         }
         names
     }
@@ -470,9 +466,10 @@ mod tests {
     async fn only_news_to_the_store_is_reconciled_except_after_an_informer_relisted() {
         let soon = Duration::from_millis(100);
         let (changes, rx) = mpsc::unbounded();
-        let (store, writer) = reflector::store::<ConfigMap>();
+        let (store, writer) = reflector::store::<Stub<ConfigMap>>();
         let series = Series::default();
-        let (applied, pass) = reflected(rx, writer, (), Context::offline(), series.clone());
+        let dyntype = Arc::new(());
+        let (applied, pass) = reflected(rx, writer, dyntype, Context::offline(), series.clone());
         let (mut applied, mut pass) = (Box::pin(applied), Box::pin(pass));
         let send = |change| changes.unbounded_send(change).unwrap();
 
@@ -497,7 +494,11 @@ mod tests {
         ]));
         assert_eq!(triggered(&mut applied, soon).await, Vec::<String>::new());
         assert_eq!(names(&mut pass, &series, soon).await, ["c", "d"]);
-        assert!(store.get(&ObjectRef::new("a").within("default")).is_none());
+        assert!(
+            store
+                .get(&ObjectRef::new_with("a", Arc::new(())).within("default"))
+                .is_none()
+        );
         send(Change::Listed(vec![
             configmap("c", "2"),
             configmap("d", "1"),
