@@ -232,7 +232,7 @@ async fn run(server: &Server, objects: usize) -> Result<(), String> {
         full_store_bytes,
     );
     row(
-        "kube-runtime Store<Stub<ConfigMap>>, name and namespace",
+        "kube-runtime Store<Stub<ConfigMap>>, name, namespace and resourceVersion",
         stub_store_bytes,
     );
     println!();
