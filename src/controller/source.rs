@@ -267,8 +267,7 @@ impl<T> State<T> {
 /// failure count is forgotten in `ctx`. Rust controllers (`K` a `Stub` of their type) and hook
 /// controllers (of a `DynamicObject` of `dyntype`) build their runner on it.
 ///
-/// News to the store is an object it does not hold, or holds with another uid or
-/// `resourceVersion`. A list the manager takes itself — a reload or a change of namespaces or
+/// News to the store is an object it does not hold, or holds with another `resourceVersion`. A list the manager takes itself — a reload or a change of namespaces or
 /// shard share started new informers, one stopped, or this subscriber lagged — passes over
 /// the objects it brought in or changed: an object the store held as it is was reconciled
 /// already, and is not reconciled again because the manager's scope moved elsewhere. After an
@@ -331,12 +330,17 @@ where
         let key = |obj: &K| ObjectRef::from_obj_with(obj, dyntype.clone());
         let triggered = match change {
             Change::Applied(obj) => {
-                let news = is_change(&reader, &key(&obj), &obj);
-                apply(&writer, &watcher::Event::Apply(obj.clone()));
-                news.then(|| {
-                    series.queue_added(&key(&obj));
-                    Ok(obj)
-                })
+                let object = key(&obj);
+                let news = is_change(&reader, &object, &obj);
+                let event = watcher::Event::Apply(obj);
+                apply(&writer, &event);
+                match event {
+                    watcher::Event::Apply(obj) if news => {
+                        series.queue_added(&object);
+                        Some(Ok(obj))
+                    }
+                    _ => None,
+                }
             }
             Change::Deleted(obj) => {
                 ctx.forget(&key(&obj).erase());
