@@ -56,6 +56,15 @@ async fn patch_spec(client: &Client, spec: serde_json::Value) -> CacheConfig {
         .unwrap()
 }
 
+/// The field path of each of `error`'s problems.
+fn paths(error: &informant::config::Error) -> Vec<String> {
+    error
+        .field_errors()
+        .iter()
+        .map(|e| e.path.to_string())
+        .collect()
+}
+
 fn sync_period(config: &Validated) -> Option<String> {
     config.resource.spec.sync_period.clone()
 }
@@ -92,6 +101,14 @@ impl Running {
             .await
             .expect("no reload outcome within 10s")
             .expect("outcome channel")
+    }
+
+    /// The next outcome, which must be `Rejected`: its error.
+    async fn rejected(&mut self) -> Arc<informant::config::Error> {
+        match self.outcome().await {
+            ReloadOutcome::Rejected { error } => error,
+            outcome => panic!("expected Rejected, got {outcome:?}"),
+        }
     }
 
     /// The next outcome, which must be `Applied`.
@@ -197,14 +214,8 @@ async fn an_invalid_edit_is_rejected_with_field_paths_and_the_last_good_config_s
         json!({"syncPeriod": "soon", "defaultLabelSelector": "a in (b"}),
     )
     .await;
-    let ReloadOutcome::Rejected { error } = running.outcome().await else {
-        panic!("expected Rejected");
-    };
-    let paths: Vec<String> = error
-        .field_errors()
-        .iter()
-        .map(|e| e.path.to_string())
-        .collect();
+    let error = running.rejected().await;
+    let paths = paths(&error);
     assert_eq!(
         paths,
         ["spec.syncPeriod", "spec.defaultLabelSelector"],
@@ -331,9 +342,7 @@ async fn an_invalid_cacheconfig_at_start_gives_the_defaults_and_a_rejection_when
         running.configs.borrow_and_update().resource.spec,
         CacheConfigSpec::default()
     );
-    let ReloadOutcome::Rejected { error } = running.outcome().await else {
-        panic!("expected Rejected");
-    };
+    let error = running.rejected().await;
     assert_eq!(error.field_errors()[0].path.to_string(), "spec.syncPeriod");
     assert_eq!(running.generation(), Some(1));
 
@@ -363,14 +372,8 @@ async fn a_cacheconfig_invalid_at_start_keeps_its_valid_sharding_so_fixing_it_ne
         first.resource.spec.sync_period, None,
         "and nothing else of it"
     );
-    let ReloadOutcome::Rejected { error } = running.outcome().await else {
-        panic!("expected Rejected");
-    };
-    let paths: Vec<String> = error
-        .field_errors()
-        .iter()
-        .map(|e| e.path.to_string())
-        .collect();
+    let error = running.rejected().await;
+    let paths = paths(&error);
     assert_eq!(paths, ["spec.syncPeriod"], "{error}");
 
     // Fixing the rest is a reload: the sharding is the one running.
@@ -392,9 +395,7 @@ async fn a_cacheconfig_whose_sharding_is_invalid_at_start_runs_the_defaults_unsh
         running.configs.borrow_and_update().resource.spec,
         CacheConfigSpec::default()
     );
-    let ReloadOutcome::Rejected { error } = running.outcome().await else {
-        panic!("expected Rejected");
-    };
+    let error = running.rejected().await;
     assert_eq!(
         error.field_errors()[0].path.to_string(),
         "spec.sharding.ring",
@@ -402,9 +403,7 @@ async fn a_cacheconfig_whose_sharding_is_invalid_at_start_runs_the_defaults_unsh
     );
     // The ring it asks for once fixed is a change of sharding: a restart applies it.
     patch_spec(&client, json!({"sharding": {"ring": "shop"}})).await;
-    let ReloadOutcome::Rejected { error } = running.outcome().await else {
-        panic!("expected Rejected");
-    };
+    let error = running.rejected().await;
     assert!(
         error
             .to_string()
@@ -427,9 +426,7 @@ async fn a_field_this_version_does_not_know_is_rejected_at_its_path() {
         }))
         .unwrap();
     let mut running = start(&client).await;
-    let ReloadOutcome::Rejected { error } = running.outcome().await else {
-        panic!("expected Rejected");
-    };
+    let error = running.rejected().await;
     let first = &error.field_errors()[0];
     assert_eq!(first.path.to_string(), "spec.byObjects", "{error}");
     assert!(first.message.contains("byObject"), "{error}");
