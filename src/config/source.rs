@@ -14,7 +14,7 @@
 //! | the resource                      | published config        | outcome                 |
 //! |-----------------------------------|-------------------------|-------------------------|
 //! | absent at start                   | controller-runtime's defaults | none              |
-//! | invalid at start                  | the defaults (with its `spec.sharding` when that part is valid) | `Rejected` when `run` starts |
+//! | invalid at start                  | the defaults, in its ring if `spec.sharding` is valid | `Rejected` when `run` starts |
 //! | created, or spec edited, valid    | the new config          | `Applied`               |
 //! | valid, spec equal to the current  | unchanged               | `Unchanged`             |
 //! | spec edited, invalid              | the last good one       | `Rejected`              |
@@ -376,7 +376,7 @@ impl ResourceWatcher {
                     tracing::warn!(
                         sharding = %config::restart::describe(config.cache.sharding.as_ref()),
                         "cacheconfig invalid at start; running controller-runtime's defaults \
-                         with its spec.sharding, which is valid, so fixing the rest needs no restart"
+                         with its valid spec.sharding, so fixing the rest needs no restart"
                     );
                     self.publish_first(config);
                 }

@@ -267,15 +267,16 @@ impl<T> State<T> {
 /// failure count is forgotten in `ctx`. Rust controllers (`K` a `Stub` of their type) and hook
 /// controllers (of a `DynamicObject` of `dyntype`) build their runner on it.
 ///
-/// News to the store is an object it does not hold, or holds with another `resourceVersion`. A list the manager takes itself — a reload or a change of namespaces or
-/// shard share started new informers, one stopped, or this subscriber lagged — passes over
-/// the objects it brought in or changed: an object the store held as it is was reconciled
-/// already, and is not reconciled again because the manager's scope moved elsewhere. After an
-/// informer listed the kind again from the API server ([`Change::Relisted`]) the pass goes over
-/// every object, as controller-runtime reconciles every object after client-go's informer
-/// relisted. A list's objects are not triggered one by one as they are stored: the store takes
-/// the whole list at once (so its readiness and the objects that left are exact), and the pass
-/// then asks for each object at the runner's pace.
+/// News to the store is an object it does not hold, or holds with another `resourceVersion`.
+/// A list the manager takes itself — a reload or a change of namespaces or shard share started
+/// new informers, one stopped, or this subscriber lagged — passes over the objects it brought
+/// in or changed: an object the store held as it is was reconciled already, and is not
+/// reconciled again because the manager's scope moved elsewhere. After an informer listed the
+/// kind again from the API server ([`Change::Relisted`]) the pass goes over every object, as
+/// controller-runtime reconciles every object after client-go's informer relisted. A list's
+/// objects are not triggered one by one as they are stored: the store takes the whole list at
+/// once (so its readiness and the objects that left are exact), and the pass then asks for
+/// each object at the runner's pace.
 pub fn reflected<K>(
     changes: impl Stream<Item = Change<K>> + Send + 'static,
     writer: reflector::store::Writer<K>,

@@ -1,6 +1,6 @@
 //! [`Stub`]: what a controller's runner store holds for each object (its name, namespace and
-//! `resourceVersion`, nothing else), and the read of the full object from the cache tree that every reconcile
-//! starts with.
+//! `resourceVersion`, nothing else), and the read of the full object from the cache tree that
+//! every reconcile starts with.
 //!
 //! kube-runtime's runner takes the object to reconcile from a `reflector::Store<K>` and hands
 //! it to the reconcile. Feeding it the objects themselves kept a second, parsed copy of every
@@ -13,12 +13,12 @@
 //!   run, but the runner would still need an object per entry until it lands;
 //! - **stubs** (taken): the runner runs over `Stub<K>`, a `Resource` of `K`'s kind whose
 //!   metadata holds only what scheduling uses, the name and namespace (the store key, the
-//!   per-object dedupe, owner and mapper triggers) and the `resourceVersion`. Each reconcile reads the full object
-//!   through the cache tree first ([`read`]): decoded once from the compact store, or with
-//!   `unsafeDisableDeepCopy` the cache's own `Arc` (the typed copy the cache keeps beside the
-//!   object from its first typed read until it changes: nothing decoded per reconcile), so the
-//!   reconcile still gets a whole typed `Arc<K>` and a hook the whole object. kube-runtime's
-//!   scheduler and runner are used unchanged.
+//!   per-object dedupe, owner and mapper triggers), with the `resourceVersion` beside it. Each
+//!   reconcile reads the full object through the cache tree first ([`read`]): decoded once
+//!   from the compact store, or with `unsafeDisableDeepCopy` the cache's own `Arc` (the typed
+//!   copy the cache keeps beside the object from its first typed read until it changes:
+//!   nothing decoded per reconcile), so the reconcile still gets a whole typed `Arc<K>` and a
+//!   hook the whole object. kube-runtime's scheduler and runner are used unchanged.
 //!
 //! The read is the one cost a reconcile pays for holding no object, so its own path allocates
 //! nothing but the object: the queue is told by the stub's name and namespace
@@ -29,9 +29,10 @@
 //! reload, a change of namespaces or shard share) tells the objects the store holds as they
 //! are from the ones it brings in or changed, and reconciles only those (see
 //! [`super::source::reflected`]). Nothing else scheduling might want (uid, deletion timestamp,
-//! finalizers) is kept: the reconcile reads them, current, from the object it gets. An object the cache no
-//! longer holds when its turn comes is not reconciled, as kube-runtime treats one gone from its
-//! store (`ObjectNotFound`): it may have been deleted between its trigger and its turn.
+//! finalizers) is kept: the reconcile reads them, current, from the object it gets. An object
+//! the cache no longer holds when its turn comes is not reconciled, as kube-runtime treats one
+//! gone from its store (`ObjectNotFound`): it may have been deleted between its trigger and its
+//! turn.
 //!
 //! The store lists its stubs through [`StubDecoder`]: from the compact store's keys, without
 //! decoding an object.
