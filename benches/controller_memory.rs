@@ -197,8 +197,11 @@ async fn run(server: &Server, objects: usize) -> Result<(), String> {
     // And per stub: what a runner's store holds now, the floor of what a controller adds.
     let before_stubs = live_bytes();
     let (stubs, mut writer) = reflector::store::<Stub<ConfigMap>>();
-    for name in &names {
-        writer.apply_watcher_event(&watcher::Event::Apply(Stub::new(name, Some(NAMESPACE))));
+    for (i, name) in names.iter().enumerate() {
+        // A resourceVersion as long as the server's for this many objects.
+        let version = (1_000_000 + i).to_string();
+        let stub = Stub::new(name, Some(NAMESPACE)).at_version(Some(&version));
+        writer.apply_watcher_event(&watcher::Event::Apply(stub));
     }
     let stub_store_bytes = live_bytes() - before_stubs;
     drop((stubs, writer));
@@ -229,7 +232,7 @@ async fn run(server: &Server, objects: usize) -> Result<(), String> {
         full_store_bytes,
     );
     row(
-        "kube-runtime Store<Stub<ConfigMap>>, name and namespace",
+        "kube-runtime Store<Stub<ConfigMap>>, name, namespace and resourceVersion",
         stub_store_bytes,
     );
     println!();

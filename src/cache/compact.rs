@@ -141,6 +141,21 @@ impl CompactObject {
         self.namespace.as_deref()
     }
 
+    /// `metadata.resourceVersion`, read from the stored metadata without decoding the rest
+    /// of the object (what a controller's runner store keeps to tell an object seen again in a
+    /// list from a changed one).
+    ///
+    /// # Errors
+    /// The stored bytes are not valid JSON (a bug).
+    pub fn resource_version(&self) -> Result<Option<String>, serde_json::Error> {
+        #[derive(serde::Deserialize)]
+        struct Version {
+            #[serde(rename = "resourceVersion")]
+            resource_version: Option<String>,
+        }
+        Ok(read::<Version>(self.tapes()?.0)?.resource_version)
+    }
+
     /// The value of label `key`.
     #[must_use]
     pub fn label(&self, key: &str) -> Option<&str> {
@@ -570,5 +585,27 @@ mod tests {
         assert_eq!(key.namespace.as_deref(), Some("a"));
         assert!(key.extra.resource_version.is_none() && key.extra.uid.is_none());
         assert_eq!(key.to_string(), "ConfigMap.v1./one.a");
+    }
+
+    #[test]
+    fn the_resource_version_is_read_without_decoding_the_object() {
+        let mut obj = object();
+        // A `resourceVersion` under `data` is not the object's.
+        obj.data["data"]["resourceVersion"] = "not-it".into();
+        assert_eq!(
+            CompactObject::encode(&obj)
+                .unwrap()
+                .resource_version()
+                .unwrap(),
+            Some("7".to_owned())
+        );
+        obj.metadata.resource_version = None;
+        assert_eq!(
+            CompactObject::encode(&obj)
+                .unwrap()
+                .resource_version()
+                .unwrap(),
+            None
+        );
     }
 }

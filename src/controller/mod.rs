@@ -10,10 +10,12 @@
 //!                                                       watches)                        cache      metrics)
 //! ```
 //!
-//! One copy of every object: the runner's store holds [`Stub`]s (name and namespace) and each
-//! reconcile reads its object through the cache tree (the module `stub` says why this route).
-//! After each list every object is asked for once at the runner's pace
-//! ([`LIST_PASS_QUEUE`]), and again once per the `syncPeriod` of the cache serving it
+//! One copy of every object: the runner's store holds [`Stub`]s (name, namespace and
+//! `resourceVersion`) and each reconcile reads its object through the cache tree (the module
+//! `stub` says why this route). After each list the objects it brought in or changed (every
+//! object after the first list and after an informer's relist: [`reflected`]) are asked for
+//! once at the runner's pace ([`LIST_PASS_QUEUE`]), and every object again once per the
+//! `syncPeriod` of the cache serving it
 //! ([`resync`], jittered and spread; fed to kube-runtime's `reconcile_on`).
 //!
 //! The reconcile's [`Context`] reads through the cache tree (never straight to the API
@@ -59,7 +61,7 @@ pub use resync::{RESYNC_JITTER, SCANS_PER_PERIOD, resync};
 pub use series::{LIST_PASS_QUEUE, Series};
 pub(crate) use shard::gained as shard_gained;
 pub(crate) use shutdown::stopped_before_ready;
-pub use source::{Change, Decode, Follow, changes, reflected};
+pub use source::{Change, Decode, Follow, Versioned, changes, reflected};
 pub(crate) use stub::read;
 pub use stub::{Stub, StubDecoder, stubs};
 

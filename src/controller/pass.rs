@@ -1,6 +1,10 @@
 //! The list pass: after each list of a controller's kind (its first, and every relist after a
-//! reload or a lag), every object of the runner's store is asked for once, at the runner's
-//! pace, through kube-runtime's `Controller::reconcile_on`.
+//! reload, a lag or a relist of its informer), objects of the runner's store are asked for once,
+//! at the runner's pace, through kube-runtime's `Controller::reconcile_on`: every object after
+//! the first list and after an informer relisted the kind from the API server (as client-go's
+//! informer hands controller-runtime an update of every object then); after a list the manager
+//! took itself (a reload, a namespace or shard share change, a lag), only the objects that list
+//! brought in or changed ([`Listed`]).
 //!
 //! Handing kube-runtime's scheduler a whole list at once would queue every object in an
 //! instant, and the scheduler's maps keep the capacity of the largest queue they ever held (a
@@ -8,7 +12,8 @@
 //! for the next object only while fewer than [`LIST_PASS_QUEUE`](super::LIST_PASS_QUEUE) wait
 //! ([`Series::try_admit`]); a full queue is let drain to half ([`Series::drained`]) before the
 //! pass refills it, so the scheduler stays small and the pass wakes once per run of objects,
-//! not once per object. A new list restarts the pass on the store it made.
+//! not once per object. A list of the whole store restarts the pass on the store it made; a
+//! list of some objects adds them to what is left of the pass.
 //!
 //! The pass is a hand-written stream: it runs for every object a controller reconciles, and
 //! a stream built from an `async` block would move its whole state for each object.
@@ -22,27 +27,26 @@ use std::task::{Context, Poll};
 use futures::{Stream, StreamExt as _};
 use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store};
-use tokio::sync::watch;
+
+/// What a list asks the pass for: `None` every object of the store it made, or the objects
+/// it brought in or changed.
+pub(super) type Listed<K> = Option<Vec<Arc<K>>>;
 
 use super::series::Series;
 
-/// Every object of `store` once after each list `lists` announces, each asked for once the
-/// queue `series` counts has room ([`super::LIST_PASS_QUEUE`]). Ends when `lists` is dropped (the
-/// controller's changes ended).
+/// The objects of `store` each list `lists` announces asks for ([`Listed`]), each asked for
+/// once the queue `series` counts has room ([`super::LIST_PASS_QUEUE`]). Ends when `lists` is
+/// dropped (the controller's changes ended).
 pub(super) fn list_pass<K>(
     store: Store<K>,
     dyntype: K::DynamicType,
     series: Series,
-    lists: watch::Receiver<()>,
+    lists: impl Stream<Item = Listed<K>> + Send + 'static,
 ) -> impl Stream<Item = ObjectRef<K>> + Send
 where
     K: Resource + Clone + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
 {
-    let lists = futures::stream::unfold(lists, |mut lists| async move {
-        lists.changed().await.ok()?;
-        Some(((), lists))
-    });
     Pass {
         store,
         dyntype,
@@ -62,7 +66,7 @@ where
     dyntype: K::DynamicType,
     series: Series,
     /// One item per list in the store.
-    lists: Pin<Box<dyn Stream<Item = ()> + Send>>,
+    lists: Pin<Box<dyn Stream<Item = Listed<K>> + Send>>,
     /// What is left of the current pass.
     left: std::vec::IntoIter<Arc<K>>,
     /// The object that found the queue full, asked for again once it drained.
@@ -84,12 +88,19 @@ where
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
         loop {
-            // A new list first: the pass starts over on the store it made.
+            // A new list first: the pass starts over on the store it made, or adds what the
+            // list changed to what is left.
             match this.lists.poll_next_unpin(cx) {
-                Poll::Ready(Some(())) => {
+                Poll::Ready(Some(None)) => {
                     this.left = this.store.state().into_iter();
                     this.next = None;
                     this.room = None;
+                    continue;
+                }
+                Poll::Ready(Some(Some(changed))) => {
+                    let mut left: Vec<Arc<K>> = this.left.by_ref().collect();
+                    left.extend(changed);
+                    this.left = left.into_iter();
                     continue;
                 }
                 Poll::Ready(None) => return Poll::Ready(None),
@@ -101,13 +112,15 @@ where
                 }
                 this.room = None;
             }
-            let object = match this.next.take() {
-                Some(object) => object,
-                None => match this.left.next() {
-                    Some(obj) => ObjectRef::from_obj_with(obj.as_ref(), this.dyntype.clone()),
-                    // The pass is over until the next list.
-                    None => return Poll::Pending,
-                },
+            let object = if let Some(object) = this.next.take() {
+                object
+            } else if let Some(obj) = this.left.next() {
+                ObjectRef::from_obj_with(obj.as_ref(), this.dyntype.clone())
+            } else {
+                // The pass is over until the next list (which need not find the buffer of
+                // this one).
+                this.left = Vec::new().into_iter();
+                return Poll::Pending;
             };
             if this.series.try_admit(&object) {
                 return Poll::Ready(Some(object));
@@ -178,12 +191,12 @@ mod tests {
         let n = LIST_PASS_QUEUE + 10;
         let (store, mut writer) = reflector::store::<ConfigMap>();
         let series = Series::default();
-        let (listed, lists) = watch::channel(());
-        let mut pass = Box::pin(list_pass(store, (), series.clone(), lists));
+        let (listed, lists) = futures::channel::mpsc::unbounded();
+        let mut pass = Box::pin(list_pass(store.clone(), (), series.clone(), lists));
         assert_eq!(next(&mut pass, soon).await, None, "nothing before a list");
 
         list(&mut writer, 0..n);
-        listed.send(()).unwrap();
+        listed.unbounded_send(None).unwrap();
         let mut asked = Vec::new();
         for _ in 0..LIST_PASS_QUEUE {
             asked.push(next(&mut pass, guard).await.unwrap());
@@ -220,8 +233,28 @@ mod tests {
 
         // A relist: the pass goes over the store it made.
         list(&mut writer, [99_999].into_iter());
-        listed.send(()).unwrap();
+        listed.unbounded_send(None).unwrap();
         assert_eq!(next(&mut pass, guard).await.as_deref(), Some("cm-99999"));
+        taken(&series, "cm-99999");
+
+        // A list of some objects: those, after what is left of the pass.
+        list(&mut writer, [1, 2, 3].into_iter());
+        listed.unbounded_send(None).unwrap();
+        let first = next(&mut pass, guard).await.unwrap();
+        taken(&series, &first);
+        let changed = store.get(&ObjectRef::new("cm-00003").within("default"));
+        listed
+            .unbounded_send(Some(changed.into_iter().collect()))
+            .unwrap();
+        let mut asked = vec![first];
+        for _ in 0..3 {
+            let name = next(&mut pass, guard).await.unwrap();
+            taken(&series, &name);
+            asked.push(name);
+        }
+        asked.sort();
+        assert_eq!(asked, ["cm-00001", "cm-00002", "cm-00003", "cm-00003"]);
+        assert_eq!(next(&mut pass, soon).await, None, "the pass is over");
         drop(listed);
         assert_eq!(
             next(&mut pass, guard).await.as_deref(),

@@ -30,6 +30,9 @@ pub enum Change<T> {
     Deleted(T),
     /// Every object the cache tree holds now; anything not in it is gone.
     Listed(Vec<T>),
+    /// As `Listed`, after an informer of the kind listed it again from the API server while it
+    /// ran ([`InformerEvent::Relisted`]): a controller reconciles every object again.
+    Relisted(Vec<T>),
 }
 
 impl<T> Change<T> {
@@ -37,7 +40,7 @@ impl<T> Change<T> {
     pub fn into_objects(self) -> Vec<T> {
         match self {
             Change::Applied(obj) | Change::Deleted(obj) => vec![obj],
-            Change::Listed(objs) => objs,
+            Change::Listed(objs) | Change::Relisted(objs) => objs,
         }
     }
 
@@ -47,7 +50,7 @@ impl<T> Change<T> {
         match self {
             Change::Applied(obj) => vec![watcher::Event::Apply(obj)],
             Change::Deleted(obj) => vec![watcher::Event::Delete(obj)],
-            Change::Listed(objs) => {
+            Change::Listed(objs) | Change::Relisted(objs) => {
                 let mut events = Vec::with_capacity(objs.len() + 2);
                 events.push(watcher::Event::Init);
                 events.extend(objs.into_iter().map(watcher::Event::InitApply));
@@ -85,6 +88,8 @@ struct State<T> {
     list_as: Option<(Arc<dyn Decoder>, Unpack<T>)>,
     follow: Follow,
     list_pending: bool,
+    /// The pending list follows an informer's relist ([`Change::Relisted`]).
+    relisted: bool,
     retry: Duration,
 }
 
@@ -156,6 +161,7 @@ fn changes_from<T: Send + 'static>(
         list_as,
         follow,
         list_pending: matches!(follow, Follow::Store),
+        relisted: false,
         retry: LIST_RETRY.0,
     };
     futures::stream::unfold(state, |mut state| async move {
@@ -196,6 +202,9 @@ impl<T> State<T> {
                     Ok(objects) => {
                         self.list_pending = false;
                         self.retry = LIST_RETRY.0;
+                        if std::mem::take(&mut self.relisted) {
+                            return Some(Change::Relisted(objects));
+                        }
                         return Some(Change::Listed(objects));
                     }
                     Err(error) => {
@@ -226,6 +235,10 @@ impl<T> State<T> {
                     }
                 }
                 Ok(InformerEvent::Resynced) => self.list_pending = true,
+                Ok(InformerEvent::Relisted) => {
+                    self.list_pending = true;
+                    self.relisted = true;
+                }
                 Err(RecvError::Lagged(missed)) => {
                     tracing::debug!(missed, "controller lagged behind the informers, relisting");
                     self.list_pending = true;
@@ -248,15 +261,22 @@ impl<T> State<T> {
 
 /// The objects a controller reconciles, as kube-runtime's runner takes them: the `changes` of
 /// its kind (following a store) reflected into `writer`, the runner's store. Returns two
-/// trigger streams: each applied object (for `Controller::for_stream`), counted as a workqueue
-/// add in `series`, and, after each list, a pass over the whole store ([`super::LIST_PASS_QUEUE`])
-/// (for `Controller::reconcile_on`). Each deleted object's failure count is forgotten in `ctx`.
-/// Rust controllers (`K` a `Stub` of their type) and hook controllers (of a `DynamicObject`
-/// of `dyntype`) build their runner on it.
+/// trigger streams: each applied object that is news to the store (for
+/// `Controller::for_stream`), counted as a workqueue add in `series`, and, after each list, a
+/// pass ([`super::LIST_PASS_QUEUE`]) (for `Controller::reconcile_on`). Each deleted object's
+/// failure count is forgotten in `ctx`. Rust controllers (`K` a `Stub` of their type) and hook
+/// controllers (of a `DynamicObject` of `dyntype`) build their runner on it.
 ///
-/// A list's objects are not triggered one by one as they are stored: the store takes the
-/// whole list at once (so its readiness and the objects that left are exact), and the pass then
-/// asks for each object at the runner's pace.
+/// News to the store is an object it does not hold, or holds with another `resourceVersion`.
+/// A list the manager takes itself — a reload or a change of namespaces or shard share started
+/// new informers, one stopped, or this subscriber lagged — passes over the objects it brought
+/// in or changed: an object the store held as it is was reconciled already, and is not
+/// reconciled again because the manager's scope moved elsewhere. After an informer listed the
+/// kind again from the API server ([`Change::Relisted`]) the pass goes over every object, as
+/// controller-runtime reconciles every object after client-go's informer relisted. A list's
+/// objects are not triggered one by one as they are stored: the store takes the whole list at
+/// once (so its readiness and the objects that left are exact), and the pass then asks for
+/// each object at the runner's pace.
 pub fn reflected<K>(
     changes: impl Stream<Item = Change<K>> + Send + 'static,
     writer: reflector::store::Writer<K>,
@@ -268,7 +288,7 @@ pub fn reflected<K>(
     impl Stream<Item = ObjectRef<K>> + Send,
 )
 where
-    K: Resource + Clone + Send + Sync + 'static,
+    K: Resource + Versioned + Clone + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
 {
     reflected_into(
@@ -298,46 +318,205 @@ pub(super) fn reflected_into<K>(
     impl Stream<Item = ObjectRef<K>> + Send,
 )
 where
-    K: Resource + Clone + Send + Sync + 'static,
+    K: Resource + Versioned + Clone + Send + Sync + 'static,
     K::DynamicType: Clone + Eq + Hash + Send + Sync + 'static,
 {
-    let (listed, lists) = tokio::sync::watch::channel(());
+    let (listed, lists) = futures::channel::mpsc::unbounded();
     let reader = writer
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .as_reader();
-    let pass = super::pass::list_pass(reader, dyntype.clone(), series.clone(), lists);
-    let deleted = dyntype.clone();
-    let applied = changes
-        .flat_map(move |change| {
-            if let Change::Deleted(obj) = &change {
-                ctx.forget(&ObjectRef::from_obj_with(obj, deleted.clone()).erase());
+    let pass = super::pass::list_pass(reader.clone(), dyntype.clone(), series.clone(), lists);
+    let applied = changes.flat_map(move |change| {
+        let key = |obj: &K| ObjectRef::from_obj_with(obj, dyntype.clone());
+        let triggered = match change {
+            Change::Applied(obj) => {
+                let object = key(&obj);
+                let news = is_change(&reader, &object, &obj);
+                let event = watcher::Event::Apply(obj);
+                apply(&writer, &event);
+                match event {
+                    watcher::Event::Apply(obj) if news => {
+                        series.queue_added(&object);
+                        Some(Ok(obj))
+                    }
+                    _ => None,
+                }
             }
-            futures::stream::iter(change.into_watcher_events())
-        })
-        .map(move |event| {
-            writer
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .apply_watcher_event(&event);
-            Ok::<_, watcher::Error>(event)
-        })
-        .filter_map(move |event| {
-            let triggered = match event {
-                Ok(watcher::Event::Apply(obj)) => {
-                    series.queue_added(&ObjectRef::from_obj_with(&obj, dyntype.clone()));
-                    Some(Ok(obj))
-                }
-                Ok(watcher::Event::InitDone) => {
-                    // The store holds the list now: pass over it. The receiver lives as long
-                    // as the pass stream; a controller that dropped it wants no pass.
-                    let _ = listed.send(());
-                    None
-                }
-                Ok(_) => None,
-                Err(error) => Some(Err(error)),
-            };
-            std::future::ready(triggered)
-        });
+            Change::Deleted(obj) => {
+                ctx.forget(&key(&obj).erase());
+                apply(&writer, &watcher::Event::Delete(obj));
+                None
+            }
+            Change::Listed(objs) => {
+                let fresh: Vec<bool> = objs
+                    .iter()
+                    .map(|obj| is_change(&reader, &key(obj), obj))
+                    .collect();
+                // Everything is news (the first list): the pass goes over the whole store, and
+                // no reference to every object is built for it.
+                let news = (!fresh.iter().all(|f| *f)).then(|| {
+                    objs.iter()
+                        .zip(&fresh)
+                        .filter(|(_, fresh)| **fresh)
+                        .map(|(obj, _)| key(obj))
+                        .collect::<Vec<_>>()
+                });
+                relist(&writer, objs);
+                let news = news.map(|keys| keys.iter().filter_map(|k| reader.get(k)).collect());
+                // The receiver lives as long as the pass stream; a controller that dropped it
+                // wants no pass.
+                let _ = listed.unbounded_send(news);
+                None
+            }
+            Change::Relisted(objs) => {
+                relist(&writer, objs);
+                let _ = listed.unbounded_send(None);
+                None
+            }
+        };
+        futures::stream::iter(triggered)
+    });
     (applied, pass)
+}
+
+/// Whether `obj` is news to the runner's store: absent from it, or another `resourceVersion`
+/// than the copy it holds (every write of an object gives it a new one, a new object of the
+/// same name too, so the same one is the same object, seen again in a list or in a new
+/// informer's first list). An object without one is always news.
+fn is_change<K>(store: &reflector::Store<K>, key: &ObjectRef<K>, obj: &K) -> bool
+where
+    K: Resource + Versioned + Clone,
+    K::DynamicType: Clone + Eq + Hash,
+{
+    store
+        .get(key)
+        .is_none_or(|held| obj.version().is_none() || held.version() != obj.version())
+}
+
+/// What tells two copies of an object in a runner's store apart: its `resourceVersion`.
+pub trait Versioned {
+    /// The object's `resourceVersion`, if known.
+    fn version(&self) -> Option<&str>;
+}
+
+fn apply<K>(writer: &SharedWriter<K>, event: &watcher::Event<K>)
+where
+    K: Resource + Clone,
+    K::DynamicType: Clone + Eq + Hash,
+{
+    writer
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .apply_watcher_event(event);
+}
+
+/// Replaces the store's objects by `objs`, as kube-runtime's reflector applies a relist.
+fn relist<K>(writer: &SharedWriter<K>, objs: Vec<K>)
+where
+    K: Resource + Clone,
+    K::DynamicType: Clone + Eq + Hash,
+{
+    let mut writer = writer
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for event in Change::Listed(objs).into_watcher_events() {
+        writer.apply_watcher_event(&event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::channel::mpsc;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+    use crate::controller::Stub;
+
+    fn configmap(name: &str, version: &str) -> Stub<ConfigMap> {
+        Stub::new(name, Some("default")).at_version(Some(version))
+    }
+
+    /// What `stream` yields within `within` (each taken from the queue), sorted.
+    async fn names(
+        stream: &mut (impl Stream<Item = ObjectRef<Stub<ConfigMap>>> + Unpin),
+        series: &Series,
+        within: Duration,
+    ) -> Vec<String> {
+        let mut names = Vec::new();
+        while let Ok(Some(object)) = tokio::time::timeout(within, stream.next()).await {
+            series.taken(&object);
+            names.push(object.name);
+        }
+        names.sort();
+        names
+    }
+
+    /// The objects the applied stream triggers within `within`.
+    async fn triggered(
+        applied: &mut (impl Stream<Item = Result<Stub<ConfigMap>, watcher::Error>> + Unpin),
+        within: Duration,
+    ) -> Vec<String> {
+        let mut names = Vec::new();
+        while let Ok(Some(Ok(object))) = tokio::time::timeout(within, applied.next()).await {
+            names.push(object.name().to_owned());
+        }
+        names
+    }
+
+    /// A list the manager takes itself (a reload, a namespace or share change, a lag) and an
+    /// event that shows an object as the store holds it reconcile nothing again; a relist of
+    /// an informer reconciles every object, as controller-runtime does after client-go's.
+    #[tokio::test]
+    async fn only_news_to_the_store_is_reconciled_except_after_an_informer_relisted() {
+        let soon = Duration::from_millis(100);
+        let (changes, rx) = mpsc::unbounded();
+        let (store, writer) = reflector::store::<Stub<ConfigMap>>();
+        let series = Series::default();
+        let dyntype = Arc::new(());
+        let (applied, pass) = reflected(rx, writer, dyntype, Context::offline(), series.clone());
+        let (mut applied, mut pass) = (Box::pin(applied), Box::pin(pass));
+        let send = |change| changes.unbounded_send(change).unwrap();
+
+        // The first list: everything is news.
+        send(Change::Listed(vec![
+            configmap("a", "1"),
+            configmap("b", "1"),
+        ]));
+        assert_eq!(triggered(&mut applied, soon).await, Vec::<String>::new());
+        assert_eq!(names(&mut pass, &series, soon).await, ["a", "b"]);
+
+        // An event: only a changed version.
+        send(Change::Applied(configmap("a", "1")));
+        send(Change::Applied(configmap("b", "2")));
+        assert_eq!(triggered(&mut applied, soon).await, ["b"]);
+
+        // A list the manager took: the new object only; one that left leaves the store.
+        send(Change::Listed(vec![
+            configmap("b", "2"),
+            configmap("c", "1"),
+            configmap("d", "1"),
+        ]));
+        assert_eq!(triggered(&mut applied, soon).await, Vec::<String>::new());
+        assert_eq!(names(&mut pass, &series, soon).await, ["c", "d"]);
+        assert!(
+            store
+                .get(&ObjectRef::new_with("a", Arc::new(())).within("default"))
+                .is_none()
+        );
+        send(Change::Listed(vec![
+            configmap("c", "2"),
+            configmap("d", "1"),
+        ]));
+        triggered(&mut applied, soon).await;
+        assert_eq!(names(&mut pass, &series, soon).await, ["c"]);
+
+        // An informer relisted: every object.
+        send(Change::Relisted(vec![
+            configmap("c", "2"),
+            configmap("d", "1"),
+        ]));
+        triggered(&mut applied, soon).await;
+        assert_eq!(names(&mut pass, &series, soon).await, ["c", "d"]);
+    }
 }

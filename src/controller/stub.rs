@@ -1,6 +1,6 @@
-//! [`Stub`]: what a controller's runner store holds for each object (its name and namespace,
-//! nothing else), and the read of the full object from the cache tree that every reconcile
-//! starts with.
+//! [`Stub`]: what a controller's runner store holds for each object (its name, namespace and
+//! `resourceVersion`, nothing else), and the read of the full object from the cache tree that
+//! every reconcile starts with.
 //!
 //! kube-runtime's runner takes the object to reconcile from a `reflector::Store<K>` and hands
 //! it to the reconcile. Feeding it the objects themselves kept a second, parsed copy of every
@@ -13,22 +13,26 @@
 //!   run, but the runner would still need an object per entry until it lands;
 //! - **stubs** (taken): the runner runs over `Stub<K>`, a `Resource` of `K`'s kind whose
 //!   metadata holds only what scheduling uses, the name and namespace (the store key, the
-//!   per-object dedupe, owner and mapper triggers). Each reconcile reads the full object
-//!   through the cache tree first ([`read`]): decoded once from the compact store, or with
-//!   `unsafeDisableDeepCopy` the cache's own `Arc` (the typed copy the cache keeps beside the
-//!   object from its first typed read until it changes: nothing decoded per reconcile), so the
-//!   reconcile still gets a whole typed `Arc<K>` and a hook the whole object. kube-runtime's
-//!   scheduler and runner are used unchanged.
+//!   per-object dedupe, owner and mapper triggers), with the `resourceVersion` beside it. Each
+//!   reconcile reads the full object through the cache tree first ([`read`]): decoded once
+//!   from the compact store, or with `unsafeDisableDeepCopy` the cache's own `Arc` (the typed
+//!   copy the cache keeps beside the object from its first typed read until it changes:
+//!   nothing decoded per reconcile), so the reconcile still gets a whole typed `Arc<K>` and a
+//!   hook the whole object. kube-runtime's scheduler and runner are used unchanged.
 //!
 //! The read is the one cost a reconcile pays for holding no object, so its own path allocates
 //! nothing but the object: the queue is told by the stub's name and namespace
 //! ([`read_stub`]), and the object's reference (for failure counts and warnings) is built only
 //! when something failed.
 //!
-//! Nothing else scheduling might want (uid, resourceVersion, deletion timestamp, finalizers) is
-//! kept: the reconcile reads them, current, from the object it gets. An object the cache no
-//! longer holds when its turn comes is not reconciled, as kube-runtime treats one gone from its
-//! store (`ObjectNotFound`): it may have been deleted between its trigger and its turn.
+//! The stub also keeps the object's `resourceVersion`, so a list the manager takes itself (a
+//! reload, a change of namespaces or shard share) tells the objects the store holds as they
+//! are from the ones it brings in or changed, and reconciles only those (see
+//! [`super::source::reflected`]). Nothing else scheduling might want (uid, deletion timestamp,
+//! finalizers) is kept: the reconcile reads them, current, from the object it gets. An object
+//! the cache no longer holds when its turn comes is not reconciled, as kube-runtime treats one
+//! gone from its store (`ObjectNotFound`): it may have been deleted between its trigger and its
+//! turn.
 //!
 //! The store lists its stubs through [`StubDecoder`]: from the compact store's keys, without
 //! decoding an object.
@@ -53,9 +57,9 @@ use super::source::{self, Change, Follow};
 use crate::cache::typed::{AnyObject, Decoder};
 use crate::cache::{self, CompactObject, InformerEvent, SharedCache};
 
-/// One object of kind `K` in a controller's runner store: its name and namespace only. Its
-/// `DynamicType` is `K`'s behind an `Arc`, so each store key of a dynamic kind (a hook
-/// controller's) shares one `ApiResource` instead of holding a copy.
+/// One object of kind `K` in a controller's runner store: its name, namespace and
+/// `resourceVersion` only. Its `DynamicType` is `K`'s behind an `Arc`, so each store key of a
+/// dynamic kind (a hook controller's) shares one `ApiResource` instead of holding a copy.
 ///
 /// kube-runtime's runner takes what it reconciles from a `reflector::Store`, a concrete map
 /// that can not be backed by the cache's store; so the runner schedules stubs and each
@@ -64,6 +68,11 @@ use crate::cache::{self, CompactObject, InformerEvent, SharedCache};
 #[serde(bound = "")]
 pub struct Stub<K> {
     metadata: ObjectMeta,
+    /// The object's `resourceVersion`, kept beside the metadata rather than in it: kube-rs
+    /// copies a metadata `resourceVersion` into every `ObjectRef` the runner builds (two per
+    /// reconcile), which costs a reconcile an allocation for nothing it uses.
+    #[serde(skip)]
+    version: Option<Box<str>>,
     #[serde(skip)]
     kind: PhantomData<fn() -> K>,
 }
@@ -78,17 +87,32 @@ impl<K> Stub<K> {
                 namespace: namespace.map(str::to_owned),
                 ..ObjectMeta::default()
             },
+            version: None,
             kind: PhantomData,
         }
     }
 
-    /// The stub of the object `meta` describes.
+    /// The stub of the object `meta` describes: its name, namespace and `resourceVersion`.
     #[must_use]
     pub fn of(meta: &ObjectMeta) -> Self {
         Self::new(
             meta.name.as_deref().unwrap_or_default(),
             meta.namespace.as_deref(),
         )
+        .at_version(meta.resource_version.as_deref())
+    }
+
+    /// This stub with `resourceVersion` `version`.
+    #[must_use]
+    pub fn at_version(mut self, version: Option<&str>) -> Self {
+        self.version = version.map(Box::from);
+        self
+    }
+
+    /// The object's `resourceVersion` when the stub was made.
+    #[must_use]
+    pub fn version(&self) -> Option<&str> {
+        self.version.as_deref()
     }
 
     /// The object's name.
@@ -118,10 +142,17 @@ impl<K: Resource> Stub<K> {
     }
 }
 
+impl<K> source::Versioned for Stub<K> {
+    fn version(&self) -> Option<&str> {
+        Stub::version(self)
+    }
+}
+
 impl<K> Clone for Stub<K> {
     fn clone(&self) -> Self {
         Self {
             metadata: self.metadata.clone(),
+            version: self.version.clone(),
             kind: PhantomData,
         }
     }
@@ -226,7 +257,10 @@ impl<K: 'static> Decoder for StubDecoder<K> {
         stored: &CompactObject,
         _types: &TypeMeta,
     ) -> Result<AnyObject, serde_json::Error> {
-        Ok(Arc::new(Stub::<K>::new(stored.name(), stored.namespace())))
+        let version = stored.resource_version()?;
+        Ok(Arc::new(
+            Stub::<K>::new(stored.name(), stored.namespace()).at_version(version.as_deref()),
+        ))
     }
 
     fn convert(
@@ -337,10 +371,10 @@ mod tests {
         obj
     }
 
-    /// The stub holds the name and namespace and nothing else of the object: the runner's
-    /// store must not grow with the objects it schedules.
+    /// The stub holds the name, namespace and `resourceVersion` and nothing else of the
+    /// object: the runner's store must not grow with the objects it schedules.
     #[test]
-    fn a_stub_keeps_the_name_and_namespace_of_an_object_and_nothing_else() {
+    fn a_stub_keeps_the_name_namespace_and_version_of_an_object_and_nothing_else() {
         let obj = big_configmap();
         let from_event = stub_of::<ConfigMap>(
             &crate::cache::typed::gvk_of::<ConfigMap>(),
@@ -364,6 +398,7 @@ mod tests {
                 serde_json::to_value(stub.meta()).unwrap(),
                 serde_json::json!({"name": "web", "namespace": "shop"})
             );
+            assert_eq!(stub.version(), Some("42"));
         }
         assert!(
             !decoder.keep(),
@@ -371,8 +406,8 @@ mod tests {
         );
         assert_eq!(
             std::mem::size_of::<Stub<ConfigMap>>(),
-            std::mem::size_of::<ObjectMeta>(),
-            "a stub is its metadata, not an object"
+            std::mem::size_of::<ObjectMeta>() + std::mem::size_of::<Box<str>>(),
+            "a stub is its metadata and version, not an object"
         );
     }
 

@@ -110,7 +110,7 @@ fn forget_children(written: &Written, plural: &str, change: &Change<DynamicObjec
                 child.metadata.name.as_deref().unwrap_or_default(),
             ));
         }
-        Change::Listed(_) => {
+        Change::Listed(_) | Change::Relisted(_) => {
             let prefix = format!("child:{plural}/");
             written.retain(|key, _| !key.starts_with(&prefix));
         }

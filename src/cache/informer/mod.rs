@@ -118,10 +118,15 @@ pub enum InformerEvent {
     Applied(Arc<DynamicObject>),
     /// An object was deleted.
     Deleted(Arc<DynamicObject>),
-    /// The store was replaced by a fresh list (first sync, relist after 410 Gone) or an
-    /// informer of the kind stopped: objects may have left without a `Deleted`, so read the
-    /// kind again through the cache.
+    /// The store was replaced by the informer's first list, or an informer of the kind
+    /// stopped: objects may have left without a `Deleted`, so read the kind again through the
+    /// cache.
     Resynced,
+    /// The store was replaced by a list the informer's watcher took again while it ran (after
+    /// 410 Gone, or a watch it could not resume): read the kind again, and, as client-go's
+    /// informer hands controller-runtime an update of every object after a relist, reconcile
+    /// every object again.
+    Relisted,
 }
 
 /// The informer's sync state, published on a watch channel.
@@ -262,6 +267,8 @@ impl Informer {
                 InformerEvent::Applied(Arc::new(o.clone()))
             }
             watcher::Event::Delete(o) => InformerEvent::Deleted(Arc::new(o.clone())),
+            // The status says synced from the first list on (it is set after this).
+            watcher::Event::InitDone if self.has_synced() => InformerEvent::Relisted,
             watcher::Event::InitDone => InformerEvent::Resynced,
             watcher::Event::Init => return,
         };

@@ -206,3 +206,29 @@ async fn a_cancelled_sync_wait_is_a_timeout() {
     cancel.cancel();
     assert!(inf.wait_for_sync(&cancel).await.unwrap_err().is_timeout());
 }
+
+/// Subscribers are told the first list as `Resynced` and a list the watcher takes again while
+/// the informer runs as `Relisted` (controllers reconcile every object after that one only).
+#[tokio::test]
+async fn the_first_list_is_resynced_and_a_later_one_relisted() {
+    let (events, mut subscriber) = tokio::sync::broadcast::channel(16);
+    let inf = informer(InformerSettings::default()).with_events(events);
+    let list = || {
+        vec![
+            Ok(watcher::Event::Init),
+            Ok(watcher::Event::InitApply(cm("a", "one", &[]))),
+            Ok(watcher::Event::InitDone),
+        ]
+    };
+    feed(&inf, list().into_iter().chain(list()).collect()).await;
+    let mut seen = Vec::new();
+    while let Ok(event) = subscriber.try_recv() {
+        seen.push(match event {
+            InformerEvent::Applied(_) => "applied",
+            InformerEvent::Deleted(_) => "deleted",
+            InformerEvent::Resynced => "resynced",
+            InformerEvent::Relisted => "relisted",
+        });
+    }
+    assert_eq!(seen, ["applied", "resynced", "applied", "relisted"]);
+}
