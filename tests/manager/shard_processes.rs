@@ -478,7 +478,14 @@ fn busy(skip_handover: bool) -> Settings {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_overlap_checker_reports_overlaps_when_the_handover_wait_is_skipped() {
-    let mut fleet = Fleet::start(busy(true), 3).await;
+    // Reconciles that hold 3 s, not 1: an old owner's last reconciles of what the joining
+    // member takes then outlast the joiner's start (its hook controller's first reconcile came
+    // up to about 1.1 s after its Lease), so the two run at once in every run, not most.
+    let settings = Settings {
+        hold: Duration::from_secs(3),
+        ..busy(true)
+    };
+    let mut fleet = Fleet::start(settings, 3).await;
     let owners = fleet.assignment(&fleet.ring());
     assert!(fleet.reconciled_by(&owners, 0, PATIENCE).await);
     let t = now_us();
