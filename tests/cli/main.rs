@@ -24,6 +24,7 @@ mod config_load;
 mod config_no_panic;
 mod config_samples;
 mod config_watch;
+mod dockerfile;
 mod hooks_cli;
 mod layout;
 mod recorder_simulate_cli;
