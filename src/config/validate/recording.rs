@@ -11,7 +11,11 @@ use crate::recorder::{
 use crate::suggest::closest;
 
 impl Validator {
-    pub(super) fn recorder(&mut self, spec: Option<&RecorderSpec>, path: &FieldPath) -> recorder::Options {
+    pub(super) fn recorder(
+        &mut self,
+        spec: Option<&RecorderSpec>,
+        path: &FieldPath,
+    ) -> recorder::Options {
         let mut out = recorder::Options::default();
         let Some(spec) = spec else { return out };
         if let Some(component) = &spec.component {
