@@ -85,6 +85,6 @@ pub use options::{
 };
 pub use pipeline::Pipeline;
 pub use reloader::Reloader;
-pub use series::SeriesKeyField;
+pub use series::key::SeriesKeyField;
 pub use sink::{NullSink, Sink, SinkError};
 pub use worker::SinkWorker;

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::changes::{Changes, show_duration, show_fields, show_seconds};
-use super::series::SeriesKeyField;
+use super::series::key::SeriesKeyField;
 
 /// Default length of the broadcaster's incoming queue and of each watcher's queue.
 ///

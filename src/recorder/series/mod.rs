@@ -2,7 +2,7 @@
 //! client-go's `tools/events`, isomorphic events folded into an `EventSeries`, every
 //! occurrence's fate counted.
 //!
-//! - [`SeriesKey`]: the isomorphic key, its fields declared ([`SeriesKeyField`]).
+//! - [`SeriesKey`]: the isomorphic key, its fields declared ([`SeriesKeyField`](super::SeriesKeyField)).
 //! - [`Write`]: one write as client-go's `recordEvent` makes it, and how its answer is sorted.
 //! - [`Engine`]: the broadcaster (cache, eight workers with retries, refresh and finish
 //!   loops) as a synchronous state machine on an injected time.
@@ -17,11 +17,11 @@
 mod call;
 pub(crate) mod driver;
 mod engine;
-mod key;
+pub(crate) mod key;
 mod write;
 
 pub use engine::{
     Call, CallId, Engine, Finished, Purpose, RETRY_JITTER, SERIES_QUEUE_LENGTH, SERIES_WORKERS,
 };
-pub use key::{SeriesKey, SeriesKeyField};
+pub use key::SeriesKey;
 pub use write::{Answer, SeriesState, Verb, Write, reporting_instance};
