@@ -213,7 +213,7 @@ impl ApiError {
     /// TokenRequest: json: cannot unmarshal string into Go struct field TokenRequest.spec of type
     /// v1.TokenRequestSpec`. `go_struct` is the Go struct holding the field, `path` the field's
     /// JSON path from the object, `go_type` the Go type it decodes into, `found` what Go calls
-    /// the value ([`go_value`]).
+    /// the value (`go_value`).
     #[must_use]
     pub fn cannot_decode(
         kind: &str,
