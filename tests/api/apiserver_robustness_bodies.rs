@@ -329,6 +329,28 @@ const OBJECTS: [(&str, &str); 4] = [
     ("/apis/example.com/v1/namespaces/default/widgets/w1", "w1"),
 ];
 
+/// The case the fuzzing below found: a JSON patch whose `move` fails after removing its source
+/// made json-patch's undo of the earlier operations panic.
+#[tokio::test]
+async fn a_json_patch_failing_half_way_is_422_and_changes_nothing() {
+    let f = Fixture::new(false).await;
+    let ops = json!([
+        {"op": "add", "path": "/metadata/name", "value": null},
+        {"op": "move", "from": "/metadata", "path": "/data/a"},
+    ]);
+    let bytes = serde_json::to_vec(&ops).unwrap();
+    let uri = "/api/v1/namespaces/fuzz";
+    let code = f
+        .send(Method::PATCH, uri, "application/json-patch+json", bytes)
+        .await
+        .unwrap();
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY);
+    let code = f
+        .send(Method::GET, uri, "application/json", Vec::new())
+        .await;
+    assert_eq!(code.unwrap(), StatusCode::OK);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(CASES))]
 
