@@ -360,9 +360,15 @@ proptest! {
         bodies in prop::collection::vec(
             prop_oneof![
                 body("sa"),
-                (number(), json_value(), json_value()).prop_map(|(s, a, b)| json!({
-                    "spec": {"expirationSeconds": s, "audiences": a, "boundObjectRef": b}
-                })),
+                // Mostly well-formed but for the lifetime, so the lifetime is what is tested.
+                (
+                    number(),
+                    prop_oneof![3 => Just(Value::Null), 1 => json_value()],
+                    prop_oneof![3 => Just(Value::Null), 1 => json_value()],
+                )
+                    .prop_map(|(s, a, b)| json!({
+                        "spec": {"expirationSeconds": s, "audiences": a, "boundObjectRef": b}
+                    })),
             ],
             1..4,
         ),
