@@ -5,7 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::{Map, Value, json};
 
 use super::registry::ResourceType;
-use super::status::{ApiError, ApiResult, FieldError};
+use super::status::{ApiError, ApiResult, FieldError, go_value};
 use super::store::ObjKey;
 
 /// The current time as kube-apiserver writes it (RFC 3339, whole seconds, UTC).
@@ -17,26 +17,11 @@ pub fn now() -> String {
         .to_string()
 }
 
-/// A random RFC 4122 version-4 uid.
+/// A random RFC 4122 version-4 uid, as kube-apiserver gives every object
+/// (`k8s.io/apimachinery/pkg/util/uuid`, `NewUUID`).
 #[must_use]
 pub fn new_uid() -> String {
-    let n: u128 = rand::random();
-    let b = n.to_be_bytes();
-    let hex: String = b.iter().fold(String::with_capacity(32), |mut acc, x| {
-        use std::fmt::Write;
-        let _ = write!(acc, "{x:02x}");
-        acc
-    });
-    let v = format!(
-        "{}-{}-4{}-{:x}{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[13..16],
-        (b[8] & 0x3) | 0x8,
-        &hex[17..20],
-        &hex[20..32]
-    );
-    v
+    uuid::Uuid::new_v4().to_string()
 }
 
 fn random_suffix() -> String {
@@ -119,6 +104,93 @@ fn check_type(rt: &ResourceType, version: &str, obj: &mut Value) -> ApiResult<()
     map.insert("apiVersion".into(), Value::String(expected_av));
     map.insert("kind".into(), Value::String(rt.kind.clone()));
     Ok(())
+}
+
+/// The typed `spec` and `status` of a built-in kind with a status subresource (every one has a
+/// `<Kind>Spec` and a `<Kind>Status` struct), and a namespace's `spec.finalizers`: a value of
+/// another JSON type is the 400 kube-apiserver's decoder answers (`Namespace in version "v1"
+/// cannot be handled as a Namespace: json: cannot unmarshal string into Go struct field
+/// Namespace.spec of type v1.NamespaceSpec`). Custom resources have no Go types (and this
+/// server no schema validation): theirs pass.
+fn check_typed_parts(rt: &ResourceType, version: &str, obj: &Value) -> ApiResult<()> {
+    if rt.custom || !rt.status_subresource {
+        return Ok(());
+    }
+    let kind = rt.kind.as_str();
+    for (field, go_type) in [("spec", "Spec"), ("status", "Status")] {
+        if let Some(v) = obj.get(field).filter(|v| !v.is_null() && !v.is_object()) {
+            return Err(ApiError::cannot_decode(
+                kind,
+                version,
+                kind,
+                field,
+                &format!("v1.{kind}{go_type}"),
+                &go_value(v, false),
+            ));
+        }
+    }
+    if is_namespaces(rt) {
+        let bad = |found: &Value, go_type: &str| {
+            ApiError::cannot_decode(
+                kind,
+                version,
+                "NamespaceSpec",
+                "spec.finalizers",
+                go_type,
+                &go_value(found, false),
+            )
+        };
+        match obj.get("spec").and_then(|s| s.get("finalizers")) {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(items)) => {
+                if let Some(item) = items.iter().find(|i| !i.is_string()) {
+                    return Err(bad(item, "v1.FinalizerName"));
+                }
+            }
+            Some(other) => return Err(bad(other, "[]v1.FinalizerName")),
+        }
+    }
+    Ok(())
+}
+
+/// Sets `obj.<path>` to `value`, making each step an object (replacing what is not one), where
+/// `obj[a][b] = value` would panic on a step that is a string, number or array.
+fn set_path(obj: &mut Value, path: &[&str], value: Value) {
+    let Some((last, steps)) = path.split_last() else {
+        *obj = value;
+        return;
+    };
+    let mut cur = obj;
+    for step in steps {
+        if !cur.is_object() {
+            *cur = json!({});
+        }
+        let Some(map) = cur.as_object_mut() else {
+            return;
+        };
+        cur = map.entry(*step).or_insert(Value::Null);
+    }
+    if !cur.is_object() {
+        *cur = json!({});
+    }
+    if let Some(map) = cur.as_object_mut() {
+        map.insert((*last).to_string(), value);
+    }
+}
+
+/// Gives `new` the `spec.finalizers` of `old` (none when `old` has none).
+fn keep_spec_finalizers(old: &Value, new: &mut Value) {
+    match old.get("spec").and_then(|s| s.get("finalizers")) {
+        Some(f) if !f.is_null() => set_path(new, &["spec", "finalizers"], f.clone()),
+        _ => remove_spec_finalizers(new),
+    }
+}
+
+/// Removes `obj.spec.finalizers`, when there is one.
+fn remove_spec_finalizers(obj: &mut Value) {
+    if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.remove("finalizers");
+    }
 }
 
 /// The finalizer that keeps a namespace until its content is deleted (`FinalizerKubernetes`).
@@ -210,6 +282,7 @@ pub fn prepare_create(
     mut obj: Value,
 ) -> ApiResult<(ObjKey, Value)> {
     check_type(rt, version, &mut obj)?;
+    check_typed_parts(rt, version, &obj)?;
     let typed = typed_meta(&obj)?;
     let ns = if rt.namespaced {
         let path_ns = namespace.unwrap_or_default();
@@ -333,6 +406,7 @@ pub fn prepare_update(
     target: Target,
 ) -> ApiResult<Value> {
     check_type(rt, version, &mut new)?;
+    check_typed_parts(rt, version, &new)?;
     let typed = typed_meta(&new)?;
     if let Some(name) = typed.name.as_deref()
         && !name.is_empty()
@@ -352,13 +426,9 @@ pub fn prepare_update(
     let mut result = match target {
         Target::Finalize => {
             let mut merged = old.clone();
-            match new["spec"].get("finalizers") {
-                Some(f) => merged["spec"]["finalizers"] = f.clone(),
-                None => {
-                    if let Some(spec) = merged["spec"].as_object_mut() {
-                        spec.remove("finalizers");
-                    }
-                }
+            match new.get("spec").and_then(|s| s.get("finalizers")) {
+                Some(f) => set_path(&mut merged, &["spec", "finalizers"], f.clone()),
+                None => remove_spec_finalizers(&mut merged),
             }
             merged
         }
@@ -390,12 +460,7 @@ pub fn prepare_update(
             // Only `/finalize` changes a namespace's finalizers (the namespace strategy's
             // PrepareForUpdate keeps the old ones).
             if is_namespaces(rt) {
-                new["spec"]["finalizers"] = old["spec"]["finalizers"].clone();
-                if new["spec"]["finalizers"].is_null()
-                    && let Some(spec) = new["spec"].as_object_mut()
-                {
-                    spec.remove("finalizers");
-                }
+                keep_spec_finalizers(old, &mut new);
             }
             new
         }
@@ -427,7 +492,11 @@ pub fn prepare_update(
     if tracks_generation(rt) {
         meta.insert(
             "generation".into(),
-            json!(if bump { generation + 1 } else { generation }),
+            json!(if bump {
+                generation.saturating_add(1)
+            } else {
+                generation
+            }),
         );
     } else {
         meta.remove("generation");
@@ -533,11 +602,19 @@ pub fn ready_to_delete(rt: &ResourceType, obj: &Value) -> bool {
 #[must_use]
 pub fn mark_for_deletion(rt: &ResourceType, obj: &Value) -> Value {
     let mut marked = obj.clone();
-    marked["metadata"]["deletionTimestamp"] = json!(now());
+    set_path(
+        &mut marked,
+        &["metadata", "deletionTimestamp"],
+        json!(now()),
+    );
     if is_namespaces(rt) {
-        marked["status"]["phase"] = json!("Terminating");
+        set_path(&mut marked, &["status", "phase"], json!("Terminating"));
     } else {
-        marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        set_path(
+            &mut marked,
+            &["metadata", "deletionGracePeriodSeconds"],
+            json!(0),
+        );
     }
     marked
 }
@@ -646,5 +723,118 @@ mod tests {
         new["status"] = json!({"replicas": 9});
         let out = prepare_update(&rt, "v1", &key, &old, new, Target::Main).unwrap();
         assert_eq!(out["status"]["replicas"], 1);
+    }
+
+    fn namespaces() -> std::sync::Arc<ResourceType> {
+        Registry::new().lookup("", "v1", "namespaces").unwrap()
+    }
+
+    #[test]
+    fn uids_are_random_version_4_uuids() {
+        let (a, b) = (new_uid(), new_uid());
+        assert_ne!(a, b);
+        let parsed = uuid::Uuid::parse_str(&a).unwrap();
+        assert_eq!(parsed.get_version_num(), 4);
+        assert_eq!(parsed.get_variant(), uuid::Variant::RFC4122);
+    }
+
+    /// Each of these wrote `x["spec"]["finalizers"]` or `x["status"]["phase"]` on a client's
+    /// value, which panics when the step is no object (issue #33, item 4).
+    #[test]
+    fn a_namespace_spec_or_status_of_the_wrong_type_is_400_not_a_panic() {
+        let rt = namespaces();
+        let (key, old) =
+            prepare_create(&rt, "v1", None, json!({"metadata": {"name": "ns"}})).unwrap();
+        for (body, message) in [
+            (
+                json!({"metadata": {"name": "ns"}, "spec": "x"}),
+                "Namespace in version \"v1\" cannot be handled as a Namespace: json: cannot \
+                 unmarshal string into Go struct field Namespace.spec of type v1.NamespaceSpec",
+            ),
+            (
+                json!({"metadata": {"name": "ns"}, "spec": [1]}),
+                "Namespace in version \"v1\" cannot be handled as a Namespace: json: cannot \
+                 unmarshal array into Go struct field Namespace.spec of type v1.NamespaceSpec",
+            ),
+            (
+                json!({"metadata": {"name": "ns"}, "status": 3}),
+                "Namespace in version \"v1\" cannot be handled as a Namespace: json: cannot \
+                 unmarshal number into Go struct field Namespace.status of type \
+                 v1.NamespaceStatus",
+            ),
+            (
+                json!({"metadata": {"name": "ns"}, "spec": {"finalizers": "kubernetes"}}),
+                "Namespace in version \"v1\" cannot be handled as a Namespace: json: cannot \
+                 unmarshal string into Go struct field NamespaceSpec.spec.finalizers of type \
+                 []v1.FinalizerName",
+            ),
+            (
+                json!({"metadata": {"name": "ns"}, "spec": {"finalizers": [1]}}),
+                "Namespace in version \"v1\" cannot be handled as a Namespace: json: cannot \
+                 unmarshal number into Go struct field NamespaceSpec.spec.finalizers of type \
+                 v1.FinalizerName",
+            ),
+        ] {
+            for target in [Target::Main, Target::Status, Target::Finalize] {
+                let err = prepare_update(&rt, "v1", &key, &old, body.clone(), target).unwrap_err();
+                assert_eq!((err.code, err.message.as_str()), (400, message), "{body}");
+            }
+            let err = prepare_create(&rt, "v1", None, body.clone()).unwrap_err();
+            assert_eq!((err.code, err.message.as_str()), (400, message), "{body}");
+        }
+    }
+
+    #[test]
+    fn finalize_replaces_only_the_spec_finalizers() {
+        let rt = namespaces();
+        let (key, old) =
+            prepare_create(&rt, "v1", None, json!({"metadata": {"name": "ns"}})).unwrap();
+        let body = json!({"metadata": {"name": "ns"}, "spec": {"finalizers": ["a"]}});
+        let out = prepare_update(&rt, "v1", &key, &old, body, Target::Finalize).unwrap();
+        assert_eq!(out["spec"]["finalizers"], json!(["a"]));
+        let body = json!({"metadata": {"name": "ns"}});
+        let out = prepare_update(&rt, "v1", &key, &old, body, Target::Finalize).unwrap();
+        assert_eq!(out["spec"], json!({}));
+        let body = json!({"metadata": {"name": "ns"}, "spec": {"finalizers": []}});
+        let out = prepare_update(&rt, "v1", &key, &old, body, Target::Main).unwrap();
+        assert_eq!(
+            out["spec"]["finalizers"],
+            json!(["kubernetes"]),
+            "kept on a plain PUT"
+        );
+    }
+
+    #[test]
+    fn custom_resources_keep_a_spec_of_any_type() {
+        let mut rt = (*deployments()).clone();
+        rt.custom = true;
+        let (_, obj) = prepare_create(
+            &rt,
+            "v1",
+            Some("a"),
+            json!({"metadata": {"name": "w"}, "spec": "x"}),
+        )
+        .unwrap();
+        assert_eq!(obj["spec"], "x");
+    }
+
+    #[test]
+    fn marking_for_deletion_never_panics_on_a_stored_status_of_another_type() {
+        let rt = namespaces();
+        let marked = mark_for_deletion(&rt, &json!({"metadata": {"name": "ns"}, "status": "x"}));
+        assert_eq!(marked["status"], json!({"phase": "Terminating"}));
+        assert!(marked["metadata"]["deletionTimestamp"].is_string());
+        let marked = mark_for_deletion(&deployments(), &json!({"metadata": 5}));
+        assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 0);
+    }
+
+    #[test]
+    fn set_path_makes_every_step_an_object() {
+        let mut v = json!({"a": "x"});
+        set_path(&mut v, &["a", "b", "c"], json!(1));
+        assert_eq!(v, json!({"a": {"b": {"c": 1}}}));
+        let mut v = json!([1]);
+        set_path(&mut v, &["a"], json!(2));
+        assert_eq!(v, json!({"a": 2}));
     }
 }

@@ -54,6 +54,7 @@ mod discovery;
 mod faults;
 mod filter;
 pub(crate) mod handlers;
+mod kubeconfig_file;
 mod lists;
 mod meta;
 mod namespaces;
@@ -73,6 +74,7 @@ mod tls;
 
 pub use auth::{Authorization, Refusal, UnknownAuthorization};
 pub use faults::{CorruptRule, Corruption, FailRule, HUGE_ANNOTATION_BYTES, Verb};
+pub use kubeconfig_file::{KubeconfigWriteError, write_kubeconfig};
 pub use lists::ListAnswer;
 pub use seed::parse_yaml;
 pub use server::{Config, Error, FeatureGates, Handle, Server};

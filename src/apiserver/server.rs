@@ -43,6 +43,10 @@ pub struct Config {
     pub authorization: Authorization,
     /// Feature gates, as kube-apiserver's `--feature-gates`.
     pub feature_gates: FeatureGates,
+    /// The shortest lifetime a `TokenRequest` may ask for: ten minutes, kube-apiserver's
+    /// (`pkg/apis/authentication/validation`, `MinTokenAgeSec`). Tests that watch a token
+    /// expire lower it (`informant apiserver --token-min-expiration 20s`).
+    pub token_min_expiration: Duration,
 }
 
 /// The kube-apiserver feature gates the embedded server knows.
@@ -105,6 +109,7 @@ impl Default for Config {
             seeds: Vec::new(),
             authorization: Authorization::AlwaysAllow,
             feature_gates: FeatureGates::default(),
+            token_min_expiration: Duration::from_mins(10),
         }
     }
 }

@@ -50,6 +50,8 @@ pub struct FieldError {
 pub enum FieldErrorType {
     /// `field.Forbidden`: `FieldValueForbidden`, printed `Forbidden`.
     Forbidden,
+    /// `field.Invalid`: `FieldValueInvalid`, printed `Invalid value: <value>`.
+    Invalid,
 }
 
 impl FieldErrorType {
@@ -58,6 +60,7 @@ impl FieldErrorType {
     fn names(self) -> (&'static str, &'static str) {
         match self {
             Self::Forbidden => ("FieldValueForbidden", "Forbidden"),
+            Self::Invalid => ("FieldValueInvalid", "Invalid value"),
         }
     }
 }
@@ -70,6 +73,17 @@ impl FieldError {
             field: field.to_string(),
             type_: FieldErrorType::Forbidden,
             detail: detail.to_string(),
+        }
+    }
+
+    /// A `field.Invalid` error: `value` as apimachinery prints it (a number bare, a string
+    /// quoted), then the detail.
+    #[must_use]
+    pub fn invalid(field: &str, value: &str, detail: &str) -> Self {
+        Self {
+            field: field.to_string(),
+            type_: FieldErrorType::Invalid,
+            detail: format!("{value}: {detail}"),
         }
     }
 
@@ -88,6 +102,22 @@ pub struct Details {
     pub group: String,
     /// The resource (plural), which kube-apiserver reports as `details.kind`.
     pub kind: String,
+}
+
+/// What Go's `encoding/json` calls a JSON value it cannot decode into a Go type
+/// (`UnmarshalTypeError.Value`): `string`, `bool`, `array`, `object`, `number`; a number bound
+/// for an integer (`into_integer`) is named with its text (`number 3.5`, `number 1e+30`).
+#[must_use]
+pub(crate) fn go_value(value: &Value, into_integer: bool) -> String {
+    match value {
+        Value::Null => "null".to_string(),
+        Value::Bool(_) => "bool".to_string(),
+        Value::Number(n) if into_integer => format!("number {n}"),
+        Value::Number(_) => "number".to_string(),
+        Value::String(_) => "string".to_string(),
+        Value::Array(_) => "array".to_string(),
+        Value::Object(_) => "object".to_string(),
+    }
 }
 
 /// Result of a handler step.
@@ -175,6 +205,28 @@ impl ApiError {
     #[must_use]
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
+    }
+
+    /// 400 for a body whose field has the wrong JSON type, as kube-apiserver's decoder answers
+    /// it (`endpoints/handlers/rest.go`, `transformDecodeError`, wrapping Go's
+    /// `json.UnmarshalTypeError`): `TokenRequest in version "v1" cannot be handled as a
+    /// TokenRequest: json: cannot unmarshal string into Go struct field TokenRequest.spec of type
+    /// v1.TokenRequestSpec`. `go_struct` is the Go struct holding the field, `path` the field's
+    /// JSON path from the object, `go_type` the Go type it decodes into, `found` what Go calls
+    /// the value (`go_value`).
+    #[must_use]
+    pub fn cannot_decode(
+        kind: &str,
+        version: &str,
+        go_struct: &str,
+        path: &str,
+        go_type: &str,
+        found: &str,
+    ) -> Self {
+        Self::bad_request(format!(
+            "{kind} in version {version:?} cannot be handled as a {kind}: json: cannot \
+             unmarshal {found} into Go struct field {go_struct}.{path} of type {go_type}"
+        ))
     }
 
     /// 422 Invalid on one object.

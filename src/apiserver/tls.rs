@@ -1,20 +1,19 @@
 //! HTTPS for a server that authenticates: client-go (kubectl) sends credentials only over TLS
 //! (`clientcmd`'s `ClientConfig` reads a user's token only when the server URL is `https`), so
 //! with authorization on the server generates, at start, a certificate authority and a serving
-//! certificate for its address, `127.0.0.1` and `localhost` (ECDSA P-256, from `ring`), serves
-//! TLS with them (HTTP/1.1 by ALPN), and puts the authority in the kubeconfig it writes.
-//!
-//! The certificates are written in DER by hand (RFC 5280, only what clients check: subject and
-//! issuer names, validity, key, basic constraints, key usage, extended key usage, subject
-//! alternative names), so that no certificate library is needed.
+//! certificate for its address, `127.0.0.1`, `::1` and `localhost` (ECDSA P-256, made by `rcgen`
+//! with `ring`), serves TLS with them (HTTP/1.1 by ALPN), and puts the authority in the
+//! kubeconfig it writes.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use ring::rand::SystemRandom;
-use ring::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair, KeyPair};
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, SanType,
+};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
@@ -25,9 +24,12 @@ use tokio_util::sync::CancellationToken;
 /// Why the certificates or the TLS configuration could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    /// `ring` could not make or use a key.
-    #[error("cannot generate the server's key")]
-    Key,
+    /// `rcgen` could not make a key or a certificate.
+    #[error("cannot generate the server's certificates")]
+    Certificate(#[source] rcgen::Error),
+    /// The clock is outside the dates a certificate can hold.
+    #[error("cannot date the server's certificates")]
+    Clock,
     /// rustls refused the configuration.
     #[error("cannot configure tls")]
     Config(#[source] rustls::Error),
@@ -43,154 +45,48 @@ pub struct Identity {
     key_pkcs8: Vec<u8>,
 }
 
-// DER, as much of it as certificates need.
+/// The name of the authority, the issuer of every serving certificate.
+const CA_NAME: &str = "informant-apiserver-ca";
+/// The name of the serving certificate.
+const SERVER_NAME: &str = "informant-apiserver";
+/// How long the certificates are valid from today: ten years (the server makes new ones at
+/// every start); they are valid from yesterday, so a client whose clock is a little behind
+/// accepts them.
+const VALID_DAYS: i64 = 3650;
 
-fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
-    let mut out = vec![tag];
-    let len = content.len();
-    if len < 0x80 {
-        out.push(u8::try_from(len).unwrap_or(0));
-    } else {
-        let bytes: Vec<u8> = len
-            .to_be_bytes()
-            .iter()
-            .copied()
-            .skip_while(|b| *b == 0)
-            .collect();
-        out.push(0x80 | u8::try_from(bytes.len()).unwrap_or(0));
-        out.extend(bytes);
-    }
-    out.extend_from_slice(content);
-    out
+/// `params` with `common_name`, valid from yesterday to [`VALID_DAYS`] from today (whole days,
+/// UTC).
+fn named(mut params: CertificateParams, common_name: &str) -> Result<CertificateParams, TlsError> {
+    let mut name = DistinguishedName::new();
+    name.push(DnType::CommonName, common_name);
+    params.distinguished_name = name;
+    let today = jiff::Timestamp::now()
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .date();
+    let day = |date: jiff::civil::Date| {
+        Some(rcgen::date_time_ymd(
+            i32::from(date.year()),
+            u8::try_from(date.month()).ok()?,
+            u8::try_from(date.day()).ok()?,
+        ))
+    };
+    let from = today
+        .yesterday()
+        .ok()
+        .and_then(day)
+        .ok_or(TlsError::Clock)?;
+    let until = today
+        .checked_add(jiff::Span::new().days(VALID_DAYS))
+        .ok()
+        .and_then(day)
+        .ok_or(TlsError::Clock)?;
+    params.not_before = from;
+    params.not_after = until;
+    Ok(params)
 }
 
-fn seq(parts: &[Vec<u8>]) -> Vec<u8> {
-    tlv(0x30, &parts.concat())
-}
-
-fn oid(arcs: &[u64]) -> Vec<u8> {
-    let mut body = vec![u8::try_from(arcs[0] * 40 + arcs[1]).unwrap_or(0)];
-    for &arc in &arcs[2..] {
-        let mut chunk = vec![u8::try_from(arc & 0x7f).unwrap_or(0)];
-        let mut rest = arc >> 7;
-        while rest > 0 {
-            chunk.insert(0, 0x80 | u8::try_from(rest & 0x7f).unwrap_or(0));
-            rest >>= 7;
-        }
-        body.extend(chunk);
-    }
-    tlv(0x06, &body)
-}
-
-/// A non-negative INTEGER from big-endian bytes.
-fn integer(bytes: &[u8]) -> Vec<u8> {
-    let trimmed: Vec<u8> = bytes.iter().copied().skip_while(|b| *b == 0).collect();
-    let mut body = if trimmed.is_empty() { vec![0] } else { trimmed };
-    if body[0] & 0x80 != 0 {
-        body.insert(0, 0);
-    }
-    tlv(0x02, &body)
-}
-
-fn bit_string(bytes: &[u8]) -> Vec<u8> {
-    let mut body = vec![0];
-    body.extend_from_slice(bytes);
-    tlv(0x03, &body)
-}
-
-/// `UTCTime` before 2050, `GeneralizedTime` from then on (RFC 5280 4.1.2.5).
-fn time(at: jiff::Timestamp) -> Vec<u8> {
-    let utc = at.to_zoned(jiff::tz::TimeZone::UTC);
-    if utc.year() < 2050 {
-        tlv(0x17, utc.strftime("%y%m%d%H%M%SZ").to_string().as_bytes())
-    } else {
-        tlv(0x18, utc.strftime("%Y%m%d%H%M%SZ").to_string().as_bytes())
-    }
-}
-
-/// A name with one common name.
-fn name(common_name: &str) -> Vec<u8> {
-    seq(&[tlv(
-        0x31,
-        &seq(&[oid(&[2, 5, 4, 3]), tlv(0x0c, common_name.as_bytes())]),
-    )])
-}
-
-fn extension(id: &[u64], critical: bool, value: &[u8]) -> Vec<u8> {
-    let mut parts = vec![oid(id)];
-    if critical {
-        parts.push(tlv(0x01, &[0xff]));
-    }
-    parts.push(tlv(0x04, value));
-    seq(&parts)
-}
-
-const ECDSA_WITH_SHA256: &[u64] = &[1, 2, 840, 10045, 4, 3, 2];
-
-struct Key {
-    pair: EcdsaKeyPair,
-    pkcs8: Vec<u8>,
-}
-
-impl Key {
-    fn generate(rng: &SystemRandom) -> Result<Self, TlsError> {
-        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, rng)
-            .map_err(|_| TlsError::Key)?;
-        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, pkcs8.as_ref(), rng)
-            .map_err(|_| TlsError::Key)?;
-        Ok(Self {
-            pair,
-            pkcs8: pkcs8.as_ref().to_vec(),
-        })
-    }
-
-    fn public_key_info(&self) -> Vec<u8> {
-        seq(&[
-            seq(&[
-                oid(&[1, 2, 840, 10045, 2, 1]),
-                oid(&[1, 2, 840, 10045, 3, 1, 7]),
-            ]),
-            bit_string(self.pair.public_key().as_ref()),
-        ])
-    }
-}
-
-/// A certificate for `subject`'s key, signed by `issuer` (itself when self-signed).
-fn certificate(
-    rng: &SystemRandom,
-    subject: (&str, &Key),
-    issuer: (&str, &Key),
-    extensions: &[Vec<u8>],
-) -> Result<Vec<u8>, TlsError> {
-    let now = jiff::Timestamp::now();
-    let serial: [u8; 16] = rand::random();
-    let algorithm = seq(&[oid(ECDSA_WITH_SHA256)]);
-    let tbs = seq(&[
-        tlv(0xa0, &integer(&[2])),
-        integer(&serial),
-        algorithm.clone(),
-        name(issuer.0),
-        seq(&[
-            time(now - jiff::SignedDuration::from_hours(24)),
-            time(now + jiff::SignedDuration::from_hours(24 * 3650)),
-        ]),
-        name(subject.0),
-        subject.1.public_key_info(),
-        tlv(0xa3, &seq(extensions)),
-    ]);
-    let signature = issuer.1.pair.sign(rng, &tbs).map_err(|_| TlsError::Key)?;
-    Ok(seq(&[tbs, algorithm, bit_string(signature.as_ref())]))
-}
-
-fn pem(der: &[u8]) -> String {
-    let body = STANDARD.encode(der);
-    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
-    for line in body.as_bytes().chunks(64) {
-        out.push_str(&String::from_utf8_lossy(line));
-        out.push('\n');
-    }
-    out.push_str("-----END CERTIFICATE-----\n");
-    out
+fn key() -> Result<KeyPair, TlsError> {
+    KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(TlsError::Certificate)
 }
 
 impl Identity {
@@ -199,58 +95,45 @@ impl Identity {
     ///
     /// # Errors
     ///
-    /// [`TlsError::Key`] when `ring` fails.
+    /// [`TlsError::Certificate`] when `rcgen` fails, [`TlsError::Clock`] when today is
+    /// outside the dates a certificate holds.
     pub fn generate(addr: SocketAddr) -> Result<Self, TlsError> {
-        let rng = SystemRandom::new();
-        let ca_key = Key::generate(&rng)?;
-        let server_key = Key::generate(&rng)?;
-        let ca_name = "informant-apiserver-ca";
-        let ca_der = certificate(
-            &rng,
-            (ca_name, &ca_key),
-            (ca_name, &ca_key),
-            &[
-                // basicConstraints CA:TRUE, keyUsage keyCertSign + cRLSign.
-                extension(&[2, 5, 29, 19], true, &seq(&[tlv(0x01, &[0xff])])),
-                extension(&[2, 5, 29, 15], true, &tlv(0x03, &[0x01, 0x06])),
-            ],
-        )?;
+        let ca_key = key()?;
+        let mut ca = named(CertificateParams::default(), CA_NAME)?;
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let ca_cert = ca.self_signed(&ca_key).map_err(TlsError::Certificate)?;
+        let issuer = Issuer::new(ca, ca_key);
+
         let mut ips = vec![
             IpAddr::V4(Ipv4Addr::LOCALHOST),
-            "::1".parse().unwrap_or(addr.ip()),
+            IpAddr::V6(Ipv6Addr::LOCALHOST),
         ];
         if !addr.ip().is_unspecified() && !ips.contains(&addr.ip()) {
             ips.push(addr.ip());
         }
-        let mut names: Vec<u8> = ips
-            .iter()
-            .flat_map(|ip| match ip {
-                IpAddr::V4(v4) => tlv(0x87, &v4.octets()),
-                IpAddr::V6(v6) => tlv(0x87, &v6.octets()),
-            })
+        let localhost = "localhost"
+            .to_string()
+            .try_into()
+            .map_err(TlsError::Certificate)?;
+        let server_key = key()?;
+        let mut server = named(CertificateParams::default(), SERVER_NAME)?;
+        server.is_ca = IsCa::ExplicitNoCa;
+        server.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        server.subject_alt_names = ips
+            .into_iter()
+            .map(SanType::IpAddress)
+            .chain([SanType::DnsName(localhost)])
             .collect();
-        names.extend(tlv(0x82, b"localhost"));
-        let cert_der = certificate(
-            &rng,
-            ("informant-apiserver", &server_key),
-            (ca_name, &ca_key),
-            &[
-                // basicConstraints CA:FALSE, keyUsage digitalSignature, serverAuth, the names.
-                extension(&[2, 5, 29, 19], true, &seq(&[])),
-                extension(&[2, 5, 29, 15], true, &tlv(0x03, &[0x07, 0x80])),
-                extension(
-                    &[2, 5, 29, 37],
-                    false,
-                    &seq(&[oid(&[1, 3, 6, 1, 5, 5, 7, 3, 1])]),
-                ),
-                extension(&[2, 5, 29, 17], false, &tlv(0x30, &names)),
-            ],
-        )?;
+        let cert = server
+            .signed_by(&server_key, &issuer)
+            .map_err(TlsError::Certificate)?;
         Ok(Self {
-            ca_pem: pem(&ca_der),
-            ca_der,
-            cert_der,
-            key_pkcs8: server_key.pkcs8,
+            ca_pem: ca_cert.pem(),
+            ca_der: ca_cert.der().to_vec(),
+            cert_der: cert.der().to_vec(),
+            key_pkcs8: server_key.serialize_der(),
         })
     }
 
@@ -346,62 +229,56 @@ impl axum::serve::Listener for TlsListener {
 mod tests {
     use super::*;
 
-    #[test]
-    fn der_lengths_integers_and_oids_are_encoded_as_x690_says() {
-        assert_eq!(tlv(0x04, &[1, 2]), [0x04, 2, 1, 2]);
-        assert_eq!(&tlv(0x04, &[0; 200])[..3], [0x04, 0x81, 200]);
-        assert_eq!(&tlv(0x04, &[0; 300])[..4], [0x04, 0x82, 0x01, 0x2c]);
-        assert_eq!(integer(&[0, 0, 5]), [0x02, 1, 5]);
-        assert_eq!(integer(&[0x80]), [0x02, 2, 0, 0x80]);
-        assert_eq!(integer(&[]), [0x02, 1, 0]);
-        // 1.2.840.10045.2.1 (id-ecPublicKey).
-        assert_eq!(
-            oid(&[1, 2, 840, 10045, 2, 1]),
-            [0x06, 7, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01]
-        );
-    }
-
-    #[test]
-    fn rustls_accepts_the_generated_identity_and_a_client_trusts_its_authority() {
+    /// Whether a client trusting only `identity`'s authority accepts its serving certificate
+    /// for `name`, `days` from now.
+    fn verify(identity: &Identity, name: &str, days: u64) -> Result<(), rustls::Error> {
         use rustls::client::danger::ServerCertVerifier;
-        let identity = Identity::generate(SocketAddr::from(([127, 0, 0, 1], 6443))).unwrap();
-        assert!(identity.ca_pem.starts_with("-----BEGIN CERTIFICATE-----\n"));
-        identity.acceptor().unwrap();
+        use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
         let mut roots = rustls::RootCertStore::empty();
         roots
-            .add(rustls::pki_types::CertificateDer::from(
-                identity.ca_der.clone(),
-            ))
+            .add(CertificateDer::from(identity.ca_der.clone()))
             .unwrap();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let verifier =
             rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
                 .build()
                 .unwrap();
-        let now = rustls::pki_types::UnixTime::now();
+        let at = UnixTime::now().as_secs() + days * 86_400;
+        verifier
+            .verify_server_cert(
+                &CertificateDer::from(identity.cert_der.clone()),
+                &[],
+                &ServerName::try_from(name.to_string()).unwrap(),
+                &[],
+                UnixTime::since_unix_epoch(std::time::Duration::from_secs(at)),
+            )
+            .map(|_| ())
+    }
+
+    #[test]
+    fn rustls_accepts_the_generated_identity_and_a_client_trusts_its_authority() {
+        let identity = Identity::generate(SocketAddr::from(([127, 0, 0, 1], 6443))).unwrap();
+        assert!(identity.ca_pem.starts_with("-----BEGIN CERTIFICATE-----\n"));
+        identity.acceptor().unwrap();
         for name in ["127.0.0.1", "localhost", "::1"] {
-            let server_name = rustls::pki_types::ServerName::try_from(name).unwrap();
-            verifier
-                .verify_server_cert(
-                    &rustls::pki_types::CertificateDer::from(identity.cert_der.clone()),
-                    &[],
-                    &server_name,
-                    &[],
-                    now,
-                )
-                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            verify(&identity, name, 0).unwrap_or_else(|e| panic!("{name}: {e}"));
+            verify(&identity, name, 9 * 365).unwrap_or_else(|e| panic!("{name} in 9 years: {e}"));
         }
-        let other = rustls::pki_types::ServerName::try_from("example.com").unwrap();
+        assert!(verify(&identity, "example.com", 0).is_err());
+        assert!(verify(&identity, "192.0.2.7", 0).is_err());
         assert!(
-            verifier
-                .verify_server_cert(
-                    &rustls::pki_types::CertificateDer::from(identity.cert_der.clone()),
-                    &[],
-                    &other,
-                    &[],
-                    now,
-                )
-                .is_err()
+            verify(&identity, "localhost", 3651).is_err(),
+            "ten years at most"
         );
+    }
+
+    #[test]
+    fn the_serving_certificate_names_the_listen_address_unless_unspecified() {
+        let elsewhere = Identity::generate(SocketAddr::from(([192, 0, 2, 7], 6443))).unwrap();
+        verify(&elsewhere, "192.0.2.7", 0).unwrap();
+        verify(&elsewhere, "127.0.0.1", 0).unwrap();
+        let any = Identity::generate(SocketAddr::from(([0, 0, 0, 0], 6443))).unwrap();
+        verify(&any, "localhost", 0).unwrap();
+        assert!(verify(&any, "0.0.0.0", 0).is_err());
     }
 }

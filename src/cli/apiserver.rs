@@ -8,6 +8,7 @@ use informant::apiserver::Limits;
 use informant::apiserver::parse_yaml;
 use informant::apiserver::{Authorization, Config, FeatureGates, Server};
 use informant::apiserver::{FailRule, Verb};
+use informant::apiserver::{KubeconfigWriteError, write_kubeconfig};
 use tokio_util::sync::CancellationToken;
 
 use super::exit::{self, Failure};
@@ -49,6 +50,38 @@ pub struct Args {
     /// (on here; `=false` serves lists and watches that ignore `shardSelector`).
     #[arg(long, value_name = "NAME=BOOL,...")]
     pub feature_gates: Option<String>,
+    /// Serve a `--listen` address other than loopback without `--authorization rbac`: every
+    /// request from anyone who reaches the address is then allowed, with no credentials.
+    #[arg(long)]
+    pub insecure_allow_any: bool,
+    /// The shortest lifetime a token request may ask for (kube-apiserver's, 10m). For tests
+    /// that watch a token expire: a container harness asks for a 20 s token.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration, hide = true)]
+    pub token_min_expiration: Duration,
+}
+
+fn duration(input: &str) -> Result<Duration, String> {
+    informant::config::parse_duration(input).map_err(|e| e.to_string())
+}
+
+/// Refuses a `--listen` address other than loopback unless requests are authenticated
+/// (`--authorization rbac`) or the user insists (`--insecure-allow-any`): without RBAC every
+/// request is allowed, so anyone on the network could do anything the administrator can.
+fn check_exposure(args: &Args) -> exit::Result<()> {
+    let ip = args.listen.ip();
+    if ip.is_loopback() || args.authorization == Authorization::Rbac || args.insecure_allow_any {
+        return Ok(());
+    }
+    Err(Failure::message(
+        exit::USAGE,
+        format!(
+            "refusing to listen on {} without --authorization rbac: every request would be \
+             allowed, with no credentials, to anyone who can reach that address; listen on \
+             loopback (127.0.0.1), add --authorization rbac, or pass --insecure-allow-any to \
+             serve it anyway",
+            args.listen
+        ),
+    ))
 }
 
 fn authorization(input: &str) -> Result<Authorization, String> {
@@ -94,10 +127,12 @@ fn parse_throttle(s: &str) -> exit::Result<(u32, u32)> {
     ))
 }
 
-/// Builds the server from flags, prints its address, writes the kubeconfig, serves until
-/// `shutdown` is cancelled. Bad flags and seeds exit 64, unreadable seeds 66, an unwritable
-/// kubeconfig or a server failure 1.
+/// Builds the server from flags, prints its address, writes the kubeconfig (mode 0600), serves
+/// until `shutdown` is cancelled. Bad flags and seeds exit 64, and so does an address beyond
+/// loopback without `--authorization rbac` or `--insecure-allow-any`; unreadable seeds 66, an
+/// unwritable kubeconfig or a server failure 1.
 pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result {
+    check_exposure(&args)?;
     let fails = args
         .fail
         .iter()
@@ -136,6 +171,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result {
         seeds,
         authorization: args.authorization,
         feature_gates,
+        token_min_expiration: args.token_min_expiration,
         ..Config::default()
     };
     let server = Server::bind(config).await?;
@@ -149,14 +185,22 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result {
     handle.set_latency(Duration::from_millis(args.latency_ms));
     let addr = server.local_addr();
     if let Some(path) = &args.kubeconfig_out {
-        let yaml = informant::yaml::to_string(&handle.kubeconfig())
-            .map_err(|e| Failure::new(exit::SOFTWARE, &e))?;
-        std::fs::write(path, yaml).map_err(|e| {
-            Failure::message(
-                exit::FAILURE,
-                format!("cannot write kubeconfig {}: {e}", path.display()),
-            )
+        write_kubeconfig(path, &handle.kubeconfig()).map_err(|e| {
+            let code = match e {
+                KubeconfigWriteError::Render(_) => exit::SOFTWARE,
+                KubeconfigWriteError::Write { .. } => exit::FAILURE,
+            };
+            Failure::new(code, &e)
         })?;
+    }
+    let exposed = !addr.ip().is_loopback() && args.authorization != Authorization::Rbac;
+    if exposed {
+        // Before the address line, so whoever reads that line has been warned.
+        tracing::warn!(
+            listen.addr = %addr,
+            "serving every request without credentials beyond loopback (--insecure-allow-any): \
+             anyone who reaches this address may do anything"
+        );
     }
     // The address is the contract with scripts: one line, flushed before serving.
     let scheme = match args.authorization {
@@ -208,6 +252,42 @@ mod tests {
                 .unwrap_err()
                 .starts_with("invalid value of ShardedListAndWatch=maybe, err: ")
         );
+    }
+
+    fn args(listen: &str, extra: &[&str]) -> Args {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: Args,
+        }
+        let mut argv = vec!["apiserver", "--listen", listen];
+        argv.extend_from_slice(extra);
+        Cli::parse_from(argv).args
+    }
+
+    #[test]
+    fn only_loopback_is_served_without_rbac_unless_insisted() {
+        assert!(check_exposure(&args("127.0.0.1:0", &[])).is_ok());
+        assert!(check_exposure(&args("[::1]:0", &[])).is_ok());
+        let refused = check_exposure(&args("0.0.0.0:6443", &[])).unwrap_err();
+        assert_eq!(refused.code, exit::USAGE);
+        let message = refused.message.unwrap();
+        assert!(message.contains("--insecure-allow-any"), "{message}");
+        assert!(message.contains("--authorization rbac"), "{message}");
+        assert!(check_exposure(&args("192.0.2.1:0", &[])).is_err());
+        assert!(check_exposure(&args("0.0.0.0:0", &["--authorization", "rbac"])).is_ok());
+        assert!(check_exposure(&args("0.0.0.0:0", &["--insecure-allow-any"])).is_ok());
+    }
+
+    #[test]
+    fn the_token_minimum_is_ten_minutes_unless_lowered() {
+        assert_eq!(
+            args("127.0.0.1:0", &[]).token_min_expiration,
+            Duration::from_mins(10)
+        );
+        let lowered = args("127.0.0.1:0", &["--token-min-expiration", "20s"]);
+        assert_eq!(lowered.token_min_expiration, Duration::from_secs(20));
     }
 
     #[test]

@@ -395,3 +395,63 @@ async fn with_authorization_off_every_request_is_the_administrators() {
     assert_eq!(code, 200);
     assert!(server.handle().refusals().is_empty());
 }
+
+/// A token's lifetime is bounded as kube-apiserver bounds it (ten minutes to 2^32 seconds,
+/// 422 outside), unless the server lowers the minimum (`--token-min-expiration`), which a test
+/// harness does to watch a token expire.
+#[tokio::test]
+async fn token_lifetimes_are_bounded_and_the_minimum_can_be_lowered() {
+    use std::time::Duration;
+    for (minimum, shortest) in [(None, 600), (Some(Duration::from_secs(20)), 20)] {
+        let mut config = informant::apiserver::Config {
+            authorization: informant::apiserver::Authorization::Rbac,
+            ..informant::apiserver::Config::default()
+        };
+        if let Some(minimum) = minimum {
+            config.token_min_expiration = minimum;
+        }
+        let server = TestServer::start_with(config).await.unwrap();
+        let admin = server.client().await.unwrap();
+        server
+            .handle()
+            .create(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                           "metadata": {"name": "inf", "namespace": "default"}}))
+            .unwrap();
+        let path = "/api/v1/namespaces/default/serviceaccounts/inf/token";
+        let ask = |seconds: Value| json!({"spec": {"expirationSeconds": seconds}});
+        let (code, body) = send(&admin, "POST", path, Some(ask(json!(shortest)))).await;
+        assert_eq!(code, 201, "{body}");
+        assert_eq!(body["spec"]["expirationSeconds"], shortest);
+        let token = body["status"]["token"].as_str().unwrap();
+        let account = server.client_with_token(token).await.unwrap();
+        let (code, who) = send(
+            &account,
+            "POST",
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            Some(json!({})),
+        )
+        .await;
+        assert_eq!(code, 201, "{who}");
+        assert_eq!(
+            who["status"]["userInfo"]["username"],
+            "system:serviceaccount:default:inf"
+        );
+        let (code, body) = send(&admin, "POST", path, Some(ask(json!(shortest - 1)))).await;
+        assert_eq!(code, 422, "{body}");
+        let (code, body) = send(&admin, "POST", path, Some(ask(json!(i64::MAX)))).await;
+        assert_eq!(code, 422, "{body}");
+        assert!(
+            body["message"]
+                .as_str()
+                .unwrap()
+                .ends_with("may not specify a duration larger than 2^32 seconds"),
+            "{body}"
+        );
+        let (code, body) = send(&admin, "POST", path, Some(ask(json!("600")))).await;
+        assert_eq!(
+            (code, body["reason"].as_str()),
+            (400, Some("BadRequest")),
+            "{body}"
+        );
+    }
+}

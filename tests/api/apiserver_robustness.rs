@@ -1,5 +1,6 @@
 //! Bad input never panics and never corrupts state: malformed JSON, unknown resources, bad
-//! selectors, oversize bodies and random requests, sent in-process through the router.
+//! selectors, oversize bodies and random requests, sent in-process through the router. Generated
+//! bodies for every endpoint that reads one are in `apiserver_robustness_bodies.rs`.
 
 use axum::Router;
 use axum::body::Body;

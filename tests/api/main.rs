@@ -14,6 +14,7 @@ mod apiserver_http;
 mod apiserver_kubectl;
 mod apiserver_rbac;
 mod apiserver_robustness;
+mod apiserver_robustness_bodies;
 mod apiserver_selector_messages;
 mod apiserver_selectors;
 mod apiserver_sharding;

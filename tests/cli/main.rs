@@ -8,6 +8,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod apiserver_credentials;
 mod cache_cli;
 mod cli_demo;
 mod cli_exit_codes;

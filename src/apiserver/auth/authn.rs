@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, PoisonError};
 
 use axum::http::{HeaderMap, header};
+use subtle::ConstantTimeEq;
 
 use super::attributes::RequestInfo;
 use super::user::{
@@ -27,11 +28,28 @@ struct Issued {
     expires: jiff::Timestamp,
 }
 
+/// The SHA-256 digest of a token: what the issued tokens are kept and looked up by.
+type Digest = [u8; 32];
+
+fn digest(token: &str) -> Digest {
+    let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    d.as_ref().try_into().unwrap_or([0; 32])
+}
+
 /// The tokens the server accepts.
+///
+/// Tokens are compared in constant time, so how long a refusal takes tells nothing about how
+/// much of a guess was right: the administrator's with `subtle`'s `ConstantTimeEq`; the issued
+/// ones are kept by their SHA-256 digest, never in clear, so looking a token up hashes it first
+/// and then compares digests. A lookup's timing can at most tell how many leading bytes of the
+/// guess's digest match an issued token's digest, which says nothing about the token itself
+/// (finding a token from a digest prefix is a preimage search), so a `HashMap` lookup is
+/// acceptable where a linear scan of constant-time comparisons would cost a pass over every
+/// token on every request.
 #[derive(Debug)]
 pub struct Tokens {
     admin: String,
-    issued: Mutex<HashMap<String, Issued>>,
+    issued: Mutex<HashMap<Digest, Issued>>,
 }
 
 /// 32 random bytes as hex: a token no one guesses.
@@ -64,45 +82,58 @@ impl Tokens {
     }
 
     /// A new token for `ServiceAccount` `namespace/name` (uid `uid`), valid until `expires`.
+    /// Tokens expired at `now` are forgotten first, so the issued tokens kept are only the
+    /// ones still valid (plus those that expired since the last issue, until the next).
     pub fn issue(
         &self,
         namespace: &str,
         name: &str,
         uid: &str,
         expires: jiff::Timestamp,
+        now: jiff::Timestamp,
     ) -> String {
         let token = random_token();
-        self.issued
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(
-                token.clone(),
-                Issued {
-                    namespace: namespace.to_string(),
-                    name: name.to_string(),
-                    uid: uid.to_string(),
-                    expires,
-                },
-            );
+        let mut issued = self.issued.lock().unwrap_or_else(PoisonError::into_inner);
+        issued.retain(|_, t| now < t.expires);
+        issued.insert(
+            digest(&token),
+            Issued {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                uid: uid.to_string(),
+                expires,
+            },
+        );
         token
     }
 
-    /// The user a token authenticates, if it is valid now: the administrator, or a
-    /// `ServiceAccount` that still exists with the uid it had when the token was issued.
-    #[must_use]
-    pub fn user(&self, token: &str, store: &Store) -> Option<User> {
-        if token == self.admin {
-            return Some(User::admin());
-        }
-        let issued = self
-            .issued
+    /// How many issued tokens are kept.
+    #[cfg(test)]
+    fn kept(&self) -> usize {
+        self.issued
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(token)
-            .cloned()?;
-        if jiff::Timestamp::now() >= issued.expires {
-            return None;
+            .len()
+    }
+
+    /// The user a token authenticates if it is valid at `now`: the administrator, or a
+    /// `ServiceAccount` that still exists with the uid it had when the token was issued. An
+    /// expired token is forgotten.
+    #[must_use]
+    pub fn user(&self, token: &str, store: &Store, now: jiff::Timestamp) -> Option<User> {
+        if bool::from(token.as_bytes().ct_eq(self.admin.as_bytes())) {
+            return Some(User::admin());
         }
+        let key = digest(token);
+        let issued = {
+            let mut issued = self.issued.lock().unwrap_or_else(PoisonError::into_inner);
+            let found = issued.get(&key)?;
+            if now >= found.expires {
+                issued.remove(&key);
+                return None;
+            }
+            found.clone()
+        };
         let account = store.get(
             &ResourceKey::new("", "serviceaccounts"),
             &ObjKey::new(&issued.namespace, &issued.name),
@@ -257,6 +288,48 @@ impl Impersonation {
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
+
+    fn at(second: i64) -> jiff::Timestamp {
+        jiff::Timestamp::from_second(1_800_000_000 + second).unwrap()
+    }
+
+    #[test]
+    fn expired_tokens_are_pruned_when_a_token_is_issued() {
+        let tokens = Tokens::new();
+        tokens.issue("ops", "a", "u1", at(10), at(0));
+        tokens.issue("ops", "b", "u2", at(100), at(0));
+        assert_eq!(tokens.kept(), 2);
+        tokens.issue("ops", "c", "u3", at(200), at(10));
+        assert_eq!(tokens.kept(), 2, "the token that expired at 10 is gone");
+        tokens.issue("ops", "d", "u4", at(300), at(250));
+        assert_eq!(tokens.kept(), 1);
+    }
+
+    #[test]
+    fn an_expired_token_names_no_one_and_is_forgotten() {
+        let store = Store::new(crate::apiserver::Limits::default());
+        let tokens = Tokens::new();
+        let token = tokens.issue("ops", "a", "u1", at(10), at(0));
+        assert!(tokens.user(&token, &store, at(10)).is_none());
+        assert_eq!(tokens.kept(), 0);
+        assert!(
+            tokens.user(&token, &store, at(5)).is_none(),
+            "forgotten for good"
+        );
+    }
+
+    #[test]
+    fn the_administrator_token_matches_only_itself() {
+        let store = Store::new(crate::apiserver::Limits::default());
+        let tokens = Tokens::new();
+        let admin = tokens.admin().to_string();
+        assert_eq!(tokens.user(&admin, &store, at(0)), Some(User::admin()));
+        let mut wrong = admin.clone();
+        wrong.pop();
+        assert_eq!(tokens.user(&wrong, &store, at(0)), None);
+        assert_eq!(tokens.user(&format!("{admin}0"), &store, at(0)), None);
+        assert_eq!(tokens.user("", &store, at(0)), None);
+    }
 
     #[test]
     fn only_a_non_empty_bearer_token_counts() {

@@ -246,7 +246,11 @@ impl Auth {
         headers: &HeaderMap,
     ) -> Result<User, ApiError> {
         let token = authn::bearer(headers);
-        let mut user = match (token.and_then(|t| self.tokens.user(t, store)), self.mode) {
+        let now = jiff::Timestamp::now();
+        let mut user = match (
+            token.and_then(|t| self.tokens.user(t, store, now)),
+            self.mode,
+        ) {
             (Some(user), _) => user,
             (None, Authorization::AlwaysAllow) => User::admin(),
             (None, Authorization::Rbac) if token.is_none() => User::anonymous(),
@@ -342,6 +346,49 @@ mod tests {
                 "message": "Unauthorized", "reason": "Unauthorized", "code": 401,
             })
         );
+    }
+
+    /// A `ServiceAccount`'s token authenticates it until it expires, then gets kube-apiserver's
+    /// 401 (the expiry is set in the past here: no waiting).
+    #[test]
+    fn an_expired_service_account_token_is_refused_with_401() {
+        use crate::apiserver::server::{App, Config};
+        use axum::http::{HeaderValue, header};
+        let app = App::new(
+            Config {
+                authorization: Authorization::Rbac,
+                ..Config::default()
+            },
+            std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        );
+        for role in app.auth.seeds() {
+            crate::apiserver::seed::create(&app, role).unwrap();
+        }
+        let account = crate::apiserver::seed::create(
+            &app,
+            json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": "inf", "namespace": "ops"}}),
+        )
+        .unwrap();
+        let uid = account["metadata"]["uid"].as_str().unwrap();
+        let now = jiff::Timestamp::now();
+        let hour = jiff::SignedDuration::from_hours(1);
+        let live = app.auth.tokens.issue("ops", "inf", uid, now + hour, now);
+        let expired = app
+            .auth
+            .tokens
+            .issue("ops", "inf", uid, now - hour, now - hour * 2);
+        let admit = |token: &str| {
+            let mut headers = HeaderMap::new();
+            let bearer = HeaderValue::from_str(&format!("Bearer {token}")).unwrap();
+            headers.insert(header::AUTHORIZATION, bearer);
+            app.auth
+                .admit(&app.store, &Method::GET, "/version", None, &headers)
+        };
+        assert_eq!(admit(&live).unwrap().name, "system:serviceaccount:ops:inf");
+        let refused = admit(&expired).unwrap_err();
+        assert_eq!(refused.code, 401);
+        assert_eq!(refused.message, "Unauthorized");
     }
 
     #[test]

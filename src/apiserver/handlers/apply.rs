@@ -246,7 +246,13 @@ fn disown_path(set: &mut Value, path: &[String]) {
 /// dropped), so the forcing manager is their only owner and its next apply does not conflict.
 fn take_over(obj: &mut Value, forced: &[(String, Vec<String>)], target: Target) {
     let sub = subresource_of(target);
-    let Some(entries) = obj["metadata"]["managedFields"].as_array_mut() else {
+    // Not `obj["metadata"]["managedFields"]`: an applied `metadata` that is no object (400
+    // later, in validation) must not panic here first.
+    let Some(entries) = obj
+        .get_mut("metadata")
+        .and_then(|m| m.get_mut("managedFields"))
+        .and_then(Value::as_array_mut)
+    else {
         return;
     };
     for entry in entries.iter_mut() {
@@ -254,8 +260,10 @@ fn take_over(obj: &mut Value, forced: &[(String, Vec<String>)], target: Target) 
             continue;
         }
         for (owner, path) in forced {
-            if entry["manager"] == owner.as_str() {
-                disown_path(&mut entry["fieldsV1"], path);
+            if entry["manager"] == owner.as_str()
+                && let Some(set) = entry.get_mut("fieldsV1")
+            {
+                disown_path(set, path);
             }
         }
     }

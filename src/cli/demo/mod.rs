@@ -400,9 +400,9 @@ async fn start_api_server(
     let addr = server.local_addr();
     tracker.spawn(server.run(stop.clone()));
     let kubeconfig = dir.join("kubeconfig");
-    let text = informant::yaml::to_string(&apiserver::kubeconfig(addr))
-        .map_err(|e| software("cannot render the kubeconfig", &e))?;
-    std::fs::write(&kubeconfig, text).map_err(|e| software("cannot write the kubeconfig", &e))?;
+    apiserver::write_kubeconfig(&kubeconfig, &apiserver::kubeconfig(addr)).map_err(|e| {
+        Failure::message(exit::SOFTWARE, format!("demo: {}", exit::error_chain(&e)))
+    })?;
     let hook = if args.hooks {
         let path = dir.join("cronjob.py");
         std::fs::write(&path, CRONJOB_HOOK).map_err(|e| software("cannot write the hook", &e))?;
