@@ -3,6 +3,7 @@
 #
 #   INFORMANT=target/debug/informant KUBECTL=kubectl bash e2e/run.sh embedded
 #   bash e2e/run.sh kind        # the same as bash e2e/kind.sh
+#   bash e2e/run.sh container   # the same as bash e2e/container.sh: the image, as the chart's pod
 #
 # embedded: `informant apiserver` on loopback (its kubeconfig in a temporary directory), the CRDs
 # and the CacheConfig applied with kubectl, `informant run --cache-config NS/NAME` as local
@@ -16,8 +17,9 @@ harness=${1:-}
 case "$harness" in
   embedded) ;;
   kind) exec bash e2e/kind.sh ;;
+  container) exec bash e2e/container.sh "${@:2}" ;;
   *)
-    echo "usage: $0 embedded|kind" >&2
+    echo "usage: $0 embedded|kind|container" >&2
     exit 64
     ;;
 esac

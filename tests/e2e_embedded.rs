@@ -39,8 +39,10 @@ fn e2e_scripts() -> Vec<String> {
     [
         "e2e/run.sh",
         "e2e/kind.sh",
+        "e2e/container.sh",
         "e2e/scenarios.sh",
         "e2e/lib/common.sh",
+        "e2e/lib/images.sh",
     ]
     .iter()
     .map(|path| format!("{root}/{path}"))
