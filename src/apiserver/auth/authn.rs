@@ -25,6 +25,8 @@ struct Issued {
     /// account nor a recreated account of the same name.
     uid: String,
     expires: jiff::Timestamp,
+    /// Whom the token is for (`TokenRequest`'s `spec.audiences`), checked by `TokenReview`.
+    audiences: Vec<String>,
 }
 
 /// The tokens the server accepts.
@@ -63,13 +65,15 @@ impl Tokens {
         &self.admin
     }
 
-    /// A new token for `ServiceAccount` `namespace/name` (uid `uid`), valid until `expires`.
+    /// A new token for `ServiceAccount` `namespace/name` (uid `uid`), valid until `expires`,
+    /// for `audiences` (checked by `TokenReview`).
     pub fn issue(
         &self,
         namespace: &str,
         name: &str,
         uid: &str,
         expires: jiff::Timestamp,
+        audiences: Vec<String>,
     ) -> String {
         let token = random_token();
         self.issued
@@ -82,6 +86,7 @@ impl Tokens {
                     name: name.to_string(),
                     uid: uid.to_string(),
                     expires,
+                    audiences,
                 },
             );
         token
@@ -111,6 +116,22 @@ impl Tokens {
             .as_str()
             .unwrap_or_default();
         (uid == issued.uid).then(|| User::service_account(&issued.namespace, &issued.name, uid))
+    }
+}
+
+impl Tokens {
+    /// The audiences of a token the server knows (the administrator's: the server's own),
+    /// valid or not; `None` for any other.
+    #[must_use]
+    pub fn audiences(&self, token: &str) -> Option<Vec<String>> {
+        if token == self.admin {
+            return Some(vec![super::token_review::API_AUDIENCE.to_owned()]);
+        }
+        self.issued
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(token)
+            .map(|issued| issued.audiences.clone())
     }
 }
 

@@ -26,6 +26,7 @@ mod authn;
 mod bootstrap;
 pub(crate) mod rbac;
 pub(crate) mod reviews;
+mod token_review;
 pub(crate) mod user;
 
 use std::collections::VecDeque;

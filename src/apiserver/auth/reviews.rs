@@ -128,6 +128,7 @@ pub(crate) fn review(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
             }
             Ok(answer(review, json!({"userInfo": info})))
         }
+        "tokenreviews" => super::token_review::review(ctx, review),
         other => Err(ApiError::internal(format!("no review named {other}"))),
     }
 }
@@ -219,7 +220,12 @@ pub(crate) fn token_request(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     let now = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second())
         .unwrap_or_else(|_| jiff::Timestamp::now());
     let expires = now + jiff::SignedDuration::from_secs(seconds);
-    let token = ctx.app.auth.tokens.issue(namespace, name, &uid, expires);
+    let wanted = serde_json::from_value(audiences.clone()).unwrap_or_default();
+    let token = ctx
+        .app
+        .auth
+        .tokens
+        .issue(namespace, name, &uid, expires, wanted);
     request["apiVersion"] = json!("authentication.k8s.io/v1");
     request["kind"] = json!("TokenRequest");
     request["metadata"] = json!({
