@@ -17,4 +17,5 @@ mod apiserver_robustness;
 mod apiserver_selector_messages;
 mod apiserver_selectors;
 mod apiserver_sharding;
+mod apiserver_token_review;
 mod apiserver_watch;
