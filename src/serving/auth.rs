@@ -125,8 +125,8 @@ pub enum Decision {
     Allowed(User),
     /// No bearer token: 401.
     NoToken,
-    /// The API server does not authenticate the token: 401, with its error when it gave one.
-    Unauthenticated(String),
+    /// The API server does not authenticate the token (its error is logged at debug): 401.
+    Unauthenticated,
     /// The user may not: 403, with the authorizer's reason.
     Denied {
         /// Who asked.
@@ -298,7 +298,7 @@ impl Authenticator {
         };
         let user = match self.authenticate(token).await {
             Ok(Some(user)) => user,
-            Ok(None) => return Decision::Unauthenticated(String::new()),
+            Ok(None) => return Decision::Unauthenticated,
             Err(decision) => return decision,
         };
         let key = AccessKey {
@@ -396,22 +396,22 @@ impl Authenticator {
         let mut delay = RETRY_FIRST;
         let mut attempt = 1;
         loop {
-            let failure = match tokio::time::timeout(
-                REVIEW_TIMEOUT,
-                api.create(&PostParams::default(), object),
-            )
-            .await
-            {
+            let outcome =
+                tokio::time::timeout(REVIEW_TIMEOUT, api.create(&PostParams::default(), object))
+                    .await;
+            let (retry, refused, error) = match outcome {
                 Ok(Ok(answer)) => return Ok(answer),
-                Ok(Err(error)) if attempt < RETRY_ATTEMPTS && retryable(&error) => None,
-                Ok(Err(error)) => Some(describe(&error)),
-                Err(_) if attempt < RETRY_ATTEMPTS => None,
-                Err(_) => Some((
+                Ok(Err(error)) => {
+                    let (refused, text) = describe(&error);
+                    (retryable(&error), refused, text)
+                }
+                Err(_) => (
+                    true,
                     false,
                     format!("no answer within {}s", REVIEW_TIMEOUT.as_secs()),
-                )),
+                ),
             };
-            if let Some((refused, error)) = failure {
+            if !retry || attempt >= RETRY_ATTEMPTS {
                 return Err(Decision::Failed {
                     review,
                     refused,
@@ -463,7 +463,7 @@ async fn guard(State(auth): State<Authenticator>, request: Request, next: Next) 
                 "send a token the API server authenticates: Authorization: Bearer <token>",
             )
         }
-        Decision::Unauthenticated(_) => {
+        Decision::Unauthenticated => {
             tracing::debug!(http.path = %path, "refused a request whose token the API server did not authenticate");
             unauthorized(
                 "Bearer realm=\"informant\", error=\"invalid_token\"",
