@@ -273,10 +273,10 @@ fn print(objects: &rbac::Objects, output: Output, header: &str, notes: &[String]
         }
         Output::Yaml => {
             let mut out = header.to_owned();
-            let mut noted = false;
+            let mut notes_printed = false;
             for value in &values {
                 out.push_str("---\n");
-                if value["kind"] == "ClusterRole" && !std::mem::replace(&mut noted, true) {
+                if value["kind"] == "ClusterRole" && !std::mem::replace(&mut notes_printed, true) {
                     for note in notes {
                         out.push_str("# ");
                         out.push_str(note);

@@ -301,10 +301,7 @@ impl Rules {
             }
         }
 
-        let mut notes = follow_reads(cache, &mut cluster_reads);
-        if options.metrics_secure {
-            notes.push(NOTE_SECURE_METRICS.to_owned());
-        }
+        let notes = follow_reads(cache, &mut cluster_reads);
         let mut rules = Rules {
             cluster: read_rules(&cluster_reads),
             namespaces: BTreeMap::new(),
@@ -351,10 +348,17 @@ impl Rules {
             rules.cluster.extend(options.extra_rules.iter().cloned());
         }
         if options.metrics_secure {
-            rules.cluster.extend(review_rules());
-            rules.metrics_reader = vec![metrics_reader_rule()];
+            rules.secure_metrics();
         }
         rules
+    }
+
+    /// What secure metrics add: the reviews in the `ClusterRole` (with the note saying why),
+    /// and the metrics reader.
+    fn secure_metrics(&mut self) {
+        self.cluster.extend(review_rules());
+        self.notes.push(NOTE_SECURE_METRICS.to_owned());
+        self.metrics_reader = vec![metrics_reader_rule()];
     }
 
     /// The `ClusterRole` (when any rule is cluster-wide), the `Role`s, and their bindings to

@@ -43,9 +43,9 @@ use tokio::time::Instant;
 
 /// How long a token's answer (authenticated or not) is reused: controller-runtime's
 /// `CacheTTL` (1 minute).
-pub const TOKEN_CACHE_TTL: Duration = Duration::from_secs(60);
+pub const TOKEN_CACHE_TTL: Duration = Duration::from_mins(1);
 /// How long an allowed access is reused: controller-runtime's `AllowCacheTTL` (5 minutes).
-pub const ALLOW_CACHE_TTL: Duration = Duration::from_secs(300);
+pub const ALLOW_CACHE_TTL: Duration = Duration::from_mins(5);
 /// How long a denied access is reused: controller-runtime's `DenyCacheTTL` (30 seconds).
 pub const DENY_CACHE_TTL: Duration = Duration::from_secs(30);
 /// How long one review may take: controller-runtime's `TokenAccessReviewTimeout` (10 s).
@@ -146,6 +146,24 @@ pub enum Decision {
     },
 }
 
+/// What a `TokenReview` said of a token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum TokenAnswer {
+    /// It authenticates this user.
+    User(User),
+    /// It authenticates no one.
+    Unauthenticated,
+}
+
+impl TokenAnswer {
+    fn user(self) -> Option<User> {
+        match self {
+            TokenAnswer::User(user) => Some(user),
+            TokenAnswer::Unauthenticated => None,
+        }
+    }
+}
+
 /// The key of a cached access answer: everything the `SubjectAccessReview` asks.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct AccessKey {
@@ -165,7 +183,7 @@ struct Cached<T> {
 /// clock is the caller's: tokio's, paused in tests).
 #[derive(Debug, Default)]
 struct Answers {
-    tokens: HashMap<[u8; 32], Cached<Option<User>>>,
+    tokens: HashMap<[u8; 32], Cached<TokenAnswer>>,
     access: HashMap<AccessKey, Cached<(bool, String)>>,
 }
 
@@ -193,12 +211,12 @@ fn remember<K: std::hash::Hash + Eq, T>(
 }
 
 impl Answers {
-    fn token(&self, key: &[u8; 32], now: Instant) -> Option<Option<User>> {
+    fn token(&self, key: &[u8; 32], now: Instant) -> Option<TokenAnswer> {
         fresh(&self.tokens, key, now)
     }
 
-    fn remember_token(&mut self, key: [u8; 32], user: Option<User>, now: Instant) {
-        remember(&mut self.tokens, key, user, now + TOKEN_CACHE_TTL, now);
+    fn remember_token(&mut self, key: [u8; 32], answer: TokenAnswer, now: Instant) {
+        remember(&mut self.tokens, key, answer, now + TOKEN_CACHE_TTL, now);
     }
 
     fn access(&self, key: &AccessKey, now: Instant) -> Option<(bool, String)> {
@@ -282,7 +300,6 @@ impl Authenticator {
 
     /// `router` with every request (unknown paths too) passing through [`Authenticator::decide`]
     /// first.
-    #[must_use]
     pub fn protect(self, router: axum::Router) -> axum::Router {
         router.layer(axum::middleware::from_fn_with_state(self, guard))
     }
@@ -336,7 +353,7 @@ impl Authenticator {
     async fn authenticate(&self, token: &str) -> Result<Option<User>, Decision> {
         let key = token_key(token);
         if let Some(answer) = self.answers().token(&key, Instant::now()) {
-            return Ok(answer);
+            return Ok(answer.user());
         }
         let review = TokenReview {
             spec: TokenReviewSpec {
@@ -347,17 +364,18 @@ impl Authenticator {
         };
         let answer = self.create(Review::Token, &review).await?;
         let status = answer.status.unwrap_or_default();
-        let user = if status.authenticated == Some(true) {
-            status.user.map(User::from_info)
+        let answer = if let Some(info) = status.user.filter(|_| status.authenticated == Some(true))
+        {
+            TokenAnswer::User(User::from_info(info))
         } else {
             if let Some(error) = status.error.filter(|e| !e.is_empty()) {
                 tracing::debug!(error = %error, "the API server did not authenticate a token");
             }
-            None
+            TokenAnswer::Unauthenticated
         };
         self.answers()
-            .remember_token(key, user.clone(), Instant::now());
-        Ok(user)
+            .remember_token(key, answer.clone(), Instant::now());
+        Ok(answer.user())
     }
 
     /// Whether `key`'s user may do its verb on its path, and why, by a `SubjectAccessReview`.
@@ -536,11 +554,17 @@ mod tests {
         let start = Instant::now();
         let (good, bad) = (token_key("good"), token_key("bad"));
         assert_ne!(good, bad);
-        answers.remember_token(good, Some(user("u")), start);
-        answers.remember_token(bad, None, start);
+        answers.remember_token(good, TokenAnswer::User(user("u")), start);
+        answers.remember_token(bad, TokenAnswer::Unauthenticated, start);
         let almost = start + TOKEN_CACHE_TTL - Duration::from_millis(1);
-        assert_eq!(answers.token(&good, almost), Some(Some(user("u"))));
-        assert_eq!(answers.token(&bad, almost), Some(None));
+        assert_eq!(
+            answers.token(&good, almost),
+            Some(TokenAnswer::User(user("u")))
+        );
+        assert_eq!(
+            answers.token(&bad, almost),
+            Some(TokenAnswer::Unauthenticated)
+        );
         let after = start + TOKEN_CACHE_TTL;
         assert_eq!(answers.token(&good, after), None);
         assert_eq!(answers.token(&bad, after), None);
@@ -587,10 +611,14 @@ mod tests {
         let mut answers = Answers::default();
         let start = Instant::now();
         for n in 0..SWEEP_AT {
-            answers.remember_token(token_key(&n.to_string()), None, start);
+            answers.remember_token(
+                token_key(&n.to_string()),
+                TokenAnswer::Unauthenticated,
+                start,
+            );
         }
         let later = start + TOKEN_CACHE_TTL;
-        answers.remember_token(token_key("new"), None, later);
+        answers.remember_token(token_key("new"), TokenAnswer::Unauthenticated, later);
         assert_eq!(answers.tokens.len(), 1);
     }
 

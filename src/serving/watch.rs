@@ -143,7 +143,7 @@ impl CertWatcher {
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 event = self.events.recv(), if notifying => match event {
-                    Some(Ok(event)) if may_change_contents(&event.kind) => self.reload(),
+                    Some(Ok(event)) if may_change_contents(event.kind) => self.reload(),
                     Some(Ok(_)) => {}
                     Some(Err(error)) => {
                         tracing::warn!(
@@ -197,7 +197,7 @@ impl CertWatcher {
 
 /// Whether an event can mean new contents: anything but reads (reading the files ourselves
 /// would otherwise be a change).
-fn may_change_contents(kind: &EventKind) -> bool {
+fn may_change_contents(kind: EventKind) -> bool {
     match kind {
         EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
         EventKind::Access(_) => false,
@@ -212,16 +212,16 @@ mod tests {
 
     #[test]
     fn reads_are_not_changes_but_writes_renames_and_creations_are() {
-        assert!(!may_change_contents(&EventKind::Access(AccessKind::Open(
+        assert!(!may_change_contents(EventKind::Access(AccessKind::Open(
             AccessMode::Any
         ))));
-        assert!(!may_change_contents(&EventKind::Access(AccessKind::Close(
+        assert!(!may_change_contents(EventKind::Access(AccessKind::Close(
             AccessMode::Read
         ))));
-        assert!(may_change_contents(&EventKind::Access(AccessKind::Close(
+        assert!(may_change_contents(EventKind::Access(AccessKind::Close(
             AccessMode::Write
         ))));
-        assert!(may_change_contents(&EventKind::Modify(ModifyKind::Any)));
-        assert!(may_change_contents(&EventKind::Create(CreateKind::File)));
+        assert!(may_change_contents(EventKind::Modify(ModifyKind::Any)));
+        assert!(may_change_contents(EventKind::Create(CreateKind::File)));
     }
 }

@@ -229,8 +229,28 @@ async fn a_review_the_api_server_refuses_is_a_500_until_the_manager_is_granted_i
         "informant",
         &json!([{"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]}]),
     );
-    let served = https::get(m, "/metrics", Some(&reader)).await.unwrap();
-    assert_eq!(served.code, 200, "{served:?}");
+    let granted = https::get(m, "/metrics", Some(&reader)).await.unwrap();
+    assert_eq!(granted.code, 200, "{granted:?}");
+    running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_api_server_that_does_not_answer_is_a_500_saying_so() {
+    // Nothing listens on port 1: every review attempt (five, with controller-runtime's
+    // backoff) is refused at connect.
+    let nowhere = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+    let client = Client::try_from(nowhere).unwrap();
+    let running = serve(client, CertSource::self_signed([])).await.unwrap();
+    let reply = https::get(running.metrics, "/metrics", Some("some-token"))
+        .await
+        .unwrap();
+    assert_eq!(reply.code, 500, "{reply:?}");
+    assert!(
+        reply.body.contains("Authentication failed")
+            && reply.body.contains("did not answer")
+            && reply.body.contains("TokenReview"),
+        "{reply:?}"
+    );
     running.stop().await;
 }
 
