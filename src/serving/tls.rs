@@ -48,7 +48,7 @@ pub fn server_config(cell: Arc<CertificateCell>) -> Arc<ServerConfig> {
 type Handshake = Pin<Box<dyn Future<Output = Option<(TlsStream<TcpStream>, SocketAddr)>> + Send>>;
 
 /// A TCP listener whose connections are TLS, for `axum::serve`: handshakes run side by side
-/// (a slow or silent client delays no one; each has [`HANDSHAKE_TIMEOUT`]), and only finished
+/// (a slow or silent client delays no one; each has 10 seconds), and only finished
 /// ones are handed to the server. A connection that fails its handshake is closed and logged
 /// at debug; one that starts with plain HTTP gets [`PLAIN_HTTP_ANSWER`] first.
 pub struct TlsListener {
