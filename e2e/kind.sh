@@ -41,7 +41,10 @@
 # - LIST requests per resource are not counted (kube-apiserver has no /debug/requests); scenario
 #   2 relies on informant_informer_restarts_total.
 # - The Lease has controller-runtime's periods (15 s lease), so a hand-over takes up to ~20 s.
-# - /metrics and the probes are reached through `kubectl port-forward` to the replica.
+# - /metrics and the probes are reached through `kubectl port-forward` to the replica, metrics
+#   over plain HTTP (metrics.secure=false: the scenarios read the counters with curl; secure
+#   metrics, the chart's default, are proven by tests/manager/manager_secure_metrics.rs and the
+#   chart RBAC scenario on the embedded API server).
 # - Scenario 9 installs the chart again with sharding.enabled=true (one replica, so
 #   sharding.allowSingleReplica=true) and scales the Deployment (kubectl scale) from 1 to 3
 #   replicas and back; each replica's /metrics is read through a port-forward of its own.
@@ -165,6 +168,7 @@ harness_install() {
   helm install "$RELEASE" charts/informant --namespace "$E2E_NS" --create-namespace \
     --set "image.repository=${IMAGE%:*}" --set "image.tag=${IMAGE##*:}" --set image.pullPolicy=Never \
     --set replicaCount=2 \
+    --set metrics.secure=false --set metrics.port=8080 \
     --set-json "cacheConfig.spec=$(tr -d '\n' <"$E2E_SPEC")" \
     --wait --timeout "${E2E_WAIT}s"
   deployment=$(k -n "$E2E_NS" get deploy -l "app.kubernetes.io/instance=$RELEASE" -o name)
@@ -264,6 +268,7 @@ harness_shard_install() {
   helm install "$RELEASE" charts/informant --namespace "$E2E_NS" \
     --set "image.repository=${IMAGE%:*}" --set "image.tag=${IMAGE##*:}" --set image.pullPolicy=Never \
     --set replicaCount=1 --set sharding.enabled=true --set sharding.allowSingleReplica=true \
+    --set metrics.secure=false --set metrics.port=8080 \
     --set "sharding.ring=$SHARD_RING" --set "sharding.key=$SHARD_KEY" \
     --set-json "cacheConfig.spec=$1" \
     --wait --timeout "${E2E_WAIT}s"

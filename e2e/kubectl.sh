@@ -234,6 +234,17 @@ if [ "$AUTHORIZATION" = rbac ]; then
     'cannot impersonate resource "serviceaccounts" in API group "" in the namespace "ops"' "$out"
   out=$("$KUBECTL" --token not-a-token get namespaces 2>&1 || true)
   expect_contains "an unknown token is 401" "Unauthorized" "$out"
+
+  step "RBAC: TokenReview, as secure metrics ask it (kubectl create -f, kubectl create --raw)"
+  review() { printf '{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"%s"}}' "$1"; }
+  expect_eq "kubectl create -f: the token authenticates as its ServiceAccount" "true system:serviceaccount:ops:inf" \
+    "$(review "$token" | k create -f - -o jsonpath='{.status.authenticated} {.status.user.username}')"
+  out=$(review not-a-token | k create --raw /apis/authentication.k8s.io/v1/tokenreviews -f -)
+  expect_contains "kubectl create --raw: an unknown token is not authenticated" '"authenticated":false' "$out"
+  expect_contains "and says why" '"error":"invalid bearer token"' "$out"
+  out=$(review "$token" | as_sa create -f - 2>&1 || true)
+  expect_contains "creating a TokenReview needs create tokenreviews" \
+    'tokenreviews.authentication.k8s.io is forbidden: User "system:serviceaccount:ops:inf" cannot create resource "tokenreviews"' "$out"
 fi
 
 echo "PASS: kubectl e2e"

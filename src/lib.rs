@@ -21,6 +21,9 @@
 //!   [`cache::Plan`] of a cache tree, the caches it instantiates (`InformerCache`,
 //!   `MultiNamespaceCache`, `ByKindCache`) over one informer pool, and the reload that moves
 //!   the pool from one plan to the next ([`cache::CacheReloader`]).
+//! - [`serving`]: HTTPS for the manager's secure endpoints (secure metrics; webhooks next): the
+//!   serving certificate reloaded when its files change, and every request authenticated and
+//!   authorized by the API server; a leaf that knows none of the others.
 //! - [`selector`]: label and field selectors, the vocabulary config, cache and the embedded API
 //!   server share.
 //! - [`recorder`]: client-go's event pipeline (broadcaster, correlator, sink), where every event
@@ -41,6 +44,7 @@ pub mod manager;
 pub mod recorder;
 pub mod samples;
 pub mod selector;
+pub mod serving;
 mod suggest;
 pub mod telemetry;
 pub mod yaml;

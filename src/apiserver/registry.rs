@@ -241,6 +241,12 @@ const REVIEWS: &[(&str, &str, &str, bool)] = &[
         "selfsubjectreviews",
         false,
     ),
+    (
+        "authentication.k8s.io",
+        "TokenReview",
+        "tokenreviews",
+        false,
+    ),
 ];
 
 /// The set of served resources; CRDs are added and removed at run time.

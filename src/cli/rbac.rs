@@ -51,6 +51,11 @@ pub struct Args {
     /// does not list: APIVERSION/KIND (v1/ConfigMap, apps/v1/Deployment). Repeatable.
     #[arg(long = "kind", value_name = "APIVERSION/KIND")]
     pub kinds: Vec<String>,
+    /// The manager runs with --metrics-secure (the chart's metrics.secure): add the rights to
+    /// create TokenReviews and SubjectAccessReviews, and a NAME-metrics-reader ClusterRole
+    /// (get /metrics) to bind Prometheus's account to.
+    #[arg(long)]
+    pub metrics_secure: bool,
     /// YAML file with a list of PolicyRules added in the default scope (the chart's
     /// rbac.extraRules).
     #[arg(long, value_name = "FILE")]
@@ -98,6 +103,7 @@ impl Args {
             lease: self.leader_elect.then(|| self.lease_name.clone()),
             kinds,
             extra_rules,
+            metrics_secure: self.metrics_secure,
         })
     }
 }
@@ -267,9 +273,10 @@ fn print(objects: &rbac::Objects, output: Output, header: &str, notes: &[String]
         }
         Output::Yaml => {
             let mut out = header.to_owned();
+            let mut notes_printed = false;
             for value in &values {
                 out.push_str("---\n");
-                if value["kind"] == "ClusterRole" {
+                if value["kind"] == "ClusterRole" && !std::mem::replace(&mut notes_printed, true) {
                     for note in notes {
                         out.push_str("# ");
                         out.push_str(note);

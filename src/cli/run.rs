@@ -58,6 +58,31 @@ pub struct Args {
     )]
     pub metrics_addr: String,
 
+    /// Serve /metrics and /debug/* over HTTPS, each request's bearer token authenticated
+    /// (TokenReview) and authorized for get on its path (SubjectAccessReview) by the API
+    /// server, as kubebuilder's scaffold does (the chart's default; --metrics-addr still says
+    /// where: the chart passes ":8443").
+    #[arg(long, env = "INFORMANT_METRICS_SECURE", help_heading = "Listeners")]
+    pub metrics_secure: bool,
+
+    /// With --metrics-secure: the directory of the serving certificate (a mounted TLS Secret),
+    /// re-read when its files change. Default: a self-signed certificate made at start.
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "INFORMANT_METRICS_CERT_DIR",
+        help_heading = "Listeners"
+    )]
+    pub metrics_cert_dir: Option<PathBuf>,
+
+    /// The certificate's file name in --metrics-cert-dir.
+    #[arg(long, value_name = "FILE", default_value = informant::serving::DEFAULT_CERT_NAME, env = "INFORMANT_METRICS_CERT_NAME", help_heading = "Listeners")]
+    pub metrics_cert_name: String,
+
+    /// The key's file name in --metrics-cert-dir.
+    #[arg(long, value_name = "FILE", default_value = informant::serving::DEFAULT_KEY_NAME, env = "INFORMANT_METRICS_CERT_KEY", help_heading = "Listeners")]
+    pub metrics_cert_key: String,
+
     /// Address of /healthz and /readyz ("0" disables).
     // kubebuilder's scaffold, --health-probe-bind-address=:8081.
     #[arg(
@@ -192,6 +217,7 @@ impl Args {
         };
         let metrics_addr = manager::parse_bind_address(&self.metrics_addr)
             .map_err(|e| usage("--metrics-addr", &e))?;
+        let secure_metrics = self.secure_metrics()?;
         let health_addr = manager::parse_bind_address(&self.health_addr)
             .map_err(|e| usage("--health-addr", &e))?;
         let lease_namespace = self
@@ -230,6 +256,7 @@ impl Args {
         Ok(manager::Options {
             source,
             metrics_addr,
+            secure_metrics,
             health_addr,
             leader_election,
             shutdown_grace: self.shutdown_grace,
@@ -238,6 +265,34 @@ impl Args {
             permissions_recheck: manager::PERMISSIONS_RECHECK_INTERVAL,
             shard,
         })
+    }
+}
+
+impl Args {
+    /// The certificate of secure metrics, `None` when they are plain: the directory's files,
+    /// else self-signed for this host's name too.
+    fn secure_metrics(&self) -> exit::Result<Option<informant::serving::CertSource>> {
+        use informant::serving::CertSource;
+        match (&self.metrics_cert_dir, self.metrics_secure) {
+            (Some(_), false) => Err(Failure::message(
+                exit::USAGE,
+                "--metrics-cert-dir needs --metrics-secure (plain HTTP has no certificate)",
+            )),
+            (_, false) => Ok(None),
+            (Some(dir), true) => Ok(Some(CertSource::Files {
+                dir: dir.clone(),
+                cert_name: self.metrics_cert_name.clone(),
+                key_name: self.metrics_cert_key.clone(),
+            })),
+            (None, true) => {
+                let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .ok()
+                    .or_else(|| std::env::var("HOSTNAME").ok())
+                    .map(|h| h.trim().to_owned())
+                    .filter(|h| !h.is_empty());
+                Ok(Some(CertSource::self_signed(host)))
+            }
+        }
     }
 }
 
@@ -342,6 +397,35 @@ mod tests {
         assert_eq!(
             given.shard.reconcile_log.as_deref(),
             Some(std::path::Path::new("/tmp/reconciles.jsonl"))
+        );
+    }
+
+    #[test]
+    fn metrics_are_plain_by_default_and_secure_with_a_self_signed_or_mounted_certificate() {
+        use informant::serving::CertSource;
+        assert_eq!(options(&[]).secure_metrics, None);
+        let Some(CertSource::SelfSigned { names }) = options(&["--metrics-secure"]).secure_metrics
+        else {
+            panic!("not self-signed");
+        };
+        assert_eq!(names[..3], ["localhost", "127.0.0.1", "::1"]);
+        assert_eq!(
+            options(&["--metrics-secure", "--metrics-cert-dir=/certs"]).secure_metrics,
+            Some(CertSource::files("/certs"))
+        );
+        let cli = Cli::parse_from([
+            "informant",
+            "run",
+            "--cache-config",
+            "ns/cc",
+            "--metrics-cert-dir=/certs",
+        ]);
+        let Command::Run(run) = cli.command else {
+            panic!("not the run command");
+        };
+        assert!(
+            run.options().is_err(),
+            "a certificate without --metrics-secure"
         );
     }
 

@@ -58,6 +58,15 @@
 //! - **Extra rules** ([`Options::extra_rules`], the chart's `rbac.extraRules`), appended in
 //!   the default scope: to the `ClusterRole` when the default scope is cluster-wide, else to
 //!   the `Role` of each default namespace.
+//! - **Secure metrics** ([`Options::metrics_secure`], `informant run --metrics-secure`, the
+//!   chart's `metrics.secure`): `create` on `tokenreviews` (`authentication.k8s.io`) and
+//!   `subjectaccessreviews` (`authorization.k8s.io`) in the `ClusterRole` (reviews are
+//!   cluster-scoped), which authenticate and authorize each request to `/metrics` and
+//!   `/debug/*` ([`crate::serving::auth`]); and, bound to no one, the `ClusterRole`
+//!   `<name>-metrics-reader` ([`Rules::metrics_reader`]: `get` on `/metrics`, kubebuilder's
+//!   `metrics-reader`) to bind Prometheus's account to. `/debug/*` is left out of it on
+//!   purpose: the cache tree and the config's status are for the people who run the
+//!   operator, granted `get` on `/debug/*` by a role of their own.
 //!
 //! Kinds are resolved offline: plural and scope from the built-in table ([`crate::kinds`]);
 //! other kinds (custom resources) are taken as namespaced with kube's guessed plural, as
@@ -115,6 +124,9 @@ pub struct Options {
     pub kinds: Vec<GroupVersionKind>,
     /// Rules added as they are, in the default scope.
     pub extra_rules: Vec<PolicyRule>,
+    /// The manager serves metrics securely: it reviews tokens and access, and scrapers need
+    /// `get` on `/metrics`.
+    pub metrics_secure: bool,
 }
 
 impl Options {
@@ -181,6 +193,10 @@ pub struct Rules {
     /// Why the `ClusterRole` holds what a reader might not expect (a namespace selector, CRD
     /// watching), one sentence each: `informant rbac` and the chart print them as comments.
     pub notes: Vec<String>,
+    /// With secure metrics, the rules of the `<name>-metrics-reader` `ClusterRole`, bound to
+    /// no one: what a scraper of `/metrics` needs (not the manager's, so not among the
+    /// permissions [`crate::config::access`] checks).
+    pub metrics_reader: Vec<PolicyRule>,
 }
 
 /// The note of a config that chooses namespaces by label.
@@ -191,6 +207,14 @@ pub const NOTE_SHARDING: &str = "sharding: each replica creates, renews and at s
 
 /// The note of a config sharded by namespace.
 pub const NOTE_SHARDING_NAMESPACE: &str = "sharding by namespace: each replica caches the namespaces it owns, which change as replicas come and go, so namespaces are listed and watched";
+
+/// The note of secure metrics.
+pub const NOTE_SECURE_METRICS: &str = "metrics.secure: each request to /metrics and /debug/* is authenticated with a TokenReview and authorized with a SubjectAccessReview (controller-runtime's WithAuthenticationAndAuthorization), so both reviews are created; bind Prometheus's account to the metrics-reader ClusterRole";
+
+/// The API group of `tokenreviews`.
+const AUTHENTICATION_GROUP: &str = "authentication.k8s.io";
+/// The API group of `subjectaccessreviews`.
+const AUTHORIZATION_GROUP: &str = "authorization.k8s.io";
 
 /// The note of a config whose `byObject` lists custom kinds.
 pub const NOTE_CRD_WATCH: &str = "byObject lists custom kinds: customresourcedefinitions are listed and watched, so a kind's informers start when its CRD is established and stop when it is deleted (without this grant the manager asks discovery every 30 s instead)";
@@ -282,6 +306,7 @@ impl Rules {
             cluster: read_rules(&cluster_reads),
             namespaces: BTreeMap::new(),
             notes,
+            metrics_reader: Vec::new(),
         };
         // Every namespace with a Role: the cached ones, the manager's, and `default` for
         // Events about cluster-scoped objects when events are not granted cluster-wide.
@@ -322,7 +347,18 @@ impl Rules {
         if default_scope == Scope::Cluster {
             rules.cluster.extend(options.extra_rules.iter().cloned());
         }
+        if options.metrics_secure {
+            rules.secure_metrics();
+        }
         rules
+    }
+
+    /// What secure metrics add: the reviews in the `ClusterRole` (with the note saying why),
+    /// and the metrics reader.
+    fn secure_metrics(&mut self) {
+        self.cluster.extend(review_rules());
+        self.notes.push(NOTE_SECURE_METRICS.to_owned());
+        self.metrics_reader = vec![metrics_reader_rule()];
     }
 
     /// The `ClusterRole` (when any rule is cluster-wide), the `Role`s, and their bindings to
@@ -346,6 +382,16 @@ impl Rules {
             ..ObjectMeta::default()
         };
         let mut objects = Objects::default();
+        if !self.metrics_reader.is_empty() {
+            objects.metrics_reader = Some(ClusterRole {
+                metadata: ObjectMeta {
+                    name: Some(format!("{name}-metrics-reader")),
+                    ..ObjectMeta::default()
+                },
+                rules: Some(self.metrics_reader.clone()),
+                aggregation_rule: None,
+            });
+        }
         if !self.cluster.is_empty() {
             objects.cluster_role = Some(ClusterRole {
                 metadata: meta(None),
@@ -384,11 +430,13 @@ pub struct Objects {
     pub roles: Vec<Role>,
     /// One `RoleBinding` per `Role`, in the same order.
     pub role_bindings: Vec<RoleBinding>,
+    /// With secure metrics, the `<name>-metrics-reader` `ClusterRole` (bound to no one).
+    pub metrics_reader: Option<ClusterRole>,
 }
 
 impl Objects {
     /// Every object as JSON, with `apiVersion` and `kind`: the `ClusterRole` and its binding
-    /// first, then each `Role` followed by its binding.
+    /// first, then each `Role` followed by its binding, then the metrics reader.
     ///
     /// # Errors
     ///
@@ -413,6 +461,9 @@ impl Objects {
         for (role, binding) in self.roles.iter().zip(&self.role_bindings) {
             values.push(typed(role)?);
             values.push(typed(binding)?);
+        }
+        if let Some(reader) = &self.metrics_reader {
+            values.push(typed(reader)?);
         }
         Ok(values)
     }
@@ -471,6 +522,29 @@ fn read_rules(reads: &Reads) -> Vec<PolicyRule> {
             )
         })
         .collect()
+}
+
+/// What secure metrics make the manager create: a `TokenReview` and a `SubjectAccessReview`
+/// per request not answered from their cache.
+fn review_rules() -> [PolicyRule; 2] {
+    [
+        rule(AUTHENTICATION_GROUP, &["tokenreviews"], None, &["create"]),
+        rule(
+            AUTHORIZATION_GROUP,
+            &["subjectaccessreviews"],
+            None,
+            &["create"],
+        ),
+    ]
+}
+
+/// `get` on `/metrics`: what Prometheus needs of a secure metrics endpoint.
+fn metrics_reader_rule() -> PolicyRule {
+    PolicyRule {
+        non_resource_urls: Some(vec!["/metrics".to_owned()]),
+        verbs: vec!["get".to_owned()],
+        ..PolicyRule::default()
+    }
 }
 
 /// `create` and `patch` on core Events.

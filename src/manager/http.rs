@@ -8,8 +8,12 @@
 //! | metrics | `/metrics`, `/debug/cache`, `/debug/status` | [`DEFAULT_METRICS_ADDR`] |
 //! | health probes | `/healthz`, `/healthz/<check>`, `/readyz`, `/readyz/<check>` | [`DEFAULT_HEALTH_ADDR`] |
 //!
-//! When both addresses are equal, one listener serves every path. The probe bodies and status
-//! codes are controller-runtime's (pkg/healthz/healthz.go), so kubelet probes, dashboards and
+//! When both addresses are equal, one listener serves every path (not with secure metrics:
+//! the kubelet probes plain HTTP). With secure metrics ([`SecureMetrics`], `informant run
+//! --metrics-secure`), the metrics listener serves HTTPS ([`crate::serving`]) and every request
+//! to it, unknown paths included, must carry a bearer token the API server authenticates
+//! (`TokenReview`) and authorizes for `get` on the path (`SubjectAccessReview`); the health
+//! listener stays plain HTTP. The probe bodies and status codes are controller-runtime's (pkg/healthz/healthz.go), so kubelet probes, dashboards and
 //! people reading `curl` output see what they know:
 //!
 //! ```text
@@ -47,14 +51,16 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::metrics::MetricsRegistry;
+use crate::serving::{self, Authenticator, CertSource, CertWatcher, TlsListener};
 
 /// The metrics listener's default address, every interface, port 8080.
 ///
 /// controller-runtime pkg/metrics/server/server.go `DefaultBindAddress` (":8080", used when
 /// `BindAddress` is empty). kubebuilder's v4 scaffold (`cmd/main.go`) defaults
-/// `--metrics-bind-address` to "0" (off) and names ":8080" as the plain-HTTP choice (":8443" is
-/// for its authenticated HTTPS server, which informant does not have); we serve plain HTTP
-/// and keep metrics on by default, so ":8080".
+/// `--metrics-bind-address` to "0" (off) and names ":8080" for plain HTTP and ":8443" for its
+/// authenticated HTTPS server. `informant run` keeps metrics on and plain by default (a laptop
+/// has no API server to review tokens for it), so ":8080"; with `--metrics-secure` the address
+/// is still the one `--metrics-addr` gives, and the chart, secure by default, passes ":8443".
 pub const DEFAULT_METRICS_ADDR: SocketAddr =
     SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 8080));
 
@@ -210,15 +216,52 @@ pub fn health_router(probes: Arc<dyn Probes>) -> Router {
 /// # }
 /// ```
 pub struct HttpServer {
-    listeners: Vec<(TcpListener, Router, Serves)>,
+    listeners: Vec<(Listening, Router, Serves)>,
     metrics_addr: Option<SocketAddr>,
     health_addr: Option<SocketAddr>,
+    /// The watcher of the metrics listener's certificate files, when it has some.
+    cert_watcher: Option<CertWatcher>,
+}
+
+/// How `/metrics` and `/debug/*` are served securely: over HTTPS with the certificate of
+/// `cert`, each request authenticated and authorized by the API server `client` talks to
+/// ([`crate::serving::auth`]).
+#[derive(Clone)]
+pub struct SecureMetrics {
+    /// Where the serving certificate comes from.
+    pub cert: CertSource,
+    /// The client the reviews are made with (the manager's).
+    pub client: kube::Client,
+}
+
+impl fmt::Debug for SecureMetrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SecureMetrics")
+            .field("cert", &self.cert)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A bound listener: plain TCP, or TLS over it.
+enum Listening {
+    Plain(TcpListener),
+    Tls(TlsListener),
+}
+
+impl Listening {
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        match self {
+            Listening::Plain(l) => l.local_addr(),
+            Listening::Tls(l) => axum::serve::Listener::local_addr(l),
+        }
+    }
 }
 
 /// What one listener serves, for its log line.
 #[derive(Clone, Copy, Debug)]
 enum Serves {
     Metrics,
+    SecureMetrics,
     Health,
     Both,
 }
@@ -231,6 +274,10 @@ impl Serves {
             Serves::Metrics => tracing::info!(
                 listen.addr = %addr,
                 "serving metrics: /metrics, /debug/cache, /debug/status"
+            ),
+            Serves::SecureMetrics => tracing::info!(
+                listen.addr = %addr,
+                "serving metrics over HTTPS to bearer tokens the API server authorizes: /metrics, /debug/cache, /debug/status"
             ),
             Serves::Health => tracing::info!(
                 listen.addr = %addr,
@@ -268,34 +315,111 @@ impl HttpServer {
         registry: MetricsRegistry,
         probes: Arc<dyn Probes>,
     ) -> io::Result<Self> {
-        let metrics =
-            metrics_addr.map(|addr| (addr, metrics_router(registry, Arc::clone(&probes))));
-        let health = health_addr.map(|addr| (addr, health_router(probes)));
+        Self::bind_secure(metrics_addr, health_addr, registry, probes, None)
+            .await
+            .map_err(|e| match e {
+                BindError::Io(e) => e,
+                BindError::Certificate(e) => io::Error::other(e),
+            })
+    }
+
+    /// [`HttpServer::bind`], the metrics listener serving HTTPS to authorized requests when
+    /// `secure` says how. The certificate is loaded (or generated) now, so a missing or bad
+    /// one fails before the manager starts anything.
+    ///
+    /// # Errors
+    ///
+    /// [`BindError::Io`] as [`HttpServer::bind`], and for secure metrics sharing the health
+    /// probes' address (`InvalidInput`); [`BindError::Certificate`] when the certificate cannot
+    /// be read, loaded, generated or watched.
+    pub async fn bind_secure(
+        metrics_addr: Option<SocketAddr>,
+        health_addr: Option<SocketAddr>,
+        registry: MetricsRegistry,
+        probes: Arc<dyn Probes>,
+        secure: Option<SecureMetrics>,
+    ) -> Result<Self, BindError> {
         let mut server = HttpServer {
             listeners: Vec::new(),
             metrics_addr: None,
             health_addr: None,
+            cert_watcher: None,
         };
+        if let (Some(secure), Some(metrics_addr)) = (secure, metrics_addr) {
+            // Port 0 asks for two free ports, not one shared listener.
+            if Some(metrics_addr) == health_addr && metrics_addr.port() != 0 {
+                return Err(BindError::Io(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "secure metrics cannot share the health probes' address {metrics_addr}: \
+                         the kubelet probes plain HTTP; give --metrics-addr and --health-addr \
+                         different ports"
+                    ),
+                )));
+            }
+            let cell = match &secure.cert {
+                CertSource::SelfSigned { names } => Arc::new(serving::CertificateCell::new(
+                    serving::cert::self_signed(names)?,
+                )),
+                CertSource::Files {
+                    dir,
+                    cert_name,
+                    key_name,
+                } => {
+                    let watcher = CertWatcher::new(dir, cert_name, key_name)?;
+                    let cell = watcher.cell();
+                    server.cert_watcher = Some(watcher);
+                    cell
+                }
+            };
+            let router = Authenticator::new(secure.client)
+                .protect(metrics_router(registry, Arc::clone(&probes)));
+            let tcp = listen("metrics", metrics_addr).await?;
+            server.metrics_addr = Some(tcp.local_addr()?);
+            let tls = TlsListener::new(tcp, serving::server_config(cell));
+            server
+                .listeners
+                .push((Listening::Tls(tls), router, Serves::SecureMetrics));
+            if let Some(addr) = health_addr {
+                let listener = listen("health probe", addr).await?;
+                server.health_addr = Some(listener.local_addr()?);
+                server.listeners.push((
+                    Listening::Plain(listener),
+                    health_router(probes),
+                    Serves::Health,
+                ));
+            }
+            return Ok(server);
+        }
+        let metrics =
+            metrics_addr.map(|addr| (addr, metrics_router(registry, Arc::clone(&probes))));
+        let health = health_addr.map(|addr| (addr, health_router(probes)));
         match (metrics, health) {
             (Some((m, metrics)), Some((h, health))) if m == h => {
                 let listener = listen("metrics and health probe", m).await?;
                 let bound = listener.local_addr()?;
                 server.metrics_addr = Some(bound);
                 server.health_addr = Some(bound);
-                server
-                    .listeners
-                    .push((listener, metrics.merge(health), Serves::Both));
+                server.listeners.push((
+                    Listening::Plain(listener),
+                    metrics.merge(health),
+                    Serves::Both,
+                ));
             }
             (metrics, health) => {
                 if let Some((addr, router)) = metrics {
                     let listener = listen("metrics", addr).await?;
                     server.metrics_addr = Some(listener.local_addr()?);
-                    server.listeners.push((listener, router, Serves::Metrics));
+                    server
+                        .listeners
+                        .push((Listening::Plain(listener), router, Serves::Metrics));
                 }
                 if let Some((addr, router)) = health {
                     let listener = listen("health probe", addr).await?;
                     server.health_addr = Some(listener.local_addr()?);
-                    server.listeners.push((listener, router, Serves::Health));
+                    server
+                        .listeners
+                        .push((Listening::Plain(listener), router, Serves::Health));
                 }
             }
         }
@@ -333,11 +457,21 @@ impl HttpServer {
             let shutdown = shutdown.clone();
             async move {
                 let addr = listener.local_addr()?;
-                axum::serve(listener, router)
-                    .with_graceful_shutdown(shutdown.cancelled_owned())
-                    .into_future()
-                    .await
-                    .map_err(|e| io::Error::new(e.kind(), format!("serving on {addr}: {e}")))
+                let served = match listener {
+                    Listening::Plain(listener) => {
+                        axum::serve(listener, router)
+                            .with_graceful_shutdown(shutdown.cancelled_owned())
+                            .into_future()
+                            .await
+                    }
+                    Listening::Tls(listener) => {
+                        axum::serve(listener, router)
+                            .with_graceful_shutdown(shutdown.cancelled_owned())
+                            .into_future()
+                            .await
+                    }
+                };
+                served.map_err(|e| io::Error::new(e.kind(), format!("serving on {addr}: {e}")))
             }
         });
         let serving: Vec<_> = serving.collect();
@@ -345,9 +479,27 @@ impl HttpServer {
             shutdown.cancelled().await;
             return Ok(());
         }
-        futures::future::try_join_all(serving).await?;
+        let watching = async {
+            if let Some(watcher) = self.cert_watcher {
+                watcher.run(shutdown.clone()).await;
+            }
+        };
+        let (served, ()) =
+            futures::future::join(futures::future::try_join_all(serving), watching).await;
+        served?;
         Ok(())
     }
+}
+
+/// Why [`HttpServer::bind_secure`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    /// A listener could not be bound, or the addresses do not go together.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    /// The serving certificate could not be read, loaded, generated or watched.
+    #[error("cannot serve metrics securely")]
+    Certificate(#[from] serving::Error),
 }
 
 async fn listen(what: &str, addr: SocketAddr) -> io::Result<TcpListener> {

@@ -33,8 +33,9 @@ pub use access::{
     EVENT_REASON as PERMISSION_MISSING_EVENT, RECHECK_INTERVAL as PERMISSIONS_RECHECK_INTERVAL,
 };
 pub use http::{
-    BindAddressError, Check, DEFAULT_HEALTH_ADDR, DEFAULT_METRICS_ADDR, HttpServer,
-    METRICS_CONTENT_TYPE, PING, Probes, health_router, metrics_router, parse_bind_address,
+    BindAddressError, BindError, Check, DEFAULT_HEALTH_ADDR, DEFAULT_METRICS_ADDR, HttpServer,
+    METRICS_CONTENT_TYPE, PING, Probes, SecureMetrics, health_router, metrics_router,
+    parse_bind_address,
 };
 pub use leader::{
     DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderElection,

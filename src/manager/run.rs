@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use super::access::AccessCheck;
 use super::elected::{LeaderRunnable, LeaderWork};
 use super::group::{RunnableGroup, stop_in_order};
-use super::http::{HttpServer, Probes};
+use super::http::{BindError, HttpServer, Probes, SecureMetrics};
 use super::leader::LeaderElector;
 use super::metrics::{self, ManagerMetrics, MetricsRegistry};
 use super::options::{BoxError, ConfigSource, Error, FIELD_MANAGER, Options};
@@ -183,13 +183,22 @@ impl Manager {
             pool: Arc::clone(reloader.pool()),
             observed: observed.clone(),
         });
-        let server = HttpServer::bind(
+        let secure = options.secure_metrics.clone().map(|cert| SecureMetrics {
+            cert,
+            client: client.clone(),
+        });
+        let server = HttpServer::bind_secure(
             options.metrics_addr,
             options.health_addr,
             registry.clone(),
             probes,
+            secure,
         )
-        .await?;
+        .await
+        .map_err(|e| match e {
+            BindError::Io(e) => Error::Http(e),
+            BindError::Certificate(e) => Error::MetricsCertificate(e),
+        })?;
         let (reloads, _) = broadcast::channel(64);
         Ok(Self {
             client,

@@ -18,4 +18,5 @@ mod apiserver_robustness_bodies;
 mod apiserver_selector_messages;
 mod apiserver_selectors;
 mod apiserver_sharding;
+mod apiserver_token_review;
 mod apiserver_watch;

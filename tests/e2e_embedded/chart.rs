@@ -234,12 +234,55 @@ impl std::fmt::Display for Grant {
     }
 }
 
-/// Every permission of the rendered `Role`s and `ClusterRole`s, one verb of one resource each.
+/// The account the scenario scrapes the secure `/metrics` with, as Prometheus would: bound to
+/// the chart's `metrics-reader` `ClusterRole`.
+pub const SCRAPER: &str = "prometheus";
+
+/// The scraper's `ServiceAccount` and its binding to `<release>-metrics-reader`: what a user
+/// adds for Prometheus (the chart binds the reader to no one).
+pub fn scraper_objects() -> Vec<Value> {
+    vec![
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": {"name": SCRAPER, "namespace": NAMESPACE}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": format!("{RELEASE}-metrics-reader-{SCRAPER}")},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                           "name": format!("{RELEASE}-metrics-reader")},
+               "subjects": [{"kind": "ServiceAccount", "name": SCRAPER, "namespace": NAMESPACE}]}),
+    ]
+}
+
+/// Whether a rendered binding binds the `Role` or `ClusterRole` `doc` to the manager's account
+/// (the `metrics-reader` `ClusterRole` is bound to no one: it is the scrapers', not the
+/// manager's).
+fn bound_to_manager(docs: &[Value], doc: &Value) -> bool {
+    let namespace = doc["metadata"]["namespace"].as_str().unwrap_or_default();
+    docs.iter()
+        .filter(|b| b["kind"] == "RoleBinding" || b["kind"] == "ClusterRoleBinding")
+        .filter(|b| b["metadata"]["namespace"].as_str().unwrap_or_default() == namespace)
+        .filter(|b| {
+            b["roleRef"]["kind"] == doc["kind"] && b["roleRef"]["name"] == doc["metadata"]["name"]
+        })
+        .any(|b| {
+            b["subjects"].as_array().into_iter().flatten().any(|s| {
+                ACCOUNT
+                    == format!(
+                        "system:serviceaccount:{}:{}",
+                        s["namespace"].as_str().unwrap_or_default(),
+                        s["name"].as_str().unwrap_or_default()
+                    )
+            })
+        })
+}
+
+/// Every permission of the rendered `Role`s and `ClusterRole`s bound to the manager's account,
+/// one verb of one resource each.
 pub fn grants(docs: &[Value]) -> Vec<Grant> {
     let mut out = Vec::new();
     for doc in docs
         .iter()
         .filter(|d| d["kind"] == "Role" || d["kind"] == "ClusterRole")
+        .filter(|d| bound_to_manager(docs, d))
     {
         let namespace = doc["metadata"]["namespace"].as_str().unwrap_or_default();
         let rules: Vec<PolicyRule> = serde_json::from_value(doc["rules"].clone()).unwrap();

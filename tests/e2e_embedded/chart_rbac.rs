@@ -9,7 +9,10 @@
 //! Events (created, then patched by deduplication: the hooks', and `ConfigReloaded` after two
 //! edits), and a hook `Controller` (with `finalize: true`) applies a child, holds its object and
 //! itself with finalizers and releases them when deleted; sharded, it holds its member Lease
-//! and deletes it when stopped; the server refuses none of its requests.
+//! and deletes it when stopped; its secure `/metrics` (the chart's default) answers a scrape
+//! with a token bound to the chart's `metrics-reader` (the manager reviewing the token and the
+//! access with the API server), 401 without a token and 403 to a token without the grant; the
+//! server refuses none of its requests.
 //!
 //! **No more than enough**: for every permission the chart renders (each verb of each resource
 //! of each rule), a run without it must show the server refusing a request that permission
@@ -37,8 +40,8 @@ use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 
 use crate::chart::{
-    Case, Grant, HOOK, NAMESPACE, RELEASE, SHOP, free_port, grants, python, refused_by_absence_of,
-    render, root, without,
+    Case, Grant, HOOK, NAMESPACE, RELEASE, SCRAPER, SHOP, free_port, grants, python,
+    refused_by_absence_of, render, root, scraper_objects, without,
 };
 
 /// How long a run waits for each step.
@@ -72,6 +75,7 @@ struct Scenario {
     args: Vec<String>,
     env: Vec<(String, String)>,
     health_port: u16,
+    metrics_port: u16,
 }
 
 impl Scenario {
@@ -79,7 +83,8 @@ impl Scenario {
     fn new(case: Case, extra: &[Value]) -> Self {
         let python = python();
         let health_port = free_port();
-        let docs = render(&python, &case.values((free_port(), health_port), extra));
+        let metrics_port = free_port();
+        let docs = render(&python, &case.values((metrics_port, health_port), extra));
         let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
         let container = &deployment["spec"]["template"]["spec"]["containers"][0];
         let args: Vec<String> = serde_json::from_value(container["args"].clone()).unwrap();
@@ -107,11 +112,16 @@ impl Scenario {
             args,
             env,
             health_port,
+            metrics_port,
         }
     }
 
     fn health(&self) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], self.health_port))
+    }
+
+    fn metrics(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.metrics_port))
     }
 
     /// A fresh server holding `docs` (those of the chart's objects an API server without
@@ -144,10 +154,12 @@ impl Scenario {
             .into_iter()
             .chain(chart_objects.cloned())
             .chain(self.case.objects(&self.python, &hook))
+            .chain(scraper_objects())
         {
             handle.create(object).unwrap();
         }
         let token = server.token(NAMESPACE, RELEASE).await.unwrap();
+        let scraper_token = server.token(NAMESPACE, SCRAPER).await.unwrap();
         let kubeconfig = self.dir.path().join(format!("kubeconfig-{run}"));
         let yaml = informant::yaml::to_string(&handle.kubeconfig_with_token(Some(&token)));
         std::fs::write(&kubeconfig, yaml.unwrap()).unwrap();
@@ -169,6 +181,9 @@ impl Scenario {
             child: tokio::sync::Mutex::new(child),
             log,
             case: self.case,
+            metrics: self.metrics(),
+            scraper_token,
+            manager_token: token,
         }
     }
 }
@@ -180,6 +195,12 @@ struct Running {
     child: tokio::sync::Mutex<Child>,
     log: PathBuf,
     case: Case,
+    /// The secure `/metrics` listener.
+    metrics: SocketAddr,
+    /// A token of the scraper's account, bound to `metrics-reader`.
+    scraper_token: String,
+    /// The manager's own token (not bound to `metrics-reader`).
+    manager_token: String,
 }
 
 /// The largest count of the Events with `reason` in `namespace` (a core `count` or an
@@ -363,6 +384,22 @@ impl Running {
             && crate::support::http_get(health, "/readyz").await.0 == 200
     }
 
+    /// The status code of a scrape of the secure `/metrics` with `token`, and its body; `None`
+    /// while nothing answers HTTPS there.
+    async fn scrape(&self, token: Option<&str>) -> Option<(u16, String)> {
+        crate::support::https::get(self.metrics, "/metrics", token)
+            .await
+            .ok()
+            .map(|r| (r.code, r.body))
+    }
+
+    /// Whether a scrape with the scraper's token got the metrics.
+    async fn scraped(&self) -> bool {
+        self.scrape(Some(&self.scraper_token))
+            .await
+            .is_some_and(|(code, body)| code == 200 && body.contains("informant_"))
+    }
+
     /// Whether the manager wrote a status (ready or not).
     async fn started(&self) -> bool {
         let configs: Api<CacheConfig> = Api::namespaced(self.admin.clone(), NAMESPACE);
@@ -378,6 +415,12 @@ impl Running {
         let mut missed = Vec::new();
         if !until(WAIT, || async { stop() || self.started().await }).await {
             missed.push("a status written");
+        }
+        if stop() {
+            return missed;
+        }
+        if !until(WAIT, || async { stop() || self.scraped().await }).await {
+            missed.push("a scrape of the secure /metrics with a metrics-reader token");
         }
         if stop() {
             return missed;
@@ -471,6 +514,23 @@ async fn everything_works(scenario: &Scenario) {
         scenario.case,
         running.log()
     );
+    // Before the drive: a sharded drive ends by stopping the manager.
+    assert_eq!(
+        running.scrape(None).await.map(|(code, _)| code),
+        Some(401),
+        "{:?}: a scrape without a token",
+        scenario.case
+    );
+    let manager_token = running.manager_token.clone();
+    assert_eq!(
+        running
+            .scrape(Some(&manager_token))
+            .await
+            .map(|(code, _)| code),
+        Some(403),
+        "{:?}: a scrape with a token not bound to metrics-reader",
+        scenario.case
+    );
     let missed = running.drive(&|| false).await;
     assert!(
         missed.is_empty(),
@@ -478,6 +538,7 @@ async fn everything_works(scenario: &Scenario) {
         scenario.case,
         running.log()
     );
+
     let refused = running.refusals();
     assert!(
         refused.is_empty(),

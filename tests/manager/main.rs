@@ -26,6 +26,7 @@ mod manager_otel;
 mod manager_reload;
 mod manager_run;
 mod manager_scope;
+mod manager_secure_metrics;
 mod manager_source;
 mod manager_status;
 mod shard_cache;

@@ -2,6 +2,8 @@
 //! (`mod support;` in each; a test binary uses some of them): the server set-ups, the [`Env`]
 //! most tests build on, and the waits, probes and files they share.
 
+pub mod https;
+
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, PostParams};

@@ -250,6 +250,12 @@ chart tests compare the two for several configs, so change both together.
 {{- $clusterRules = append $clusterRules . -}}
 {{- end -}}
 {{- end -}}
+{{- /* Secure metrics: each request to /metrics and /debug/* is reviewed (cluster-scoped reviews). */ -}}
+{{- if .Values.metrics.secure -}}
+{{- $clusterRules = append $clusterRules (dict "apiGroups" (list "authentication.k8s.io") "resources" (list "tokenreviews") "verbs" (list "create")) -}}
+{{- $clusterRules = append $clusterRules (dict "apiGroups" (list "authorization.k8s.io") "resources" (list "subjectaccessreviews") "verbs" (list "create")) -}}
+{{- $notes = append $notes "metrics.secure: each request to /metrics and /debug/* is authenticated with a TokenReview and authorized with a SubjectAccessReview (controller-runtime's WithAuthenticationAndAuthorization), so both reviews are created; bind Prometheus's account to the metrics-reader ClusterRole" -}}
+{{- end -}}
 {{- /* The Roles: cached namespaces, the default ones, the release's, and "default" for Events about cluster-scoped objects. */ -}}
 {{- $roleNs := keys $nsReads -}}
 {{- if not $defaultCluster -}}

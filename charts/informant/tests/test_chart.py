@@ -143,6 +143,28 @@ SERVICE_MONITOR_SCHEMA = {
                             "port": {"type": "string"},
                             "path": {"type": "string"},
                             "interval": {"type": "string", "pattern": "^(0|(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"},
+                            "scheme": {"enum": ["http", "https"]},
+                            "bearerTokenFile": {"type": "string"},
+                            "tlsConfig": {
+                                "type": "object",
+                                "additionalProperties": False,
+                                "properties": {
+                                    "insecureSkipVerify": {"type": "boolean"},
+                                    "serverName": {"type": "string"},
+                                    "ca": {
+                                        "type": "object",
+                                        "additionalProperties": False,
+                                        "properties": {
+                                            "secret": {
+                                                "type": "object",
+                                                "additionalProperties": False,
+                                                "required": ["name", "key"],
+                                                "properties": {"name": {"type": "string"}, "key": {"type": "string"}},
+                                            },
+                                        },
+                                    },
+                                },
+                            },
                         },
                     },
                 },
@@ -172,6 +194,11 @@ def informant(*args):
     return subprocess.run([INFORMANT, *args], capture_output=True, text=True)
 
 
+def manager_cluster_roles(docs):
+    """The ClusterRoles bound to the manager: all but the metrics reader of secure metrics."""
+    return [d for d in of_kind(docs, "ClusterRole") if not d["metadata"]["name"].endswith("-metrics-reader")]
+
+
 def without_labels(doc):
     doc = copy.deepcopy(doc)
     doc["metadata"].pop("labels", None)
@@ -186,6 +213,13 @@ def rbac_of(docs):
         for d in docs
         if d["kind"] in kinds
     }
+
+
+# What secure metrics add to the manager's ClusterRole: the reviews of each request.
+REVIEW_RULES = [
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+]
 
 
 class ChartTest(unittest.TestCase):
@@ -241,7 +275,8 @@ class ChartTest(unittest.TestCase):
     def test_a_wrong_type_in_values_fails_at_render_and_at_lint(self):
         for bad in ({"replicaCount": "three"}, {"cacheConfig": {"spec": ["not", "a", "map"]}},
                     {"leaderElection": {"enabled": "yes"}},
-                    {"metrics": {"port": "http"}}, {"serviceMonitor": {"enabled": "yes"}}):
+                    {"metrics": {"port": "http"}}, {"serviceMonitor": {"enabled": "yes"}},
+                    {"metrics": {"secure": "yes"}}, {"metrics": {"certSecret": "Not_A_Name"}}):
             with self.subTest(bad):
                 with self.assertRaises(helm.HelmValuesError):
                     render(bad)
@@ -341,6 +376,8 @@ class ChartTest(unittest.TestCase):
                         "--service-account", account, "--lease-name", fullname]
                 if m["leaderElection"]["enabled"]:
                     args.append("--leader-elect")
+                if m["metrics"]["secure"]:
+                    args.append("--metrics-secure")
                 for kind in m["rbac"]["extraKinds"]:
                     args += ["--kind", f"{kind['apiVersion']}/{kind['kind']}"]
                 if m["rbac"]["extraRules"]:
@@ -357,8 +394,9 @@ class ChartTest(unittest.TestCase):
 
     def test_rbac_is_namespaced_for_a_namespace_scoped_config(self):
         docs, _ = self.rendered["multi-namespace-values.yaml"]
-        cluster_rules = [r for d in of_kind(docs, "ClusterRole") for r in d["rules"]]
-        self.assertEqual(cluster_rules, [], "a namespace-scoped config needs no ClusterRole")
+        cluster_rules = [r for d in manager_cluster_roles(docs) for r in d["rules"]]
+        self.assertEqual(cluster_rules, REVIEW_RULES,
+                         "a namespace-scoped config needs no ClusterRole but for the reviews of secure metrics")
         roles = {d["metadata"]["namespace"]: d["rules"] for d in of_kind(docs, "Role")}
         self.assertEqual(sorted(roles), ["informant-system", "team-a", "team-b"])
         self.assertIn({"apiGroups": [""], "resources": ["configmaps", "pods"], "verbs": ["list", "watch"]},
@@ -372,7 +410,7 @@ class ChartTest(unittest.TestCase):
 
     def test_a_namespace_selector_reads_cluster_wide_watches_namespaces_and_says_why(self):
         docs, _ = self.rendered["namespace-selector-values.yaml"]
-        (cluster_role,) = of_kind(docs, "ClusterRole")
+        (cluster_role,) = manager_cluster_roles(docs)
         rules = cluster_role["rules"]
         self.assertIn({"apiGroups": [""], "resources": ["configmaps", "namespaces", "secrets"],
                        "verbs": ["list", "watch"]}, rules)
@@ -421,7 +459,7 @@ class ChartTest(unittest.TestCase):
     def test_the_ring_defaults_to_the_full_name_and_the_key_may_be_uid(self):
         docs, _ = render({"replicaCount": 2, "sharding": {"enabled": True, "key": "uid"}}, name="shop")
         self.assertEqual(of_kind(docs, "CacheConfig")[0]["spec"], {"sharding": {"ring": "shop-informant", "key": "uid"}})
-        (cluster_role,) = of_kind(docs, "ClusterRole")
+        (cluster_role,) = manager_cluster_roles(docs)
         self.assertNotIn("namespaces", [r for rule in cluster_role["rules"] for r in rule["resources"]],
                          "by uid nothing follows the namespaces")
 
@@ -449,7 +487,7 @@ class ChartTest(unittest.TestCase):
                   "verbs": ["get", "list", "create", "update", "delete"]}
         self.assertIn(member, roles[NAMESPACE])
         self.assertEqual([ns for ns, rules in roles.items() if member in rules], [NAMESPACE])
-        (cluster_role,) = of_kind(docs, "ClusterRole")
+        (cluster_role,) = manager_cluster_roles(docs)
         self.assertIn({"apiGroups": [""], "resources": ["configmaps", "namespaces", "nodes"],
                        "verbs": ["list", "watch"]}, cluster_role["rules"])
         self.assertEqual(len(of_kind(docs, "ClusterRoleBinding")), 1)
@@ -458,6 +496,67 @@ class ChartTest(unittest.TestCase):
                                 namespace=NAMESPACE)["informant/templates/rbac.yaml"]
         self.assertIn("\n# sharding by namespace: each replica caches the namespaces it owns", text)
         self.assertIn("\n# sharding: each replica creates, renews and at shutdown deletes a member Lease", text)
+
+
+class SecureMetricsTest(unittest.TestCase):
+    """metrics.secure (the default): HTTPS on 8443 with the API server's reviews, the
+    reviewers' rights, a metrics-reader ClusterRole, a ServiceMonitor scraping with a token;
+    the health probes plain HTTP."""
+
+    def container(self, docs):
+        return of_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
+
+    def test_secure_metrics_are_the_default_with_a_self_signed_certificate(self):
+        self.assertIs(merged({})["metrics"]["secure"], True)
+        docs, notes = render({"serviceMonitor": {"enabled": True}})
+        container = self.container(docs)
+        args = container["args"]
+        self.assertEqual(args[args.index("--metrics-addr") + 1], ":8443")
+        self.assertIn("--metrics-secure", args)
+        self.assertNotIn("--metrics-cert-dir", args, "self-signed by default")
+        self.assertEqual(container["readinessProbe"]["httpGet"], {"path": "/readyz", "port": "health"},
+                         "the kubelet probes plain HTTP on the health port")
+        self.assertNotIn("scheme", container["readinessProbe"]["httpGet"])
+        (cluster_role,) = [d for d in of_kind(docs, "ClusterRole") if d["metadata"]["name"] == RELEASE]
+        self.assertEqual(cluster_role["rules"][-2:], REVIEW_RULES)
+        (reader,) = [d for d in of_kind(docs, "ClusterRole") if d["metadata"]["name"] == f"{RELEASE}-metrics-reader"]
+        self.assertEqual(reader["rules"], [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}])
+        bound = [b["roleRef"]["name"] for b in of_kind(docs, "ClusterRoleBinding")]
+        self.assertNotIn(f"{RELEASE}-metrics-reader", bound, "bound to no one: the user binds Prometheus")
+        (endpoint,) = of_kind(docs, "ServiceMonitor")[0]["spec"]["endpoints"]
+        self.assertEqual(endpoint["scheme"], "https")
+        self.assertEqual(endpoint["bearerTokenFile"], "/var/run/secrets/kubernetes.io/serviceaccount/token")
+        self.assertEqual(endpoint["tlsConfig"], {"insecureSkipVerify": True})
+        self.assertIn(f"--clusterrole={RELEASE}-metrics-reader", notes)
+        self.assertIn("https://localhost:8443/metrics", notes)
+        self.assertIn("--metrics-secure", notes)
+
+    def test_a_certificate_secret_is_mounted_watched_and_verified_by_the_service_monitor(self):
+        docs, _ = render({"metrics": {"certSecret": "metrics-cert"}, "serviceMonitor": {"enabled": True}})
+        container = self.container(docs)
+        args = container["args"]
+        self.assertEqual(args[args.index("--metrics-cert-dir") + 1], "/tmp/k8s-metrics-server/metrics-certs")
+        self.assertIn({"name": "metrics-certs", "mountPath": "/tmp/k8s-metrics-server/metrics-certs", "readOnly": True},
+                      container["volumeMounts"])
+        volumes = of_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["volumes"]
+        self.assertIn({"name": "metrics-certs", "secret": {"secretName": "metrics-cert"}}, volumes)
+        (endpoint,) = of_kind(docs, "ServiceMonitor")[0]["spec"]["endpoints"]
+        self.assertEqual(endpoint["tlsConfig"], {
+            "ca": {"secret": {"name": "metrics-cert", "key": "ca.crt"}},
+            "serverName": f"{RELEASE}-metrics.{NAMESPACE}.svc",
+        })
+
+    def test_plain_metrics_have_no_tls_no_reviews_and_no_reader(self):
+        docs, notes = render({"metrics": {"secure": False, "port": 8080}, "serviceMonitor": {"enabled": True}})
+        args = self.container(docs)["args"]
+        self.assertNotIn("--metrics-secure", args)
+        rules = [r for d in of_kind(docs, "ClusterRole") for r in d["rules"]]
+        for rule in REVIEW_RULES:
+            self.assertNotIn(rule, rules)
+        self.assertEqual([d for d in of_kind(docs, "ClusterRole") if d["metadata"]["name"].endswith("-metrics-reader")], [])
+        (endpoint,) = of_kind(docs, "ServiceMonitor")[0]["spec"]["endpoints"]
+        self.assertNotIn("scheme", endpoint)
+        self.assertIn("curl -s localhost:8080/metrics", notes)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ struct Issued {
     /// account nor a recreated account of the same name.
     uid: String,
     expires: jiff::Timestamp,
+    /// Whom the token is for (`TokenRequest`'s `spec.audiences`), checked by `TokenReview`.
+    audiences: Vec<String>,
 }
 
 /// The SHA-256 digest of a token: what the issued tokens are kept and looked up by.
@@ -81,15 +83,17 @@ impl Tokens {
         &self.admin
     }
 
-    /// A new token for `ServiceAccount` `namespace/name` (uid `uid`), valid until `expires`.
-    /// Tokens expired at `now` are forgotten first, so the issued tokens kept are only the
-    /// ones still valid (plus those that expired since the last issue, until the next).
+    /// A new token for `ServiceAccount` `namespace/name` (uid `uid`), valid until `expires`,
+    /// for `audiences` (checked by `TokenReview`). Tokens expired at `now` are forgotten first,
+    /// so the issued tokens kept are only the ones still valid (plus those that expired since
+    /// the last issue, until the next).
     pub fn issue(
         &self,
         namespace: &str,
         name: &str,
         uid: &str,
         expires: jiff::Timestamp,
+        audiences: Vec<String>,
         now: jiff::Timestamp,
     ) -> String {
         let token = random_token();
@@ -102,6 +106,7 @@ impl Tokens {
                 name: name.to_string(),
                 uid: uid.to_string(),
                 expires,
+                audiences,
             },
         );
         token
@@ -142,6 +147,22 @@ impl Tokens {
             .as_str()
             .unwrap_or_default();
         (uid == issued.uid).then(|| User::service_account(&issued.namespace, &issued.name, uid))
+    }
+}
+
+impl Tokens {
+    /// The audiences of a token the server knows (the administrator's: the server's own),
+    /// valid or not; `None` for any other.
+    #[must_use]
+    pub fn audiences(&self, token: &str) -> Option<Vec<String>> {
+        if bool::from(token.as_bytes().ct_eq(self.admin.as_bytes())) {
+            return Some(vec![super::token_review::API_AUDIENCE.to_owned()]);
+        }
+        self.issued
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&digest(token))
+            .map(|issued| issued.audiences.clone())
     }
 }
 
@@ -296,12 +317,12 @@ mod tests {
     #[test]
     fn expired_tokens_are_pruned_when_a_token_is_issued() {
         let tokens = Tokens::new();
-        tokens.issue("ops", "a", "u1", at(10), at(0));
-        tokens.issue("ops", "b", "u2", at(100), at(0));
+        tokens.issue("ops", "a", "u1", at(10), vec![], at(0));
+        tokens.issue("ops", "b", "u2", at(100), vec![], at(0));
         assert_eq!(tokens.kept(), 2);
-        tokens.issue("ops", "c", "u3", at(200), at(10));
+        tokens.issue("ops", "c", "u3", at(200), vec![], at(10));
         assert_eq!(tokens.kept(), 2, "the token that expired at 10 is gone");
-        tokens.issue("ops", "d", "u4", at(300), at(250));
+        tokens.issue("ops", "d", "u4", at(300), vec![], at(250));
         assert_eq!(tokens.kept(), 1);
     }
 
@@ -309,7 +330,7 @@ mod tests {
     fn an_expired_token_names_no_one_and_is_forgotten() {
         let store = Store::new(crate::apiserver::Limits::default());
         let tokens = Tokens::new();
-        let token = tokens.issue("ops", "a", "u1", at(10), at(0));
+        let token = tokens.issue("ops", "a", "u1", at(10), vec![], at(0));
         assert!(tokens.user(&token, &store, at(10)).is_none());
         assert_eq!(tokens.kept(), 0);
         assert!(

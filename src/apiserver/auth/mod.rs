@@ -26,6 +26,7 @@ mod authn;
 mod bootstrap;
 pub(crate) mod rbac;
 pub(crate) mod reviews;
+mod token_review;
 pub(crate) mod user;
 
 use std::collections::VecDeque;
@@ -373,11 +374,14 @@ mod tests {
         let uid = account["metadata"]["uid"].as_str().unwrap();
         let now = jiff::Timestamp::now();
         let hour = jiff::SignedDuration::from_hours(1);
-        let live = app.auth.tokens.issue("ops", "inf", uid, now + hour, now);
+        let live = app
+            .auth
+            .tokens
+            .issue("ops", "inf", uid, now + hour, vec![], now);
         let expired = app
             .auth
             .tokens
-            .issue("ops", "inf", uid, now - hour, now - hour * 2);
+            .issue("ops", "inf", uid, now - hour, vec![], now - hour * 2);
         let admit = |token: &str| {
             let mut headers = HeaderMap::new();
             let bearer = HeaderValue::from_str(&format!("Bearer {token}")).unwrap();

@@ -147,6 +147,7 @@ pub(crate) fn review(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
             }
             Ok(answer(review, json!({"userInfo": info})))
         }
+        "tokenreviews" => super::token_review::review(ctx, review),
         other => Err(ApiError::internal(format!("no review named {other}"))),
     }
 }
@@ -247,11 +248,12 @@ pub(crate) fn token_request(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     let expires = now
         .checked_add(jiff::SignedDuration::from_secs(seconds))
         .map_err(|e| ApiError::internal(format!("token expiration out of range: {e}")))?;
+    let wanted = serde_json::from_value(audiences.clone()).unwrap_or_default();
     let token = ctx
         .app
         .auth
         .tokens
-        .issue(namespace, name, &uid, expires, now);
+        .issue(namespace, name, &uid, expires, wanted, now);
     spec["audiences"] = audiences;
     spec["expirationSeconds"] = json!(seconds);
     spec["boundObjectRef"] = bound;

@@ -109,6 +109,7 @@ fn extra_kinds_and_rules_follow_the_default_scope_and_leases_the_manager() {
             GroupVersionKind::gvk("", "v1", "Namespace"),
         ],
         extra_rules: vec![extra.clone()],
+        metrics_secure: false,
     };
     let rules = derive("{defaultNamespaces: {a: {}}}", &options);
     assert_eq!(resources(&rules.cluster), ["namespaces"]);
@@ -251,4 +252,50 @@ fn objects_bind_each_role_to_the_service_account() {
     assert_eq!(values[1]["subjects"][0]["namespace"], "sys");
     assert_eq!(values[3]["roleRef"]["kind"], "Role");
     assert_eq!(values[2]["metadata"]["namespace"], "sys");
+}
+
+#[test]
+fn secure_metrics_add_the_reviews_to_the_cluster_role_and_an_unbound_metrics_reader() {
+    let namespaced = "{defaultNamespaces: {shop: {}}}";
+    let plain = derive(namespaced, &Options::new("sys"));
+    assert!(plain.cluster.is_empty() && plain.metrics_reader.is_empty());
+    let secure = derive(
+        namespaced,
+        &Options {
+            metrics_secure: true,
+            ..Options::new("sys")
+        },
+    );
+    assert_eq!(
+        secure.cluster,
+        [
+            rule(AUTHENTICATION_GROUP, &["tokenreviews"], None, &["create"]),
+            rule(
+                AUTHORIZATION_GROUP,
+                &["subjectaccessreviews"],
+                None,
+                &["create"]
+            ),
+        ],
+        "reviews are cluster-scoped: a namespaced config gets a ClusterRole for them alone"
+    );
+    assert_eq!(secure.namespaces, plain.namespaces);
+    assert_eq!(secure.notes, [NOTE_SECURE_METRICS]);
+    let objects = secure.objects("informant", "informant", "sys");
+    let reader = objects.metrics_reader.unwrap();
+    assert_eq!(
+        reader.metadata.name.as_deref(),
+        Some("informant-metrics-reader")
+    );
+    assert_eq!(
+        reader.rules.unwrap()[0].non_resource_urls,
+        Some(vec!["/metrics".to_owned()])
+    );
+    assert!(objects.cluster_role_binding.is_some());
+    // The reader is the scrapers', not a permission the manager needs.
+    assert!(
+        crate::config::access::permissions(&secure)
+            .iter()
+            .all(|p| p.url.is_none())
+    );
 }

@@ -1,0 +1,37 @@
+//! Serving over TLS: the one HTTPS module shared by secure metrics and (later) admission
+//! webhooks, as controller-runtime shares `pkg/certwatcher` between its metrics and webhook
+//! servers.
+//!
+//! - [`cert`]: the serving certificate as an input that changes while the process runs: a
+//!   [`CertificateCell`] that rustls asks at every handshake, filled from files
+//!   ([`CertSource::Files`], `tls.crt`/`tls.key` as a Kubernetes TLS Secret mounts them) or
+//!   generated self-signed ([`CertSource::SelfSigned`]).
+//! - [`watch`]: the [`CertWatcher`] that re-reads the files when they change (notify on their
+//!   directory, which also sees a Secret volume's `..data` symlink swap, plus a poll every
+//!   [`POLL_INTERVAL`] as controller-runtime's certwatcher polls) and swaps the new pair in; a
+//!   bad new pair keeps the old one.
+//! - [`tls`]: the rustls [`ServerConfig`](tokio_rustls::rustls::ServerConfig) (HTTP/1.1 only)
+//!   and the [`TlsListener`] that axum serves from: handshakes run side by side, a plain HTTP
+//!   request gets Go's `400 Client sent an HTTP request to an HTTPS server`.
+//! - [`auth`]: every request authenticated by the API server with a `TokenReview` and
+//!   authorized with a `SubjectAccessReview` on its non-resource URL, the answers cached
+//!   briefly (controller-runtime's `pkg/metrics/filters` `WithAuthenticationAndAuthorization`).
+//!
+//! # HTTP/2
+//!
+//! Off: the TLS config offers ALPN `http/1.1` only, as kubebuilder's scaffold disables HTTP/2
+//! by default for its metrics and webhook servers (the HTTP/2 rapid reset and stream
+//! cancellation attacks, CVE-2023-44487 and CVE-2023-39325). Prometheus and the API server
+//! speak HTTP/1.1.
+
+pub mod auth;
+pub mod cert;
+mod error;
+pub mod tls;
+pub mod watch;
+
+pub use auth::{Authenticator, Decision};
+pub use cert::{CertSource, CertificateCell, DEFAULT_CERT_NAME, DEFAULT_KEY_NAME};
+pub use error::{Error, Result};
+pub use tls::{TlsListener, server_config};
+pub use watch::{CertWatcher, POLL_INTERVAL};

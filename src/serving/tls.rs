@@ -1,0 +1,167 @@
+//! The TLS side of a listener: the rustls config presenting a [`CertificateCell`]'s
+//! certificate, and the [`TlsListener`] axum serves HTTPS from.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls::ServerConfig;
+use tokio_rustls::rustls::crypto::ring;
+use tokio_rustls::server::TlsStream;
+
+use super::cert::CertificateCell;
+
+/// How long a client may take to finish its TLS handshake before the connection is closed.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The answer to plain HTTP on a TLS port, word for word Go's `net/http` server's (what a
+/// controller-runtime metrics server answers), so a user who curls `http://` learns why.
+pub const PLAIN_HTTP_ANSWER: &str =
+    "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
+
+/// A rustls server config that presents `cell`'s current certificate at each handshake,
+/// offers ALPN `http/1.1` only (HTTP/2 off, see the [module docs](super)), asks no client
+/// certificate, and uses ring (the provider kube's client already builds).
+///
+/// # Panics
+///
+/// Never: ring supports rustls's safe default protocol versions.
+#[must_use]
+pub fn server_config(cell: Arc<CertificateCell>) -> Arc<ServerConfig> {
+    let mut config = ServerConfig::builder_with_provider(Arc::new(ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .with_no_client_auth()
+        .with_cert_resolver(cell);
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Arc::new(config)
+}
+
+type Handshake = Pin<Box<dyn Future<Output = Option<(TlsStream<TcpStream>, SocketAddr)>> + Send>>;
+
+/// A TCP listener whose connections are TLS, for `axum::serve`: handshakes run side by side
+/// (a slow or silent client delays no one; each has 10 seconds), and only finished
+/// ones are handed to the server. A connection that fails its handshake is closed and logged
+/// at debug; one that starts with plain HTTP gets [`PLAIN_HTTP_ANSWER`] first.
+pub struct TlsListener {
+    tcp: TcpListener,
+    acceptor: TlsAcceptor,
+    handshakes: FuturesUnordered<Handshake>,
+}
+
+impl std::fmt::Debug for TlsListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsListener")
+            .field("tcp", &self.tcp)
+            .field("handshakes", &self.handshakes.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TlsListener {
+    /// Serves TLS with `config` on `tcp`.
+    #[must_use]
+    pub fn new(tcp: TcpListener, config: Arc<ServerConfig>) -> Self {
+        Self {
+            tcp,
+            acceptor: TlsAcceptor::from(config),
+            handshakes: FuturesUnordered::new(),
+        }
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            tokio::select! {
+                accepted = self.tcp.accept() => match accepted {
+                    Ok((stream, addr)) => {
+                        self.handshakes.push(Box::pin(handshake(self.acceptor.clone(), stream, addr)));
+                    }
+                    Err(error) => accept_error(&error).await,
+                },
+                Some(done) = self.handshakes.next(), if !self.handshakes.is_empty() => {
+                    if let Some(connection) = done {
+                        return connection;
+                    }
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<Self::Addr> {
+        self.tcp.local_addr()
+    }
+}
+
+/// axum's handling of a failed `accept`: connection errors are the client's; anything else
+/// (out of file descriptors) is logged and waited out for a second.
+async fn accept_error(error: &io::Error) {
+    if matches!(
+        error.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+    ) {
+        return;
+    }
+    tracing::error!(error = %error, "accepting a connection failed");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+/// The TLS handshake of one connection, or `None` when it fails, times out or is plain HTTP.
+async fn handshake(
+    acceptor: TlsAcceptor,
+    stream: TcpStream,
+    addr: SocketAddr,
+) -> Option<(TlsStream<TcpStream>, SocketAddr)> {
+    let outcome = tokio::time::timeout(HANDSHAKE_TIMEOUT, async move {
+        let mut first = [0u8; 1];
+        if stream.peek(&mut first).await? == 0 {
+            return Ok(None);
+        }
+        // A TLS record starts with its content type (22 for a handshake); an HTTP request
+        // with its method in capitals.
+        if first[0].is_ascii_uppercase() {
+            refuse_plain_http(stream).await;
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "plain HTTP sent to the HTTPS port",
+            ));
+        }
+        acceptor.accept(stream).await.map(Some)
+    })
+    .await;
+    match outcome {
+        Ok(Ok(Some(tls))) => Some((tls, addr)),
+        Ok(Ok(None)) => None,
+        Ok(Err(error)) => {
+            tracing::debug!(client.addr = %addr, error = %error, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            tracing::debug!(client.addr = %addr, "TLS handshake timed out");
+            None
+        }
+    }
+}
+
+/// Reads what the client sent (so closing does not reset the connection before it reads
+/// the answer), answers [`PLAIN_HTTP_ANSWER`] and closes.
+async fn refuse_plain_http(mut stream: TcpStream) {
+    let mut request = [0u8; 4096];
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.read(&mut request)).await;
+    let _ = stream.write_all(PLAIN_HTTP_ANSWER.as_bytes()).await;
+    let _ = stream.shutdown().await;
+}
