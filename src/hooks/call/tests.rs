@@ -81,3 +81,115 @@ async fn a_failing_hooks_stderr_reaches_the_error_as_the_end_of_one_line() {
     assert!(stderr.chars().count() <= EXCERPT_CHARS + 1);
     assert!(!stderr.contains('\n'));
 }
+
+/// Hook answers a fuzzer would try: any JSON, under the response's own keys or others, with
+/// huge and negative numbers, wrong types and long strings.
+mod answers {
+    use super::super::super::contract::MAX_REQUEUE_AFTER;
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    fn number() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("JSON has no NaN or infinity", |f| f.is_finite())
+                .prop_map(Value::from),
+            Just(json!(1e20)),
+            Just(json!(-1)),
+            Just(json!(f64::MAX)),
+            Just(json!(f64::MIN_POSITIVE)),
+            Just(json!(31_536_000.000_001)),
+        ]
+    }
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            number(),
+            ".{0,40}".prop_map(Value::String),
+            (1usize..5_000).prop_map(|n| Value::String("x".repeat(n))),
+        ];
+        leaf.prop_recursive(6, 64, 8, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
+                prop::collection::btree_map(key(), inner, 0..8)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn key() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("events".to_owned()),
+            Just("children".to_owned()),
+            Just("status".to_owned()),
+            Just("requeueAfterSeconds".to_owned()),
+            Just("finalized".to_owned()),
+            Just("type".to_owned()),
+            Just("reason".to_owned()),
+            Just("message".to_owned()),
+            Just("regarding".to_owned()),
+            "[a-zA-Z]{1,12}",
+        ]
+    }
+
+    /// The fate of one answer: decoded (its requeue within bounds), or a named failure whose
+    /// text is short.
+    fn fate(answer: &[u8]) {
+        match decode(answer) {
+            Ok(response) => {
+                let after = response.requeue_after().expect("checked by decode");
+                assert!(after.is_none_or(|d| d <= MAX_REQUEUE_AFTER));
+            }
+            Err(e @ (CallError::Malformed { .. } | CallError::Invalid(_))) => {
+                assert!(e.to_string().chars().count() < 600, "{e}");
+            }
+            Err(e) => panic!("an unnamed fate: {e:?}"),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        #[test]
+        fn any_json_answer_decodes_or_fails_by_name(value in json_value()) {
+            fate(&serde_json::to_vec(&value).unwrap());
+        }
+
+        #[test]
+        fn any_response_shaped_answer_decodes_or_fails_by_name(
+            fields in prop::collection::btree_map(key(), json_value(), 0..6),
+            requeue in number(),
+        ) {
+            let mut answer: serde_json::Map<String, Value> = fields.into_iter().collect();
+            answer.insert("requeueAfterSeconds".to_owned(), requeue);
+            fate(&serde_json::to_vec(&Value::Object(answer)).unwrap());
+        }
+
+        #[test]
+        fn any_bytes_decode_or_fail_by_name(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+            fate(&bytes);
+        }
+    }
+
+    #[test]
+    fn deep_nesting_and_huge_bodies_fail_by_name_without_overflowing_the_stack() {
+        let deep = format!(
+            r#"{{"status": {}1{}}}"#,
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        fate(deep.as_bytes());
+        let huge = format!(
+            r#"{{"status": {{"x": "{}"}}, "requeueAfterSeconds": 1e308}}"#,
+            "y".repeat(5 << 20)
+        );
+        fate(huge.as_bytes());
+        let numbers = format!(r#"{{"requeueAfterSeconds": 1{}}}"#, "0".repeat(10_000));
+        fate(numbers.as_bytes());
+    }
+}
