@@ -215,13 +215,13 @@ pub enum HookPolicy {
 }
 
 impl Args {
-    /// The hook policy from the `--hook-*` flags, with the API server at `api_server` (the
-    /// client's URL) refused to webhooks; and whether it is open without having been asked
-    /// for (no `--hook-*` flag: the caller warns).
+    /// The hook policy from the `--hook-*` flags, and whether it is open without having been
+    /// asked for (no `--hook-*` flag: the caller warns). See [`with_api_server`] for the API
+    /// server's address.
     ///
     /// # Errors
     /// A usage failure (64) naming every malformed or contradictory flag.
-    pub fn hook_policy(&self, api_server: Option<&http::Uri>) -> exit::Result<(Policy, bool)> {
+    pub fn hook_policy(&self) -> exit::Result<(Policy, bool)> {
         let mut problems = Vec::new();
         let exec: Vec<hooks::ExecRule> = self
             .hook_allow_exec
@@ -266,20 +266,23 @@ impl Args {
         policy = policy
             .allow_secrets(self.hook_allow_secrets)
             .max_response_bytes(self.hook_max_response_bytes);
-        if let Some(uri) = api_server
-            && let Some(host) = uri.host()
-        {
-            let port = uri
-                .port_u16()
-                .unwrap_or(if uri.scheme_str() == Some("http") {
-                    80
-                } else {
-                    443
-                });
-            policy = policy.api_server(host, port);
-        }
         Ok((policy, self.hook_policy.is_none() && !listed))
     }
+}
+
+/// `policy`, refusing webhooks the address of the API server at `url` (the client's).
+fn with_api_server(policy: Policy, url: &http::Uri) -> Policy {
+    let Some(host) = url.host() else {
+        return policy;
+    };
+    let port = url
+        .port_u16()
+        .unwrap_or(if url.scheme_str() == Some("http") {
+            80
+        } else {
+            443
+        });
+    policy.api_server(host, port)
 }
 
 fn duration(input: &str) -> Result<Duration, String> {
@@ -396,6 +399,7 @@ pub fn failure(error: &manager::Error) -> Failure {
 
 pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result<()> {
     let options = args.options()?;
+    let (policy, implicitly_open) = args.hook_policy()?;
     // A bad file is the user's first mistake to hear about, before any cluster problem; the
     // watcher reads it once, and the manager starts from what it read.
     let watcher = match &options.source {
@@ -405,7 +409,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result<()> {
         ConfigSource::Resource { .. } => None,
     };
     let config = super::cache::config(args.kubeconfig.as_ref()).await?;
-    let (policy, implicitly_open) = args.hook_policy(Some(&config.cluster_url))?;
+    let policy = with_api_server(policy, &config.cluster_url);
     let client = kube::Client::try_from(config).map_err(|e| Failure::new(exit::FAILURE, &e))?;
     let mut manager = Manager::with_file_watcher(client, options, watcher)
         .await
@@ -457,8 +461,10 @@ mod tests {
     }
 
     fn hook_policy(args: &[&str]) -> exit::Result<(Policy, bool)> {
-        let api: http::Uri = "https://10.96.0.1:443".parse().unwrap();
-        run_args(args).hook_policy(Some(&api))
+        let api: http::Uri = "https://10.96.0.1".parse().unwrap();
+        run_args(args)
+            .hook_policy()
+            .map(|(policy, open)| (with_api_server(policy, &api), open))
     }
 
     #[test]
