@@ -152,57 +152,74 @@ pub struct Args {
 
     // The hook policy (docs/hooks.md, "Trust model"): set here, by whoever runs the manager,
     // never in a CacheConfig, which the people it restricts may be able to edit.
+    #[command(flatten)]
+    pub hooks: HookArgs,
+}
+
+/// The `--hook-*` flags of `informant run`: the hook policy.
+// Reason: these doc comments are the `--help` text, where Markdown backticks would show as-is.
+#[allow(clippy::doc_markdown)]
+#[derive(clap::Args, Debug)]
+pub struct HookArgs {
     /// What Controllers may make the manager run and call: "restricted" (only what
     /// --hook-allow-* lists) or "open" (any command, any URL but link-local addresses and the
     /// API server's, plain HTTP). Default: restricted if --hook-allow-exec, --hook-allow-url or
     /// --hook-allow-http is given, else open, with a warning.
     #[arg(
-        long,
+        long = "hook-policy",
         value_enum,
         value_name = "POLICY",
         env = "INFORMANT_HOOK_POLICY",
         help_heading = "Hooks"
     )]
-    pub hook_policy: Option<HookPolicy>,
+    pub mode: Option<HookPolicy>,
 
     /// A program exec hooks may run: an absolute path, or a directory ending in "/" for every
     /// program under it. Repeatable (comma-separated in the environment variable).
     #[arg(
-        long,
+        long = "hook-allow-exec",
         value_name = "PATH",
         env = "INFORMANT_HOOK_ALLOW_EXEC",
         value_delimiter = ',',
         help_heading = "Hooks"
     )]
-    pub hook_allow_exec: Vec<String>,
+    pub allow_exec: Vec<String>,
 
     /// A host webhooks may call: HOST, HOST:PORT, an IP address, or a CIDR block (URLs naming
     /// an address in it). The only way to let webhooks reach a link-local address or the API
     /// server's (name it; 0.0.0.0/0 does not). Repeatable (comma-separated in the environment
     /// variable).
     #[arg(
-        long,
+        long = "hook-allow-url",
         value_name = "HOST|HOST:PORT|CIDR",
         env = "INFORMANT_HOOK_ALLOW_URL",
         value_delimiter = ',',
         help_heading = "Hooks"
     )]
-    pub hook_allow_url: Vec<String>,
+    pub allow_url: Vec<String>,
 
     /// Allow plain http:// webhooks (to the allowed hosts); otherwise only https:// with a
     /// caBundle.
-    #[arg(long, env = "INFORMANT_HOOK_ALLOW_HTTP", help_heading = "Hooks")]
-    pub hook_allow_http: bool,
+    #[arg(
+        long = "hook-allow-http",
+        env = "INFORMANT_HOOK_ALLOW_HTTP",
+        help_heading = "Hooks"
+    )]
+    pub allow_http: bool,
 
     /// Allow Controllers whose for, owns or watches kinds include Secret: their objects, data
     /// included, are sent to the hook. Off: such a Controller does not run (HookNotAllowed).
-    #[arg(long, env = "INFORMANT_HOOK_ALLOW_SECRETS", help_heading = "Hooks")]
-    pub hook_allow_secrets: bool,
+    #[arg(
+        long = "hook-allow-secrets",
+        env = "INFORMANT_HOOK_ALLOW_SECRETS",
+        help_heading = "Hooks"
+    )]
+    pub allow_secrets: bool,
 
     /// The largest hook answer read (an exec hook's standard output, a webhook's body), in
     /// bytes; a larger one fails the call (an exec hook is killed).
-    #[arg(long, value_name = "BYTES", default_value_t = hooks::DEFAULT_MAX_RESPONSE_BYTES, env = "INFORMANT_HOOK_MAX_RESPONSE_BYTES", help_heading = "Hooks")]
-    pub hook_max_response_bytes: usize,
+    #[arg(long = "hook-max-response-bytes", value_name = "BYTES", default_value_t = hooks::DEFAULT_MAX_RESPONSE_BYTES, env = "INFORMANT_HOOK_MAX_RESPONSE_BYTES", help_heading = "Hooks")]
+    pub max_response_bytes: usize,
 }
 
 /// `--hook-policy`.
@@ -214,37 +231,35 @@ pub enum HookPolicy {
     Open,
 }
 
-impl Args {
+impl HookArgs {
     /// The hook policy from the `--hook-*` flags, and whether it is open without having been
     /// asked for (no `--hook-*` flag: the caller warns). See [`with_api_server`] for the API
     /// server's address.
     ///
     /// # Errors
     /// A usage failure (64) naming every malformed or contradictory flag.
-    pub fn hook_policy(&self) -> exit::Result<(Policy, bool)> {
+    pub fn policy(&self) -> exit::Result<(Policy, bool)> {
         let mut problems = Vec::new();
         let exec: Vec<hooks::ExecRule> = self
-            .hook_allow_exec
+            .allow_exec
             .iter()
             .filter_map(|e| e.parse().map_err(|e| problems.push(format!("{e}"))).ok())
             .collect();
         let urls: Vec<hooks::UrlRule> = self
-            .hook_allow_url
+            .allow_url
             .iter()
             .filter_map(|e| e.parse().map_err(|e| problems.push(format!("{e}"))).ok())
             .collect();
-        let listed = !self.hook_allow_exec.is_empty()
-            || !self.hook_allow_url.is_empty()
-            || self.hook_allow_http;
-        let mode = self.hook_policy.unwrap_or(if listed {
+        let listed = !self.allow_exec.is_empty() || !self.allow_url.is_empty() || self.allow_http;
+        let mode = self.mode.unwrap_or(if listed {
             HookPolicy::Restricted
         } else {
             HookPolicy::Open
         });
         let mut policy = match mode {
-            HookPolicy::Restricted => Policy::restricted().allow_http(self.hook_allow_http),
+            HookPolicy::Restricted => Policy::restricted().allow_http(self.allow_http),
             HookPolicy::Open => {
-                if !self.hook_allow_exec.is_empty() || self.hook_allow_http {
+                if !self.allow_exec.is_empty() || self.allow_http {
                     problems.push(
                         "--hook-allow-exec and --hook-allow-http have no effect with \
                          --hook-policy=open, which allows every command and plain HTTP; remove \
@@ -255,7 +270,7 @@ impl Args {
                 Policy::open()
             }
         };
-        if self.hook_max_response_bytes == 0 {
+        if self.max_response_bytes == 0 {
             problems.push("invalid --hook-max-response-bytes: must be at least 1".to_owned());
         }
         if !problems.is_empty() {
@@ -264,9 +279,9 @@ impl Args {
         policy = exec.into_iter().fold(policy, Policy::allow_exec);
         policy = urls.into_iter().fold(policy, Policy::allow_url);
         policy = policy
-            .allow_secrets(self.hook_allow_secrets)
-            .max_response_bytes(self.hook_max_response_bytes);
-        Ok((policy, self.hook_policy.is_none() && !listed))
+            .allow_secrets(self.allow_secrets)
+            .max_response_bytes(self.max_response_bytes);
+        Ok((policy, self.mode.is_none() && !listed))
     }
 }
 
@@ -399,7 +414,7 @@ pub fn failure(error: &manager::Error) -> Failure {
 
 pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result<()> {
     let options = args.options()?;
-    let (policy, implicitly_open) = args.hook_policy()?;
+    let (policy, implicitly_open) = args.hooks.policy()?;
     // A bad file is the user's first mistake to hear about, before any cluster problem; the
     // watcher reads it once, and the manager starts from what it read.
     let watcher = match &options.source {
@@ -463,7 +478,8 @@ mod tests {
     fn hook_policy(args: &[&str]) -> exit::Result<(Policy, bool)> {
         let api: http::Uri = "https://10.96.0.1".parse().unwrap();
         run_args(args)
-            .hook_policy()
+            .hooks
+            .policy()
             .map(|(policy, open)| (with_api_server(policy, &api), open))
     }
 

@@ -16,7 +16,7 @@ use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::contract::{AnswerError, Request, Response};
 use super::policy::Policy;
-use super::resource::{Hook, WebhookTls};
+use super::resource::{ControllerSettings, Hook, WebhookTls};
 use super::webhook::{self, Refused, WebClient};
 
 /// How much of a hook's standard error is kept (its end) for the log.
@@ -27,7 +27,7 @@ const STDERR_TAIL: usize = 8 << 10;
 pub const EXCERPT_CHARS: usize = 256;
 
 /// How often the Secret of a webhook's client certificate is read again.
-const CLIENT_CERT_REFRESH: Duration = Duration::from_secs(300);
+const CLIENT_CERT_REFRESH: Duration = Duration::from_mins(5);
 
 /// Why a hook call failed. Every one is retried with the object's backoff.
 #[derive(Debug, thiserror::Error)]
@@ -222,6 +222,17 @@ impl Caller {
             secrets,
             web: tokio::sync::Mutex::new(None),
         }
+    }
+
+    /// The caller of the hook of `settings`, reading client certificates from the Secrets of
+    /// its `Controller`'s namespace through `client`.
+    pub(super) fn of(
+        settings: &ControllerSettings,
+        policy: Arc<Policy>,
+        client: &kube::Client,
+    ) -> Self {
+        let secrets = Api::namespaced(client.clone(), &settings.key.namespace);
+        Self::new(settings.hook.clone(), policy, Some(secrets))
     }
 
     /// Calls the hook with `request` and decodes its answer.

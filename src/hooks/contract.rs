@@ -81,7 +81,7 @@ pub struct Response {
 /// The longest `requeueAfterSeconds` a hook may ask for: 365 days. controller-runtime sets
 /// none, but a `Duration` of more than about 584 billion years does not exist and a far
 /// deadline overflows the scheduler's clock; a year is longer than any manager runs.
-pub const MAX_REQUEUE_AFTER: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+pub const MAX_REQUEUE_AFTER: Duration = Duration::from_hours(365 * 24);
 
 /// An answer that parses but asks for something the manager cannot do.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

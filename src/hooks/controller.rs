@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use futures::{StreamExt, stream};
-use kube::api::Api;
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind, Resource as _};
 use kube::runtime::controller::{self as runtime, Action};
 use kube::runtime::reflector::{self, ObjectRef};
@@ -354,10 +353,8 @@ impl HookController {
             (&parents, &stub_type),
         );
 
-        let secrets = Api::namespaced(ctx.client().clone(), &settings.key.namespace);
-        let caller = Caller::new(settings.hook.clone(), policy, Some(secrets));
         let shared = Arc::new(Shared {
-            caller,
+            caller: Caller::of(&settings, policy, ctx.client()),
             controller: reconcile::controller_ref(&settings.key),
             field_manager: format!("informant-hook/{name}"),
             settings,

@@ -227,8 +227,8 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// The link-local blocks: 169.254.0.0/16 (the cloud metadata service at 169.254.169.254) and
-/// fe80::/10.
+/// The link-local blocks: `169.254.0.0/16` (the cloud metadata service at `169.254.169.254`)
+/// and `fe80::/10`.
 fn link_local() -> [Cidr; 2] {
     [
         Cidr {
