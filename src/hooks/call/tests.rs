@@ -1,3 +1,6 @@
+//! Unit tests of a hook call: the excerpts of what a hook wrote, the size limit of an exec
+//! hook's answer, and the decoding of any answer (fuzzed).
+
 use super::*;
 
 #[test]

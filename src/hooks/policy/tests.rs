@@ -1,3 +1,6 @@
+//! Unit tests of the hook policy: its entries, the commands and URLs it allows, the addresses
+//! it refuses under any policy, and the Secrets rule.
+
 use super::*;
 
 fn exec(rules: &[&str]) -> Policy {
