@@ -128,11 +128,7 @@ where
     let response = client.request(request).await.map_err(|e| http(e.into()))?;
     let status = response.status();
     if !status.is_success() {
-        let bytes = Limited::new(response.into_body(), ERROR_BODY_LIMIT)
-            .collect()
-            .await
-            .map(http_body_util::Collected::to_bytes)
-            .unwrap_or_default();
+        let bytes = start_of(response.into_body(), ERROR_BODY_LIMIT).await;
         let text = String::from_utf8_lossy(&bytes);
         tracing::debug!(url, status = status.as_u16(), body = %text, "webhook answered an error");
         return Err(CallError::Status {
@@ -156,6 +152,24 @@ where
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large),
         Err(e) => Err(http(e)),
     }
+}
+
+/// The first `limit` bytes of `body` (fewer if it ends, or fails, first); the rest is not
+/// read.
+async fn start_of(mut body: hyper::body::Incoming, limit: usize) -> Vec<u8> {
+    let mut start = Vec::new();
+    while start.len() < limit {
+        match body.frame().await {
+            Some(Ok(frame)) => {
+                if let Some(data) = frame.data_ref() {
+                    start.extend_from_slice(data);
+                }
+            }
+            Some(Err(_)) | None => break,
+        }
+    }
+    start.truncate(limit);
+    start
 }
 
 /// Why the hook policy refuses every address a webhook's host resolved to.
@@ -217,9 +231,10 @@ impl tower::Service<http::Uri> for Connector {
                     Err(e) => failed = Some(e),
                 }
             }
-            Err(match (failed, refused) {
-                (Some(e), _) => e.into(),
-                (None, Some(reason)) => Refused(reason).into(),
+            // A refusal says more than a failed connection to another address of the name.
+            Err(match (refused, failed) {
+                (Some(reason), _) => Refused(reason).into(),
+                (None, Some(e)) => e.into(),
                 (None, None) => format!("{host} resolved to no address").into(),
             })
         })

@@ -2,6 +2,7 @@
 //! hook's answer, and the decoding of any answer (fuzzed).
 
 use super::*;
+use tokio::io::AsyncWriteExt as _;
 
 #[test]
 fn an_excerpt_is_one_short_line_without_control_characters() {
@@ -195,4 +196,101 @@ mod answers {
         let numbers = format!(r#"{{"requeueAfterSeconds": 1{}}}"#, "0".repeat(10_000));
         fate(numbers.as_bytes());
     }
+}
+
+/// A webhook on `127.0.0.1` answering every request with `response`; its URL.
+async fn raw_webhook(response: Vec<u8>) -> (String, u16) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let response = response.clone();
+            tokio::spawn(async move {
+                let mut buffer = vec![0u8; 64 << 10];
+                let _ = stream.read(&mut buffer).await;
+                let _ = stream.write_all(&response).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    (format!("http://127.0.0.1:{port}/"), port)
+}
+
+fn webhook(url: &str) -> Hook {
+    Hook::Webhook {
+        url: url.to_owned(),
+        timeout: Duration::from_secs(20),
+        tls: None,
+    }
+}
+
+#[tokio::test]
+async fn a_webhook_body_past_the_limit_is_not_read_with_or_without_a_length() {
+    let policy = Arc::new(Policy::open().max_response_bytes(1024));
+    let mut huge =
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n".to_vec();
+    huge.extend(std::iter::repeat_n(b' ', 10 << 20));
+    let (url, _) = raw_webhook(huge).await;
+    let e = Caller::new(webhook(&url), Arc::clone(&policy), None)
+        .call(&request())
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "hook response too large (over 1024 bytes)");
+    let said = b"HTTP/1.1 200 OK\r\nContent-Length: 10485760\r\n\r\n{}".to_vec();
+    let (url, _) = raw_webhook(said).await;
+    let e = Caller::new(webhook(&url), policy, None)
+        .call(&request())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, CallError::TooLarge { limit: 1024 }), "{e}");
+}
+
+#[tokio::test]
+async fn an_error_body_reaches_the_error_as_a_short_excerpt() {
+    let mut body =
+        b"HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\n\r\nTraceback\n".to_vec();
+    body.extend(std::iter::repeat_n(b'y', 100 << 10));
+    let (url, _) = raw_webhook(body).await;
+    let e = call(&webhook(&url), &request()).await.unwrap_err();
+    let CallError::Status { status, body, .. } = &e else {
+        panic!("{e}");
+    };
+    assert_eq!(*status, 500);
+    assert!(
+        body.starts_with("Traceback yyy") && body.ends_with('…'),
+        "{body}"
+    );
+    assert_eq!(body.chars().count(), EXCERPT_CHARS + 1);
+}
+
+#[tokio::test]
+async fn a_name_resolving_to_the_api_servers_address_is_refused_at_connection() {
+    let (_, port) = raw_webhook(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}".to_vec()).await;
+    let policy = Policy::open().api_server("127.0.0.1", port);
+    let url = format!("http://localhost:{port}/");
+    assert_eq!(
+        policy.check_url(&url),
+        Ok(()),
+        "a name is checked at connection"
+    );
+    let e = Caller::new(webhook(&url), Arc::new(policy), None)
+        .call(&request())
+        .await
+        .unwrap_err();
+    let CallError::Refused { reason, .. } = &e else {
+        panic!("{e:?}");
+    };
+    assert_eq!(
+        reason,
+        &format!(
+            "webhook address 127.0.0.1:{port} (of localhost) is the API server's; refused unless \
+             --hook-allow-url names it"
+        )
+    );
+    // The same webhook, its API server elsewhere, answers.
+    let elsewhere = Policy::open().api_server("127.0.0.1", port.wrapping_add(1));
+    let answer = Caller::new(webhook(&url), Arc::new(elsewhere), None)
+        .call(&request())
+        .await;
+    assert_eq!(answer.unwrap(), Response::default());
 }
