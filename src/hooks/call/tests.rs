@@ -2,7 +2,6 @@
 //! hook's answer, and the decoding of any answer (fuzzed).
 
 use super::*;
-use tokio::io::AsyncWriteExt as _;
 
 #[test]
 fn an_excerpt_is_one_short_line_without_control_characters() {
