@@ -264,7 +264,7 @@ impl Policy {
 
     /// Whether a webhook of host `host` may connect to `address` (one it resolved to):
     /// link-local addresses and the API server's are refused unless a `--hook-allow-url`
-    /// entry names them. `api_server` holds the addresses the API server's host resolved to.
+    /// entry names them.
     ///
     /// # Errors
     /// Why the address is refused.
@@ -272,7 +272,8 @@ impl Policy {
         self.check_resolved(host, address, &[])
     }
 
-    /// [`Policy::check_address`], with the addresses the API server's host resolved to.
+    /// [`Policy::check_address`], with `api_server`, the addresses the API server's host
+    /// resolved to (a name's are only known at connection).
     pub(super) fn check_resolved(
         &self,
         host: &str,
