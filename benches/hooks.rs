@@ -96,6 +96,7 @@ async fn hook_round_trip_overhead() {
     let hook = Hook::Webhook {
         url,
         timeout: Duration::from_secs(10),
+        tls: None,
     };
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {

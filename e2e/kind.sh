@@ -37,7 +37,8 @@
 #   the uninstall check. Users widen the scope through `helm upgrade` instead.
 # - The hook of scenario 4 is a webhook: the image has no Python, so examples/hooks/cronjob.py
 #   runs behind examples/hooks/serve-exec.py in a python:3.13-slim pod of the namespace
-#   e2e-hooks (both files from a ConfigMap), with a Service the manager calls.
+#   e2e-hooks (both files from a ConfigMap), with a Service the manager calls; the chart's hook
+#   policy allows that host over plain HTTP (hooks.allowURLs, hooks.allowHTTP).
 # - LIST requests per resource are not counted (kube-apiserver has no /debug/requests); scenario
 #   2 relies on informant_informer_restarts_total.
 # - The Lease has controller-runtime's periods (15 s lease), so a hand-over takes up to ~20 s.
@@ -170,6 +171,7 @@ harness_install() {
     --set replicaCount=2 \
     --set metrics.secure=false --set metrics.port=8080 \
     --set-json "cacheConfig.spec=$(tr -d '\n' <"$E2E_SPEC")" \
+    --set-json "hooks.allowURLs=[\"hook.$HOOK_NS.svc.cluster.local:8080\"]" --set hooks.allowHTTP=true \
     --wait --timeout "${E2E_WAIT}s"
   deployment=$(k -n "$E2E_NS" get deploy -l "app.kubernetes.io/instance=$RELEASE" -o name)
   local reference
@@ -271,6 +273,7 @@ harness_shard_install() {
     --set metrics.secure=false --set metrics.port=8080 \
     --set "sharding.ring=$SHARD_RING" --set "sharding.key=$SHARD_KEY" \
     --set-json "cacheConfig.spec=$1" \
+    --set-json "hooks.allowURLs=[\"hook.$HOOK_NS.svc.cluster.local:8080\"]" --set hooks.allowHTTP=true \
     --wait --timeout "${E2E_WAIT}s"
   deployment=$(k -n "$E2E_NS" get deploy -l "app.kubernetes.io/instance=$RELEASE" -o name)
   local reference

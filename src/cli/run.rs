@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use informant::config::{self, parse_duration};
+use informant::hooks::{self, Policy};
 use informant::manager::{self, ConfigSource, LeaderElection, Manager};
 use tokio_util::sync::CancellationToken;
 
@@ -173,6 +174,155 @@ pub struct Args {
     /// How long a burst of config file changes is folded into one reload.
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration, env = "INFORMANT_DEBOUNCE", help_heading = "Timing")]
     pub debounce: Duration,
+
+    // The hook policy (docs/hooks.md, "Trust model"): set here, by whoever runs the manager,
+    // never in a CacheConfig, which the people it restricts may be able to edit.
+    #[command(flatten)]
+    pub hooks: HookArgs,
+}
+
+/// The `--hook-*` flags of `informant run`: the hook policy.
+// Reason: these doc comments are the `--help` text, where Markdown backticks would show as-is.
+#[allow(clippy::doc_markdown)]
+#[derive(clap::Args, Debug)]
+pub struct HookArgs {
+    /// What Controllers may make the manager run and call: "restricted" (only what
+    /// --hook-allow-* lists) or "open" (any command, any URL but link-local addresses and the
+    /// API server's, plain HTTP). Default: restricted if --hook-allow-exec, --hook-allow-url or
+    /// --hook-allow-http is given, else open, with a warning.
+    #[arg(
+        long = "hook-policy",
+        value_enum,
+        value_name = "POLICY",
+        env = "INFORMANT_HOOK_POLICY",
+        help_heading = "Hooks"
+    )]
+    pub mode: Option<HookPolicy>,
+
+    /// A program exec hooks may run: an absolute path, or a directory ending in "/" for every
+    /// program under it. Repeatable (comma-separated in the environment variable).
+    #[arg(
+        long = "hook-allow-exec",
+        value_name = "PATH",
+        env = "INFORMANT_HOOK_ALLOW_EXEC",
+        value_delimiter = ',',
+        help_heading = "Hooks"
+    )]
+    pub allow_exec: Vec<String>,
+
+    /// A host webhooks may call: HOST, HOST:PORT, an IP address, or a CIDR block (URLs naming
+    /// an address in it). The only way to let webhooks reach a link-local address or the API
+    /// server's (name it; 0.0.0.0/0 does not). Repeatable (comma-separated in the environment
+    /// variable).
+    #[arg(
+        long = "hook-allow-url",
+        value_name = "HOST|HOST:PORT|CIDR",
+        env = "INFORMANT_HOOK_ALLOW_URL",
+        value_delimiter = ',',
+        help_heading = "Hooks"
+    )]
+    pub allow_url: Vec<String>,
+
+    /// Allow plain http:// webhooks (to the allowed hosts); otherwise only https:// with a
+    /// caBundle.
+    #[arg(
+        long = "hook-allow-http",
+        env = "INFORMANT_HOOK_ALLOW_HTTP",
+        help_heading = "Hooks"
+    )]
+    pub allow_http: bool,
+
+    /// Allow Controllers whose for, owns or watches kinds include Secret: their objects, data
+    /// included, are sent to the hook. Off: such a Controller does not run (HookNotAllowed).
+    #[arg(
+        long = "hook-allow-secrets",
+        env = "INFORMANT_HOOK_ALLOW_SECRETS",
+        help_heading = "Hooks"
+    )]
+    pub allow_secrets: bool,
+
+    /// The largest hook answer read (an exec hook's standard output, a webhook's body), in
+    /// bytes; a larger one fails the call (an exec hook is killed).
+    #[arg(long = "hook-max-response-bytes", value_name = "BYTES", default_value_t = hooks::DEFAULT_MAX_RESPONSE_BYTES, env = "INFORMANT_HOOK_MAX_RESPONSE_BYTES", help_heading = "Hooks")]
+    pub max_response_bytes: usize,
+}
+
+/// `--hook-policy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum HookPolicy {
+    /// Only what --hook-allow-exec, --hook-allow-url and --hook-allow-http list.
+    Restricted,
+    /// Any command, any URL but link-local addresses and the API server's, plain HTTP.
+    Open,
+}
+
+impl HookArgs {
+    /// The hook policy from the `--hook-*` flags, and whether it is open without having been
+    /// asked for (no `--hook-*` flag: the caller warns). See [`with_api_server`] for the API
+    /// server's address.
+    ///
+    /// # Errors
+    /// A usage failure (64) naming every malformed or contradictory flag.
+    pub fn policy(&self) -> exit::Result<(Policy, bool)> {
+        let mut problems = Vec::new();
+        let exec: Vec<hooks::ExecRule> = self
+            .allow_exec
+            .iter()
+            .filter_map(|e| e.parse().map_err(|e| problems.push(format!("{e}"))).ok())
+            .collect();
+        let urls: Vec<hooks::UrlRule> = self
+            .allow_url
+            .iter()
+            .filter_map(|e| e.parse().map_err(|e| problems.push(format!("{e}"))).ok())
+            .collect();
+        let listed = !self.allow_exec.is_empty() || !self.allow_url.is_empty() || self.allow_http;
+        let mode = self.mode.unwrap_or(if listed {
+            HookPolicy::Restricted
+        } else {
+            HookPolicy::Open
+        });
+        let mut policy = match mode {
+            HookPolicy::Restricted => Policy::restricted().allow_http(self.allow_http),
+            HookPolicy::Open => {
+                if !self.allow_exec.is_empty() || self.allow_http {
+                    problems.push(
+                        "--hook-allow-exec and --hook-allow-http have no effect with \
+                         --hook-policy=open, which allows every command and plain HTTP; remove \
+                         them or use --hook-policy=restricted"
+                            .to_owned(),
+                    );
+                }
+                Policy::open()
+            }
+        };
+        if self.max_response_bytes == 0 {
+            problems.push("invalid --hook-max-response-bytes: must be at least 1".to_owned());
+        }
+        if !problems.is_empty() {
+            return Err(Failure::message(exit::USAGE, problems.join("\n")));
+        }
+        policy = exec.into_iter().fold(policy, Policy::allow_exec);
+        policy = urls.into_iter().fold(policy, Policy::allow_url);
+        policy = policy
+            .allow_secrets(self.allow_secrets)
+            .max_response_bytes(self.max_response_bytes);
+        Ok((policy, self.mode.is_none() && !listed))
+    }
+}
+
+/// `policy`, refusing webhooks the address of the API server at `url` (the client's).
+fn with_api_server(policy: Policy, url: &http::Uri) -> Policy {
+    let Some(host) = url.host() else {
+        return policy;
+    };
+    let port = url
+        .port_u16()
+        .unwrap_or(if url.scheme_str() == Some("http") {
+            80
+        } else {
+            443
+        });
+    policy.api_server(host, port)
 }
 
 fn duration(input: &str) -> Result<Duration, String> {
@@ -319,6 +469,7 @@ pub fn failure(error: &manager::Error) -> Failure {
 
 pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result<()> {
     let options = args.options()?;
+    let (policy, implicitly_open) = args.hooks.policy()?;
     // A bad file is the user's first mistake to hear about, before any cluster problem; the
     // watcher reads it once, and the manager starts from what it read.
     let watcher = match &options.source {
@@ -327,12 +478,23 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result<()> {
         }
         ConfigSource::Resource { .. } => None,
     };
-    let client = super::cache::client(args.kubeconfig.as_ref()).await?;
+    let config = super::cache::config(args.kubeconfig.as_ref()).await?;
+    let policy = with_api_server(policy, &config.cluster_url);
+    let client = kube::Client::try_from(config).map_err(|e| Failure::new(exit::FAILURE, &e))?;
     let mut manager = Manager::with_file_watcher(client, options, watcher)
         .await
         .map_err(|e| failure(&e))?;
+    if implicitly_open {
+        // As kubebuilder warns of metrics served without authentication: a person must act.
+        tracing::warn!(
+            "the hook policy is open: whoever may write Controllers the manager runs makes it run \
+             any command and call any URL (but link-local addresses and the API server) with \
+             what it reads; list what hooks may use with --hook-allow-exec, --hook-allow-url \
+             (docs/hooks.md, Trust model), or say --hook-policy=open"
+        );
+    }
     // The Controllers of the same file, or of the CacheConfig's namespace, on the leader.
-    informant::hooks::add_to_manager(&mut manager);
+    informant::hooks::add_to_manager_with(&mut manager, policy);
     manager.run(shutdown).await.map_err(|e| failure(&e))
 }
 
@@ -353,6 +515,82 @@ mod tests {
             panic!("not the run command");
         };
         run.options().unwrap()
+    }
+
+    fn run_args(args: &[&str]) -> Args {
+        let cli = Cli::try_parse_from(
+            ["informant", "run", "--cache-config", "ns/cc"]
+                .iter()
+                .chain(args),
+        )
+        .unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("not the run command");
+        };
+        run
+    }
+
+    fn hook_policy(args: &[&str]) -> exit::Result<(Policy, bool)> {
+        let api: http::Uri = "https://10.96.0.1".parse().unwrap();
+        run_args(args)
+            .hooks
+            .policy()
+            .map(|(policy, open)| (with_api_server(policy, &api), open))
+    }
+
+    #[test]
+    fn without_hook_flags_the_policy_is_open_and_said_to_be() {
+        let (policy, warn) = hook_policy(&[]).unwrap();
+        assert!(policy.is_open() && warn);
+        assert!(policy.check_url("http://hooks.example/").is_ok());
+        assert!(
+            policy.check_url("https://10.96.0.1/").is_err(),
+            "the API server"
+        );
+        assert!(policy.check_url("http://169.254.169.254/").is_err());
+        let (explicit, warn) = hook_policy(&["--hook-policy=open"]).unwrap();
+        assert!(explicit.is_open() && !warn);
+    }
+
+    #[test]
+    fn any_allow_flag_makes_the_policy_restricted_to_what_is_listed() {
+        let (policy, warn) = hook_policy(&[
+            "--hook-allow-exec=/hooks/",
+            "--hook-allow-url=hooks.ops.svc:8443",
+            "--hook-allow-url=10.0.0.0/8",
+            "--hook-max-response-bytes=1000",
+        ])
+        .unwrap();
+        assert!(!policy.is_open() && !warn);
+        assert!(policy.check_exec(&["/hooks/a".into()]).is_ok());
+        assert!(policy.check_exec(&["/bin/sh".into()]).is_err());
+        assert!(policy.check_url("https://hooks.ops.svc:8443/").is_ok());
+        assert!(policy.check_url("http://hooks.ops.svc:8443/").is_err());
+        assert_eq!(policy.response_limit(), 1000);
+        let (http, _) = hook_policy(&["--hook-allow-http"]).unwrap();
+        assert!(
+            !http.is_open(),
+            "--hook-allow-http alone restricts to no host"
+        );
+        let (none, _) = hook_policy(&["--hook-policy=restricted"]).unwrap();
+        assert!(none.check_exec(&["/hooks/a".into()]).is_err());
+    }
+
+    #[test]
+    fn every_bad_hook_flag_is_one_usage_error() {
+        let e = hook_policy(&[
+            "--hook-allow-exec=python3",
+            "--hook-allow-url=10.0.0.0/99",
+            "--hook-max-response-bytes=0",
+        ])
+        .unwrap_err();
+        assert_eq!(e.code, exit::USAGE);
+        let text = e.message.unwrap_or_default();
+        for part in ["python3", "10.0.0.0/99", "--hook-max-response-bytes"] {
+            assert!(text.contains(part), "{part} in {text}");
+        }
+        let e = hook_policy(&["--hook-policy=open", "--hook-allow-exec=/hooks/"]).unwrap_err();
+        assert!(e.message.unwrap_or_default().contains("no effect"));
     }
 
     fn election(args: &[&str]) -> Option<LeaderElection> {

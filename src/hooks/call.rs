@@ -1,16 +1,33 @@
 //! Calling a hook: an executable (the request on standard input, the answer on standard
 //! output, killed at its timeout) or a webhook (the request posted, the answer in the body).
+//!
+//! An answer is read up to the policy's limit ([`Policy::response_limit`]) and no further:
+//! an exec hook writing more is killed, a webhook's body is not read past it. What a failing
+//! hook wrote (its standard error, an error body) reaches the `Controller`'s status and Events
+//! only as a short excerpt ([`excerpt`]); the log keeps more at debug.
 
 use std::process::Stdio;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use tokio::io::AsyncWriteExt as _;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 
-use super::contract::{Request, Response};
-use super::resource::Hook;
+use super::contract::{AnswerError, Request, Response};
+use super::policy::Policy;
+use super::resource::{ControllerSettings, Hook, WebhookTls};
+use super::webhook::{self, Refused, WebClient};
 
-/// How much of a failing hook's standard error goes into the error message.
-const STDERR_LIMIT: usize = 2048;
+/// How much of a hook's standard error is kept (its end) for the log.
+const STDERR_TAIL: usize = 8 << 10;
+
+/// The most characters of a hook's own text (standard error, an error body, a parse error)
+/// that go into a `Controller`'s status and Events.
+pub const EXCERPT_CHARS: usize = 256;
+
+/// How often the Secret of a webhook's client certificate is read again.
+const CLIENT_CERT_REFRESH: Duration = Duration::from_mins(5);
 
 /// Why a hook call failed. Every one is retried with the object's backoff.
 #[derive(Debug, thiserror::Error)]
@@ -41,15 +58,28 @@ pub enum CallError {
         program: String,
         /// Its exit status.
         status: std::process::ExitStatus,
-        /// The end of its standard error.
+        /// An excerpt of the end of its standard error ([`excerpt_end`]).
         stderr: String,
     },
     /// The hook did not answer in time (an exec hook is killed).
     #[error("hook gave no answer within {}s", .0.as_secs_f64())]
     Timeout(Duration),
-    /// The answer is not a v1 hook response.
-    #[error("hook answer is not a hooks.informant.dev/v1 response")]
-    Malformed(#[source] serde_json::Error),
+    /// The answer is larger than the policy's limit (`--hook-max-response-bytes`); an exec
+    /// hook is killed, a webhook's body is not read further.
+    #[error("hook response too large (over {limit} bytes)")]
+    TooLarge {
+        /// The limit.
+        limit: usize,
+    },
+    /// The answer is not a v1 hook response (not JSON, a wrong type, an unknown field).
+    #[error("hook answer is not a hooks.informant.dev/v1 response: {reason}")]
+    Malformed {
+        /// The parser's message, as an [`excerpt`].
+        reason: String,
+    },
+    /// The answer parses but asks for something the manager cannot do.
+    #[error("hook answer is invalid")]
+    Invalid(#[source] AnswerError),
     /// The webhook could not be reached or its answer read.
     #[error("cannot call webhook {url}")]
     Http {
@@ -59,6 +89,23 @@ pub enum CallError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The hook policy refuses every address the webhook's host resolved to (link-local, or
+    /// the API server's).
+    #[error("cannot call webhook {url}: {reason}")]
+    Refused {
+        /// The URL.
+        url: String,
+        /// Which address, and the rule.
+        reason: String,
+    },
+    /// The client certificate of an `https://` webhook could not be read or used.
+    #[error("cannot use the client certificate of Secret {secret}: {reason}")]
+    ClientCert {
+        /// `namespace/name` of the Secret.
+        secret: String,
+        /// Why.
+        reason: String,
+    },
     /// The webhook answered with a non-2xx status.
     #[error("webhook {url} answered {status}: {body}")]
     Status {
@@ -66,34 +113,239 @@ pub enum CallError {
         url: String,
         /// The HTTP status.
         status: u16,
-        /// The start of the body.
+        /// An excerpt of the start of the body ([`excerpt`]).
         body: String,
     },
 }
 
-/// Calls `hook` with `request` and decodes its answer.
+impl CallError {
+    /// A failed webhook request: [`CallError::Refused`] when the hook policy refused its
+    /// addresses, else [`CallError::Http`].
+    pub(super) fn from_http(url: &str, source: Box<dyn std::error::Error + Send + Sync>) -> Self {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(source.as_ref());
+        while let Some(e) = cause {
+            if let Some(refused) = e.downcast_ref::<Refused>() {
+                return CallError::Refused {
+                    url: url.to_owned(),
+                    reason: refused.0.clone(),
+                };
+            }
+            cause = e.source();
+        }
+        CallError::Http {
+            url: url.to_owned(),
+            source,
+        }
+    }
+}
+
+/// `text` as one short line fit for a status or an Event: control characters and runs of
+/// white space become one space, and only the first [`EXCERPT_CHARS`] characters are kept
+/// (`…` marks a cut).
+#[must_use]
+pub fn excerpt(text: &str) -> String {
+    let line = one_line(text);
+    if line.chars().count() <= EXCERPT_CHARS {
+        return line;
+    }
+    let mut cut: String = line.chars().take(EXCERPT_CHARS).collect();
+    cut.push('…');
+    cut
+}
+
+/// [`excerpt`], keeping the end of `text` (where a traceback says what failed).
+#[must_use]
+pub fn excerpt_end(text: &str) -> String {
+    let line = one_line(text);
+    let count = line.chars().count();
+    if count <= EXCERPT_CHARS {
+        return line;
+    }
+    let mut cut = String::from("…");
+    cut.extend(line.chars().skip(count - EXCERPT_CHARS));
+    cut
+}
+
+fn one_line(text: &str) -> String {
+    text.split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Calls `hook` with `request` under [`Policy::open`] and decodes its answer (a webhook's
+/// client certificate cannot be read: there is no client to read its Secret with).
 ///
 /// # Errors
 /// See [`CallError`].
 pub async fn call(hook: &Hook, request: &Request) -> Result<Response, CallError> {
-    let body = serde_json::to_vec(request).map_err(CallError::Malformed)?;
-    let (answer, timeout) = match hook {
-        Hook::Exec { command, timeout } => (
-            tokio::time::timeout(*timeout, exec(command, body)).await,
-            *timeout,
-        ),
-        Hook::Webhook { url, timeout } => (
-            tokio::time::timeout(*timeout, super::webhook::post(url, body)).await,
-            *timeout,
-        ),
-    };
-    let answer = answer.map_err(|_| CallError::Timeout(timeout))??;
-    serde_json::from_slice(&answer).map_err(CallError::Malformed)
+    Caller::new(hook.clone(), Arc::new(Policy::open()), None)
+        .call(request)
+        .await
 }
 
-/// Runs `command` with `input` on its standard input and returns its standard output. The
-/// child is killed when this future is dropped (at the timeout).
-async fn exec(command: &[String], input: Vec<u8>) -> Result<Vec<u8>, CallError> {
+/// Decodes and checks an answer.
+///
+/// # Errors
+/// [`CallError::Malformed`] or [`CallError::Invalid`].
+pub fn decode(answer: &[u8]) -> Result<Response, CallError> {
+    let response: Response = serde_json::from_slice(answer).map_err(|e| CallError::Malformed {
+        reason: excerpt(&e.to_string()),
+    })?;
+    response.requeue_after().map_err(CallError::Invalid)?;
+    Ok(response)
+}
+
+/// The hook of one controller, ready to call: its policy and, for a webhook, its client
+/// (built at the first call; with a client certificate, rebuilt when its Secret changes).
+pub(super) struct Caller {
+    hook: Hook,
+    policy: Arc<Policy>,
+    secrets: Option<Api<Secret>>,
+    web: tokio::sync::Mutex<Option<Web>>,
+}
+
+/// A webhook client, and the version of the client certificate's Secret it was built from.
+struct Web {
+    client: WebClient,
+    version: Option<String>,
+    checked: Instant,
+}
+
+impl Caller {
+    /// A caller of `hook` under `policy`, reading client certificates through `secrets` (the
+    /// Secrets of the `Controller`'s namespace).
+    pub(super) fn new(hook: Hook, policy: Arc<Policy>, secrets: Option<Api<Secret>>) -> Self {
+        Self {
+            hook,
+            policy,
+            secrets,
+            web: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// The caller of the hook of `settings`, reading client certificates from the Secrets of
+    /// its `Controller`'s namespace through `client`.
+    pub(super) fn of(
+        settings: &ControllerSettings,
+        policy: Arc<Policy>,
+        client: &kube::Client,
+    ) -> Self {
+        let secrets = Api::namespaced(client.clone(), &settings.key.namespace);
+        Self::new(settings.hook.clone(), policy, Some(secrets))
+    }
+
+    /// Calls the hook with `request` and decodes its answer.
+    pub(super) async fn call(&self, request: &Request) -> Result<Response, CallError> {
+        let body = serde_json::to_vec(request).map_err(|e| CallError::Malformed {
+            reason: excerpt(&e.to_string()),
+        })?;
+        let limit = self.policy.response_limit();
+        let (answer, timeout) = match &self.hook {
+            Hook::Exec { command, timeout } => (
+                tokio::time::timeout(*timeout, exec(command, body, limit)).await,
+                *timeout,
+            ),
+            Hook::Webhook { url, timeout, tls } => {
+                let post = async {
+                    let client = self.client(tls.as_ref()).await?;
+                    webhook::post(&client, url, body, limit).await
+                };
+                (tokio::time::timeout(*timeout, post).await, *timeout)
+            }
+        };
+        let answer = answer.map_err(|_| CallError::Timeout(timeout))??;
+        decode(&answer)
+    }
+
+    /// The webhook's client: built once, or (with a client certificate) again when its
+    /// Secret changed, looked at no more than every [`CLIENT_CERT_REFRESH`].
+    async fn client(&self, tls: Option<&WebhookTls>) -> Result<WebClient, CallError> {
+        let mut web = self.web.lock().await;
+        let secret = tls.and_then(|t| t.client_cert_secret.as_deref());
+        if let Some(current) = web.as_ref()
+            && (secret.is_none() || current.checked.elapsed() < CLIENT_CERT_REFRESH)
+        {
+            return Ok(current.client.clone());
+        }
+        let Some(tls) = tls else {
+            let client = WebClient::plain(Arc::clone(&self.policy));
+            *web = Some(Web {
+                client: client.clone(),
+                version: None,
+                checked: Instant::now(),
+            });
+            return Ok(client);
+        };
+        let identity = match secret {
+            None => None,
+            Some(name) => Some(self.read_identity(name).await?),
+        };
+        let version = identity.as_ref().and_then(|i| i.0.clone());
+        if let Some(current) = web.as_mut()
+            && current.version == version
+        {
+            current.checked = Instant::now();
+            return Ok(current.client.clone());
+        }
+        let client = WebClient::secure(
+            Arc::clone(&self.policy),
+            &tls.ca_bundle,
+            identity
+                .as_ref()
+                .map(|(_, crt, key)| (crt.as_slice(), key.as_slice())),
+        )
+        .map_err(|reason| self.cert_error(secret.unwrap_or_default(), reason))?;
+        *web = Some(Web {
+            client: client.clone(),
+            version,
+            checked: Instant::now(),
+        });
+        Ok(client)
+    }
+
+    /// The `tls.crt` and `tls.key` of the Secret `name`, with its resourceVersion.
+    async fn read_identity(
+        &self,
+        name: &str,
+    ) -> Result<(Option<String>, Vec<u8>, Vec<u8>), CallError> {
+        let Some(secrets) = &self.secrets else {
+            return Err(self.cert_error(name, "no client to read it with".to_owned()));
+        };
+        let secret = secrets
+            .get(name)
+            .await
+            .map_err(|e| self.cert_error(name, excerpt(&e.to_string())))?;
+        let data = secret.data.unwrap_or_default();
+        let field = |key: &str| {
+            data.get(key)
+                .map(|b| b.0.clone())
+                .ok_or_else(|| self.cert_error(name, format!("it has no {key}")))
+        };
+        Ok((
+            secret.metadata.resource_version,
+            field("tls.crt")?,
+            field("tls.key")?,
+        ))
+    }
+
+    fn cert_error(&self, name: &str, reason: String) -> CallError {
+        let namespace = self
+            .secrets
+            .as_ref()
+            .and_then(|a| a.namespace().map(str::to_owned))
+            .unwrap_or_default();
+        CallError::ClientCert {
+            secret: format!("{namespace}/{name}"),
+            reason,
+        }
+    }
+}
+
+/// Runs `command` with `input` on its standard input and returns its standard output, at
+/// most `limit` bytes: past it the child is killed. The child is also killed when this future
+/// is dropped (at the timeout).
+async fn exec(command: &[String], input: Vec<u8>, limit: usize) -> Result<Vec<u8>, CallError> {
     let program = command.first().cloned().unwrap_or_default();
     let mut child = tokio::process::Command::new(&program)
         .args(command.iter().skip(1))
@@ -106,32 +358,78 @@ async fn exec(command: &[String], input: Vec<u8>) -> Result<Vec<u8>, CallError> 
             program: program.clone(),
             source,
         })?;
-    let stdin = child.stdin.take();
+    let wait_error = |source| CallError::Wait {
+        program: program.clone(),
+        source,
+    };
+    let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
     let feed = async move {
         if let Some(mut stdin) = stdin {
             // A hook that does not read its input closes the pipe: not an error by itself.
             let _ = stdin.write_all(&input).await;
         }
+        Ok::<(), CallError>(())
     };
-    let ((), output) = tokio::join!(feed, child.wait_with_output());
-    let output = output.map_err(|source| CallError::Wait {
-        program: program.clone(),
-        source,
-    })?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let start = stderr.len().saturating_sub(STDERR_LIMIT);
-        let start = (start..stderr.len())
-            .find(|i| stderr.is_char_boundary(*i))
-            .unwrap_or(stderr.len());
+    let read = async {
+        let mut out = Vec::new();
+        if let Some(stdout) = stdout {
+            let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
+            stdout
+                .take(cap)
+                .read_to_end(&mut out)
+                .await
+                .map_err(wait_error)?;
+        }
+        if out.len() > limit {
+            return Err(CallError::TooLarge { limit });
+        }
+        Ok(out)
+    };
+    let outputs = tokio::try_join!(feed, read, tail(stderr));
+    let ((), stdout, stderr) = match outputs {
+        Ok(outputs) => outputs,
+        Err(e) => {
+            // Over the limit: the hook may still be writing; it is not waited for.
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            return Err(e);
+        }
+    };
+    let status = child.wait().await.map_err(wait_error)?;
+    let stderr = String::from_utf8_lossy(&stderr);
+    if !status.success() {
+        tracing::debug!(hook = %program, %status, stderr = %stderr, "hook failed");
         return Err(CallError::Exit {
             program,
-            status: output.status,
-            stderr: stderr[start..].trim().to_owned(),
+            status,
+            stderr: excerpt_end(&stderr),
         });
     }
-    if !output.stderr.is_empty() {
-        tracing::debug!(hook = %program, stderr = %String::from_utf8_lossy(&output.stderr), "hook wrote to stderr");
+    if !stderr.is_empty() {
+        tracing::debug!(hook = %program, stderr = %stderr, "hook wrote to stderr");
     }
-    Ok(output.stdout)
+    Ok(stdout)
 }
+
+/// The last [`STDERR_TAIL`] bytes of `stream`, read to its end.
+async fn tail(stream: Option<impl AsyncRead + Unpin>) -> Result<Vec<u8>, CallError> {
+    let mut kept = Vec::new();
+    let Some(mut stream) = stream else {
+        return Ok(kept);
+    };
+    let mut buffer = vec![0u8; 4096];
+    loop {
+        match stream.read(&mut buffer).await {
+            Ok(0) | Err(_) => return Ok(kept),
+            Ok(n) => {
+                kept.extend_from_slice(&buffer[..n]);
+                if kept.len() > STDERR_TAIL {
+                    kept.drain(..kept.len() - STDERR_TAIL);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -7,6 +7,7 @@
 //! return (with the cache's transforms applied).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -65,7 +66,9 @@ pub struct Response {
     /// from the cached one. Absent or `null`: the status is left alone.
     #[serde(default)]
     pub status: Option<Value>,
-    /// Call the hook again for this object after this many seconds even if nothing changed.
+    /// Call the hook again for this object after this many seconds even if nothing changed:
+    /// from 0 (no requeue) to [`MAX_REQUEUE_AFTER`] (a year); anything else fails the call
+    /// (see [`Response::requeue_after`]).
     #[serde(default)]
     pub requeue_after_seconds: Option<f64>,
     /// When the request has `finalizing: true` and the controller holds a finalizer
@@ -73,6 +76,57 @@ pub struct Response {
     /// again (at `requeueAfterSeconds`, or with the error backoff of 5 s). Ignored otherwise.
     #[serde(default)]
     pub finalized: Option<bool>,
+}
+
+/// The longest `requeueAfterSeconds` a hook may ask for: 365 days. controller-runtime sets
+/// none, but a `Duration` of more than about 584 billion years does not exist and a far
+/// deadline overflows the scheduler's clock; a year is longer than any manager runs.
+pub const MAX_REQUEUE_AFTER: Duration = Duration::from_hours(365 * 24);
+
+/// An answer that parses but asks for something the manager cannot do.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AnswerError {
+    /// `requeueAfterSeconds` is negative or over [`MAX_REQUEUE_AFTER`].
+    #[error(
+        "requeueAfterSeconds: {seconds} is {why}; write a number of seconds from 0 (no requeue) \
+         to {max} (365 days)",
+        max = MAX_REQUEUE_AFTER.as_secs()
+    )]
+    RequeueAfter {
+        /// The number, as the answer wrote it (shortened).
+        seconds: String,
+        /// `negative` or `more than the maximum`.
+        why: &'static str,
+    },
+}
+
+impl Response {
+    /// How long after which the hook wants to be called again: `None` for no
+    /// `requeueAfterSeconds` or 0.
+    ///
+    /// # Errors
+    /// [`AnswerError::RequeueAfter`] for a negative number, or one over
+    /// [`MAX_REQUEUE_AFTER`].
+    pub fn requeue_after(&self) -> Result<Option<Duration>, AnswerError> {
+        let Some(seconds) = self.requeue_after_seconds else {
+            return Ok(None);
+        };
+        let bad = |why| AnswerError::RequeueAfter {
+            seconds: format!("{seconds}").chars().take(32).collect(),
+            why,
+        };
+        if seconds.is_nan() || seconds < 0.0 {
+            return Err(bad("negative"));
+        }
+        if seconds > MAX_REQUEUE_AFTER.as_secs_f64() {
+            return Err(bad("more than the maximum"));
+        }
+        // Checked above: finite, in range; try_ never fails here, but never panics either.
+        Ok(Duration::try_from_secs_f64(seconds)
+            .ok()
+            .filter(|d| !d.is_zero()))
+    }
 }
 
 /// An event a hook asks to record.
@@ -150,6 +204,36 @@ mod tests {
         assert_eq!(r.events[0].type_, EventType::Normal);
         assert_eq!(r.events[0].regarding.as_ref().unwrap().name, "j");
         assert_eq!(children_key("batch/v1", "Job"), "Job.batch/v1");
+    }
+
+    #[test]
+    fn requeue_after_is_checked_never_a_panic() {
+        let after = |v: Value| {
+            serde_json::from_value::<Response>(json!({"requeueAfterSeconds": v}))
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.requeue_after().map_err(|e| e.to_string()))
+        };
+        assert_eq!(after(json!(30)), Ok(Some(Duration::from_secs(30))));
+        assert_eq!(after(json!(0.5)), Ok(Some(Duration::from_millis(500))));
+        assert_eq!(after(json!(0)), Ok(None));
+        assert_eq!(after(json!(31_536_000)), Ok(Some(MAX_REQUEUE_AFTER)));
+        let e = after(json!(1e20)).unwrap_err();
+        assert_eq!(
+            e,
+            "requeueAfterSeconds: 100000000000000000000 is more than the maximum; write a \
+             number of seconds from 0 (no requeue) to 31536000 (365 days)"
+        );
+        assert!(after(json!(-1)).unwrap_err().contains("-1 is negative"));
+        assert!(
+            after(json!(f64::MAX))
+                .unwrap_err()
+                .contains("more than the maximum")
+        );
+        let e = after(json!("x")).unwrap_err();
+        assert!(
+            e.contains("invalid type: string \"x\", expected f64"),
+            "{e}"
+        );
     }
 
     #[test]

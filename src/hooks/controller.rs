@@ -16,8 +16,10 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, field};
 
+use super::call::Caller;
 use super::contract::ControllerRef;
 use super::metrics::HookMetrics;
+use super::policy::Policy;
 use super::reconcile::{self, ReconcileError};
 use super::resource::ControllerKey;
 use super::resource::ControllerSettings;
@@ -78,6 +80,8 @@ pub(super) struct Shared {
     pub(super) parent: KindInfo,
     pub(super) owns: Vec<KindInfo>,
     pub(super) watches: Vec<KindInfo>,
+    /// The hook, under the manager's hook policy.
+    pub(super) caller: Caller,
     stats: Stats,
     /// controller-runtime's reconcile and workqueue series, as the typed controllers count them.
     series: Series,
@@ -199,6 +203,7 @@ impl Shared {
 /// ```
 pub struct HookController {
     settings: ControllerSettings,
+    policy: Arc<Policy>,
     metrics: Option<ControllerMetrics>,
     hook_metrics: Option<HookMetrics>,
     stats: Stats,
@@ -218,10 +223,20 @@ impl HookController {
     pub fn new(settings: ControllerSettings) -> Self {
         Self {
             settings,
+            policy: Arc::new(Policy::open()),
             metrics: None,
             hook_metrics: None,
             stats: Stats::default(),
         }
+    }
+
+    /// Calls the hook under `policy`: its response limit, and the addresses a webhook may
+    /// connect to. Default [`Policy::open`]. Whether the controller may run at all is the
+    /// [`Supervisor`](super::Supervisor)'s to check ([`Policy::refusal`]).
+    #[must_use]
+    pub fn policy(mut self, policy: Arc<Policy>) -> Self {
+        self.policy = policy;
+        self
     }
 
     /// Counts reconciles in controller-runtime's series under the controller's name.
@@ -258,6 +273,7 @@ impl HookController {
     pub async fn run(self, ctx: Context, shutdown: CancellationToken) -> Result<(), Error> {
         let Self {
             settings,
+            policy,
             metrics,
             hook_metrics,
             stats,
@@ -338,6 +354,7 @@ impl HookController {
         );
 
         let shared = Arc::new(Shared {
+            caller: Caller::of(&settings, policy, ctx.client()),
             controller: reconcile::controller_ref(&settings.key),
             field_manager: format!("informant-hook/{name}"),
             settings,
@@ -612,7 +629,8 @@ fn run_one(
             Err(error) => {
                 shared.ctx.failed(key);
                 shared.stats.0.failures.fetch_add(1, Ordering::Relaxed);
-                let text = crate::telemetry::error_chain(&error);
+                // Each part a hook wrote is already an excerpt; the whole stays short too.
+                let text = status_text(&crate::telemetry::error_chain(&error));
                 record.record("error", text.as_str());
                 tracing::warn!(error = %text, "hook reconcile failed");
                 let what = format!(
@@ -637,6 +655,23 @@ fn run_one(
         }
     }
     .instrument(span)
+}
+
+/// The most characters of a failure's text in the `Controller`'s status, its Event and log.
+const STATUS_TEXT_CHARS: usize = 1024;
+
+/// `text` as one line of at most [`STATUS_TEXT_CHARS`] characters.
+fn status_text(text: &str) -> String {
+    let line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if line.chars().count() <= STATUS_TEXT_CHARS {
+        return line;
+    }
+    let mut cut: String = line.chars().take(STATUS_TEXT_CHARS).collect();
+    cut.push('…');
+    cut
 }
 
 /// controller-runtime's per-object exponential backoff on the object's failures in a row.

@@ -31,8 +31,9 @@ fn histogram() -> Histogram {
     Histogram::new(RECONCILE_TIME_BUCKETS)
 }
 
-/// Hook calls by controller and failure (`none`, `timeout`, `exit`, `malformed`, `http`,
-/// `start`, `cache`, `child`, `write`), and their duration (the hook's time and the writes).
+/// Hook calls by controller and failure (`none`, `timeout`, `exit`, `too_large`, `malformed`,
+/// `http`, `refused`, `start`, `cache`, `child`, `write`), and their duration (the hook's time and
+/// the writes).
 #[derive(Clone, Debug)]
 pub struct HookMetrics(Arc<Inner>);
 

@@ -24,6 +24,7 @@ mod call;
 pub mod contract;
 mod controller;
 mod metrics;
+mod policy;
 mod reconcile;
 mod release;
 mod resource;
@@ -32,20 +33,25 @@ mod stats;
 mod supervisor;
 mod webhook;
 
-pub use call::{CallError, call};
+pub use call::{CallError, EXCERPT_CHARS, call, decode, excerpt, excerpt_end};
 pub use controller::{Error, HookController, REASON_HOOK_FAILED};
 pub use metrics::HookMetrics;
+pub use policy::{
+    Allowed, Cidr, DEFAULT_MAX_RESPONSE_BYTES, ExecRule, Policy, PolicyError,
+    REASON_HOOK_NOT_ALLOWED, UrlRule,
+};
 pub use reconcile::ReconcileError;
 pub use release::CONTROLLER_FINALIZER;
 pub use resource::{
     CONTROLLER_CONDITION_READY, CONTROLLER_CONDITION_VALID, Controller, ControllerError,
     ControllerKey, ControllerSettings, ControllerSpec, ControllerStatus, DEFAULT_HOOK_TIMEOUT,
-    ExecHookSpec, FINALIZER_PREFIX, ForSpec, Hook, HookSpec, KindSpec, MapTo, MapToSpec,
-    ValidatedController, WatchSpec, WebhookSpec, controller_crd_yaml, controllers_in,
+    ExecHookSpec, FINALIZER_PREFIX, ForSpec, Hook, HookSpec, KindSpec, MapTo, MapToSpec, SecretRef,
+    ValidatedController, WatchSpec, WebhookSpec, WebhookTls, controller_crd_yaml, controllers_in,
     controllers_key, validate_controller, validate_controller_value,
 };
 pub use sources::{
-    NamespaceSource, add_to_manager, desired_from_text, follow_file, follow_namespace,
+    NamespaceSource, add_to_manager, add_to_manager_with, desired_from_text, follow_file,
+    follow_namespace,
 };
 pub use stats::Stats;
 pub use supervisor::{Desired, Progress, REASON_NEEDS_SHARD_KEY_NAMESPACE, Supervisor};

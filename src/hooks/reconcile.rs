@@ -12,7 +12,7 @@ use kube::core::{DynamicObject, GroupVersionKind};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 
-use super::call::{CallError, call};
+use super::call::CallError;
 use super::contract::{self, ControllerRef, Request, Response};
 use super::controller::{Shared, child_key};
 use super::resource::ControllerKey;
@@ -62,8 +62,14 @@ impl ReconcileError {
         match self {
             ReconcileError::Hook(CallError::Timeout(_)) => "timeout",
             ReconcileError::Hook(CallError::Exit { .. }) => "exit",
-            ReconcileError::Hook(CallError::Malformed(_)) => "malformed",
-            ReconcileError::Hook(CallError::Status { .. } | CallError::Http { .. }) => "http",
+            ReconcileError::Hook(CallError::Malformed { .. } | CallError::Invalid(_)) => {
+                "malformed"
+            }
+            ReconcileError::Hook(CallError::TooLarge { .. }) => "too_large",
+            ReconcileError::Hook(CallError::Refused { .. }) => "refused",
+            ReconcileError::Hook(
+                CallError::Status { .. } | CallError::Http { .. } | CallError::ClientCert { .. },
+            ) => "http",
             ReconcileError::Hook(_) => "start",
             ReconcileError::Cache { .. } => "cache",
             ReconcileError::Child { .. } => "child",
@@ -125,7 +131,7 @@ pub(super) async fn reconcile(
         related,
     };
     let _call = shared.hook_called();
-    let response = call(&shared.settings.hook, &request).await?;
+    let response = shared.caller.call(&request).await?;
     let mut writes = Writes {
         events: response.events.len(),
         ..Writes::default()
@@ -151,10 +157,8 @@ pub(super) async fn reconcile(
     writes.applied = applied;
     writes.deleted = deleted;
     writes.status = write_status(object, &request.object, &response, shared).await?;
-    let requeue = response
-        .requeue_after_seconds
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .map(Duration::from_secs_f64);
+    // Checked when the answer was decoded: an invalid one failed the call.
+    let requeue = response.requeue_after().ok().flatten();
     if let (Some((finalizer, true)), Some(_)) = (held, &object.metadata.deletion_timestamp) {
         if response.finalized == Some(true) {
             set_finalizers(object, finalizers_without(object, finalizer), shared).await?;

@@ -16,6 +16,7 @@ use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::metrics::HookMetrics;
+use super::policy::Policy;
 use super::release;
 use super::resource::{Controller, controllers_key, validate_controller_value};
 use super::supervisor::{Desired, Supervisor};
@@ -229,8 +230,16 @@ fn crd_missing(error: &watcher::Error) -> bool {
 /// of its config file (`--config`), or the `Controller` resources of its `CacheConfig`'s
 /// namespace (`--cache-config`, with each `Controller`'s status written, and each one with
 /// `finalize: true` held by [`CONTROLLER_FINALIZER`](super::CONTROLLER_FINALIZER) until its
-/// objects are released; see [`Supervisor::hold_controllers`]).
+/// objects are released; see [`Supervisor::hold_controllers`]), under [`Policy::open`]: any
+/// command, any URL but link-local addresses. [`add_to_manager_with`] sets the policy.
 pub fn add_to_manager(manager: &mut Manager) {
+    add_to_manager_with(manager, Policy::open());
+}
+
+/// [`add_to_manager`], running only the `Controller`s `policy` allows (the others are kept
+/// back: [`Supervisor::policy`]), each called under it.
+pub fn add_to_manager_with(manager: &mut Manager, policy: Policy) {
+    let policy = Arc::new(policy);
     let source = manager.config_source().clone();
     let state = manager.state();
     let reloads = manager.reloads();
@@ -251,6 +260,7 @@ pub fn add_to_manager(manager: &mut Manager) {
             .write_status(in_cluster)
             .hold_controllers(in_cluster)
             .sharding(sharding)
+            .policy(policy)
             .report_to(Arc::clone(&state));
         if let Some(leader) = leader {
             supervisor = supervisor.leader(leader);

@@ -36,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::controller::HookController;
 use super::metrics::HookMetrics;
+use super::policy::{Policy, REASON_HOOK_NOT_ALLOWED};
 use super::release::{self, CONTROLLER_FINALIZER, Held, Released};
 use super::resource::{
     ControllerError, ControllerKey, ControllerSettings, ControllerStatus, FINALIZER_PREFIX,
@@ -45,6 +46,7 @@ use super::stats::Stats;
 use crate::cache::{Sharding, SharedCache, WantedKinds};
 use crate::controller::{Context, ControllerMetrics};
 use crate::manager::State;
+use crate::recorder::{self, EventType};
 use crate::selector::ShardKey;
 
 mod status;
@@ -121,6 +123,7 @@ pub struct Supervisor {
     interval: Duration,
     progress: watch::Sender<Progress>,
     report: Option<Arc<State>>,
+    policy: Arc<Policy>,
 }
 
 /// What a [`Supervisor`] has done: sent after each pass over a new [`Desired`] set.
@@ -151,7 +154,18 @@ impl Supervisor {
             interval: STATUS_INTERVAL,
             progress: watch::channel(Progress::default()).0,
             report: None,
+            policy: Arc::new(Policy::open()),
         }
+    }
+
+    /// Runs only the controllers `policy` allows ([`Policy::refusal`]); the others are kept
+    /// back with `Ready=False`, reason [`REASON_HOOK_NOT_ALLOWED`], the rules they break in
+    /// its message, a Warning Event of that reason on the `Controller` resource (with
+    /// [`Supervisor::write_status`]) and a warning in the log. Default [`Policy::open`].
+    #[must_use]
+    pub fn policy(mut self, policy: Arc<Policy>) -> Self {
+        self.policy = policy;
+        self
     }
 
     /// Reports whether each controller runs or waits for its kinds to `state` (the
@@ -258,7 +272,7 @@ impl Supervisor {
                 &shutdown,
             )
             .await;
-            self.keep_back(&desired, &mut running, &mut waiting, &wants)
+            self.keep_back(&ctx, &desired, &mut running, &mut waiting, &wants)
                 .await;
             self.progress.send_modify(|p| p.passes += 1);
             if self.write_status && self.leads() {
@@ -464,7 +478,7 @@ impl Supervisor {
         ctx: &Context,
         shutdown: &CancellationToken,
     ) -> Running {
-        let hook = HookController::new(valid.settings.clone());
+        let hook = HookController::new(valid.settings.clone()).policy(Arc::clone(&self.policy));
         let hook = match (&self.metrics, &self.hook_metrics) {
             (Some(m), Some(h)) => hook.metrics(m).hook_metrics(h),
             _ => hook,
@@ -612,6 +626,12 @@ impl Supervisor {
         wanted: Option<&WantedKinds>,
         settings: &ControllerSettings,
     ) -> Option<Kept> {
+        if let Some(rules) = self.policy.refusal(settings) {
+            return Some(Kept {
+                reason: REASON_HOOK_NOT_ALLOWED,
+                message: format!("not started: the manager's hook policy refuses it: {rules}"),
+            });
+        }
         if let Some(message) = sharding_refusal(self.sharding.as_ref(), settings) {
             return Some(Kept {
                 reason: REASON_NEEDS_SHARD_KEY_NAMESPACE,
@@ -634,6 +654,7 @@ impl Supervisor {
     /// released: the controller comes back with its CRD.
     async fn keep_back(
         &self,
+        ctx: &Context,
         desired: &Desired,
         running: &mut HashMap<ControllerKey, Running>,
         waiting: &mut Waiting,
@@ -650,13 +671,38 @@ impl Supervisor {
                 r.stop.cancel();
                 let _ = r.task.await;
             }
-            if kept.reason == REASON_NEEDS_SHARD_KEY_NAMESPACE && before.get(name) != Some(&kept) {
+            let told = before.get(name) == Some(&kept);
+            if kept.reason == REASON_NEEDS_SHARD_KEY_NAMESPACE && !told {
                 // A person must change the CacheConfig or the Controller.
                 tracing::warn!(controller = %name, reason = kept.reason, "{}", kept.message);
+            }
+            if kept.reason == REASON_HOOK_NOT_ALLOWED && !told {
+                // A person must change the Controller, or the manager's policy.
+                tracing::warn!(controller = %name, reason = kept.reason, "{}", kept.message);
+                if self.write_status && self.leads() {
+                    ctx.recorder().record(
+                        &controller_ref(valid),
+                        EventType::Warning,
+                        REASON_HOOK_NOT_ALLOWED,
+                        &kept.message,
+                    );
+                }
             }
             waiting.insert(name.clone(), kept);
         }
     }
+}
+
+/// The recorder's reference to the `Controller` resource of `valid`.
+fn controller_ref(valid: &ValidatedController) -> Arc<recorder::ObjectRef> {
+    let meta = &valid.resource.metadata;
+    Arc::new(recorder::ObjectRef::new(
+        "informant.dev/v1alpha1",
+        "Controller",
+        &valid.settings.key.namespace,
+        &valid.settings.key.name,
+        meta.uid.as_deref().unwrap_or_default(),
+    ))
 }
 
 /// Whether the `Controller` of `valid` is being deleted.

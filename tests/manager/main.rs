@@ -15,6 +15,7 @@ mod controller_runtime;
 mod hooks_exec;
 mod hooks_finalize;
 mod hooks_manager;
+mod hooks_policy;
 mod leader_election;
 mod manager_access;
 mod manager_cli_file;

@@ -310,6 +310,43 @@ class ChartTest(unittest.TestCase):
         deployment = of_kind(self.rendered["default"][0], "Deployment")[0]
         self.assertIn("--leader-elect", deployment["spec"]["template"]["spec"]["containers"][0]["args"])
 
+    def test_the_hook_policy_is_restricted_by_default_and_lists_what_values_allow(self):
+        def hook_args(docs):
+            args = of_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]
+            return [a for a in args if a.startswith("--hook-")]
+
+        for name, (docs, _) in self.rendered.items():
+            with self.subTest(name):
+                self.assertIn("--hook-policy=restricted", hook_args(docs))
+        self.assertEqual(hook_args(self.rendered["default"][0]),
+                         ["--hook-policy=restricted", "--hook-max-response-bytes=4194304"],
+                         "no command, no URL, no plain HTTP, no Secrets")
+        values = {"hooks": {"allowExec": ["/hooks/", "/opt/sync"],
+                            "allowURLs": ["cronjob-hook.ops.svc:8443", "10.20.0.0/16"],
+                            "allowHTTP": True, "allowSecrets": True, "maxResponseBytes": 1048576}}
+        docs, _ = render(values)
+        args = hook_args(docs)
+        self.assertEqual(args, [
+            "--hook-policy=restricted",
+            "--hook-allow-exec=/hooks/", "--hook-allow-exec=/opt/sync",
+            "--hook-allow-url=cronjob-hook.ops.svc:8443", "--hook-allow-url=10.20.0.0/16",
+            "--hook-allow-http", "--hook-allow-secrets",
+            "--hook-max-response-bytes=1048576",
+        ])
+        # informant parses them (and stops at the missing kubeconfig, not at a usage error).
+        self.assertTrue(os.access(INFORMANT, os.X_OK), f"{INFORMANT} missing: run cargo build first")
+        with tempfile.TemporaryDirectory() as tmp:
+            result = informant("run", "--cache-config", "ns/cc", "--kubeconfig",
+                               os.path.join(tmp, "missing"), *args)
+        self.assertEqual(result.returncode, 66, result.stderr)
+        bad = informant("run", "--cache-config", "ns/cc", "--hook-allow-exec=relative")
+        self.assertEqual(bad.returncode, 64, bad.stderr)
+        for wrong in ({"hooks": {"allowExec": ["relative/path"]}}, {"hooks": {"allowHTTP": "yes"}},
+                      {"hooks": {"maxResponseBytes": 0}}, {"hooks": {"allowAll": True}}):
+            with self.subTest(wrong):
+                with self.assertRaises(helm.HelmValuesError):
+                    render(wrong)
+
     def test_leader_election_can_be_off_only_for_one_replica(self):
         docs, _ = render({"leaderElection": {"enabled": False}})
         args = of_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]["args"]

@@ -243,3 +243,81 @@ fn multi_document_files_yield_their_controllers() {
     assert_eq!(controllers.len(), 1);
     assert!(controllers[0].is_ok());
 }
+
+fn webhook(hook: &str) -> Result<ValidatedController, ControllerError> {
+    let yaml = format!(
+        "apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {{name: w, namespace: ops}}
+spec:
+  for: {{apiVersion: v1, kind: ConfigMap}}
+  hook: {{webhook: {hook}}}
+"
+    );
+    validate_controller_value(value(&yaml), &Origin::Text, None)
+}
+
+fn errors(result: Result<ValidatedController, ControllerError>) -> Vec<String> {
+    result
+        .unwrap_err()
+        .errors
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
+#[test]
+fn an_https_webhook_needs_a_ca_bundle_of_pem_certificates_and_plain_http_has_none() {
+    use base64::Engine as _;
+    let key = rcgen::KeyPair::generate().unwrap();
+    let ca = rcgen::CertificateParams::new(Vec::<String>::new())
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let bundle = base64::engine::general_purpose::STANDARD.encode(ca.pem());
+    let valid = webhook(&format!(
+        "{{url: 'https://hooks.ops.svc:8443/sync', caBundle: {bundle}, \
+         clientCertSecretRef: {{name: hook-client}}}}"
+    ))
+    .unwrap();
+    let Hook::Webhook { tls: Some(tls), .. } = &valid.settings.hook else {
+        panic!("{:?}", valid.settings.hook);
+    };
+    assert_eq!(tls.ca_bundle, ca.pem().as_bytes());
+    assert_eq!(tls.client_cert_secret.as_deref(), Some("hook-client"));
+
+    let plain = webhook("{url: 'http://hooks.ops.svc:8080/sync'}").unwrap();
+    assert!(matches!(
+        plain.settings.hook,
+        Hook::Webhook { tls: None, .. }
+    ));
+
+    let missing = errors(webhook("{url: 'https://hooks.ops.svc/'}"));
+    assert!(
+        missing[0].starts_with("spec.hook.webhook.caBundle: required for an https:// URL"),
+        "{missing:?}"
+    );
+    let not_base64 = errors(webhook("{url: 'https://h/', caBundle: '!!'}"));
+    assert!(not_base64[0].contains("not base64"), "{not_base64:?}");
+    let not_pem = errors(webhook("{url: 'https://h/', caBundle: aGVsbG8=}"));
+    assert!(
+        not_pem[0].contains("holds no PEM certificate"),
+        "{not_pem:?}"
+    );
+    let on_http = errors(webhook(&format!(
+        "{{url: 'http://h/', caBundle: {bundle}, clientCertSecretRef: {{name: c}}}}"
+    )));
+    assert_eq!(
+        on_http,
+        [
+            "spec.hook.webhook.caBundle: only for an https:// URL; remove it or write https://",
+            "spec.hook.webhook.clientCertSecretRef: only for an https:// URL; remove it or write \
+             https://"
+        ]
+    );
+    let bad_url = errors(webhook("{url: 'ftp://h/'}"));
+    assert!(
+        bad_url[0].contains("invalid URL \"ftp://h/\""),
+        "{bad_url:?}"
+    );
+}

@@ -195,15 +195,36 @@ pub struct ExecHookSpec {
     pub timeout: Option<String>,
 }
 
-/// A hook called over HTTP.
+/// A hook called over HTTP or HTTPS.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WebhookSpec {
-    /// The URL the request is posted to (`http://...`), e.g. `http://hooks.ops:8080/sync`.
+    /// The URL the request is posted to, e.g. `https://hooks.ops.svc:8443/sync` (with
+    /// `caBundle`), or `http://hooks.ops.svc:8080/sync` where the manager's hook policy allows
+    /// plain HTTP (`--hook-allow-http`).
     pub url: String,
     /// How long a call may take (a Go duration). Default `10s`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
+    /// PEM-encoded CA certificates, base64-encoded (as an admission webhook's
+    /// `clientConfig.caBundle`), that the certificate of an `https://` URL must chain to.
+    /// Required for `https://`: the manager trusts no other authority for a hook.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "byte"))]
+    pub ca_bundle: Option<String>,
+    /// A `kubernetes.io/tls` Secret in the Controller's namespace whose `tls.crt` and
+    /// `tls.key` the manager presents as its client certificate (`https://` only; read again
+    /// at most every 5 minutes). The manager needs `get` on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cert_secret_ref: Option<SecretRef>,
+}
+
+/// A Secret in the Controller's namespace, by name.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecretRef {
+    /// The Secret's name.
+    pub name: String,
 }
 
 /// Condition type: the spec passed validation (`True`) or not (`False`, every error in the
@@ -270,7 +291,20 @@ pub enum Hook {
         url: String,
         /// How long a call may take.
         timeout: Duration,
+        /// For an `https://` URL: whom to trust and what to present.
+        tls: Option<WebhookTls>,
     },
+}
+
+/// The TLS settings of an `https://` webhook.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WebhookTls {
+    /// The CA certificates the webhook's certificate must chain to (PEM, decoded from
+    /// `caBundle`); no other authority is trusted.
+    pub ca_bundle: Vec<u8>,
+    /// The `kubernetes.io/tls` Secret (in the Controller's namespace) holding the client
+    /// certificate the manager presents, if any.
+    pub client_cert_secret: Option<String>,
 }
 
 /// A `Controller` resource's namespace and name: the key of the set of running controllers,

@@ -8,13 +8,14 @@ use serde_json::Value;
 use super::types::{
     Controller, ControllerError, ControllerKey, ControllerSettings, ControllerSpec,
     ControllerStatus, DEFAULT_HOOK_TIMEOUT, FINALIZER_PREFIX, ForSpec, Hook, HookSpec, MapTo,
-    MapToSpec, ValidatedController, WatchSpec,
+    MapToSpec, ValidatedController, WatchSpec, WebhookSpec, WebhookTls,
 };
 use crate::cache::{self, Plan, builtin_scope};
 use crate::config::{
     self, FieldError, FieldPath, Origin, api_version_problem, dns1123_subdomain_problem,
     parse_duration,
 };
+use crate::hooks::policy::Target;
 use crate::selector::{FieldSelector, LabelSelector};
 
 /// Validates a `Controller` document (a file's document or an object from the cluster) against
@@ -404,19 +405,23 @@ fn hook(spec: &HookSpec, path: &FieldPath, errors: &mut Vec<FieldError>) -> Opti
                 webhook.timeout.as_deref(),
                 path.field("webhook").field("timeout"),
             );
-            if !webhook.url.starts_with("http://") || webhook.url.len() <= "http://".len() {
+            let webhook_path = path.field("webhook");
+            let Some(target) = Target::of(&webhook.url) else {
                 errors.push(FieldError::new(
-                    &path.field("webhook").field("url"),
+                    &webhook_path.field("url"),
                     format!(
-                        "invalid URL {:?}: write http://<host>[:<port>]/<path>",
+                        "invalid URL {:?}: write https://<host>[:<port>]/<path> (with caBundle) \
+                         or http://<host>[:<port>]/<path>",
                         webhook.url
                     ),
                 ));
                 return None;
-            }
+            };
+            let tls = webhook_tls(webhook, target.https, &webhook_path, errors);
             Some(Hook::Webhook {
                 url: webhook.url.clone(),
                 timeout: timeout?,
+                tls: tls?,
             })
         }
         (Some(_), Some(_)) => {
@@ -434,6 +439,94 @@ fn hook(spec: &HookSpec, path: &FieldPath, errors: &mut Vec<FieldError>) -> Opti
             None
         }
     }
+}
+
+/// The TLS settings of a webhook: for `https://`, a `caBundle` of PEM certificates (required)
+/// and an optional client certificate Secret; for `http://`, neither. `None` inside when the
+/// URL is plain HTTP, `None` outside after an error.
+#[allow(
+    clippy::option_option,
+    reason = "an error (outer None) differs from a plain http URL (inner None)"
+)]
+fn webhook_tls(
+    webhook: &WebhookSpec,
+    https: bool,
+    path: &FieldPath,
+    errors: &mut Vec<FieldError>,
+) -> Option<Option<WebhookTls>> {
+    let secret = webhook
+        .client_cert_secret_ref
+        .as_ref()
+        .map(|r| r.name.clone());
+    if !https {
+        let mut ok = true;
+        if webhook.ca_bundle.is_some() {
+            errors.push(FieldError::new(
+                &path.field("caBundle"),
+                "only for an https:// URL; remove it or write https://",
+            ));
+            ok = false;
+        }
+        if secret.is_some() {
+            errors.push(FieldError::new(
+                &path.field("clientCertSecretRef"),
+                "only for an https:// URL; remove it or write https://",
+            ));
+            ok = false;
+        }
+        return ok.then_some(None);
+    }
+    if let Some(name) = &secret
+        && let Some(problem) = dns1123_subdomain_problem(name)
+    {
+        errors.push(FieldError::new(
+            &path.field("clientCertSecretRef").field("name"),
+            format!("invalid Secret name {name:?}: {problem}"),
+        ));
+        return None;
+    }
+    let Some(bundle) = webhook.ca_bundle.as_deref() else {
+        errors.push(FieldError::new(
+            &path.field("caBundle"),
+            "required for an https:// URL: the base64 of the PEM certificates of the CA that \
+             signed the webhook's certificate (as an admission webhook's caBundle)",
+        ));
+        return None;
+    };
+    match ca_bundle(bundle) {
+        Ok(pem) => Some(Some(WebhookTls {
+            ca_bundle: pem,
+            client_cert_secret: secret,
+        })),
+        Err(problem) => {
+            errors.push(FieldError::new(&path.field("caBundle"), problem));
+            None
+        }
+    }
+}
+
+/// The PEM text of a `caBundle` (base64 of PEM certificates), or what is wrong with it.
+fn ca_bundle(text: &str) -> Result<Vec<u8>, String> {
+    use base64::Engine as _;
+    use tokio_rustls::rustls::pki_types::CertificateDer;
+    use tokio_rustls::rustls::pki_types::pem::PemObject as _;
+    let compact: String = text.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(compact)
+        .map_err(|e| format!("not base64 ({e}); write the base64 of the PEM certificates"))?;
+    let mut count = 0;
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        cert.map_err(|e| format!("not PEM certificates ({e})"))?;
+        count += 1;
+    }
+    if count == 0 {
+        return Err(
+            "holds no PEM certificate (-----BEGIN CERTIFICATE-----); write the base64 of the \
+             CA's PEM certificates"
+                .to_owned(),
+        );
+    }
+    Ok(pem)
 }
 
 /// Whether the cache planned from `options` serves `gvk`; if not, an error saying which

@@ -12,10 +12,7 @@ use super::super::resource::{
     CONTROLLER_CONDITION_READY, CONTROLLER_CONDITION_VALID, Controller, ControllerError,
     ControllerKey, ControllerStatus, ValidatedController,
 };
-use super::{
-    Desired, Kept, REASON_NEEDS_SHARD_KEY_NAMESPACE, REASON_WAITING_FOR_KIND, Running,
-    WAITING_MESSAGE, Waiting, Wants,
-};
+use super::{Desired, Kept, REASON_WAITING_FOR_KIND, Running, WAITING_MESSAGE, Waiting, Wants};
 use crate::controller::Context;
 use crate::manager::{ControllerReadiness, State};
 
@@ -40,12 +37,11 @@ pub(super) fn report(
                         .to_owned(),
                 }
             }
-            (Some(kept), _) if kept.reason == REASON_NEEDS_SHARD_KEY_NAMESPACE => {
-                ControllerReadiness::KeptBack {
-                    reason: kept.reason.to_owned(),
-                    message: kept.message.clone(),
-                }
-            }
+            // Refused by the sharding or the hook policy.
+            (Some(kept), _) => ControllerReadiness::KeptBack {
+                reason: kept.reason.to_owned(),
+                message: kept.message.clone(),
+            },
             (None, Some(r)) if r.stats.ready() => ControllerReadiness::Running,
             _ => continue,
         };

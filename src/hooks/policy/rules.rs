@@ -1,0 +1,245 @@
+//! The entries of a hook policy: the programs (`--hook-allow-exec`) and webhook destinations
+//! (`--hook-allow-url`) it allows, parsed and matched, and the address blocks it refuses.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::str::FromStr;
+
+/// Either anything, or only what is listed (an empty list allows nothing).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Allowed<T> {
+    /// Anything (`--hook-policy=open`).
+    Any,
+    /// Only these.
+    Only(Vec<T>),
+}
+
+/// A program an exec hook may run: one path, or every program under a directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExecRule {
+    /// This absolute path exactly.
+    Path(String),
+    /// Any absolute path under this directory (written with a trailing `/`).
+    Under(String),
+}
+
+impl ExecRule {
+    pub(super) fn allows(&self, program: &str) -> bool {
+        match self {
+            ExecRule::Path(path) => program == path,
+            ExecRule::Under(dir) => program.len() > dir.len() && program.starts_with(dir.as_str()),
+        }
+    }
+}
+
+impl FromStr for ExecRule {
+    type Err = PolicyError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let bad = |why: &str| PolicyError::Exec {
+            entry: text.to_owned(),
+            why: why.to_owned(),
+        };
+        if !normal_absolute(text.trim_end_matches('/')) {
+            return Err(bad(
+                "not an absolute path without `.` or `..`; write /hooks/sync.py, or /hooks/ for \
+                 every program under /hooks",
+            ));
+        }
+        Ok(if text.ends_with('/') {
+            ExecRule::Under(text.to_owned())
+        } else {
+            ExecRule::Path(text.to_owned())
+        })
+    }
+}
+
+/// Whether `path` is absolute, with no `.`, `..` or empty component: the program it names
+/// is the one a prefix match sees.
+pub(super) fn normal_absolute(path: &str) -> bool {
+    // By hand: `Path::components` drops the `.` in `/a/./b`.
+    path.strip_prefix('/').is_some_and(|rest| {
+        !rest.is_empty()
+            && rest
+                .split('/')
+                .all(|c| !c.is_empty() && c != "." && c != "..")
+    })
+}
+
+/// A webhook destination: a host (any port, or one), or a block of addresses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UrlRule {
+    /// A DNS name or an IP address as the URL writes it, on any port or on `port`.
+    Host {
+        /// Lowercase name, or an IP address.
+        host: String,
+        /// The only port allowed, if any.
+        port: Option<u16>,
+    },
+    /// Every IP address in a CIDR block (a URL naming an address; names are not resolved
+    /// to be matched).
+    Cidr(Cidr),
+}
+
+impl FromStr for UrlRule {
+    type Err = PolicyError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let bad = |why: &str| PolicyError::Url {
+            entry: text.to_owned(),
+            why: why.to_owned(),
+        };
+        if text.contains('/') {
+            return text.parse::<Cidr>().map(UrlRule::Cidr).map_err(|()| {
+                bad("not a CIDR block; write an address and a prefix length, e.g. 10.0.0.0/8")
+            });
+        }
+        if let Ok(ip) = text.parse::<IpAddr>() {
+            return Ok(UrlRule::Host {
+                host: ip.to_string(),
+                port: None,
+            });
+        }
+        let (host, port) = match text.rsplit_once(':') {
+            Some((host, port)) => {
+                let port = port
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|p| *p != 0)
+                    .ok_or_else(|| bad("the port is not a number from 1 to 65535"))?;
+                (
+                    host.trim_start_matches('[').trim_end_matches(']'),
+                    Some(port),
+                )
+            }
+            None => (text, None),
+        };
+        let host = match host.parse::<IpAddr>() {
+            Ok(ip) => ip.to_string(),
+            Err(_) if valid_name(host) => host.to_ascii_lowercase(),
+            Err(_) => {
+                return Err(bad(
+                    "not a host, HOST:PORT or CIDR; write hooks.ops.svc, hooks.ops.svc:8443, \
+                     10.1.2.3 or 10.0.0.0/8",
+                ));
+            }
+        };
+        Ok(UrlRule::Host { host, port })
+    }
+}
+
+/// Whether `name` is a DNS name (letters, digits, `-` and `.`).
+pub(super) fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name
+            .split('.')
+            .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+}
+
+/// An IP address block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cidr {
+    addr: IpAddr,
+    pub(super) prefix: u8,
+}
+
+impl Cidr {
+    /// Whether `ip` is in the block.
+    #[must_use]
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.addr, canonical(ip)) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                prefix_eq(&net.octets(), &ip.octets(), self.prefix)
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                prefix_eq(&net.octets(), &ip.octets(), self.prefix)
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether every address of the block is in `outer`.
+    pub(super) fn within(&self, outer: &Cidr) -> bool {
+        self.prefix >= outer.prefix && outer.contains(self.addr)
+    }
+}
+
+impl FromStr for Cidr {
+    type Err = ();
+
+    fn from_str(text: &str) -> Result<Self, ()> {
+        let (addr, prefix) = text.split_once('/').ok_or(())?;
+        let addr = canonical(addr.parse::<IpAddr>().map_err(drop)?);
+        let prefix: u8 = prefix.parse().map_err(drop)?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        if prefix > max {
+            return Err(());
+        }
+        Ok(Cidr { addr, prefix })
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+/// Whether the first `prefix` bits of `a` and `b` are equal.
+pub(super) fn prefix_eq(a: &[u8], b: &[u8], prefix: u8) -> bool {
+    let bits = usize::from(prefix);
+    let (bytes, rest) = (bits / 8, bits % 8);
+    if a[..bytes] != b[..bytes] {
+        return false;
+    }
+    if rest == 0 {
+        return true;
+    }
+    let mask = 0xffu8 << (8 - rest);
+    a[bytes] & mask == b[bytes] & mask
+}
+
+/// An IPv4-mapped IPv6 address as the IPv4 address it is.
+pub(super) fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 @ IpAddr::V4(_) => v4,
+    }
+}
+
+/// The link-local blocks: `169.254.0.0/16` (the cloud metadata service at `169.254.169.254`)
+/// and `fe80::/10`.
+pub(super) fn link_local() -> [Cidr; 2] {
+    [
+        Cidr {
+            addr: IpAddr::V4(Ipv4Addr::new(169, 254, 0, 0)),
+            prefix: 16,
+        },
+        Cidr {
+            addr: IpAddr::V6(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0)),
+            prefix: 10,
+        },
+    ]
+}
+
+/// A malformed policy entry (a usage error of `informant run`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// A `--hook-allow-exec` entry.
+    #[error("invalid --hook-allow-exec {entry:?}: {why}")]
+    Exec {
+        /// The entry.
+        entry: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// A `--hook-allow-url` entry.
+    #[error("invalid --hook-allow-url {entry:?}: {why}")]
+    Url {
+        /// The entry.
+        entry: String,
+        /// What is wrong.
+        why: String,
+    },
+}

@@ -1,0 +1,241 @@
+//! Unit tests of the hook policy: its entries, the commands and URLs it allows, the addresses
+//! it refuses under any policy, and the Secrets rule.
+
+use super::*;
+
+fn exec(rules: &[&str]) -> Policy {
+    rules.iter().fold(Policy::restricted(), |p, r| {
+        p.allow_exec(r.parse().unwrap())
+    })
+}
+
+fn urls(rules: &[&str]) -> Policy {
+    rules
+        .iter()
+        .fold(Policy::restricted(), |p, r| p.allow_url(r.parse().unwrap()))
+}
+
+fn command(program: &str) -> Vec<String> {
+    vec![program.to_owned(), "arg".to_owned()]
+}
+
+#[test]
+fn exec_entries_are_absolute_paths_or_directories_ending_in_a_slash() {
+    assert_eq!(
+        "/hooks/sync.py".parse::<ExecRule>(),
+        Ok(ExecRule::Path("/hooks/sync.py".into()))
+    );
+    assert_eq!(
+        "/hooks/".parse::<ExecRule>(),
+        Ok(ExecRule::Under("/hooks/".into()))
+    );
+    for bad in [
+        "hooks/sync.py",
+        "python3",
+        "/hooks/../bin/sh",
+        "/hooks/./x",
+        "//x",
+        "",
+    ] {
+        let e = bad.parse::<ExecRule>().unwrap_err();
+        assert!(e.to_string().contains("--hook-allow-exec"), "{e}");
+    }
+}
+
+#[test]
+fn a_restricted_policy_runs_only_the_listed_programs_named_by_absolute_path() {
+    let policy = exec(&["/hooks/", "/usr/local/bin/sync"]);
+    assert_eq!(policy.check_exec(&command("/hooks/cronjob.py")), Ok(()));
+    assert_eq!(policy.check_exec(&command("/usr/local/bin/sync")), Ok(()));
+    let e = policy.check_exec(&command("/usr/bin/curl")).unwrap_err();
+    assert_eq!(
+        e,
+        "spec.hook.exec.command \"/usr/bin/curl\" is not in --hook-allow-exec"
+    );
+    for sneaky in [
+        "/hooks/../usr/bin/curl",
+        "/hooks//x",
+        "/hooks/",
+        "/usr/local/bin/sync2",
+        "/hooksx/a",
+    ] {
+        assert!(policy.check_exec(&command(sneaky)).is_err(), "{sneaky}");
+    }
+    let e = policy.check_exec(&command("python3")).unwrap_err();
+    assert!(e.contains("not an absolute path"), "{e}");
+    assert!(
+        Policy::restricted()
+            .check_exec(&command("/bin/true"))
+            .is_err()
+    );
+    assert_eq!(Policy::open().check_exec(&command("python3")), Ok(()));
+}
+
+#[test]
+fn url_entries_are_hosts_hosts_with_a_port_addresses_or_cidr_blocks() {
+    let host = |h: &str, p: Option<u16>| UrlRule::Host {
+        host: h.into(),
+        port: p,
+    };
+    assert_eq!("Hooks.Ops.svc".parse(), Ok(host("hooks.ops.svc", None)));
+    assert_eq!(
+        "hooks.ops.svc:8443".parse(),
+        Ok(host("hooks.ops.svc", Some(8443)))
+    );
+    assert_eq!("10.1.2.3".parse(), Ok(host("10.1.2.3", None)));
+    assert_eq!("[fd00::1]:443".parse(), Ok(host("fd00::1", Some(443))));
+    assert_eq!("fd00::1".parse(), Ok(host("fd00::1", None)));
+    assert!(matches!("10.0.0.0/8".parse(), Ok(UrlRule::Cidr(_))));
+    for bad in [
+        "10.0.0.0/33",
+        "hooks:0",
+        "hooks:x",
+        "a b",
+        "http://x",
+        "",
+        "x/8",
+    ] {
+        let e = bad.parse::<UrlRule>().unwrap_err();
+        assert!(e.to_string().contains("--hook-allow-url"), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn a_restricted_policy_calls_only_listed_hosts_and_plain_http_only_when_allowed() {
+    let policy = urls(&["hooks.ops.svc:8443", "10.0.0.0/8", "fd00::1"]);
+    assert_eq!(policy.check_url("https://hooks.ops.svc:8443/sync"), Ok(()));
+    assert_eq!(policy.check_url("https://HOOKS.ops.svc:8443/"), Ok(()));
+    assert_eq!(policy.check_url("https://10.9.8.7/"), Ok(()));
+    assert_eq!(policy.check_url("https://[fd00::1]:9443/"), Ok(()));
+    let e = policy.check_url("https://hooks.ops.svc/sync").unwrap_err();
+    assert_eq!(
+        e,
+        "spec.hook.webhook.url host \"hooks.ops.svc:443\" is not in --hook-allow-url"
+    );
+    // A CIDR block admits addresses, not the names that may resolve into it.
+    assert!(policy.check_url("https://other.ops.svc/").is_err());
+    let e = policy.check_url("http://hooks.ops.svc:8443/").unwrap_err();
+    assert!(e.contains("--hook-allow-http"), "{e}");
+    let http = policy.clone().allow_http(true);
+    assert_eq!(http.check_url("http://hooks.ops.svc:8443/"), Ok(()));
+    assert!(
+        Policy::restricted()
+            .allow_http(true)
+            .check_url("http://a/")
+            .is_err()
+    );
+    assert!(policy.check_url("ftp://hooks.ops.svc:8443/").is_err());
+}
+
+#[test]
+fn link_local_addresses_are_refused_under_any_policy_unless_named() {
+    for url in [
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[fe80::1]/",
+        "http://[::ffff:169.254.169.254]/",
+    ] {
+        let e = Policy::open().check_url(url).unwrap_err();
+        assert!(e.contains("is link-local"), "{url}: {e}");
+    }
+    let everything = urls(&["0.0.0.0/0"]).allow_http(true);
+    assert!(everything.check_url("http://10.0.0.1/").is_ok());
+    assert!(
+        everything.check_url("http://169.254.169.254/").is_err(),
+        "0.0.0.0/0 does not name the metadata service"
+    );
+    let named = urls(&["169.254.169.254"]).allow_http(true);
+    assert_eq!(named.check_url("http://169.254.169.254/"), Ok(()));
+    let block = urls(&["169.254.0.0/16"]).allow_http(true);
+    assert_eq!(block.check_url("http://169.254.1.2/"), Ok(()));
+    // Under an open policy an entry only names an exception.
+    let open = Policy::open().allow_url("169.254.169.254".parse().unwrap());
+    assert_eq!(open.check_url("http://169.254.169.254/"), Ok(()));
+    assert_eq!(open.check_url("http://anything.example/"), Ok(()));
+}
+
+#[test]
+fn a_name_that_resolves_to_a_refused_address_is_refused_at_connection() {
+    let policy = urls(&["metadata.example"]).allow_http(true);
+    assert_eq!(policy.check_url("http://metadata.example/"), Ok(()));
+    let address: SocketAddr = "169.254.169.254:80".parse().unwrap();
+    let e = policy
+        .check_address("metadata.example", address)
+        .unwrap_err();
+    assert_eq!(
+        e,
+        "webhook address 169.254.169.254:80 (of metadata.example) is link-local \
+         (169.254.0.0/16); refused unless --hook-allow-url names it"
+    );
+    let mapped: SocketAddr = "[::ffff:169.254.169.254]:80".parse().unwrap();
+    assert!(policy.check_address("metadata.example", mapped).is_err());
+    let fine: SocketAddr = "10.1.2.3:80".parse().unwrap();
+    assert_eq!(policy.check_address("metadata.example", fine), Ok(()));
+}
+
+#[test]
+fn the_api_servers_address_is_refused_unless_named_other_ports_of_its_host_are_not() {
+    let policy = Policy::open().api_server("10.96.0.1", 443);
+    let e = policy.check_url("https://10.96.0.1/api").unwrap_err();
+    assert!(e.contains("is the API server's"), "{e}");
+    assert_eq!(policy.check_url("http://10.96.0.1:8080/"), Ok(()));
+    let by_name = Policy::open().api_server("Kubernetes.default.svc", 443);
+    assert!(
+        by_name
+            .check_url("https://kubernetes.default.svc/")
+            .is_err()
+    );
+    let resolved: SocketAddr = "10.96.0.1:443".parse().unwrap();
+    assert!(
+        by_name
+            .check_resolved("kubernetes", resolved, &[resolved])
+            .is_err()
+    );
+    let named = urls(&["10.96.0.1:443"]).api_server("10.96.0.1", 443);
+    assert_eq!(named.check_url("https://10.96.0.1/"), Ok(()));
+    let wide = urls(&["10.0.0.0/8"]).api_server("10.96.0.1", 443);
+    assert!(
+        wide.check_url("https://10.96.0.1/").is_err(),
+        "a CIDR block wider than the address does not name it"
+    );
+}
+
+fn settings(hook: Hook, owns: &[(&str, &str, &str)]) -> ControllerSettings {
+    ControllerSettings {
+        key: super::super::ControllerKey::new("ops", "c"),
+        for_kind: GroupVersionKind::gvk("", "v1", "ConfigMap"),
+        label_selector: None,
+        field_selector: None,
+        owns: owns
+            .iter()
+            .map(|(g, v, k)| GroupVersionKind::gvk(g, v, k))
+            .collect(),
+        watches: Vec::new(),
+        map_to: Vec::new(),
+        hook,
+        concurrency: 1,
+        resync_period: None,
+        finalizer: None,
+    }
+}
+
+#[test]
+fn secrets_are_sent_to_hooks_only_when_allowed_and_every_broken_rule_is_named() {
+    let hook = Hook::Exec {
+        command: command("/usr/bin/curl"),
+        timeout: std::time::Duration::from_secs(1),
+    };
+    let s = settings(
+        hook,
+        &[("", "v1", "Secret"), ("example.com", "v1", "Secret")],
+    );
+    let refusal = Policy::restricted().refusal(&s).unwrap();
+    assert_eq!(
+        refusal,
+        "spec.hook.exec.command \"/usr/bin/curl\" is not in --hook-allow-exec; spec.owns[0]: \
+         v1 Secret objects are not sent to hooks unless the manager runs with \
+         --hook-allow-secrets"
+    );
+    let allowed = exec(&["/usr/bin/curl"]).allow_secrets(true);
+    assert_eq!(allowed.refusal(&s), None);
+    assert_eq!(Policy::open().refusal(&s), None, "open sends Secrets");
+}
