@@ -90,6 +90,18 @@ fn the_fate_table_counts_every_run_once_under_the_metric_labels_and_no_error_fol
     for reason in ["SuccessfulCreate", "SawCompletedJob", "SuccessfulDelete"] {
         assert_eq!(row(table, reason)[5], 0, "{reason} after the edit\n{table}");
     }
+    // The closing sentence is the table's, not fixed text (issue #33 item 10).
+    let seen = row(table, "SawCompletedJob");
+    let closing = stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    let said = match (seen[0] + seen[1], seen[2]) {
+        (reached, 0) => format!("its {reached} events all reached the API server"),
+        (0, filtered) => format!("None of SawCompletedJob's {filtered} events reached"),
+        (reached, filtered) => format!(
+            "stopped reaching the API server after its first {reached} events: the spam filter \
+             dropped the other {filtered}."
+        ),
+    };
+    assert!(closing.contains(&said), "{said:?} in\n{stdout}");
 }
 
 #[test]

@@ -256,11 +256,13 @@ impl Story<'_> {
         let hook = self.files.hook.as_deref();
         // Before the edit: one CronJob in scope, its reasons share one spam bucket.
         print_first_phase(self.args, hook)?;
+        let started = tokio::time::Instant::now();
         let team_a = self.schedule("team-a").await?;
         let Some([team_a]) = self.phase([team_a]).await? else {
             return Ok(());
         };
         let before = settled(self.tally, self.args.every).await;
+        let first_phase = started.elapsed();
 
         // The edit, while no schedule runs: every event before it is counted before it.
         let (api, every) = (self.args.api, self.args.every);
@@ -293,7 +295,13 @@ impl Story<'_> {
             self.args.runs
         )?;
         out!("{}", fate_table(self.args.api, &before, &after))?;
-        print_closing(self.args.api, hook.is_some(), &self.hook_metrics)?;
+        print_closing(
+            self.args.api,
+            hook.is_some(),
+            &self.hook_metrics,
+            &before,
+            first_phase,
+        )?;
         if self.args.keep_running {
             let (metrics, health) = self.endpoints;
             print_endpoints(&self.files.kubeconfig, metrics, health)?;
