@@ -137,7 +137,7 @@ pub(super) fn print_first_phase(args: &Args, hook: Option<&Path>) -> exit::Resul
 
 /// How often the spam filter's shared bucket gets a token back: the recorder's default qps,
 /// client-go's one per 5 minutes (`tools/record/events_cache.go`).
-const REFILL: Duration = Duration::from_secs(300);
+const REFILL: Duration = Duration::from_mins(5);
 
 /// The fates of the spam filter that let an event reach the API server.
 const REACHED: [&str; 2] = ["created", "patched"];
@@ -284,7 +284,7 @@ mod tests {
     #[test]
     fn a_phase_longer_than_a_refill_does_not_claim_the_dropped_ones_were_the_last() {
         let before = tally(&[("created", 1), ("patched", 9), ("spam_filtered", 40)]);
-        let sentence = spam_sentence("SawCompletedJob", &before, Duration::from_secs(600));
+        let sentence = spam_sentence("SawCompletedJob", &before, Duration::from_mins(10));
         assert!(!sentence.contains("stopped"), "{sentence}");
         assert!(
             sentence.starts_with("10 of SawCompletedJob's 50 events reached the API server"),
