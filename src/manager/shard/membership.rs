@@ -383,7 +383,7 @@ impl Member {
                 Ok(Err(e)) => tracing::warn!(
                     ring = %self.options.ring,
                     lease = %lease_name,
-                    error = %e,
+                    error = %crate::telemetry::error_chain(&e),
                     "shard member could not renew its lease"
                 ),
                 Err(_) => tracing::warn!(
@@ -397,7 +397,7 @@ impl Member {
                 Ok(Ok(())) => read_at = Some(now),
                 Ok(Err(e)) => tracing::warn!(
                     ring = %self.options.ring,
-                    error = %e,
+                    error = %crate::telemetry::error_chain(&e),
                     "shard member could not list the ring's leases"
                 ),
                 Err(_) => tracing::warn!(
@@ -442,7 +442,7 @@ impl Member {
         self.fence.clear();
         self.publish(MemberView::default());
         if let Err(e) = self.api.delete(&lease_name, &DeleteParams::default()).await {
-            tracing::debug!(lease = %lease_name, error = %e, "shard member lease not deleted");
+            tracing::debug!(lease = %lease_name, error = %crate::telemetry::error_chain(&e), "shard member lease not deleted");
         }
         Ok(())
     }
