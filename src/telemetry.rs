@@ -149,23 +149,63 @@ pub fn init_with(default_level: LevelFilter, tally: Option<FateTally>) -> Result
     Ok(Guard { provider })
 }
 
-/// Formats an error with its whole `source()` chain, joined with `: ` (`a: b: c`). Each
-/// error's `Display` covers only its own layer, so this is how a command shows the whole
-/// story. A cause whose text the layer above already ends with is left out: errors of other
-/// crates (kube's `KubeconfigError`) interpolate their source and also return it from
-/// `source()`, which would print it twice.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut out = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !out.ends_with(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = cause.source();
+/// Formats an error with its whole `source()` chain, joined with `: ` (`a: b: c`): the one
+/// formatter of error chains, for the CLI's messages, the logs and the status conditions. Each
+/// error's `Display` covers only its own layer, so this is how a command shows the whole story.
+///
+/// Each cause is printed once, in words (STYLE.md §5):
+///
+/// - a cause whose text the layer above already contains (errors of other crates, kube's
+///   `KubeconfigError` or kube-runtime's watcher errors, interpolate their source and also
+///   return it from `source()`) is not repeated: the layer's text is kept, with the cause's
+///   own rendering in its place;
+/// - an answer of the API server (`kube::Error::Api`, whose `Display` holds the message and a
+///   `Debug` dump of the `Status`, and whose source is the `Status` again) is its message and
+///   its code and reason: `… is forbidden: User "…" cannot get … (403 Forbidden)`.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    if let Some(status) = api_status(error) {
+        return status_words(status);
     }
-    out
+    let text = error.to_string();
+    let Some(cause) = error.source() else {
+        return text;
+    };
+    let cause_text = cause.to_string();
+    let rendered = error_chain(cause);
+    match text.rfind(&cause_text) {
+        Some(at) if !cause_text.is_empty() => {
+            format!(
+                "{}{rendered}{}",
+                &text[..at],
+                &text[at + cause_text.len()..]
+            )
+        }
+        _ => format!("{text}: {rendered}"),
+    }
+}
+
+/// The API server's answer `error` is, if it is one.
+fn api_status<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a kube::core::Status> {
+    match error.downcast_ref::<kube::Error>() {
+        Some(kube::Error::Api(status)) => Some(status),
+        _ => error.downcast_ref::<kube::core::Status>(),
+    }
+}
+
+/// An answer of the API server in words: its message, then its code and reason.
+fn status_words(status: &kube::core::Status) -> String {
+    let code = match (status.code, status.reason.as_str()) {
+        (0, "") => String::new(),
+        (0, reason) => reason.to_owned(),
+        (code, "") => code.to_string(),
+        (code, reason) => format!("{code} {reason}"),
+    };
+    match (status.message.as_str(), code.as_str()) {
+        ("", "") => "the API server refused the request".to_owned(),
+        ("", code) => format!("the API server answered {code}"),
+        (message, "") => message.to_owned(),
+        (message, code) => format!("{message} ({code})"),
+    }
 }
 
 /// Counts the `event` spans the recorder closes, by reason and fate: the same trace an OTLP
@@ -288,6 +328,51 @@ mod tests {
             error_chain(&error),
             "failed to read kubeconfig: no such file"
         );
+    }
+
+    /// A layer of ours over kube's error, as `config::source::Error::Get` is.
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot read cacheconfig informant-system/informant")]
+    struct Ours(#[source] kube::Error);
+
+    /// kube-runtime's habit: the source interpolated and returned.
+    #[derive(Debug, thiserror::Error)]
+    #[error("failed to perform initial object list: {0}")]
+    struct Watcher(#[source] kube::Error);
+
+    fn forbidden() -> kube::Error {
+        kube::Error::Api(Box::new(
+            kube::core::Status::failure(
+                "cacheconfigs.informant.dev \"informant\" is forbidden: User \"system:serviceaccount:a:b\" cannot get resource \"cacheconfigs\"",
+                "Forbidden",
+            )
+            .with_code(403),
+        ))
+    }
+
+    /// Issue #33 item 9: a 403 printed its message three times and a `Debug` dump of the
+    /// `Status`.
+    #[test]
+    fn an_api_servers_answer_is_its_message_once_with_its_code_in_words() {
+        let chain = error_chain(&Ours(forbidden()));
+        assert_eq!(
+            chain,
+            "cannot read cacheconfig informant-system/informant: cacheconfigs.informant.dev \
+             \"informant\" is forbidden: User \"system:serviceaccount:a:b\" cannot get resource \
+             \"cacheconfigs\" (403 Forbidden)"
+        );
+        let interpolated = error_chain(&Watcher(forbidden()));
+        assert_eq!(
+            interpolated.matches("is forbidden").count(),
+            1,
+            "{interpolated}"
+        );
+        assert!(!interpolated.contains("Status {"), "{interpolated}");
+        assert!(
+            interpolated.starts_with("failed to perform initial object list: cacheconfigs"),
+            "{interpolated}"
+        );
+        assert!(interpolated.ends_with("(403 Forbidden)"), "{interpolated}");
     }
 
     /// The lines `filter(level, rust_log)` lets through of: notify's info and warn, and

@@ -137,16 +137,16 @@ impl CrdWatch {
                             // Retrying will not help (RBAC, no CRD API): stop here, and let
                             // discovery tell which kinds are served.
                             tracing::warn!(
-                                error = %error,
+                                error = %crate::telemetry::error_chain(&error),
                                 "cannot list or watch CustomResourceDefinitions: custom kinds are \
                                  looked up by discovery at a fixed period instead (grant list and \
                                  watch on customresourcedefinitions to follow CRDs as they change)"
                             );
-                            refused.send_replace(Some(error.to_string()));
+                            refused.send_replace(Some(crate::telemetry::error_chain(&error)));
                             return;
                         }
                         Some(Err(error)) => {
-                            tracing::warn!(error = %error, "cannot list or watch CustomResourceDefinitions");
+                            tracing::warn!(error = %crate::telemetry::error_chain(&error), "cannot list or watch CustomResourceDefinitions");
                             false
                         }
                         Some(Ok(watcher::Event::Init)) => {

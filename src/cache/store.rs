@@ -475,7 +475,7 @@ fn compact_event(event: &watcher::Event<DynamicObject>) -> Option<watcher::Event
         Err(error) => {
             tracing::warn!(
                 object.ref = %format!("{}/{}", obj.metadata.namespace.as_deref().unwrap_or(""), obj.metadata.name.as_deref().unwrap_or("")),
-                error = %error,
+                error = %crate::telemetry::error_chain(&error),
                 "object can not be cached"
             );
             None

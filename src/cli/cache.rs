@@ -93,13 +93,13 @@ pub struct Args {
 /// A `--kubeconfig` that can not be read exits 66, one that is not a kubeconfig 64, any other
 /// failure 1.
 pub async fn client(kubeconfig: Option<&PathBuf>) -> exit::Result<kube::Client> {
-    let failed = |e: &dyn std::error::Error| Failure::new(exit::FAILURE, e);
+    let failed = |e: &(dyn std::error::Error + 'static)| Failure::new(exit::FAILURE, e);
     kube::Client::try_from(config(kubeconfig).await?).map_err(|e| failed(&e))
 }
 
 /// The client configuration of [`client`], with the same exit codes.
 pub async fn config(kubeconfig: Option<&PathBuf>) -> exit::Result<kube::Config> {
-    let failed = |e: &dyn std::error::Error| Failure::new(exit::FAILURE, e);
+    let failed = |e: &(dyn std::error::Error + 'static)| Failure::new(exit::FAILURE, e);
     Ok(match kubeconfig {
         Some(path) => {
             // Read here rather than by kube's `Kubeconfig::read_from`, whose message quotes the
@@ -132,7 +132,7 @@ pub async fn config(kubeconfig: Option<&PathBuf>) -> exit::Result<kube::Config> 
 }
 
 fn render(objects: &[Arc<DynamicObject>], output: Output, single: bool) -> exit::Result<String> {
-    let software = |e: &dyn std::error::Error| Failure::new(exit::SOFTWARE, e);
+    let software = |e: &(dyn std::error::Error + 'static)| Failure::new(exit::SOFTWARE, e);
     let objects: Vec<&DynamicObject> = objects.iter().map(|o| &**o).collect();
     match (output, single, objects.first()) {
         (Output::Name, ..) => Ok(objects
@@ -173,7 +173,7 @@ pub async fn run(args: &Args) -> exit::Result {
             "a resource cannot be retrieved by name across all namespaces",
         ));
     }
-    let usage = |flag: &str, e: &dyn std::error::Error| {
+    let usage = |flag: &str, e: &(dyn std::error::Error + 'static)| {
         Failure::message(exit::USAGE, format!("{flag}: {}", exit::error_chain(e)))
     };
     let label_selector = (args.selector.as_deref())

@@ -69,7 +69,7 @@ pub struct Failure {
 
 impl Failure {
     /// A failure with `code`, printing `error` and its whole `source()` chain.
-    pub fn new(code: u8, error: &dyn std::error::Error) -> Self {
+    pub fn new(code: u8, error: &(dyn std::error::Error + 'static)) -> Self {
         Self {
             code,
             message: Some(error_chain(error)),

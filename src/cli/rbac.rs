@@ -191,7 +191,7 @@ async fn check(args: &Args, rules: &rbac::Rules, namespace: &str) -> exit::Resul
     if let Some((ns, name)) = &impersonated {
         config.auth_info.impersonate = Some(format!("system:serviceaccount:{ns}:{name}"));
     }
-    let failed = |e: &dyn std::error::Error| Failure::new(exit::FAILURE, e);
+    let failed = |e: &(dyn std::error::Error + 'static)| Failure::new(exit::FAILURE, e);
     let client = kube::Client::try_from(config).map_err(|e| failed(&e))?;
     let missing = access::missing(&client, rules)
         .await

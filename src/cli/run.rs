@@ -155,12 +155,24 @@ pub struct Args {
 
     /// Test only: members act on their new share at once, without waiting for its previous
     /// owner to let go (the bug an overlap checker must catch).
-    #[arg(
-        long,
-        hide = true,
-        env = "INFORMANT_SHARD_SKIP_HANDOVER",
-        help_heading = "Sharding"
+    //
+    // Only in debug builds: it turns off the at-most-one-owner guarantee, so no release build
+    // (the image's, `cargo install`'s) may accept it; a release `informant run` rejects the
+    // flag as unknown (exit 2) and ignores the variable. `debug_assertions` rather than a
+    // cargo feature: the overlap checker's negative demonstration (tests/manager/
+    // shard_processes.rs) runs the debug binary a plain `cargo test` builds, and would
+    // otherwise need `--features` or be lost. Field kept (as `false`) in release builds, so
+    // the options need no cfg of their own.
+    #[cfg_attr(
+        debug_assertions,
+        arg(
+            long,
+            hide = true,
+            env = "INFORMANT_SHARD_SKIP_HANDOVER",
+            help_heading = "Sharding"
+        )
     )]
+    #[cfg_attr(not(debug_assertions), arg(skip))]
     pub shard_skip_handover: bool,
 
     /// How long stopping may take (Go duration: 30s, 1m30s).

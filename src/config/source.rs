@@ -338,9 +338,9 @@ impl ResourceWatcher {
                 Some(Ok(None)) => self.on_absent(),
                 Some(Err(error)) => {
                     if crate::cache::is_permanent(&error) {
-                        tracing::warn!(error = %error, "cannot watch the cacheconfig; retrying");
+                        tracing::warn!(error = %crate::telemetry::error_chain(&error), "cannot watch the cacheconfig; retrying");
                     } else {
-                        tracing::debug!(error = %error, "cacheconfig watch retrying");
+                        tracing::debug!(error = %crate::telemetry::error_chain(&error), "cacheconfig watch retrying");
                     }
                 }
             }
@@ -505,7 +505,7 @@ fn log(outcome: &ReloadOutcome) {
     match outcome {
         ReloadOutcome::Applied(_) => tracing::debug!("cacheconfig applied"),
         ReloadOutcome::Rejected { error } => tracing::debug!(
-            error = %error,
+            error = %crate::telemetry::error_chain(error),
             errors = error.field_errors().len(),
             "cacheconfig rejected; keeping the last good config"
         ),

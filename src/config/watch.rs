@@ -341,7 +341,7 @@ impl Watcher {
                 // As vector does: the error may hide a change, so reload speculatively and let
                 // content comparison decide.
                 tracing::warn!(
-                    error = %error,
+                    error = %crate::telemetry::error_chain(&error),
                     "file-system watcher error; reloading the cacheconfig in case it changed"
                 );
                 Ok(true)
@@ -357,7 +357,7 @@ impl Watcher {
             let _ = self.notify.unwatch(p);
             if let Err(error) = self.notify.watch(p, RecursiveMode::NonRecursive) {
                 // The file may be missing mid-swap; the directory watch sees it come back.
-                tracing::debug!(error = %error, watch.path = %p.display(), "cannot re-add watch");
+                tracing::debug!(error = %crate::telemetry::error_chain(&error), watch.path = %p.display(), "cannot re-add watch");
             }
         }
     }
@@ -407,7 +407,7 @@ impl Watcher {
             }
             Err(error) => {
                 tracing::debug!(
-                    error = %error,
+                    error = %crate::telemetry::error_chain(&error),
                     errors = error.field_errors().len(),
                     "cacheconfig rejected; keeping the last good config"
                 );

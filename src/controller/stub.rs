@@ -319,7 +319,7 @@ fn unreadable(
     ctx: &Context,
     series: &Series,
 ) -> Action {
-    let error_text = crate::telemetry::error_chain(&error);
+    let error_text = crate::telemetry::error_chain(error);
     if error.is_retryable() {
         ctx.failed(key.clone());
         let wait = super::error_backoff(ctx.failures_of(key));

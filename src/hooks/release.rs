@@ -104,14 +104,14 @@ async fn release_all(ctx: &Context, held: &Held) -> Released {
         // The kind is not served any more: none of its objects is left to hold.
         Err(cache::Error::UnknownKind { .. }) => return Released::default(),
         Err(e) => {
-            tracing::warn!(controller = %held.controller, error = %e, "cannot resolve the kind to release");
+            tracing::warn!(controller = %held.controller, error = %crate::telemetry::error_chain(&e), "cannot resolve the kind to release");
             return failed;
         }
     };
     let objects = match ensure_and_list(ctx, &held.for_kind).await {
         Ok(objects) => objects,
         Err(e) => {
-            tracing::warn!(controller = %held.controller, error = %e, "cannot list the objects to release");
+            tracing::warn!(controller = %held.controller, error = %crate::telemetry::error_chain(&e), "cannot list the objects to release");
             return failed;
         }
     };
@@ -141,7 +141,7 @@ async fn release_all(ctx: &Context, held: &Held) -> Released {
             }
             Err(e) => {
                 tracing::warn!(controller = %held.controller, object.ref = %describe(object),
-                    error = %e, "cannot release the object's finalizer");
+                    error = %crate::telemetry::error_chain(&e), "cannot release the object's finalizer");
                 result.failed += 1;
             }
         }
@@ -280,7 +280,7 @@ pub(super) async fn hold_controller(client: &kube::Client, resource: &Controller
         Ok(()) => {}
         Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {}
         Err(e) => {
-            tracing::warn!(controller = %describe(&object), error = %e,
+            tracing::warn!(controller = %describe(&object), error = %crate::telemetry::error_chain(&e),
                 "cannot add the release finalizer to the controller");
         }
     }
@@ -304,7 +304,7 @@ pub(super) async fn let_go_of_controller(client: &kube::Client, namespace: &str,
                 "the controller kept changing; its release finalizer is removed on a later pass");
         }
         Err(e) => {
-            tracing::warn!(controller = %format!("{namespace}/{name}"), error = %e,
+            tracing::warn!(controller = %format!("{namespace}/{name}"), error = %crate::telemetry::error_chain(&e),
                 "cannot remove the release finalizer from the controller");
         }
     }

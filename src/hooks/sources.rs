@@ -66,7 +66,7 @@ pub async fn follow_file(
         match std::fs::read_to_string(path) {
             Ok(text) => desired_from_text(&text, &origin, &state),
             Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "cannot read the controllers of the config file");
+                tracing::warn!(path = %path.display(), error = %crate::telemetry::error_chain(&e), "cannot read the controllers of the config file");
                 None
             }
         }
@@ -140,7 +140,7 @@ pub async fn follow_namespace(
                             missing_crd_said = true;
                         }
                     } else {
-                        tracing::warn!(%namespace, error = %e, "watching controllers failed, retrying");
+                        tracing::warn!(%namespace, error = %crate::telemetry::error_chain(&e), "watching controllers failed, retrying");
                     }
                     continue;
                 }

@@ -490,7 +490,7 @@ impl Supervisor {
         let label = name.to_owned();
         let task = tokio::spawn(async move {
             if let Err(e) = hook.run(ctx, token).await {
-                tracing::error!(controller = %label, error = %e, "hook controller stopped");
+                tracing::error!(controller = %label, error = %crate::telemetry::error_chain(&e), "hook controller stopped");
             }
         });
         self.progress.send_modify(|p| p.starts += 1);

@@ -186,7 +186,7 @@ impl ReloadLoop<'_> {
         let change = match self.reloader.rescope().await {
             Ok(change) => change,
             Err(error) => {
-                tracing::warn!(error = %error, "cannot plan the cache for the cluster's namespaces");
+                tracing::warn!(error = %crate::telemetry::error_chain(&error), "cannot plan the cache for the cluster's namespaces");
                 return;
             }
         };

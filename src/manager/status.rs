@@ -105,7 +105,7 @@ impl Validity {
     pub fn from_error(error: &config::Error) -> Self {
         let fields = error.field_errors();
         let errors = if fields.is_empty() {
-            vec![error_chain(error)]
+            vec![crate::telemetry::error_chain(error)]
         } else {
             fields.iter().map(ToString::to_string).collect()
         };
@@ -411,17 +411,6 @@ fn truncate(message: String) -> String {
     let mut cut: String = message.chars().take(MAX_MESSAGE_CHARS - 1).collect();
     cut.push('…');
     cut
-}
-
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut out = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        out.push_str(": ");
-        out.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    out
 }
 
 /// Result of [`StatusWriter::write`].

@@ -202,7 +202,7 @@ pub(crate) async fn deliver<S: Sink>(
         match write_once(sink, latency, event, correlation).await {
             Ok(fate) => return Delivery { fate, tries },
             Err(e) if !e.is_retryable() => {
-                tracing::warn!(error = %e, tries, "server rejected event, not retrying");
+                tracing::warn!(error = %crate::telemetry::error_chain(&e), tries, "server rejected event, not retrying");
                 return Delivery {
                     fate: Fate::Rejected,
                     tries,
@@ -210,13 +210,13 @@ pub(crate) async fn deliver<S: Sink>(
             }
             Err(e) => {
                 if tries >= max_tries {
-                    tracing::warn!(error = %e, tries, "cannot write event, retry limit reached");
+                    tracing::warn!(error = %crate::telemetry::error_chain(&e), tries, "cannot write event, retry limit reached");
                     return Delivery {
                         fate: Fate::Failed,
                         tries,
                     };
                 }
-                tracing::debug!(error = %e, tries, "cannot write event, will retry");
+                tracing::debug!(error = %crate::telemetry::error_chain(&e), tries, "cannot write event, will retry");
                 // client-go randomizes the first sleep so clients don't retry in lockstep.
                 let wait = if tries == 1 {
                     options.retry_interval.mul_f64(rand::random::<f64>())

@@ -3,15 +3,19 @@
 //! reason has its own bucket (on events.k8s.io/v1: one series per reason before the edit, an
 //! Event per note after it), ends with no error line, and leaves no temporary directory;
 //! `--keep-running` prints the table before it waits for Ctrl-C, hints whose addresses answer
-//! their paths, and keeps its directory.
+//! their paths, and keeps its directory (a fresh one, random name, mode 0700).
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt as _;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// The directory a demo with process id `pid` writes its files to.
-fn demo_dir(pid: u32) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("informant-demo-{pid}"))
+/// What a demo left in `tmp`, its `TMPDIR`: the directories it made there.
+fn left_in(tmp: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(tmp)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect()
 }
 
 /// The numbers of `reason`'s row: before the edit then after, in the header's fate order.
@@ -29,14 +33,15 @@ fn row(table: &str, reason: &str) -> Vec<u64> {
 #[test]
 fn the_fate_table_counts_every_run_once_under_the_metric_labels_and_no_error_follows() {
     let runs = 12;
+    let tmp = tempfile::tempdir().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_informant"))
         .args(["demo", "--runs", &runs.to_string(), "--every", "50ms"])
         .env_remove("RUST_LOG")
+        .env("TMPDIR", tmp.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = child.id();
     let stdout = child.stdout.take().unwrap();
     let out = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap());
     let status = child.wait().unwrap();
@@ -44,7 +49,11 @@ fn the_fate_table_counts_every_run_once_under_the_metric_labels_and_no_error_fol
     let stderr = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
     assert!(status.success(), "{stdout}\n{stderr}");
     assert_eq!(stderr, "", "no log line at all, let alone an ERROR");
-    assert!(!demo_dir(pid).exists(), "the demo removes its directory");
+    assert_eq!(
+        left_in(tmp.path()),
+        [] as [std::path::PathBuf; 0],
+        "the demo removes its directory"
+    );
 
     let table = stdout
         .split("6. Fates")
@@ -81,6 +90,18 @@ fn the_fate_table_counts_every_run_once_under_the_metric_labels_and_no_error_fol
     for reason in ["SuccessfulCreate", "SawCompletedJob", "SuccessfulDelete"] {
         assert_eq!(row(table, reason)[5], 0, "{reason} after the edit\n{table}");
     }
+    // The closing sentence is the table's, not fixed text (issue #33 item 10).
+    let seen = row(table, "SawCompletedJob");
+    let closing = stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    let said = match (seen[0] + seen[1], seen[2]) {
+        (reached, 0) => format!("its {reached} events all reached the API server"),
+        (0, filtered) => format!("None of SawCompletedJob's {filtered} events reached"),
+        (reached, filtered) => format!(
+            "stopped reaching the API server after its first {reached} events: the spam filter \
+             dropped the other {filtered}."
+        ),
+    };
+    assert!(closing.contains(&said), "{said:?} in\n{stdout}");
 }
 
 #[test]
@@ -152,9 +173,11 @@ fn on_events_k8s_io_v1_the_table_counts_series_fates_and_the_edit_makes_every_no
 
 #[test]
 fn keep_running_prints_the_table_first_and_keeps_its_directory() {
+    let tmp = tempfile::tempdir().unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_informant"))
         .args(["demo", "--runs", "2", "--every", "50ms", "--keep-running"])
         .env_remove("RUST_LOG")
+        .env("TMPDIR", tmp.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -207,12 +230,27 @@ fn keep_running_prints_the_table_first_and_keeps_its_directory() {
         .expect("the demo stops on SIGINT");
     assert!(status.success(), "{rest}\n{stderr}");
     assert_eq!(stderr, "", "no error line on the way out");
-    let dir = demo_dir(pid);
-    let kept = dir.exists();
-    let printed = format!("{text}\n{rest}").contains(&dir.display().to_string());
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(kept, "--keep-running keeps {}", dir.display());
-    assert!(printed, "and says where it is\n{text}");
+    let kept = left_in(tmp.path());
+    assert_eq!(
+        kept.len(),
+        1,
+        "--keep-running keeps its one directory: {kept:?}"
+    );
+    let dir = &kept[0];
+    assert!(
+        format!("{text}\n{rest}").contains(&dir.display().to_string()),
+        "and says where it is\n{text}"
+    );
+    // Issue #33 item 7: a directory of its own, not one of a name another user can foresee.
+    let name = dir.file_name().unwrap().to_str().unwrap();
+    assert!(name.starts_with("informant-demo-"), "{name}");
+    assert_ne!(
+        name,
+        format!("informant-demo-{pid}"),
+        "a random name, not the pid"
+    );
+    let mode = std::fs::metadata(dir).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700, "only its user may enter it: {mode:o}");
 }
 
 /// The status code of `GET path` on `addr` (HTTP/1.1, one connection).

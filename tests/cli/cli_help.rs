@@ -67,6 +67,30 @@ fn run_help_groups_its_flags_and_verbose_is_not_among_leader_election() {
     );
 }
 
+/// Issue #33 item 6: the test-only switch that turns off the at-most-one-owner guarantee is in
+/// no `--help`, and only debug builds know it (the overlap checker's demonstration runs the
+/// debug binary); a release build rejects it as unknown (the image's harness checks the
+/// release binary; `cargo test --release` checks it here).
+#[test]
+fn the_test_only_skip_handover_switch_is_hidden_and_only_debug_builds_know_it() {
+    let help = text(&informant(&["run", "--help"]).stdout);
+    assert!(help.contains("--shard-identity"), "{help}");
+    assert!(!help.contains("skip-handover"), "{help}");
+    assert!(!help.contains("SKIP_HANDOVER"), "{help}");
+    // `--help` after it: parsed (known) or refused (unknown), but nothing started.
+    let out = informant(&["run", "--shard-skip-handover", "--help"]);
+    let stderr = text(&out.stderr);
+    if cfg!(debug_assertions) {
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+    } else {
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("unexpected argument '--shard-skip-handover'"),
+            "{stderr}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn cache_list_takes_kubectls_all_namespaces() {
     let server = TestServer::start().await.unwrap();

@@ -231,3 +231,47 @@ async fn while_a_permission_is_missing_the_check_runs_again_and_sees_a_grant() {
     shutdown.cancel();
     support::stopped(run).await;
 }
+
+/// Issue #33 item 9: a 403 at start printed the API server's message three times and a `Debug`
+/// dump of its `Status` in one line. `informant run` holding a token without any grant prints
+/// the refusal once, in words, with its code.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_start_the_server_refuses_prints_its_answer_once_in_words() {
+    let (server, _admin) = support::server_with_informant_crds_rbac().await;
+    for object in [
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": {"name": NAME, "namespace": NS}}),
+    ] {
+        server.handle().create(object).unwrap();
+    }
+    let token = server.token(NS, NAME).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let text = informant::yaml::to_string(&server.handle().kubeconfig_with_token(Some(&token)));
+    std::fs::write(&kubeconfig, text.unwrap()).unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_informant"))
+        .args(["run", "--cache-config", &format!("{NS}/{NAME}")])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--metrics-addr", "0", "--health-addr", "0"])
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let refusal = "cannot get resource \"cacheconfigs\"";
+    assert_eq!(stderr.matches(refusal).count(), 1, "once:\n{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "informant run: cannot read cacheconfig {NS}/{NAME} to start from it: "
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("(403 Forbidden)"), "{stderr}");
+    for dump in ["Status {", "ApiError", "Some(Failure)"] {
+        assert!(!stderr.contains(dump), "no {dump:?} dump:\n{stderr}");
+    }
+}

@@ -189,3 +189,27 @@ async fn a_member_cut_off_fences_itself_before_the_others_count_it_gone() {
         m.stop().await;
     }
 }
+
+/// Issue #33 item 12: on a starved machine a renewal takes longer than the retry period, well
+/// within the renew deadline. Each attempt was cut at one retry period, so such a member fenced
+/// itself, came back and fenced itself again. Here every request takes 150 ms: a renewal (GET
+/// and PUT) 300 ms, above the 200 ms retry period; the member becomes active and stays so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_whose_renewals_outlast_the_retry_period_but_not_the_deadline_stays_active() {
+    let (s, client) = server().await;
+    s.handle().set_latency(Duration::from_millis(150));
+    let mut slow = start(client, "slow");
+    slow.until("the slow member to be active", |v| {
+        v.active && v.members == set(&["slow"])
+    })
+    .await;
+    // Longer than the renew deadline and than the lease: it would have fallen by now.
+    let lease = membership("slow").lease_duration;
+    let fell = tokio::time::timeout(2 * lease, slow.view.wait_for(|v| !v.active))
+        .await
+        .map(|view| view.map(|v| v.clone()));
+    assert!(fell.is_err(), "the member stopped acting: {fell:?}");
+    assert!(slow.fence.holds());
+    s.handle().set_latency(Duration::ZERO);
+    slow.stop().await;
+}

@@ -260,7 +260,10 @@ impl Fleet {
         .await
         .unwrap();
         let client = server.client().await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
+        let mut dir = tempfile::tempdir().unwrap();
+        if std::env::var_os(KEEP_ENV).is_some() {
+            dir.disable_cleanup(true);
+        }
         let hook = HookServer::start().await;
         Self {
             server,
@@ -729,6 +732,16 @@ spec:
     /// What a failure shows: the members, their claims, the end of each one's standard error.
     pub fn report(&self) -> String {
         let mut out = String::new();
+        let kept = if std::env::var_os(KEEP_ENV).is_some() {
+            "kept".to_owned()
+        } else {
+            format!("removed at the end; set {KEEP_ENV}=1 to keep them")
+        };
+        let _ = writeln!(
+            out,
+            "the members' configs and logs are in {} ({kept})",
+            self.dir.path().display()
+        );
         for m in &self.members {
             let stderr = m.stderr();
             let tail: Vec<&str> = stderr.lines().rev().take(15).collect();
@@ -759,6 +772,10 @@ pub fn changed(
         .map(|(o, m)| (o.clone(), m.clone()))
         .collect()
 }
+
+/// Set (to anything), the harness keeps its working directory (the members' configs, standard
+/// errors and reconcile logs) after the test, for reading after a failure.
+pub const KEEP_ENV: &str = "INFORMANT_SHARD_KEEP";
 
 /// The environment variable of the runtime's test switch that skips the hand-over wait.
 pub const SKIP_HANDOVER_ENV: &str = "INFORMANT_SHARD_SKIP_HANDOVER";

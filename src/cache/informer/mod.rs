@@ -193,22 +193,6 @@ pub fn skip_relist_after_gone(on: bool) {
     SKIP_RELIST.store(on, Ordering::SeqCst);
 }
 
-/// Formats an error with its sources, skipping a source whose text the outer message already
-/// contains (kube-rs interpolates its sources).
-fn chain_without_repeats(error: &dyn std::error::Error) -> String {
-    let mut out = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = cause.source();
-    }
-    out
-}
-
 impl Informer {
     /// Creates an informer; nothing runs until [`Informer::start`] (or
     /// [`Informer::run_events`] in tests).
@@ -447,7 +431,7 @@ impl Informer {
                 }
                 Some(Err(error)) => {
                     let permanent = is_permanent(&error);
-                    let reason = chain_without_repeats(&error);
+                    let reason = crate::telemetry::error_chain(&error);
                     if permanent {
                         tracing::warn!(error = %reason, "informer can not list or watch");
                     } else {

@@ -117,25 +117,41 @@ struct Files {
 /// nothing talks to a server that is gone. Its temporary directory is removed, unless
 /// `--keep-running` (which prints its path).
 pub async fn run(args: Args, shutdown: CancellationToken, tally: FateTally) -> exit::Result<()> {
-    let dir = std::env::temp_dir().join(format!("informant-demo-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| software("cannot create a directory", &e))?;
+    let dir = private_dir(&std::env::temp_dir())
+        .map_err(|e| software("cannot create a directory", &e))?;
+    let path = dir.path().to_owned();
     let tracker = TaskTracker::new();
     // Not a child of `shutdown`: Ctrl-C stops the manager first, the server after it.
     let server_stop = CancellationToken::new();
-    let outcome = match start_api_server(&tracker, &server_stop, &dir, &args).await {
+    let outcome = match start_api_server(&tracker, &server_stop, &path, &args).await {
         Ok(files) => story(&args, &files, &tracker, &shutdown, &tally).await,
         Err(e) => Err(e),
     };
     server_stop.cancel();
     tracker.close();
     tracker.wait().await;
-    if !args.keep_running
-        && let Err(e) = std::fs::remove_dir_all(&dir)
+    if args.keep_running {
+        // Printed by the story (`its files stay in …`), removed by the user.
+        let _kept = dir.keep();
+    } else if let Err(e) = dir.close()
         && outcome.is_ok()
     {
-        return Err(software(&format!("cannot remove {}", dir.display()), &e));
+        return Err(software(&format!("cannot remove {}", path.display()), &e));
     }
     outcome
+}
+
+/// A directory of the demo's own in `parent`: `informant-demo-` and a random suffix, created
+/// (never reused: it fails if the name exists, and another name is tried) with mode 0700. The
+/// demo runs the hook it writes there: a predictable name (the pid) would let another local
+/// user create the directory first and change the hook, and a readable one would show the
+/// kubeconfig. Removed when dropped.
+fn private_dir(parent: &Path) -> std::io::Result<tempfile::TempDir> {
+    use std::os::unix::fs::PermissionsExt as _;
+    tempfile::Builder::new()
+        .prefix("informant-demo-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir_in(parent)
 }
 
 /// The manager, the schedules and the story; returns once the manager has stopped.
@@ -242,11 +258,13 @@ impl Story<'_> {
         let hook = self.files.hook.as_deref();
         // Before the edit: one CronJob in scope, its reasons share one spam bucket.
         print_first_phase(self.args, hook)?;
+        let started = tokio::time::Instant::now();
         let team_a = self.schedule("team-a").await?;
         let Some([team_a]) = self.phase([team_a]).await? else {
             return Ok(());
         };
         let before = settled(self.tally, self.args.every).await;
+        let first_phase = started.elapsed();
 
         // The edit, while no schedule runs: every event before it is counted before it.
         let (api, every) = (self.args.api, self.args.every);
@@ -279,7 +297,13 @@ impl Story<'_> {
             self.args.runs
         )?;
         out!("{}", fate_table(self.args.api, &before, &after))?;
-        print_closing(self.args.api, hook.is_some(), &self.hook_metrics)?;
+        print_closing(
+            self.args.api,
+            hook.is_some(),
+            &self.hook_metrics,
+            &before,
+            first_phase,
+        )?;
         if self.args.keep_running {
             let (metrics, health) = self.endpoints;
             print_endpoints(&self.files.kubeconfig, metrics, health)?;
@@ -452,4 +476,36 @@ async fn cronjob_object(client: &kube::Client, namespace: &str) -> exit::Result<
         .get("hello")
         .await
         .map_err(|e| software("cannot read the seeded CronJob", &e))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::private_dir;
+
+    /// Issue #33 item 7: `/tmp/informant-demo-<pid>` was made with `create_dir_all`, which
+    /// takes a directory another local user created first.
+    #[test]
+    fn each_demo_gets_a_fresh_directory_only_its_user_can_enter() {
+        let parent = tempfile::tempdir().unwrap();
+        // The old predictable name, prepared by someone else: never used.
+        let old = parent
+            .path()
+            .join(format!("informant-demo-{}", std::process::id()));
+        std::fs::create_dir(&old).unwrap();
+        let first = private_dir(parent.path()).unwrap();
+        let second = private_dir(parent.path()).unwrap();
+        for dir in [&first, &second] {
+            let name = dir.path().file_name().unwrap().to_str().unwrap();
+            assert!(name.starts_with("informant-demo-"), "{name}");
+            assert_ne!(dir.path(), old, "the predictable name is not taken over");
+            let mode = std::fs::metadata(dir.path()).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o700, "{name}: {mode:o}");
+        }
+        assert_ne!(first.path(), second.path(), "two demos, two directories");
+        let path = first.path().to_owned();
+        first.close().unwrap();
+        assert!(!path.exists(), "removed at the end");
+    }
 }

@@ -135,8 +135,67 @@ pub(super) fn print_first_phase(args: &Args, hook: Option<&Path>) -> exit::Resul
     Ok(())
 }
 
-/// The closing lines under the fate table.
-pub(super) fn print_closing(api: Api, hooks: bool, hook_metrics: &HookMetrics) -> exit::Result {
+/// How often the spam filter's shared bucket gets a token back: the recorder's default qps,
+/// client-go's one per 5 minutes (`tools/record/events_cache.go`).
+const REFILL: Duration = Duration::from_mins(5);
+
+/// The fates of the spam filter that let an event reach the API server.
+const REACHED: [&str; 2] = ["created", "patched"];
+
+/// What the tally `before` (`(reason, fate) → events` before the edit) says of `reason`'s
+/// events on core/v1: how many reached the API server, how many the spam filter dropped, and,
+/// when the phase took less than a refill of the bucket (`phase < REFILL`: once empty it stayed
+/// empty, so the ones that got through were the first), after which event it stopped. A
+/// sentence, without the leading spaces; true whatever the tally holds (issue #33 item 10).
+pub(super) fn spam_sentence(
+    reason: &str,
+    before: &BTreeMap<(String, String), u64>,
+    phase: Duration,
+) -> String {
+    let count = |fate: &str| {
+        before
+            .get(&(reason.to_owned(), fate.to_owned()))
+            .copied()
+            .unwrap_or(0)
+    };
+    let reached: u64 = REACHED.iter().map(|f| count(f)).sum();
+    let filtered = count("spam_filtered");
+    let events = |n: u64| if n == 1 { "event" } else { "events" };
+    match (reached, filtered) {
+        (0, 0) => format!("{reason} recorded no event before the edit."),
+        (_, 0) => format!(
+            "{reason} was never spam-filtered: its {reached} {} all reached the API server.",
+            events(reached)
+        ),
+        (0, _) => format!(
+            "None of {reason}'s {filtered} {} reached the API server: the spam filter dropped \
+             every one.",
+            events(filtered)
+        ),
+        _ if phase < REFILL => format!(
+            "{reason} stopped reaching the API server after its first {reached} {}: the spam \
+             filter dropped the other {filtered}.",
+            events(reached)
+        ),
+        _ => format!(
+            "{reached} of {reason}'s {} events reached the API server and the spam filter \
+             dropped {filtered} (the bucket got tokens back during the {}, so not only the \
+             last ones).",
+            reached + filtered,
+            humanize(phase)
+        ),
+    }
+}
+
+/// The closing lines under the fate table; `before` is the tally before the edit and `phase`
+/// how long that phase took.
+pub(super) fn print_closing(
+    api: Api,
+    hooks: bool,
+    hook_metrics: &HookMetrics,
+    before: &BTreeMap<(String, String), u64>,
+    phase: Duration,
+) -> exit::Result {
     if hooks {
         outln!(
             "\n   The Python hook answered {} calls ({} failed); its SawCompletedJob events went \
@@ -155,14 +214,10 @@ pub(super) fn print_closing(api: Api, hooks: bool, hook_metrics: &HookMetrics) -
         "the three reasons"
     };
     match api {
-        Api::V1 if hooks => outln!(
-            "\n   Before the edit {reasons} drained one bucket of 25 tokens (refilled one per 5 \
-             minutes). After it, each reason has a bucket of its own."
-        )?,
         Api::V1 => outln!(
             "\n   Before the edit {reasons} drained one bucket of 25 tokens (refilled one per 5 \
-             minutes): SawCompletedJob stopped reaching the API server after about nine runs. \
-             After it, each reason has a bucket of its own."
+             minutes). {} After it, each reason has a bucket of its own.",
+            spam_sentence("SawCompletedJob", before, phase)
         )?,
         Api::EventsV1 => outln!(
             "\n   Before the edit each of {reasons} was one series on the CronJob, whatever its \
@@ -174,4 +229,66 @@ pub(super) fn print_closing(api: Api, hooks: bool, hook_metrics: &HookMetrics) -
         )?,
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use super::spam_sentence;
+
+    fn tally(entries: &[(&str, u64)]) -> BTreeMap<(String, String), u64> {
+        entries
+            .iter()
+            .map(|(fate, n)| (("SawCompletedJob".to_owned(), (*fate).to_owned()), *n))
+            .collect()
+    }
+
+    const SHORT: Duration = Duration::from_secs(25);
+
+    /// Issue #33 item 10: the sentence said "after about nine runs" whatever the table showed.
+    #[test]
+    fn the_sentence_names_the_event_after_which_the_tally_says_it_stopped() {
+        let before = tally(&[("created", 1), ("patched", 7), ("spam_filtered", 12)]);
+        assert_eq!(
+            spam_sentence("SawCompletedJob", &before, SHORT),
+            "SawCompletedJob stopped reaching the API server after its first 8 events: the \
+             spam filter dropped the other 12."
+        );
+        let before = tally(&[("created", 1), ("patched", 2), ("spam_filtered", 1)]);
+        assert!(
+            spam_sentence("SawCompletedJob", &before, SHORT).contains("after its first 3 events"),
+        );
+    }
+
+    #[test]
+    fn a_tally_without_spam_filtering_says_so_instead() {
+        let before = tally(&[("created", 1), ("patched", 4)]);
+        assert_eq!(
+            spam_sentence("SawCompletedJob", &before, SHORT),
+            "SawCompletedJob was never spam-filtered: its 5 events all reached the API server."
+        );
+        let before = tally(&[("spam_filtered", 3)]);
+        assert_eq!(
+            spam_sentence("SawCompletedJob", &before, SHORT),
+            "None of SawCompletedJob's 3 events reached the API server: the spam filter \
+             dropped every one."
+        );
+        assert_eq!(
+            spam_sentence("SawCompletedJob", &BTreeMap::new(), SHORT),
+            "SawCompletedJob recorded no event before the edit."
+        );
+    }
+
+    #[test]
+    fn a_phase_longer_than_a_refill_does_not_claim_the_dropped_ones_were_the_last() {
+        let before = tally(&[("created", 1), ("patched", 9), ("spam_filtered", 40)]);
+        let sentence = spam_sentence("SawCompletedJob", &before, Duration::from_mins(10));
+        assert!(!sentence.contains("stopped"), "{sentence}");
+        assert!(
+            sentence.starts_with("10 of SawCompletedJob's 50 events reached the API server"),
+            "{sentence}"
+        );
+    }
 }

@@ -161,7 +161,7 @@ pub(super) async fn write_statuses(
                 written.insert(name.clone(), status);
             }
             Err(e) => {
-                tracing::warn!(controller = %name, error = %e, "cannot write the controller's status");
+                tracing::warn!(controller = %name, error = %crate::telemetry::error_chain(&e), "cannot write the controller's status");
             }
         }
     }

@@ -481,7 +481,7 @@ impl Campaign<'_> {
             Ok(Ok(true)) => tracing::info!("released the lease"),
             Ok(Ok(false)) => tracing::debug!("lease not ours any more, nothing to release"),
             Ok(Err(error)) => {
-                tracing::warn!(error = %error, "cannot release the lease, standbys wait for it to expire");
+                tracing::warn!(error = %crate::telemetry::error_chain(&error), "cannot release the lease, standbys wait for it to expire");
             }
             Err(_elapsed) => {
                 tracing::warn!("releasing the lease timed out, standbys wait for it to expire");
@@ -494,9 +494,9 @@ impl Campaign<'_> {
 fn log_api_error(error: &kube::Error, message: &str) {
     match error {
         kube::Error::Api(status) if matches!(status.code, 401 | 403) => {
-            tracing::warn!(error = %error, "{message}");
+            tracing::warn!(error = %crate::telemetry::error_chain(error), "{message}");
         }
-        _ => tracing::debug!(error = %error, "{message}"),
+        _ => tracing::debug!(error = %crate::telemetry::error_chain(error), "{message}"),
     }
 }
 

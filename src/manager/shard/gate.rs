@@ -219,7 +219,15 @@ impl ShardGate {
             return (false, RangeSet::empty());
         };
         let mut state = sharded.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let new = acting.subtract(&state.acting);
+        // In a new term the fence fell since the last call: every reconcile asked for in
+        // between was refused (or dropped), even in the part it acts on again, so all of it
+        // is gained again, as if it came from another member (issue #33 item 12: a member
+        // whose fence fell and was renewed between two views never reconciled those objects).
+        let new = if term == state.term {
+            acting.subtract(&state.acting)
+        } else {
+            acting.clone()
+        };
         let gained = !new.is_empty();
         let lost = state.acting.subtract(&acting);
         state.finishing = if wait {
@@ -507,6 +515,33 @@ mod tests {
         );
         gate.set_acting(RangeSet::all(), fence.term(), true);
         assert!(gate.admit("c", "ConfigMap", &object).is_some());
+    }
+
+    /// Issue #33 item 12: a fence that fell and was renewed between two views of the ring left
+    /// the part acted on unchanged, so nothing was gained and the reconciles refused in
+    /// between were never asked for again. A new term gains the whole part again.
+    #[tokio::test(start_paused = true)]
+    async fn a_part_acted_on_again_in_a_new_term_is_gained_again() {
+        let fence = Fence::holding_for_tests(std::time::Duration::from_secs(10));
+        let gate = ShardGate::sharded("m", ShardKey::Namespace, fence.clone(), None).unwrap();
+        let mut gains = gate.gained().unwrap();
+        let (gained, _) = gate.set_acting(RangeSet::all(), fence.term(), true);
+        assert!(gained);
+        assert_eq!(gains.borrow_and_update().count, 1);
+        let (gained, _) = gate.set_acting(RangeSet::all(), fence.term(), true);
+        assert!(!gained, "the same part in the same term: nothing new");
+        tokio::time::advance(std::time::Duration::from_secs(11)).await;
+        assert!(
+            gate.admit("c", "ConfigMap", &meta("team-a", "u")).is_none(),
+            "refused while the fence is down"
+        );
+        fence.renew_for_tests();
+        let (gained, _) = gate.set_acting(RangeSet::all(), fence.term(), true);
+        assert!(gained, "the same part in a new term: asked for again");
+        assert!(gains.has_changed().unwrap());
+        let gain = gains.borrow_and_update().clone();
+        assert_eq!((gain.count, gain.part), (2, RangeSet::all()));
+        assert!(gate.admit("c", "ConfigMap", &meta("team-a", "u")).is_some());
     }
 
     /// A member paused in a reconcile past its deadline and renewed on waking, before the

@@ -8,8 +8,11 @@
 //! renewed its own Lease for its renew deadline (counted from the start of its last successful
 //! renewal) is *fenced*: [`Fence::holds`] turns false at that instant, on the monotonic clock,
 //! whatever the member is doing (a hung request, a paused process: `SIGSTOP` does not stop
-//! `CLOCK_MONOTONIC`), and [`MemberView::active`] follows within two retry periods (each API
-//! call is bounded by one). A reconcile asks the fence before it starts. Since
+//! `CLOCK_MONOTONIC`), and [`MemberView::active`] follows within two retry periods (a renewal
+//! runs until the fence would fall, at least a retry period; the read of the ring, one).
+//! Renewals begin a retry period apart, whatever the answers' delay, and a renewal that answers
+//! late but before the fence falls still counts: a member of a starved machine stays active as
+//! long as its renewals get through within its renew deadline. A reconcile asks the fence before it starts. Since
 //! `renew deadline + 2 × retry period < lease duration` ([`Membership::validate`]), a member
 //! stops before any other member can see its Lease expire and take its share over. A member
 //! stopped by its shutdown token deletes its Lease, so the others see it leave within a retry
@@ -274,6 +277,32 @@ impl Fence {
     }
 }
 
+/// How long a renewal begun at `attempt` may take: while the fence holds, until it would fall
+/// (its `deadline`), and at least a retry period; while it does not, a renew deadline.
+///
+/// A renewal that answers late is still a renewal: the fence counts from the attempt's start,
+/// which no other member can have seen the Lease change before, so letting it run until the
+/// fence falls gives nothing away. Cutting it at one retry period (as this did) fenced members
+/// of a starved machine whose renewals took a little longer, though well within their renew
+/// deadline: they stopped, came back, and stopped again (issue #33 item 12).
+fn renewal_bound(deadline: Option<Instant>, attempt: Instant, options: &Membership) -> Duration {
+    match deadline {
+        Some(deadline) if deadline > attempt => {
+            deadline.duration_since(attempt).max(options.retry_period)
+        }
+        _ => options.renew_deadline,
+    }
+}
+
+/// The instant another member's Lease age is measured at: now, or when the ring was last read
+/// if it could not be read since (`None`: never, so nothing has expired yet). A member that
+/// cannot list the Leases has not seen them stop changing: counting them gone by its own clock
+/// alone would let it act on the share of members that are renewing (client-go acquires a
+/// lease only after a read that shows it expired).
+fn expiry_clock(read_at: Option<Instant>, now: Instant) -> Instant {
+    read_at.unwrap_or(now)
+}
+
 /// A member of a ring. Nothing happens until [`run`](Self::run) is polled.
 #[derive(Debug)]
 pub struct Member {
@@ -337,11 +366,15 @@ impl Member {
         self.options.validate()?;
         let lease_name = self.options.lease_name();
         let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
-        let bound = self.options.retry_period;
+        let retry = self.options.retry_period;
         let mut published = RangeSet::empty();
+        // When the ring was last read: another member's Lease expires by this member's clock
+        // only while this member can see it (see `expiry_clock`).
+        let mut read_at: Option<Instant> = None;
         loop {
             let attempt = Instant::now();
             let claims = self.claims.borrow().clone();
+            let bound = renewal_bound(self.fence.deadline(), attempt, &self.options);
             match tokio::time::timeout(bound, self.renew(&lease_name, &claims)).await {
                 Ok(Ok(())) => {
                     self.fence.renewed(attempt);
@@ -350,7 +383,7 @@ impl Member {
                 Ok(Err(e)) => tracing::warn!(
                     ring = %self.options.ring,
                     lease = %lease_name,
-                    error = %e,
+                    error = %crate::telemetry::error_chain(&e),
                     "shard member could not renew its lease"
                 ),
                 Err(_) => tracing::warn!(
@@ -360,11 +393,11 @@ impl Member {
                 ),
             }
             let now = Instant::now();
-            match tokio::time::timeout(bound, self.read(&mut seen, now)).await {
-                Ok(Ok(())) => {}
+            match tokio::time::timeout(retry, self.read(&mut seen, now)).await {
+                Ok(Ok(())) => read_at = Some(now),
                 Ok(Err(e)) => tracing::warn!(
                     ring = %self.options.ring,
-                    error = %e,
+                    error = %crate::telemetry::error_chain(&e),
                     "shard member could not list the ring's leases"
                 ),
                 Err(_) => tracing::warn!(
@@ -372,7 +405,7 @@ impl Member {
                     "shard member listing the ring's leases timed out"
                 ),
             }
-            let now = Instant::now();
+            let now = expiry_clock(read_at, Instant::now());
             let active = self.fence.holds();
             let live: Vec<&Seen> = seen
                 .iter()
@@ -398,15 +431,18 @@ impl Member {
                 published: published.clone(),
                 term: self.fence.term(),
             });
+            // The next renewal a retry period after this one began, not after this one's
+            // read: slow answers (a starved machine) do not space renewals out past the
+            // renew deadline.
             tokio::select! {
                 () = shutdown.cancelled() => break,
-                () = tokio::time::sleep(self.options.retry_period) => {}
+                () = tokio::time::sleep_until(attempt + retry) => {}
             }
         }
         self.fence.clear();
         self.publish(MemberView::default());
         if let Err(e) = self.api.delete(&lease_name, &DeleteParams::default()).await {
-            tracing::debug!(lease = %lease_name, error = %e, "shard member lease not deleted");
+            tracing::debug!(lease = %lease_name, error = %crate::telemetry::error_chain(&e), "shard member lease not deleted");
         }
         Ok(())
     }

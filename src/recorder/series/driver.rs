@@ -226,17 +226,17 @@ async fn send<S: Sink>(sink: Arc<S>, latency: SinkLatency, call: Call) -> Answer
     match &result {
         // Retried, or answered by a create: nobody has to act.
         Err(e @ SinkError::Transport(_)) => {
-            tracing::debug!(error = %e, verb = call.verb.as_str(), purpose = call.purpose.as_str(), "cannot write event, will retry");
+            tracing::debug!(error = %crate::telemetry::error_chain(e), verb = call.verb.as_str(), purpose = call.purpose.as_str(), "cannot write event, will retry");
         }
         Err(e @ SinkError::NotFound) if call.verb == Verb::Patch => {
-            tracing::debug!(error = %e, purpose = call.purpose.as_str(), "series patch found no event, creating it");
+            tracing::debug!(error = %crate::telemetry::error_chain(e), purpose = call.purpose.as_str(), "series patch found no event, creating it");
         }
         Err(e @ SinkError::Rejected { code: 409, .. }) if call.write.series.is_some() => {
-            tracing::debug!(error = %e, purpose = call.purpose.as_str(), "series create raced, will retry");
+            tracing::debug!(error = %crate::telemetry::error_chain(e), purpose = call.purpose.as_str(), "series create raced, will retry");
         }
         // A 403 wants RBAC fixed, a 4xx or 5xx a look at the server (kube-rs logs them so).
         Err(e) => {
-            tracing::warn!(error = %e, verb = call.verb.as_str(), purpose = call.purpose.as_str(), "server rejected event");
+            tracing::warn!(error = %crate::telemetry::error_chain(e), verb = call.verb.as_str(), purpose = call.purpose.as_str(), "server rejected event");
         }
         Ok(()) => {}
     }
