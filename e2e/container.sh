@@ -355,7 +355,9 @@ metrics_curl() { # metrics_curl POD PATH
 }
 
 harness_install() {
-  release_docs=$(render "$(values "{\"replicaCount\": 2, \"cacheConfig\": {\"spec\": $(tr -d '\n' <"$E2E_SPEC")}}")")
+  # The chart's defaults (secure metrics, a restricted hook policy) but for the hook server of
+  # scenario 4, which runs on the node and answers plain HTTP, as kind's values allow its own.
+  release_docs=$(render "$(values "{\"replicaCount\": 2, \"hooks\": {\"allowURLs\": [\"$NODE_IP\"], \"allowHTTP\": true}, \"cacheConfig\": {\"spec\": $(tr -d '\n' <"$E2E_SPEC")}}")")
   k apply -f charts/informant/crds/ >/dev/null
   k wait --for condition=established --timeout="${E2E_WAIT}s" crd/cacheconfigs.informant.dev >/dev/null
   k create namespace "$E2E_NS" >/dev/null
