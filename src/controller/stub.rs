@@ -30,9 +30,9 @@
 //! are from the ones it brings in or changed, and reconciles only those (see
 //! [`super::source::reflected`]). Nothing else scheduling might want (uid, deletion timestamp,
 //! finalizers) is kept: the reconcile reads them, current, from the object it gets. An object
-//! the cache no longer holds when its turn comes is not reconciled, as kube-runtime treats one
-//! gone from its store (`ObjectNotFound`): it may have been deleted between its trigger and its
-//! turn.
+//! the cache tree does not answer when its turn comes is retried with its backoff (the tree may
+//! lag the informer that fed the runner's store); one deleted meanwhile has left the runner's
+//! store, and kube-runtime drops its retry (`ObjectNotFound`).
 //!
 //! The store lists its stubs through [`StubDecoder`]: from the compact store's keys, without
 //! decoding an object.
@@ -279,11 +279,14 @@ impl<K: 'static> Decoder for StubDecoder<K> {
 /// What a reconcile does with the cache's answer `read` for the object `key` its stub names:
 /// reconcile the object, or, without calling the reconcile, the [`Action`] to return.
 ///
-/// Either way the object has left the queue ([`Series::taken`]). An object the cache does not
-/// hold (deleted since its trigger, or out of the cache's scope since a reload) is not
-/// reconciled, as kube-runtime skips one gone from its store (`ObjectNotFound`). A
-/// read that may succeed later (an informer restarting after a reload) is retried with the
-/// object's error backoff. An object that does not decode into the reconcile's type is skipped
+/// Either way the object has left the queue ([`Series::taken`]). An object the cache tree does
+/// not hold although the runner's store held its stub (the tree not yet published after a
+/// reload or a shard share change, or the object deleted since its trigger) is retried with the
+/// object's error backoff: a deleted one has left the runner's store by then, and kube-runtime
+/// skips a retry whose object is gone from its store (`ObjectNotFound`), so it is never
+/// reconciled. An object out of the cache's scope (its namespace or kind no longer cached) is
+/// not reconciled. A read that may succeed later (an informer restarting after a reload) is
+/// retried with the object's error backoff. An object that does not decode into the reconcile's type is skipped
 /// with a warning, as it was before it had a stub.
 pub(crate) fn read<T>(
     answer: cache::Result<Arc<T>>,
@@ -325,6 +328,20 @@ fn unreadable(
         let wait = super::error_backoff(ctx.failures_of(key));
         tracing::warn!(object.ref = %key, error = %error_text, retry_in_ms = wait.as_millis(),
             "controller cannot read the object to reconcile from the cache");
+        series.queue_retried();
+        return Action::requeue(wait);
+    }
+    if matches!(error, cache::Error::NotFound { .. }) {
+        // The runner's store held the object's stub when its turn came, so the cache tree may
+        // not serve the informer holding it yet: a reload or a change of shard share publishes
+        // a new informer's objects to the controllers before the tree that routes reads to it
+        // (seen as members that never reconciled some objects of a part they took over). Retry
+        // with the object's backoff; if it was deleted, its stub leaves the store and
+        // kube-runtime drops the retry (`ObjectNotFound`), so nothing runs for a gone object.
+        ctx.failed(key.clone());
+        let wait = super::error_backoff(ctx.failures_of(key));
+        tracing::debug!(object.ref = %key, reason = %error_text, retry_in_ms = wait.as_millis(),
+            "object not in the cache tree yet, retrying");
         series.queue_retried();
         return Action::requeue(wait);
     }
@@ -438,10 +455,10 @@ mod tests {
         Context::offline()
     }
 
-    /// A reconcile whose object left the cache does not run; one the cache can not answer yet
-    /// is retried with the object's backoff.
+    /// A reconcile whose object the tree does not hold yet, or one the cache can not answer
+    /// yet, is retried with the object's backoff; one out of the cache's scope does not run.
     #[tokio::test]
-    async fn an_object_gone_from_the_cache_is_dropped_and_an_unready_cache_retried_with_backoff() {
+    async fn a_missing_object_is_retried_one_out_of_scope_dropped_an_unready_cache_retried() {
         let ctx = context();
         let metrics = ControllerMetrics::new();
         let series = Series::new(Some(&metrics), "stubs", 1);
@@ -462,12 +479,29 @@ mod tests {
             &ctx,
             &series,
         );
-        assert_eq!(gone, Err(Action::await_change()));
+        assert_eq!(
+            gone,
+            Err(Action::requeue(super::super::error_backoff(1))),
+            "the tree may lag the runner's store: retried, not dropped"
+        );
         assert_eq!(
             metrics.controller("stubs", 1).depth(),
             0,
             "it left the queue without a reconcile"
         );
+        ctx.forget(&key);
+
+        let out_of_scope = read::<u8>(
+            Err(cache::Error::UnknownNamespaceGet {
+                namespace: "shop".into(),
+                name: "web".into(),
+                selector: None,
+            }),
+            &key,
+            &ctx,
+            &series,
+        );
+        assert_eq!(out_of_scope, Err(Action::await_change()));
 
         for failures in 1..=2 {
             let later = read::<u8>(Err(cache::Error::NotStarted), &key, &ctx, &series);
