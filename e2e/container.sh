@@ -379,18 +379,28 @@ rules:
 - {apiGroups: [batch], resources: [cronjobs/status], verbs: [patch]}
 EOF
   k create clusterrolebinding "$E2E_RBAC" --clusterrole="$E2E_RBAC" --serviceaccount="$E2E_NS:$sa" >/dev/null
-  # Who scrapes: a ServiceAccount bound to the chart's metrics reader, as Prometheus is.
-  k -n "$E2E_NS" create serviceaccount "$METRICS_SA" >/dev/null
-  local reader
-  reader=$("$PYTHON" -c 'import json,sys; print(next((d["metadata"]["name"] for d in json.load(open(sys.argv[1])) if d["kind"]=="ClusterRole" and d["metadata"]["name"].endswith("metrics-reader")), ""))' "$release_docs")
-  if [ -n "$reader" ]; then
-    k create clusterrolebinding e2e-metrics-reader --clusterrole="$reader" --serviceaccount="$E2E_NS:$METRICS_SA" >/dev/null
-  fi
-  k -n "$E2E_NS" create token "$METRICS_SA" --duration 1h >"$work/metrics-token"
+  grant_metrics_reader "$release_docs"
   # One replica for scenarios 1-5 (only the leader records Events and calls hooks, and /metrics
   # is read from one pod), a second for scenario 6, as on kind.
   start_pod "$release_docs"
   check_pod_confinement "$LAST_POD"
+}
+
+# grant_metrics_reader DOCS: who scrapes, as Prometheus does: a ServiceAccount bound to the
+# release's metrics-reader ClusterRole, and its token for metrics_curl.
+grant_metrics_reader() {
+  k -n "$E2E_NS" create serviceaccount "$METRICS_SA" >/dev/null
+  local reader
+  reader=$("$PYTHON" -c 'import json,sys; print(next((d["metadata"]["name"] for d in json.load(open(sys.argv[1])) if d["kind"]=="ClusterRole" and d["metadata"]["name"].endswith("metrics-reader")), ""))' "$1")
+  if [ -n "$reader" ]; then
+    k create clusterrolebinding e2e-metrics-reader --clusterrole="$reader" --serviceaccount="$E2E_NS:$METRICS_SA" >/dev/null
+  fi
+  k -n "$E2E_NS" create token "$METRICS_SA" --duration 1h >"$work/metrics-token"
+}
+
+revoke_metrics_reader() {
+  k delete clusterrolebinding e2e-metrics-reader --ignore-not-found >/dev/null
+  k -n "$E2E_NS" delete serviceaccount "$METRICS_SA" --ignore-not-found >/dev/null
 }
 
 cat_sa() {
@@ -447,9 +457,9 @@ harness_hook_stop() {
 harness_uninstall() {
   local pod
   for pod in $(release_pods "$release_docs"); do stop_pod "$pod"; done
-  k delete clusterrolebinding "$E2E_RBAC" e2e-metrics-reader --ignore-not-found >/dev/null
+  k delete clusterrolebinding "$E2E_RBAC" --ignore-not-found >/dev/null
   k delete clusterrole "$E2E_RBAC" >/dev/null
-  k -n "$E2E_NS" delete serviceaccount "$METRICS_SA" >/dev/null
+  revoke_metrics_reader
   delete_release "$release_docs"
 }
 
@@ -467,6 +477,7 @@ shard_docs=""
 harness_shard_install() {
   shard_docs=$(render "$(values "{\"replicaCount\": 1, \"sharding\": {\"enabled\": true, \"allowSingleReplica\": true, \"ring\": \"$SHARD_RING\", \"key\": \"$SHARD_KEY\"}, \"cacheConfig\": {\"spec\": $1}}")")
   apply_release "$shard_docs"
+  grant_metrics_reader "$shard_docs"
   E2E_SHARD_CC=$(pod_py arg "$shard_docs" --cache-config)
   E2E_SHARD_CC=${E2E_SHARD_CC#*/}
   harness_shard_scale 1
@@ -499,6 +510,7 @@ harness_member_metrics() {
 
 harness_shard_uninstall() {
   harness_shard_scale 0
+  revoke_metrics_reader
   delete_release "$shard_docs"
 }
 
