@@ -573,6 +573,7 @@ scenario_token_rotation() {
 
 step "start informant apiserver on the node ($NODE_IP:$API_PORT, RBAC)"
 FIGURES_OBJECTS=${E2E_FIGURES_OBJECTS:-10000}
+FIGURES_SPEC='{"byObject": [{"apiVersion": "v1", "kind": "ConfigMap", "namespaces": {"e2e-mem": {}}}]}'
 seed=()
 if [ "${E2E_FIGURES:-}" = 1 ]; then
   # FIGURES_OBJECTS ConfigMaps of about 1 KiB of JSON in e2e-mem, seeded at the server's start.
@@ -612,11 +613,13 @@ now_ms() { date +%s%3N; }
 # counts them all in status.
 figures_run() { # figures_run pod|host
   local where=$1 docs pid start ready addr cc
-  docs=$(render "$(values '{"replicaCount": 1, "cacheConfig": {"spec": {}}}')")
+  # The chart derives its RBAC from the spec it installs: install the one that caches the
+  # ConfigMaps, then empty the spec for the idle figure.
+  docs=$(render "$(values "{\"replicaCount\": 1, \"cacheConfig\": {\"spec\": $FIGURES_SPEC}}")")
   apply_release "$docs"
   cc=$(pod_py arg "$docs" --cache-config)
   cc=${cc#*/}
-  k -n "$E2E_NS" patch cc "$cc" --type merge -p '{"spec": {}}' >/dev/null
+  k -n "$E2E_NS" patch cc "$cc" --type json -p '[{"op": "replace", "path": "/spec", "value": {}}]' >/dev/null
   start=$(now_ms)
   if [ "$where" = pod ]; then
     local saved_wait=$E2E_WAIT
@@ -626,7 +629,19 @@ figures_run() { # figures_run pod|host
     E2E_WAIT=$saved_wait
   else
     local args=()
-    mapfile -t args < <("$PYTHON" -c 'import json,sys; d=[x for x in json.load(open(sys.argv[1])) if x["kind"]=="Deployment"][0]; print("\n".join(d["spec"]["template"]["spec"]["containers"][0]["args"]))' "$docs")
+    # The chart's args but its listen addresses, which the node's loopback replaces.
+    mapfile -t args < <("$PYTHON" -c '
+import json, sys
+d = [x for x in json.load(open(sys.argv[1])) if x["kind"] == "Deployment"][0]
+args, out, skip = d["spec"]["template"]["spec"]["containers"][0]["args"], [], False
+for a in args:
+    if skip:
+        skip = False
+    elif a in ("--metrics-addr", "--health-addr"):
+        skip = True
+    else:
+        out.append(a)
+print("\n".join(out))' "$docs")
     local port
     port=$(pod_py port "$docs" health)
     # The image's own binary, with the chart's args, a kubeconfig instead of in-cluster config.
@@ -639,8 +654,7 @@ figures_run() { # figures_run pod|host
   ready=$(now_ms)
   local idle
   idle=$(vm_rss_kb "$pid")
-  k -n "$E2E_NS" patch cc "$cc" --type merge \
-    -p '{"spec": {"byObject": [{"apiVersion": "v1", "kind": "ConfigMap", "namespaces": {"e2e-mem": {}}}]}}' >/dev/null
+  k -n "$E2E_NS" patch cc "$cc" --type json -p "[{\"op\": \"replace\", \"path\": \"/spec\", \"value\": $FIGURES_SPEC}]" >/dev/null
   wait_until 300 "$where: $FIGURES_OBJECTS ConfigMaps cached" has_objects "$cc" "$FIGURES_OBJECTS"
   local full
   full=$(vm_rss_kb "$pid")
