@@ -97,7 +97,7 @@ pub const POD_NAME: &str = "informant-6d4cf9b7c8-x2v9q";
 impl Case {
     /// The chart's values, metrics and health on `ports`, with `extra` rules added to
     /// `rbac.extraRules`.
-    pub fn values(self, ports: (u16, u16), extra: &[Value]) -> Value {
+    pub fn values(self, ports: (u16, u16), extra: &[Value], python: &Path) -> Value {
         let writes = [
             // The hook's children, applied with server-side apply.
             json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["patch"]}),
@@ -144,6 +144,10 @@ impl Case {
                 },
             }),
         };
+        // The chart's hook policy is restricted: the hooks run `python hook` and the
+        // `parents` Controller is for Secrets, so the values allow both, as a user's would.
+        values["hooks"] =
+            json!({"allowExec": [python.display().to_string()], "allowSecrets": true});
         values["metrics"] = json!({"port": ports.0});
         values["health"] = json!({"port": ports.1});
         if let Some(rules) = values["rbac"]["extraRules"].as_array_mut() {

@@ -84,7 +84,10 @@ impl Scenario {
         let python = python();
         let health_port = free_port();
         let metrics_port = free_port();
-        let docs = render(&python, &case.values((metrics_port, health_port), extra));
+        let docs = render(
+            &python,
+            &case.values((metrics_port, health_port), extra, &python),
+        );
         let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
         let container = &deployment["spec"]["template"]["spec"]["containers"][0];
         let args: Vec<String> = serde_json::from_value(container["args"].clone()).unwrap();
