@@ -160,11 +160,13 @@ async fn one_edit_is_one_result_and_an_invalid_file_is_rejected_once_with_its_lo
     let config = conf.join("config.yaml");
     std::fs::write(&config, document("{}")).unwrap();
     // No debounce: every event that wakes the watcher (the log's own lines included) reloads.
+    // The hook policy said open, so the only warning is the rejected edit's (an implicit open
+    // policy warns once at start).
     let informant = run_informant(
         &config,
         &kubeconfig,
         &conf.join("run.log"),
-        &["--debounce", "0s"],
+        &["--debounce", "0s", "--hook-policy", "open"],
     )
     .await;
     eventually("ready", || async {
