@@ -43,6 +43,7 @@ mod namespaces;
 mod options;
 mod plan;
 mod pool;
+pub mod projection;
 mod reload;
 mod resolver;
 mod scope;

@@ -47,6 +47,7 @@ use std::time::Duration;
 
 use kube::core::GroupVersionKind;
 
+use super::projection::Projection;
 use crate::selector::{FieldSelector, LabelSelector, ShardKey};
 
 pub use defaulting::OptionsError;
@@ -311,6 +312,8 @@ pub struct Transform {
     pub drop_annotations: Vec<String>,
     /// Label keys to remove.
     pub drop_labels: Vec<String>,
+    /// The fields kept and dropped (`keepFields`, `dropFields`); the default keeps everything.
+    pub projection: Projection,
 }
 
 impl Transform {
@@ -320,6 +323,7 @@ impl Transform {
         !self.strip_managed_fields
             && self.drop_annotations.is_empty()
             && self.drop_labels.is_empty()
+            && self.projection.is_identity()
     }
 
     /// Applies the transform to an object in its JSON form; other shapes are left alone.
@@ -332,6 +336,16 @@ impl Transform {
     /// assert_eq!(pod, serde_json::json!({"metadata": {"labels": {"y": "2"}}}));
     /// ```
     pub fn apply(&self, object: &mut serde_json::Value) {
+        if !self.projection.is_identity() {
+            // The projection works on the object as the informer holds it.
+            if let Ok(mut obj) = serde_json::from_value::<kube::core::DynamicObject>(object.clone())
+            {
+                self.projection.apply(&mut obj);
+                if let Ok(projected) = serde_json::to_value(obj) {
+                    *object = projected;
+                }
+            }
+        }
         let Some(meta) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) else {
             return;
         };

@@ -11,6 +11,7 @@ use super::options::Transform;
 /// are evaluated by the API server before the transform, so dropping a selected label does not
 /// change which objects are cached, but cache lists with that label no longer match them.
 pub fn apply(transform: &Transform, obj: &mut DynamicObject) {
+    transform.projection.apply(obj);
     let meta = &mut obj.metadata;
     if transform.strip_managed_fields {
         meta.managed_fields = None;
@@ -33,7 +34,8 @@ pub fn apply(transform: &Transform, obj: &mut DynamicObject) {
     }
 }
 
-/// Short description for `informant explain` (`none`, `stripManagedFields dropLabels[a,b]`).
+/// Short description for `informant explain` (`none`, `stripManagedFields dropLabels[a,b]`,
+/// `keepFields[spec.nodeName,status.phase]`).
 #[must_use]
 pub fn describe(transform: &Transform) -> String {
     let mut parts = Vec::new();
@@ -48,6 +50,9 @@ pub fn describe(transform: &Transform) -> String {
     }
     if !transform.drop_labels.is_empty() {
         parts.push(format!("dropLabels[{}]", transform.drop_labels.join(",")));
+    }
+    if !transform.projection.is_identity() {
+        parts.push(transform.projection.describe());
     }
     if parts.is_empty() {
         "none".to_string()
@@ -80,6 +85,7 @@ mod tests {
             strip_managed_fields: true,
             drop_annotations: vec!["drop".into()],
             drop_labels: vec!["gone".into()],
+            ..Transform::default()
         };
         apply(&t, &mut obj);
         assert!(obj.metadata.managed_fields.is_none());

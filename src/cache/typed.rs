@@ -622,6 +622,47 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn projected_objects_read_typed_with_absent_fields_defaulted() {
+        use crate::cache::projection::{ObjectPath, Projection};
+        let path = |p: &str| ObjectPath::parse(p).unwrap();
+        let pods = vec![object::<Pod>(
+            "a",
+            "web-1",
+            &serde_json::json!({"labels": {"app": "web"}, "data": {
+                "spec": {"nodeName": "n1", "containers": [{"name": "app", "image": "web:1"}]},
+                "status": {"phase": "Running", "podIP": "10.0.0.1"}}}),
+        )];
+        for shared in [false, true] {
+            let settings = InformerSettings {
+                transform: Transform {
+                    projection: Projection::new(
+                        Some(vec![path("spec.containers[*].image"), path("status.phase")]),
+                        vec![],
+                    ),
+                    ..Transform::default()
+                },
+                ..settings(shared)
+            };
+            let (cache, _) = cache_of::<Pod>(&settings, pods.clone()).await;
+            let by_label = list::<Pod>(&cache, &list_options(Some("app=web"), None, None))
+                .await
+                .unwrap();
+            assert_eq!(by_label.len(), 1, "labels are always kept: selectors match");
+            let pod = &by_label[0];
+            let spec = pod.spec.as_ref().unwrap();
+            assert_eq!(spec.containers[0].image.as_deref(), Some("web:1"));
+            assert_eq!(
+                spec.containers[0].name, "",
+                "a required field projected away defaults"
+            );
+            assert_eq!(spec.node_name, None);
+            let status = pod.status.as_ref().unwrap();
+            assert_eq!(status.phase.as_deref(), Some("Running"));
+            assert_eq!(status.pod_ip, None);
+        }
+    }
+
     #[test]
     fn owned_and_shared_objects_convert_to_the_same_typed_object() {
         let mut obj = DynamicObject::new("one", &ApiResource::erase::<ConfigMap>(&())).within("a");

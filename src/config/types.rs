@@ -237,6 +237,21 @@ pub struct TransformSpec {
     /// dropping a label the cache's selector uses is safe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drop_labels: Option<Vec<String>>,
+
+    /// Paths of the fields to keep; everything else is dropped, except `apiVersion`, `kind`
+    /// and the metadata the cache needs (name, namespace, uid, resourceVersion, labels,
+    /// ownerReferences, deletionTimestamp, finalizers, generation). Paths are dot-separated
+    /// field names, `[*]` for every element of a list or value of a map, and `["key"]` for a
+    /// key with dots or slashes: `spec.containers[*].image`, `data["config.yaml"]`,
+    /// `metadata.annotations["example.com/owner"]`. Default: keep everything. A field projected
+    /// away reads as absent (its default) from the cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_fields: Option<Vec<String>>,
+
+    /// Paths of the fields to drop, in the syntax of `keepFields`; applied after it. The
+    /// metadata the cache needs cannot be dropped. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drop_fields: Option<Vec<String>>,
 }
 
 /// Cache settings of one kind (controller-runtime's `ByObject`).

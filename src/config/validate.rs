@@ -13,6 +13,7 @@ use super::error::{FieldError, FieldPath};
 use super::names::{dns1123_label_problem, dns1123_subdomain_problem};
 use super::types::{ByObjectSpec, CacheConfigSpec, NamespaceConfig, TransformSpec};
 use crate::cache;
+use crate::cache::projection::{self, ObjectPath, Projection, Side};
 use crate::cache::{ByObject, Config, NamespaceKey, Namespaces, Scope, Transform, builtin_scope};
 use crate::kinds;
 use crate::recorder;
@@ -195,11 +196,37 @@ impl Validator {
             "annotation",
         );
         let drop_labels = keys(spec.drop_labels.as_ref(), "dropLabels", "label");
+        let keep_fields = spec
+            .keep_fields
+            .as_ref()
+            .map(|list| self.object_paths(list, &path.field("keepFields"), Side::Keep));
+        let drop_fields = self.object_paths(
+            spec.drop_fields.as_deref().unwrap_or_default(),
+            &path.field("dropFields"),
+            Side::Drop,
+        );
         Some(Transform {
             strip_managed_fields: spec.strip_managed_fields.unwrap_or(false),
             drop_annotations,
             drop_labels,
+            projection: Projection::new(keep_fields, drop_fields),
         })
+    }
+
+    /// The paths of `keepFields` or `dropFields`, each bad one an error at its index.
+    fn object_paths(&mut self, list: &[String], path: &FieldPath, side: Side) -> Vec<ObjectPath> {
+        let mut out: Vec<ObjectPath> = Vec::new();
+        for (i, text) in list.iter().enumerate() {
+            let checked = ObjectPath::parse(text)
+                .map_err(|e| e.to_string())
+                .and_then(|p| projection::check(&p, side).map(|()| p));
+            match checked {
+                Ok(p) if !out.contains(&p) => out.push(p),
+                Ok(_) => {}
+                Err(e) => self.error(&path.index(i), format!("{text:?}: {e}")),
+            }
+        }
+        out
     }
 
     fn namespace_config(&mut self, spec: &NamespaceConfig, path: &FieldPath) -> Config {

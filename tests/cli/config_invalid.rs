@@ -456,6 +456,34 @@ fn cases() -> Vec<Case> {
             )],
         },
         Case {
+            name: "bad field projections, every one at once",
+            doc: Doc::Spec(
+                "byObject: [{apiVersion: v1, kind: Pod, transform: {keepFields: [\"spec.containers[0]\", \"metadata.nope\", \"status.phase\"], dropFields: [\"metadata.labels\", \"spec.\", \"kind\"]}}]",
+            ),
+            errors: &[
+                (
+                    "spec.byObject[0].transform.keepFields[0]",
+                    "\"spec.containers[0]\": at character 17: expected '*' or '\"key\"' after '['",
+                ),
+                (
+                    "spec.byObject[0].transform.keepFields[1]",
+                    "\"metadata.nope\": metadata has no field \"nope\" (its fields: annotations, creationTimestamp, deletionGracePeriodSeconds, deletionTimestamp, finalizers, generateName, generation, labels, managedFields, name, namespace, ownerReferences, resourceVersion, selfLink, uid)",
+                ),
+                (
+                    "spec.byObject[0].transform.dropFields[0]",
+                    "\"metadata.labels\": metadata.labels is always kept (the cache needs name, namespace, uid, resourceVersion, labels, ownerReferences, deletionTimestamp, finalizers, generation)",
+                ),
+                (
+                    "spec.byObject[0].transform.dropFields[1]",
+                    "\"spec.\": at character 6: expected a field name after '.'",
+                ),
+                (
+                    "spec.byObject[0].transform.dropFields[2]",
+                    "\"kind\": kind is always kept",
+                ),
+            ],
+        },
+        Case {
             name: "a misspelled metadata field",
             doc: Doc::Full(
                 "apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\nmetadata: {name: c, namepsace: ops}\nspec: {}",
