@@ -171,6 +171,32 @@ impl CompactObject {
     pub fn body_len(&self) -> usize {
         self.body.len() + self.strings.len()
     }
+
+    /// Bytes this object holds in a store: its allocation behind the store's `Arc` (with the
+    /// `Arc`'s two counters), what its fields own (name, namespace, labels, tapes), and its
+    /// store key (an `ObjectRef` owning a copy of the name and namespace). The allocator's own
+    /// bookkeeping and the hash map's spare capacity are not counted.
+    #[must_use]
+    pub fn held_bytes(&self) -> usize {
+        let namespace = self.namespace.as_deref().map_or(0, str::len);
+        let labels = self.labels.len() * std::mem::size_of::<(Box<str>, Box<str>)>()
+            + self
+                .labels
+                .iter()
+                .map(|(k, v)| k.len() + v.len())
+                .sum::<usize>();
+        let object = 2 * std::mem::size_of::<usize>()
+            + std::mem::size_of::<Self>()
+            + self.name.len()
+            + namespace
+            + labels
+            + self.body.len()
+            + self.strings.len();
+        let key = std::mem::size_of::<kube::runtime::reflector::ObjectRef<Self>>()
+            + self.name.len()
+            + namespace;
+        object + key
+    }
 }
 
 /// Converts a parsed object into `K` as [`CompactObject::decode_as`] decodes a stored one, with

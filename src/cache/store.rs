@@ -5,6 +5,7 @@
 use std::any::Any;
 use std::borrow::Cow;
 use std::cell::RefCell;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::LocalKey;
 
@@ -132,7 +133,15 @@ impl Lookup for SharedObject {
 
 /// The writing half of an informer's reflector store, taken once by whoever drives it
 /// ([`super::Informer::start`], or a test calling [`super::Informer::run_events`]).
-pub struct StoreWriter(WriterKind);
+pub struct StoreWriter {
+    kind: WriterKind,
+    /// The informer's kind, for store keys.
+    key_resource: StoreKind,
+    /// The bytes the store holds, shared with its [`ObjectStore`].
+    bytes: Arc<AtomicI64>,
+    /// The bytes of the relist being buffered (between `Init` and `InitDone`).
+    init_bytes: i64,
+}
 
 enum WriterKind {
     Compact(Writer<CompactObject>),
@@ -149,15 +158,43 @@ impl StoreWriter {
     /// Applies one (already transformed) watcher event, encoding its object for a compact
     /// store.
     pub(crate) fn apply(&mut self, event: &watcher::Event<DynamicObject>) {
-        match &mut self.0 {
+        match &mut self.kind {
             WriterKind::Shared(writer) => writer.apply_watcher_event(&shared_event(event)),
             WriterKind::Compact(writer) => {
                 if let Some(event) = compact_event(event) {
+                    match &event {
+                        watcher::Event::Apply(obj) => {
+                            let change = held(obj) - stored(writer, &self.key_resource, obj);
+                            self.bytes.fetch_add(change, Ordering::Relaxed);
+                        }
+                        watcher::Event::Delete(obj) => {
+                            let old = stored(writer, &self.key_resource, obj);
+                            self.bytes.fetch_sub(old, Ordering::Relaxed);
+                        }
+                        watcher::Event::Init => self.init_bytes = 0,
+                        watcher::Event::InitApply(obj) => self.init_bytes += held(obj),
+                        watcher::Event::InitDone => {
+                            self.bytes.store(self.init_bytes, Ordering::Relaxed);
+                        }
+                    }
                     writer.apply_watcher_event(&event);
                 }
             }
         }
     }
+}
+
+/// The bytes `obj` holds ([`CompactObject::held_bytes`]).
+fn held(obj: &CompactObject) -> i64 {
+    i64::try_from(obj.held_bytes()).unwrap_or(i64::MAX)
+}
+
+/// The bytes held by the object `writer`'s store keeps under `obj`'s key (0 when none).
+fn stored(writer: &Writer<CompactObject>, key: &StoreKind, obj: &CompactObject) -> i64 {
+    writer
+        .as_reader()
+        .get(&obj.to_object_ref(key.clone()))
+        .map_or(0, |old| held(&old))
 }
 
 /// The objects of one informer, read as deep copies or shared.
@@ -168,6 +205,8 @@ pub(crate) struct ObjectStore {
     key_resource: StoreKind,
     /// `apiVersion` and `kind` of decoded objects.
     types: TypeMeta,
+    /// The bytes a compact store holds, kept by its writer.
+    bytes: Arc<AtomicI64>,
 }
 
 impl ObjectStore {
@@ -196,13 +235,31 @@ impl ObjectStore {
             api_version: resource.api_version.clone(),
             kind: resource.kind.clone(),
         };
+        let bytes = Arc::new(AtomicI64::new(0));
+        let writer = StoreWriter {
+            kind: writer,
+            key_resource: key_resource.clone(),
+            bytes: Arc::clone(&bytes),
+            init_bytes: 0,
+        };
         let store = Self {
             gvk,
             reader,
             key_resource,
             types,
+            bytes,
         };
-        (store, StoreWriter(writer))
+        (store, writer)
+    }
+
+    /// The bytes the objects of a compact store hold ([`CompactObject::held_bytes`], summed as
+    /// the writer applies events); `None` for a shared store, whose parsed objects' heap size
+    /// is not known exactly.
+    pub(crate) fn bytes(&self) -> Option<i64> {
+        match self.reader {
+            Reader::Compact(_) => Some(self.bytes.load(Ordering::Relaxed)),
+            Reader::Shared(_) => None,
+        }
     }
 
     /// Objects in the store.
@@ -507,6 +564,71 @@ mod tests {
             .get_as(Some("a"), "one", &As::<ConfigMap>::new())
             .unwrap()
             .map(|obj| obj.downcast::<ConfigMap>().unwrap())
+    }
+
+    /// The bytes of every object in a compact store, summed from the store itself.
+    fn summed(store: &ObjectStore) -> i64 {
+        let Reader::Compact(reader) = &store.reader else {
+            panic!("not compact")
+        };
+        reader.state().iter().map(|o| held(o)).sum()
+    }
+
+    fn named(name: &str, value: &str) -> DynamicObject {
+        let mut obj = cm(value);
+        obj.metadata.name = Some(name.into());
+        obj
+    }
+
+    #[test]
+    fn a_compact_store_counts_the_bytes_its_objects_hold_through_every_event() {
+        let resource = ApiResource::erase::<ConfigMap>(&());
+        let (store, mut writer) = ObjectStore::new(gvk_of::<ConfigMap>(), &resource, false);
+        assert_eq!(store.bytes(), Some(0));
+        let mut seen = Vec::new();
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(named("one", "v1")),
+            watcher::Event::InitApply(named("two", "v2")),
+            watcher::Event::InitDone,
+            watcher::Event::Apply(named("one", &"x".repeat(1000))),
+            watcher::Event::Apply(named("three", "v3")),
+            watcher::Event::Delete(named("two", "v2")),
+            // A relist replaces everything: the bytes are the new list's.
+            watcher::Event::Init,
+            watcher::Event::InitApply(named("four", "v4")),
+            watcher::Event::InitDone,
+            watcher::Event::Delete(named("absent", "v")),
+        ] {
+            writer.apply(&event);
+            if matches!(event, watcher::Event::Init | watcher::Event::InitApply(_)) {
+                continue; // the store is unchanged until InitDone
+            }
+            assert_eq!(store.bytes(), Some(summed(&store)), "after {event:?}");
+            seen.push(summed(&store));
+        }
+        assert!(
+            seen[1] > seen[0] + 900,
+            "a larger object adds its bytes: {seen:?}"
+        );
+        assert!(
+            seen[3] < seen[2],
+            "a delete frees its object's bytes: {seen:?}"
+        );
+        assert_eq!(store.len(), 1);
+        let one = CompactObject::encode(&named("four", "v4")).unwrap();
+        assert_eq!(
+            store.bytes(),
+            Some(i64::try_from(one.held_bytes()).unwrap())
+        );
+    }
+
+    #[test]
+    fn a_shared_store_does_not_claim_a_byte_count() {
+        let resource = ApiResource::erase::<ConfigMap>(&());
+        let (store, mut writer) = ObjectStore::new(gvk_of::<ConfigMap>(), &resource, true);
+        writer.apply(&watcher::Event::Apply(cm("v1")));
+        assert_eq!(store.bytes(), None);
     }
 
     #[test]

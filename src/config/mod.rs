@@ -39,8 +39,8 @@ pub(crate) use names::dns1123_subdomain_problem;
 pub use restart::{reloadable, restart_needed};
 pub use shares::ShardingDescription;
 pub use status::{
-    CONDITION_READY, CONDITION_VALID, CacheConfigStatus, ControllerReady, MAX_LISTED_NAMESPACES,
-    NamespaceSelectorStatus, ShardObjects, ShardingStatus,
+    CONDITION_READY, CONDITION_VALID, CacheConfigStatus, ControllerReady, KindMemory,
+    MAX_LISTED_NAMESPACES, NamespaceMemory, NamespaceSelectorStatus, ShardObjects, ShardingStatus,
 };
 pub(crate) use structure::check as check_schema;
 pub use types::{

@@ -35,6 +35,23 @@ pub struct CacheConfigStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub informer_count: Option<i32>,
 
+    /// Bytes the cache's objects hold, in total: the sum of `informers[].bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_bytes: Option<i64>,
+
+    /// `cacheBytes` for people (`12.4 MiB`; the `Memory` column of `kubectl get cacheconfigs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+
+    /// Bytes and objects per kind (one row per `byObject` entry, and per kind the defaults
+    /// cache), largest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory_by_kind: Vec<KindMemory>,
+
+    /// Bytes per namespace scope (`""`: informers over every namespace), largest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory_by_namespace: Vec<NamespaceMemory>,
+
     /// When the manager last applied a changed spec.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reload_time: Option<Time>,
@@ -54,6 +71,30 @@ pub struct CacheConfigStatus {
     /// it, and that member's share.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sharding: Option<ShardingStatus>,
+}
+
+/// The bytes the cache holds for one kind.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KindMemory {
+    /// API version of the kind (`v1`, `apps/v1`).
+    pub api_version: String,
+    /// The kind.
+    pub kind: String,
+    /// Objects held.
+    pub objects: i64,
+    /// Bytes those objects hold.
+    pub bytes: i64,
+}
+
+/// The bytes the cache holds for one namespace scope.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NamespaceMemory {
+    /// The namespace; `""` for informers over every namespace.
+    pub namespace: String,
+    /// Bytes the objects of this scope hold.
+    pub bytes: i64,
 }
 
 /// Whether one controller the manager runs is ready.

@@ -54,6 +54,12 @@ use super::status::CacheConfigStatus;
         description = "number of informers the cache tree runs"
     ),
     printcolumn(
+        name = "Memory",
+        type_ = "string",
+        json_path = ".status.memory",
+        description = "bytes the cache's objects hold"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"

@@ -315,10 +315,15 @@ pub fn desired_status(
     let ready = condition(CONDITION_READY, ready, reason, message);
     let mut informers = input.informers.clone();
     informers.sort_by(|a, b| sort_key(a).cmp(&sort_key(b)));
+    let memory = memory::Memory::of(&informers);
     CacheConfigStatus {
         observed_generation: input.generation,
         conditions: vec![valid, ready],
         informer_count: Some(i32::try_from(informers.len()).unwrap_or(i32::MAX)),
+        cache_bytes: memory.total,
+        memory: memory.total.map(memory::human),
+        memory_by_kind: memory.by_kind,
+        memory_by_namespace: memory.by_namespace,
         informers,
         last_reload_time: input
             .last_reload_time
@@ -556,5 +561,6 @@ impl StatusWriter {
     }
 }
 
+mod memory;
 #[cfg(test)]
 mod tests;

@@ -47,7 +47,7 @@ fn crd_is_namespaced_with_status_short_name_and_printer_columns() {
         .iter()
         .map(|c| c.name.as_str())
         .collect();
-    assert_eq!(columns, ["Valid", "Ready", "Informers", "Age"]);
+    assert_eq!(columns, ["Valid", "Ready", "Informers", "Memory", "Age"]);
     assert_eq!(crd, informant::config::CacheConfig::crd());
 }
 

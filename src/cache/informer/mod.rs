@@ -58,6 +58,17 @@ pub struct InformerStatus {
     /// Objects currently cached by this informer.
     pub objects: i64,
 
+    /// Bytes the cached objects hold (each object's allocations and store key, counted as
+    /// events are stored); absent for an informer with `unsafeDisableDeepCopy`, which holds
+    /// parsed objects whose heap size is not counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<i64>,
+
+    /// The informer's field projection (`keepFields[...] dropFields[...]`); absent when it
+    /// keeps every field. A controller reading a field projected away sees it absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projection: Option<String>,
+
     /// The watcher's last error, cleared by the next successful event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -598,6 +609,9 @@ impl Informer {
             metadata_only: self.settings.metadata_only,
             synced: status.synced,
             objects: i64::try_from(self.store.len()).unwrap_or(i64::MAX),
+            bytes: self.store.bytes(),
+            projection: Some(self.settings.transform.projection.describe())
+                .filter(|p| !p.is_empty()),
             error: status.last_error,
             state: None,
             message: None,

@@ -232,3 +232,43 @@ async fn the_first_list_is_resynced_and_a_later_one_relisted() {
     }
     assert_eq!(seen, ["applied", "resynced", "applied", "relisted"]);
 }
+
+#[tokio::test]
+async fn a_projection_lowers_the_bytes_the_informer_holds_and_is_named_in_its_status() {
+    use crate::cache::projection::{ObjectPath, Projection};
+    let mut held = Vec::new();
+    for keep in [
+        None,
+        Some(vec![ObjectPath::parse("data[\"small\"]").unwrap()]),
+    ] {
+        let settings = InformerSettings {
+            transform: Transform {
+                projection: Projection::new(keep, vec![]),
+                ..Transform::default()
+            },
+            ..InformerSettings::default()
+        };
+        let inf = informer(settings);
+        let mut obj = cm("a", "one", &[("app", "y")]);
+        obj.data = serde_json::json!({"data": {"small": "s", "large": "x".repeat(4096)}});
+        feed(
+            &inf,
+            vec![
+                Ok(watcher::Event::Init),
+                Ok(watcher::Event::InitApply(obj)),
+                Ok(watcher::Event::InitDone),
+            ],
+        )
+        .await;
+        let status = inf.status();
+        held.push((status.bytes, status.projection));
+    }
+    let (Some(full), None) = &held[0] else {
+        panic!("{held:?}")
+    };
+    let (Some(projected), Some(named)) = &held[1] else {
+        panic!("{held:?}")
+    };
+    assert!(*projected + 4096 <= *full, "{held:?}");
+    assert_eq!(named, "keepFields[data[\"small\"]]");
+}

@@ -1,5 +1,5 @@
-//! `informant_informers{state}` and `informant_cache_objects{group,version,kind,namespace}`,
-//! computed at scrape time from a snapshot of the cache tree's informers.
+//! `informant_informers{state}`, `informant_cache_objects{group,version,kind,namespace}` and
+//! `informant_cache_bytes{group,version,kind,namespace}`, computed at scrape time from a snapshot of the cache tree's informers.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -109,6 +109,8 @@ impl ObjectLabels {
 /// - `informant_cache_objects`: objects held, summed over the informers with the same labels
 ///   (two selectors over one kind and namespace add up); `namespace` is `""` for an informer
 ///   over every namespace, `group` is `""` for the core group.
+/// - `informant_cache_bytes`: bytes those objects hold, with the same labels and sums; only
+///   informers that count their bytes (compact stores) have a series.
 ///
 /// `source` runs on the scraping task, once per scrape: it should copy counters, not list.
 ///
@@ -141,9 +143,13 @@ impl Collector for InformerCollector {
         let mut states = [0_usize; InformerState::ALL.len()];
         // A BTreeMap so the exposition is in a stable order.
         let mut objects = BTreeMap::<ObjectLabels, i64>::new();
+        let mut bytes = BTreeMap::<ObjectLabels, i64>::new();
         for informer in &informers {
             states[InformerState::of(informer) as usize] += 1;
             *objects.entry(ObjectLabels::of(informer)).or_default() += informer.objects.max(0);
+            if let Some(held) = informer.bytes {
+                *bytes.entry(ObjectLabels::of(informer)).or_default() += held.max(0);
+            }
         }
         {
             let mut metric = encoder.encode_descriptor(
@@ -158,13 +164,24 @@ impl Collector for InformerCollector {
                     .encode_gauge(&gauge_value(states[state as usize]))?;
             }
         }
+        {
+            let mut metric = encoder.encode_descriptor(
+                "informant_cache_objects",
+                "Objects held by the cache, by kind and namespace (\"\" for informers over every namespace).",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (labels, n) in &objects {
+                metric.encode_family(labels)?.encode_gauge(n)?;
+            }
+        }
         let mut metric = encoder.encode_descriptor(
-            "informant_cache_objects",
-            "Objects held by the cache, by kind and namespace (\"\" for informers over every namespace).",
+            "informant_cache_bytes",
+            "Bytes held by the cache's objects (each object's allocations and store key), by kind and namespace; informers with unsafeDisableDeepCopy are not counted.",
             None,
             MetricType::Gauge,
         )?;
-        for (labels, n) in &objects {
+        for (labels, n) in &bytes {
             metric.encode_family(labels)?.encode_gauge(n)?;
         }
         Ok(())
@@ -210,9 +227,11 @@ mod tests {
 
         let mut pods_a = informer("v1", "Pod", Some("team-a"));
         pods_a.objects = 3;
+        pods_a.bytes = Some(3000);
         let mut pods_a_web = informer("v1", "Pod", Some("team-a"));
         pods_a_web.label_selector = Some("tier=web".into());
         pods_a_web.objects = 2;
+        pods_a_web.bytes = Some(1500);
         let mut deployments = informer("apps/v1", "Deployment", None);
         deployments.synced = false;
         deployments.objects = 7;
@@ -228,10 +247,13 @@ mod tests {
         let text = encode(&registry);
         let expected = [
             "# EOF",
+            "# HELP informant_cache_bytes Bytes held by the cache's objects (each object's allocations and store key), by kind and namespace; informers with unsafeDisableDeepCopy are not counted.",
             "# HELP informant_cache_objects Objects held by the cache, by kind and namespace (\"\" for informers over every namespace).",
             "# HELP informant_informers Informers of the current cache tree by state: synced, syncing, failed (not synced and the last list or watch failed), waiting_for_kind (a byObject kind the API server does not serve yet).",
+            "# TYPE informant_cache_bytes gauge",
             "# TYPE informant_cache_objects gauge",
             "# TYPE informant_informers gauge",
+            "informant_cache_bytes{group=\"\",version=\"v1\",kind=\"Pod\",namespace=\"team-a\"} 4500",
             "informant_cache_objects{group=\"\",version=\"v1\",kind=\"Pod\",namespace=\"team-a\"} 5",
             "informant_cache_objects{group=\"\",version=\"v1\",kind=\"Secret\",namespace=\"team-b\"} 0",
             "informant_cache_objects{group=\"apps\",version=\"v1\",kind=\"Deployment\",namespace=\"\"} 7",
