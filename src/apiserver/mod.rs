@@ -23,9 +23,11 @@
 //! ```
 //!
 //! Layout (private modules): `registry` (what is served), `store` (objects, history, change
-//! broadcast), `handlers` (one file per verb family), `discovery` and `openapi`, `faults` (fault
-//! injection and counters), `lists` (the LIST answers given, [`Handle::lists`]), `server`
-//! (state, router, run loop).
+//! broadcast), `handlers` (the dispatcher, one file per verb family), `discovery` and `openapi`,
+//! `faults` (fault injection and counters), `lists` (the LIST answers given, [`Handle::lists`]),
+//! `server` (router, run loop). Below the handlers sit the leaves they share, which import
+//! neither them nor `server`: `config` (settings), `state` (what every request shares),
+//! `request` (one request's context) and `respond` (JSON responses).
 //!
 //! # Differences from kube-apiserver
 //!
@@ -47,6 +49,7 @@
 
 mod aggregated;
 mod auth;
+mod config;
 mod conversion;
 mod crd;
 mod debug;
@@ -63,9 +66,12 @@ mod openapi_v2;
 mod protobuf;
 mod query;
 mod registry;
+mod request;
+mod respond;
 mod route;
 mod seed;
 mod server;
+mod state;
 mod status;
 mod store;
 mod table;
@@ -73,11 +79,12 @@ mod test_server;
 mod tls;
 
 pub use auth::{Authorization, Refusal, UnknownAuthorization};
+pub use config::{Config, FeatureGates};
 pub use faults::{CorruptRule, Corruption, FailRule, HUGE_ANNOTATION_BYTES, Verb};
 pub use kubeconfig_file::{KubeconfigWriteError, write_kubeconfig};
 pub use lists::ListAnswer;
 pub use seed::parse_yaml;
-pub use server::{Config, Error, FeatureGates, Handle, Server};
+pub use server::{Error, Handle, Server};
 pub use status::{ApiError, Cause, FieldError, FieldErrorType};
 pub use store::Limits;
 pub use test_server::{TestServer, TestServerError, kubeconfig};

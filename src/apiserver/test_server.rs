@@ -11,7 +11,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::auth::Authorization;
-use super::server::{Config, Error, Handle, Server};
+use super::config::Config;
+use super::server::{Error, Handle, Server};
 
 /// Errors of [`TestServer`].
 #[derive(Debug, thiserror::Error)]
