@@ -27,7 +27,8 @@
 //! `faults` (fault injection and counters), `lists` (the LIST answers given, [`Handle::lists`]),
 //! `server` (router, run loop). Below the handlers sit the leaves they share, which import
 //! neither them nor `server`: `config` (settings), `state` (what every request shares),
-//! `request` (one request's context) and `respond` (JSON responses).
+//! `request` (one request's context) and `respond` (JSON responses); the `layering` tests
+//! keep it so.
 //!
 //! # Differences from kube-apiserver
 //!
@@ -58,6 +59,8 @@ mod faults;
 mod filter;
 pub(crate) mod handlers;
 mod kubeconfig_file;
+#[cfg(test)]
+mod layering;
 mod lists;
 mod meta;
 mod namespaces;
