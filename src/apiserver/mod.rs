@@ -27,8 +27,9 @@
 //! `faults` (fault injection and counters), `lists` (the LIST answers given, [`Handle::lists`]),
 //! `server` (router, run loop). Below the handlers sit the leaves they share, which import
 //! neither them nor `server`: `config` (settings), `state` (what every request shares),
-//! `request` (one request's context) and `respond` (JSON responses); the `layering` tests
-//! keep it so.
+//! `request` (one request's context) and `respond` (JSON responses); `client_config` (the
+//! kubeconfigs clients use) serves `server` and `test_server` alike. The `layering` tests keep
+//! it so.
 //!
 //! # Differences from kube-apiserver
 //!
@@ -50,6 +51,7 @@
 
 mod aggregated;
 mod auth;
+mod client_config;
 mod config;
 mod conversion;
 mod crd;
@@ -82,6 +84,7 @@ mod test_server;
 mod tls;
 
 pub use auth::{Authorization, Refusal, UnknownAuthorization};
+pub use client_config::kubeconfig;
 pub use config::{Config, FeatureGates};
 pub use faults::{CorruptRule, Corruption, FailRule, HUGE_ANNOTATION_BYTES, Verb};
 pub use kubeconfig_file::{KubeconfigWriteError, write_kubeconfig};
@@ -90,4 +93,4 @@ pub use seed::parse_yaml;
 pub use server::{Error, Handle, Server};
 pub use status::{ApiError, Cause, FieldError, FieldErrorType};
 pub use store::Limits;
-pub use test_server::{TestServer, TestServerError, kubeconfig};
+pub use test_server::{TestServer, TestServerError};

@@ -15,6 +15,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::auth::{Authorization, Refusal};
+use super::client_config::{build_kubeconfig, kubeconfig};
 use super::config::Config;
 use super::faults::{CorruptRule, Corruption, FailRule, RequestCount, Verb};
 use super::lists::ListAnswer;
@@ -171,7 +172,7 @@ impl Handle {
     pub fn kubeconfig(&self) -> kube::config::Kubeconfig {
         match self.0.auth.mode {
             Authorization::Rbac => self.kubeconfig_with_token(Some(self.admin_token())),
-            Authorization::AlwaysAllow => super::kubeconfig(self.0.addr),
+            Authorization::AlwaysAllow => kubeconfig(self.0.addr),
         }
     }
 
@@ -185,7 +186,7 @@ impl Handle {
             None => format!("http://{}", self.0.addr),
         };
         let ca = self.0.tls.as_ref().map(tls::Identity::ca_data);
-        super::test_server::build_kubeconfig(url, token, ca)
+        build_kubeconfig(url, token, ca)
     }
 
     /// Every request refused with 401 or 403 so far, oldest first (the last 10 000).
