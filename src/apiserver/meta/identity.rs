@@ -17,6 +17,7 @@ pub(super) fn new_uid() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
+/// The five random characters `generateName` gets (apimachinery's `SimpleNameGenerator`).
 pub(super) fn random_suffix() -> String {
     // The alphabet of apimachinery's `util/rand.String` (no vowels, no confusable digits).
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
