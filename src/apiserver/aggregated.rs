@@ -6,9 +6,9 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::discovery::{is_service_accounts, verbs};
-use super::handlers::json_value;
 use super::registry::ResourceType;
-use super::server::App;
+use super::respond::json_value;
+use super::state::App;
 
 /// The media type of aggregated discovery, as clients ask for it and the server labels it.
 const MEDIA_TYPE: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";

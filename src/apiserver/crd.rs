@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::meta;
 use super::registry::{PrinterColumn, ResourceKey, ResourceType};
-use super::server::App;
+use super::state::App;
 use super::status::{ApiError, ApiResult};
 
 fn is_crd(rt: &ResourceType) -> bool {

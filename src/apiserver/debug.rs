@@ -8,8 +8,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::faults::FailRule;
-use super::handlers::json_value;
-use super::server::App;
+use super::respond::json_value;
+use super::state::App;
 use super::status::ApiError;
 
 /// `GET /debug/requests`.
@@ -24,7 +24,7 @@ pub fn requests(app: &App) -> Response {
     let body = Body {
         requests: app.counters.snapshot(),
     };
-    super::handlers::json_bytes(
+    super::respond::json_bytes(
         StatusCode::OK,
         serde_json::to_vec(&body).unwrap_or_default(),
     )

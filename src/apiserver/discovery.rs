@@ -5,9 +5,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::handlers::json_value;
 use super::registry::ResourceType;
-use super::server::App;
+use super::respond::json_value;
+use super::state::App;
 use super::status::ApiError;
 
 /// The Kubernetes minor version the server reports: the newest that k8s-openapi 0.29 describes

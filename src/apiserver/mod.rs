@@ -23,9 +23,13 @@
 //! ```
 //!
 //! Layout (private modules): `registry` (what is served), `store` (objects, history, change
-//! broadcast), `handlers` (one file per verb family), `discovery` and `openapi`, `faults` (fault
-//! injection and counters), `lists` (the LIST answers given, [`Handle::lists`]), `server`
-//! (state, router, run loop).
+//! broadcast), `handlers` (the dispatcher, one file per verb family), `discovery` and `openapi`,
+//! `faults` (fault injection and counters), `lists` (the LIST answers given, [`Handle::lists`]),
+//! `server` (router, run loop). Below the handlers sit the leaves they share, which import
+//! neither them nor `server`: `config` (settings), `state` (what every request shares),
+//! `request` (one request's context) and `respond` (JSON responses); `client_config` (the
+//! kubeconfigs clients use) serves `server` and `test_server` alike. The `layering` tests keep
+//! it so.
 //!
 //! # Differences from kube-apiserver
 //!
@@ -47,6 +51,8 @@
 
 mod aggregated;
 mod auth;
+mod client_config;
+mod config;
 mod conversion;
 mod crd;
 mod debug;
@@ -55,6 +61,8 @@ mod faults;
 mod filter;
 pub(crate) mod handlers;
 mod kubeconfig_file;
+#[cfg(test)]
+mod layering;
 mod lists;
 mod meta;
 mod namespaces;
@@ -63,9 +71,12 @@ mod openapi_v2;
 mod protobuf;
 mod query;
 mod registry;
+mod request;
+mod respond;
 mod route;
 mod seed;
 mod server;
+mod state;
 mod status;
 mod store;
 mod table;
@@ -73,11 +84,13 @@ mod test_server;
 mod tls;
 
 pub use auth::{Authorization, Refusal, UnknownAuthorization};
+pub use client_config::kubeconfig;
+pub use config::{Config, FeatureGates};
 pub use faults::{CorruptRule, Corruption, FailRule, HUGE_ANNOTATION_BYTES, Verb};
 pub use kubeconfig_file::{KubeconfigWriteError, write_kubeconfig};
 pub use lists::ListAnswer;
 pub use seed::parse_yaml;
-pub use server::{Config, Error, FeatureGates, Handle, Server};
+pub use server::{Error, Handle, Server};
 pub use status::{ApiError, Cause, FieldError, FieldErrorType};
 pub use store::Limits;
-pub use test_server::{TestServer, TestServerError, kubeconfig};
+pub use test_server::{TestServer, TestServerError};

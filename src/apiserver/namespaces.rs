@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::meta::{self, KUBERNETES_FINALIZER};
 use super::registry::{ResourceKey, ResourceType};
-use super::server::App;
+use super::state::App;
 use super::status::{ApiError, ApiResult, Cause};
 use super::store::{Action, ObjKey, Stored};
 

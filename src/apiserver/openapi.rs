@@ -7,9 +7,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use super::discovery::KUBERNETES_MINOR;
-use super::handlers::json_value;
 use super::registry::ResourceType;
-use super::server::App;
+use super::respond::json_value;
+use super::state::App;
 use super::status::ApiError;
 
 pub(super) fn group_path(group: &str, version: &str) -> String {

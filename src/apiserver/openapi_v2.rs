@@ -21,7 +21,7 @@ use serde_json::{Map, Value, json};
 use super::discovery::KUBERNETES_MINOR;
 use super::openapi::{group_path, published_schema, schema_name};
 use super::registry::ResourceType;
-use super::server::App;
+use super::state::App;
 
 /// The media type kube-openapi answers protobuf with
 /// (`k8s.io/kube-openapi/pkg/handler/handler.go`, `subTypeProtobuf`).

@@ -6,7 +6,7 @@ use super::crd;
 use super::handlers::write::insert;
 use super::meta::prepare_create;
 use super::registry::ResourceKey;
-use super::server::App;
+use super::state::App;
 use super::status::{ApiError, ApiResult};
 use super::store::ObjKey;
 

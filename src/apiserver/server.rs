@@ -1,5 +1,6 @@
-//! The server: configuration, shared state, the axum router and the `run(self, shutdown)` loop,
-//! plus a [`Handle`] for fault injection and request counters.
+//! The server: the axum router and the `run(self, shutdown)` loop, plus a [`Handle`] for fault
+//! injection and request counters. Its settings are in `config`, the state every request shares
+//! in `state`; the handlers read both and never this module.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,106 +14,14 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::auth::{Auth, Authorization, Refusal};
-use super::faults::{CorruptRule, Corruption, Counters, FailRule, Faults, RequestCount, Verb};
-use super::lists::{ListAnswer, ListLog};
-use super::registry::Registry;
+use super::auth::{Authorization, Refusal};
+use super::client_config::{build_kubeconfig, kubeconfig};
+use super::config::Config;
+use super::faults::{CorruptRule, Corruption, FailRule, RequestCount, Verb};
+use super::lists::ListAnswer;
+use super::state::App;
 use super::status::ApiError;
-use super::store::{Limits, Store};
 use super::{handlers, seed, tls};
-
-/// The server's settings.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// Where to listen (`127.0.0.1:0` picks a free port).
-    pub listen: SocketAddr,
-    /// How often an idle watch that asked for bookmarks gets one. kube-apiserver's cacher sends
-    /// them about once a minute (`k8s.io/apiserver/pkg/storage/cacher/cacher.go`,
-    /// `bookmarkFrequency`).
-    pub bookmark_interval: Duration,
-    /// History and broadcast sizes.
-    pub limits: Limits,
-    /// The largest accepted request body: 3 MiB, kube-apiserver's `MaxRequestBodyBytes`
-    /// (`k8s.io/apiserver/pkg/server/config.go`).
-    pub max_body: usize,
-    /// Objects created at start (namespaces first is not required: missing namespaces are
-    /// created for seeded objects).
-    pub seeds: Vec<Value>,
-    /// How requests are authorized: every one allowed (the default), or bearer tokens and
-    /// RBAC as kube-apiserver does ([`Authorization::Rbac`]).
-    pub authorization: Authorization,
-    /// Feature gates, as kube-apiserver's `--feature-gates`.
-    pub feature_gates: FeatureGates,
-    /// The shortest lifetime a `TokenRequest` may ask for: ten minutes, kube-apiserver's
-    /// (`pkg/apis/authentication/validation`, `MinTokenAgeSec`). Tests that watch a token
-    /// expire lower it (`informant apiserver --token-min-expiration 20s`).
-    pub token_min_expiration: Duration,
-}
-
-/// The kube-apiserver feature gates the embedded server knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FeatureGates {
-    /// `ShardedListAndWatch` (Kubernetes v1.36, alpha, KEP-5866): the `shardSelector` list and
-    /// watch parameter and `ListMeta.shardInfo`. kube-apiserver leaves alpha gates off; the
-    /// embedded server, a test server, turns it on so sharded clients can be tested, and
-    /// `--feature-gates ShardedListAndWatch=false` gives the server a sharded client meets on
-    /// a cluster without the feature.
-    pub sharded_list_and_watch: bool,
-}
-
-impl Default for FeatureGates {
-    fn default() -> Self {
-        Self {
-            sharded_list_and_watch: true,
-        }
-    }
-}
-
-impl FeatureGates {
-    /// Applies kube-apiserver's `--feature-gates` syntax, `Name=bool[,Name=bool…]`, to `self`.
-    ///
-    /// # Errors
-    ///
-    /// kube's messages: `unrecognized feature gate: NAME` for a gate the server does not know,
-    /// `missing bool value for NAME` and `invalid value of NAME=VALUE, err: …` for a bad value.
-    pub fn set(&mut self, spec: &str) -> Result<(), String> {
-        for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let (name, value) = item
-                .split_once('=')
-                .ok_or_else(|| format!("missing bool value for {item}"))?;
-            let (name, value) = (name.trim(), value.trim());
-            let enabled = match value {
-                "true" | "True" | "TRUE" | "1" | "t" | "T" => true,
-                "false" | "False" | "FALSE" | "0" | "f" | "F" => false,
-                other => {
-                    return Err(format!(
-                        "invalid value of {name}={other}, err: strconv.ParseBool: parsing {other:?}: invalid syntax"
-                    ));
-                }
-            };
-            match name {
-                "ShardedListAndWatch" => self.sharded_list_and_watch = enabled,
-                other => return Err(format!("unrecognized feature gate: {other}")),
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            bookmark_interval: Duration::from_mins(1),
-            limits: Limits::default(),
-            max_body: 3 * 1024 * 1024,
-            seeds: Vec::new(),
-            authorization: Authorization::AlwaysAllow,
-            feature_gates: FeatureGates::default(),
-            token_min_expiration: Duration::from_mins(10),
-        }
-    }
-}
 
 /// Errors starting or running the server.
 #[derive(Debug, thiserror::Error)]
@@ -141,31 +50,6 @@ pub enum Error {
         #[source]
         source: ApiError,
     },
-}
-
-/// State shared by every request.
-#[derive(Debug)]
-pub struct App {
-    /// Served resources.
-    pub registry: Registry,
-    /// Objects.
-    pub store: Store,
-    /// Injected faults.
-    pub faults: Faults,
-    /// Request counters.
-    pub counters: Counters,
-    /// The last LIST answers.
-    pub lists: ListLog,
-    /// Settings.
-    pub config: Config,
-    /// Tokens, the authorizer and the refusals.
-    pub auth: Auth,
-    /// The certificates served with authorization on (clients send tokens over TLS only).
-    pub tls: Option<tls::Identity>,
-    /// Cancelled when the server shuts down, ending open watches.
-    pub shutdown: CancellationToken,
-    /// The bound address.
-    pub addr: SocketAddr,
 }
 
 /// A handle on a running server: fault injection and counters.
@@ -288,7 +172,7 @@ impl Handle {
     pub fn kubeconfig(&self) -> kube::config::Kubeconfig {
         match self.0.auth.mode {
             Authorization::Rbac => self.kubeconfig_with_token(Some(self.admin_token())),
-            Authorization::AlwaysAllow => super::kubeconfig(self.0.addr),
+            Authorization::AlwaysAllow => kubeconfig(self.0.addr),
         }
     }
 
@@ -302,7 +186,7 @@ impl Handle {
             None => format!("http://{}", self.0.addr),
         };
         let ca = self.0.tls.as_ref().map(tls::Identity::ca_data);
-        super::test_server::build_kubeconfig(url, token, ca)
+        build_kubeconfig(url, token, ca)
     }
 
     /// Every request refused with 401 or 403 so far, oldest first (the last 10 000).
@@ -394,25 +278,6 @@ impl Server {
                     .await
                     .map_err(Error::Serve)
             }
-        }
-    }
-}
-
-impl App {
-    /// Fresh state for `config`, answering as `addr`.
-    #[must_use]
-    pub fn new(config: Config, addr: SocketAddr) -> Self {
-        Self {
-            registry: Registry::new(),
-            store: Store::new(config.limits.clone()),
-            faults: Faults::default(),
-            counters: Counters::default(),
-            lists: ListLog::default(),
-            auth: Auth::new(config.authorization),
-            tls: None,
-            config,
-            shutdown: CancellationToken::new(),
-            addr,
         }
     }
 }

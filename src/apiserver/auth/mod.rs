@@ -353,7 +353,8 @@ mod tests {
     /// 401 (the expiry is set in the past here: no waiting).
     #[test]
     fn an_expired_service_account_token_is_refused_with_401() {
-        use crate::apiserver::server::{App, Config};
+        use crate::apiserver::config::Config;
+        use crate::apiserver::state::App;
         use axum::http::{HeaderValue, header};
         let app = App::new(
             Config {

@@ -14,8 +14,9 @@ use super::Authorization;
 use super::attributes::RequestInfo;
 use super::rbac::{self, StoredRoles};
 use super::user::User;
-use crate::apiserver::handlers::{Ctx, json_value, parse_body};
 use crate::apiserver::registry::ResourceKey;
+use crate::apiserver::request::{Ctx, parse_body};
+use crate::apiserver::respond::json_value;
 use crate::apiserver::status::{ApiError, ApiResult, FieldError, go_value};
 use crate::apiserver::store::ObjKey;
 

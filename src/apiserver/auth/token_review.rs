@@ -25,7 +25,8 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::user::User;
-use crate::apiserver::handlers::{Ctx, json_value};
+use crate::apiserver::request::Ctx;
+use crate::apiserver::respond::json_value;
 use crate::apiserver::status::{ApiError, ApiResult};
 
 /// The audience of the server's tokens when a `TokenRequest` names none, and of a review

@@ -6,9 +6,11 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
+use super::strategic;
 use super::write::modify;
-use super::{Ctx, json_bytes, strategic};
 use crate::apiserver::meta::{self, Target};
+use crate::apiserver::request::Ctx;
+use crate::apiserver::respond::json_bytes;
 use crate::apiserver::status::{ApiError, ApiResult};
 
 /// The `fieldsV1` set of an applied object: every map key as `f:<key>`, leaves as `{}`.

@@ -5,9 +5,11 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::Value;
 
+use super::strategic;
 use super::write::modify;
-use super::{Ctx, json_bytes, strategic};
 use crate::apiserver::meta::Target;
+use crate::apiserver::request::Ctx;
+use crate::apiserver::respond::json_bytes;
 use crate::apiserver::status::{ApiError, ApiResult};
 
 fn parse_json(body: &[u8]) -> ApiResult<Value> {

@@ -10,9 +10,10 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
 
-use super::{Ctx, json_bytes, json_value};
 use crate::apiserver::filter::Filter;
 use crate::apiserver::lists::ListAnswer;
+use crate::apiserver::request::Ctx;
+use crate::apiserver::respond::{json_bytes, json_value};
 use crate::apiserver::status::{ApiError, ApiResult};
 use crate::apiserver::store::{ObjKey, Objects, Stored};
 use crate::apiserver::table;

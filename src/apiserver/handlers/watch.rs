@@ -18,9 +18,9 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::time::{Instant, Interval, Sleep};
 use tokio_util::sync::CancellationToken;
 
-use super::Ctx;
 use crate::apiserver::filter::Filter;
 use crate::apiserver::registry::{ResourceKey, ResourceType};
+use crate::apiserver::request::{Ctx, partial_metadata};
 use crate::apiserver::status::{ApiError, ApiResult};
 use crate::apiserver::store::{Change, ChangeType, Stored};
 use crate::apiserver::table;
@@ -91,7 +91,7 @@ impl Watch {
             Encoding::Object => line(kind, &self.rt.view_bytes(obj)),
             Encoding::Metadata => line(
                 kind,
-                &serde_json::to_vec(&super::partial_metadata(&obj.value)).unwrap_or_default(),
+                &serde_json::to_vec(&partial_metadata(&obj.value)).unwrap_or_default(),
             ),
             Encoding::Table(include) => {
                 let t = table::build(

@@ -7,11 +7,12 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::{Ctx, json_bytes, json_value, parse_body};
 use crate::apiserver::filter::Filter;
 use crate::apiserver::meta::{self, Target, prepare_create, prepare_update, ready_to_delete};
 use crate::apiserver::registry::ResourceType;
-use crate::apiserver::server::App;
+use crate::apiserver::request::{Ctx, parse_body};
+use crate::apiserver::respond::{json_bytes, json_value};
+use crate::apiserver::state::App;
 use crate::apiserver::status::{ApiError, ApiResult};
 use crate::apiserver::store::{Action, ChangeType, ObjKey, Stored};
 use crate::apiserver::{crd, namespaces};
