@@ -36,6 +36,7 @@ mod pass;
 mod reconcile;
 mod relation;
 mod resync;
+pub(crate) mod runner;
 mod series;
 mod shard;
 mod shutdown;
