@@ -149,3 +149,59 @@ where
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    /// How a module would build kube-runtime's runner by itself.
+    const ASSEMBLING: [&str; 4] = [
+        "for_stream",
+        "applier(",
+        "runtime::Controller::new",
+        "kube::runtime::Controller",
+    ];
+
+    fn sources(dir: &Path, found: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                sources(&path, found);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                found.push(path);
+            }
+        }
+    }
+
+    /// The code of a source file: no comment, nothing from its first `#[cfg(test)]` on (a
+    /// test may build a bare runner to show kube-runtime's own behaviour).
+    fn code(text: &str) -> String {
+        text.lines()
+            .take_while(|line| line.trim() != "#[cfg(test)]")
+            .filter(|line| !line.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Issue #34: every controller, Rust or hook, gets its runner from this module, so their
+    /// triggers, shutdown and result handling can not drift apart again.
+    #[test]
+    fn one_module_assembles_every_controllers_runner() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        sources(&root, &mut files);
+        let mut assembling: Vec<String> = files
+            .iter()
+            .filter(|path| {
+                let code = code(&std::fs::read_to_string(path).unwrap());
+                ASSEMBLING.iter().any(|pattern| code.contains(pattern))
+            })
+            .map(|path| {
+                let relative = path.strip_prefix(&root).unwrap();
+                relative.to_string_lossy().replace('\\', "/")
+            })
+            .collect();
+        assembling.sort();
+        assert_eq!(assembling, ["controller/runner.rs"]);
+    }
+}
