@@ -5,9 +5,8 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
 
-use futures::StreamExt;
 use kube::core::{GroupVersionKind, Resource};
-use kube::runtime::controller::{self as runtime, Action};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use serde::de::DeserializeOwned;
@@ -17,8 +16,9 @@ use super::context::Context;
 use super::error::{Error, Result};
 use super::reconcile;
 use super::relation::Relation;
+use super::runner;
 use super::series::Series;
-use super::source::{self, SharedWriter};
+use super::source::SharedWriter;
 use super::stub::Stub;
 use crate::cache::{Cache, typed};
 use crate::controller::ControllerMetrics;
@@ -451,92 +451,72 @@ where
         running();
 
         // Every `Stub<K>` key shares the kind's (empty) dynamic type.
-        let dyntype = Arc::new(());
-        let resync = super::resync(
-            self.store(),
-            Arc::clone(ctx.cache()),
-            gvk.clone(),
-            Arc::clone(&dyntype),
-            series.clone(),
-        );
-        let changes = super::stubs::<K>(own_events, Arc::clone(ctx.cache()), gvk.clone());
-        let (objects, pass) = source::reflected_into(
-            changes,
-            Arc::clone(&self.writer),
-            Arc::clone(&dyntype),
-            (**ctx).clone(),
-            series.clone(),
-        );
-
-        let gained = super::shard_gained(ctx, self.store(), Arc::clone(&dyntype), series.clone());
-        let mut controller = runtime::Controller::for_stream_with(objects, self.store(), dyntype)
-            .with_config(runtime::Config::default().concurrency(*concurrency))
-            .reconcile_on(pass)
-            .reconcile_on(resync)
-            .reconcile_on(gained)
-            .graceful_shutdown_on(stop.clone().cancelled_owned());
-        for (relation, events) in relations.iter().zip(related_events) {
-            controller =
-                relation.attach(controller, events, Arc::clone(ctx.cache()), series.clone());
-        }
-
+        let assembly = runner::Assembly {
+            events: own_events,
+            gvk: gvk.clone(),
+            writer: Arc::clone(&self.writer),
+            dyntype: Arc::new(()),
+            series: series.clone(),
+            concurrency: *concurrency,
+            stop,
+        };
+        let relate = |mut controller, _: &Store<Stub<K>>| {
+            for (relation, events) in relations.iter().zip(related_events) {
+                controller =
+                    relation.attach(controller, events, Arc::clone(ctx.cache()), series.clone());
+            }
+            controller
+        };
         let label: Arc<str> = name.as_str().into();
         let reconcile = Arc::clone(&self.reconcile);
         let error_policy = Arc::clone(&self.error_policy);
         let reconciled = series.clone();
         let retried = series.clone();
         let kind = Arc::new(typed::gvk_of::<K>());
-        let results = controller.run(
-            move |stub: Arc<Stub<K>>, ctx: Arc<Context>| {
-                let (label, series) = (Arc::clone(&label), reconciled.clone());
-                let (reconcile, kind) = (Arc::clone(&reconcile), Arc::clone(&kind));
-                async move {
-                    let answer = ctx
-                        .cache()
-                        .get_as(&kind, stub.namespace(), stub.name(), &typed::As::<K>::new())
-                        .await
-                        .and_then(|object| typed::downcast::<K>(&kind, object));
-                    let object = match super::stub::read_stub(answer, &stub, &(), &ctx, &series) {
-                        Ok(object) => object,
-                        Err(action) => return Ok(action),
-                    };
-                    // With sharding, another member may own the object now: it reconciles it.
-                    let Some(admission) = ctx.admit(&label, &K::kind(&()), object.meta()) else {
-                        return Ok(Action::await_change());
-                    };
-                    let reconciled = admission.run(reconcile::instrumented(
-                        &label,
-                        series,
-                        (Arc::clone(&object), stub),
-                        Arc::clone(&ctx),
-                        move |object, ctx| reconcile(object, ctx),
-                    ));
-                    reconciled
-                        .await
-                        .unwrap_or(Ok(Action::await_change()))
-                        .map_err(|error| Failed { object, error })
-                }
-            },
-            move |_stub, failed: &Failed<K, E>, ctx| {
-                let action = error_policy(Arc::clone(&failed.object), &failed.error, ctx);
-                if action != Action::await_change() {
-                    retried.queue_retried();
-                }
-                action
-            },
-            Arc::clone(ctx),
-        );
-        let results = results.take_until(super::stopped_before_ready(self.store(), stop));
-        drive(results, name.clone(), series.clone()).await?;
+        let run_one = move |stub: Arc<Stub<K>>, ctx: Arc<Context>| {
+            let (label, series) = (Arc::clone(&label), reconciled.clone());
+            let (reconcile, kind) = (Arc::clone(&reconcile), Arc::clone(&kind));
+            async move {
+                let answer = ctx
+                    .cache()
+                    .get_as(&kind, stub.namespace(), stub.name(), &typed::As::<K>::new())
+                    .await
+                    .and_then(|object| typed::downcast::<K>(&kind, object));
+                let object = match super::stub::read_stub(answer, &stub, &(), &ctx, &series) {
+                    Ok(object) => object,
+                    Err(action) => return Ok(action),
+                };
+                // With sharding, another member may own the object now: it reconciles it.
+                let Some(admission) = ctx.admit(&label, &K::kind(&()), object.meta()) else {
+                    return Ok(Action::await_change());
+                };
+                let reconciled = admission.run(reconcile::instrumented(
+                    &label,
+                    series,
+                    (Arc::clone(&object), stub),
+                    Arc::clone(&ctx),
+                    move |object, ctx| reconcile(object, ctx),
+                ));
+                reconciled
+                    .await
+                    .unwrap_or(Ok(Action::await_change()))
+                    .map_err(|error| Failed { object, error })
+            }
+        };
+        let retry = move |_stub, failed: &Failed<K, E>, ctx| {
+            let action = error_policy(Arc::clone(&failed.object), &failed.error, ctx);
+            if action != Action::await_change() {
+                retried.queue_retried();
+            }
+            action
+        };
+        runner::run(ctx, assembly, relate, (run_one, retry, Arc::clone(ctx)))
+            .await
+            .map_err(|source| Error::Runner {
+                controller: name.clone(),
+                source,
+            })?;
         Ok(Ended::Shutdown)
-    }
-
-    /// The runner's store, as [`Controller::store`] handed it out.
-    fn store(&self) -> Store<Stub<K>> {
-        self.writer
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .as_reader()
     }
 
     /// The runner was dropped because a kind is not served: the store empties (its objects
@@ -606,36 +586,4 @@ where
     }))
     .await
     .map(drop)
-}
-
-/// Drives kube-runtime's result stream to its end (shutdown, once running reconciles finish).
-/// Reconcile failures were logged in their span; an object deleted before its turn is normal.
-async fn drive<K, E>(
-    results: impl futures::Stream<
-        Item = std::result::Result<(ObjectRef<K>, Action), runtime::Error<E, watcher::Error>>,
-    >,
-    controller: String,
-    series: Series,
-) -> Result<()>
-where
-    K: Resource,
-    E: std::error::Error + 'static,
-{
-    let mut results = std::pin::pin!(results);
-    while let Some(result) = results.next().await {
-        match result {
-            Ok(_) | Err(runtime::Error::ReconcilerFailed(..)) => {}
-            Err(runtime::Error::ObjectNotFound(object)) => {
-                tracing::debug!(object.ref = %object, "object left the store before its reconcile");
-                series.dropped(&object);
-            }
-            Err(runtime::Error::QueueError(error)) => {
-                tracing::debug!(error = %crate::telemetry::error_chain(&error), "trigger stream error");
-            }
-            Err(runtime::Error::RunnerError(source)) => {
-                return Err(Error::Runner { controller, source });
-            }
-        }
-    }
-    Ok(())
 }

@@ -25,6 +25,9 @@
 //! `result`, `error`) and is counted in controller-runtime's series
 //! ([`ControllerMetrics`]) when [`Controller::metrics`] is set.
 //!
+//! kube-runtime's runner is assembled in one place, `controller/runner.rs`, for these Rust
+//! controllers and for the hook controllers of [`crate::hooks`] alike.
+//!
 //! A complete controller: `informant::samples::cronjob`, run by `examples/cronjob_controller.rs`.
 
 mod backoff;
@@ -36,6 +39,7 @@ mod pass;
 mod reconcile;
 mod relation;
 mod resync;
+pub(crate) mod runner;
 mod series;
 mod shard;
 mod shutdown;

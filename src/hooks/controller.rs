@@ -3,7 +3,7 @@
 //! from the cache tree (the runner schedules [`Stub`]s: the cache holds the only copy).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -12,22 +12,21 @@ use kube::core::{ApiResource, DynamicObject, GroupVersionKind, Resource as _};
 use kube::runtime::controller::{self as runtime, Action};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher;
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, field};
 
 use super::call::Caller;
-use super::contract::ControllerRef;
 use super::metrics::HookMetrics;
 use super::policy::Policy;
 use super::reconcile::{self, ReconcileError};
 use super::resource::ControllerKey;
 use super::resource::ControllerSettings;
+use super::shared::{Shared, Written, forget_children};
 use super::stats::Stats;
 use crate::cache::{self, Cache as _, Discovery, KindInfo, Resolver as _};
 use crate::controller::ControllerMetrics;
 use crate::controller::{self, Change, Follow, ReconcileResult as Outcome, Series, Stub};
-use crate::controller::{Context, error_backoff};
+use crate::controller::{Context, error_backoff, runner};
 use crate::recorder::EventType;
 
 /// The reason of the Warning Event recorded on an object whose hook call failed.
@@ -69,117 +68,6 @@ pub enum Error {
         #[source]
         source: runtime::RunnerError,
     },
-}
-
-/// Everything a reconcile of one hook controller needs.
-pub(super) struct Shared {
-    pub(super) settings: ControllerSettings,
-    pub(super) controller: ControllerRef,
-    pub(super) field_manager: String,
-    pub(super) ctx: Context,
-    pub(super) parent: KindInfo,
-    pub(super) owns: Vec<KindInfo>,
-    pub(super) watches: Vec<KindInfo>,
-    /// The hook, under the manager's hook policy.
-    pub(super) caller: Caller,
-    stats: Stats,
-    /// controller-runtime's reconcile and workqueue series, as the typed controllers count them.
-    series: Series,
-    hook_metrics: Option<HookMetrics>,
-    /// The last write of each object (`status:<uid>`, `child:<plural>/<ns>/<name>`,
-    /// `deleted:<uid>`): the resourceVersion it was based on and what was written.
-    written: Written,
-    /// For each object whose status the manager wrote (by uid): the resourceVersion the write
-    /// was based on and the one it produced. See [`Shared::cache_behind`].
-    status_echo: Mutex<HashMap<String, (String, String)>>,
-}
-
-/// See [`Shared::already_wrote`].
-type Written = Arc<Mutex<HashMap<String, (Option<String>, Value)>>>;
-
-/// The memo key of a child write.
-pub(super) fn child_key(plural: &str, namespace: Option<&str>, name: &str) -> String {
-    format!("child:{plural}/{}/{name}", namespace.unwrap_or_default())
-}
-
-/// Forgets the child writes a change of children of kind `plural` makes stale: a deleted
-/// child must be applied again even though the cache looks as it did before its creation.
-fn forget_children(written: &Written, plural: &str, change: &Change<DynamicObject>) {
-    let mut written = written.lock().unwrap_or_else(PoisonError::into_inner);
-    match change {
-        Change::Deleted(child) => {
-            written.remove(&child_key(
-                plural,
-                child.metadata.namespace.as_deref(),
-                child.metadata.name.as_deref().unwrap_or_default(),
-            ));
-        }
-        Change::Listed(_) | Change::Relisted(_) => {
-            let prefix = format!("child:{plural}/");
-            written.retain(|key, _| !key.starts_with(&prefix));
-        }
-        Change::Applied(_) => {}
-    }
-}
-
-impl Shared {
-    /// A hook call is about to be made: it is counted in [`Stats::calls`] when the guard
-    /// drops, at the end of the reconcile.
-    pub(super) fn hook_called(&self) -> impl Drop + '_ {
-        struct Counted<'a>(&'a AtomicU64);
-        impl Drop for Counted<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        Counted(&self.stats.0.calls)
-    }
-
-    /// Whether `object`, as the cache holds it, is the version the manager's own status write
-    /// replaced: the cache has not seen that write yet. The hook must not be asked about it,
-    /// or a hook that keeps its memory in the status (as `examples/hooks/cronjob.py` does)
-    /// answers the same events twice; the write's echo reconciles the object again.
-    pub(super) fn cache_behind(&self, object: &DynamicObject) -> bool {
-        let (Some(uid), Some(version)) = (
-            object.metadata.uid.as_deref(),
-            object.metadata.resource_version.as_deref(),
-        ) else {
-            return false;
-        };
-        self.status_echo
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(uid)
-            .is_some_and(|(based_on, produced)| based_on == version && produced != version)
-    }
-
-    /// Remembers that the status of the object `uid` was written over `based_on`, producing
-    /// `produced`.
-    pub(super) fn status_written(&self, uid: &str, based_on: String, produced: String) {
-        self.status_echo
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(uid.to_owned(), (based_on, produced));
-    }
-
-    /// Whether `body` was already written over the version `seen` of the same object: the
-    /// cache has not caught up with that write yet (a reconcile triggered by the write's own
-    /// echo, or by another change, reading a stale object), so writing again would repeat it.
-    pub(super) fn already_wrote(&self, key: &str, seen: Option<&str>, body: &Value) -> bool {
-        self.written
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(key)
-            .is_some_and(|(base, wrote)| base.as_deref() == seen && wrote == body)
-    }
-
-    /// Remembers a write of `body` over the version `seen`.
-    pub(super) fn wrote(&self, key: String, seen: Option<String>, body: Value) {
-        self.written
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, (seen, body));
-    }
 }
 
 /// One `Controller` resource, running: kube-runtime's `Controller` over
@@ -306,53 +194,15 @@ impl HookController {
         // The runner schedules stubs; their keys share one `ApiResource`.
         let stub_type = Arc::new(parent.resource.clone());
         let writer = reflector::store::Writer::<Stub<DynamicObject>>::new(Arc::clone(&stub_type));
-        let store = writer.as_reader();
-        let parents = store.clone();
-        let changes = controller::stubs::<DynamicObject>(
-            own_events,
-            Arc::clone(ctx.cache()),
-            settings.for_kind.clone(),
-        );
-        let (objects, pass) = controller::reflected(
-            changes,
-            writer,
-            Arc::clone(&stub_type),
-            ctx.clone(),
-            series.clone(),
-        );
-        let resync = controller::resync(
-            store.clone(),
-            Arc::clone(ctx.cache()),
-            settings.for_kind.clone(),
-            Arc::clone(&stub_type),
-            series.clone(),
-        );
-        let gained =
-            controller::shard_gained(&ctx, store.clone(), Arc::clone(&stub_type), series.clone());
-        let mut controller =
-            runtime::Controller::for_stream_with(objects, store, Arc::clone(&stub_type))
-                .with_config(runtime::Config::default().concurrency(concurrency))
-                .reconcile_on(pass)
-                .reconcile_on(resync)
-                .reconcile_on(gained)
-                .graceful_shutdown_on(shutdown.clone().cancelled_owned());
-        let written = Written::default();
-        controller = watch_owned(
-            controller,
-            (&ctx, &series),
-            (&settings, &owns, &parent),
-            child_events,
-            &written,
-        );
-        controller = watch_related(
-            controller,
-            (&ctx, &series),
-            &settings,
-            &watches,
-            related_events,
-            (&parents, &stub_type),
-        );
-
+        let assembly = runner::Assembly {
+            events: own_events,
+            gvk: settings.for_kind.clone(),
+            writer: Arc::new(Mutex::new(writer)),
+            dyntype: Arc::clone(&stub_type),
+            series: series.clone(),
+            concurrency,
+            stop: shutdown,
+        };
         let shared = Arc::new(Shared {
             caller: Caller::of(&settings, policy, ctx.client()),
             controller: reconcile::controller_ref(&settings.key),
@@ -365,67 +215,44 @@ impl HookController {
             stats,
             series,
             hook_metrics,
-            written,
+            written: Written::default(),
             status_echo: Mutex::new(HashMap::new()),
         });
-        let results = controller
-            .run(run_one, error_policy, Arc::clone(&shared))
-            .take_until(controller::stopped_before_ready(parents, shutdown));
-        let result = drive(results, name, &shared.series).await;
+        let relate = |controller, parents: &reflector::Store<Stub<DynamicObject>>| {
+            let controller = watch_owned(controller, &shared, child_events);
+            watch_related(controller, &shared, related_events, (parents, &stub_type))
+        };
+        let result = runner::run(
+            &shared.ctx,
+            assembly,
+            relate,
+            (run_one, error_policy, Arc::clone(&shared)),
+        )
+        .await
+        .map_err(|source| Error::Runner {
+            controller: name,
+            source,
+        });
         shared.stats.0.ready.store(false, Ordering::Relaxed);
         result
     }
-}
-
-/// Drives kube-runtime's result stream to its end (shutdown, once running reconciles finish).
-async fn drive(
-    results: impl futures::Stream<
-        Item = Result<
-            (ObjectRef<Stub<DynamicObject>>, Action),
-            runtime::Error<ReconcileError, watcher::Error>,
-        >,
-    >,
-    name: String,
-    series: &Series,
-) -> Result<(), Error> {
-    let mut results = std::pin::pin!(results);
-    while let Some(result) = results.next().await {
-        match result {
-            Ok(_) | Err(runtime::Error::ReconcilerFailed(..)) => {}
-            Err(runtime::Error::ObjectNotFound(object)) => {
-                tracing::debug!(object.ref = %object, "object left the store before its reconcile");
-                series.dropped(&object);
-            }
-            Err(runtime::Error::QueueError(error)) => {
-                tracing::debug!(%error, "trigger stream error");
-            }
-            Err(runtime::Error::RunnerError(source)) => {
-                return Err(Error::Runner {
-                    controller: name,
-                    source,
-                });
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Each change of a child (an `owns` kind) reconciles its owners of the controller's kind, and
 /// makes the memo of that child's last write stale.
 fn watch_owned(
     mut controller: runtime::Controller<Stub<DynamicObject>>,
-    (ctx, series): (&Context, &Series),
-    (settings, owns, parent): (&ControllerSettings, &[KindInfo], &KindInfo),
+    shared: &Shared,
     events: Vec<tokio::sync::broadcast::Receiver<cache::InformerEvent>>,
-    written: &Written,
 ) -> runtime::Controller<Stub<DynamicObject>> {
-    for ((gvk, info), events) in settings.owns.iter().zip(owns).zip(events) {
-        let memo = Arc::clone(written);
+    let kinds = shared.settings.owns.iter().zip(&shared.owns);
+    for ((gvk, info), events) in kinds.zip(events) {
+        let memo = Arc::clone(&shared.written);
         let plural = info.resource.plural.clone();
-        let (added, owner) = (series.clone(), parent.resource.clone());
+        let (added, owner) = (shared.series.clone(), shared.parent.resource.clone());
         let children = controller::changes(
             events,
-            Arc::clone(ctx.cache()),
+            Arc::clone(shared.ctx.cache()),
             gvk.clone(),
             decode,
             Follow::Trigger,
@@ -455,23 +282,17 @@ fn watch_owned(
 /// related kind).
 fn watch_related(
     mut controller: runtime::Controller<Stub<DynamicObject>>,
-    (ctx, series): (&Context, &Series),
-    settings: &ControllerSettings,
-    watches: &[KindInfo],
+    shared: &Shared,
     events: Vec<tokio::sync::broadcast::Receiver<cache::InformerEvent>>,
     parents: (&reflector::Store<Stub<DynamicObject>>, &Arc<ApiResource>),
 ) -> runtime::Controller<Stub<DynamicObject>> {
     let (parents, stub_type) = parents;
-    for (((gvk, map_to), info), events) in settings
-        .watches
-        .iter()
-        .zip(&settings.map_to)
-        .zip(watches)
-        .zip(events)
-    {
+    let settings = &shared.settings;
+    let watched = settings.watches.iter().zip(&settings.map_to);
+    for (((gvk, map_to), info), events) in watched.zip(&shared.watches).zip(events) {
         let related = controller::changes(
             events,
-            Arc::clone(ctx.cache()),
+            Arc::clone(shared.ctx.cache()),
             gvk.clone(),
             decode,
             Follow::Trigger,
@@ -481,7 +302,7 @@ fn watch_related(
         let parents = parents.clone();
         let stub_type = Arc::clone(stub_type);
         let map_to = map_to.clone();
-        let added = series.clone();
+        let added = shared.series.clone();
         // A stub carries the name and namespace the mapping compares.
         let mapper = move |other: DynamicObject| {
             let targets = parents

@@ -28,6 +28,7 @@ mod policy;
 mod reconcile;
 mod release;
 mod resource;
+mod shared;
 mod sources;
 mod stats;
 mod supervisor;

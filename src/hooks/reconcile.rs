@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 
 use super::call::CallError;
 use super::contract::{self, ControllerRef, Request, Response};
-use super::controller::{Shared, child_key};
 use super::resource::ControllerKey;
+use super::shared::{Shared, child_key};
 use crate::cache::{self, Cache as _, KindInfo, ListOptions};
 use crate::recorder::{self, EventType};
 

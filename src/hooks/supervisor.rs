@@ -10,7 +10,7 @@
 //! is `False` with reason `WaitingForKind` and why; it starts at the pass that follows the tree
 //! serving its kinds (a pass runs at each published tree, and at least every 2 s), and stops
 //! when one of them waits again (its CRD was deleted), without releasing anything: it comes
-//! back with its CRD.
+//! back with its CRD. Why a controller is kept back is `supervisor/kept.rs`.
 //!
 //! A controller that owns or watches other kinds does not start either when the cache is
 //! sharded by uid ([`Supervisor::sharding`]): its children and related objects would be cached
@@ -29,57 +29,34 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::core::GroupVersionKind;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::controller::HookController;
 use super::metrics::HookMetrics;
-use super::policy::{Policy, REASON_HOOK_NOT_ALLOWED};
+use super::policy::Policy;
 use super::release::{self, CONTROLLER_FINALIZER, Held, Released};
 use super::resource::{
     ControllerError, ControllerKey, ControllerSettings, ControllerStatus, FINALIZER_PREFIX,
     ValidatedController,
 };
 use super::stats::Stats;
-use crate::cache::{Sharding, SharedCache, WantedKinds};
+use crate::cache::Sharding;
 use crate::controller::{Context, ControllerMetrics};
 use crate::manager::State;
-use crate::recorder::{self, EventType};
-use crate::selector::ShardKey;
+use crate::recorder;
 
+mod kept;
 mod status;
 
+pub use kept::REASON_NEEDS_SHARD_KEY_NAMESPACE;
+use kept::{Waiting, Wants, want_kinds};
 use status::{report, write_statuses};
 
 /// How often the `Controller` statuses are recomputed (a pass with no change to follow); an
 /// unchanged status is not written.
 const STATUS_INTERVAL: Duration = Duration::from_secs(2);
-
-/// The `Ready` reason of a controller whose kinds are not served yet.
-const REASON_WAITING_FOR_KIND: &str = crate::manager::REASON_WAITING_FOR_KIND;
-
-/// How the `Ready` message of a controller whose kinds are not served starts.
-const WAITING_MESSAGE: &str = "not started until its kinds are served: ";
-
-/// The `Ready` reason of a controller that owns or watches other kinds while the cache is
-/// sharded by uid: the fix is the key `namespace`.
-pub const REASON_NEEDS_SHARD_KEY_NAMESPACE: &str = "NeedsShardKeyNamespace";
-
-/// Why a valid controller does not run: its `Ready` reason and message.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Kept {
-    reason: &'static str,
-    message: String,
-}
-
-/// Why each controller that does not run waits (a kind not served yet) or is refused (the
-/// cache's sharding).
-type Waiting = HashMap<ControllerKey, Kept>;
-
-/// The kinds each controller wants from the cache tree.
-type Wants = HashMap<ControllerKey, WantedKinds>;
 
 /// The `Controller` documents to run, by `namespace/name`: each valid (run it) or not (keep
 /// what runs under that name, report why).
@@ -159,7 +136,7 @@ impl Supervisor {
     }
 
     /// Runs only the controllers `policy` allows ([`Policy::refusal`]); the others are kept
-    /// back with `Ready=False`, reason [`REASON_HOOK_NOT_ALLOWED`], the rules they break in
+    /// back with `Ready=False`, reason [`REASON_HOOK_NOT_ALLOWED`](crate::hooks::REASON_HOOK_NOT_ALLOWED), the rules they break in
     /// its message, a Warning Event of that reason on the `Controller` resource (with
     /// [`Supervisor::write_status`]) and a warning in the log. Default [`Policy::open`].
     #[must_use]
@@ -558,138 +535,6 @@ impl Supervisor {
             release::let_go_of_controller(ctx.client(), namespace, name).await;
         }
         true
-    }
-}
-
-/// The kinds of a controller of `settings`: `for`, `owns`, `watches`.
-fn kinds_of(settings: &ControllerSettings) -> Vec<GroupVersionKind> {
-    let mut kinds: Vec<GroupVersionKind> = Vec::new();
-    for gvk in std::iter::once(&settings.for_kind)
-        .chain(&settings.owns)
-        .chain(&settings.watches)
-    {
-        if !kinds.contains(gvk) {
-            kinds.push(gvk.clone());
-        }
-    }
-    kinds
-}
-
-/// Wants the kinds of every valid controller in `desired` that is not being deleted (an
-/// invalid one keeps what its last valid spec wanted, since that spec keeps running), and
-/// lets go of the rest.
-fn want_kinds(desired: &Desired, wants: &mut Wants, cache: &Arc<SharedCache>) {
-    wants.retain(|name, wanted| match desired.get(name) {
-        None => false,
-        Some(Err(_)) => true,
-        Some(Ok(valid)) => !deleting(valid) && wanted.kinds() == kinds_of(&valid.settings),
-    });
-    for (name, wanted) in desired {
-        let Ok(valid) = wanted else { continue };
-        if !deleting(valid) && !wants.contains_key(name) {
-            wants.insert(name.clone(), cache.want(&kinds_of(&valid.settings)));
-        }
-    }
-}
-
-/// Why a controller of `settings` may not run on a cache sharded as `sharding`: it owns or
-/// watches other kinds while objects are spread by uid, so an object's children and related
-/// objects are cached (and reconciled) on other members than the object itself.
-fn sharding_refusal(sharding: Option<&Sharding>, settings: &ControllerSettings) -> Option<String> {
-    if sharding?.key != ShardKey::Uid {
-        return None;
-    }
-    let related: Vec<String> = settings
-        .owns
-        .iter()
-        .chain(&settings.watches)
-        .map(|gvk| format!("{} {}", gvk.api_version(), gvk.kind))
-        .collect();
-    if related.is_empty() {
-        return None;
-    }
-    Some(format!(
-        "not started: the CacheConfig shards by uid (spec.sharding.key: uid), so the objects \
-         of the kinds this controller owns or watches ({}) are cached on other members than \
-         the objects they relate to; set spec.sharding.key: namespace in the CacheConfig \
-         (every object of a namespace on one member; a restart of every replica applies it), \
-         or remove spec.owns and spec.watches",
-        related.join(", ")
-    ))
-}
-
-impl Supervisor {
-    /// Why a valid controller of `settings` does not run now, or `None`: the sharding refuses
-    /// it, or one of its kinds (`wanted`) is not served yet (or not looked up yet).
-    fn kept_back(
-        &self,
-        wanted: Option<&WantedKinds>,
-        settings: &ControllerSettings,
-    ) -> Option<Kept> {
-        if let Some(rules) = self.policy.refusal(settings) {
-            return Some(Kept {
-                reason: REASON_HOOK_NOT_ALLOWED,
-                message: format!("not started: the manager's hook policy refuses it: {rules}"),
-            });
-        }
-        if let Some(message) = sharding_refusal(self.sharding.as_ref(), settings) {
-            return Some(Kept {
-                reason: REASON_NEEDS_SHARD_KEY_NAMESPACE,
-                message,
-            });
-        }
-        let reason = match wanted {
-            Some(wanted) => wanted.waiting()?,
-            None => "its kinds are not wanted from the cache yet".to_owned(),
-        };
-        Some(Kept {
-            reason: REASON_WAITING_FOR_KIND,
-            message: format!("{WAITING_MESSAGE}{reason}"),
-        })
-    }
-
-    /// Records which valid controllers are kept back (saying so once each time one starts
-    /// being kept back), and stops the running ones whose kind waits now (their CRD was
-    /// deleted): they are started again by the pass after their kinds are served. Nothing is
-    /// released: the controller comes back with its CRD.
-    async fn keep_back(
-        &self,
-        ctx: &Context,
-        desired: &Desired,
-        running: &mut HashMap<ControllerKey, Running>,
-        waiting: &mut Waiting,
-        wants: &Wants,
-    ) {
-        let before = std::mem::take(waiting);
-        for (name, wanted) in desired {
-            let Ok(valid) = wanted else { continue };
-            let Some(kept) = self.kept_back(wants.get(name), &valid.settings) else {
-                continue;
-            };
-            if let Some(r) = running.remove(name) {
-                tracing::info!(controller = %name, reason = %kept.message, "a kind of the controller is not served any more, stopping it until it is");
-                r.stop.cancel();
-                let _ = r.task.await;
-            }
-            let told = before.get(name) == Some(&kept);
-            if kept.reason == REASON_NEEDS_SHARD_KEY_NAMESPACE && !told {
-                // A person must change the CacheConfig or the Controller.
-                tracing::warn!(controller = %name, reason = kept.reason, "{}", kept.message);
-            }
-            if kept.reason == REASON_HOOK_NOT_ALLOWED && !told {
-                // A person must change the Controller, or the manager's policy.
-                tracing::warn!(controller = %name, reason = kept.reason, "{}", kept.message);
-                if self.write_status && self.leads() {
-                    ctx.recorder().record(
-                        &controller_ref(valid),
-                        EventType::Warning,
-                        REASON_HOOK_NOT_ALLOWED,
-                        &kept.message,
-                    );
-                }
-            }
-            waiting.insert(name.clone(), kept);
-        }
     }
 }
 

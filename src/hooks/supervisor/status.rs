@@ -12,7 +12,8 @@ use super::super::resource::{
     CONTROLLER_CONDITION_READY, CONTROLLER_CONDITION_VALID, Controller, ControllerError,
     ControllerKey, ControllerStatus, ValidatedController,
 };
-use super::{Desired, Kept, REASON_WAITING_FOR_KIND, Running, WAITING_MESSAGE, Waiting, Wants};
+use super::kept::{Kept, REASON_WAITING_FOR_KIND, WAITING_MESSAGE, Waiting, Wants};
+use super::{Desired, Running};
 use crate::controller::Context;
 use crate::manager::{ControllerReadiness, State};
 

@@ -2,8 +2,10 @@ use std::time::Duration;
 
 use kube::core::GroupVersionKind;
 
+use super::kept::sharding_refusal;
 use super::*;
 use crate::hooks::Hook;
+use crate::selector::ShardKey;
 
 fn settings(owns: &[&str], watches: &[&str]) -> ControllerSettings {
     let gvk = |kind: &&str| GroupVersionKind::gvk("", "v1", kind);
