@@ -85,7 +85,7 @@ pub use reload::{CacheChange, CacheReloader, DEFAULT_CACHE_SYNC_TIMEOUT, DISCOVE
 pub use resolver::{BuiltinKinds, Discovery, KindInfo, Resolver};
 pub use scope::{ClusterScope, NamespaceLabels};
 pub use settings::InformerSettings;
-pub use shard::{InformerShard, ShardScope, fmix64, namespace_point, uid_point};
+pub use shard::{InformerShard, ShardScope};
 pub use sharded_client::{server_shards, sharded_client};
 pub use shared::SharedCache;
 pub use store::StoreWriter;

@@ -5,14 +5,13 @@
 //! filtered in the process. Cluster-scoped kinds are never sharded: every member caches them
 //! whole.
 //!
-//! A member's share is a set of ranges of the 64-bit hash space ([`ShardRange`]). An object's
-//! point in that space is the FNV-1a hash of its uid ([`uid_point`], the hash KEP-5866's
-//! `shardRange(object.metadata.uid, …)` selects by), or the mixed hash of its namespace's name
-//! ([`namespace_point`]): FNV-1a alone puts names such as `ns-0` … `ns-29` in one quarter of
-//! the space, so namespaces are spread by FNV-1a finished with `MurmurHash3`'s `fmix64`. The
-//! ring that hands out the ranges (`manager::Ring`) owns each point by the same functions.
+//! A member's share is a set of ranges of the 64-bit hash space ([`ShardRange`]), and an
+//! object's point in it is the hash space's ([`crate::selector::point`]): the FNV-1a hash of its
+//! uid (the hash KEP-5866's `shardRange(object.metadata.uid, …)` selects by), or the mixed hash
+//! of its namespace's name. The ring that hands out the ranges (`manager::Ring`) and the gate
+//! of the reconciles own each point by the same functions.
 
-use crate::selector::{ShardKey, ShardRange, ShardSelector, fnv1a_64};
+use crate::selector::{ShardKey, ShardRange, ShardSelector, namespace_point};
 
 /// This member's share of a sharded cache.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -80,33 +79,10 @@ impl InformerShard {
     }
 }
 
-/// The point of the namespace `name` in the hash space: FNV-1a finished by `fmix64`, so
-/// similar names spread (see the module docs).
-#[must_use]
-pub fn namespace_point(name: &str) -> u64 {
-    fmix64(fnv1a_64(name.as_bytes()))
-}
-
-/// The point of an object with uid `uid`: its FNV-1a hash, as KEP-5866 hashes
-/// `object.metadata.uid`.
-#[must_use]
-pub fn uid_point(uid: &str) -> u64 {
-    fnv1a_64(uid.as_bytes())
-}
-
-/// `MurmurHash3`'s 64-bit finalizer: every input bit flips about half of the output bits.
-#[must_use]
-pub fn fmix64(mut h: u64) -> u64 {
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^ (h >> 33)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::selector::{fmix64, uid_point};
 
     #[test]
     fn a_scope_owns_the_points_in_its_ranges() {

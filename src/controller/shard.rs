@@ -15,7 +15,8 @@ use tokio::sync::watch;
 
 use super::context::Context;
 use super::series::Series;
-use crate::manager::{Gain, RangeSet, ShardGate};
+use crate::manager::{Gain, ShardGate};
+use crate::selector::RangeSet;
 
 struct Pass<K: Resource + 'static>
 where
@@ -133,7 +134,7 @@ mod tests {
     /// The half of the ring holding `ns`'s point, and a namespace in the other half.
     fn halves(ns: &str) -> (RangeSet, String) {
         let lower = RangeSet::from_ranges([ShardRange::new(0, 1 << 63).unwrap()]);
-        let here = crate::cache::namespace_point(ns);
+        let here = crate::selector::namespace_point(ns);
         let mine = if lower.contains(here) {
             lower
         } else {
@@ -141,7 +142,7 @@ mod tests {
         };
         let other = (0..100)
             .map(|i| format!("ns-{i}"))
-            .find(|n| !mine.contains(crate::cache::namespace_point(n)))
+            .find(|n| !mine.contains(crate::selector::namespace_point(n)))
             .unwrap();
         (mine, other)
     }

@@ -1,7 +1,7 @@
 //! The manager: the process that runs caches, the recorder and what is added to it (the
 //! leader-elected runnables: Rust and hook controllers), reloads the config, reports status,
 //! serves probes and metrics, elects a leader, and with `spec.sharding` joins a shard ring
-//! ([`ShardRuntime`]: its caches hold and its controllers reconcile only its share).
+//! (its caches hold and its controllers reconcile only its share: [`ShardGate`]).
 //!
 //! ```text
 //! Manager::run ─▶ probes ─▶ shard member ─▶ caches (CacheReloader, first config synced) ─▶ reload loop
@@ -50,8 +50,8 @@ pub use options::{BoxError, ConfigSource, DEFAULT_SHUTDOWN_GRACE, Error, FIELD_M
 pub use reload::Reload;
 pub use run::{Manager, file_watcher};
 pub use shard::{
-    Admission, CLAIMS_ANNOTATION, Fence, Gain, Member, MemberView, Membership, RING_LABEL,
-    RangeSet, Ring, ShardGate, ShardOptions, ShardRuntime, ShardView, may_act,
+    Admission, CLAIMS_ANNOTATION, Fence, Gain, Member, MemberView, Membership, RING_LABEL, Ring,
+    ShardGate, ShardOptions,
 };
 pub use state::{Snapshot, State};
 pub use status::{

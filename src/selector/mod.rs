@@ -1,5 +1,5 @@
 //! Kubernetes label, field and shard selectors: parsed, printed back canonically, matched on
-//! objects.
+//! objects; and the hash space shards are cut from.
 //!
 //! Both follow apimachinery (`pkg/labels/selector.go`, `pkg/fields/selector.go`): the same
 //! inputs are accepted and rejected, they match the same objects, and they print the same
@@ -33,6 +33,18 @@
 //! - Field terms are ordered by their printed form; upstream orders the raw terms, which differs
 //!   only when `==` is written (`a==x,a=b`).
 //! - There is no "nothing" selector (apimachinery `labels.Nothing()`); hold an `Option` instead.
+//!
+//! # The hash space
+//!
+//! Shard selectors (KEP-5866's `shardSelector`) select ranges of a 64-bit hash space. The same
+//! space is what a shard ring (`spec.sharding`) hands out, so everything that decides where an
+//! object belongs is here, and used by the API server, the cache and the manager alike:
+//! [`fnv1a_64`] (the hash KEP-5866 shards by), [`fmix64`] and [`mixed_hash`] (FNV-1a mixed, so
+//! similar names spread), the [`point`] of an object for a [`ShardKey`] ([`point_of`] from its
+//! metadata, built from [`uid_point`] and [`namespace_point`]), one range ([`ShardRange`]) and
+//! one set of ranges ([`RangeSet`]). A `shardSelector` hashes its field with plain FNV-1a; the
+//! point of an object agrees with it for `key: uid`, the only key a member sends as a selector
+//! (by namespace, a member is given whole namespaces by their mixed point instead).
 
 /// Implements the string form both selectors share: `Display` (the requirements joined by `,`,
 /// each printed canonically), `FromStr`, and serde as that string (deserializing parses and
@@ -82,6 +94,7 @@ mod field;
 mod label;
 mod schema;
 mod shard;
+mod space;
 
 pub use error::{Detail, ParseError};
 pub use field::{FieldOperator, FieldRequirement, FieldSelector, escape_value};
@@ -89,6 +102,8 @@ pub use label::{
     ConvertError, LABEL_NAME_MAX_LENGTH, LABEL_PREFIX_MAX_LENGTH, LabelSelector, Operator,
     Requirement, RequirementError, label_value_problems,
 };
-pub use shard::{
-    HASH_SPACE_END, ShardKey, ShardRange, ShardSelector, ShardSelectorError, fnv1a_64,
+pub use shard::{ShardSelector, ShardSelectorError};
+pub use space::{
+    HASH_SPACE_END, RangeSet, ShardKey, ShardRange, fmix64, fnv1a_64, mixed_hash, namespace_point,
+    point, point_of, uid_point,
 };

@@ -19,9 +19,9 @@
 //!   digits, or `0x10000000000000000` (2^64) as an end; `start < end`;
 //! - the canonical form joins `shardRange(<field>, '<start>', '<end>')` with ` || `.
 //!
-//! This module is the one place the hash and the ranges are computed: the embedded API server
-//! filters with it, and a manager that shards without server support filters in the process
-//! with the same code, so both paths select the same objects.
+//! The embedded API server filters with this module, and a manager that shards without server
+//! support filters in the process with the same code, so both paths select the same objects;
+//! the hash and the ranges are those of the hash space ([`super::space`]).
 //!
 //! ```
 //! use informant::selector::{ShardKey, ShardSelector, fnv1a_64};
@@ -39,99 +39,7 @@ use std::str::FromStr;
 
 use serde_json::Value;
 
-/// The exclusive end of the hash space: 2^64, written `0x10000000000000000`.
-pub const HASH_SPACE_END: u128 = 1 << 64;
-
-/// The 64-bit FNV-1a hash of `bytes` (Go's `hash/fnv` `New64a`, as apimachinery's
-/// `sharding.HashField` computes it over the field's string value).
-#[must_use]
-pub fn fnv1a_64(bytes: &[u8]) -> u64 {
-    // FNV-1a 64-bit offset basis and prime (Go `hash/fnv`: offset64, prime64).
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    bytes.iter().fold(OFFSET, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(PRIME)
-    })
-}
-
-/// The object field a shard selector hashes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ShardKey {
-    /// `object.metadata.uid`: objects spread evenly, one object at a time.
-    Uid,
-    /// `object.metadata.namespace`: every object of a namespace lands in the same range.
-    Namespace,
-}
-
-impl ShardKey {
-    /// The CEL field path (`object.metadata.uid`, `object.metadata.namespace`).
-    #[must_use]
-    pub fn path(self) -> &'static str {
-        match self {
-            Self::Uid => "object.metadata.uid",
-            Self::Namespace => "object.metadata.namespace",
-        }
-    }
-
-    /// The value this key hashes in `object` (a JSON object); "" when absent, as a
-    /// cluster-scoped object's namespace is.
-    #[must_use]
-    pub fn value_of(self, object: &Value) -> &str {
-        let field = match self {
-            Self::Uid => "uid",
-            Self::Namespace => "namespace",
-        };
-        object
-            .get("metadata")
-            .and_then(|m| m.get(field))
-            .and_then(Value::as_str)
-            .unwrap_or("")
-    }
-}
-
-/// One half-open hash range `[start, end)`; `end` may be 2^64 ([`HASH_SPACE_END`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ShardRange {
-    /// The first hash in the range.
-    pub start: u64,
-    /// The first hash past the range, at most [`HASH_SPACE_END`].
-    pub end: u128,
-}
-
-impl ShardRange {
-    /// The range `[start, end)`, or `None` unless `start < end <= 2^64`.
-    #[must_use]
-    pub fn new(start: u64, end: u128) -> Option<Self> {
-        (u128::from(start) < end && end <= HASH_SPACE_END).then_some(Self { start, end })
-    }
-
-    /// The whole hash space.
-    #[must_use]
-    pub fn all() -> Self {
-        Self {
-            start: 0,
-            end: HASH_SPACE_END,
-        }
-    }
-
-    /// Whether `hash` lies in the range.
-    #[must_use]
-    pub fn contains(self, hash: u64) -> bool {
-        self.start <= hash && u128::from(hash) < self.end
-    }
-
-    /// How many hashes the range holds.
-    #[must_use]
-    pub fn len(self) -> u128 {
-        self.end - u128::from(self.start)
-    }
-
-    /// Never true: a range holds at least one hash.
-    #[must_use]
-    pub fn is_empty(self) -> bool {
-        false
-    }
-}
+use super::space::{HASH_SPACE_END, ShardKey, ShardRange, fnv1a_64};
 
 /// Prints a bound as the wire form writes it: `0x` and 16 hex digits, or `0x10000000000000000`.
 fn bound(value: u128) -> String {
@@ -482,14 +390,6 @@ fn hex_bound(argument: Argument, name: &str) -> Result<u128, ShardSelectorError>
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn fnv1a_64_matches_go_hash_fnv() {
-        // Go: fnv.New64a() over "", "a" and "foobar" (the FNV reference vectors).
-        assert_eq!(fnv1a_64(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(fnv1a_64(b"a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(fnv1a_64(b"foobar"), 0x8594_4171_f739_67e8);
-    }
 
     /// apiserver `pkg/sharding/parser_test.go`'s accepted inputs, in the quoted CEL form.
     #[test]

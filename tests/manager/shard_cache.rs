@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use informant::apiserver::{Config, FeatureGates, Verb};
 use informant::cache::{self, CacheChange, CacheReloader, ShardScope};
-use informant::selector::{ShardKey, ShardRange};
+use informant::selector::{ShardKey, ShardRange, uid_point};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use serde_json::json;
 use tokio::sync::watch;
@@ -107,7 +107,7 @@ impl Env {
         self.configmaps
             .iter()
             .filter(|(key, uid)| match share.key {
-                ShardKey::Uid => share.contains(cache::uid_point(uid)),
+                ShardKey::Uid => share.contains(uid_point(uid)),
                 ShardKey::Namespace => share.owns_namespace(key.split('/').next().unwrap()),
             })
             .map(|(key, _)| key.clone())

@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use informant::manager::{Fence, Member, MemberView, Membership, RING_LABEL, RangeSet};
-use informant::selector::ShardRange;
+use informant::manager::{Fence, Member, MemberView, Membership, RING_LABEL};
+use informant::selector::{RangeSet, ShardRange};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, ListParams};

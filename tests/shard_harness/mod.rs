@@ -29,8 +29,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use informant::apiserver::{Config, FeatureGates, ListAnswer, TestServer};
-use informant::manager::{CLAIMS_ANNOTATION, Membership, RING_LABEL, RangeSet, Ring};
-use informant::selector::{ShardKey, ShardRange, ShardSelector};
+use informant::manager::{CLAIMS_ANNOTATION, Membership, RING_LABEL, Ring};
+use informant::selector::{RangeSet, ShardKey, ShardRange, ShardSelector};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams};

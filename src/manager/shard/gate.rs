@@ -2,10 +2,11 @@
 //! may act on the object now, and what holds a part of the ring's space while a reconcile in
 //! it runs ([`Admission`]).
 //!
-//! An object's point in the hash space is the mixed hash of its namespace with
-//! `key: namespace` (every object of a namespace on one member, so a controller sees its
-//! object's children there), and the FNV-1a hash of its uid with `key: uid` and for
-//! cluster-scoped objects (cached whole on every member, reconciled by one). A reconcile is
+//! An object's point in the hash space is [`crate::selector::point_of`], the one the cache's
+//! share and the ring use: the mixed hash of its namespace with `key: namespace` (every object
+//! of a namespace on one member, so a controller sees its object's children there), and the
+//! FNV-1a hash of its uid with `key: uid` and for cluster-scoped objects (cached whole on every
+//! member, reconciled by one). A reconcile is
 //! admitted while the member's [`Fence`] holds and the point is in the part it acts on (the
 //! runtime sets it: what the ring gives the member, less what other live members still claim,
 //! and only once the member's own claim of it was published). An admitted reconcile holds its
@@ -34,10 +35,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::claims::RangeSet;
 use super::membership::Fence;
-use crate::cache::{namespace_point, uid_point};
-use crate::selector::ShardKey;
+use crate::selector::{RangeSet, ShardKey, namespace_point, point_of, uid_point};
 
 /// Whether a reconcile may start, and the reconcile log. Cheap to clone: every controller of
 /// a manager shares one.
@@ -148,7 +147,7 @@ impl ShardGate {
     #[must_use]
     pub fn point_of(&self, meta: &ObjectMeta) -> Option<u64> {
         let sharded = self.inner.sharded.as_ref()?;
-        Some(point(sharded.key, meta))
+        Some(point_of(sharded.key, meta))
     }
 
     /// Asks whether this member may start a reconcile of `meta` (of `kind`, for `controller`)
@@ -159,7 +158,7 @@ impl ShardGate {
         let point = match &self.inner.sharded {
             None => None,
             Some(sharded) => {
-                let point = point(sharded.key, meta);
+                let point = point_of(sharded.key, meta);
                 let mut state = sharded.state.lock().unwrap_or_else(PoisonError::into_inner);
                 if !sharded.fence.holds_in(state.term) || !state.acting.contains(point) {
                     return None;
@@ -294,14 +293,6 @@ pub struct Gain {
     pub count: u64,
     /// The part gained the last time.
     pub part: RangeSet,
-}
-
-/// The point of `meta`'s object for `key`.
-fn point(key: ShardKey, meta: &ObjectMeta) -> u64 {
-    match (key, meta.namespace.as_deref()) {
-        (ShardKey::Namespace, Some(ns)) if !ns.is_empty() => namespace_point(ns),
-        _ => uid_point(meta.uid.as_deref().unwrap_or_default()),
-    }
 }
 
 fn open(log: Option<&Path>) -> std::io::Result<Option<Mutex<std::fs::File>>> {

@@ -39,11 +39,11 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::claims::{CLAIMS_ANNOTATION, RangeSet};
+use super::claims::CLAIMS_ANNOTATION;
 use crate::manager::leader::{
     DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderError,
 };
-use crate::selector::fnv1a_64;
+use crate::selector::{RangeSet, fnv1a_64};
 
 /// The label that puts a Lease in a ring.
 pub const RING_LABEL: &str = "informant.dev/ring";

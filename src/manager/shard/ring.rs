@@ -13,8 +13,9 @@
 //! never on the order members were seen in, so every member computes the same ring from the
 //! same Leases.
 //!
-//! The arcs of a member are merged where they touch and returned as half-open
-//! [`ShardRange`]s, ready for a [`ShardSelector`].
+//! The arcs of a member are merged where they touch (a [`RangeSet`]) and returned as half-open
+//! [`ShardRange`]s, ready for a [`ShardSelector`]. The hashes are the hash space's
+//! ([`crate::selector`]): an object's point is the one the cache's share and the gate use.
 //!
 //! Ranges of FNV-1a suit uids (random, so their hashes spread) and not namespace names: the
 //! thirty names `ns-0` … `ns-29` all hash into one quarter of the space, so contiguous ranges of
@@ -24,8 +25,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::cache::{fmix64, namespace_point};
-use crate::selector::{HASH_SPACE_END, ShardKey, ShardRange, ShardSelector, fnv1a_64};
+use crate::selector::{
+    HASH_SPACE_END, RangeSet, ShardKey, ShardRange, ShardSelector, mixed_hash, namespace_point,
+    uid_point,
+};
 
 /// An assignment of the hash space to members.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,7 +58,7 @@ impl Ring {
         let mut tokens: BTreeMap<u64, String> = BTreeMap::new();
         for member in members {
             for i in 0..virtual_nodes.max(1) {
-                let position = fmix64(fnv1a_64(format!("{member}#{i}").as_bytes()));
+                let position = mixed_hash(&format!("{member}#{i}"));
                 match tokens.get(&position) {
                     Some(holder) if holder.as_str() <= member => {}
                     _ => {
@@ -87,7 +90,7 @@ impl Ring {
     /// `shardSelector` ranges select it.
     #[must_use]
     pub fn owner_of(&self, value: &str) -> Option<&str> {
-        self.owner(fnv1a_64(value.as_bytes()))
+        self.owner(uid_point(value))
     }
 
     /// The member that owns the namespace `name`: the owner of its mixed hash, so namespaces
@@ -101,38 +104,26 @@ impl Ring {
     /// member not on the ring. On a one-member ring, the whole space.
     #[must_use]
     pub fn ranges(&self, member: &str) -> Vec<ShardRange> {
-        let mut arcs: Vec<(u128, u128)> = Vec::new();
+        let mut arcs: Vec<ShardRange> = Vec::new();
         let mut previous: Option<u64> = self.tokens.keys().next_back().copied();
         for (&token, holder) in &self.tokens {
-            // The arc (previous, token] belongs to this token's holder.
-            let start = previous.map_or(0, |p| u128::from(p) + 1);
+            // The arc (previous, token] belongs to this token's holder: [previous + 1, token + 1).
+            let start = previous.and_then(|p| p.checked_add(1));
             let end = u128::from(token) + 1;
+            let wraps = previous.is_some_and(|p| p >= token);
             previous = Some(token);
             if holder != member {
                 continue;
             }
-            if start < end {
-                arcs.push((start, end));
-            } else {
+            if wraps {
                 // The first token's arc wraps: (last, 2^64) and [0, token].
-                arcs.push((0, end));
-                if start < HASH_SPACE_END {
-                    arcs.push((start, HASH_SPACE_END));
-                }
+                arcs.extend(ShardRange::new(0, end));
+                arcs.extend(start.and_then(|s| ShardRange::new(s, HASH_SPACE_END)));
+            } else {
+                arcs.extend(ShardRange::new(start.unwrap_or(0), end));
             }
         }
-        arcs.sort_unstable();
-        let mut merged: Vec<(u128, u128)> = Vec::with_capacity(arcs.len());
-        for (start, end) in arcs {
-            match merged.last_mut() {
-                Some(last) if last.1 == start => last.1 = end,
-                _ => merged.push((start, end)),
-            }
-        }
-        merged
-            .into_iter()
-            .filter_map(|(start, end)| ShardRange::new(u64::try_from(start).ok()?, end))
-            .collect()
+        RangeSet::from_ranges(arcs).ranges()
     }
 
     /// `member`'s share of the hash space, from 0 to 1.
@@ -166,6 +157,7 @@ impl Ring {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::selector::fnv1a_64;
 
     fn names(n: usize) -> Vec<String> {
         (0..n).map(|i| format!("informant-{i}_uid-{i}")).collect()

@@ -26,7 +26,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::claims::{RangeSet, may_act};
+use super::claims::may_act;
 use super::gate::ShardGate;
 use super::membership::{Member, MemberView, Membership};
 use super::options::ShardOptions;
@@ -34,11 +34,11 @@ use super::ring::Ring;
 use crate::cache::{ShardScope, Sharding};
 use crate::manager::leader::LeaderError;
 use crate::manager::options::Error;
-use crate::selector::{ShardKey, ShardRange, ShardSelector};
+use crate::selector::{HASH_SPACE_END, RangeSet, ShardKey, ShardRange, ShardSelector};
 
 /// What the runtime last made of the ring, for status, `/debug/status` and metrics.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ShardView {
+pub(crate) struct ShardView {
     /// The live members, sorted (this one while its fence holds).
     pub members: BTreeSet<String>,
     /// Whether this member's fence holds.
@@ -58,7 +58,7 @@ pub struct ShardView {
 /// A manager's membership of its ring: the [`Member`] and the loop that turns its views into
 /// the cache's share and the gate's part. Nothing runs until [`ShardRuntime::run`].
 #[derive(Debug)]
-pub struct ShardRuntime {
+pub(crate) struct ShardRuntime {
     member: Member,
     sharding: Sharding,
     identity: String,
@@ -165,12 +165,6 @@ impl ShardRuntime {
     #[must_use]
     pub fn view(&self) -> watch::Receiver<ShardView> {
         self.view.subscribe()
-    }
-
-    /// The key objects are sharded by.
-    #[must_use]
-    pub fn key(&self) -> ShardKey {
-        self.key
     }
 
     /// With `key: uid`, asks the API server whether it filters by `shardSelector` (a list of
@@ -380,6 +374,6 @@ fn fraction(set: &RangeSet) -> f64 {
     #[expect(clippy::cast_precision_loss, reason = "a fraction for humans")]
     let held = set.ranges().iter().fold(0.0, |sum, r| sum + r.len() as f64);
     #[expect(clippy::cast_precision_loss, reason = "a fraction for humans")]
-    let space = crate::selector::HASH_SPACE_END as f64;
+    let space = HASH_SPACE_END as f64;
     held / space
 }

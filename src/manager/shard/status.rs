@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use super::runtime::ShardRuntime;
-use crate::cache::{InformerPool, namespace_informer_key, namespace_point};
+use crate::cache::{InformerPool, namespace_informer_key};
 use crate::config::{MAX_LISTED_NAMESPACES, ShardObjects, ShardingStatus};
 use crate::manager::metrics::ShardSource;
-use crate::selector::ShardKey;
+use crate::selector::{ShardKey, namespace_point};
 
 /// The member's view of its ring, read from `shard`'s view and the informers of `pool` each
 /// time it is asked.
