@@ -64,8 +64,6 @@ pub use compact::{CompactObject, StoreKind};
 pub use describe::{Description, InformerScopeDescription};
 pub use error::{Error, Result};
 pub(crate) use informer::is_permanent;
-#[doc(hidden)]
-pub use informer::skip_relist_after_gone;
 pub use informer::{Informer, InformerEvent, InformerStatus, Waiting};
 pub use informer_cache::{Context, InformerCache};
 pub use multi_namespace::MultiNamespaceCache;

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::ops::Deref;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use kube::{Client, core::GroupVersionKind};
@@ -168,6 +168,9 @@ pub struct InformerPool {
     events: Mutex<HashMap<GroupVersionKind, tokio::sync::broadcast::Sender<InformerEvent>>>,
     /// The mark of the tree being built ([`InformerPool::begin_tree`]).
     tree: AtomicU64,
+    /// The test-only fault of [`InformerPool::skip_relist_after_gone`], given to each informer
+    /// this pool creates.
+    skip_relist_after_gone: AtomicBool,
 }
 
 /// How many changes a slow [`InformerPool::subscribe`] receiver may fall behind before it
@@ -193,7 +196,18 @@ impl InformerPool {
             stats: Mutex::new(PoolStats::default()),
             events: Mutex::new(HashMap::new()),
             tree: AtomicU64::new(0),
+            skip_relist_after_gone: AtomicBool::new(false),
         })
+    }
+
+    /// **Test only; never call it elsewhere.** While `on`, the informers this pool creates
+    /// from now on ignore the relist their watcher makes after the first sync (after 410
+    /// Gone), keeping the store they had: the bug the chaos suite
+    /// (`tests/chaos/skip_relist.rs`) must catch. A switch of this pool (of the cache context
+    /// that owns it), not of the process, so other tests in the same binary are unaffected.
+    #[doc(hidden)]
+    pub fn skip_relist_after_gone(&self, on: bool) {
+        self.skip_relist_after_gone.store(on, Ordering::SeqCst);
     }
 
     fn sender(&self, gvk: &GroupVersionKind) -> tokio::sync::broadcast::Sender<InformerEvent> {
@@ -299,7 +313,8 @@ impl InformerPool {
                 key.namespace.clone(),
                 key.settings.clone(),
             )
-            .with_events(self.sender(&key.gvk)),
+            .with_events(self.sender(&key.gvk))
+            .skipping_relist_after_gone(self.skip_relist_after_gone.load(Ordering::SeqCst)),
         );
         let handle = Arc::new(PooledInformer {
             informer: Arc::clone(&informer),

@@ -1,7 +1,6 @@
 //! `Informer`: one kube-runtime watcher feeding one reflector store, for one kind × namespace ×
 //! selectors; tracks sync and surfaces watcher errors instead of waiting silently.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::{Stream, StreamExt, TryStreamExt};
@@ -156,6 +155,9 @@ pub struct Informer {
     writer: Mutex<Option<StoreWriter>>,
     status: watch::Sender<Status>,
     events: Option<tokio::sync::broadcast::Sender<InformerEvent>>,
+    /// Test-only fault: ignore the relist after the first sync (after 410 Gone); see
+    /// [`InformerPool::skip_relist_after_gone`](super::InformerPool::skip_relist_after_gone).
+    skip_relist_after_gone: bool,
 }
 
 impl std::fmt::Debug for Informer {
@@ -178,19 +180,6 @@ pub(crate) fn is_permanent(error: &watcher::Error) -> bool {
         watcher::Error::NoResourceVersion => return true,
     };
     matches!(client_error, kube::Error::Api(status) if matches!(status.code, 401 | 403 | 404))
-}
-
-/// The test-only fault behind [`skip_relist_after_gone`].
-static SKIP_RELIST: AtomicBool = AtomicBool::new(false);
-
-/// **Test only; never call it elsewhere.** While `on`, every informer of this process ignores
-/// the relist its watcher makes after the first sync (after 410 Gone), keeping the store it
-/// had: the bug the chaos suite (`tests/chaos_skip_relist.rs`) must catch. A process-wide
-/// switch because the manager builds its informers itself; the chaos test that sets it runs
-/// in a test binary of its own.
-#[doc(hidden)]
-pub fn skip_relist_after_gone(on: bool) {
-    SKIP_RELIST.store(on, Ordering::SeqCst);
 }
 
 impl Informer {
@@ -232,7 +221,16 @@ impl Informer {
             writer: Mutex::new(Some(writer)),
             status,
             events: None,
+            skip_relist_after_gone: false,
         }
+    }
+
+    /// The test-only fault of
+    /// [`InformerPool::skip_relist_after_gone`](super::InformerPool::skip_relist_after_gone).
+    #[must_use]
+    pub(crate) fn skipping_relist_after_gone(mut self, on: bool) -> Self {
+        self.skip_relist_after_gone = on;
+        self
     }
 
     /// Sends every change this informer applies to `events` (while it has receivers).
@@ -397,7 +395,7 @@ impl Informer {
             match next {
                 None => break,
                 Some(Ok(event)) => {
-                    if SKIP_RELIST.load(Ordering::Relaxed) && self.has_synced() {
+                    if self.skip_relist_after_gone && self.has_synced() {
                         match event {
                             watcher::Event::Init => relisting_skipped = true,
                             watcher::Event::InitDone => relisting_skipped = false,
