@@ -165,12 +165,6 @@ impl CompactObject {
             .and_then(|i| self.labels.get(i))
             .map(|(_, v)| &**v)
     }
-
-    /// Bytes of the encoded body (for figures and tests).
-    #[must_use]
-    pub fn body_len(&self) -> usize {
-        self.body.len() + self.strings.len()
-    }
 }
 
 /// Converts a parsed object into `K` as [`CompactObject::decode_as`] decodes a stored one, with
@@ -178,7 +172,7 @@ impl CompactObject {
 ///
 /// # Errors
 /// The object does not fit `K`.
-pub fn convert_as<K: DeserializeOwned>(
+pub(crate) fn convert_as<K: DeserializeOwned>(
     obj: &DynamicObject,
     types: Option<&TypeMeta>,
 ) -> Result<K, serde_json::Error> {

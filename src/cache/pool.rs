@@ -110,7 +110,8 @@ pub struct PooledInformer {
 impl PooledInformer {
     /// Wraps an informer that no pool owns (tests feed such informers by hand).
     #[must_use]
-    pub fn unpooled(informer: Arc<Informer>) -> Arc<Self> {
+    #[cfg(test)]
+    pub(crate) fn unpooled(informer: Arc<Informer>) -> Arc<Self> {
         Arc::new(Self { informer })
     }
 
@@ -265,12 +266,6 @@ impl InformerPool {
             .started_total += started;
     }
 
-    /// Whether [`InformerPool::start`] was called.
-    #[must_use]
-    pub fn is_started(&self) -> bool {
-        self.running.get().is_some()
-    }
-
     fn start_entry(&self, entry: &mut Entry) -> bool {
         let Some(running) = self.running.get() else {
             return false;
@@ -347,7 +342,7 @@ impl InformerPool {
     /// `wanted` accepts: what a new tree's cache takes over from the old tree, so kinds first
     /// read at run time keep their informers across a reload.
     #[must_use]
-    pub fn adopt(
+    pub(crate) fn adopt(
         &self,
         namespace: Option<&str>,
         settings: &InformerSettings,
@@ -390,7 +385,7 @@ impl InformerPool {
     /// The handle of the informer for `key` (as [`InformerPool::obtain`]) for a holder outside
     /// any tree (the namespace watch): [`InformerPool::left_over`] never names it.
     #[must_use]
-    pub fn hold(&self, key: &InformerKey, kind: &KindInfo) -> Arc<PooledInformer> {
+    pub(crate) fn hold(&self, key: &InformerKey, kind: &KindInfo) -> Arc<PooledInformer> {
         let handle = self.obtain(key, kind);
         if let Some(entry) = self.entries().get_mut(key) {
             entry.held = true;
@@ -401,7 +396,7 @@ impl InformerPool {
     /// Starts the claims of a new tree: every informer [`InformerPool::obtain`] or
     /// [`InformerPool::adopt`] hands out from now on is marked as the new tree's, until the next
     /// call. Returns the mark for [`InformerPool::left_over`].
-    pub fn begin_tree(&self) -> u64 {
+    pub(crate) fn begin_tree(&self) -> u64 {
         self.tree.fetch_add(1, Ordering::Relaxed) + 1
     }
 

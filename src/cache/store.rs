@@ -132,7 +132,7 @@ impl Lookup for SharedObject {
 
 /// The writing half of an informer's reflector store, taken once by whoever drives it
 /// ([`super::Informer::start`], or a test calling [`super::Informer::run_events`]).
-pub struct StoreWriter(WriterKind);
+pub(crate) struct StoreWriter(WriterKind);
 
 enum WriterKind {
     Compact(Writer<CompactObject>),

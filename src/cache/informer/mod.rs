@@ -184,7 +184,7 @@ pub(crate) fn is_permanent(error: &watcher::Error) -> bool {
 
 impl Informer {
     /// Creates an informer; nothing runs until [`Informer::start`] (or
-    /// [`Informer::run_events`] in tests).
+    /// `Informer::run_events` in tests).
     #[must_use]
     pub fn new(
         gvk: GroupVersionKind,
@@ -235,7 +235,10 @@ impl Informer {
 
     /// Sends every change this informer applies to `events` (while it has receivers).
     #[must_use]
-    pub fn with_events(mut self, events: tokio::sync::broadcast::Sender<InformerEvent>) -> Self {
+    pub(crate) fn with_events(
+        mut self,
+        events: tokio::sync::broadcast::Sender<InformerEvent>,
+    ) -> Self {
         self.events = Some(events);
         self
     }
@@ -266,7 +269,7 @@ impl Informer {
 
     /// Whether the kind's objects live in namespaces.
     #[must_use]
-    pub fn is_namespaced(&self) -> bool {
+    pub(crate) fn is_namespaced(&self) -> bool {
         self.namespaced
     }
 
@@ -365,7 +368,7 @@ impl Informer {
     /// Drives the store from a stream of watcher events until the stream ends or `shutdown` is
     /// cancelled: transforms each object, applies it to the store (encoded compactly unless
     /// reads share objects), tracks sync and errors.
-    pub async fn run_events<S>(
+    pub(crate) async fn run_events<S>(
         &self,
         events: S,
         mut writer: StoreWriter,
@@ -461,7 +464,8 @@ impl Informer {
 
     /// Takes the store's writer for [`Informer::run_events`] (tests feed their own streams).
     /// `None` once the informer was started.
-    pub fn take_writer(&self) -> Option<StoreWriter> {
+    #[cfg(test)]
+    pub(crate) fn take_writer(&self) -> Option<StoreWriter> {
         self.writer
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
