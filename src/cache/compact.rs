@@ -166,12 +166,6 @@ impl CompactObject {
             .map(|(_, v)| &**v)
     }
 
-    /// Bytes of the encoded body (for figures and tests).
-    #[must_use]
-    pub fn body_len(&self) -> usize {
-        self.body.len() + self.strings.len()
-    }
-
     /// Bytes this object holds in a store: its allocation behind the store's `Arc` (with the
     /// `Arc`'s two counters), what its fields own (name, namespace, labels, tapes), and its
     /// store key (an `ObjectRef` owning a copy of the name and namespace). The allocator's own
@@ -204,7 +198,7 @@ impl CompactObject {
 ///
 /// # Errors
 /// The object does not fit `K`.
-pub fn convert_as<K: DeserializeOwned>(
+pub(crate) fn convert_as<K: DeserializeOwned>(
     obj: &DynamicObject,
     types: Option<&TypeMeta>,
 ) -> Result<K, serde_json::Error> {

@@ -126,7 +126,11 @@ impl Description {
     /// This routing layer, choosing namespaces by `selector`, which matches `matching` (`None`:
     /// known at run time).
     #[must_use]
-    pub fn with_selection(mut self, selector: String, matching: Option<Vec<String>>) -> Self {
+    pub(crate) fn with_selection(
+        mut self,
+        selector: String,
+        matching: Option<Vec<String>>,
+    ) -> Self {
         self.namespace_selector = Some(selector);
         self.matching = matching;
         self

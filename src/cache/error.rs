@@ -14,7 +14,7 @@ pub fn gvk_string(gvk: &GroupVersionKind) -> String {
 /// builds it: `schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}.String()`, so the Kind
 /// (not the plural) and `Kind.group` outside the core group.
 #[must_use]
-pub fn group_kind_string(gvk: &GroupVersionKind) -> String {
+pub(crate) fn group_kind_string(gvk: &GroupVersionKind) -> String {
     if gvk.group.is_empty() {
         gvk.kind.clone()
     } else {

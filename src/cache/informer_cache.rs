@@ -131,7 +131,7 @@ impl InformerCache {
     /// Takes over the pool's informers of this cache's namespace and settings whose kind
     /// `wanted` accepts, so that a tree built for a new config keeps serving the kinds the old
     /// tree had started, from the same stores.
-    pub fn adopt(&self, wanted: &dyn Fn(&GroupVersionKind) -> bool) {
+    pub(crate) fn adopt(&self, wanted: &dyn Fn(&GroupVersionKind) -> bool) {
         let adopted = self
             .context
             .pool

@@ -11,7 +11,9 @@ use crate::selector::{FieldOperator, FieldRequirement, FieldSelector, LabelSelec
 /// A selector `metadata.namespace!=a,metadata.namespace!=b` excluding the namespaces
 /// (controller-runtime `namespaceAllSelector`, `pkg/cache/cache.go`).
 #[must_use]
-pub fn excluding_namespaces<'a>(namespaces: impl IntoIterator<Item = &'a str>) -> FieldSelector {
+pub(crate) fn excluding_namespaces<'a>(
+    namespaces: impl IntoIterator<Item = &'a str>,
+) -> FieldSelector {
     FieldSelector::from_requirements(
         namespaces
             .into_iter()
@@ -25,7 +27,7 @@ pub fn excluding_namespaces<'a>(namespaces: impl IntoIterator<Item = &'a str>) -
 ///
 /// # Errors
 /// [`Error::NonExactFieldSelector`] otherwise.
-pub fn exact_requirements(selector: &FieldSelector) -> Result<Vec<(&str, &str)>> {
+pub(crate) fn exact_requirements(selector: &FieldSelector) -> Result<Vec<(&str, &str)>> {
     let requirements = selector.requirements();
     if requirements.is_empty() {
         return Err(Error::NonExactFieldSelector);
@@ -66,7 +68,7 @@ pub fn field_value(obj: &DynamicObject, path: &str) -> String {
 
 /// Whether `obj` passes the list's label selector and exact field requirements.
 #[must_use]
-pub fn list_matches(
+pub(crate) fn list_matches(
     obj: &DynamicObject,
     labels: Option<&LabelSelector>,
     fields: &[(&str, &str)],

@@ -65,29 +65,22 @@ pub use compact::{CompactObject, StoreKind};
 pub use describe::{Description, InformerScopeDescription};
 pub use error::{Error, Result};
 pub(crate) use informer::is_permanent;
-#[doc(hidden)]
-pub use informer::skip_relist_after_gone;
 pub use informer::{Informer, InformerEvent, InformerStatus, Waiting};
 pub use informer_cache::{Context, InformerCache};
 pub use multi_namespace::MultiNamespaceCache;
-pub use namespaces::{list_namespace_labels, namespace_gvk, namespace_informer_key};
+pub use namespaces::{list_namespace_labels, namespace_informer_key};
 pub use options::{
-    ByObject, Config, DEFAULT_ENABLE_WATCH_BOOKMARKS, DEFAULT_SYNC_PERIOD,
-    DEFAULT_UNSAFE_DISABLE_DEEP_COPY, NamespaceKey, Namespaces, Options, OptionsError, Scope,
+    ByObject, Config, DEFAULT_SYNC_PERIOD, NamespaceKey, Namespaces, Options, OptionsError, Scope,
     Sharding, Transform, builtin_scope,
 };
-pub use plan::{
-    InformerScope, InformerSpec, Kinds, Layer, Plan, Selection, WIDE_ENTER_PERCENT,
-    WIDE_LEAVE_PERCENT, WIDE_MIN_NAMESPACES,
-};
+pub use plan::{InformerScope, Kinds, Layer, Plan, Selection};
 pub use pool::{InformerKey, InformerPool, PoolStats, PooledInformer};
-pub use reload::{CacheChange, CacheReloader, DEFAULT_CACHE_SYNC_TIMEOUT, DISCOVERY_REFRESH};
+pub use reload::{CacheChange, CacheReloader, DEFAULT_CACHE_SYNC_TIMEOUT};
 pub use resolver::{BuiltinKinds, Discovery, KindInfo, Resolver};
-pub use scope::{ClusterScope, NamespaceLabels};
+pub use scope::ClusterScope;
 pub use settings::InformerSettings;
 pub use shard::{InformerShard, ShardScope};
 pub use sharded_client::{server_shards, sharded_client};
 pub use shared::SharedCache;
-pub use store::StoreWriter;
 pub use sync_periods::SyncPeriods;
 pub use wanted::WantedKinds;

@@ -84,7 +84,11 @@ impl MultiNamespaceCache {
     /// This cache, serving `namespaces` (those a selector adds) from one informer cache over
     /// every namespace with `settings`, its reads filtered to them.
     #[must_use]
-    pub fn with_wide(mut self, settings: InformerSettings, namespaces: BTreeSet<String>) -> Self {
+    pub(crate) fn with_wide(
+        mut self,
+        settings: InformerSettings,
+        namespaces: BTreeSet<String>,
+    ) -> Self {
         let cache = InformerCache::new(self.context.clone(), None, settings);
         self.wide = Some(Wide { cache, namespaces });
         self
@@ -93,14 +97,14 @@ impl MultiNamespaceCache {
     /// This cache, whose namespaces a namespace selector (`selector`, as text) chose in part:
     /// a read of another namespace fails naming it.
     #[must_use]
-    pub fn with_selector(mut self, selector: String) -> Self {
+    pub(crate) fn with_selector(mut self, selector: String) -> Self {
         self.selector = Some(selector);
         self
     }
 
     /// Takes over the pool's informers for each namespace's cache (and the cluster cache)
     /// whose kind `wanted` accepts; see [`InformerCache::adopt`].
-    pub fn adopt(&self, wanted: &dyn Fn(&GroupVersionKind) -> bool) {
+    pub(crate) fn adopt(&self, wanted: &dyn Fn(&GroupVersionKind) -> bool) {
         for cache in self.all_caches() {
             cache.adopt(wanted);
         }

@@ -18,7 +18,7 @@ use super::settings::InformerSettings;
 
 /// `v1 Namespace`.
 #[must_use]
-pub fn namespace_gvk() -> GroupVersionKind {
+pub(crate) fn namespace_gvk() -> GroupVersionKind {
     GroupVersionKind::gvk("", "v1", "Namespace")
 }
 

@@ -61,13 +61,13 @@ pub const DEFAULT_SYNC_PERIOD: Duration = Duration::from_hours(10);
 ///
 /// controller-runtime `pkg/cache/cache.go` (`newCache`):
 /// `EnableWatchBookmarks: ptr.Deref(config.EnableWatchBookmarks, true)`.
-pub const DEFAULT_ENABLE_WATCH_BOOKMARKS: bool = true;
+pub(crate) const DEFAULT_ENABLE_WATCH_BOOKMARKS: bool = true;
 
 /// Default of `unsafe_disable_deep_copy`.
 ///
 /// controller-runtime `pkg/cache/cache.go` (`newCache`):
 /// `UnsafeDisableDeepCopy: ptr.Deref(config.UnsafeDisableDeepCopy, false)`.
-pub const DEFAULT_UNSAFE_DISABLE_DEEP_COPY: bool = false;
+pub(crate) const DEFAULT_UNSAFE_DISABLE_DEEP_COPY: bool = false;
 
 /// Typed cache options (controller-runtime's `cache.Options`).
 ///
@@ -141,48 +141,25 @@ impl Options {
     }
 
     /// Adds per-kind settings.
-    ///
-    /// ```
-    /// use informant::cache::Options;
-    /// use informant::cache::{ByObject, Config, NamespaceKey, Namespaces};
-    /// use informant::selector::FieldSelector;
-    /// use kube::core::GroupVersionKind;
-    ///
-    /// let opts = Options::default()
-    ///     .with_default_namespace(NamespaceKey::named("shop"), Config::default())
-    ///     .with_by_object(
-    ///         ByObject::new(GroupVersionKind::gvk("", "v1", "Pod"))
-    ///             .with_namespaces(Namespaces::All)
-    ///             .with_config(Config::default().with_field_selector(
-    ///                 FieldSelector::parse("spec.nodeName=node01").unwrap(),
-    ///             )),
-    ///     )
-    ///     .defaulted()
-    ///     .unwrap();
-    /// assert_eq!(opts.by_object[0].namespaces, Namespaces::All);
-    /// ```
     #[must_use]
-    pub fn with_by_object(mut self, by_object: ByObject) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_by_object(mut self, by_object: ByObject) -> Self {
         self.by_object.push(by_object);
         self
     }
 
     /// Adds (or replaces) one entry of `default_namespaces`.
     #[must_use]
-    pub fn with_default_namespace(mut self, key: NamespaceKey, config: Config) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_default_namespace(mut self, key: NamespaceKey, config: Config) -> Self {
         self.default_namespaces.insert(key, config);
         self
     }
 
-    /// The per-kind settings of `gvk`, if any.
-    #[must_use]
-    pub fn by_object_for(&self, gvk: &GroupVersionKind) -> Option<&ByObject> {
-        self.by_object.iter().find(|b| &b.gvk == gvk)
-    }
-
     /// These options choosing namespaces by `selector` (see the module docs).
     #[must_use]
-    pub fn with_default_namespace_selector(mut self, selector: LabelSelector) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_default_namespace_selector(mut self, selector: LabelSelector) -> Self {
         self.default_namespace_selector = Some(selector);
         self
     }
@@ -240,29 +217,17 @@ impl Config {
 
     /// These settings with a label selector.
     #[must_use]
-    pub fn with_label_selector(mut self, selector: LabelSelector) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_label_selector(mut self, selector: LabelSelector) -> Self {
         self.label_selector = Some(selector);
         self
     }
 
     /// These settings with a field selector.
     #[must_use]
-    pub fn with_field_selector(mut self, selector: FieldSelector) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_field_selector(mut self, selector: FieldSelector) -> Self {
         self.field_selector = Some(selector);
-        self
-    }
-
-    /// These settings with a transform.
-    #[must_use]
-    pub fn with_transform(mut self, transform: Transform) -> Self {
-        self.transform = Some(transform);
-        self
-    }
-
-    /// These settings with a resync period.
-    #[must_use]
-    pub fn with_sync_period(mut self, period: Duration) -> Self {
-        self.sync_period = Some(period);
         self
     }
 
@@ -288,14 +253,14 @@ impl Config {
         self.sync_period.unwrap_or(DEFAULT_SYNC_PERIOD)
     }
 
-    /// Whether to ask for bookmarks ([`DEFAULT_ENABLE_WATCH_BOOKMARKS`] if unset).
+    /// Whether to ask for bookmarks (`DEFAULT_ENABLE_WATCH_BOOKMARKS` if unset).
     #[must_use]
     pub fn effective_enable_watch_bookmarks(&self) -> bool {
         self.enable_watch_bookmarks
             .unwrap_or(DEFAULT_ENABLE_WATCH_BOOKMARKS)
     }
 
-    /// Whether to skip deep copies ([`DEFAULT_UNSAFE_DISABLE_DEEP_COPY`] if unset).
+    /// Whether to skip deep copies (`DEFAULT_UNSAFE_DISABLE_DEEP_COPY` if unset).
     #[must_use]
     pub fn effective_unsafe_disable_deep_copy(&self) -> bool {
         self.unsafe_disable_deep_copy
@@ -485,17 +450,10 @@ impl ByObject {
         }
     }
 
-    /// These settings, choosing namespaces by `selector` too.
-    #[must_use]
-    pub fn with_namespace_selector(mut self, selector: LabelSelector) -> Self {
-        self.namespace_selector = Some(selector);
-        self
-    }
-
     /// Whether this entry takes the defaults' namespaces (it sets neither `namespaces` nor a
     /// selector).
     #[must_use]
-    pub fn inherits_namespaces(&self) -> bool {
+    pub(crate) fn inherits_namespaces(&self) -> bool {
         self.namespaces == Namespaces::Inherit && self.namespace_selector.is_none()
     }
 
@@ -510,13 +468,6 @@ impl ByObject {
     #[must_use]
     pub fn with_config(mut self, config: Config) -> Self {
         self.config = config;
-        self
-    }
-
-    /// These settings, caching metadata only (or not).
-    #[must_use]
-    pub fn with_metadata_only(mut self, metadata_only: bool) -> Self {
-        self.metadata_only = metadata_only;
         self
     }
 }

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::ops::Deref;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use kube::{Client, core::GroupVersionKind};
@@ -110,7 +110,8 @@ pub struct PooledInformer {
 impl PooledInformer {
     /// Wraps an informer that no pool owns (tests feed such informers by hand).
     #[must_use]
-    pub fn unpooled(informer: Arc<Informer>) -> Arc<Self> {
+    #[cfg(test)]
+    pub(crate) fn unpooled(informer: Arc<Informer>) -> Arc<Self> {
         Arc::new(Self { informer })
     }
 
@@ -168,6 +169,9 @@ pub struct InformerPool {
     events: Mutex<HashMap<GroupVersionKind, tokio::sync::broadcast::Sender<InformerEvent>>>,
     /// The mark of the tree being built ([`InformerPool::begin_tree`]).
     tree: AtomicU64,
+    /// The test-only fault of [`InformerPool::skip_relist_after_gone`], given to each informer
+    /// this pool creates.
+    skip_relist_after_gone: AtomicBool,
 }
 
 /// How many changes a slow [`InformerPool::subscribe`] receiver may fall behind before it
@@ -193,7 +197,18 @@ impl InformerPool {
             stats: Mutex::new(PoolStats::default()),
             events: Mutex::new(HashMap::new()),
             tree: AtomicU64::new(0),
+            skip_relist_after_gone: AtomicBool::new(false),
         })
+    }
+
+    /// **Test only; never call it elsewhere.** While `on`, the informers this pool creates
+    /// from now on ignore the relist their watcher makes after the first sync (after 410
+    /// Gone), keeping the store they had: the bug the chaos suite
+    /// (`tests/chaos/skip_relist.rs`) must catch. A switch of this pool (of the cache context
+    /// that owns it), not of the process, so other tests in the same binary are unaffected.
+    #[doc(hidden)]
+    pub fn skip_relist_after_gone(&self, on: bool) {
+        self.skip_relist_after_gone.store(on, Ordering::SeqCst);
     }
 
     fn sender(&self, gvk: &GroupVersionKind) -> tokio::sync::broadcast::Sender<InformerEvent> {
@@ -251,12 +266,6 @@ impl InformerPool {
             .started_total += started;
     }
 
-    /// Whether [`InformerPool::start`] was called.
-    #[must_use]
-    pub fn is_started(&self) -> bool {
-        self.running.get().is_some()
-    }
-
     fn start_entry(&self, entry: &mut Entry) -> bool {
         let Some(running) = self.running.get() else {
             return false;
@@ -299,7 +308,8 @@ impl InformerPool {
                 key.namespace.clone(),
                 key.settings.clone(),
             )
-            .with_events(self.sender(&key.gvk)),
+            .with_events(self.sender(&key.gvk))
+            .skipping_relist_after_gone(self.skip_relist_after_gone.load(Ordering::SeqCst)),
         );
         let handle = Arc::new(PooledInformer {
             informer: Arc::clone(&informer),
@@ -332,7 +342,7 @@ impl InformerPool {
     /// `wanted` accepts: what a new tree's cache takes over from the old tree, so kinds first
     /// read at run time keep their informers across a reload.
     #[must_use]
-    pub fn adopt(
+    pub(crate) fn adopt(
         &self,
         namespace: Option<&str>,
         settings: &InformerSettings,
@@ -375,7 +385,7 @@ impl InformerPool {
     /// The handle of the informer for `key` (as [`InformerPool::obtain`]) for a holder outside
     /// any tree (the namespace watch): [`InformerPool::left_over`] never names it.
     #[must_use]
-    pub fn hold(&self, key: &InformerKey, kind: &KindInfo) -> Arc<PooledInformer> {
+    pub(crate) fn hold(&self, key: &InformerKey, kind: &KindInfo) -> Arc<PooledInformer> {
         let handle = self.obtain(key, kind);
         if let Some(entry) = self.entries().get_mut(key) {
             entry.held = true;
@@ -386,7 +396,7 @@ impl InformerPool {
     /// Starts the claims of a new tree: every informer [`InformerPool::obtain`] or
     /// [`InformerPool::adopt`] hands out from now on is marked as the new tree's, until the next
     /// call. Returns the mark for [`InformerPool::left_over`].
-    pub fn begin_tree(&self) -> u64 {
+    pub(crate) fn begin_tree(&self) -> u64 {
         self.tree.fetch_add(1, Ordering::Relaxed) + 1
     }
 

@@ -41,7 +41,7 @@ pub const DEFAULT_CACHE_SYNC_TIMEOUT: Duration = Duration::from_mins(2);
 /// at this period to notice new resource types (cmd/kube-controller-manager/app/core.go:
 /// `garbageCollector.Sync(ctx, discoveryClient, 30 * time.Second)`,
 /// `resourceQuotaController.Sync(ctx, discoveryFunc, 30*time.Second)`).
-pub const DISCOVERY_REFRESH: Duration = Duration::from_secs(30);
+pub(crate) const DISCOVERY_REFRESH: Duration = Duration::from_secs(30);
 
 /// Keeps the published cache tree in step with the config.
 pub struct CacheReloader {
@@ -142,7 +142,7 @@ impl CacheReloader {
     }
 
     /// Sets how often discovery is asked about the followed custom kinds while the CRDs
-    /// cannot be listed ([`DISCOVERY_REFRESH`] unless set).
+    /// cannot be listed (`DISCOVERY_REFRESH` unless set).
     #[must_use]
     pub fn with_discovery_refresh(mut self, period: Duration) -> Self {
         self.discovery_refresh = period;

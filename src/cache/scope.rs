@@ -12,7 +12,7 @@ use super::shard::ShardScope;
 use crate::selector::LabelSelector;
 
 /// The labels of every namespace, by name.
-pub type NamespaceLabels = BTreeMap<String, BTreeMap<String, String>>;
+pub(crate) type NamespaceLabels = BTreeMap<String, BTreeMap<String, String>>;
 
 /// What the cluster tells a plan. `Default`: nothing is known, which plans no namespace for a
 /// selector (and says so) and every kind as served.
@@ -27,7 +27,7 @@ pub struct ClusterScope {
     pub waiting: HashMap<GroupVersionKind, String>,
     /// The selectors (canonical text) whose namespaces one cluster-wide informer serves in
     /// the tree published now: they keep it until their share of the namespaces falls below
-    /// [`super::WIDE_LEAVE_PERCENT`].
+    /// `plan::WIDE_LEAVE_PERCENT`.
     pub wide: BTreeSet<String>,
     /// This member's share of a shard ring (`spec.sharding`), or `None` to cache everything
     /// the options say.
@@ -71,7 +71,7 @@ impl ClusterScope {
 
     /// Why `gvk` is not served, if it is not.
     #[must_use]
-    pub fn waiting_reason(&self, gvk: &GroupVersionKind) -> Option<&str> {
+    pub(crate) fn waiting_reason(&self, gvk: &GroupVersionKind) -> Option<&str> {
         self.waiting.get(gvk).map(String::as_str)
     }
 }

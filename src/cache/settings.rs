@@ -56,7 +56,7 @@ impl InformerSettings {
     /// The settings of a defaulted [`Config`](super::options::Config), built-in defaults for
     /// anything still unset. An everything selector is no selector.
     #[must_use]
-    pub fn from_config(config: &super::options::Config, metadata_only: bool) -> Self {
+    pub(crate) fn from_config(config: &super::options::Config, metadata_only: bool) -> Self {
         Self {
             label_selector: config.label_selector.clone().filter(|s| !s.is_empty()),
             field_selector: config.field_selector.clone().filter(|s| !s.is_empty()),

@@ -48,7 +48,7 @@ impl SharedCache {
     /// Holds `tree` (one that is not started: its reads fail with `NotStarted`) until the
     /// first [`SharedCache::replace`]; [`SharedCache::wait_for_cache_sync`] waits for it.
     #[must_use]
-    pub fn not_started(tree: Arc<dyn Cache>) -> Self {
+    pub(crate) fn not_started(tree: Arc<dyn Cache>) -> Self {
         Self {
             current: RwLock::new(tree),
             serving: tokio::sync::watch::Sender::new(false),

@@ -133,7 +133,7 @@ impl Lookup for SharedObject {
 
 /// The writing half of an informer's reflector store, taken once by whoever drives it
 /// ([`super::Informer::start`], or a test calling [`super::Informer::run_events`]).
-pub struct StoreWriter {
+pub(crate) struct StoreWriter {
     kind: WriterKind,
     /// The informer's kind, for store keys.
     key_resource: StoreKind,

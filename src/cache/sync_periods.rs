@@ -19,7 +19,7 @@ impl SyncPeriods {
     /// One period for every namespace and for cluster-scoped objects (a cache over all
     /// namespaces).
     #[must_use]
-    pub fn everywhere(period: Duration) -> Self {
+    pub(crate) fn everywhere(period: Duration) -> Self {
         Self {
             namespaces: BTreeMap::new(),
             others: Some(period),
@@ -29,21 +29,21 @@ impl SyncPeriods {
 
     /// `period` for objects in `namespace`.
     #[must_use]
-    pub fn with_namespace(mut self, namespace: &str, period: Duration) -> Self {
+    pub(crate) fn with_namespace(mut self, namespace: &str, period: Duration) -> Self {
         self.namespaces.insert(namespace.to_owned(), period);
         self
     }
 
     /// `period` for objects in every namespace not named.
     #[must_use]
-    pub fn with_others(mut self, period: Duration) -> Self {
+    pub(crate) fn with_others(mut self, period: Duration) -> Self {
         self.others = Some(period);
         self
     }
 
     /// `period` for cluster-scoped objects.
     #[must_use]
-    pub fn with_cluster(mut self, period: Duration) -> Self {
+    pub(crate) fn with_cluster(mut self, period: Duration) -> Self {
         self.cluster = Some(period);
         self
     }

@@ -28,7 +28,7 @@ use super::compact::{self, CompactObject};
 use super::error::{Error, Result};
 
 /// An object of the type a [`Decoder`] produces, type-erased so that the [`Cache`] trait stays
-/// object safe; [`get_arc`] and [`list_arc`] downcast it.
+/// object safe; [`get_arc`] and `list_arc` downcast it.
 pub type AnyObject = Arc<dyn Any + Send + Sync>;
 
 /// Decodes cached objects into one type (implemented by [`As`]); what a typed read passes down
@@ -250,7 +250,7 @@ where
 ///
 /// # Errors
 /// As [`Cache::list`], or [`Error::Convert`] when an object does not fit `K`.
-pub async fn list_arc<K>(cache: &dyn Cache, options: &ListOptions) -> Result<Vec<Arc<K>>>
+pub(crate) async fn list_arc<K>(cache: &dyn Cache, options: &ListOptions) -> Result<Vec<Arc<K>>>
 where
     K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
 {
@@ -263,10 +263,10 @@ where
         .collect()
 }
 
-/// Lists `K` through `cache`, owned: [`list_arc`] unwrapped.
+/// Lists `K` through `cache`, owned: `list_arc` unwrapped.
 ///
 /// # Errors
-/// As [`list_arc`].
+/// As `list_arc`.
 pub async fn list<K>(cache: &dyn Cache, options: &ListOptions) -> Result<Vec<K>>
 where
     K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Send + Sync + 'static,

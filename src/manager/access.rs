@@ -8,7 +8,7 @@
 //! fail: a warn log line naming each, the `Ready` condition (`False`, reason
 //! [`REASON_PERMISSION_MISSING`](super::REASON_PERMISSION_MISSING)), `/readyz/permissions`, and a
 //! `PermissionMissing` Warning Event on the leader. While something is missing the check runs
-//! again every [`RECHECK_INTERVAL`] (`Options::permissions_recheck`), so a grant clears it
+//! again every [`PERMISSIONS_RECHECK_INTERVAL`] (`Options::permissions_recheck`), so a grant clears it
 //! without a reload. A server that cannot answer (no authorization API, the review itself
 //! refused) leaves the check silent: the informers' own errors still say what failed.
 
@@ -21,10 +21,10 @@ use crate::config::{Validated, access, rbac};
 
 /// How often a check that found something missing runs again, unless
 /// [`Options::permissions_recheck`] says otherwise.
-pub const RECHECK_INTERVAL: Duration = Duration::from_secs(30);
+pub const PERMISSIONS_RECHECK_INTERVAL: Duration = Duration::from_secs(30);
 
 /// The Warning Event's reason when the check finds a missing permission.
-pub const EVENT_REASON: &str = "PermissionMissing";
+pub(crate) const EVENT_REASON: &str = "PermissionMissing";
 
 /// What the manager is, for the rules it needs beyond the config's.
 #[derive(Clone)]
@@ -169,7 +169,7 @@ mod tests {
             resource: Some(("config-ns".to_owned(), "c".to_owned())),
             lease: None,
             member_lease_namespace: "lease-ns".to_owned(),
-            recheck: RECHECK_INTERVAL,
+            recheck: PERMISSIONS_RECHECK_INTERVAL,
         };
         let rules = check.rules(&config);
         let member = rbac::member_lease_rule();
@@ -202,7 +202,7 @@ mod tests {
             resource: Some(("config-ns".to_owned(), "c".to_owned())),
             lease: None,
             member_lease_namespace: "config-ns".to_owned(),
-            recheck: RECHECK_INTERVAL,
+            recheck: PERMISSIONS_RECHECK_INTERVAL,
         };
         let rules = check.rules(&config);
         assert!(!crds(&rules.cluster), "{rules:?}");

@@ -55,7 +55,7 @@ pub async fn ring_members(
 /// The members the `leases` hold at `now`: each Lease with a holder and a renewal less than its
 /// duration ago; each one's share on the ring of them all.
 #[must_use]
-pub fn live_members(
+pub(crate) fn live_members(
     leases: impl IntoIterator<Item = Lease>,
     now: jiff::Timestamp,
 ) -> Vec<RingMember> {

@@ -29,23 +29,17 @@ mod shard;
 mod state;
 mod status;
 
-pub use access::{
-    EVENT_REASON as PERMISSION_MISSING_EVENT, RECHECK_INTERVAL as PERMISSIONS_RECHECK_INTERVAL,
-};
+pub use access::PERMISSIONS_RECHECK_INTERVAL;
 pub use http::{
-    BindAddressError, BindError, Check, DEFAULT_HEALTH_ADDR, DEFAULT_METRICS_ADDR, HttpServer,
-    METRICS_CONTENT_TYPE, PING, Probes, SecureMetrics, health_router, metrics_router,
+    BindAddressError, BindError, Check, HttpServer, METRICS_CONTENT_TYPE, Probes, SecureMetrics,
     parse_bind_address,
 };
 pub use leader::{
     DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderElection,
     LeaderElector, LeaderError, LostCause, default_identity,
 };
-pub use members::{RingMember, live_members, ring_members};
-pub use metrics::{
-    InformerSource, InformerState, ManagerMetrics, MetricsRegistry, RELOAD_DURATION_BUCKETS,
-    ReloadResult, ScopeSource, register_informers, register_scope,
-};
+pub use members::{RingMember, ring_members};
+pub use metrics::{ManagerMetrics, MetricsRegistry, RELOAD_DURATION_BUCKETS, ReloadResult};
 pub use options::{BoxError, ConfigSource, DEFAULT_SHUTDOWN_GRACE, Error, FIELD_MANAGER, Options};
 pub use reload::Reload;
 pub use run::{Manager, file_watcher};
@@ -55,8 +49,6 @@ pub use shard::{
 };
 pub use state::{Snapshot, State};
 pub use status::{
-    ControllerReadiness, DEFAULT_FIELD_MANAGER, REASON_INFORMER_FAILED, REASON_INFORMERS_SYNCED,
-    REASON_INFORMERS_SYNCING, REASON_INVALID_SPEC, REASON_PERMISSION_MISSING, REASON_RUNNING,
-    REASON_VALID, REASON_WAITING_FOR_KIND, Readiness, StatusError, StatusInput, StatusWriter,
-    Validity, desired_status, informer_name,
+    ControllerReadiness, DEFAULT_FIELD_MANAGER, REASON_PERMISSION_MISSING, REASON_WAITING_FOR_KIND,
+    Readiness, StatusError, StatusInput, StatusWriter, Validity, desired_status,
 };

@@ -81,7 +81,7 @@ impl Options {
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
             debounce: config::watch::DEFAULT_DEBOUNCE,
-            permissions_recheck: super::access::RECHECK_INTERVAL,
+            permissions_recheck: super::access::PERMISSIONS_RECHECK_INTERVAL,
             shard: ShardOptions::default(),
         }
     }

@@ -272,14 +272,6 @@ impl Manager {
         Arc::clone(self.reloader.pool())
     }
 
-    /// The registry served on `/metrics`: what is added to the manager registers its own
-    /// series here (controller-runtime's `metrics.Registry`, one per manager instead of a
-    /// global).
-    #[must_use]
-    pub fn metrics_registry(&self) -> &MetricsRegistry {
-        &self.registry
-    }
-
     /// The value of type `T` shared by everything added to this manager, made by `init` the
     /// first time it is asked for: every Rust controller of a manager counts into the same
     /// controller-runtime series this way, registered once.
@@ -352,7 +344,7 @@ impl Manager {
 
     /// Adds a runnable that runs only on the leader: started once this replica leads and the
     /// caches synced, stopped first.
-    pub fn add_leader_runnable<F, Fut>(&mut self, name: &str, run: F)
+    pub(crate) fn add_leader_runnable<F, Fut>(&mut self, name: &str, run: F)
     where
         F: FnOnce(CancellationToken) -> Fut + Send + 'static,
         Fut: Future<Output = Result<(), BoxError>> + Send + 'static,

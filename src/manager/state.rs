@@ -76,7 +76,7 @@ pub struct Snapshot {
 impl Snapshot {
     /// What the status says about this snapshot, for the object at `generation`.
     #[must_use]
-    pub fn status_input(&self, generation: Option<i64>) -> StatusInput {
+    pub(crate) fn status_input(&self, generation: Option<i64>) -> StatusInput {
         let validity = if self.invalid.is_empty() {
             Validity::Valid
         } else {
@@ -247,12 +247,12 @@ impl State {
 
     /// The source's config at start is invalid (a `CacheConfig` resource): the defaults run,
     /// and the manager is not ready until a valid config comes.
-    pub fn invalid_at_start(&self) {
+    pub(crate) fn invalid_at_start(&self) {
         self.update(|s| s.valid_once = false);
     }
 
     /// The first config's tree serves (the source's config, or the defaults when it was
-    /// invalid at start; see [`State::invalid_at_start`]).
+    /// invalid at start; see `State::invalid_at_start`).
     pub fn started(
         &self,
         config: Arc<Validated>,
@@ -317,7 +317,7 @@ impl State {
     }
 
     /// What the last permission check found missing (empty: all granted).
-    pub fn permissions_checked(&self, missing: Vec<String>) {
+    pub(crate) fn permissions_checked(&self, missing: Vec<String>) {
         self.update(|s| s.missing = missing);
     }
 
@@ -336,7 +336,7 @@ impl State {
 
     /// Whether the latest config seen is invalid (the last good one runs).
     #[must_use]
-    pub fn is_invalid(&self) -> bool {
+    pub(crate) fn is_invalid(&self) -> bool {
         !self
             .inner
             .lock()

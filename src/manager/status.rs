@@ -54,19 +54,19 @@ use crate::config::{
 };
 
 /// `Valid=True` reason: the spec passed validation.
-pub const REASON_VALID: &str = "Valid";
+pub(crate) const REASON_VALID: &str = "Valid";
 
 /// `Valid=False` reason: the spec is invalid; the manager keeps the last good config.
-pub const REASON_INVALID_SPEC: &str = "InvalidSpec";
+pub(crate) const REASON_INVALID_SPEC: &str = "InvalidSpec";
 
 /// `Ready=True` reason: every informer of the cache tree has synced.
-pub const REASON_INFORMERS_SYNCED: &str = "InformersSynced";
+pub(crate) const REASON_INFORMERS_SYNCED: &str = "InformersSynced";
 
 /// `Ready=False` reason: some informers have not synced yet.
-pub const REASON_INFORMERS_SYNCING: &str = "InformersSyncing";
+pub(crate) const REASON_INFORMERS_SYNCING: &str = "InformersSyncing";
 
 /// `Ready=False` reason: some informers cannot list or watch (RBAC, unknown kind, ...).
-pub const REASON_INFORMER_FAILED: &str = "InformerFailed";
+pub(crate) const REASON_INFORMER_FAILED: &str = "InformerFailed";
 
 /// `Ready=False` reason: every informer synced, but some kinds (`byObject` kinds, kinds
 /// controllers read) are not served yet (their CRD is not established): they start when they
@@ -74,7 +74,7 @@ pub const REASON_INFORMER_FAILED: &str = "InformerFailed";
 pub const REASON_WAITING_FOR_KIND: &str = "WaitingForKind";
 
 /// A controller's reason when it runs (`status.controllers[].reason`).
-pub const REASON_RUNNING: &str = "Running";
+pub(crate) const REASON_RUNNING: &str = "Running";
 /// `Ready=False` reason: the cluster does not grant permissions the config needs (the check
 /// the manager runs before informers start, as `informant rbac --check` does).
 pub const REASON_PERMISSION_MISSING: &str = "PermissionMissing";
@@ -102,7 +102,7 @@ impl Validity {
     /// The validity a rejected config has: every field error with its path (as
     /// `informant validate` prints them), or the error itself when it has no field errors.
     #[must_use]
-    pub fn from_error(error: &config::Error) -> Self {
+    pub(crate) fn from_error(error: &config::Error) -> Self {
         let fields = error.field_errors();
         let errors = if fields.is_empty() {
             vec![crate::telemetry::error_chain(error)]
@@ -120,12 +120,12 @@ pub enum Readiness {
     Synced,
     /// Some informers have not synced yet.
     Syncing {
-        /// Each one, as [`informer_name`] names it.
+        /// Each one, as `informer_name` names it.
         pending: Vec<String>,
     },
     /// Some informers cannot list or watch.
     Failed {
-        /// Each one, named as [`informer_name`] does, with its error.
+        /// Each one, named as `informer_name` does, with its error.
         failed: Vec<String>,
     },
     /// Every informer synced, but some `byObject` kinds are not served yet.
@@ -220,7 +220,7 @@ impl Readiness {
 /// An informer as conditions name it: `v1 Pod in team-a`, `apps/v1 Deployment in every
 /// namespace`, followed by its selectors (`labels tier=web`, `fields status.phase=Running`).
 #[must_use]
-pub fn informer_name(informer: &InformerStatus) -> String {
+pub(crate) fn informer_name(informer: &InformerStatus) -> String {
     let mut name = format!(
         "{} {} in {}",
         informer.api_version,

@@ -9,7 +9,7 @@
 //! The other parts of the suite: `namespace_churn.rs` (namespaces chosen by label, created,
 //! relabelled and deleted under the same faults), `chaos_events.rs` (event conservation under
 //! sink faults),
-//! `chaos_bad_input.rs` (invalid configs, malformed answers), `chaos_skip_relist.rs` (the
+//! `chaos_bad_input.rs` (invalid configs, malformed answers), `skip_relist.rs` (the
 //! check catches an informer that skips its relist after 410).
 //!
 //! `cargo test --test chaos convergence:: -- --nocapture` prints the figures. `INFORMANT_CHAOS_SEED=<n>`

@@ -12,3 +12,4 @@ mod support;
 mod chaos_events;
 mod convergence;
 mod namespace_churn;
+mod skip_relist;

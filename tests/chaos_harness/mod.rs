@@ -1,5 +1,5 @@
 //! The chaos harness shared by `tests/chaos/convergence.rs`, `tests/chaos/namespace_churn.rs`
-//! and `tests/chaos_skip_relist.rs`: a seeded writer over 3 kinds in 4 namespaces (and, with
+//! and `tests/chaos/skip_relist.rs`: a seeded writer over 3 kinds in 4 namespaces (and, with
 //! namespace churn, 4 more that are created, labelled, unlabelled and deleted while it writes,
 //! chosen by a `namespaceSelector`), a seeded fault schedule against the embedded API server,
 //! `CacheConfig` reloads through a file, and the invariant check (every informer's store equals
@@ -215,6 +215,9 @@ pub struct ChaosConfig {
     /// for each kind without namespaces of its own.
     pub selector: bool,
     pub kinds: Vec<KindConfig>,
+    /// The test-only fault: the manager's informers skip the relist after 410 Gone
+    /// (`InformerPool::skip_relist_after_gone`), so the invariant check must fail.
+    pub skip_relist_after_gone: bool,
 }
 
 fn subset(rng: &mut Rng) -> BTreeSet<String> {
@@ -235,6 +238,7 @@ impl ChaosConfig {
         Self {
             default_namespaces: None,
             selector: false,
+            skip_relist_after_gone: false,
             kinds: Kind::ALL
                 .iter()
                 .map(|k| KindConfig {
@@ -267,6 +271,7 @@ impl ChaosConfig {
         Self {
             default_namespaces,
             selector: false,
+            skip_relist_after_gone: false,
             kinds,
         }
     }
@@ -479,6 +484,8 @@ impl World {
         informant::hooks::add_to_manager(&mut manager);
         let manager_cache = manager.cache();
         let pool = manager.pool();
+        // Before `run`, so every informer the manager's pool creates has the fault.
+        pool.skip_relist_after_gone(config.skip_relist_after_gone);
         let state = manager.state();
         let health = manager.health_addr().unwrap();
         let reloads = manager.reloads();
@@ -1115,10 +1122,24 @@ pub async fn run_with(
     quiesce: Duration,
     churn: Option<Churn>,
 ) -> (Figures, Duration) {
+    run_faulty(seed, rounds, final_gone, quiesce, churn, false).await
+}
+
+/// [`run_with`], the manager's informers skipping the relist after 410 Gone when
+/// `skip_relist_after_gone` (the test-only fault the invariant check must catch).
+pub async fn run_faulty(
+    seed: u64,
+    rounds: u32,
+    final_gone: bool,
+    quiesce: Duration,
+    churn: Option<Churn>,
+    skip_relist_after_gone: bool,
+) -> (Figures, Duration) {
     let began = Instant::now();
     let mut rng = Rng::new(seed);
     let mut config = ChaosConfig::random(&mut rng);
     config.selector = churn.is_some();
+    config.skip_relist_after_gone = skip_relist_after_gone;
     let mut world = World::start_with(config, churn).await;
     if let Some(churn) = &world.churn {
         let h = world.server.handle();

@@ -180,7 +180,7 @@ impl Visitor<'_> for KeyWriter<'_> {
 }
 
 /// Reads a tape as `serde_json` reads the JSON it was made from.
-pub struct Tape<'de> {
+pub(crate) struct Tape<'de> {
     bytes: &'de [u8],
     strings: &'de str,
 }

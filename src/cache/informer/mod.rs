@@ -1,7 +1,6 @@
 //! `Informer`: one kube-runtime watcher feeding one reflector store, for one kind × namespace ×
 //! selectors; tracks sync and surfaces watcher errors instead of waiting silently.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::{Stream, StreamExt, TryStreamExt};
@@ -167,6 +166,9 @@ pub struct Informer {
     writer: Mutex<Option<StoreWriter>>,
     status: watch::Sender<Status>,
     events: Option<tokio::sync::broadcast::Sender<InformerEvent>>,
+    /// Test-only fault: ignore the relist after the first sync (after 410 Gone); see
+    /// [`InformerPool::skip_relist_after_gone`](super::InformerPool::skip_relist_after_gone).
+    skip_relist_after_gone: bool,
 }
 
 impl std::fmt::Debug for Informer {
@@ -191,22 +193,9 @@ pub(crate) fn is_permanent(error: &watcher::Error) -> bool {
     matches!(client_error, kube::Error::Api(status) if matches!(status.code, 401 | 403 | 404))
 }
 
-/// The test-only fault behind [`skip_relist_after_gone`].
-static SKIP_RELIST: AtomicBool = AtomicBool::new(false);
-
-/// **Test only; never call it elsewhere.** While `on`, every informer of this process ignores
-/// the relist its watcher makes after the first sync (after 410 Gone), keeping the store it
-/// had: the bug the chaos suite (`tests/chaos_skip_relist.rs`) must catch. A process-wide
-/// switch because the manager builds its informers itself; the chaos test that sets it runs
-/// in a test binary of its own.
-#[doc(hidden)]
-pub fn skip_relist_after_gone(on: bool) {
-    SKIP_RELIST.store(on, Ordering::SeqCst);
-}
-
 impl Informer {
     /// Creates an informer; nothing runs until [`Informer::start`] (or
-    /// [`Informer::run_events`] in tests).
+    /// `Informer::run_events` in tests).
     #[must_use]
     pub fn new(
         gvk: GroupVersionKind,
@@ -243,12 +232,24 @@ impl Informer {
             writer: Mutex::new(Some(writer)),
             status,
             events: None,
+            skip_relist_after_gone: false,
         }
+    }
+
+    /// The test-only fault of
+    /// [`InformerPool::skip_relist_after_gone`](super::InformerPool::skip_relist_after_gone).
+    #[must_use]
+    pub(crate) fn skipping_relist_after_gone(mut self, on: bool) -> Self {
+        self.skip_relist_after_gone = on;
+        self
     }
 
     /// Sends every change this informer applies to `events` (while it has receivers).
     #[must_use]
-    pub fn with_events(mut self, events: tokio::sync::broadcast::Sender<InformerEvent>) -> Self {
+    pub(crate) fn with_events(
+        mut self,
+        events: tokio::sync::broadcast::Sender<InformerEvent>,
+    ) -> Self {
         self.events = Some(events);
         self
     }
@@ -279,7 +280,7 @@ impl Informer {
 
     /// Whether the kind's objects live in namespaces.
     #[must_use]
-    pub fn is_namespaced(&self) -> bool {
+    pub(crate) fn is_namespaced(&self) -> bool {
         self.namespaced
     }
 
@@ -378,7 +379,7 @@ impl Informer {
     /// Drives the store from a stream of watcher events until the stream ends or `shutdown` is
     /// cancelled: transforms each object, applies it to the store (encoded compactly unless
     /// reads share objects), tracks sync and errors.
-    pub async fn run_events<S>(
+    pub(crate) async fn run_events<S>(
         &self,
         events: S,
         mut writer: StoreWriter,
@@ -408,7 +409,7 @@ impl Informer {
             match next {
                 None => break,
                 Some(Ok(event)) => {
-                    if SKIP_RELIST.load(Ordering::Relaxed) && self.has_synced() {
+                    if self.skip_relist_after_gone && self.has_synced() {
                         match event {
                             watcher::Event::Init => relisting_skipped = true,
                             watcher::Event::InitDone => relisting_skipped = false,
@@ -474,7 +475,8 @@ impl Informer {
 
     /// Takes the store's writer for [`Informer::run_events`] (tests feed their own streams).
     /// `None` once the informer was started.
-    pub fn take_writer(&self) -> Option<StoreWriter> {
+    #[cfg(test)]
+    pub(crate) fn take_writer(&self) -> Option<StoreWriter> {
         self.writer
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -42,8 +42,9 @@ pub enum Kinds {
 }
 
 /// One scope of informers in a plan: which kinds, which namespace, which settings.
+#[cfg(test)]
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct InformerSpec {
+pub(crate) struct InformerSpec {
     /// The kinds started in this scope.
     pub kinds: Kinds,
     /// The namespace and settings.
@@ -64,25 +65,25 @@ pub struct Selection {
     pub added: BTreeSet<String>,
     /// Whether the added namespaces are served by one informer over every namespace whose
     /// reads are filtered in the process, instead of one informer per namespace: chosen when
-    /// the selector matches nearly every namespace ([`WIDE_MIN_NAMESPACES`],
-    /// [`WIDE_ENTER_PERCENT`]), where one watch receives about the bytes of the per-namespace
+    /// the selector matches nearly every namespace (`WIDE_MIN_NAMESPACES`,
+    /// `WIDE_ENTER_PERCENT`), where one watch receives about the bytes of the per-namespace
     /// watches it replaces.
     pub wide: bool,
 }
 
 /// The fewest namespaces a selector must add before one cluster-wide informer may serve them.
-pub const WIDE_MIN_NAMESPACES: usize = 100;
+pub(crate) const WIDE_MIN_NAMESPACES: usize = 100;
 
 /// The share of all namespaces (per cent) a selector must match for one cluster-wide informer
 /// to serve the namespaces it adds. `cargo bench --bench scope`: at 100% the two layouts
 /// receive the same bytes, and one watch replaces a thousand; at 50% per-namespace informers
 /// receive half the bytes.
-pub const WIDE_ENTER_PERCENT: usize = 90;
+pub(crate) const WIDE_ENTER_PERCENT: usize = 90;
 
 /// Below this share (per cent) a selector served by one cluster-wide informer goes back to one
 /// informer per namespace: the gap keeps a namespace relabelled at the threshold from
 /// switching layouts (each switch lists every added namespace again) back and forth.
-pub const WIDE_LEAVE_PERCENT: usize = 80;
+pub(crate) const WIDE_LEAVE_PERCENT: usize = 80;
 
 impl Selection {
     /// The selection of `selector` beside the namespaces of `listed`, in the cluster `scope`.
@@ -118,7 +119,7 @@ impl Selection {
 
     /// The scope of the one informer serving the added namespaces, when wide.
     #[must_use]
-    pub fn wide_scope(&self) -> Option<InformerScope> {
+    pub(crate) fn wide_scope(&self) -> Option<InformerScope> {
         self.wide.then(|| InformerScope {
             namespace: None,
             settings: self.settings.clone(),
@@ -375,7 +376,8 @@ impl Plan {
     /// Every informer scope of the tree, outermost layer first, each with the kinds it starts.
     /// Two plans with the same spec share those informers.
     #[must_use]
-    pub fn informer_specs(&self) -> Vec<InformerSpec> {
+    #[cfg(test)]
+    pub(crate) fn informer_specs(&self) -> Vec<InformerSpec> {
         let mut specs = Vec::new();
         self.root.collect_specs(&Kinds::Any, &mut specs);
         specs
@@ -386,7 +388,7 @@ impl Plan {
     #[must_use]
     ///
     /// Each cache takes over the informers of `context`'s pool that match its scope and kinds
-    /// (see [`InformerCache::adopt`]): a tree built on the pool of a running tree serves every
+    /// (see `InformerCache::adopt`): a tree built on the pool of a running tree serves every
     /// kind the old one had started, from the same stores, without a new LIST.
     pub fn instantiate(&self, context: &Context) -> Arc<dyn Cache> {
         self.root.instantiate(context, &|_| true)

@@ -275,7 +275,7 @@ impl CacheReloader {
     /// selector needs them), and the followed custom kinds (`byObject` and wanted) that are
     /// not served, with why.
     #[must_use]
-    pub fn cluster_scope(&self) -> ClusterScope {
+    pub(crate) fn cluster_scope(&self) -> ClusterScope {
         let mut waiting = HashMap::new();
         let crds = self.crds.as_ref().filter(|c| c.is_synced());
         for gvk in self.followed_kinds() {

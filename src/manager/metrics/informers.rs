@@ -16,11 +16,11 @@ use super::{gauge_value, write_label};
 use crate::cache::InformerStatus;
 
 /// A snapshot of every informer of the current cache tree, taken at each scrape.
-pub type InformerSource = Arc<dyn Fn() -> Vec<InformerStatus> + Send + Sync>;
+pub(crate) type InformerSource = Arc<dyn Fn() -> Vec<InformerStatus> + Send + Sync>;
 
 /// An informer's state: the `state` label of `informant_informers`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum InformerState {
+pub(crate) enum InformerState {
     /// The initial list has been stored.
     Synced,
     /// Listing, with no error so far.
@@ -113,16 +113,7 @@ impl ObjectLabels {
 ///   informers that count their bytes (compact stores) have a series.
 ///
 /// `source` runs on the scraping task, once per scrape: it should copy counters, not list.
-///
-/// ```
-/// use std::sync::Arc;
-/// use informant::manager::register_informers;
-/// use prometheus_client::registry::Registry;
-///
-/// let mut registry = Registry::default();
-/// register_informers(&mut registry, Arc::new(Vec::new));
-/// ```
-pub fn register_informers(registry: &mut Registry, source: InformerSource) {
+pub(crate) fn register_informers(registry: &mut Registry, source: InformerSource) {
     registry.register_collector(Box::new(InformerCollector { source }));
 }
 

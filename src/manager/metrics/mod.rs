@@ -31,11 +31,11 @@ use std::fmt;
 
 use prometheus_client::encoding::LabelValueEncoder;
 
-pub use informers::{InformerSource, InformerState, register_informers};
+pub(crate) use informers::register_informers;
 pub use registry::MetricsRegistry;
 pub use reload::{ManagerMetrics, RELOAD_DURATION_BUCKETS, ReloadResult};
-pub use scope::{ScopeSource, register_scope};
-pub use shard::{ShardSource, register_shard};
+pub(crate) use scope::{ScopeSource, register_scope};
+pub(crate) use shard::{ShardSource, register_shard};
 
 /// Writes a label value.
 pub(crate) fn write_label(

@@ -84,10 +84,10 @@ struct ReloadLabels {
 /// | series | updated by |
 /// |---|---|
 /// | `informant_config_reloads_total{result="applied"\|"unchanged"\|"rejected"}` | [`ManagerMetrics::reload`] |
-/// | `informant_informer_restarts_total` | [`ManagerMetrics::informers_started`] |
-/// | `informant_config_reload_duration_seconds` (histogram) | [`ManagerMetrics::reload_took`] |
-/// | `informant_config_last_reload_successful` (gauge, 0 or 1) | [`ManagerMetrics::last_reload`] |
-/// | `informant_config_last_reload_success_timestamp_seconds` (gauge) | [`ManagerMetrics::last_reload`] |
+/// | `informant_informer_restarts_total` | `ManagerMetrics::informers_started` |
+/// | `informant_config_reload_duration_seconds` (histogram) | `ManagerMetrics::reload_took` |
+/// | `informant_config_last_reload_successful` (gauge, 0 or 1) | `ManagerMetrics::last_reload` |
+/// | `informant_config_last_reload_success_timestamp_seconds` (gauge) | `ManagerMetrics::last_reload` |
 ///
 /// Every `result` series exists from the start, at 0. The config applied at start is not a
 /// reload: it counts in none of them, but sets the two gauges, as Prometheus's initial load
@@ -104,8 +104,6 @@ struct ReloadLabels {
 /// let mut registry = Registry::default();
 /// metrics.register(&mut registry);
 /// metrics.reload(ReloadResult::Applied);
-/// metrics.informers_started(2);
-/// metrics.reload_took(std::time::Duration::from_millis(40));
 /// assert_eq!(metrics.reloads(ReloadResult::Applied), 1);
 /// ```
 #[derive(Clone, Debug)]
@@ -176,7 +174,7 @@ impl ManagerMetrics {
 
     /// Sets the last-reload gauges: the load at start or a reload ended in `successful`, at
     /// `at` (the success timestamp moves only on success).
-    pub fn last_reload(&self, successful: bool, at: SystemTime) {
+    pub(crate) fn last_reload(&self, successful: bool, at: SystemTime) {
         self.0.last_reload_successful.set(i64::from(successful));
         if successful {
             let seconds = at
@@ -189,7 +187,8 @@ impl ManagerMetrics {
     /// Whether the last reload (or the start's load) succeeded, and the time of the last
     /// success in seconds since the Unix epoch (0 before the first).
     #[must_use]
-    pub fn last_reload_state(&self) -> (bool, f64) {
+    #[cfg(test)]
+    pub(crate) fn last_reload_state(&self) -> (bool, f64) {
         (
             self.0.last_reload_successful.get() == 1,
             self.0.last_reload_success.get(),
@@ -203,12 +202,12 @@ impl ManagerMetrics {
 
     /// Counts `n` informers started by a reload (not those of the first tree: a high rate
     /// means reloads keep relisting).
-    pub fn informers_started(&self, n: u64) {
+    pub(crate) fn informers_started(&self, n: u64) {
         self.0.informer_restarts.inc_by(n);
     }
 
     /// Observes how long one reload took.
-    pub fn reload_took(&self, duration: Duration) {
+    pub(crate) fn reload_took(&self, duration: Duration) {
         self.0.reload_duration.observe(duration.as_secs_f64());
     }
 
@@ -220,7 +219,8 @@ impl ManagerMetrics {
 
     /// Informers started by reloads so far.
     #[must_use]
-    pub fn informer_restarts(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn informer_restarts(&self) -> u64 {
         self.0.informer_restarts.get()
     }
 }

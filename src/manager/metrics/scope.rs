@@ -13,7 +13,7 @@ use super::gauge_value;
 
 /// Each namespace selector (canonical text) with how many namespaces it matches now, taken at
 /// each scrape.
-pub type ScopeSource = Arc<dyn Fn() -> Vec<(String, usize)> + Send + Sync>;
+pub(crate) type ScopeSource = Arc<dyn Fn() -> Vec<(String, usize)> + Send + Sync>;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SelectorLabels {
@@ -22,16 +22,7 @@ struct SelectorLabels {
 
 /// Registers `informant_scope_namespaces{selector}`, computed from `source` at each scrape:
 /// one series per namespace selector of the current tree, none without selectors.
-///
-/// ```
-/// use std::sync::Arc;
-/// use informant::manager::register_scope;
-/// use prometheus_client::registry::Registry;
-///
-/// let mut registry = Registry::default();
-/// register_scope(&mut registry, Arc::new(|| vec![("team=shop".to_owned(), 3)]));
-/// ```
-pub fn register_scope(registry: &mut Registry, source: ScopeSource) {
+pub(crate) fn register_scope(registry: &mut Registry, source: ScopeSource) {
     registry.register_collector(Box::new(ScopeCollector { source }));
 }
 

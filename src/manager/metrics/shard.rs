@@ -16,7 +16,7 @@ use super::gauge_value;
 use crate::config::ShardingStatus;
 
 /// This member's view of its ring, taken at each scrape.
-pub type ShardSource = Arc<dyn Fn() -> ShardingStatus + Send + Sync>;
+pub(crate) type ShardSource = Arc<dyn Fn() -> ShardingStatus + Send + Sync>;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabels {
@@ -28,7 +28,7 @@ struct KindLabels {
 /// Registers the shard series, computed from `source` at each scrape: how many members the
 /// ring has live, how many objects this member caches of each sharded kind, and how many times
 /// it took a part of the ring over.
-pub fn register_shard(registry: &mut Registry, source: ShardSource) {
+pub(crate) fn register_shard(registry: &mut Registry, source: ShardSource) {
     registry.register_collector(Box::new(ShardCollector { source }));
 }
 

@@ -1,12 +1,11 @@
-//! The chaos suite can fail: with the test-only switch that makes informers skip the relist
-//! after 410 Gone (`informant::cache::skip_relist_after_gone`), a fixed seed whose schedule
-//! expires the watch history makes the invariant check report mismatches. In a test binary of
-//! its own because the switch is process-wide.
-
-mod chaos_harness;
-mod support;
+//! The chaos suite can fail: with the test-only switch that makes the manager's informers
+//! skip the relist after 410 Gone (`InformerPool::skip_relist_after_gone`, a switch of that
+//! manager's pool, not of the process), a fixed seed whose schedule expires the watch history
+//! makes the invariant check report mismatches.
 
 use std::time::Duration;
+
+use crate::chaos_harness;
 
 /// The seed of the schedule; the run ends with a round that blocks watches, writes 40 times,
 /// expires the history (410) and lets the informers resume.
@@ -14,9 +13,9 @@ const SEED_WITH_410: u64 = 7;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skipping_the_relist_after_410_makes_the_invariant_check_fail() {
-    informant::cache::skip_relist_after_gone(true);
-    let (figures, took) = chaos_harness::run(SEED_WITH_410, 6, true, Duration::from_secs(10)).await;
-    informant::cache::skip_relist_after_gone(false);
+    let (figures, took) =
+        chaos_harness::run_faulty(SEED_WITH_410, 6, true, Duration::from_secs(10), None, true)
+            .await;
     println!("{}", figures.report(SEED_WITH_410, took));
     assert!(
         figures

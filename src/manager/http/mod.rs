@@ -5,8 +5,8 @@
 //!
 //! | listener | paths | default |
 //! |---|---|---|
-//! | metrics | `/metrics`, `/debug/cache`, `/debug/status` | [`DEFAULT_METRICS_ADDR`] |
-//! | health probes | `/healthz`, `/healthz/<check>`, `/readyz`, `/readyz/<check>` | [`DEFAULT_HEALTH_ADDR`] |
+//! | metrics | `/metrics`, `/debug/cache`, `/debug/status` | `:8080` |
+//! | health probes | `/healthz`, `/healthz/<check>`, `/readyz`, `/readyz/<check>` | `:8081` |
 //!
 //! When both addresses are equal, one listener serves every path (not with secure metrics:
 //! the kubelet probes plain HTTP). With secure metrics ([`SecureMetrics`], `informant run
@@ -36,14 +36,21 @@
 //! The aggregate withholds failure reasons as controller-runtime does (the probe port is
 //! often reachable from the whole cluster); `/readyz/<check>` gives the reason.
 
+mod address;
+mod checks;
+
+pub use address::{BindAddressError, parse_bind_address};
+pub use checks::{Check, Probes};
+use checks::{healthz, healthz_one, readyz, readyz_one};
+
 use std::fmt;
 use std::future::IntoFuture;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -53,130 +60,14 @@ use tokio_util::sync::CancellationToken;
 use super::metrics::MetricsRegistry;
 use crate::serving::{self, Authenticator, CertSource, CertWatcher, TlsListener};
 
-/// The metrics listener's default address, every interface, port 8080.
-///
-/// controller-runtime pkg/metrics/server/server.go `DefaultBindAddress` (":8080", used when
-/// `BindAddress` is empty). kubebuilder's v4 scaffold (`cmd/main.go`) defaults
-/// `--metrics-bind-address` to "0" (off) and names ":8080" for plain HTTP and ":8443" for its
-/// authenticated HTTPS server. `informant run` keeps metrics on and plain by default (a laptop
-/// has no API server to review tokens for it), so ":8080"; with `--metrics-secure` the address
-/// is still the one `--metrics-addr` gives, and the chart, secure by default, passes ":8443".
-pub const DEFAULT_METRICS_ADDR: SocketAddr =
-    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 8080));
-
-/// The health probe listener's default address, every interface, port 8081.
-///
-/// kubebuilder's scaffold `cmd/main.go`, `--health-probe-bind-address=:8081`
-/// (controller-runtime itself leaves probes off unless `HealthProbeBindAddress` is set).
-pub const DEFAULT_HEALTH_ADDR: SocketAddr =
-    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 8081));
-
 /// The content type of `/metrics`: the `OpenMetrics` text format prometheus-client encodes.
 pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
 const APPLICATION_JSON: &str = "application/json";
 
-/// The check every `/healthz` has, always passing: the process answers HTTP (controller-runtime
-/// pkg/healthz/healthz.go `Ping`).
-pub const PING: &str = "ping";
-
-/// A bind address the flags could not parse.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "invalid bind address {input:?}: expected \":port\", \"ip:port\", \"[ipv6]:port\", or \"0\" to disable"
-)]
-pub struct BindAddressError {
-    /// The text given.
-    pub input: String,
-}
-
-/// Parses a bind address in controller-runtime's flag syntax: `"0"` or `""` disables the
-/// listener (`None`), `":8080"` is every interface, `"127.0.0.1:8080"` and `"[::1]:8080"` one
-/// address. Host names are not resolved.
-///
-/// # Errors
-///
-/// [`BindAddressError`] for anything else.
-///
-/// ```
-/// use informant::manager::{parse_bind_address, DEFAULT_METRICS_ADDR};
-///
-/// assert_eq!(parse_bind_address(":8080").unwrap(), Some(DEFAULT_METRICS_ADDR));
-/// assert_eq!(parse_bind_address("0").unwrap(), None);
-/// assert!(parse_bind_address("localhost:8080").is_err());
-/// ```
-pub fn parse_bind_address(input: &str) -> Result<Option<SocketAddr>, BindAddressError> {
-    let error = || BindAddressError {
-        input: input.to_owned(),
-    };
-    match input.trim() {
-        "" | "0" => Ok(None),
-        s => {
-            if let Some(port) = s.strip_prefix(':') {
-                let port = port.parse::<u16>().map_err(|_| error())?;
-                Ok(Some(SocketAddr::V4(SocketAddrV4::new(
-                    Ipv4Addr::UNSPECIFIED,
-                    port,
-                ))))
-            } else {
-                s.parse::<SocketAddr>().map(Some).map_err(|_| error())
-            }
-        }
-    }
-}
-
-/// One named health or readiness check and its outcome.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Check {
-    /// The check's name: its line in the aggregate (`[+]config ok`) and its path
-    /// (`/readyz/config`).
-    pub name: String,
-    /// `Err(reason)` when it fails; the reason is shown only on the check's own path.
-    pub result: Result<(), String>,
-}
-
-impl Check {
-    /// A passing check.
-    #[must_use]
-    pub fn ok(name: impl Into<String>) -> Self {
-        Self {
-            name: name.into(),
-            result: Ok(()),
-        }
-    }
-
-    /// A failing check.
-    #[must_use]
-    pub fn failed(name: impl Into<String>, reason: impl Into<String>) -> Self {
-        Self {
-            name: name.into(),
-            result: Err(reason.into()),
-        }
-    }
-}
-
-/// What the endpoints report, asked at each request (so answers are always current). The
-/// manager implements it over its state; each method should be cheap and must not block.
-pub trait Probes: Send + Sync + 'static {
-    /// The liveness checks of `/healthz`. A [`PING`] check is added when none is named so.
-    fn health_checks(&self) -> Vec<Check>;
-
-    /// The readiness checks of `/readyz` (for instance `config`: a valid config was loaded;
-    /// `informers`: the current tree's informers have synced). With none, `/readyz` has a
-    /// [`PING`] check, as controller-runtime's.
-    fn ready_checks(&self) -> Vec<Check>;
-
-    /// The JSON of `/debug/cache`: the cache tree and its informers.
-    fn debug_cache(&self) -> serde_json::Value;
-
-    /// The JSON of `/debug/status`, or `None` when status is written to a `CacheConfig`
-    /// resource (then the path answers 404 and says where to look).
-    fn debug_status(&self) -> Option<serde_json::Value>;
-}
-
 /// The metrics listener's routes: `/metrics`, `/debug/cache`, `/debug/status`.
-pub fn metrics_router(registry: MetricsRegistry, probes: Arc<dyn Probes>) -> Router {
+pub(crate) fn metrics_router(registry: MetricsRegistry, probes: Arc<dyn Probes>) -> Router {
     let metrics = Router::new()
         .route("/metrics", get(serve_metrics))
         .with_state(registry);
@@ -190,7 +81,7 @@ pub fn metrics_router(registry: MetricsRegistry, probes: Arc<dyn Probes>) -> Rou
 /// The health listener's routes: `/healthz`, `/readyz`, and `/healthz/<check>`,
 /// `/readyz/<check>` for one check (controller-runtime pkg/manager/internal.go
 /// `addHealthProbeServer`).
-pub fn health_router(probes: Arc<dyn Probes>) -> Router {
+pub(crate) fn health_router(probes: Arc<dyn Probes>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/healthz/", get(healthz))
@@ -205,12 +96,13 @@ pub fn health_router(probes: Arc<dyn Probes>) -> Router {
 ///
 /// ```no_run
 /// # async fn demo(probes: std::sync::Arc<dyn informant::manager::Probes>) -> std::io::Result<()> {
-/// use informant::manager::{HttpServer, MetricsRegistry, DEFAULT_HEALTH_ADDR, DEFAULT_METRICS_ADDR};
+/// use informant::manager::{HttpServer, MetricsRegistry};
 /// use tokio_util::sync::CancellationToken;
 ///
 /// let registry = MetricsRegistry::default();
 /// // Binding now reports "address in use" before anything else starts.
-/// let server = HttpServer::bind(Some(DEFAULT_METRICS_ADDR), Some(DEFAULT_HEALTH_ADDR), registry, probes).await?;
+/// let (metrics, health) = ("0.0.0.0:8080".parse().ok(), "0.0.0.0:8081".parse().ok());
+/// let server = HttpServer::bind(metrics, health, registry, probes).await?;
 /// let shutdown = CancellationToken::new();
 /// server.run(shutdown.child_token()).await
 /// # }
@@ -577,168 +469,5 @@ async fn debug_status(State(probes): State<Arc<dyn Probes>>) -> Response {
             "status is not served here: the manager writes it to the status of its CacheConfig \
              resource (kubectl get cacheconfig <name> -o yaml)\n",
         ),
-    }
-}
-
-/// The `/healthz` checks: the probes' own, plus [`PING`] unless one is named so.
-fn health_checks(probes: &dyn Probes) -> Vec<Check> {
-    let mut checks = probes.health_checks();
-    if !checks.iter().any(|c| c.name == PING) {
-        checks.push(Check::ok(PING));
-    }
-    checks
-}
-
-/// The `/readyz` checks: the probes' own, or [`PING`] when there are none.
-fn ready_checks(probes: &dyn Probes) -> Vec<Check> {
-    let checks = probes.ready_checks();
-    if checks.is_empty() {
-        vec![Check::ok(PING)]
-    } else {
-        checks
-    }
-}
-
-async fn healthz(State(probes): State<Arc<dyn Probes>>, RawQuery(query): RawQuery) -> Response {
-    aggregate(health_checks(probes.as_ref()), query.as_deref(), "healthz")
-}
-
-async fn readyz(State(probes): State<Arc<dyn Probes>>, RawQuery(query): RawQuery) -> Response {
-    aggregate(ready_checks(probes.as_ref()), query.as_deref(), "readyz")
-}
-
-async fn healthz_one(State(probes): State<Arc<dyn Probes>>, Path(check): Path<String>) -> Response {
-    one(health_checks(probes.as_ref()), &check)
-}
-
-async fn readyz_one(State(probes): State<Arc<dyn Probes>>, Path(check): Path<String>) -> Response {
-    one(ready_checks(probes.as_ref()), &check)
-}
-
-/// One check at its own path (controller-runtime `CheckHandler`): `ok`, or 500 with the
-/// reason; 404 for an unknown name. A trailing slash is ignored, as `path.Clean` does.
-fn one(checks: Vec<Check>, name: &str) -> Response {
-    let name = name.trim_end_matches('/');
-    match checks.into_iter().find(|c| c.name == name) {
-        None => not_found(),
-        Some(Check { result: Ok(()), .. }) => text(StatusCode::OK, "ok"),
-        Some(Check {
-            result: Err(reason),
-            ..
-        }) => text_nosniff(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("internal server error: {reason}\n"),
-        ),
-    }
-}
-
-/// What the query asks of an aggregate: `?verbose` and `?exclude=<check>` (repeatable).
-#[derive(Debug, Default)]
-struct AggregateQuery {
-    verbose: bool,
-    exclude: Vec<String>,
-}
-
-impl AggregateQuery {
-    fn parse(query: Option<&str>) -> Self {
-        let pairs: Vec<(String, String)> = query
-            .and_then(|q| serde_urlencoded::from_str(q).ok())
-            .unwrap_or_default();
-        let mut parsed = AggregateQuery::default();
-        for (key, value) in pairs {
-            match key.as_str() {
-                "verbose" => parsed.verbose = true,
-                "exclude" if !parsed.exclude.contains(&value) => parsed.exclude.push(value),
-                _ => {}
-            }
-        }
-        parsed
-    }
-}
-
-/// Every check on one page, in controller-runtime's format (pkg/healthz/healthz.go
-/// `serveAggregated`, `writeStatusesAsText`): sorted by name; `ok` alone when all pass and
-/// `?verbose` is absent; otherwise one line per check, a warning naming excludes that matched
-/// nothing, and `healthz check passed` or `healthz check failed` (that wording on `/readyz`
-/// too). 200 when every check not excluded passes, else 500.
-fn aggregate(mut checks: Vec<Check>, query: Option<&str>, endpoint: &'static str) -> Response {
-    let AggregateQuery { verbose, exclude } = AggregateQuery::parse(query);
-    checks.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut unmatched = exclude.clone();
-    unmatched.retain(|name| !checks.iter().any(|c| &c.name == name));
-    let is_excluded = |c: &Check| exclude.contains(&c.name);
-    let failed = checks.iter().any(|c| c.result.is_err() && !is_excluded(c));
-    for check in &checks {
-        if let (Err(reason), false) = (&check.result, is_excluded(check)) {
-            tracing::debug!(endpoint, check = %check.name, error = %reason, "check failed");
-        }
-    }
-
-    let status = if failed {
-        StatusCode::INTERNAL_SERVER_ERROR
-    } else {
-        StatusCode::OK
-    };
-    if !failed && !verbose {
-        return text_nosniff(status, "ok");
-    }
-    let mut body = String::new();
-    for check in &checks {
-        let line = if is_excluded(check) {
-            format!("[+]{} excluded: ok\n", check.name)
-        } else if check.result.is_ok() {
-            format!("[+]{} ok\n", check.name)
-        } else {
-            format!("[-]{} failed: reason withheld\n", check.name)
-        };
-        body.push_str(&line);
-    }
-    if !unmatched.is_empty() {
-        let quoted: Vec<String> = unmatched.iter().map(|n| format!("{n:?}")).collect();
-        body.push_str("warn: some health checks cannot be excluded: no matches for ");
-        body.push_str(&quoted.join(","));
-        body.push('\n');
-    }
-    body.push_str(if failed {
-        "healthz check failed\n"
-    } else {
-        "healthz check passed\n"
-    });
-    text_nosniff(status, body)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bind_addresses_follow_controller_runtime_flag_syntax() {
-        assert_eq!(parse_bind_address("0").unwrap(), None);
-        assert_eq!(parse_bind_address("").unwrap(), None);
-        assert_eq!(
-            parse_bind_address(":8081").unwrap(),
-            Some(DEFAULT_HEALTH_ADDR)
-        );
-        assert_eq!(
-            parse_bind_address("127.0.0.1:9000").unwrap(),
-            Some("127.0.0.1:9000".parse().unwrap())
-        );
-        assert_eq!(
-            parse_bind_address("[::1]:9000").unwrap(),
-            Some("[::1]:9000".parse().unwrap())
-        );
-        for bad in [":http", ":70000", "8080", "localhost:8080"] {
-            let err = parse_bind_address(bad).unwrap_err();
-            assert!(err.to_string().contains(&format!("{bad:?}")), "{err}");
-        }
-    }
-
-    #[test]
-    fn query_takes_verbose_without_value_and_repeated_excludes() {
-        let q = AggregateQuery::parse(Some("verbose&exclude=a&exclude=b%2Fc&exclude=a"));
-        assert!(q.verbose);
-        assert_eq!(q.exclude, ["a", "b/c"]);
-        let q = AggregateQuery::parse(None);
-        assert!(!q.verbose && q.exclude.is_empty());
     }
 }
