@@ -13,8 +13,9 @@
 //! ```
 //!
 //! `keepFields` keeps the named fields and drops everything else, except `apiVersion`, `kind`
-//! and the metadata the cache itself needs ([`ALWAYS_KEPT`]: identity, labels for selectors,
-//! owners, finalizers, deletion). `dropFields` removes the named fields; it applies after
+//! and the metadata the cache itself needs (name, namespace, uid, resourceVersion, labels,
+//! ownerReferences, deletionTimestamp, finalizers, generation: identity, selectors, owners,
+//! finalizers, deletion). `dropFields` removes the named fields; it applies after
 //! `keepFields`. A path that is absent from an object changes nothing in it.
 //!
 //! `metadata` is addressed by whole fields (`metadata.annotations`), or by key inside
@@ -30,7 +31,7 @@ use serde_json::Value;
 
 /// The `metadata` fields every projection keeps: what lists, selectors, owner lookups,
 /// finalizers and deletion read from a cached object.
-pub const ALWAYS_KEPT: [&str; 9] = [
+pub(crate) const ALWAYS_KEPT: [&str; 9] = [
     "name",
     "namespace",
     "uid",
@@ -54,7 +55,7 @@ const PROJECTABLE_META: [&str; 6] = [
 
 /// One step of a [`ObjectPath`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Step {
+pub(crate) enum Step {
     /// A field (or map key) by name.
     Field(String),
     /// Every element of a list, or every value of a map (`[*]`).
@@ -194,7 +195,7 @@ impl ObjectPath {
 
     /// The path's steps.
     #[must_use]
-    pub fn steps(&self) -> &[Step] {
+    pub(crate) fn steps(&self) -> &[Step] {
         &self.steps
     }
 
@@ -466,13 +467,13 @@ impl Projection {
 
     /// The `keepFields` paths, if any.
     #[must_use]
-    pub fn keep_paths(&self) -> Option<&[ObjectPath]> {
+    pub(crate) fn keep_paths(&self) -> Option<&[ObjectPath]> {
         self.0.as_ref()?.keep_paths.as_deref()
     }
 
     /// The `dropFields` paths.
     #[must_use]
-    pub fn drop_paths(&self) -> &[ObjectPath] {
+    pub(crate) fn drop_paths(&self) -> &[ObjectPath] {
         self.0.as_ref().map_or(&[], |c| &c.drop_paths)
     }
 

@@ -42,7 +42,7 @@ impl ShardScope {
     /// The settings an informer of a namespaced kind gets with `key: uid`; `None` with
     /// `key: namespace` (namespaces are chosen by the plan instead).
     #[must_use]
-    pub fn informer_shard(&self) -> Option<InformerShard> {
+    pub(crate) fn informer_shard(&self) -> Option<InformerShard> {
         (self.key == ShardKey::Uid).then(|| InformerShard {
             selector: ShardSelector::new(ShardKey::Uid, self.ranges.clone()).ok(),
             server_side: self.server_side,

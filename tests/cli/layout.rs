@@ -181,15 +181,10 @@ fn only_the_cli_knows_clap() {
 /// API without the wiring between siblings).
 const GUARDED_ROOMS: [&str; 2] = ["cache", "manager"];
 
-/// Skipped for now: another change is moving the hash space of sharding in these files (issue
-/// #34); remove this list once it has landed. Paths relative to the crate root, each a file or
-/// a folder (ending in `/`); a `pub use shard::…` of the room's `mod.rs` is skipped with them.
-const NOT_YET_GUARDED: [&str; 2] = ["src/cache/shard.rs", "src/manager/shard/"];
-
 /// Public names no one outside the room writes, which stay public because a public item's
 /// signature names them (a returned error or value, a parameter): callers receive them and
 /// may name them, and Rust warns about a `pub(crate)` type in a public signature.
-const IN_PUBLIC_SIGNATURES: [&str; 10] = [
+const IN_PUBLIC_SIGNATURES: [&str; 12] = [
     // The error of `manager::parse_bind_address`.
     "BindAddressError",
     // The key kind of `cache::CompactObject` in kube's store (`Lookup::DynamicType`).
@@ -207,6 +202,10 @@ const IN_PUBLIC_SIGNATURES: [&str; 10] = [
     "Snapshot",
     // The error of `manager::StatusWriter::write`.
     "StatusError",
+    // The type of the public field `cache::InformerSettings::shard`.
+    "InformerShard",
+    // The error of `cache::projection::ObjectPath::parse`.
+    "PathError",
 ];
 
 /// The keywords of the items [`public_items`] reads.
@@ -229,8 +228,8 @@ const ITEM_KEYWORDS: [&str; 10] = [
 /// alias when renamed). Not read: `pub(crate)` and narrower, fields and variants (their
 /// types are public with them), trait methods (never `pub`), and everything in a
 /// `#[cfg(test)]` module written in the file (a `#[cfg(test)] mod x;` file is skipped by
-/// [`test_files`]). Uses for which `skip_use` holds (on the text after `pub use `) are left out.
-fn public_items(text: &str, skip_use: impl Fn(&str) -> bool) -> Vec<(usize, String)> {
+/// [`test_files`]).
+fn public_items(text: &str) -> Vec<(usize, String)> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
     let mut depth = 0i64;
@@ -283,7 +282,7 @@ fn public_items(text: &str, skip_use: impl Fn(&str) -> bool) -> Vec<(usize, Stri
                 statement.push(' ');
                 statement.push_str(lines[n].trim());
             }
-            if !skip_use(&statement) {
+            {
                 for piece in statement
                     .trim_end()
                     .trim_end_matches(';')
@@ -350,26 +349,20 @@ fn identifiers(text: &str) -> impl Iterator<Item = &str> {
         .filter(|word| !word.is_empty())
 }
 
-/// The `pub` names of `room` (its files, with their text, paths relative to the crate root)
+/// The `pub` names of a room's `files` (with their text, paths relative to the crate root)
 /// that no code in `outside` names: each as `path:line: name`.
-fn unused_outside(
-    room: &str,
-    files: &[(String, String)],
-    outside: &[(String, String)],
-) -> Vec<String> {
+fn unused_outside(files: &[(String, String)], outside: &[(String, String)]) -> Vec<String> {
     let named: std::collections::HashSet<&str> = outside
         .iter()
         .flat_map(|(_, text)| identifiers(text))
         .collect();
     let tests = test_files(files);
-    let mod_rs = format!("src/{room}/mod.rs");
     let mut out = Vec::new();
     for (path, text) in files {
-        if tests.contains(path) || NOT_YET_GUARDED.iter().any(|p| path.starts_with(p)) {
+        if tests.contains(path) {
             continue;
         }
-        let skip_use = |used: &str| *path == mod_rs && used.starts_with("shard::");
-        for (line, name) in public_items(text, skip_use) {
+        for (line, name) in public_items(text) {
             if !named.contains(name.as_str()) && !IN_PUBLIC_SIGNATURES.contains(&name.as_str()) {
                 out.push(format!("{path}:{line}: {name}"));
             }
@@ -410,7 +403,7 @@ fn every_public_name_of_cache_and_manager_is_used_outside_its_room() {
             .filter(|(path, _)| path != "src/lib.rs" && path != "tests/cli/layout.rs")
             .cloned()
             .partition(|(path, _)| path.starts_with(&inside));
-        let unused = unused_outside(room, &files, &outside);
+        let unused = unused_outside(&files, &outside);
         assert!(
             unused.is_empty(),
             "public, but only {room} uses them (make them pub(crate)):\n{}",
@@ -424,7 +417,7 @@ fn the_public_name_check_can_fail() {
     let files = vec![
         (
             "src/cache/mod.rs".to_owned(),
-            "mod a;\npub use a::{\n    Used,\n    helper as renamed,\n};\npub use shard::Skipped;\n"
+            "mod a;\npub use a::{\n    Used,\n    helper as renamed,\n};\n"
                 .to_owned(),
         ),
         (
@@ -436,17 +429,13 @@ fn the_public_name_check_can_fail() {
             "src/cache/a/cases.rs".to_owned(),
             "pub fn case() {}\n".to_owned(),
         ),
-        (
-            "src/cache/shard.rs".to_owned(),
-            "pub fn skipped() {}\n".to_owned(),
-        ),
     ];
     let outside = vec![(
         "src/manager/run.rs".to_owned(),
         "use crate::cache::Used;\n// renamed, helper: a comment is no use\n".to_owned(),
     )];
     assert_eq!(
-        unused_outside("cache", &files, &outside),
+        unused_outside(&files, &outside),
         [
             "src/cache/mod.rs:2: renamed",
             "src/cache/a.rs:4: method",

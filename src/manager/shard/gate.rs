@@ -251,21 +251,6 @@ impl ShardGate {
         (gained, finishing)
     }
 
-    /// What this member still finishes: parts it lost while reconciles in them run.
-    #[must_use]
-    pub fn finishing(&self) -> RangeSet {
-        self.inner
-            .sharded
-            .as_ref()
-            .map_or_else(RangeSet::empty, |s| {
-                s.state
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .finishing
-                    .clone()
-            })
-    }
-
     /// What this member acts on now.
     #[must_use]
     pub fn acting(&self) -> RangeSet {

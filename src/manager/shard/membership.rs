@@ -186,7 +186,7 @@ impl Fence {
     /// Whether the fence holds and has not fallen since the term `term` began
     /// ([`Fence::term`]): what a member decided while it held stays valid only as long.
     #[must_use]
-    pub fn holds_in(&self, term: u64) -> bool {
+    pub(crate) fn holds_in(&self, term: u64) -> bool {
         let state = self.state();
         state.term == term && self.held(&state)
     }
@@ -221,7 +221,7 @@ impl Fence {
     /// renewed on waking, before its dropped reconcile notices, is in a new term by then: the
     /// old term's deadline is still the instant its reconcile stopped making progress.
     #[must_use]
-    pub fn fell_at(&self, term: u64) -> Option<Instant> {
+    pub(crate) fn fell_at(&self, term: u64) -> Option<Instant> {
         let state = self.state();
         if state.term == term {
             if self.held(&state) {

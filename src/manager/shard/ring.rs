@@ -41,9 +41,9 @@ pub struct Ring {
 impl Ring {
     /// Tokens per member: with 64, a member's share of the hash space stays within about ±15%
     /// of 1/N for a handful of members, and its selector within a few KiB.
-    pub const DEFAULT_VIRTUAL_NODES: usize = 64;
+    pub(crate) const DEFAULT_VIRTUAL_NODES: usize = 64;
 
-    /// The ring of `members` with [`Ring::DEFAULT_VIRTUAL_NODES`] tokens each.
+    /// The ring of `members` with 64 tokens each.
     #[must_use]
     pub fn new<'a>(members: impl IntoIterator<Item = &'a str>) -> Self {
         Self::with_virtual_nodes(members, Self::DEFAULT_VIRTUAL_NODES)
@@ -51,7 +51,7 @@ impl Ring {
 
     /// The ring of `members` with `virtual_nodes` tokens each (at least one).
     #[must_use]
-    pub fn with_virtual_nodes<'a>(
+    pub(crate) fn with_virtual_nodes<'a>(
         members: impl IntoIterator<Item = &'a str>,
         virtual_nodes: usize,
     ) -> Self {

@@ -119,7 +119,7 @@ impl ShardRuntime {
     ///
     /// # Errors
     /// As [`ShardRuntime::new`].
-    pub fn for_config(
+    pub(crate) fn for_config(
         client: &kube::Client,
         sharding: Option<&Sharding>,
         options: &ShardOptions,
