@@ -134,11 +134,15 @@ scenario_install() {
   local table
   table=$(kn get cc "$E2E_CC")
   echo "$table"
-  expect_eq "kubectl get cc: printer columns" "NAME VALID READY INFORMERS AGE" \
+  expect_eq "kubectl get cc: printer columns" "NAME VALID READY INFORMERS MEMORY AGE" \
     "$(echo "$table" | head -n1 | tr -s ' ')"
   expect_eq "kubectl get cc: Valid Ready Informers" "True True 3" \
     "$(echo "$table" | tail -n1 | awk '{print $2, $3, $4}')"
-  if ! echo "$table" | tail -n1 | awk '{print $5}' | grep -Eq '^[0-9]+[smhd]'; then
+  if ! echo "$table" | tail -n1 | awk '{print $5}' | grep -Eq '^[0-9.]+(B|KiB|MiB|GiB)$'; then
+    fail "kubectl get cc: Memory is not a size: $table"
+  fi
+  echo "ok: kubectl get cc: Memory"
+  if ! echo "$table" | tail -n1 | awk '{print $6}' | grep -Eq '^[0-9]+[smhd]'; then
     fail "kubectl get cc: Age is not a duration: $table"
   fi
   echo "ok: kubectl get cc: Age"

@@ -39,7 +39,7 @@ pub struct CacheConfigStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_bytes: Option<i64>,
 
-    /// `cacheBytes` for people (`12.4 MiB`; the `Memory` column of `kubectl get cacheconfigs`).
+    /// `cacheBytes` for people (`12.4MiB`; the `Memory` column of `kubectl get cacheconfigs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<String>,
 

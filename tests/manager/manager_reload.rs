@@ -393,3 +393,59 @@ async fn the_manager_stops_an_informer_a_read_held_past_the_reload_once_the_read
     shutdown.cancel();
     support::stopped(run).await;
 }
+
+/// Changing only a projection (`transform.keepFields`) is an ordinary reload: that kind's
+/// informer restarts (one LIST) and holds the projected objects; the others keep running.
+#[tokio::test]
+async fn changing_only_a_projection_restarts_only_that_informer() {
+    let mut env = Env::new().await;
+    let with = |keep: &str| {
+        format!(
+            "apiVersion: informant.dev/v1alpha1
+kind: CacheConfig
+metadata: {{name: test, namespace: default}}
+spec:
+  byObject:
+    - {{apiVersion: v1, kind: ConfigMap, transform: {{keepFields: [{keep}]}}}}
+    - {{apiVersion: v1, kind: Secret, namespaces: {{team-a: {{}}}}}}
+"
+        )
+    };
+    env.reloader.apply(&options(&with("data"))).await.unwrap();
+    let (cm, secrets) = (
+        lists(&env.server, "configmaps"),
+        lists(&env.server, "secrets"),
+    );
+    let change = env
+        .reloader
+        .apply(&options(&with("metadata.annotations")))
+        .await
+        .unwrap();
+    assert_eq!(change.summary(), "started 1 informer, stopped 1, kept 1");
+    assert_eq!(change.started[0].gvk.kind, "ConfigMap");
+    assert_eq!(lists(&env.server, "configmaps"), cm + 1);
+    assert_eq!(
+        lists(&env.server, "secrets"),
+        secrets,
+        "the other kind does not list"
+    );
+    let projections: Vec<_> = env
+        .reloader
+        .cache()
+        .informers()
+        .into_iter()
+        .map(|i| (i.kind, i.projection))
+        .collect();
+    assert!(
+        projections.contains(&(
+            "ConfigMap".to_owned(),
+            Some("keepFields[metadata.annotations]".to_owned())
+        )),
+        "{projections:?}"
+    );
+    assert!(
+        projections.contains(&("Secret".to_owned(), None)),
+        "{projections:?}"
+    );
+    env.stop().await;
+}

@@ -202,13 +202,15 @@ async fn writing_the_status_of_a_deleted_cacheconfig_is_not_an_error_and_creates
 }
 
 #[tokio::test]
-async fn kubectl_get_shows_the_valid_ready_and_informers_columns() {
+async fn kubectl_get_shows_the_valid_ready_informers_and_memory_columns() {
     let (_server, client) = server().await;
     let mut writer = StatusWriter::new(client.clone(), NS, NAME, DEFAULT_FIELD_MANAGER);
     let mut input = syncing(1, 0);
     input.validity = Validity::Invalid {
         errors: vec!["spec.syncPeriod: bad; fix it".into()],
     };
+    input.informers[0].bytes = Some(1024);
+    input.informers[1].bytes = Some(2 * 1024 * 1024 + 512);
     assert!(writer.write(&desired_status(None, &input)).await.unwrap());
 
     let request = http::Request::get(format!(
@@ -228,14 +230,21 @@ async fn kubectl_get_shows_the_valid_ready_and_informers_columns() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(columns, ["Name", "Valid", "Ready", "Informers", "Age"]);
+    assert_eq!(
+        columns,
+        ["Name", "Valid", "Ready", "Informers", "Memory", "Age"]
+    );
     let cells = &table["rows"][0]["cells"];
     assert_eq!(cells[0], NAME);
     assert_eq!(cells[1], "False");
     assert_eq!(cells[2], "False");
     assert_eq!(cells[3], 2);
+    assert_eq!(
+        cells[4], "2.0MiB",
+        "the bytes of every informer, for people"
+    );
     assert!(
-        cells[4].as_str().is_some_and(|age| age.ends_with('s')),
+        cells[5].as_str().is_some_and(|age| age.ends_with('s')),
         "{cells}"
     );
 }

@@ -65,11 +65,12 @@ impl Memory {
     }
 }
 
-/// `bytes` for people, in binary units with one decimal: `512 B`, `1.5 KiB`, `12.4 MiB`.
+/// `bytes` for people, in binary units with one decimal and no space (one column of
+/// `kubectl get`): `512B`, `1.5KiB`, `12.4MiB`.
 pub(super) fn human(bytes: i64) -> String {
     const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
     if bytes < 1024 {
-        return format!("{bytes} B");
+        return format!("{bytes}B");
     }
     #[allow(
         clippy::cast_precision_loss,
@@ -84,7 +85,7 @@ pub(super) fn human(bytes: i64) -> String {
         value /= 1024.0;
         unit = next;
     }
-    format!("{value:.1} {unit}")
+    format!("{value:.1}{unit}")
 }
 
 #[cfg(test)]
@@ -146,10 +147,10 @@ mod tests {
 
     #[test]
     fn human_figures_use_binary_units() {
-        assert_eq!(human(0), "0 B");
-        assert_eq!(human(1023), "1023 B");
-        assert_eq!(human(1536), "1.5 KiB");
-        assert_eq!(human(13_002_342), "12.4 MiB");
-        assert_eq!(human(3 * 1024 * 1024 * 1024), "3.0 GiB");
+        assert_eq!(human(0), "0B");
+        assert_eq!(human(1023), "1023B");
+        assert_eq!(human(1536), "1.5KiB");
+        assert_eq!(human(13_002_342), "12.4MiB");
+        assert_eq!(human(3 * 1024 * 1024 * 1024), "3.0GiB");
     }
 }
