@@ -71,7 +71,7 @@ pub use multi_namespace::MultiNamespaceCache;
 pub use namespaces::{list_namespace_labels, namespace_informer_key};
 pub use options::{
     ByObject, Config, DEFAULT_SYNC_PERIOD, NamespaceKey, Namespaces, Options, OptionsError, Scope,
-    Sharding, Transform, builtin_scope,
+    Transform, builtin_scope,
 };
 pub use plan::{InformerScope, Kinds, Layer, Plan, Selection};
 pub use pool::{InformerKey, InformerPool, PoolStats, PooledInformer};

@@ -48,7 +48,7 @@ use std::time::Duration;
 use kube::core::GroupVersionKind;
 
 use super::projection::Projection;
-use crate::selector::{FieldSelector, LabelSelector, ShardKey};
+use crate::selector::{FieldSelector, LabelSelector, Sharding};
 
 pub use defaulting::OptionsError;
 
@@ -111,18 +111,6 @@ pub struct Options {
     /// Sharing the objects of namespaced kinds among the members of a ring; `None`: this
     /// cache holds everything it is configured to hold.
     pub sharding: Option<Sharding>,
-}
-
-/// The ring a sharded cache belongs to and the key that assigns objects to its members.
-///
-/// Which part of the objects this member holds is not an option: it follows the ring's
-/// members while the manager runs, as the namespaces a selector matches do.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Sharding {
-    /// The ring's name, the value of the members' `informant.dev/ring` label.
-    pub ring: String,
-    /// The object field that decides an object's member.
-    pub key: ShardKey,
 }
 
 impl Options {

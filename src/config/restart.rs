@@ -11,8 +11,8 @@
 
 use super::error::{Error, FieldError, FieldPath, Origin};
 use super::load::Validated;
-use crate::cache::Sharding;
 use crate::selector::ShardKey;
+use crate::selector::Sharding;
 
 /// The problems that keep `next` from replacing `running` by a reload (empty: it may).
 #[must_use]

@@ -7,8 +7,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::cache::{self, Scope, Sharding};
+use crate::cache::{self, Scope};
 use crate::selector::ShardKey;
+use crate::selector::Sharding;
 
 /// The label that puts a member's Lease in a ring (`manager::RING_LABEL`; config cannot name
 /// the manager).

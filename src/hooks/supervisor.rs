@@ -42,10 +42,10 @@ use super::resource::{
     ValidatedController,
 };
 use super::stats::Stats;
-use crate::cache::Sharding;
 use crate::controller::{Context, ControllerMetrics};
 use crate::manager::State;
 use crate::recorder;
+use crate::selector::Sharding;
 
 mod kept;
 mod status;

@@ -104,6 +104,6 @@ pub use label::{
 };
 pub use shard::{ShardSelector, ShardSelectorError};
 pub use space::{
-    HASH_SPACE_END, RangeSet, ShardKey, ShardRange, fmix64, fnv1a_64, mixed_hash, namespace_point,
-    point, point_of, uid_point,
+    HASH_SPACE_END, RangeSet, ShardKey, ShardRange, Sharding, fmix64, fnv1a_64, mixed_hash,
+    namespace_point, point, point_of, uid_point,
 };

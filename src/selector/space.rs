@@ -313,6 +313,18 @@ impl fmt::Display for RangeSet {
     }
 }
 
+/// The ring a sharded cache belongs to and the key that assigns objects to its members.
+///
+/// Which part of the objects this member holds is not an option: it follows the ring's
+/// members while the manager runs, as the namespaces a selector matches do.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Sharding {
+    /// The ring's name, the value of the members' `informant.dev/ring` label.
+    pub ring: String,
+    /// The object field that decides an object's member.
+    pub key: ShardKey,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -177,7 +177,7 @@ fn sharded_sample_shards_by_namespace_on_ring_shop() {
     let v = sample("sharded.yaml");
     assert_eq!(
         v.cache.sharding,
-        Some(informant::cache::Sharding {
+        Some(informant::selector::Sharding {
             ring: "shop".to_owned(),
             key: informant::selector::ShardKey::Namespace,
         })

@@ -9,7 +9,7 @@ use crate::support;
 use std::time::Duration;
 
 use informant::apiserver::{TestServer, Verb};
-use informant::cache::CacheReloader;
+use informant::cache::{Cache, CacheReloader};
 use informant::config::{CacheConfig, CacheConfigSpec};
 use informant::manager::{ConfigSource, Manager, Reload};
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Secret};

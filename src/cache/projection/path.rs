@@ -66,7 +66,7 @@ fn is_name_char(c: char) -> bool {
 }
 
 impl ObjectPath {
-    /// Parses `text` in the syntax of the [module](self).
+    /// Parses `text` in the syntax of [`crate::cache::projection`].
     ///
     /// # Errors
     ///

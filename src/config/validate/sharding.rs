@@ -1,9 +1,9 @@
 //! `spec.sharding`: the ring's name and the key that assigns objects to its members.
 
 use super::{FieldPath, Validator};
-use crate::cache::Sharding;
 use crate::config::dns1123_subdomain_problem;
 use crate::config::types::ShardingSpec;
+use crate::selector::Sharding;
 use crate::selector::{ShardKey, label_value_problems};
 use crate::suggest::closest;
 
@@ -80,9 +80,9 @@ impl Validator {
 
 #[cfg(test)]
 mod tests {
-    use crate::cache::Sharding;
     use crate::config::load_str;
     use crate::selector::ShardKey;
+    use crate::selector::Sharding;
 
     fn sharding(spec: &str) -> Option<Sharding> {
         let doc = format!(

@@ -11,10 +11,11 @@ use kube::core::GroupVersionKind;
 use super::super::policy::REASON_HOOK_NOT_ALLOWED;
 use super::super::resource::{ControllerKey, ControllerSettings};
 use super::{Desired, Running, Supervisor, controller_ref, deleting};
-use crate::cache::{Sharding, SharedCache, WantedKinds};
+use crate::cache::{SharedCache, WantedKinds};
 use crate::controller::Context;
 use crate::recorder::EventType;
 use crate::selector::ShardKey;
+use crate::selector::Sharding;
 
 /// The `Ready` reason of a controller whose kinds are not served yet.
 pub(super) const REASON_WAITING_FOR_KIND: &str = crate::manager::REASON_WAITING_FOR_KIND;

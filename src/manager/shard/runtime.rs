@@ -31,9 +31,10 @@ use super::gate::ShardGate;
 use super::membership::{Member, MemberView, Membership};
 use super::options::ShardOptions;
 use super::ring::Ring;
-use crate::cache::{ShardScope, Sharding};
+use crate::cache::ShardScope;
 use crate::manager::leader::LeaderError;
 use crate::manager::options::Error;
+use crate::selector::Sharding;
 use crate::selector::{HASH_SPACE_END, RangeSet, ShardKey, ShardRange, ShardSelector};
 
 /// What the runtime last made of the ring, for status, `/debug/status` and metrics.
