@@ -35,6 +35,7 @@ mod compact;
 mod crds;
 mod describe;
 mod error;
+pub mod estimate;
 mod informer;
 mod informer_cache;
 mod matching;

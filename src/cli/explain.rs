@@ -23,6 +23,8 @@ use super::exit::{self, Failure};
 use super::out::{out, outln};
 use super::{check_kind_offline, parse_gvk};
 
+mod estimate;
+
 /// Output formats of `informant explain`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Output {
@@ -57,6 +59,16 @@ pub struct Args {
     /// kubeconfig's).
     #[arg(long, value_name = "NAMESPACE", env = "INFORMANT_LEASE_NAMESPACE")]
     pub lease_namespace: Option<String>,
+    /// With `--kubeconfig`: estimate what the cache would hold on that cluster, for every
+    /// informer of a `byObject` kind: its object count (a `limit` LIST's `remainingItemCount`,
+    /// or a count LIST) and the bytes of a sample encoded as the cache holds it, after the
+    /// config's transforms; beside it, what client-go's informer would hold. Only lists (RBAC:
+    /// `list` on those kinds).
+    #[arg(long, requires = "kubeconfig")]
+    pub estimate: bool,
+    /// With `--estimate`: objects sampled per informer for their size.
+    #[arg(long, value_name = "N", default_value_t = 200, requires = "estimate")]
+    pub sample: u32,
 }
 
 /// A parsed `--object`.
@@ -129,37 +141,22 @@ pub async fn run(args: &Args) -> exit::Result {
         }
     };
     let controllers = controller_routes(controllers, &plan);
+    let estimate = match (&args.kubeconfig, args.estimate) {
+        (Some(kubeconfig), true) => {
+            let client = super::cache::client(Some(kubeconfig)).await?;
+            Some(estimate::run(&plan, &client, args.sample).await?)
+        }
+        _ => None,
+    };
     if args.output == Output::Text {
-        out!("{}", description.to_text())?;
-        if let Some(sharding) = &sharding {
-            out!("\n{}", sharding.to_text())?;
-        }
-        if let Some(now) = &ring_now {
-            out!("{}", now.to_text())?;
-        }
-        for (name, kinds, waiting) in &controllers {
-            match waiting {
-                Some(reason) => outln!("\ncontroller {name}: WaitingForKind: {reason}")?,
-                None => outln!("\ncontroller {name}:")?,
-            }
-            for (kind, route) in kinds {
-                match route {
-                    Ok(path) => outln!("  {kind}: {}", path.join(" -> "))?,
-                    Err(e) => outln!("  {kind}: error: {e}")?,
-                }
-            }
-        }
-        if let Some((object, route)) = &route {
-            outln!("\n{object}:")?;
-            match route {
-                Ok(path) => {
-                    for step in path {
-                        outln!("  {step}")?;
-                    }
-                }
-                Err(e) => outln!("  error: {e}")?,
-            }
-        }
+        print_text(
+            &description,
+            sharding.as_ref(),
+            ring_now.as_ref(),
+            &controllers,
+            estimate.as_ref(),
+            route.as_ref(),
+        )?;
     } else {
         let mut doc = serde_json::json!({"tree": description});
         if let Some(sharding) = &sharding {
@@ -167,6 +164,10 @@ pub async fn run(args: &Args) -> exit::Result {
         }
         if !controllers.is_empty() {
             doc["controllers"] = controllers.iter().map(controller_json).collect();
+        }
+        if let Some(estimate) = &estimate {
+            doc["estimate"] =
+                serde_json::to_value(estimate).map_err(|e| Failure::new(exit::SOFTWARE, &e))?;
         }
         if let Some((object, route)) = &route {
             doc["object"] = serde_json::json!(object);
@@ -188,6 +189,52 @@ pub async fn run(args: &Args) -> exit::Result {
         Some((_, Err(e))) => Err(Failure::silent(exit::cache_code(&e))),
         _ => Ok(()),
     }
+}
+
+/// The text form of `informant explain`: the tree, the ring, the controllers' routes, the
+/// estimate and the route of `--object`.
+fn print_text(
+    description: &informant::cache::Description,
+    sharding: Option<&ShardingDescription>,
+    ring_now: Option<&RingNow>,
+    controllers: &ControllerRoutes,
+    estimate: Option<&informant::cache::estimate::Estimate>,
+    route: Option<&(&String, Result<Vec<String>, informant::cache::Error>)>,
+) -> exit::Result {
+    out!("{}", description.to_text())?;
+    if let Some(sharding) = sharding {
+        out!("\n{}", sharding.to_text())?;
+    }
+    if let Some(now) = ring_now {
+        out!("{}", now.to_text())?;
+    }
+    for (name, kinds, waiting) in controllers {
+        match waiting {
+            Some(reason) => outln!("\ncontroller {name}: WaitingForKind: {reason}")?,
+            None => outln!("\ncontroller {name}:")?,
+        }
+        for (kind, route) in kinds {
+            match route {
+                Ok(path) => outln!("  {kind}: {}", path.join(" -> "))?,
+                Err(e) => outln!("  {kind}: error: {e}")?,
+            }
+        }
+    }
+    if let Some(estimate) = estimate {
+        out!("{}", estimate::to_text(estimate))?;
+    }
+    if let Some((object, route)) = route {
+        outln!("\n{object}:")?;
+        match route {
+            Ok(path) => {
+                for step in path {
+                    outln!("  {step}")?;
+                }
+            }
+            Err(e) => outln!("  error: {e}")?,
+        }
+    }
+    Ok(())
 }
 
 /// What the cluster of `kubeconfig` says: its namespaces (for namespace selectors), which of

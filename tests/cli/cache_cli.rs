@@ -625,3 +625,79 @@ spec:
         installed.stdout
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn explain_estimate_prints_each_informer_s_objects_and_bytes_beside_client_go() {
+    let server = TestServer::start().await.unwrap();
+    for i in 0..5 {
+        server
+            .handle()
+            .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("cm-{i}"), "namespace": "shop"},
+                "data": {"k": "v".repeat(100)}}))
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write(
+        &dir,
+        "kubeconfig",
+        &serde_yaml::to_string(&server.kubeconfig()).unwrap(),
+    );
+    let cfg = config(
+        &dir,
+        "  byObject:\n  - {apiVersion: v1, kind: ConfigMap, namespaces: {shop: {}}}\n",
+    );
+    let run = |args: &[&str]| tokio::task::block_in_place(|| informant(args));
+
+    let text = run(&[
+        "explain",
+        "--config",
+        &cfg,
+        "--kubeconfig",
+        &kubeconfig,
+        "--estimate",
+    ]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    let line = text
+        .stdout
+        .lines()
+        .find(|l| {
+            l.trim_start()
+                .starts_with("v1/ConfigMap shop: 5 objects × ")
+        })
+        .unwrap_or_else(|| panic!("{}", text.stdout));
+    assert!(line.contains("(sampled 5; client-go: "), "{line}");
+    assert!(text.stdout.contains("  total: "), "{}", text.stdout);
+
+    let json = run(&[
+        "explain",
+        "--config",
+        &cfg,
+        "--kubeconfig",
+        &kubeconfig,
+        "--estimate",
+        "--sample",
+        "2",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let row = &doc["estimate"]["informers"][0];
+    assert_eq!(row["kind"], "ConfigMap");
+    assert_eq!(row["objects"], 5, "counted past the sample: {row}");
+    assert_eq!(row["sampled"], 2);
+    assert!(row["bytes"].as_u64().unwrap() > 5 * 100, "{row}");
+
+    let offline = run(&["explain", "--config", &cfg, "--estimate"]);
+    assert_eq!(
+        offline.code, 2,
+        "--estimate needs --kubeconfig: {}",
+        offline.stderr
+    );
+    assert!(
+        offline.stderr.contains("--kubeconfig"),
+        "{}",
+        offline.stderr
+    );
+}

@@ -10,6 +10,7 @@ mod shard_harness;
 mod support;
 
 mod cache_behaviour;
+mod cache_estimate;
 mod controller_kinds;
 mod controller_runtime;
 mod hooks_exec;
