@@ -171,7 +171,7 @@ impl CompactObject {
     /// store key (an `ObjectRef` owning a copy of the name and namespace). The allocator's own
     /// bookkeeping and the hash map's spare capacity are not counted.
     #[must_use]
-    pub(crate) fn held_bytes(&self) -> usize {
+    pub fn held_bytes(&self) -> usize {
         let namespace = self.namespace.as_deref().map_or(0, str::len);
         let labels = self.labels.len() * std::mem::size_of::<(Box<str>, Box<str>)>()
             + self

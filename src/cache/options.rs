@@ -279,6 +279,12 @@ impl Transform {
             && self.projection.is_identity()
     }
 
+    /// Applies the transform to an object as the informer holds it, as the informer does
+    /// before storing each object it receives.
+    pub fn apply_to(&self, obj: &mut kube::core::DynamicObject) {
+        super::transform::apply(self, obj);
+    }
+
     /// Applies the transform to an object in its JSON form; other shapes are left alone.
     ///
     /// ```
