@@ -9,7 +9,7 @@ use kube::discovery::{self, Scope};
 use serde::Serialize;
 
 use super::compact::CompactObject;
-use super::plan::{InformerScope, Layer, Plan};
+use super::plan::{InformerScope, Kinds, Plan};
 use super::settings::InformerSettings;
 
 /// client-go's informer holds an object in about this many times its JSON (measured on
@@ -69,46 +69,13 @@ pub struct Estimate {
 /// when a kind is first read, so it has none to estimate; a kind not served has none either).
 #[must_use]
 pub(crate) fn informers_of(plan: &Plan) -> Vec<(GroupVersionKind, InformerScope)> {
-    let Layer::ByKind { kinds, .. } = plan.root() else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for (gvk, layer) in kinds {
-        for scope in scopes_of(layer) {
-            out.push((gvk.clone(), scope));
-        }
-    }
-    out
-}
-
-fn scopes_of(layer: &Layer) -> Vec<InformerScope> {
-    match layer {
-        Layer::Informers(scope) => vec![scope.clone()],
-        Layer::MultiNamespace {
-            namespaces,
-            selection,
-            ..
-        } => {
-            let wide = selection.as_ref().and_then(|s| s.wide_scope());
-            let added = |scope: &InformerScope| {
-                selection.as_ref().is_some_and(|s| {
-                    scope
-                        .namespace
-                        .as_ref()
-                        .is_some_and(|ns| s.added.contains(ns))
-                })
-            };
-            // A wide selection serves the namespaces it adds with one informer.
-            let mut out: Vec<InformerScope> = namespaces
-                .values()
-                .filter(|scope| wide.is_none() || !added(scope))
-                .cloned()
-                .collect();
-            out.extend(wide);
-            out
-        }
-        Layer::ByKind { .. } | Layer::Waiting { .. } => Vec::new(),
-    }
+    plan.informer_specs()
+        .into_iter()
+        .filter_map(|spec| match spec.kinds {
+            Kinds::Only(gvk) => Some((gvk, spec.scope)),
+            Kinds::Any => None,
+        })
+        .collect()
 }
 
 fn list_params(settings: &InformerSettings) -> ListParams {

@@ -8,7 +8,6 @@
 use super::*;
 
 impl Layer {
-    #[cfg(test)]
     pub(super) fn collect_specs(&self, kinds: &Kinds, specs: &mut Vec<InformerSpec>) {
         match self {
             Layer::Informers(scope) => specs.push(InformerSpec {

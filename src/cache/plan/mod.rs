@@ -42,7 +42,6 @@ pub enum Kinds {
 }
 
 /// One scope of informers in a plan: which kinds, which namespace, which settings.
-#[cfg(test)]
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct InformerSpec {
     /// The kinds started in this scope.
@@ -376,7 +375,6 @@ impl Plan {
     /// Every informer scope of the tree, outermost layer first, each with the kinds it starts.
     /// Two plans with the same spec share those informers.
     #[must_use]
-    #[cfg(test)]
     pub(crate) fn informer_specs(&self) -> Vec<InformerSpec> {
         let mut specs = Vec::new();
         self.root.collect_specs(&Kinds::Any, &mut specs);
