@@ -17,14 +17,12 @@ use kube::core::DynamicObject;
 use serde_json::{Value, json};
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
+use informant::cache::estimate::CLIENT_GO_JSON_RATIO;
 use informant::cache::projection::{ObjectPath, Projection};
 use informant::cache::{CompactObject, Transform};
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
-
-/// client-go's informer holds an object in this many times its JSON (the project's measure).
-const CLIENT_GO_JSON_RATIO: f64 = 2.53;
 
 fn live_bytes() -> i64 {
     let s = GLOBAL.stats();

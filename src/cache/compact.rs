@@ -193,6 +193,30 @@ impl CompactObject {
     }
 }
 
+/// `bytes` for people, in binary units with one decimal and no space (one column of
+/// `kubectl get`, one word of a log line): `512B`, `1.5KiB`, `12.4MiB`.
+#[must_use]
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes}B");
+    }
+    #[allow(
+        clippy::cast_precision_loss,
+        reason = "a figure for people, shown with one decimal"
+    )]
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = UNITS[0];
+    for next in &UNITS[1..] {
+        if value < 1024.0 {
+            break;
+        }
+        value /= 1024.0;
+        unit = next;
+    }
+    format!("{value:.1}{unit}")
+}
+
 /// Converts a parsed object into `K` as [`CompactObject::decode_as`] decodes a stored one, with
 /// `types` as its `apiVersion` and `kind` (`obj.types` when `None`).
 ///
@@ -520,6 +544,15 @@ impl Lookup for CompactObject {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn human_bytes_use_binary_units() {
+        assert_eq!(human_bytes(0), "0B");
+        assert_eq!(human_bytes(1023), "1023B");
+        assert_eq!(human_bytes(1536), "1.5KiB");
+        assert_eq!(human_bytes(13_002_342), "12.4MiB");
+        assert_eq!(human_bytes(3 * 1024 * 1024 * 1024), "3.0GiB");
+    }
     use k8s_openapi::api::core::v1::ConfigMap;
 
     fn object() -> DynamicObject {

@@ -62,7 +62,7 @@ mod wanted;
 pub use api::{Cache, ListOptions};
 pub use build::{build, resolve_scopes};
 pub use by_kind::ByKindCache;
-pub use compact::{CompactObject, StoreKind};
+pub use compact::{CompactObject, StoreKind, human_bytes};
 pub use describe::{Description, InformerScopeDescription};
 pub use error::{Error, Result};
 pub(crate) use informer::is_permanent;

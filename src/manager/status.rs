@@ -321,7 +321,9 @@ pub fn desired_status(
         conditions: vec![valid, ready],
         informer_count: Some(i32::try_from(informers.len()).unwrap_or(i32::MAX)),
         cache_bytes: memory.total,
-        memory: memory.total.map(memory::human),
+        memory: memory
+            .total
+            .map(|b| crate::cache::human_bytes(u64::try_from(b).unwrap_or(0))),
         memory_by_kind: memory.by_kind,
         memory_by_namespace: memory.by_namespace,
         informers,

@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
-use informant::cache::Plan;
 use informant::cache::estimate::{CLIENT_GO_JSON_RATIO, Estimate, estimate};
+use informant::cache::{Plan, human_bytes as human};
 
 use super::super::exit::{self, Failure};
 
@@ -18,23 +18,6 @@ pub(super) async fn run(plan: &Plan, client: &kube::Client, sample: u32) -> exit
             ),
         )
     })
-}
-
-/// `bytes` for people: `512 B`, `1.5 KiB`, `12.4 MiB`.
-fn human(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    #[allow(clippy::cast_precision_loss, reason = "a figure for people")]
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
 }
 
 /// The estimate as a table, then its totals.
@@ -73,16 +56,4 @@ pub(super) fn to_text(estimate: &Estimate) -> String {
         human(estimate.client_go_bytes),
     );
     text
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes_read_in_binary_units() {
-        assert_eq!(human(512), "512 B");
-        assert_eq!(human(1536), "1.5 KiB");
-        assert_eq!(human(5 * 1024 * 1024), "5.0 MiB");
-    }
 }

@@ -65,29 +65,6 @@ impl Memory {
     }
 }
 
-/// `bytes` for people, in binary units with one decimal and no space (one column of
-/// `kubectl get`): `512B`, `1.5KiB`, `12.4MiB`.
-pub(super) fn human(bytes: i64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if bytes < 1024 {
-        return format!("{bytes}B");
-    }
-    #[allow(
-        clippy::cast_precision_loss,
-        reason = "a figure for people, shown with one decimal"
-    )]
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = UNITS[0];
-    for next in &UNITS[1..] {
-        if value < 1024.0 {
-            break;
-        }
-        value /= 1024.0;
-        unit = next;
-    }
-    format!("{value:.1}{unit}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,14 +120,5 @@ mod tests {
             Memory::of(&[row("v1", "Pod", None, 1, None)]),
             Memory::default()
         );
-    }
-
-    #[test]
-    fn human_figures_use_binary_units() {
-        assert_eq!(human(0), "0B");
-        assert_eq!(human(1023), "1023B");
-        assert_eq!(human(1536), "1.5KiB");
-        assert_eq!(human(13_002_342), "12.4MiB");
-        assert_eq!(human(3 * 1024 * 1024 * 1024), "3.0GiB");
     }
 }
