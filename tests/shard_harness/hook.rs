@@ -23,13 +23,19 @@ use tokio_util::sync::CancellationToken;
 use super::log::Reconcile;
 use super::{HOLD_ANNOTATION, now_us};
 
-/// What the handlers share: the calls so far, and whether calls may start (a bench holds them
-/// back while work piles up).
+/// What the handlers share: the calls so far, whether calls may start (a bench holds them
+/// back while work piles up), whether a hot call lingers until another member calls for its
+/// object, and a counter bumped at each call's start (what a lingering call waits on).
 #[derive(Clone)]
 struct Shared {
     calls: Arc<Mutex<Vec<Reconcile>>>,
     open: tokio::sync::watch::Sender<bool>,
+    linger: tokio::sync::watch::Sender<bool>,
+    started: tokio::sync::watch::Sender<u64>,
 }
+
+/// How long a lingering call waits at most for another member's call of its object.
+const LINGER_AT_MOST: Duration = Duration::from_secs(120);
 
 /// The running hook server.
 pub struct HookServer {
@@ -55,6 +61,8 @@ impl HookServer {
         let shared = Shared {
             calls: Arc::default(),
             open: tokio::sync::watch::Sender::new(true),
+            linger: tokio::sync::watch::Sender::new(false),
+            started: tokio::sync::watch::Sender::new(0),
         };
         let stop = CancellationToken::new();
         let router = Router::new()
@@ -87,6 +95,39 @@ impl HookServer {
     pub fn hold(&self, held: bool) {
         self.shared.open.send_replace(!held);
     }
+
+    /// While on, a hot call does not end after its hold until a call of its object by another
+    /// member has started (or [`LINGER_AT_MOST`] passed, or lingering is turned off): an old
+    /// owner is then still in the middle of every hot object a joining member takes, however
+    /// slowly the joiner comes up on a loaded machine. What a member that does not wait for
+    /// the old owner (`--shard-skip-handover`) is shown doing against it.
+    pub fn linger(&self, on: bool) {
+        self.shared.linger.send_replace(on);
+    }
+}
+
+/// Waits while lingering is on until a call of `object` by a member other than `member` has
+/// started (after `since`).
+async fn linger(shared: &Shared, object: &str, member: &str, since: u64) {
+    let mut started = shared.started.subscribe();
+    let mut linger = shared.linger.subscribe();
+    let taken = || {
+        shared
+            .calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .any(|c| c.object == object && c.member != member && c.start >= since)
+    };
+    let wait = async {
+        while *linger.borrow_and_update() && !taken() {
+            tokio::select! {
+                changed = started.changed() => if changed.is_err() { return },
+                changed = linger.changed() => if changed.is_err() { return },
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LINGER_AT_MOST, wait).await;
 }
 
 async fn call(
@@ -95,7 +136,7 @@ async fn call(
     Json(request): Json<Value>,
 ) -> Json<Value> {
     let _ = shared.open.subscribe().wait_for(|open| *open).await;
-    let log = shared.calls;
+    let log = shared.calls.clone();
     let start = now_us();
     let metadata = &request["object"]["metadata"];
     let uid = metadata["uid"].as_str().unwrap_or("unknown").to_owned();
@@ -104,21 +145,24 @@ async fn call(
         calls.push(Reconcile {
             start,
             end: None,
-            member,
-            object: uid,
+            member: member.clone(),
+            object: uid.clone(),
             source: "hook".to_owned(),
         });
         calls.len() - 1
     };
+    shared.started.send_modify(|n| *n += 1);
     let hold = metadata["annotations"][HOLD_ANNOTATION]
         .as_str()
         .and_then(|s| s.parse::<f64>().ok());
     // The work goes on when the member stops waiting for it (a webhook's work is the hook
     // server's): its end is logged whatever the member does.
+    let object = uid;
     let work = tokio::spawn(async move {
         let answer = match hold {
             Some(seconds) => {
                 tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+                linger(&shared, &object, &member, start).await;
                 json!({"requeueAfterSeconds": 0.05})
             }
             None => json!({}),
