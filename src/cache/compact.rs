@@ -43,6 +43,10 @@ pub struct CompactObject {
     body: Box<[u8]>,
     /// The text of the strings of both tapes.
     strings: Box<str>,
+    /// The bytes the informer's transform saved on this object: what it would hold as served
+    /// less what it holds (0 without a transform). Kept so that the informer's total of saved
+    /// bytes falls exactly when the object is replaced or deleted.
+    saved: u32,
 }
 
 impl CompactObject {
@@ -73,7 +77,23 @@ impl CompactObject {
             metadata_strings_len,
             body: body.into_boxed_slice(),
             strings: strings.into_boxed_str(),
+            saved: 0,
         })
+    }
+
+    /// This object, noting that a transform saved `saved` bytes on it (what the object as
+    /// served would hold, [`Self::held_bytes`] of its encoding before the transform, less what
+    /// it holds).
+    #[must_use]
+    pub(crate) fn with_saved(mut self, saved: usize) -> Self {
+        self.saved = u32::try_from(saved).unwrap_or(u32::MAX);
+        self
+    }
+
+    /// The bytes a transform saved on this object (0 without a transform).
+    #[must_use]
+    pub(crate) fn saved_bytes(&self) -> usize {
+        self.saved as usize
     }
 
     /// Decodes a fresh object, with `types` as its `apiVersion` and `kind`.

@@ -137,10 +137,18 @@ pub(crate) struct StoreWriter {
     kind: WriterKind,
     /// The informer's kind, for store keys.
     key_resource: StoreKind,
-    /// The bytes the store holds, shared with its [`ObjectStore`].
-    bytes: Arc<AtomicI64>,
-    /// The bytes of the relist being buffered (between `Init` and `InitDone`).
-    init_bytes: i64,
+    /// The bytes the store holds and those its transform saved, shared with its
+    /// [`ObjectStore`].
+    counts: Arc<Counts>,
+    /// The same, of the relist being buffered (between `Init` and `InitDone`).
+    init: (i64, i64),
+}
+
+/// What a compact store's objects hold, and what the informer's transform saved on them.
+#[derive(Debug, Default)]
+struct Counts {
+    bytes: AtomicI64,
+    saved: AtomicI64,
 }
 
 enum WriterKind {
@@ -158,43 +166,72 @@ impl StoreWriter {
     /// Applies one (already transformed) watcher event, encoding its object for a compact
     /// store.
     pub(crate) fn apply(&mut self, event: &watcher::Event<DynamicObject>) {
+        self.apply_transformed(event, None);
+    }
+
+    /// Whether the store counts what a transform saves (a compact store: its objects' bytes
+    /// are known exactly).
+    pub(crate) fn counts_bytes(&self) -> bool {
+        matches!(self.kind, WriterKind::Compact(_))
+    }
+
+    /// Applies one watcher event whose object a transform changed; `served` is
+    /// [`CompactObject::held_bytes`] of the object as it was served, before the transform, so
+    /// that the store counts what the transform saved on it.
+    pub(crate) fn apply_transformed(
+        &mut self,
+        event: &watcher::Event<DynamicObject>,
+        served: Option<usize>,
+    ) {
         match &mut self.kind {
             WriterKind::Shared(writer) => writer.apply_watcher_event(&shared_event(event)),
             WriterKind::Compact(writer) => {
-                if let Some(event) = compact_event(event) {
-                    match &event {
-                        watcher::Event::Apply(obj) => {
-                            let change = held(obj) - stored(writer, &self.key_resource, obj);
-                            self.bytes.fetch_add(change, Ordering::Relaxed);
-                        }
-                        watcher::Event::Delete(obj) => {
-                            let old = stored(writer, &self.key_resource, obj);
-                            self.bytes.fetch_sub(old, Ordering::Relaxed);
-                        }
-                        watcher::Event::Init => self.init_bytes = 0,
-                        watcher::Event::InitApply(obj) => self.init_bytes += held(obj),
-                        watcher::Event::InitDone => {
-                            self.bytes.store(self.init_bytes, Ordering::Relaxed);
-                        }
+                let Some(event) = compact_event(event, served) else {
+                    return;
+                };
+                let counts = &self.counts;
+                let add = |(bytes, saved): (i64, i64)| {
+                    counts.bytes.fetch_add(bytes, Ordering::Relaxed);
+                    counts.saved.fetch_add(saved, Ordering::Relaxed);
+                };
+                match &event {
+                    watcher::Event::Apply(obj) => {
+                        let (new, old) = (held(obj), stored(writer, &self.key_resource, obj));
+                        add((new.0 - old.0, new.1 - old.1));
                     }
-                    writer.apply_watcher_event(&event);
+                    watcher::Event::Delete(obj) => {
+                        let old = stored(writer, &self.key_resource, obj);
+                        add((-old.0, -old.1));
+                    }
+                    watcher::Event::Init => self.init = (0, 0),
+                    watcher::Event::InitApply(obj) => {
+                        let (bytes, saved) = held(obj);
+                        self.init.0 += bytes;
+                        self.init.1 += saved;
+                    }
+                    watcher::Event::InitDone => {
+                        counts.bytes.store(self.init.0, Ordering::Relaxed);
+                        counts.saved.store(self.init.1, Ordering::Relaxed);
+                    }
                 }
+                writer.apply_watcher_event(&event);
             }
         }
     }
 }
 
-/// The bytes `obj` holds ([`CompactObject::held_bytes`]).
-fn held(obj: &CompactObject) -> i64 {
-    i64::try_from(obj.held_bytes()).unwrap_or(i64::MAX)
+/// The bytes `obj` holds ([`CompactObject::held_bytes`]) and those a transform saved on it.
+fn held(obj: &CompactObject) -> (i64, i64) {
+    let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    (count(obj.held_bytes()), count(obj.saved_bytes()))
 }
 
-/// The bytes held by the object `writer`'s store keeps under `obj`'s key (0 when none).
-fn stored(writer: &Writer<CompactObject>, key: &StoreKind, obj: &CompactObject) -> i64 {
+/// [`held`] of the object `writer`'s store keeps under `obj`'s key (0 when none).
+fn stored(writer: &Writer<CompactObject>, key: &StoreKind, obj: &CompactObject) -> (i64, i64) {
     writer
         .as_reader()
         .get(&obj.to_object_ref(key.clone()))
-        .map_or(0, |old| held(&old))
+        .map_or((0, 0), |old| held(&old))
 }
 
 /// The objects of one informer, read as deep copies or shared.
@@ -205,8 +242,8 @@ pub(crate) struct ObjectStore {
     key_resource: StoreKind,
     /// `apiVersion` and `kind` of decoded objects.
     types: TypeMeta,
-    /// The bytes a compact store holds, kept by its writer.
-    bytes: Arc<AtomicI64>,
+    /// What a compact store's objects hold and what a transform saved, kept by its writer.
+    counts: Arc<Counts>,
 }
 
 impl ObjectStore {
@@ -235,19 +272,19 @@ impl ObjectStore {
             api_version: resource.api_version.clone(),
             kind: resource.kind.clone(),
         };
-        let bytes = Arc::new(AtomicI64::new(0));
+        let counts = Arc::new(Counts::default());
         let writer = StoreWriter {
             kind: writer,
             key_resource: key_resource.clone(),
-            bytes: Arc::clone(&bytes),
-            init_bytes: 0,
+            counts: Arc::clone(&counts),
+            init: (0, 0),
         };
         let store = Self {
             gvk,
             reader,
             key_resource,
             types,
-            bytes,
+            counts,
         };
         (store, writer)
     }
@@ -257,7 +294,16 @@ impl ObjectStore {
     /// is not known exactly.
     pub(crate) fn bytes(&self) -> Option<i64> {
         match self.reader {
-            Reader::Compact(_) => Some(self.bytes.load(Ordering::Relaxed)),
+            Reader::Compact(_) => Some(self.counts.bytes.load(Ordering::Relaxed)),
+            Reader::Shared(_) => None,
+        }
+    }
+
+    /// The bytes the informer's transform saved on the objects a compact store holds (what
+    /// they would hold as served less what they hold); `None` for a shared store.
+    pub(crate) fn saved_bytes(&self) -> Option<i64> {
+        match self.reader {
+            Reader::Compact(_) => Some(self.counts.saved.load(Ordering::Relaxed)),
             Reader::Shared(_) => None,
         }
     }
@@ -526,9 +572,18 @@ fn shared_event(event: &watcher::Event<DynamicObject>) -> watcher::Event<SharedO
 
 /// The event for the compact store; an object that can not be encoded is left out, with a
 /// warning (serializing a parsed object as JSON does not fail in practice).
-fn compact_event(event: &watcher::Event<DynamicObject>) -> Option<watcher::Event<CompactObject>> {
+fn compact_event(
+    event: &watcher::Event<DynamicObject>,
+    served: Option<usize>,
+) -> Option<watcher::Event<CompactObject>> {
     let encode = |obj: &DynamicObject| match CompactObject::encode(obj) {
-        Ok(compact) => Some(compact),
+        Ok(compact) => Some(match served {
+            Some(served) => {
+                let saved = served.saturating_sub(compact.held_bytes());
+                compact.with_saved(saved)
+            }
+            None => compact,
+        }),
         Err(error) => {
             tracing::warn!(
                 object.ref = %format!("{}/{}", obj.metadata.namespace.as_deref().unwrap_or(""), obj.metadata.name.as_deref().unwrap_or("")),
@@ -571,7 +626,7 @@ mod tests {
         let Reader::Compact(reader) = &store.reader else {
             panic!("not compact")
         };
-        reader.state().iter().map(|o| held(o)).sum()
+        reader.state().iter().map(|o| held(o).0).sum()
     }
 
     fn named(name: &str, value: &str) -> DynamicObject {
@@ -623,12 +678,60 @@ mod tests {
         );
     }
 
+    /// What a transform that empties `data` saves on `obj`: its bytes as served less its
+    /// bytes transformed; and the event of the transformed object with that saving.
+    fn transformed(obj: &DynamicObject) -> (watcher::Event<DynamicObject>, Option<usize>) {
+        let served = CompactObject::encode(obj).unwrap().held_bytes();
+        let mut out = obj.clone();
+        out.data = serde_json::json!({});
+        (watcher::Event::Apply(out), Some(served))
+    }
+
+    #[test]
+    fn a_compact_store_counts_what_a_transform_saved_and_forgets_it_with_the_object() {
+        let resource = ApiResource::erase::<ConfigMap>(&());
+        let (store, mut writer) = ObjectStore::new(gvk_of::<ConfigMap>(), &resource, false);
+        let saved_on = |obj: &DynamicObject| {
+            let mut empty = obj.clone();
+            empty.data = serde_json::json!({});
+            let n = |o: &DynamicObject| CompactObject::encode(o).unwrap().held_bytes();
+            i64::try_from(n(obj) - n(&empty)).unwrap()
+        };
+        let (big, small) = (named("one", &"x".repeat(1000)), named("two", "v"));
+        for obj in [&big, &small] {
+            let (event, served) = transformed(obj);
+            writer.apply_transformed(&event, served);
+        }
+        assert_eq!(store.saved_bytes(), Some(saved_on(&big) + saved_on(&small)));
+        assert!(saved_on(&big) > 1000, "{}", saved_on(&big));
+        // Replaced by a smaller object, then deleted: the count follows the stored object.
+        let (event, served) = transformed(&named("one", "y"));
+        writer.apply_transformed(&event, served);
+        assert_eq!(
+            store.saved_bytes(),
+            Some(saved_on(&named("one", "y")) + saved_on(&small))
+        );
+        writer.apply(&watcher::Event::Delete(named("two", "v")));
+        assert_eq!(store.saved_bytes(), Some(saved_on(&named("one", "y"))));
+        // A relist without a transform saves nothing.
+        for event in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(big.clone()),
+            watcher::Event::InitDone,
+        ] {
+            writer.apply(&event);
+        }
+        assert_eq!(store.saved_bytes(), Some(0));
+        assert_eq!(store.bytes(), Some(summed(&store)));
+    }
+
     #[test]
     fn a_shared_store_does_not_claim_a_byte_count() {
         let resource = ApiResource::erase::<ConfigMap>(&());
         let (store, mut writer) = ObjectStore::new(gvk_of::<ConfigMap>(), &resource, true);
         writer.apply(&watcher::Event::Apply(cm("v1")));
         assert_eq!(store.bytes(), None);
+        assert_eq!(store.saved_bytes(), None);
     }
 
     #[test]

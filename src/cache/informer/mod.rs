@@ -63,6 +63,12 @@ pub struct InformerStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<i64>,
 
+    /// Bytes the informer's transform saved on the cached objects: what they would hold as
+    /// served less what they hold; absent without a transform or with
+    /// `unsafeDisableDeepCopy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_bytes: Option<i64>,
+
     /// The informer's field projection (`keepFields[...] dropFields[...]`); absent when it
     /// keeps every field. A controller reading a field projected away sees it absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -423,11 +429,26 @@ impl Informer {
                         continue;
                     }
                     let event = if self.settings.transform.is_identity() {
+                        writer.apply(&event);
                         event
                     } else {
-                        event.modify(|obj| super::transform::apply(&self.settings.transform, obj))
+                        // What the object would hold as served, so that the store counts
+                        // what the transform saves (one more encoding per object).
+                        let served = match &event {
+                            watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)
+                                if writer.counts_bytes() =>
+                            {
+                                super::CompactObject::encode(obj)
+                                    .ok()
+                                    .map(|c| c.held_bytes())
+                            }
+                            _ => None,
+                        };
+                        let event = event
+                            .modify(|obj| super::transform::apply(&self.settings.transform, obj));
+                        writer.apply_transformed(&event, served);
+                        event
                     };
-                    writer.apply(&event);
                     self.publish(&event);
                     let init_done = matches!(event, watcher::Event::InitDone);
                     self.status.send_if_modified(|s| {
@@ -612,6 +633,10 @@ impl Informer {
             synced: status.synced,
             objects: i64::try_from(self.store.len()).unwrap_or(i64::MAX),
             bytes: self.store.bytes(),
+            saved_bytes: self
+                .store
+                .saved_bytes()
+                .filter(|_| !self.settings.transform.is_identity()),
             projection: Some(self.settings.transform.projection.describe())
                 .filter(|p| !p.is_empty()),
             error: status.last_error,

@@ -234,7 +234,8 @@ async fn the_first_list_is_resynced_and_a_later_one_relisted() {
 }
 
 #[tokio::test]
-async fn a_projection_lowers_the_bytes_the_informer_holds_and_is_named_in_its_status() {
+async fn a_projection_lowers_the_bytes_the_informer_holds_counts_what_it_saved_and_is_named_in_its_status()
+ {
     use crate::cache::projection::{ObjectPath, Projection};
     let mut held = Vec::new();
     for keep in [
@@ -261,14 +262,19 @@ async fn a_projection_lowers_the_bytes_the_informer_holds_and_is_named_in_its_st
         )
         .await;
         let status = inf.status();
-        held.push((status.bytes, status.projection));
+        held.push((status.bytes, status.projection, status.saved_bytes));
     }
-    let (Some(full), None) = &held[0] else {
+    let (Some(full), None, None) = &held[0] else {
         panic!("{held:?}")
     };
-    let (Some(projected), Some(named)) = &held[1] else {
+    let (Some(projected), Some(named), Some(saved)) = &held[1] else {
         panic!("{held:?}")
     };
     assert!(*projected + 4096 <= *full, "{held:?}");
     assert_eq!(named, "keepFields[data[\"small\"]]");
+    assert_eq!(
+        *saved,
+        full - projected,
+        "what the projection saved is what the object held without it, less what it holds"
+    );
 }

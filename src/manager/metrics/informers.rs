@@ -111,6 +111,8 @@ impl ObjectLabels {
 ///   over every namespace, `group` is `""` for the core group.
 /// - `informant_cache_bytes`: bytes those objects hold, with the same labels and sums; only
 ///   informers that count their bytes (compact stores) have a series.
+/// - `informant_cache_transform_saved_bytes`: bytes the informers' transforms saved on those
+///   objects, with the same labels and sums; only informers with a transform have a series.
 ///
 /// `source` runs on the scraping task, once per scrape: it should copy counters, not list.
 pub(crate) fn register_informers(registry: &mut Registry, source: InformerSource) {
@@ -135,11 +137,15 @@ impl Collector for InformerCollector {
         // A BTreeMap so the exposition is in a stable order.
         let mut objects = BTreeMap::<ObjectLabels, i64>::new();
         let mut bytes = BTreeMap::<ObjectLabels, i64>::new();
+        let mut saved = BTreeMap::<ObjectLabels, i64>::new();
         for informer in &informers {
             states[InformerState::of(informer) as usize] += 1;
             *objects.entry(ObjectLabels::of(informer)).or_default() += informer.objects.max(0);
             if let Some(held) = informer.bytes {
                 *bytes.entry(ObjectLabels::of(informer)).or_default() += held.max(0);
+            }
+            if let Some(n) = informer.saved_bytes {
+                *saved.entry(ObjectLabels::of(informer)).or_default() += n.max(0);
             }
         }
         {
@@ -166,13 +172,24 @@ impl Collector for InformerCollector {
                 metric.encode_family(labels)?.encode_gauge(n)?;
             }
         }
+        {
+            let mut metric = encoder.encode_descriptor(
+                "informant_cache_bytes",
+                "Bytes held by the cache's objects (each object's allocations and store key), by kind and namespace; informers with unsafeDisableDeepCopy are not counted.",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (labels, n) in &bytes {
+                metric.encode_family(labels)?.encode_gauge(n)?;
+            }
+        }
         let mut metric = encoder.encode_descriptor(
-            "informant_cache_bytes",
-            "Bytes held by the cache's objects (each object's allocations and store key), by kind and namespace; informers with unsafeDisableDeepCopy are not counted.",
+            "informant_cache_transform_saved_bytes",
+            "Bytes the transforms saved on the cache's objects (what they would hold as served less what they hold), by kind and namespace; only informers with a transform have a series.",
             None,
             MetricType::Gauge,
         )?;
-        for (labels, n) in &bytes {
+        for (labels, n) in &saved {
             metric.encode_family(labels)?.encode_gauge(n)?;
         }
         Ok(())
@@ -223,6 +240,7 @@ mod tests {
         pods_a_web.label_selector = Some("tier=web".into());
         pods_a_web.objects = 2;
         pods_a_web.bytes = Some(1500);
+        pods_a_web.saved_bytes = Some(6000);
         let mut deployments = informer("apps/v1", "Deployment", None);
         deployments.synced = false;
         deployments.objects = 7;
@@ -240,15 +258,18 @@ mod tests {
             "# EOF",
             "# HELP informant_cache_bytes Bytes held by the cache's objects (each object's allocations and store key), by kind and namespace; informers with unsafeDisableDeepCopy are not counted.",
             "# HELP informant_cache_objects Objects held by the cache, by kind and namespace (\"\" for informers over every namespace).",
+            "# HELP informant_cache_transform_saved_bytes Bytes the transforms saved on the cache's objects (what they would hold as served less what they hold), by kind and namespace; only informers with a transform have a series.",
             "# HELP informant_informers Informers of the current cache tree by state: synced, syncing, failed (not synced and the last list or watch failed), waiting_for_kind (a byObject kind the API server does not serve yet).",
             "# TYPE informant_cache_bytes gauge",
             "# TYPE informant_cache_objects gauge",
+            "# TYPE informant_cache_transform_saved_bytes gauge",
             "# TYPE informant_informers gauge",
             "informant_cache_bytes{group=\"\",version=\"v1\",kind=\"Pod\",namespace=\"team-a\"} 4500",
             "informant_cache_objects{group=\"\",version=\"v1\",kind=\"Pod\",namespace=\"team-a\"} 5",
             "informant_cache_objects{group=\"\",version=\"v1\",kind=\"Secret\",namespace=\"team-b\"} 0",
             "informant_cache_objects{group=\"apps\",version=\"v1\",kind=\"Deployment\",namespace=\"\"} 7",
             "informant_cache_objects{group=\"example.com\",version=\"v1\",kind=\"Widget\",namespace=\"\"} 0",
+            "informant_cache_transform_saved_bytes{group=\"\",version=\"v1\",kind=\"Pod\",namespace=\"team-a\"} 6000",
             "informant_informers{state=\"failed\"} 1",
             "informant_informers{state=\"synced\"} 2",
             "informant_informers{state=\"syncing\"} 1",
