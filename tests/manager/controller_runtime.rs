@@ -447,6 +447,65 @@ async fn an_owned_child_change_reconciles_its_controller_owner() {
     env.stop().await;
 }
 
+/// Projected objects still carry what the cache and the controller need: the owner lookup of
+/// a child whose `keepFields` drops its data finds its owner, and a label selector on a kind
+/// whose projection keeps neither labels nor data still chooses what is cached (selection is
+/// the API server's, before the projection; the kept metadata keeps the labels anyway).
+#[tokio::test]
+async fn owner_lookups_and_label_selectors_work_on_projected_objects() {
+    let mut env = Env::new().await;
+    let parent = env.configmap("parent", "a");
+    env.configmap("unselected", "b");
+    env.reloader
+        .apply(&options(&by_object(
+            "    - {apiVersion: v1, kind: ConfigMap, labelSelector: app=a, transform: {keepFields: [metadata.annotations]}}
+    - {apiVersion: v1, kind: Secret, transform: {keepFields: [type]}}
+",
+        )))
+        .await
+        .unwrap();
+    let (running, mut reconciled) = start(
+        Controller::<ConfigMap>::new("projected").owns::<Secret>(),
+        env.context(),
+        |_| Ok(Action::await_change()),
+    );
+    assert_eq!(next(&mut reconciled).await, "parent");
+
+    let owner = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "parent",
+        "uid": parent["metadata"]["uid"], "controller": true});
+    env.create(json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "data": {"key": "dmFsdWU="},
+        "metadata": {"namespace": "default", "name": "child", "ownerReferences": [owner]}}));
+    assert_eq!(next(&mut reconciled).await, "parent");
+    let cache = env.reloader.cache();
+    let child = cache::typed::get::<Secret>(cache.as_ref(), Some("default"), "child")
+        .await
+        .unwrap();
+    assert_eq!(child.data, None, "the projection dropped the data");
+    assert_eq!(child.type_.as_deref(), Some("Opaque"), "and kept the type");
+    assert_eq!(child.owner_references().len(), 1, "and the owner");
+
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), "default");
+    let label = json!({"metadata": {"labels": {"changed": "yes"}}});
+    secrets
+        .patch("child", &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .unwrap();
+    assert_eq!(next(&mut reconciled).await, "parent");
+    let parent = cache::typed::get::<ConfigMap>(cache.as_ref(), Some("default"), "parent")
+        .await
+        .unwrap();
+    assert_eq!(parent.labels().get("app").map(String::as_str), Some("a"));
+    assert!(
+        cache::typed::get::<ConfigMap>(cache.as_ref(), Some("default"), "unselected")
+            .await
+            .is_err(),
+        "the selector still leaves the other ConfigMap out"
+    );
+    running.stop().await;
+    env.stop().await;
+}
+
 #[tokio::test]
 async fn a_watched_object_reconciles_what_its_mapper_names() {
     let env = Env::new().await;
