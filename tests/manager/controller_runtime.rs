@@ -473,9 +473,11 @@ async fn owner_lookups_and_label_selectors_work_on_projected_objects() {
 
     let owner = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "parent",
         "uid": parent["metadata"]["uid"], "controller": true});
-    env.create(json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+    env.create(
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
         "data": {"key": "dmFsdWU="},
-        "metadata": {"namespace": "default", "name": "child", "ownerReferences": [owner]}}));
+        "metadata": {"namespace": "default", "name": "child", "ownerReferences": [owner]}}),
+    );
     assert_eq!(next(&mut reconciled).await, "parent");
     let cache = env.reloader.cache();
     let child = cache::typed::get::<Secret>(cache.as_ref(), Some("default"), "child")
