@@ -10,6 +10,7 @@
 //! objects instead (reads share them).
 
 mod tape;
+mod words;
 
 use std::borrow::Cow;
 use std::marker::PhantomData;

@@ -5,9 +5,11 @@
 //! through serde as they would decode the JSON (the same visitor calls), into any type.
 //!
 //! Layout of the structure: one tag byte per value; `null`, `false`, `true`; `u64`, `i64`,
-//! `f64` followed by 8 little-endian bytes; a string by its length (LEB128), its text next in
-//! the strings; an array or object by its entry count (4 bytes little-endian), then its items,
-//! or its keys (length, no tag) each followed by its value.
+//! `f64` followed by 8 little-endian bytes; a string by one LEB128 number, `2 × length` with its
+//! text next in the strings, or `2 × index + 1` for one of the [`super::words`] (the keys and
+//! values Kubernetes objects are full of, kept nowhere per object); an array or object by its
+//! entry count (4 bytes little-endian), then its items, or its keys (the same number, no tag)
+//! each followed by its value.
 
 use serde::de::{
     self, DeserializeSeed, Deserializer, EnumAccess, IntoDeserializer, MapAccess, SeqAccess,
@@ -23,6 +25,64 @@ const F64: u8 = 5;
 const STRING: u8 = 6;
 const ARRAY: u8 = 7;
 const OBJECT: u8 = 8;
+/// A string that is a UUID in its canonical form (`8-4-4-4-12` lowercase hex digits, as every
+/// `uid`): its 16 bytes.
+const UUID: u8 = 9;
+/// A string that is a time in Kubernetes' `metav1.Time` form (`2006-01-02T15:04:05Z`): its 14
+/// digits, two per byte.
+const TIME: u8 = 10;
+
+/// Where a canonical UUID's hyphens are.
+const UUID_HYPHENS: [usize; 4] = [8, 13, 18, 23];
+/// Where the digits of a `metav1.Time` are; the rest is `--T::Z` at fixed places.
+const TIME_DIGITS: [usize; 14] = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18];
+const TIME_TEMPLATE: &[u8; 20] = b"0000-00-00T00:00:00Z";
+
+/// The 16 bytes of `s` if it is a UUID in canonical lowercase form.
+fn uuid_bytes(s: &str) -> Option<[u8; 16]> {
+    let b = s.as_bytes();
+    if b.len() != 36 || UUID_HYPHENS.iter().any(|&i| b[i] != b'-') {
+        return None;
+    }
+    let mut out = [0_u8; 16];
+    let mut digits = b
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !UUID_HYPHENS.contains(i));
+    for byte in &mut out {
+        let hex = |c: u8| match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            _ => None,
+        };
+        let (hi, lo) = (digits.next()?.1, digits.next()?.1);
+        *byte = hex(*hi)? << 4 | hex(*lo)?;
+    }
+    Some(out)
+}
+
+/// The 14 digits of `s`, two per byte, if it is a `metav1.Time` (`2006-01-02T15:04:05Z`).
+fn time_digits(s: &str) -> Option<[u8; 7]> {
+    let b = s.as_bytes();
+    if b.len() != 20 {
+        return None;
+    }
+    for (i, (&c, &t)) in b.iter().zip(TIME_TEMPLATE).enumerate() {
+        let fits = if TIME_DIGITS.contains(&i) {
+            c.is_ascii_digit()
+        } else {
+            c == t
+        };
+        if !fits {
+            return None;
+        }
+    }
+    let mut out = [0_u8; 7];
+    for (k, byte) in out.iter_mut().enumerate() {
+        *byte = (b[TIME_DIGITS[2 * k]] - b'0') << 4 | (b[TIME_DIGITS[2 * k + 1]] - b'0');
+    }
+    Some(out)
+}
 
 /// Appends the tape of the JSON document `json` to `structure` and `strings`.
 ///
@@ -53,23 +113,42 @@ impl Writer<'_> {
     }
 
     fn string(&mut self, s: &str) {
-        self.structure.push(STRING);
-        self.raw_string(s);
+        if let Some(bytes) = uuid_bytes(s) {
+            self.structure.push(UUID);
+            self.structure.extend_from_slice(&bytes);
+        } else if let Some(digits) = time_digits(s) {
+            self.structure.push(TIME);
+            self.structure.extend_from_slice(&digits);
+        } else {
+            self.structure.push(STRING);
+            self.raw_string(s);
+        }
     }
 
     fn raw_string(&mut self, s: &str) {
-        let mut len = s.len();
+        let len = match super::words::index(s) {
+            Some(word) => {
+                self.varint(2 * word + 1);
+                return;
+            }
+            None => 2 * s.len(),
+        };
+        self.strings.push_str(s);
+        self.varint(len);
+    }
+
+    /// Writes `n` in LEB128.
+    fn varint(&mut self, mut n: usize) {
         loop {
             // Seven bits at a time, low first; the high bit says more follow.
-            let byte = u8::try_from(len & 0x7f).unwrap_or_default();
-            len >>= 7;
-            if len == 0 {
+            let byte = u8::try_from(n & 0x7f).unwrap_or_default();
+            n >>= 7;
+            if n == 0 {
                 self.structure.push(byte);
-                break;
+                return;
             }
             self.structure.push(byte | 0x80);
         }
-        self.strings.push_str(s);
     }
 
     /// Writes a container's tag and a count placeholder; returns where the count goes.
@@ -234,16 +313,25 @@ impl<'de> Tape<'de> {
         usize::try_from(u32::from_le_bytes(bytes)).map_err(|_| corrupt())
     }
 
-    /// A string after its tag: length, then bytes.
+    /// A string after its tag: one of the words, or its length and its text.
     fn str(&mut self) -> Result<&'de str, Error> {
         let first = self.byte()?;
-        let len = if first & 0x80 == 0 {
-            // Most strings are shorter than 128 bytes: their length is one byte.
+        let code = if first & 0x80 == 0 {
+            // Most strings are words or shorter than 64 bytes: their code is one byte.
             usize::from(first)
         } else {
             self.long_len(first)?
         };
-        let (text, rest) = self.strings.split_at_checked(len).ok_or_else(corrupt)?;
+        if code & 1 == 1 {
+            return super::words::WORDS
+                .get(code >> 1)
+                .copied()
+                .ok_or_else(corrupt);
+        }
+        let (text, rest) = self
+            .strings
+            .split_at_checked(code >> 1)
+            .ok_or_else(corrupt)?;
         self.strings = rest;
         Ok(text)
     }
@@ -264,6 +352,38 @@ impl<'de> Tape<'de> {
         }
     }
 
+    /// The text of a UUID or a time after its tag, written into `buf`.
+    fn special<'b>(&mut self, tag: u8, buf: &'b mut [u8; 36]) -> Result<&'b str, Error> {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let len = if tag == UUID {
+            let bytes = self.take(16)?;
+            let mut at = 0;
+            for (i, byte) in bytes.iter().enumerate() {
+                if matches!(i, 4 | 6 | 8 | 10) {
+                    buf[at] = b'-';
+                    at += 1;
+                }
+                buf[at] = HEX[usize::from(byte >> 4)];
+                buf[at + 1] = HEX[usize::from(byte & 0xf)];
+                at += 2;
+            }
+            36
+        } else {
+            let digits = self.take(7)?;
+            buf[..20].copy_from_slice(TIME_TEMPLATE);
+            for (k, byte) in digits.iter().enumerate() {
+                let (hi, lo) = (byte >> 4, byte & 0xf);
+                if hi > 9 || lo > 9 {
+                    return Err(corrupt());
+                }
+                buf[TIME_DIGITS[2 * k]] = b'0' + hi;
+                buf[TIME_DIGITS[2 * k + 1]] = b'0' + lo;
+            }
+            20
+        };
+        std::str::from_utf8(&buf[..len]).map_err(|_| corrupt())
+    }
+
     /// Skips one value.
     fn skip(&mut self) -> Result<(), Error> {
         match self.byte()? {
@@ -273,6 +393,12 @@ impl<'de> Tape<'de> {
             }
             STRING => {
                 self.str()?;
+            }
+            UUID => {
+                self.take(16)?;
+            }
+            TIME => {
+                self.take(7)?;
             }
             ARRAY => {
                 for _ in 0..self.count()? {
@@ -303,6 +429,7 @@ impl<'de> Deserializer<'de> for &mut Tape<'de> {
             I64 => visitor.visit_i64(i64::from_le_bytes(self.eight()?)),
             F64 => visitor.visit_f64(f64::from_le_bytes(self.eight()?)),
             STRING => visitor.visit_borrowed_str(self.str()?),
+            tag @ (UUID | TIME) => visitor.visit_str(self.special(tag, &mut [0; 36])?),
             ARRAY => {
                 let left = self.count()?;
                 let mut items = Entries { tape: self, left };
@@ -331,11 +458,16 @@ impl<'de> Deserializer<'de> for &mut Tape<'de> {
 
     fn deserialize_bytes<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         // As serde_json: a string's UTF-8 bytes, anything else as it is.
-        if self.peek()? == STRING {
-            self.byte()?;
-            visitor.visit_borrowed_bytes(self.str()?.as_bytes())
-        } else {
-            self.deserialize_any(visitor)
+        match self.peek()? {
+            STRING => {
+                self.byte()?;
+                visitor.visit_borrowed_bytes(self.str()?.as_bytes())
+            }
+            tag @ (UUID | TIME) => {
+                self.byte()?;
+                visitor.visit_bytes(self.special(tag, &mut [0; 36])?.as_bytes())
+            }
+            _ => self.deserialize_any(visitor),
         }
     }
 
@@ -360,6 +492,10 @@ impl<'de> Deserializer<'de> for &mut Tape<'de> {
         // As serde_json: `"Variant"`, or `{"Variant": content}`.
         match self.byte()? {
             STRING => visitor.visit_enum(self.str()?.into_deserializer()),
+            tag @ (UUID | TIME) => {
+                let text = self.special(tag, &mut [0; 36])?.to_owned();
+                visitor.visit_enum(text.into_deserializer())
+            }
             OBJECT if self.count()? == 1 => visitor.visit_enum(Variant { tape: self }),
             _ => Err(de::Error::custom(
                 "expected an enum: a string or an object of one key",
@@ -521,6 +657,57 @@ mod tests {
         for scalar in [json!(null), json!(7), json!("s"), json!([]), json!({})] {
             assert_eq!(roundtrip(&scalar), scalar);
         }
+    }
+
+    #[test]
+    fn words_and_strings_of_every_length_read_back_as_they_were() {
+        let mut value = serde_json::Map::new();
+        for word in super::super::words::WORDS {
+            value.insert((*word).to_owned(), json!(word));
+        }
+        for len in [0, 1, 63, 64, 65, 127, 128, 8191, 8192, 20_000] {
+            value.insert(format!("len-{len}"), json!("y".repeat(len)));
+        }
+        let value = Value::Object(value);
+        assert_eq!(roundtrip(&value), value);
+        // Each word, as a key and as a value, costs one or two bytes of structure and none of
+        // text.
+        let (structure, strings) = tape_of(&json!({"lastTransitionTime": "True"}));
+        assert_eq!(strings, "");
+        assert_eq!(structure.len(), 5 + 1 + 1 + 1);
+    }
+
+    #[test]
+    fn uuids_and_times_are_kept_as_bytes_and_read_back_as_text() {
+        let uid = "0f8e2b1c-3d4a-4b5c-9d6e-7f8091a2b3c4";
+        let time = "2026-11-27T03:04:05Z";
+        let value = json!({"uid": uid, "t": time, "list": [uid, time]});
+        let (structure, strings) = tape_of(&value);
+        // Keys in order: `list`, `t` (text), `uid` (a word); each UUID 17 bytes, each time 8.
+        assert_eq!(strings, "listt", "only two keys are text");
+        assert_eq!(structure.len(), 5 + 3 + 5 + 2 * (17 + 8), "{structure:?}");
+        assert_eq!(roundtrip(&value), value);
+        // Near misses stay text, exactly as they were.
+        for text in [
+            "0F8E2B1C-3D4A-4B5C-9D6E-7F8091A2B3C4",
+            "0f8e2b1c-3d4a-4b5c-9d6e-7f8091a2b3c",
+            "0f8e2b1c-3d4a-4b5c-9d6e_7f8091a2b3c4",
+            "0f8e2b1c-3d4a-4b5c-9d6e-7f8091a2b3cg",
+            "2026-11-27T03:04:05.123456Z",
+            "2026-11-27 03:04:05Z",
+            "2026-11-27T03:04:05+00:00",
+            "2026-1a-27T03:04:05Z",
+        ] {
+            let (_, strings) = tape_of(&json!(text));
+            assert_eq!(strings, text);
+            assert_eq!(roundtrip(&json!(text)), json!(text));
+        }
+        // Typed reads: the Time and the uid of an object, as serde_json reads them.
+        let cm = json!({"metadata": {"name": "c", "uid": uid, "creationTimestamp": time}});
+        let (structure2, strings2) = tape_of(&cm);
+        let from_tape: k8s_openapi::api::core::v1::ConfigMap =
+            de::Deserialize::deserialize(&mut Tape::new(&structure2, &strings2)).unwrap();
+        assert_eq!(from_tape, serde_json::from_value(cm).unwrap());
     }
 
     #[test]
