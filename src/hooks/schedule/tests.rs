@@ -295,17 +295,19 @@ async fn a_tick_that_finds_the_previous_ones_calls_running_is_skipped_and_counte
     let mut requests = std::pin::pin!(requests);
 
     // The first tick asks for both objects.
-    let first = [
+    let mut first = [
         next(&mut requests).await.unwrap().unwrap().name,
         next(&mut requests).await.unwrap().unwrap().name,
     ];
+    first.sort();
     assert_eq!(first, ["a", "b"]);
     let stubs = store.state();
+    let stub = |name: &str| stubs.iter().find(|s| s.name() == name).unwrap();
     // `a`'s call ends at once; `b`'s runs on past the next tick.
-    drop(outstanding.claim(&stubs[0]).expect("the tick waits for a"));
-    let slow = outstanding.claim(&stubs[1]).expect("the tick waits for b");
+    drop(outstanding.claim(stub("a")).expect("the tick waits for a"));
+    let slow = outstanding.claim(stub("b")).expect("the tick waits for b");
     assert!(
-        outstanding.claim(&stubs[1]).is_none(),
+        outstanding.claim(stub("b")).is_none(),
         "one reconcile answers a tick's object"
     );
     assert!(
@@ -322,7 +324,12 @@ async fn a_tick_that_finds_the_previous_ones_calls_running_is_skipped_and_counte
 
     // Once b's call ended, the next tick runs.
     drop(slow);
-    assert_eq!(next(&mut requests).await.unwrap().unwrap().name, "a");
+    let mut again = [
+        next(&mut requests).await.unwrap().unwrap().name,
+        next(&mut requests).await.unwrap().unwrap().name,
+    ];
+    again.sort();
+    assert_eq!(again, ["a", "b"]);
     assert_eq!(
         (
             metrics.schedule_ticks("ops/sweep", true),
@@ -358,4 +365,42 @@ async fn an_object_deleted_before_its_call_does_not_hold_the_next_tick() {
     assert!(none.is_err());
     assert_eq!(metrics.schedule_ticks("ops/sweep", true), 1);
     assert_eq!(metrics.schedule_ticks("ops/sweep", false), 0);
+}
+
+#[test]
+fn a_batch_request_has_the_fields_the_committed_schema_declares() {
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../../../docs/hooks-v1.schema.json")).unwrap();
+    let declared = &schema["$defs"]["batchRequest"];
+    let request = crate::hooks::contract::BatchRequest {
+        api_version: crate::hooks::contract::API_VERSION.to_owned(),
+        controller: crate::hooks::contract::ControllerRef {
+            namespace: "ops".into(),
+            name: "census".into(),
+        },
+        scheduled_time: "2026-11-27T01:00:00Z".into(),
+        objects: vec![serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a"}})],
+    };
+    let value = serde_json::to_value(&request).unwrap();
+    let mut sent: Vec<&String> = value.as_object().unwrap().keys().collect();
+    let mut required: Vec<&str> = declared["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    sent.sort();
+    required.sort_unstable();
+    assert_eq!(sent, required);
+    assert_eq!(
+        declared["properties"]["apiVersion"]["const"],
+        value["apiVersion"]
+    );
+    assert!(
+        schema["oneOf"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!({"$ref": "#/$defs/batchRequest"}))
+    );
 }
