@@ -105,6 +105,10 @@ async fn call(
 ) -> Result<(), ReconcileError> {
     let mut stubs = store.state();
     stubs.sort_by(|a, b| (a.namespace(), a.name()).cmp(&(b.namespace(), b.name())));
+    let (name, kind) = (
+        shared.settings.key.to_string(),
+        &shared.parent.resource.kind,
+    );
     let mut objects = Vec::with_capacity(stubs.len());
     for stub in &stubs {
         let read = shared
@@ -114,7 +118,9 @@ async fn call(
             .await;
         // An object gone since the store saw it is not sent.
         let Ok(object) = read else { continue };
-        if crate::hooks::controller::selected(&object, shared) {
+        // With sharding, each member sends the objects it owns: each object once in the ring.
+        let owned = shared.ctx.admit(&name, kind, &object.metadata).is_some();
+        if owned && crate::hooks::controller::selected(&object, shared) {
             objects.push(serde_json::to_value(object.as_ref()).unwrap_or(Value::Null));
         }
     }
