@@ -231,14 +231,17 @@ pub(super) fn validate(
     }
 }
 
-/// The time zone named `name` in the bundled tz database.
+/// The time zone named `name`: from the system's tz database when it has one, else from the
+/// copy compiled into informant (a distroless image has no `/usr/share/zoneinfo`).
 fn time_zone(name: &str) -> Result<TimeZone, String> {
-    TimeZone::get(name).map_err(|_| {
-        format!(
-            "unknown time zone {name:?}; write an IANA name such as UTC, Europe/Paris or \
+    TimeZone::get(name)
+        .or_else(|_| jiff::tz::TimeZoneDatabase::bundled().get(name))
+        .map_err(|_| {
+            format!(
+                "unknown time zone {name:?}; write an IANA name such as UTC, Europe/Paris or \
              America/New_York"
-        )
-    })
+            )
+        })
 }
 
 /// The @-macros and the six fields each stands for.

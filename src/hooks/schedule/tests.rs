@@ -404,3 +404,12 @@ fn a_batch_request_has_the_fields_the_committed_schema_declares() {
             .contains(&serde_json::json!({"$ref": "#/$defs/batchRequest"}))
     );
 }
+
+#[test]
+fn the_tz_database_is_compiled_in() {
+    // What a container without /usr/share/zoneinfo resolves names from.
+    let bundled = jiff::tz::TimeZoneDatabase::bundled();
+    for name in ["Europe/Paris", "America/New_York", "Asia/Tokyo", "UTC"] {
+        assert!(bundled.get(name).is_ok(), "{name} is not bundled");
+    }
+}
