@@ -208,10 +208,16 @@ fn print_text(
     if let Some(now) = ring_now {
         out!("{}", now.to_text())?;
     }
-    for (name, kinds, waiting) in controllers {
+    for (name, kinds, waiting, schedule) in controllers {
         match waiting {
             Some(reason) => outln!("\ncontroller {name}: WaitingForKind: {reason}")?,
             None => outln!("\ncontroller {name}:")?,
+        }
+        if let Some(schedule) = schedule {
+            match schedule.next_after(jiff::Timestamp::now()) {
+                Some(next) => outln!("  schedule: {schedule}: next tick {next}")?,
+                None => outln!("  schedule: {schedule}: no tick to come")?,
+            }
         }
         for (kind, route) in kinds {
             match route {
@@ -394,11 +400,13 @@ impl RingNow {
 /// one of its kinds waits for its CRD.
 type ControllerRoutes = Vec<ControllerRoute>;
 
-/// One controller of [`ControllerRoutes`]: its name, each kind's route, why it would wait.
+/// One controller of [`ControllerRoutes`]: its name, each kind's route, why it would wait,
+/// its schedule.
 type ControllerRoute = (
     String,
     Vec<(String, Result<Vec<String>, String>)>,
     Option<String>,
+    Option<informant::hooks::Schedule>,
 );
 
 /// The `Controller` documents of the config file, validated (none when it has none or is not
@@ -450,6 +458,7 @@ fn controller_routes(controllers: Controllers, plan: &Plan) -> ControllerRoutes 
                 e.origin.to_string(),
                 vec![("invalid".to_owned(), Err(e.to_string()))],
                 None,
+                None,
             ),
             Ok(c) => {
                 let mut waiting = None;
@@ -465,7 +474,12 @@ fn controller_routes(controllers: Controllers, plan: &Plan) -> ControllerRoutes 
                         (label, route.map_err(|e| e.to_string()))
                     })
                     .collect();
-                (c.settings.key.to_string(), kinds, waiting)
+                (
+                    c.settings.key.to_string(),
+                    kinds,
+                    waiting,
+                    c.settings.schedule,
+                )
             }
         })
         .collect()
@@ -473,7 +487,7 @@ fn controller_routes(controllers: Controllers, plan: &Plan) -> ControllerRoutes 
 
 /// One controller of [`ControllerRoutes`] as JSON: its name, each kind's route or error, and
 /// `waitingForKind` when it would wait.
-fn controller_json((name, kinds, waiting): &ControllerRoute) -> serde_json::Value {
+fn controller_json((name, kinds, waiting, schedule): &ControllerRoute) -> serde_json::Value {
     let kinds: Vec<serde_json::Value> = kinds
         .iter()
         .map(|(kind, route)| match route {
@@ -484,6 +498,14 @@ fn controller_json((name, kinds, waiting): &ControllerRoute) -> serde_json::Valu
     let mut controller = serde_json::json!({"name": name, "kinds": kinds});
     if let Some(reason) = waiting {
         controller["waitingForKind"] = serde_json::json!(reason);
+    }
+    if let Some(schedule) = schedule {
+        controller["schedule"] = serde_json::json!({
+            "schedule": schedule.text(),
+            "timeZone": schedule.time_zone(),
+            "mode": schedule.mode().as_str(),
+            "nextTick": schedule.next_after(jiff::Timestamp::now()).map(|t| t.to_string()),
+        });
     }
     controller
 }

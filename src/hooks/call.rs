@@ -236,7 +236,10 @@ impl Caller {
     }
 
     /// Calls the hook with `request` and decodes its answer.
-    pub(super) async fn call(&self, request: &Request) -> Result<Response, CallError> {
+    pub(super) async fn call(
+        &self,
+        request: &(impl serde::Serialize + Sync),
+    ) -> Result<Response, CallError> {
         let body = serde_json::to_vec(request).map_err(|e| CallError::Malformed {
             reason: excerpt(&e.to_string()),
         })?;

@@ -35,6 +35,22 @@ pub struct Request {
     pub finalizing: bool,
 }
 
+/// What the manager sends a hook at a tick of a `Controller` whose `scheduleMode` is `batch`:
+/// every object at once.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BatchRequest {
+    /// Always [`API_VERSION`].
+    pub api_version: String,
+    /// The `Controller` resource the call is for.
+    pub controller: ControllerRef,
+    /// The tick this call answers (RFC 3339, UTC).
+    pub scheduled_time: String,
+    /// Every object of the controller's `for` kind the cache holds (matching its selectors),
+    /// sorted by namespace and name.
+    pub objects: Vec<Value>,
+}
+
 /// The `Controller` a request is for.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]

@@ -21,6 +21,7 @@ use super::policy::Policy;
 use super::reconcile::{self, ReconcileError};
 use super::resource::ControllerKey;
 use super::resource::ControllerSettings;
+use super::schedule;
 use super::shared::{Shared, Written, forget_children};
 use super::stats::Stats;
 use crate::cache::{self, Cache as _, Discovery, KindInfo, Resolver as _};
@@ -95,6 +96,7 @@ pub struct HookController {
     metrics: Option<ControllerMetrics>,
     hook_metrics: Option<HookMetrics>,
     stats: Stats,
+    clock: Arc<dyn schedule::Clock>,
 }
 
 impl std::fmt::Debug for HookController {
@@ -115,7 +117,16 @@ impl HookController {
             metrics: None,
             hook_metrics: None,
             stats: Stats::default(),
+            clock: Arc::new(schedule::SystemClock),
         }
+    }
+
+    /// Reads the time of `spec.schedule`'s ticks from `clock`. Default the system's clock;
+    /// tests pass a [`TokioClock`](super::TokioClock) on a paused runtime.
+    #[must_use]
+    pub fn schedule_clock(mut self, clock: Arc<dyn schedule::Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Calls the hook under `policy`: its response limit, and the addresses a webhook may
@@ -165,6 +176,7 @@ impl HookController {
             metrics,
             hook_metrics,
             stats,
+            clock,
         } = self;
         let name = settings.key.to_string();
         // Failure counts of its own, for the per-object backoff.
@@ -189,11 +201,15 @@ impl HookController {
         }
         stats.0.ready.store(true, Ordering::Relaxed);
 
+        let (per_object, batches) =
+            schedule::tickers(settings.schedule.as_ref(), clock, &stats.0.next_tick);
         let concurrency = settings.concurrency.max(1);
         let series = Series::new(metrics.as_ref(), &name, concurrency);
         // The runner schedules stubs; their keys share one `ApiResource`.
         let stub_type = Arc::new(parent.resource.clone());
         let writer = reflector::store::Writer::<Stub<DynamicObject>>::new(Arc::clone(&stub_type));
+        // The runner's store: what a batch tick sends.
+        let store = writer.as_reader();
         let assembly = runner::Assembly {
             events: own_events,
             gvk: settings.for_kind.clone(),
@@ -201,7 +217,7 @@ impl HookController {
             dyntype: Arc::clone(&stub_type),
             series: series.clone(),
             concurrency,
-            stop: shutdown,
+            stop: shutdown.clone(),
         };
         let shared = Arc::new(Shared {
             caller: Caller::of(&settings, policy, ctx.client()),
@@ -217,20 +233,35 @@ impl HookController {
             hook_metrics,
             written: Written::default(),
             status_echo: Mutex::new(HashMap::new()),
+            scheduled: per_object.as_ref().map(|(_, o)| Arc::clone(o)),
         });
         let relate = |controller, parents: &reflector::Store<Stub<DynamicObject>>| {
             let controller = watch_owned(controller, &shared, child_events);
-            watch_related(controller, &shared, related_events, (parents, &stub_type))
+            let controller =
+                watch_related(controller, &shared, related_events, (parents, &stub_type));
+            schedule::with_ticks(controller, per_object, parents, &stub_type, &shared)
         };
-        let result = runner::run(
-            &shared.ctx,
-            assembly,
-            relate,
-            (run_one, error_policy, Arc::clone(&shared)),
-        )
-        .await
-        .map_err(|source| Error::Runner {
-            controller: name,
+        let batches_stop = shutdown.child_token();
+        let runner = async {
+            let result = runner::run(
+                &shared.ctx,
+                assembly,
+                relate,
+                (run_one, error_policy, Arc::clone(&shared)),
+            )
+            .await;
+            batches_stop.cancel();
+            result
+        };
+        let batches = async {
+            if let Some(ticker) = batches {
+                schedule::run_batches(ticker, Arc::clone(&shared), store, batches_stop.clone())
+                    .await;
+            }
+        };
+        let (result, ()) = tokio::join!(runner, batches);
+        let result = result.map_err(|source| Error::Runner {
+            controller: name.clone(),
             source,
         });
         shared.stats.0.ready.store(false, Ordering::Relaxed);
@@ -402,6 +433,8 @@ fn run_one(
     let record = span.clone();
     let name = shared.settings.key.to_string();
     async move {
+        // A tick of `spec.schedule` waiting for this object is answered by this reconcile.
+        let _tick = shared.scheduled.as_ref().and_then(|o| o.claim(&stub));
         let key = stub.key(&shared.parent.resource);
         let answer = shared
             .ctx
@@ -482,7 +515,7 @@ fn run_one(
 const STATUS_TEXT_CHARS: usize = 1024;
 
 /// `text` as one line of at most [`STATUS_TEXT_CHARS`] characters.
-fn status_text(text: &str) -> String {
+pub(super) fn status_text(text: &str) -> String {
     let line: String = text
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
@@ -511,7 +544,7 @@ fn error_policy(
 }
 
 /// Whether the object matches the controller's `for` selectors.
-fn selected(object: &DynamicObject, shared: &Shared) -> bool {
+pub(super) fn selected(object: &DynamicObject, shared: &Shared) -> bool {
     let settings = &shared.settings;
     if settings.label_selector.is_none() && settings.field_selector.is_none() {
         return true;

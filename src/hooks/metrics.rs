@@ -1,5 +1,6 @@
-//! The hook controllers' own series: `informant_hook_calls_total{controller,failure}` and
-//! `informant_hook_call_duration_seconds{controller}` (the reconcile series are
+//! The hook controllers' own series: `informant_hook_calls_total{controller,failure}`,
+//! `informant_hook_call_duration_seconds{controller}` and
+//! `informant_hook_schedule_ticks_total{controller,result}` (the reconcile series are
 //! controller-runtime's, in [`crate::controller::ControllerMetrics`]).
 
 use std::sync::Arc;
@@ -18,6 +19,12 @@ use crate::manager::Manager;
 struct CallLabels {
     controller: String,
     failure: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TickLabels {
+    controller: String,
+    result: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -41,6 +48,7 @@ pub struct HookMetrics(Arc<Inner>);
 struct Inner {
     calls: Family<CallLabels, Counter>,
     duration: HistogramFamily,
+    ticks: Family<TickLabels, Counter>,
 }
 
 impl Default for HookMetrics {
@@ -56,6 +64,7 @@ impl HookMetrics {
         Self(Arc::new(Inner {
             calls: Family::default(),
             duration: Family::new_with_constructor(histogram as fn() -> Histogram),
+            ticks: Family::default(),
         }))
     }
 
@@ -82,6 +91,36 @@ impl HookMetrics {
             "Length of a hook reconcile (the call and the writes) per controller",
             self.0.duration.clone(),
         );
+        registry.register(
+            "informant_hook_schedule_ticks",
+            "Ticks of a controller's spec.schedule, by result (run, or skipped when the \
+             previous tick still ran)",
+            self.0.ticks.clone(),
+        );
+    }
+
+    /// Counts one tick of `controller`'s schedule: `run`, or `skipped` when the previous
+    /// tick's calls still ran.
+    pub fn schedule_tick(&self, controller: &str, run: bool) {
+        self.0
+            .ticks
+            .get_or_create(&TickLabels {
+                controller: controller.to_owned(),
+                result: if run { "run" } else { "skipped" }.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Ticks of `controller`'s schedule that ran (`run`) or were skipped.
+    #[must_use]
+    pub fn schedule_ticks(&self, controller: &str, run: bool) -> u64 {
+        self.0
+            .ticks
+            .get_or_create(&TickLabels {
+                controller: controller.to_owned(),
+                result: if run { "run" } else { "skipped" }.to_owned(),
+            })
+            .get()
     }
 
     /// Counts one reconcile of `controller` ending with `failure` (`none` for a success).

@@ -28,6 +28,7 @@ mod policy;
 mod reconcile;
 mod release;
 mod resource;
+mod schedule;
 mod shared;
 mod sources;
 mod stats;
@@ -49,6 +50,9 @@ pub use resource::{
     ExecHookSpec, FINALIZER_PREFIX, ForSpec, Hook, HookSpec, KindSpec, MapTo, MapToSpec, SecretRef,
     ValidatedController, WatchSpec, WebhookSpec, WebhookTls, controller_crd_yaml, controllers_in,
     controllers_key, validate_controller, validate_controller_value,
+};
+pub use schedule::{
+    Clock as ScheduleClock, Schedule, ScheduleErrors, ScheduleMode, SystemClock, TokioClock,
 };
 pub use sources::{
     NamespaceSource, add_to_manager, add_to_manager_with, desired_from_text, follow_file,

@@ -40,6 +40,8 @@ pub(super) struct Shared {
     /// For each object whose status the manager wrote (by uid): the resourceVersion the write
     /// was based on and the one it produced. See [`Shared::cache_behind`].
     pub(super) status_echo: Mutex<HashMap<String, (String, String)>>,
+    /// The calls of the last `perObject` tick of `spec.schedule` not ended yet, if any.
+    pub(super) scheduled: Option<Arc<super::schedule::Outstanding>>,
 }
 
 /// See [`Shared::already_wrote`].

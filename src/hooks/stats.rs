@@ -15,6 +15,8 @@ pub(super) struct StatsInner {
     pub(super) failures: AtomicU64,
     pub(super) ready: AtomicBool,
     pub(super) last_error: Mutex<Option<String>>,
+    /// The next tick of the controller's schedule, while it runs.
+    pub(super) next_tick: Arc<Mutex<Option<jiff::Timestamp>>>,
 }
 
 impl Stats {
@@ -52,5 +54,15 @@ impl Stats {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// When the next tick of the controller's `spec.schedule` is due, while it runs.
+    #[must_use]
+    pub fn next_tick(&self) -> Option<jiff::Timestamp> {
+        *self
+            .0
+            .next_tick
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }

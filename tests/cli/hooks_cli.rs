@@ -31,11 +31,29 @@ fn explain_shows_which_cache_serves_each_controllers_kinds() {
         [
             "default/cronjob-watch",
             "default/configmap-to-secret",
-            "default/count-keys"
+            "default/count-keys",
+            "default/configmap-census"
         ]
     );
     assert_eq!(controllers[0]["kinds"][1]["kind"], "batch/v1/Job");
     assert!(controllers[0]["kinds"][1]["servedBy"].is_array());
+    // A scheduled controller shows its schedule and its next tick.
+    let schedule = &controllers[3]["schedule"];
+    assert_eq!(schedule["schedule"], "0 2 * * *");
+    assert_eq!(schedule["timeZone"], "Europe/Paris");
+    assert_eq!(schedule["mode"], "batch");
+    let next: jiff::Timestamp = schedule["nextTick"].as_str().unwrap().parse().unwrap();
+    let local = next.to_zoned(jiff::tz::TimeZone::get("Europe/Paris").unwrap());
+    assert_eq!((local.hour(), local.minute()), (2, 0), "{next}");
+    assert!(next > jiff::Timestamp::now());
+    assert!(controllers[0].get("schedule").is_none());
+
+    let out = informant(&["explain", "-c", "examples/hooks/controllers.yaml"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("\ncontroller default/configmap-census:\n  schedule: 0 2 * * * (Europe/Paris, batch): next tick "),
+        "{text}"
+    );
 }
 
 #[test]

@@ -17,6 +17,7 @@ mod hooks_exec;
 mod hooks_finalize;
 mod hooks_manager;
 mod hooks_policy;
+mod hooks_schedule;
 mod leader_election;
 mod manager_access;
 mod manager_cli_file;

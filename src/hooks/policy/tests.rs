@@ -214,6 +214,7 @@ fn settings(hook: Hook, owns: &[(&str, &str, &str)]) -> ControllerSettings {
         hook,
         concurrency: 1,
         resync_period: None,
+        schedule: None,
         finalizer: None,
     }
 }

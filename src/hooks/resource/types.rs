@@ -110,6 +110,25 @@ pub struct ControllerSpec {
     /// Default `false` (the hook may never see a deletion).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finalize: Option<bool>,
+
+    /// Call the hook on a clock as well: a cron expression of five fields (minute hour
+    /// day-of-month month day-of-week) or six (seconds first), or `@every 5m`, `@hourly`,
+    /// `@daily`, `@weekly`, `@monthly`, `@yearly`. At each tick the leader calls the hook for
+    /// every object (see `scheduleMode`); a tick that finds the previous one still running is
+    /// skipped. Default: no schedule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+
+    /// The IANA time zone `schedule` is read in, e.g. `Europe/Paris` (as a `CronJob`'s
+    /// `timeZone`). Default `UTC`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
+
+    /// What a tick of `schedule` calls: `perObject` (default), one call per object through the
+    /// controller's queue (merged with a call already queued for it), or `batch`, one call with
+    /// every object in the request's `objects`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_mode: Option<String>,
 }
 
 /// The reconciled kind, and which of its objects.
@@ -245,6 +264,9 @@ pub struct ControllerStatus {
     /// `Valid` and `Ready` conditions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// When the next tick of `spec.schedule` is due (RFC 3339, UTC), on the leader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_schedule_time: Option<String>,
     /// Hook calls since the controller (re)started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reconciles: Option<i64>,
@@ -361,6 +383,8 @@ pub struct ControllerSettings {
     pub resync_period: Option<Duration>,
     /// The finalizer held on each object (`spec.finalize`), if any.
     pub finalizer: Option<String>,
+    /// When the hook is called on a clock (`spec.schedule`), if ever.
+    pub schedule: Option<crate::hooks::Schedule>,
 }
 
 /// Which reconciled objects a related object maps to (`spec.watches[].mapTo`).

@@ -120,6 +120,7 @@ pub fn validate_controller(
             .ok()
             .filter(|d| !d.is_zero())
     });
+    let schedule = crate::hooks::schedule::validate(spec, &path, &mut errors);
     if spec.concurrency == Some(0) {
         errors.push(FieldError::new(
             &path.field("concurrency"),
@@ -159,6 +160,7 @@ pub fn validate_controller(
             concurrency: spec.concurrency.unwrap_or(1),
             resync_period,
             finalizer: (spec.finalize == Some(true)).then_some(finalizer),
+            schedule,
         }),
         _ => Err(errors),
     }

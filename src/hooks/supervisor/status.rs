@@ -118,6 +118,9 @@ fn status_of(
         reconciles: running.map(|r| i64::try_from(r.stats.reconciles()).unwrap_or(i64::MAX)),
         failures: running.map(|r| i64::try_from(r.stats.failures()).unwrap_or(i64::MAX)),
         last_error: running.and_then(|r| r.stats.last_error()),
+        next_schedule_time: running
+            .and_then(|r| r.stats.next_tick())
+            .map(|t| t.to_string()),
     }
 }
 

@@ -26,6 +26,7 @@ fn settings(owns: &[&str], watches: &[&str]) -> ControllerSettings {
         },
         concurrency: 1,
         resync_period: None,
+        schedule: None,
         finalizer: None,
     }
 }
