@@ -234,6 +234,8 @@ impl HookController {
             source,
         });
         shared.stats.0.ready.store(false, Ordering::Relaxed);
+        // A persistent hook's processes go with the controller (removed, or the manager stops).
+        shared.caller.stop().await;
         result
     }
 }
