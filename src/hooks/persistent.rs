@@ -198,17 +198,8 @@ impl Processes {
     /// [`CallError::Envelope`], [`CallError::Malformed`], [`CallError::Invalid`],
     /// [`CallError::TooLarge`].
     pub async fn call(&self, request: &Request) -> Result<Response, CallError> {
-        #[derive(serde::Serialize)]
-        struct Line<'a> {
-            id: u64,
-            request: &'a Request,
-        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let mut line =
-            serde_json::to_vec(&Line { id, request }).map_err(|e| CallError::Malformed {
-                reason: excerpt(&e.to_string()),
-            })?;
-        line.push(b'\n');
+        let line = request_line(id, request)?;
         let Ok(_call) = self.calls.acquire().await else {
             return Err(self.stopped());
         };
@@ -354,6 +345,20 @@ impl Processes {
             .spawn(reader.run(child, stdout, process.kill.clone(), process.gone.clone()));
         Ok(process)
     }
+}
+
+/// `{"id": id, "request": request}` and a newline: one line, as JSON never holds a raw newline.
+fn request_line(id: u64, request: &Request) -> Result<Vec<u8>, CallError> {
+    #[derive(serde::Serialize)]
+    struct Line<'a> {
+        id: u64,
+        request: &'a Request,
+    }
+    let mut line = serde_json::to_vec(&Line { id, request }).map_err(|e| CallError::Malformed {
+        reason: excerpt(&e.to_string()),
+    })?;
+    line.push(b'\n');
+    Ok(line)
 }
 
 /// The wait before the next start of a slot's process after `deaths` deaths without an answer.

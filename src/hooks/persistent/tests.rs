@@ -355,3 +355,32 @@ fn a_stderr_line_is_logged_at_the_level_it_states() {
     );
     assert_eq!(stderr_level("plain line"), (Level::INFO, "plain line"));
 }
+
+#[test]
+fn a_request_line_is_one_line_with_the_schemas_envelope() {
+    let schema: Value =
+        serde_json::from_str(include_str!("../../../docs/hooks-v1.schema.json")).unwrap();
+    let mut req = request("a\nb");
+    req.object["data"] = serde_json::json!({"multi": "line\none\ntwo"});
+    let line = request_line(42, &req).unwrap();
+    assert_eq!(line.iter().filter(|b| **b == b'\n').count(), 1);
+    assert!(line.ends_with(b"\n"));
+    let value: Value = serde_json::from_slice(&line).unwrap();
+    let keys: Vec<&String> = value.as_object().unwrap().keys().collect();
+    assert_eq!(
+        serde_json::json!(keys),
+        schema["$defs"]["requestLine"]["required"],
+        "the schema's requestLine lists what is written"
+    );
+    assert_eq!(value["id"], 42);
+    assert_eq!(
+        schema["$defs"]["responseLine"]["required"],
+        serde_json::json!(["id", "response"])
+    );
+    let Value::Object(envelope) =
+        serde_json::json!({"id": 42, "response": {"requeueAfterSeconds": 5}})
+    else {
+        panic!("an object")
+    };
+    assert_eq!(decode(envelope).unwrap().requeue_after_seconds, Some(5.0));
+}
