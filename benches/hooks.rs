@@ -209,7 +209,7 @@ async fn round_trips(n: usize, hook: &Processes, request: &Request) -> (Duration
     percentiles(samples)
 }
 
-/// Reconciles/s of a persistent Python hook over `INFORMANT_BENCH_OBJECTS` ConfigMaps (default
+/// Reconciles/s of a persistent Python hook over `INFORMANT_BENCH_OBJECTS` `ConfigMap`s (default
 /// 10,000) at concurrency 1 and 4, beside the per-call Python hook at concurrency 4.
 async fn reconcile_throughput_of_a_persistent_python_hook() {
     let Some(python) = python() else { return };

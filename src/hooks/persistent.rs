@@ -54,15 +54,15 @@ pub(super) enum ExecMode {
 
 impl ExecMode {
     /// The hook running `command` in this mode.
-    pub(super) fn hook(self, command: Vec<String>, timeout: Duration) -> Option<Hook> {
-        Some(match self {
+    pub(super) fn hook(self, command: Vec<String>, timeout: Duration) -> Hook {
+        match self {
             ExecMode::PerCall => Hook::Exec { command, timeout },
             ExecMode::Persistent(calls_per_process) => Hook::Persistent {
                 command,
                 timeout,
                 calls_per_process,
             },
-        })
+        }
     }
 }
 
@@ -227,23 +227,22 @@ impl Processes {
             }
             answer.await.unwrap_or_else(|_| Err(self.stopped()))
         };
-        let result = match tokio::time::timeout(self.timeout, exchange).await {
-            Ok(result) => result,
-            Err(_) => {
-                if let Some(process) = &process {
-                    lock(&process.pending).remove(&id);
-                    if process.lines.load(Ordering::Relaxed) == lines_at_send {
-                        tracing::warn!(
-                            controller = %self.controller,
-                            hook = %self.program(),
-                            timeout = ?self.timeout,
-                            "persistent hook answered nothing within its timeout: killed, to be restarted"
-                        );
-                        process.kill.cancel();
-                    }
+        let result = if let Ok(result) = tokio::time::timeout(self.timeout, exchange).await {
+            result
+        } else {
+            if let Some(process) = &process {
+                lock(&process.pending).remove(&id);
+                if process.lines.load(Ordering::Relaxed) == lines_at_send {
+                    tracing::warn!(
+                        controller = %self.controller,
+                        hook = %self.program(),
+                        timeout = ?self.timeout,
+                        "persistent hook answered nothing within its timeout: killed, to be restarted"
+                    );
+                    process.kill.cancel();
                 }
-                Err(CallError::Timeout(self.timeout))
             }
+            Err(CallError::Timeout(self.timeout))
         };
         if result.is_ok() {
             slot.deaths.store(0, Ordering::Relaxed);
@@ -453,11 +452,11 @@ impl Reader {
         }
         let envelope = match serde_json::from_slice::<Value>(text) {
             Ok(Value::Object(envelope)) => envelope,
-            Ok(_) => return self.unattributed("not a JSON object".to_owned(), text),
-            Err(e) => return self.unattributed(format!("not JSON: {e}"), text),
+            Ok(_) => return self.unattributed("not a JSON object", text),
+            Err(e) => return self.unattributed(&format!("not JSON: {e}"), text),
         };
         let Some(id) = envelope.get("id").and_then(Value::as_u64) else {
-            return self.unattributed("no integer \"id\"".to_owned(), text);
+            return self.unattributed("no integer \"id\"", text);
         };
         let Some(call) = lock(&self.pending).remove(&id) else {
             tracing::debug!(controller = %self.controller, hook = %self.program, id, "answer to no call in flight (past its timeout?)");
@@ -466,7 +465,7 @@ impl Reader {
         let _ = call.send(decode(envelope));
     }
 
-    fn unattributed(&self, what: String, line: &[u8]) {
+    fn unattributed(&self, what: &str, line: &[u8]) {
         let reason = excerpt(&format!("{what}: {}", String::from_utf8_lossy(line)));
         let mut pending = lock(&self.pending);
         if pending.len() == 1

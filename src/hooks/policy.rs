@@ -169,7 +169,7 @@ impl Policy {
         let mut broken = Vec::new();
         match &settings.hook {
             Hook::Exec { command, .. } | Hook::Persistent { command, .. } => {
-                broken.extend(self.check_exec(command).err())
+                broken.extend(self.check_exec(command).err());
             }
             Hook::Webhook { url, .. } => broken.extend(self.check_url(url).err()),
         }

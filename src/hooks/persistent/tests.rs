@@ -363,7 +363,7 @@ fn a_request_line_is_one_line_with_the_schemas_envelope() {
     let mut req = request("a\nb");
     req.object["data"] = serde_json::json!({"multi": "line\none\ntwo"});
     let line = request_line(42, &req).unwrap();
-    assert_eq!(line.iter().filter(|b| **b == b'\n').count(), 1);
+    assert!(!line[..line.len() - 1].contains(&b'\n'), "one line");
     assert!(line.ends_with(b"\n"));
     let value: Value = serde_json::from_slice(&line).unwrap();
     let keys: Vec<&String> = value.as_object().unwrap().keys().collect();

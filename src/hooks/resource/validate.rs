@@ -396,7 +396,7 @@ fn hook(spec: &HookSpec, path: &FieldPath, errors: &mut Vec<FieldError>) -> Opti
                 ));
                 return None;
             }
-            mode?.hook(exec.command.clone(), timeout?)
+            Some(mode?.hook(exec.command.clone(), timeout?))
         }
         (None, Some(webhook)) => {
             let timeout = timeout(
