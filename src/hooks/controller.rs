@@ -189,7 +189,7 @@ impl HookController {
         }
         stats.0.ready.store(true, Ordering::Relaxed);
 
-        let concurrency = settings.concurrency.max(1);
+        let concurrency = settings.calls_at_once();
         let series = Series::new(metrics.as_ref(), &name, concurrency);
         // The runner schedules stubs; their keys share one `ApiResource`.
         let stub_type = Arc::new(parent.resource.clone());

@@ -27,7 +27,7 @@ use tokio_util::task::TaskTracker;
 
 use super::call::{CallError, excerpt, excerpt_end};
 use super::contract::{Request, Response};
-use super::resource::{ExecHookSpec, Hook};
+use super::resource::{ControllerSettings, ExecHookSpec, Hook};
 use crate::config::{FieldError, FieldPath};
 
 /// How much of a process's standard error is kept (its end) for the error of a call it failed.
@@ -63,6 +63,20 @@ impl ExecMode {
                 calls_per_process,
             },
         }
+    }
+}
+
+impl ControllerSettings {
+    /// Hook calls at once: `concurrency`, times `callsPerProcess` for a persistent exec hook
+    /// (each of the `concurrency` processes takes that many), never 0.
+    pub(super) fn calls_at_once(&self) -> u16 {
+        let per_process = match &self.hook {
+            Hook::Persistent {
+                calls_per_process, ..
+            } => *calls_per_process,
+            Hook::Exec { .. } | Hook::Webhook { .. } => 1,
+        };
+        self.concurrency.max(1).saturating_mul(per_process.max(1))
     }
 }
 
@@ -203,10 +217,12 @@ impl Processes {
         let Ok(_call) = self.calls.acquire().await else {
             return Err(self.stopped());
         };
-        // The semaphore over every slot guarantees one slot has a free place.
-        let Some((slot, _place)) = self
-            .slots
-            .iter()
+        // The semaphore over every slot guarantees one slot has a free place; the least busy
+        // is taken, so that calls spread over the processes.
+        let mut slots: Vec<&Slot> = self.slots.iter().collect();
+        slots.sort_by_key(|s| std::cmp::Reverse(s.calls.available_permits()));
+        let Some((slot, _place)) = slots
+            .into_iter()
             .find_map(|s| s.calls.try_acquire().ok().map(|p| (s, p)))
         else {
             return Err(self.stopped());

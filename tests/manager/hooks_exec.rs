@@ -1251,3 +1251,44 @@ async fn the_persistent_cronjob_example_records_saw_completed_job() {
     assert_eq!(stats.failures(), 0);
     env.stop(vec![task]).await;
 }
+
+/// A persistent hook that answers requests two at a time, in reverse order: it needs two
+/// calls in flight on its one process.
+const PAIRS_HOOK: &str = r#"
+import json, sys
+pairs = []
+for line in sys.stdin:
+    pairs.append(json.loads(line)["id"])
+    if len(pairs) == 2:
+        for id in reversed(pairs):
+            sys.stdout.write(json.dumps({"id": id, "response": {}}) + "\n")
+        sys.stdout.flush()
+        pairs = []
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_per_process_lets_one_process_take_that_many_calls_at_once() {
+    require("python3");
+    let env = Env::new().await;
+    let script = env.dir.path().join("pairs.py");
+    std::fs::write(&script, PAIRS_HOOK).unwrap();
+    for i in 0..4 {
+        env.cronjob(&format!("job-{i}"), &json!({}));
+    }
+    // concurrency 1 and callsPerProcess 2: one process, two calls at once. With one call at
+    // once the first call would wait for a second that never comes, and fail at the timeout.
+    let spec = format!(
+        "  for: {{apiVersion: batch/v1, kind: CronJob}}
+  hook: {{exec: {{command: [python3, {}], mode: persistent, callsPerProcess: 2, timeout: 5m}}}}
+  concurrency: 1
+",
+        script.display()
+    );
+    let (stats, task) = env.start(&controller_with_spec("pairs", &spec));
+    eventually("every object reconciled in pairs", || async {
+        stats.reconciles() >= 4
+    })
+    .await;
+    assert_eq!(stats.failures(), 0);
+    env.stop(vec![task]).await;
+}
