@@ -114,6 +114,7 @@ fn describe(controller: &ValidatedController) -> String {
     let api_version = s.for_kind.api_version();
     let hook = match &s.hook {
         Hook::Exec { command, .. } => format!("exec {}", command.join(" ")),
+        Hook::Persistent { command, .. } => format!("exec (persistent) {}", command.join(" ")),
         Hook::Webhook { url, .. } => format!("webhook {url}"),
     };
     format!(

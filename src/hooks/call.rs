@@ -15,6 +15,7 @@ use kube::api::Api;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::contract::{AnswerError, Request, Response};
+use super::persistent::Processes;
 use super::policy::Policy;
 use super::resource::{ControllerSettings, Hook, WebhookTls};
 use super::webhook::{self, Refused, WebClient};
@@ -60,6 +61,25 @@ pub enum CallError {
         status: std::process::ExitStatus,
         /// An excerpt of the end of its standard error ([`excerpt_end`]).
         stderr: String,
+    },
+    /// A persistent exec hook's process exited (or was killed) while the call was in flight;
+    /// the process is restarted with backoff.
+    #[error(
+        "persistent hook {program:?} exited with the call in flight ({status}); stderr: {stderr}"
+    )]
+    Exited {
+        /// The program.
+        program: String,
+        /// How it ended, e.g. `exit status: 1` or `killed: no answer within 10s`.
+        status: String,
+        /// An excerpt of the end of its standard error ([`excerpt_end`]).
+        stderr: String,
+    },
+    /// A line a persistent exec hook wrote is not `{"id": <integer>, "response": ...}`.
+    #[error("persistent hook line is not an {{\"id\", \"response\"}} envelope: {reason}")]
+    Envelope {
+        /// What is wrong, with an [`excerpt`] of the line.
+        reason: String,
     },
     /// The hook did not answer in time (an exec hook is killed).
     #[error("hook gave no answer within {}s", .0.as_secs_f64())]
@@ -203,6 +223,8 @@ pub(super) struct Caller {
     policy: Arc<Policy>,
     secrets: Option<Api<Secret>>,
     web: tokio::sync::Mutex<Option<Web>>,
+    /// The processes of a persistent exec hook.
+    processes: Option<Processes>,
 }
 
 /// A webhook client, and the version of the client certificate's Secret it was built from.
@@ -216,11 +238,46 @@ impl Caller {
     /// A caller of `hook` under `policy`, reading client certificates through `secrets` (the
     /// Secrets of the `Controller`'s namespace).
     pub(super) fn new(hook: Hook, policy: Arc<Policy>, secrets: Option<Api<Secret>>) -> Self {
+        Self::with_processes(hook, policy, secrets, 1, String::new())
+    }
+
+    /// [`Caller::new`]; a persistent exec hook keeps `processes` processes, naming
+    /// `controller` in its log.
+    fn with_processes(
+        hook: Hook,
+        policy: Arc<Policy>,
+        secrets: Option<Api<Secret>>,
+        processes: u16,
+        controller: String,
+    ) -> Self {
+        let processes = match &hook {
+            Hook::Persistent {
+                command,
+                timeout,
+                calls_per_process,
+            } => Some(Processes::new(
+                command.clone(),
+                *timeout,
+                processes,
+                *calls_per_process,
+                policy.response_limit(),
+                controller,
+            )),
+            Hook::Exec { .. } | Hook::Webhook { .. } => None,
+        };
         Self {
             hook,
             policy,
             secrets,
             web: tokio::sync::Mutex::new(None),
+            processes,
+        }
+    }
+
+    /// Stops the processes of a persistent exec hook, if any, and waits until they are gone.
+    pub(super) async fn stop(&self) {
+        if let Some(processes) = &self.processes {
+            processes.stop().await;
         }
     }
 
@@ -232,7 +289,13 @@ impl Caller {
         client: &kube::Client,
     ) -> Self {
         let secrets = Api::namespaced(client.clone(), &settings.key.namespace);
-        Self::new(settings.hook.clone(), policy, Some(secrets))
+        Self::with_processes(
+            settings.hook.clone(),
+            policy,
+            Some(secrets),
+            settings.concurrency,
+            settings.key.to_string(),
+        )
     }
 
     /// Calls the hook with `request` and decodes its answer.
@@ -240,12 +303,19 @@ impl Caller {
         &self,
         request: &(impl serde::Serialize + Sync),
     ) -> Result<Response, CallError> {
+        if let Some(processes) = &self.processes {
+            return processes.call(request).await;
+        }
         let body = serde_json::to_vec(request).map_err(|e| CallError::Malformed {
             reason: excerpt(&e.to_string()),
         })?;
         let limit = self.policy.response_limit();
         let (answer, timeout) = match &self.hook {
-            Hook::Exec { command, timeout } => (
+            // A persistent hook always has its processes: this arm is never taken for it.
+            Hook::Exec { command, timeout }
+            | Hook::Persistent {
+                command, timeout, ..
+            } => (
                 tokio::time::timeout(*timeout, exec(command, body, limit)).await,
                 *timeout,
             ),

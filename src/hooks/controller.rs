@@ -203,7 +203,7 @@ impl HookController {
 
         let (per_object, batches) =
             schedule::tickers(settings.schedule.as_ref(), clock, &stats.0.next_tick);
-        let concurrency = settings.concurrency.max(1);
+        let concurrency = settings.calls_at_once();
         let series = Series::new(metrics.as_ref(), &name, concurrency);
         // The runner schedules stubs; their keys share one `ApiResource`.
         let stub_type = Arc::new(parent.resource.clone());
@@ -265,6 +265,8 @@ impl HookController {
             source,
         });
         shared.stats.0.ready.store(false, Ordering::Relaxed);
+        // A persistent hook's processes go with the controller (removed, or the manager stops).
+        shared.caller.stop().await;
         result
     }
 }

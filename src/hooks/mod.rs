@@ -24,6 +24,7 @@ mod call;
 pub mod contract;
 mod controller;
 mod metrics;
+mod persistent;
 mod policy;
 mod reconcile;
 mod release;
@@ -38,6 +39,7 @@ mod webhook;
 pub use call::{CallError, EXCERPT_CHARS, call, decode, excerpt, excerpt_end};
 pub use controller::{Error, HookController, REASON_HOOK_FAILED};
 pub use metrics::HookMetrics;
+pub use persistent::Processes;
 pub use policy::{
     Allowed, Cidr, DEFAULT_MAX_RESPONSE_BYTES, ExecRule, Policy, PolicyError,
     REASON_HOOK_NOT_ALLOWED, UrlRule,

@@ -168,7 +168,9 @@ impl Policy {
     pub fn refusal(&self, settings: &ControllerSettings) -> Option<String> {
         let mut broken = Vec::new();
         match &settings.hook {
-            Hook::Exec { command, .. } => broken.extend(self.check_exec(command).err()),
+            Hook::Exec { command, .. } | Hook::Persistent { command, .. } => {
+                broken.extend(self.check_exec(command).err());
+            }
             Hook::Webhook { url, .. } => broken.extend(self.check_url(url).err()),
         }
         if !self.secrets {

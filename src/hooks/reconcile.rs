@@ -61,10 +61,10 @@ impl ReconcileError {
     pub(super) fn reason(&self) -> &'static str {
         match self {
             ReconcileError::Hook(CallError::Timeout(_)) => "timeout",
-            ReconcileError::Hook(CallError::Exit { .. }) => "exit",
-            ReconcileError::Hook(CallError::Malformed { .. } | CallError::Invalid(_)) => {
-                "malformed"
-            }
+            ReconcileError::Hook(CallError::Exit { .. } | CallError::Exited { .. }) => "exit",
+            ReconcileError::Hook(
+                CallError::Malformed { .. } | CallError::Invalid(_) | CallError::Envelope { .. },
+            ) => "malformed",
             ReconcileError::Hook(CallError::TooLarge { .. }) => "too_large",
             ReconcileError::Hook(CallError::Refused { .. }) => "refused",
             ReconcileError::Hook(

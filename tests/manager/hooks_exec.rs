@@ -1080,3 +1080,215 @@ async fn a_member_that_comes_to_lead_starts_its_waiting_finalizing_controller_at
     env.shutdown.cancel();
     task.await.unwrap();
 }
+
+/// A persistent hook (`exec.mode: persistent`): appends its process id to `sys.argv[1]` at
+/// start, exits once (remembered by the file `died` beside it) at the first request for an
+/// object annotated `die: once`, and answers every other request with a status.
+const PERSISTENT_HOOK: &str = r#"
+import json, os, sys
+log = sys.argv[1]
+with open(log, "a") as f:
+    f.write(f"{os.getpid()}\n")
+died = os.path.join(os.path.dirname(log), "died")
+for line in sys.stdin:
+    message = json.loads(line)
+    meta = message["request"]["object"]["metadata"]
+    if (meta.get("annotations") or {}).get("die") == "once" and not os.path.exists(died):
+        open(died, "w").close()
+        os._exit(7)
+    response = {"status": {"lastScheduleTime": "2026-01-01T00:00:00Z"}}
+    sys.stdout.write(json.dumps({"id": message["id"], "response": response}) + "\n")
+    sys.stdout.flush()
+"#;
+
+fn running(pid: u32) -> bool {
+    // A zombie has exited: only a process still running counts.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| !stat.split(") ").nth(1).is_some_and(|s| s.starts_with('Z')))
+}
+
+impl Env {
+    /// Writes [`PERSISTENT_HOOK`]; returns its command and the file of its process ids.
+    fn persistent_hook(&self) -> (String, PathBuf) {
+        let script = self.dir.path().join("persistent.py");
+        std::fs::write(&script, PERSISTENT_HOOK).unwrap();
+        let pids = self.dir.path().join("pids");
+        (
+            format!("[python3, {}, {}]", script.display(), pids.display()),
+            pids,
+        )
+    }
+}
+
+fn pids(file: &std::path::Path) -> Vec<u32> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect()
+}
+
+async fn scheduled(env: &Env, name: &str) -> bool {
+    Api::<CronJob>::namespaced(env.client.clone(), "default")
+        .get(name)
+        .await
+        .unwrap()
+        .status
+        .and_then(|s| s.last_schedule_time)
+        .is_some()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persistent_hook_serves_every_object_from_one_process_retries_a_call_its_death_failed_and_stops_with_the_manager()
+ {
+    require("python3");
+    let env = Env::new().await;
+    let (command, pid_file) = env.persistent_hook();
+    for i in 0..8 {
+        env.cronjob(&format!("job-{i}"), &json!({}));
+    }
+    env.cronjob("fragile", &json!({"die": "once"}));
+    let spec = format!(
+        "  for: {{apiVersion: batch/v1, kind: CronJob}}
+  hook: {{exec: {{command: {command}, mode: persistent, timeout: 10s}}}}
+"
+    );
+    let (stats, task) = env.start(&controller_with_spec("persistent", &spec));
+    for name in (0..8).map(|i| format!("job-{i}")).chain(["fragile".into()]) {
+        eventually(&format!("{name}'s status written"), || {
+            scheduled(&env, &name)
+        })
+        .await;
+    }
+    // The process died once, mid-call: that call failed by name and was retried on the
+    // restarted process; every other call was answered by one of the two processes.
+    let started = pids(&pid_file);
+    assert_eq!(started.len(), 2, "{started:?}");
+    assert!(stats.failures() >= 1);
+    assert!(!running(started[0]), "the dead process is reaped");
+    assert!(running(started[1]));
+    env.stop(vec![task]).await;
+    assert!(
+        !running(started[1]),
+        "the manager stopped and left its hook process running"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_controllers_persistent_processes_are_gone() {
+    require("python3");
+    let env = Env::new().await;
+    let (command, pid_file) = env.persistent_hook();
+    for i in 0..4 {
+        env.cronjob(&format!("job-{i}"), &json!({}));
+    }
+    let spec = format!(
+        "  for: {{apiVersion: batch/v1, kind: CronJob}}
+  hook: {{exec: {{command: {command}, mode: persistent, callsPerProcess: 2}}}}
+  concurrency: 2
+"
+    );
+    let controller = controller_with_spec("removed", &spec);
+    let hook = HookController::new(controller.settings);
+    let stats = hook.stats();
+    // The supervisor removes a controller by cancelling its token and awaiting its task.
+    let stop = env.shutdown.child_token();
+    let task = tokio::spawn(hook.run(env.ctx.clone(), stop.clone()));
+    eventually("every object reconciled", || async {
+        stats.reconciles() >= 4
+    })
+    .await;
+    let started = pids(&pid_file);
+    assert!(!started.is_empty() && started.len() <= 2, "{started:?}");
+    stop.cancel();
+    tokio::time::timeout(WAIT, task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    for pid in &started {
+        assert!(!running(*pid), "process {pid} outlived its controller");
+    }
+    env.stop(Vec::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_persistent_cronjob_example_records_saw_completed_job() {
+    require("python3");
+    let env = Env::new().await;
+    let cronjob = env.cronjob("nightly", &json!({}));
+    let uid = cronjob["metadata"]["uid"].as_str().unwrap();
+    env.server
+        .handle()
+        .create(json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"namespace": "default", "name": "nightly-1", "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": uid,
+                 "controller": true}]},
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox"}],
+                                           "restartPolicy": "Never"}}}}))
+        .unwrap();
+    Api::<k8s_openapi::api::batch::v1::Job>::namespaced(env.client.clone(), "default")
+        .patch_status(
+            "nightly-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"succeeded": 1,
+                "completionTime": "2026-11-22T10:00:00Z"}})),
+        )
+        .await
+        .unwrap();
+    let spec = format!(
+        "  for: {{apiVersion: batch/v1, kind: CronJob}}
+  owns: [{{apiVersion: batch/v1, kind: Job}}]
+  hook: {{exec: {{command: [python3, {}], mode: persistent}}}}
+",
+        example("cronjob-persistent.py")
+    );
+    let (stats, task) = env.start(&controller_with_spec("cronjob-persistent", &spec));
+    eventually("SawCompletedJob on the CronJob", || async {
+        !env.events("SawCompletedJob", "nightly").await.is_empty()
+    })
+    .await;
+    assert_eq!(stats.failures(), 0);
+    env.stop(vec![task]).await;
+}
+
+/// A persistent hook that answers requests two at a time, in reverse order: it needs two
+/// calls in flight on its one process.
+const PAIRS_HOOK: &str = r#"
+import json, sys
+pairs = []
+for line in sys.stdin:
+    pairs.append(json.loads(line)["id"])
+    if len(pairs) == 2:
+        for id in reversed(pairs):
+            sys.stdout.write(json.dumps({"id": id, "response": {}}) + "\n")
+        sys.stdout.flush()
+        pairs = []
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_per_process_lets_one_process_take_that_many_calls_at_once() {
+    require("python3");
+    let env = Env::new().await;
+    let script = env.dir.path().join("pairs.py");
+    std::fs::write(&script, PAIRS_HOOK).unwrap();
+    for i in 0..4 {
+        env.cronjob(&format!("job-{i}"), &json!({}));
+    }
+    // concurrency 1 and callsPerProcess 2: one process, two calls at once. With one call at
+    // once the first call would wait for a second that never comes, and fail at the timeout.
+    let spec = format!(
+        "  for: {{apiVersion: batch/v1, kind: CronJob}}
+  hook: {{exec: {{command: [python3, {}], mode: persistent, callsPerProcess: 2, timeout: 5m}}}}
+  concurrency: 1
+",
+        script.display()
+    );
+    let (stats, task) = env.start(&controller_with_spec("pairs", &spec));
+    eventually("every object reconciled in pairs", || async {
+        stats.reconciles() >= 4
+    })
+    .await;
+    assert_eq!(stats.failures(), 0);
+    env.stop(vec![task]).await;
+}

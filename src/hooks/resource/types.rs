@@ -212,6 +212,16 @@ pub struct ExecHookSpec {
     /// How long a call may take before the process is killed (a Go duration). Default `10s`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
+    /// `perCall` (default): a process per call. `persistent`: long-lived processes (as many
+    /// as `concurrency`), one request per line on standard input and one answer per line on
+    /// standard output, each `{"id": N, ...}`; see docs/hooks.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["perCall", "persistent"]))]
+    pub mode: Option<String>,
+    /// With `mode: persistent`: calls one process answers at once. Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub calls_per_process: Option<u16>,
 }
 
 /// A hook called over HTTP or HTTPS.
@@ -306,6 +316,17 @@ pub enum Hook {
         command: Vec<String>,
         /// How long a call may take.
         timeout: Duration,
+    },
+    /// Run `command` as long-lived processes (`exec.mode: persistent`), one per unit of the
+    /// controller's concurrency, each answering `calls_per_process` requests at once, one per
+    /// line; a call is abandoned after `timeout`.
+    Persistent {
+        /// Program and arguments.
+        command: Vec<String>,
+        /// How long a call may take.
+        timeout: Duration,
+        /// Calls one process answers at once.
+        calls_per_process: u16,
     },
     /// POST to `url`, abandoned after `timeout`.
     Webhook {

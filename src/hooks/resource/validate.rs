@@ -390,6 +390,7 @@ fn hook(spec: &HookSpec, path: &FieldPath, errors: &mut Vec<FieldError>) -> Opti
     match (&spec.exec, &spec.webhook) {
         (Some(exec), None) => {
             let timeout = timeout(exec.timeout.as_deref(), path.field("exec").field("timeout"));
+            let mode = super::super::persistent::exec_mode(exec, &path.field("exec"), errors);
             if exec.command.first().is_none_or(String::is_empty) {
                 errors.push(FieldError::new(
                     &path.field("exec").field("command"),
@@ -397,10 +398,7 @@ fn hook(spec: &HookSpec, path: &FieldPath, errors: &mut Vec<FieldError>) -> Opti
                 ));
                 return None;
             }
-            Some(Hook::Exec {
-                command: exec.command.clone(),
-                timeout: timeout?,
-            })
+            Some(mode?.hook(exec.command.clone(), timeout?))
         }
         (None, Some(webhook)) => {
             let timeout = timeout(

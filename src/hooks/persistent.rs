@@ -1,0 +1,600 @@
+//! Persistent exec hooks (`exec.mode: persistent`): long-lived processes that answer one
+//! request per line instead of a process per call.
+//!
+//! informant writes `{"id": N, "request": <v1 request>}` and a newline on a process's standard
+//! input and reads `{"id": N, "response": <v1 response>}` lines from its standard output, in
+//! any order. Its standard error is logged line by line, at the level a line states
+//! (`level=warn ...`), else at info. [`Processes`] keeps one slot per unit of the controller's
+//! concurrency; a slot's process takes `callsPerProcess` calls at once. A process that exits
+//! fails the calls in flight ([`CallError::Exited`]) and is started again at the next call,
+//! after a backoff that grows while processes keep dying without answering; a call past its
+//! timeout fails, and kills its process when the process answered nothing meanwhile.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{
+    AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, AsyncWriteExt as _, BufReader,
+};
+use tokio::process::{Child, ChildStdin};
+use tokio::sync::{Semaphore, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::call::{CallError, excerpt, excerpt_end};
+use super::contract::Response;
+use super::resource::{ControllerSettings, ExecHookSpec, Hook};
+use crate::config::{FieldError, FieldPath};
+
+/// How much of a process's standard error is kept (its end) for the error of a call it failed.
+const STDERR_TAIL: usize = 8 << 10;
+
+/// The longest standard error line logged as one record; the rest of a longer line follows.
+const STDERR_LINE: u64 = 16 << 10;
+
+/// The first restart after a process died is at once; each further death without an answer
+/// between doubles the wait from this, up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+
+/// The longest wait before a process is started again.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// How an exec hook runs (`spec.hook.exec.mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ExecMode {
+    /// A process per call (default).
+    PerCall,
+    /// Long-lived processes, each taking this many calls at once.
+    Persistent(u16),
+}
+
+impl ExecMode {
+    /// The hook running `command` in this mode.
+    pub(super) fn hook(self, command: Vec<String>, timeout: Duration) -> Hook {
+        match self {
+            ExecMode::PerCall => Hook::Exec { command, timeout },
+            ExecMode::Persistent(calls_per_process) => Hook::Persistent {
+                command,
+                timeout,
+                calls_per_process,
+            },
+        }
+    }
+}
+
+impl ControllerSettings {
+    /// Hook calls at once: `concurrency`, times `callsPerProcess` for a persistent exec hook
+    /// (each of the `concurrency` processes takes that many), never 0.
+    pub(super) fn calls_at_once(&self) -> u16 {
+        let per_process = match &self.hook {
+            Hook::Persistent {
+                calls_per_process, ..
+            } => *calls_per_process,
+            Hook::Exec { .. } | Hook::Webhook { .. } => 1,
+        };
+        self.concurrency.max(1).saturating_mul(per_process.max(1))
+    }
+}
+
+/// Validates `exec.mode` and `exec.callsPerProcess` (at `path`), adding every error.
+pub(super) fn exec_mode(
+    exec: &ExecHookSpec,
+    path: &FieldPath,
+    errors: &mut Vec<FieldError>,
+) -> Option<ExecMode> {
+    let persistent = match exec.mode.as_deref() {
+        None | Some("perCall") => false,
+        Some("persistent") => true,
+        Some(other) => {
+            errors.push(FieldError::new(
+                &path.field("mode"),
+                format!("unknown mode {other:?}: write perCall (the default) or persistent"),
+            ));
+            return None;
+        }
+    };
+    match (persistent, exec.calls_per_process) {
+        (false, None) => Some(ExecMode::PerCall),
+        (false, Some(_)) => {
+            errors.push(FieldError::new(
+                &path.field("callsPerProcess"),
+                "only with mode: persistent (a process per call answers one call); \
+                 remove it or set mode: persistent",
+            ));
+            None
+        }
+        (true, Some(0)) => {
+            errors.push(FieldError::new(
+                &path.field("callsPerProcess"),
+                "must be at least 1; remove it for the default of 1",
+            ));
+            None
+        }
+        (true, n) => Some(ExecMode::Persistent(n.unwrap_or(1))),
+    }
+}
+
+/// What a call waits for: the decoded answer to its id, or why none came.
+type Answer = Result<Response, CallError>;
+
+/// The long-lived processes of one persistent exec hook, started at the first call that needs
+/// one and stopped by [`Processes::stop`] or when dropped (each process is killed).
+pub struct Processes {
+    command: Vec<String>,
+    timeout: Duration,
+    limit: usize,
+    controller: String,
+    /// Calls at once over every slot: `slots × calls_per_process`.
+    calls: Semaphore,
+    slots: Vec<Slot>,
+    next_id: AtomicU64,
+    starts: AtomicU64,
+    tasks: TaskTracker,
+}
+
+/// One process's place: the process (started when needed), its calls at once and backoff.
+struct Slot {
+    calls: Semaphore,
+    process: tokio::sync::Mutex<Option<Arc<Process>>>,
+    /// Processes of this slot that died since the last answer.
+    deaths: AtomicU32,
+}
+
+/// A running process: its standard input, the calls waiting for an answer, and tokens to
+/// kill it and to see it gone. Dropped, it is killed.
+struct Process {
+    stdin: tokio::sync::Mutex<ChildStdin>,
+    pending: Arc<Mutex<HashMap<u64, oneshot::Sender<Answer>>>>,
+    /// Lines read from its standard output so far.
+    lines: Arc<AtomicU64>,
+    kill: CancellationToken,
+    gone: CancellationToken,
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill.cancel();
+    }
+}
+
+impl Processes {
+    /// `slots` processes of `command` (at least 1), each taking `calls_per_process` calls at
+    /// once (at least 1); a call fails after `timeout`; an answer line is read up to `limit`
+    /// bytes. `controller` names the hook in the log.
+    #[must_use]
+    pub fn new(
+        command: Vec<String>,
+        timeout: Duration,
+        slots: u16,
+        calls_per_process: u16,
+        limit: usize,
+        controller: String,
+    ) -> Self {
+        let per = usize::from(calls_per_process.max(1));
+        let slots: Vec<Slot> = (0..slots.max(1))
+            .map(|_| Slot {
+                calls: Semaphore::new(per),
+                process: tokio::sync::Mutex::new(None),
+                deaths: AtomicU32::new(0),
+            })
+            .collect();
+        Self {
+            command,
+            timeout,
+            limit,
+            controller,
+            calls: Semaphore::new(slots.len() * per),
+            slots,
+            next_id: AtomicU64::new(1),
+            starts: AtomicU64::new(0),
+            tasks: TaskTracker::new(),
+        }
+    }
+
+    /// How many processes were started so far.
+    #[must_use]
+    pub fn starts(&self) -> u64 {
+        self.starts.load(Ordering::Relaxed)
+    }
+
+    fn program(&self) -> String {
+        self.command.first().cloned().unwrap_or_default()
+    }
+
+    /// Sends `request` to a process and waits for its answer.
+    ///
+    /// # Errors
+    /// [`CallError::Spawn`], [`CallError::Exited`], [`CallError::Timeout`],
+    /// [`CallError::Envelope`], [`CallError::Malformed`], [`CallError::Invalid`],
+    /// [`CallError::TooLarge`].
+    pub async fn call(
+        &self,
+        request: &(impl serde::Serialize + Sync),
+    ) -> Result<Response, CallError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let line = request_line(id, request)?;
+        let Ok(_call) = self.calls.acquire().await else {
+            return Err(self.stopped());
+        };
+        // The semaphore over every slot guarantees one slot has a free place; the least busy
+        // is taken, so that calls spread over the processes.
+        let mut slots: Vec<&Slot> = self.slots.iter().collect();
+        slots.sort_by_key(|s| std::cmp::Reverse(s.calls.available_permits()));
+        let Some((slot, _place)) = slots
+            .into_iter()
+            .find_map(|s| s.calls.try_acquire().ok().map(|p| (s, p)))
+        else {
+            return Err(self.stopped());
+        };
+        let (sent, answer) = oneshot::channel();
+        let mut sent = Some(sent);
+        let mut process = None;
+        let mut lines_at_send = 0;
+        let exchange = async {
+            let running = self.running(slot).await?;
+            lines_at_send = running.lines.load(Ordering::Relaxed);
+            process = Some(Arc::clone(&running));
+            lock(&running.pending).insert(id, sent.take().ok_or_else(|| self.stopped())?);
+            let written = running.stdin.lock().await.write_all(&line).await;
+            if written.is_err() {
+                // The process is gone: its reader fails the calls in flight, this one included.
+                running.gone.cancelled().await;
+            }
+            answer.await.unwrap_or_else(|_| Err(self.stopped()))
+        };
+        let result = if let Ok(result) = tokio::time::timeout(self.timeout, exchange).await {
+            result
+        } else {
+            if let Some(process) = &process {
+                lock(&process.pending).remove(&id);
+                if process.lines.load(Ordering::Relaxed) == lines_at_send {
+                    tracing::warn!(
+                        controller = %self.controller,
+                        hook = %self.program(),
+                        timeout = ?self.timeout,
+                        "persistent hook answered nothing within its timeout: killed, to be restarted"
+                    );
+                    process.kill.cancel();
+                }
+            }
+            Err(CallError::Timeout(self.timeout))
+        };
+        if result.is_ok() {
+            slot.deaths.store(0, Ordering::Relaxed);
+        }
+        result
+    }
+
+    /// Kills every process and waits until they and their readers are gone.
+    pub async fn stop(&self) {
+        self.calls.close();
+        for slot in &self.slots {
+            if let Some(process) = slot.process.lock().await.take() {
+                process.kill.cancel();
+            }
+        }
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+
+    fn stopped(&self) -> CallError {
+        CallError::Exited {
+            program: self.program(),
+            status: "stopped: the controller stops".to_owned(),
+            stderr: String::new(),
+        }
+    }
+
+    /// The running process of `slot`, started (after the slot's backoff) if it has none.
+    async fn running(&self, slot: &Slot) -> Result<Arc<Process>, CallError> {
+        let mut current = slot.process.lock().await;
+        if let Some(process) = current.as_ref()
+            && !process.gone.is_cancelled()
+        {
+            return Ok(Arc::clone(process));
+        }
+        if current.take().is_some() {
+            let deaths = slot.deaths.fetch_add(1, Ordering::Relaxed);
+            let wait = backoff(deaths);
+            if !wait.is_zero() {
+                tracing::debug!(controller = %self.controller, hook = %self.program(), ?wait, "restarting a persistent hook after backoff");
+                tokio::time::sleep(wait).await;
+            }
+        }
+        if self.tasks.is_closed() {
+            return Err(self.stopped());
+        }
+        let process = Arc::new(self.start()?);
+        *current = Some(Arc::clone(&process));
+        Ok(process)
+    }
+
+    /// Starts a process and the tasks reading its standard output and error.
+    fn start(&self) -> Result<Process, CallError> {
+        let program = self.program();
+        let mut child = tokio::process::Command::new(&program)
+            .args(self.command.iter().skip(1))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|source| CallError::Spawn {
+                program: program.clone(),
+                source,
+            })?;
+        self.starts.fetch_add(1, Ordering::Relaxed);
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(CallError::Spawn {
+                program,
+                source: std::io::Error::other("no pipe to the process"),
+            });
+        };
+        tracing::info!(controller = %self.controller, hook = %program, pid = child.id(), "persistent hook started");
+        let process = Process {
+            stdin: tokio::sync::Mutex::new(stdin),
+            pending: Arc::default(),
+            lines: Arc::default(),
+            kill: CancellationToken::new(),
+            gone: CancellationToken::new(),
+        };
+        let tail = Arc::new(Mutex::new(Vec::new()));
+        self.tasks.spawn(log_stderr(
+            stderr,
+            self.controller.clone(),
+            program.clone(),
+            Arc::clone(&tail),
+        ));
+        let reader = Reader {
+            program,
+            controller: self.controller.clone(),
+            limit: self.limit,
+            pending: Arc::clone(&process.pending),
+            lines: Arc::clone(&process.lines),
+            tail,
+        };
+        self.tasks
+            .spawn(reader.run(child, stdout, process.kill.clone(), process.gone.clone()));
+        Ok(process)
+    }
+}
+
+/// `{"id": id, "request": request}` and a newline: one line, as JSON never holds a raw newline.
+fn request_line<R: serde::Serialize>(id: u64, request: &R) -> Result<Vec<u8>, CallError> {
+    #[derive(serde::Serialize)]
+    struct Line<'a, R> {
+        id: u64,
+        request: &'a R,
+    }
+    let mut line = serde_json::to_vec(&Line { id, request }).map_err(|e| CallError::Malformed {
+        reason: excerpt(&e.to_string()),
+    })?;
+    line.push(b'\n');
+    Ok(line)
+}
+
+/// The wait before the next start of a slot's process after `deaths` deaths without an answer.
+fn backoff(deaths: u32) -> Duration {
+    if deaths == 0 {
+        return Duration::ZERO;
+    }
+    FIRST_BACKOFF
+        .saturating_mul(1 << (deaths - 1).min(16))
+        .min(MAX_BACKOFF)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Reads a process's answers and hands each to its call; at the end (the process exited or
+/// is to be killed) fails the calls still waiting.
+struct Reader {
+    program: String,
+    controller: String,
+    limit: usize,
+    pending: Arc<Mutex<HashMap<u64, oneshot::Sender<Answer>>>>,
+    lines: Arc<AtomicU64>,
+    tail: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Reader {
+    async fn run(
+        self,
+        mut child: Child,
+        stdout: impl AsyncRead + Unpin,
+        kill: CancellationToken,
+        gone: CancellationToken,
+    ) {
+        let mut stdout = BufReader::new(stdout);
+        let mut line = Vec::new();
+        let cap = u64::try_from(self.limit)
+            .unwrap_or(u64::MAX)
+            .saturating_add(1);
+        let ended = loop {
+            line.clear();
+            let mut limited = (&mut stdout).take(cap);
+            let read = tokio::select! {
+                () = kill.cancelled() => break Ended::Killed,
+                read = limited.read_until(b'\n', &mut line) => read,
+            };
+            match read {
+                Ok(0) | Err(_) => break Ended::Closed,
+                Ok(_) if line.len() > self.limit && !line.ends_with(b"\n") => {
+                    break Ended::TooLarge;
+                }
+                Ok(_) => {
+                    self.lines.fetch_add(1, Ordering::Relaxed);
+                    self.answer(&line);
+                }
+            }
+        };
+        // Seen gone at once: the next call starts another process rather than write here.
+        gone.cancel();
+        let status = match ended {
+            Ended::Closed => tokio::select! {
+                status = child.wait() => status.map_or_else(|e| e.to_string(), |s| s.to_string()),
+                () = kill.cancelled() => kill_now(&mut child, "killed").await,
+            },
+            Ended::Killed => kill_now(&mut child, "killed").await,
+            Ended::TooLarge => kill_now(&mut child, "killed: an answer line too large").await,
+        };
+        let stderr = String::from_utf8_lossy(&lock(&self.tail)).into_owned();
+        tracing::info!(controller = %self.controller, hook = %self.program, %status, "persistent hook ended");
+        let waiting: Vec<_> = lock(&self.pending).drain().collect();
+        for (_, call) in waiting {
+            let error = if matches!(ended, Ended::TooLarge) {
+                CallError::TooLarge { limit: self.limit }
+            } else {
+                CallError::Exited {
+                    program: self.program.clone(),
+                    status: status.clone(),
+                    stderr: excerpt_end(&stderr),
+                }
+            };
+            let _ = call.send(Err(error));
+        }
+    }
+
+    /// Hands one line to the call its id names; a line without a readable id fails the only
+    /// call in flight, if there is exactly one, and is otherwise logged.
+    fn answer(&self, line: &[u8]) {
+        let text = line.trim_ascii();
+        if text.is_empty() {
+            return;
+        }
+        let envelope = match serde_json::from_slice::<Value>(text) {
+            Ok(Value::Object(envelope)) => envelope,
+            Ok(_) => return self.unattributed("not a JSON object", text),
+            Err(e) => return self.unattributed(&format!("not JSON: {e}"), text),
+        };
+        let Some(id) = envelope.get("id").and_then(Value::as_u64) else {
+            return self.unattributed("no integer \"id\"", text);
+        };
+        let Some(call) = lock(&self.pending).remove(&id) else {
+            tracing::debug!(controller = %self.controller, hook = %self.program, id, "answer to no call in flight (past its timeout?)");
+            return;
+        };
+        let _ = call.send(decode(envelope));
+    }
+
+    fn unattributed(&self, what: &str, line: &[u8]) {
+        let reason = excerpt(&format!("{what}: {}", String::from_utf8_lossy(line)));
+        let mut pending = lock(&self.pending);
+        if pending.len() == 1
+            && let Some(id) = pending.keys().next().copied()
+            && let Some(call) = pending.remove(&id)
+        {
+            let _ = call.send(Err(CallError::Envelope { reason }));
+            return;
+        }
+        tracing::warn!(controller = %self.controller, hook = %self.program, %reason, "persistent hook wrote a line that answers no call");
+    }
+}
+
+/// Decodes an envelope's `response`; any other key than `id` and `response` is an error.
+fn decode(mut envelope: serde_json::Map<String, Value>) -> Answer {
+    if let Some(key) = envelope.keys().find(|k| *k != "id" && *k != "response") {
+        return Err(CallError::Envelope {
+            reason: excerpt(&format!(
+                "unknown field {key:?}; write only id and response"
+            )),
+        });
+    }
+    let Some(response) = envelope.remove("response") else {
+        return Err(CallError::Envelope {
+            reason: "no \"response\"".to_owned(),
+        });
+    };
+    let response: Response =
+        serde_json::from_value(response).map_err(|e| CallError::Malformed {
+            reason: excerpt(&e.to_string()),
+        })?;
+    response.requeue_after().map_err(CallError::Invalid)?;
+    Ok(response)
+}
+
+/// Why a reader stopped reading.
+enum Ended {
+    /// The process closed its standard output (it exited).
+    Closed,
+    /// A kill was asked for (a call's timeout, the controller's stop).
+    Killed,
+    /// An answer line went past the limit.
+    TooLarge,
+}
+
+async fn kill_now(child: &mut Child, why: &str) -> String {
+    let _ = child.start_kill();
+    match child.wait().await {
+        Ok(status) => format!("{why}; {status}"),
+        Err(e) => format!("{why}; {e}"),
+    }
+}
+
+/// Logs each line of a process's standard error at the level it states (`level=warn ...`),
+/// else at info, and keeps its last [`STDERR_TAIL`] bytes in `tail`.
+async fn log_stderr(
+    stderr: impl AsyncRead + Unpin,
+    controller: String,
+    hook: String,
+    tail: Arc<Mutex<Vec<u8>>>,
+) {
+    let mut stderr = BufReader::new(stderr);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut stderr)
+            .take(STDERR_LINE)
+            .read_until(b'\n', &mut line)
+            .await
+        {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        {
+            let mut kept = lock(&tail);
+            kept.extend_from_slice(&line);
+            if kept.len() > STDERR_TAIL {
+                let cut = kept.len() - STDERR_TAIL;
+                kept.drain(..cut);
+            }
+        }
+        let text = String::from_utf8_lossy(&line);
+        let (level, message) = stderr_level(text.trim_end());
+        match level {
+            tracing::Level::ERROR => tracing::error!(controller = %controller, %hook, "{message}"),
+            tracing::Level::WARN => tracing::warn!(controller = %controller, %hook, "{message}"),
+            tracing::Level::DEBUG => tracing::debug!(controller = %controller, %hook, "{message}"),
+            tracing::Level::TRACE => tracing::trace!(controller = %controller, %hook, "{message}"),
+            _ => tracing::info!(controller = %controller, %hook, "{message}"),
+        }
+    }
+}
+
+/// The level a standard error line states (`level=error`, `warn`/`warning`, `info`, `debug`,
+/// `trace`, then a space) and the rest; info and the whole line otherwise.
+pub(super) fn stderr_level(line: &str) -> (tracing::Level, &str) {
+    let Some(rest) = line.strip_prefix("level=") else {
+        return (tracing::Level::INFO, line);
+    };
+    let (word, message) = rest.split_once(' ').unwrap_or((rest, ""));
+    let level = match word.to_ascii_lowercase().as_str() {
+        "error" => tracing::Level::ERROR,
+        "warn" | "warning" => tracing::Level::WARN,
+        "info" => tracing::Level::INFO,
+        "debug" => tracing::Level::DEBUG,
+        "trace" => tracing::Level::TRACE,
+        _ => return (tracing::Level::INFO, line),
+    };
+    (level, message.trim_start())
+}
+
+#[cfg(test)]
+mod tests;
