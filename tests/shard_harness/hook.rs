@@ -35,7 +35,7 @@ struct Shared {
 }
 
 /// How long a lingering call waits at most for another member's call of its object.
-const LINGER_AT_MOST: Duration = Duration::from_secs(120);
+const LINGER_AT_MOST: Duration = Duration::from_mins(2);
 
 /// The running hook server.
 pub struct HookServer {

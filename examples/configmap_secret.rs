@@ -1,0 +1,118 @@
+//! A small operator on informant as a library, in full: every `ConfigMap` labelled `app=demo`
+//! gets a `Secret` of the same name with the same keys, server-side applied and owned by the
+//! `ConfigMap` (deleting the `Secret` brings it back; deleting the `ConfigMap` deletes it), a
+//! `Synced` Event, and a reconcile again after 5 minutes. The process is `informant run`'s
+//! manager with `informant run`'s flags ([`manager::Args`]): a `CacheConfig` file or resource,
+//! leader election (`--leader-elect`), health (`:8081`) and metrics (`:8080`).
+//!
+//! ```text
+//! cargo run --example configmap_secret -- --config examples/configmap_secret.yaml \
+//!     [--kubeconfig PATH] [--leader-elect]
+//! ```
+//!
+//! `tests/manager/example_configmap_secret.rs` runs it against the embedded API server.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use informant::controller::{Action, Context, Controller, default_error_policy};
+use informant::manager::{self, Manager};
+use informant::recorder::EventType;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use tokio_util::sync::CancellationToken;
+
+/// The controller's name: its metrics label, span field and field manager.
+pub const NAME: &str = "demo-secrets";
+
+/// The operator's flags: the manager's, as `informant run` has them.
+#[derive(Parser, Debug)]
+pub struct Cli {
+    /// The manager's flags and `INFORMANT_*` variables.
+    #[command(flatten)]
+    pub manager: manager::Args,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let cli = Cli::parse();
+    let options = cli.manager.options()?;
+    let client = cli.manager.client().await?;
+    let shutdown = CancellationToken::new();
+    let mut running = std::pin::pin!(run(client, options, shutdown.clone()));
+    tokio::select! {
+        result = &mut running => return Ok(result?),
+        _ = tokio::signal::ctrl_c() => shutdown.cancel(),
+    }
+    Ok(running.await?)
+}
+
+/// Runs the manager with the controller until `shutdown`.
+///
+/// # Errors
+/// Why the manager could not start, or stopped with an error.
+pub async fn run(
+    client: kube::Client,
+    options: manager::Options,
+    shutdown: CancellationToken,
+) -> Result<(), manager::Error> {
+    let mut manager = Manager::new(client, options).await?;
+    Controller::<ConfigMap>::new(NAME).owns::<Secret>().add_to(
+        &mut manager,
+        reconcile,
+        default_error_policy,
+    );
+    manager.run(shutdown).await
+}
+
+/// Applies the `Secret` of `configmap`, records `Synced`, and comes back in 5 minutes.
+async fn reconcile(configmap: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
+    // The cache holds only app=demo ConfigMaps (examples/configmap_secret.yaml), but the
+    // CacheConfig may be edited at run time: the controller checks what it relies on.
+    if configmap.labels().get("app").map(String::as_str) != Some("demo") {
+        return Ok(Action::await_change());
+    }
+    let namespace = configmap.namespace().unwrap_or_default();
+    let mut data: BTreeMap<String, ByteString> = BTreeMap::new();
+    for (key, value) in configmap.data.iter().flatten() {
+        data.insert(key.clone(), ByteString(value.clone().into_bytes()));
+    }
+    for (key, value) in configmap.binary_data.iter().flatten() {
+        data.insert(key.clone(), value.clone());
+    }
+    let keys = data.len();
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(configmap.name_any()),
+            namespace: Some(namespace.clone()),
+            owner_references: configmap.controller_owner_ref(&()).map(|owner| vec![owner]),
+            ..ObjectMeta::default()
+        },
+        data: Some(data),
+        ..Secret::default()
+    };
+    let secrets: Api<Secret> = Api::namespaced(ctx.client().clone(), &namespace);
+    secrets
+        .patch(
+            &configmap.name_any(),
+            &PatchParams::apply(NAME).force(),
+            &Patch::Apply(serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": secret.metadata,
+                "data": secret.data,
+            })),
+        )
+        .await?;
+    ctx.record(
+        configmap.as_ref(),
+        EventType::Normal,
+        "Synced",
+        &format!("Secret {} has the {keys} keys", configmap.name_any()),
+    );
+    Ok(Action::requeue(Duration::from_mins(5)))
+}
