@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::context::Context;
 use super::error::{Error, Result};
+use super::predicate::{Filter, Predicate};
 use super::reconcile;
 use super::relation::Relation;
 use super::runner;
@@ -23,7 +24,10 @@ use super::stub::Stub;
 use crate::cache::{Cache, typed};
 use crate::controller::ControllerMetrics;
 use crate::manager::{ControllerReadiness, Manager, State};
-use crate::selector::ShardKey;
+use crate::selector::{FieldSelector, LabelSelector, ShardKey};
+
+/// Whether an object of `K` is in the controller's own scope (its label and field selectors).
+type InScope<K> = Arc<dyn Fn(&K) -> bool + Send + Sync>;
 
 /// How many reconciles of one controller run at once unless set.
 ///
@@ -104,6 +108,9 @@ pub struct Controller<K: Resource<DynamicType = ()> + Clone + Debug + 'static> {
     store: Store<Stub<K>>,
     writer: reflector::store::Writer<Stub<K>>,
     report: Option<Arc<State>>,
+    predicates: Vec<Predicate>,
+    scope: Vec<InScope<K>>,
+    event_source: Option<String>,
 }
 
 impl<K: Resource<DynamicType = ()> + Clone + Debug + 'static> Debug for Controller<K> {
@@ -114,6 +121,9 @@ impl<K: Resource<DynamicType = ()> + Clone + Debug + 'static> Debug for Controll
             .field("kind", &K::kind(&()))
             .field("related", &kinds)
             .field("concurrency", &self.concurrency)
+            .field("predicates", &self.predicates)
+            .field("selectors", &self.scope.len())
+            .field("event_source", &self.event_source)
             .finish_non_exhaustive()
     }
 }
@@ -134,7 +144,69 @@ where
             store,
             writer,
             report: None,
+            predicates: Vec::new(),
+            scope: Vec::new(),
+            event_source: None,
         }
+    }
+
+    /// Reconciles only the objects whose labels `selector` matches, on top of the cache's
+    /// scope (the `CacheConfig` may be edited to hold more; the controller stays to its own):
+    /// an object outside it is never handed to the reconcile, whatever triggered it
+    /// (controller-runtime's `WithEventFilter` on a label selector, kube-rs's
+    /// `watcher::Config::labels`). Several selectors must all match.
+    ///
+    /// ```
+    /// # fn demo() -> Result<(), informant::selector::ParseError> {
+    /// use informant::controller::Controller;
+    /// use informant::selector::LabelSelector;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    ///
+    /// let controller = Controller::<ConfigMap>::new("demo")
+    ///     .labels(LabelSelector::parse("app=demo")?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn labels(mut self, selector: LabelSelector) -> Self {
+        self.scope.push(Arc::new(move |object: &K| {
+            let labels = object.meta().labels.as_ref();
+            selector.matches_with(|key| labels.and_then(|l| l.get(key)).map(String::as_str))
+        }));
+        self
+    }
+
+    /// Reconciles only the objects `selector` matches (the fields of the object as the API
+    /// server's field selectors name them: `metadata.name`, `metadata.namespace`,
+    /// `spec.nodeName`, ...), on top of the cache's scope, as [`Controller::labels`].
+    #[must_use]
+    pub fn fields(mut self, selector: FieldSelector) -> Self
+    where
+        K: serde::Serialize,
+    {
+        self.scope.push(Arc::new(move |object: &K| {
+            serde_json::to_value(object).is_ok_and(|value| selector.matches_object(&value))
+        }));
+        self
+    }
+
+    /// Reconciles on a change of `K` only when `predicate` passes ([`Predicate`]); several
+    /// must all pass.
+    #[must_use]
+    pub fn predicate(mut self, predicate: Predicate) -> Self {
+        self.predicates.push(predicate);
+        self
+    }
+
+    /// The component (`source.component`, `reportingController`) of the Events this
+    /// controller's reconciles record through [`Context::record`]; the controller's name
+    /// unless set. The `CacheConfig`'s `spec.recorder.component` stays the manager's own (its
+    /// `ConfigReloaded`, hook controllers' Events): an operator's identity on its Events is
+    /// in its code, not in a file operations may edit.
+    #[must_use]
+    pub fn event_source(mut self, component: &str) -> Self {
+        self.event_source = Some(component.to_owned());
+        self
     }
 
     /// Reconciles the controller owner of every `C` that changes (the owner reference with
@@ -290,8 +362,12 @@ where
             store: _,
             writer,
             report,
+            predicates,
+            scope,
+            event_source,
         } = self;
-        let ctx = Arc::new(ctx.for_controller());
+        let component = event_source.unwrap_or_else(|| name.clone());
+        let ctx = Arc::new(ctx.for_controller().with_event_source(&component));
         if let Some(refused) = refuse_relations_by_uid(&ctx, &name, &relations) {
             return Err(refused);
         }
@@ -309,14 +385,10 @@ where
             writer: Arc::new(std::sync::Mutex::new(writer)),
             reconcile: Arc::new(reconcile),
             error_policy: Arc::new(error_policy),
+            predicates,
+            scope: scope.into(),
         };
-        let mut kinds = vec![runner.gvk.clone()];
-        for relation in &runner.relations {
-            if !kinds.contains(&relation.gvk) {
-                kinds.push(relation.gvk.clone());
-            }
-        }
-        let mut wanted = ctx.cache().want(&kinds);
+        let mut wanted = ctx.cache().want(&runner.kinds());
         let mut said: Option<String> = None;
         let result = loop {
             if let Some(reason) = wanted.waiting() {
@@ -405,6 +477,8 @@ where
     writer: SharedWriter<Stub<K>>,
     reconcile: Arc<R>,
     error_policy: Arc<P>,
+    predicates: Vec<Predicate>,
+    scope: Arc<[InScope<K>]>,
 }
 
 impl<K, R, P> Runner<K, R, P>
@@ -473,9 +547,11 @@ where
         let reconciled = series.clone();
         let retried = series.clone();
         let kind = Arc::new(typed::gvk_of::<K>());
+        let scope = Arc::clone(&self.scope);
         let run_one = move |stub: Arc<Stub<K>>, ctx: Arc<Context>| {
             let (label, series) = (Arc::clone(&label), reconciled.clone());
             let (reconcile, kind) = (Arc::clone(&reconcile), Arc::clone(&kind));
+            let scope = Arc::clone(&scope);
             async move {
                 let answer = ctx
                     .cache()
@@ -486,8 +562,11 @@ where
                     Ok(object) => object,
                     Err(action) => return Ok(action),
                 };
-                // With sharding, another member may own the object now: it reconciles it.
-                let Some(admission) = ctx.admit(&label, &K::kind(&()), object.meta()) else {
+                // Outside the controller's own selectors (whatever the cache holds), or with
+                // sharding another member's now (it reconciles it): not reconciled here.
+                let in_scope = scope.iter().all(|in_scope| in_scope(&object));
+                let admitted = in_scope.then(|| ctx.admit(&label, &K::kind(&()), object.meta()));
+                let Some(admission) = admitted.flatten() else {
                     return Ok(Action::await_change());
                 };
                 let reconciled = admission.run(reconcile::instrumented(
@@ -510,13 +589,38 @@ where
             }
             action
         };
-        runner::run(ctx, assembly, relate, (run_one, retry, Arc::clone(ctx)))
-            .await
-            .map_err(|source| Error::Runner {
-                controller: name.clone(),
-                source,
-            })?;
+        runner::run_filtered(
+            ctx,
+            assembly,
+            self.change_filter(ctx),
+            relate,
+            (run_one, retry, Arc::clone(ctx)),
+        )
+        .await
+        .map_err(|source| Error::Runner {
+            controller: name.clone(),
+            source,
+        })?;
         Ok(Ended::Shutdown)
+    }
+
+    /// The controller's kind, then each owned and watched kind, once.
+    fn kinds(&self) -> Vec<GroupVersionKind> {
+        let mut kinds = vec![self.gvk.clone()];
+        for relation in &self.relations {
+            if !kinds.contains(&relation.gvk) {
+                kinds.push(relation.gvk.clone());
+            }
+        }
+        kinds
+    }
+
+    /// The filter of the changes of `K` by the controller's predicates; `None` without any.
+    fn change_filter(&self, ctx: &Context) -> Option<runner::ChangeFilter<K>> {
+        (!self.predicates.is_empty()).then(|| {
+            let filter = Filter::<K>::new(self.predicates.clone(), Arc::clone(ctx.cache()));
+            Box::new(move |stub: &Stub<K>| filter.admits(stub)) as runner::ChangeFilter<K>
+        })
     }
 
     /// The runner was dropped because a kind is not served: the store empties (its objects

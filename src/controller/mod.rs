@@ -36,6 +36,7 @@ mod context;
 mod error;
 mod metrics;
 mod pass;
+mod predicate;
 mod reconcile;
 mod relation;
 mod resync;
@@ -45,6 +46,7 @@ mod shard;
 mod shutdown;
 mod source;
 mod stub;
+pub mod testing;
 
 use std::sync::Arc;
 
@@ -61,6 +63,7 @@ pub use kube::runtime::controller::Action;
 pub use metrics::{
     ActiveWorker, ControllerMetrics, ControllerSeries, RECONCILE_TIME_BUCKETS, ReconcileResult,
 };
+pub use predicate::Predicate;
 pub use resync::{RESYNC_JITTER, SCANS_PER_PERIOD, resync};
 pub use series::{LIST_PASS_QUEUE, Series};
 pub(crate) use shard::gained as shard_gained;

@@ -954,3 +954,81 @@ async fn workqueue_depth_counts_the_objects_waiting_for_a_worker() {
     gated.stop().await;
     env.stop().await;
 }
+
+/// Issue #38: with the generation predicate a write that changes only an object's status
+/// reconciles nothing, and a spec change (a new generation) does. Were the status write let
+/// through, its reconcile would see generation 1 with the status, between the two below.
+#[tokio::test]
+async fn with_the_generation_predicate_a_status_only_update_does_not_reconcile() {
+    use informant::controller::Predicate;
+    use k8s_openapi::api::apps::v1::Deployment;
+    let env = Env::new().await;
+    env.create(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"namespace": "default", "name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let (running, mut reconciled) = start(
+        Controller::<Deployment>::new("generations").predicate(Predicate::GenerationChanged),
+        env.context(),
+        move |d: &Deployment| {
+            let observed = d.status.as_ref().and_then(|s| s.observed_generation);
+            log.lock().unwrap().push((d.metadata.generation, observed));
+            Ok(Action::await_change())
+        },
+    );
+    assert_eq!(next(&mut reconciled).await, "web");
+    let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), "default");
+    deployments
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"observedGeneration": 7}})),
+        )
+        .await
+        .unwrap();
+    deployments
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(next(&mut reconciled).await, "web");
+    assert_eq!(*seen.lock().unwrap(), [(Some(1), None), (Some(2), Some(7))]);
+    running.stop().await;
+    env.stop().await;
+}
+
+/// A label selector on the builder narrows what the cache holds: an object outside it is not
+/// reconciled, and is once a label change brings it in.
+#[tokio::test]
+async fn a_label_selector_on_the_builder_reconciles_only_the_objects_it_matches() {
+    use informant::selector::LabelSelector;
+    let env = Env::new().await;
+    env.configmap("out", "b");
+    env.configmap("in", "a");
+    let (running, mut reconciled) = start(
+        Controller::<ConfigMap>::new("selected").labels(LabelSelector::parse("app=a").unwrap()),
+        env.context(),
+        |_| Ok(Action::await_change()),
+    );
+    assert_eq!(next(&mut reconciled).await, "in");
+    env.configmap("in-2", "a");
+    assert_eq!(next(&mut reconciled).await, "in-2");
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    configmaps
+        .patch(
+            "out",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"app": "a"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(next(&mut reconciled).await, "out");
+    running.stop().await;
+    env.stop().await;
+}
