@@ -17,13 +17,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use informant::controller::{Action, Context, Controller, default_error_policy};
+use informant::controller::{Action, Context, Controller, WriteError, default_error_policy};
 use informant::manager::{self, Manager};
 use informant::recorder::EventType;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, ObjectMeta, Patch, PatchParams};
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
+use kube::api::ObjectMeta;
 use tokio_util::sync::CancellationToken;
 
 /// The controller's name: its metrics label, span field and field manager.
@@ -70,7 +70,7 @@ pub async fn run(
 }
 
 /// Applies the `Secret` of `configmap`, records `Synced`, and comes back in 5 minutes.
-async fn reconcile(configmap: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
+async fn reconcile(configmap: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, WriteError> {
     // The cache holds only app=demo ConfigMaps (examples/configmap_secret.yaml), but the
     // CacheConfig may be edited at run time: the controller checks what it relies on.
     if configmap.labels().get("app").map(String::as_str) != Some("demo") {
@@ -85,29 +85,18 @@ async fn reconcile(configmap: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Actio
         data.insert(key.clone(), value.clone());
     }
     let keys = data.len();
+    // Server-side applied as the controller (field manager "demo-secrets"), with the
+    // ConfigMap's controller owner reference: `owns::<Secret>()` brings a deleted one back.
     let secret = Secret {
         metadata: ObjectMeta {
             name: Some(configmap.name_any()),
-            namespace: Some(namespace.clone()),
-            owner_references: configmap.controller_owner_ref(&()).map(|owner| vec![owner]),
+            namespace: Some(namespace),
             ..ObjectMeta::default()
         },
         data: Some(data),
         ..Secret::default()
     };
-    let secrets: Api<Secret> = Api::namespaced(ctx.client().clone(), &namespace);
-    secrets
-        .patch(
-            &configmap.name_any(),
-            &PatchParams::apply(NAME).force(),
-            &Patch::Apply(serde_json::json!({
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": secret.metadata,
-                "data": secret.data,
-            })),
-        )
-        .await?;
+    ctx.apply_owned(configmap.as_ref(), &secret).await?;
     ctx.record(
         configmap.as_ref(),
         EventType::Normal,

@@ -5,6 +5,7 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
 
+use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::core::{GroupVersionKind, Resource};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -17,6 +18,7 @@ use super::error::{Error, Result};
 use super::predicate::{Filter, Predicate};
 use super::reconcile;
 use super::relation::Relation;
+use super::rules;
 use super::runner;
 use super::series::Series;
 use super::source::SharedWriter;
@@ -111,6 +113,8 @@ pub struct Controller<K: Resource<DynamicType = ()> + Clone + Debug + 'static> {
     predicates: Vec<Predicate>,
     scope: Vec<InScope<K>>,
     event_source: Option<String>,
+    /// The RBAC rules of what it reads and writes ([`Controller::rules`]).
+    rules: Vec<PolicyRule>,
 }
 
 impl<K: Resource<DynamicType = ()> + Clone + Debug + 'static> Debug for Controller<K> {
@@ -147,7 +151,50 @@ where
             predicates: Vec::new(),
             scope: Vec::new(),
             event_source: None,
+            rules: vec![rules::read::<K>()],
         }
+    }
+
+    /// Declares that the reconcile writes `C` with `verbs` (`patch` for
+    /// [`Context::apply_owned`], `delete` for [`Context::prune_owned`], `create`, `update`
+    /// for writes of its own), for [`Controller::rules`].
+    #[must_use]
+    pub fn writes<C: Resource<DynamicType = ()>>(mut self, verbs: &[&str]) -> Self {
+        self.rules.push(rules::rule::<C>(None, verbs));
+        self
+    }
+
+    /// Declares that the reconcile writes the status subresource of `K` (`patch`, what
+    /// [`Context::apply_status`] does), for [`Controller::rules`].
+    #[must_use]
+    pub fn writes_status(mut self) -> Self {
+        self.rules
+            .push(rules::rule::<K>(Some("status"), &["patch"]));
+        self
+    }
+
+    /// The RBAC rules the controller needs: `get`, `list` and `watch` on `K` and on every
+    /// owned and watched kind (what the cache's informers do for it), and what it declared
+    /// with [`Controller::writes`] and [`Controller::writes_status`], one rule per kind.
+    /// The manager's own needs (its `CacheConfig`, Events, the Lease) are
+    /// `informant rbac`'s: a binary prints these rules for its `--extra-rules` file.
+    ///
+    /// ```
+    /// use informant::controller::Controller;
+    /// use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    ///
+    /// let controller = Controller::<ConfigMap>::new("demo-secrets")
+    ///     .owns::<Secret>()
+    ///     .writes::<Secret>(&["patch", "delete"]);
+    /// // `informant rbac --config cacheconfig.yaml --extra-rules rules.yaml` adds them.
+    /// let yaml = informant::yaml::to_string(&controller.rules()).unwrap();
+    /// assert!(yaml.contains("secrets"));
+    /// let secrets = &controller.rules()[1];
+    /// assert_eq!(secrets.verbs, ["get", "list", "watch", "patch", "delete"]);
+    /// ```
+    #[must_use]
+    pub fn rules(&self) -> Vec<PolicyRule> {
+        rules::merged(self.rules.iter().cloned())
     }
 
     /// Reconciles only the objects whose labels `selector` matches, on top of the cache's
@@ -220,6 +267,7 @@ where
         C: Resource<DynamicType = ()> + Send + Sync + 'static,
     {
         self.relations.push(Relation::owns::<C>());
+        self.rules.push(rules::read::<C>());
         self
     }
 
@@ -231,6 +279,7 @@ where
         F: Fn(&O) -> Vec<ObjectRef<K>> + Send + Sync + 'static,
     {
         self.relations.push(Relation::watches(mapper));
+        self.rules.push(rules::read::<O>());
         self
     }
 
@@ -365,9 +414,11 @@ where
             predicates,
             scope,
             event_source,
+            rules: _,
         } = self;
         let component = event_source.unwrap_or_else(|| name.clone());
-        let ctx = Arc::new(ctx.for_controller().with_event_source(&component));
+        let ctx = ctx.for_controller().with_field_manager(&name);
+        let ctx = Arc::new(ctx.with_event_source(&component));
         if let Some(refused) = refuse_relations_by_uid(&ctx, &name, &relations) {
             return Err(refused);
         }

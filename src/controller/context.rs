@@ -46,6 +46,8 @@ pub struct Context {
     gate: ShardGate,
     /// The component of the Events [`Context::record`] records; `None`: the recorder's.
     component: Option<Arc<str>>,
+    /// The field manager of the context's writes (`Context::apply_owned`, ...).
+    field_manager: Option<Arc<str>>,
     /// Where a test kit keeps what [`Context::record`] recorded.
     recorded: Option<Arc<Mutex<Vec<recorder::Event>>>>,
 }
@@ -99,6 +101,7 @@ impl Context {
             failures: Failures::default(),
             gate: ShardGate::open(),
             component: None,
+            field_manager: None,
             recorded: None,
         }
     }
@@ -118,6 +121,24 @@ impl Context {
     pub fn with_shard_gate(mut self, gate: ShardGate) -> Self {
         self.gate = gate;
         self
+    }
+
+    /// The same context, its writes (`Context::apply_owned`, `Context::prune_owned`,
+    /// `Context::apply_status`) made as the field manager `name`: what
+    /// [`super::Controller::run`] sets, the controller's name.
+    #[must_use]
+    pub fn with_field_manager(mut self, name: &str) -> Self {
+        self.field_manager = Some(name.into());
+        self
+    }
+
+    /// The field manager of the context's writes: the controller's name, else
+    /// [`crate::manager::FIELD_MANAGER`].
+    #[must_use]
+    pub fn field_manager(&self) -> &str {
+        self.field_manager
+            .as_deref()
+            .unwrap_or(crate::manager::FIELD_MANAGER)
     }
 
     /// The same context, each Event it records also kept in `recorded` (the test kit's).

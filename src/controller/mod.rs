@@ -40,6 +40,7 @@ mod predicate;
 mod reconcile;
 mod relation;
 mod resync;
+mod rules;
 pub(crate) mod runner;
 mod series;
 mod shard;
@@ -47,6 +48,7 @@ mod shutdown;
 mod source;
 mod stub;
 pub mod testing;
+mod write;
 
 use std::sync::Arc;
 
@@ -71,6 +73,7 @@ pub(crate) use shutdown::stopped_before_ready;
 pub use source::{Change, Decode, Follow, Versioned, changes, reflected};
 pub(crate) use stub::read;
 pub use stub::{Stub, StubDecoder, stubs};
+pub use write::WriteError;
 
 /// Decodes a cached object into `T`, skipping (with a warning) one that does not fit.
 fn decode<T: DeserializeOwned>(gvk: &GroupVersionKind, obj: Arc<DynamicObject>) -> Option<T> {

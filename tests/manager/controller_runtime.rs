@@ -1032,3 +1032,92 @@ async fn a_label_selector_on_the_builder_reconciles_only_the_objects_it_matches(
     running.stop().await;
     env.stop().await;
 }
+
+/// The write helpers of `Context`: children applied with the owner's controller reference as
+/// the controller's field manager, the unwanted ones pruned (another owner's left alone), and
+/// the status applied to the status subresource.
+#[tokio::test]
+async fn the_context_applies_owned_children_prunes_the_unwanted_and_applies_status() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let env = Env::new().await;
+    let owner: ConfigMap = serde_json::from_value(env.configmap("owner", "a")).unwrap();
+    let stranger: ConfigMap = serde_json::from_value(env.configmap("stranger", "a")).unwrap();
+    let ctx = env.context().with_field_manager("helpers");
+    let secret = |name: &str| Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        string_data: None,
+        data: Some(BTreeMap::from([(
+            "k".to_owned(),
+            k8s_openapi::ByteString(b"v".to_vec()),
+        )])),
+        ..Secret::default()
+    };
+    for name in ["keep", "drop"] {
+        let applied = ctx.apply_owned(&owner, &secret(name)).await.unwrap();
+        let reference = &applied.owner_references()[0];
+        assert_eq!(
+            (reference.uid.as_str(), reference.controller),
+            (owner.uid().unwrap().as_str(), Some(true))
+        );
+        let managers: Vec<_> = applied
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .filter_map(|m| m.manager.clone())
+            .collect();
+        assert_eq!(managers, ["helpers"]);
+    }
+    ctx.apply_owned(&stranger, &secret("theirs")).await.unwrap();
+    support::eventually("the cache holds the three Secrets", || async {
+        let listed: Vec<Secret> = ctx
+            .list(&cache::ListOptions::default())
+            .await
+            .unwrap_or_default();
+        listed.len() == 3
+    })
+    .await;
+    let pruned = ctx
+        .prune_owned::<_, Secret>(&owner, &["keep"])
+        .await
+        .unwrap();
+    assert_eq!(pruned, ["drop"]);
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), "default");
+    let mut left: Vec<String> = secrets
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    left.sort();
+    assert_eq!(left, ["keep", "theirs"]);
+
+    let deployment: Deployment = serde_json::from_value(env.create(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"namespace": "default", "name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}})))
+    .unwrap();
+    let stored = ctx
+        .apply_status(&deployment, json!({"observedGeneration": 1, "replicas": 0}))
+        .await
+        .unwrap();
+    let status = stored.status.unwrap();
+    assert_eq!(
+        (status.observed_generation, status.replicas),
+        (Some(1), Some(0))
+    );
+    assert_eq!(
+        stored.metadata.generation,
+        Some(1),
+        "a status write is no spec change"
+    );
+    env.stop().await;
+}

@@ -64,7 +64,13 @@ async fn the_example_operator_applies_the_owned_secret_records_synced_and_restor
             .owner_references()
             .iter()
             .any(|o| o.uid == owner.uid().unwrap_or_default() && o.controller == Some(true));
-        (keys == [("port", &b"5432"[..]), ("user", &b"demo"[..])] && controlled)
+        let manager = secret
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .any(|m| m.manager.as_deref() == Some(example::NAME));
+        (keys == [("port", &b"5432"[..]), ("user", &b"demo"[..])] && controlled && manager)
             .then(|| secret.uid().unwrap_or_default())
     };
     eventually(
@@ -84,6 +90,8 @@ async fn the_example_operator_applies_the_owned_secret_records_synced_and_restor
                 e.reason.as_deref() == Some("Synced")
                     && e.involved_object.name.as_deref() == Some("db")
                     && e.involved_object.kind.as_deref() == Some("ConfigMap")
+                    && e.source.as_ref().and_then(|s| s.component.as_deref()) == Some(example::NAME)
+                    && e.reporting_component.as_deref() == Some(example::NAME)
             })
     })
     .await;
