@@ -10,6 +10,9 @@
 //!     [--kubeconfig PATH] [--leader-elect]
 //! ```
 //!
+//! Its RBAC: `--print-rules` prints what the controller reads and writes, for `informant rbac
+//! --config examples/configmap_secret.yaml --extra-rules FILE` to add to the manager's own.
+//!
 //! `tests/manager/example_configmap_secret.rs` runs it against the embedded API server.
 
 use std::collections::BTreeMap;
@@ -20,6 +23,7 @@ use clap::Parser;
 use informant::controller::{Action, Context, Controller, WriteError, default_error_policy};
 use informant::manager::{self, Manager};
 use informant::recorder::EventType;
+use informant::selector::{LabelSelector, ParseError};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::ResourceExt;
@@ -35,20 +39,27 @@ pub struct Cli {
     /// The manager's flags and `INFORMANT_*` variables.
     #[command(flatten)]
     pub manager: manager::Args,
+    /// Print the controller's RBAC rules (YAML, for `informant rbac --extra-rules`) and exit.
+    #[arg(long)]
+    pub print_rules: bool,
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let cli = Cli::parse();
+    if cli.print_rules {
+        print!("{}", informant::yaml::to_string(&controller()?.rules())?);
+        return Ok(());
+    }
     let options = cli.manager.options()?;
     let client = cli.manager.client().await?;
     let shutdown = CancellationToken::new();
     let mut running = std::pin::pin!(run(client, options, shutdown.clone()));
     tokio::select! {
-        result = &mut running => return Ok(result?),
+        result = &mut running => return result,
         _ = tokio::signal::ctrl_c() => shutdown.cancel(),
     }
-    Ok(running.await?)
+    running.await
 }
 
 /// Runs the manager with the controller until `shutdown`.
@@ -59,23 +70,29 @@ pub async fn run(
     client: kube::Client,
     options: manager::Options,
     shutdown: CancellationToken,
-) -> Result<(), manager::Error> {
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let controller = controller()?;
     let mut manager = Manager::new(client, options).await?;
-    Controller::<ConfigMap>::new(NAME).owns::<Secret>().add_to(
-        &mut manager,
-        reconcile,
-        default_error_policy,
-    );
-    manager.run(shutdown).await
+    controller.add_to(&mut manager, reconcile, default_error_policy);
+    Ok(manager.run(shutdown).await?)
+}
+
+/// The controller: the `ConfigMap`s labelled `app=demo` (whatever else the cache holds),
+/// owning the `Secret`s it applies (`patch`: server-side apply).
+///
+/// # Errors
+/// None in practice: the selector is a constant.
+pub fn controller() -> Result<Controller<ConfigMap>, ParseError> {
+    Ok(Controller::<ConfigMap>::new(NAME)
+        .labels(LabelSelector::parse("app=demo")?)
+        .owns::<Secret>()
+        .writes::<Secret>(&["patch"]))
 }
 
 /// Applies the `Secret` of `configmap`, records `Synced`, and comes back in 5 minutes.
 async fn reconcile(configmap: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, WriteError> {
-    // The cache holds only app=demo ConfigMaps (examples/configmap_secret.yaml), but the
-    // CacheConfig may be edited at run time: the controller checks what it relies on.
-    if configmap.labels().get("app").map(String::as_str) != Some("demo") {
-        return Ok(Action::await_change());
-    }
+    // Only app=demo ConfigMaps come here, whatever the CacheConfig (editable at run time)
+    // holds: the builder's label selector says so.
     let namespace = configmap.namespace().unwrap_or_default();
     let mut data: BTreeMap<String, ByteString> = BTreeMap::new();
     for (key, value) in configmap.data.iter().flatten() {

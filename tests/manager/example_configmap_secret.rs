@@ -106,6 +106,37 @@ async fn the_example_operator_applies_the_owned_secret_records_synced_and_restor
     .await;
 
     shutdown.cancel();
-    support::stopped(run).await;
+    tokio::time::timeout(support::WAIT, run)
+        .await
+        .expect("the operator stops")
+        .unwrap()
+        .unwrap();
     server.shutdown().await.unwrap();
+}
+
+/// The example's RBAC, printed by `--print-rules`, is what `informant rbac --extra-rules`
+/// adds to the manager's own rules.
+#[test]
+fn the_example_rules_go_into_informant_rbac() {
+    let rules = example::controller().unwrap().rules();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rules.yaml");
+    std::fs::write(&file, informant::yaml::to_string(&rules).unwrap()).unwrap();
+    let output = support::informant(&[
+        "rbac",
+        "--config",
+        "examples/configmap_secret.yaml",
+        "--extra-rules",
+        file.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    let printed = String::from_utf8(output.stdout).unwrap();
+    let secrets: Vec<&str> = printed
+        .split("- apiGroups:")
+        .filter(|rule| rule.contains("- secrets"))
+        .collect();
+    assert!(
+        secrets.iter().any(|rule| rule.contains("- patch")),
+        "patch on secrets in:\n{printed}"
+    );
 }
