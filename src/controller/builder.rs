@@ -598,24 +598,21 @@ where
         let reconciled = series.clone();
         let retried = series.clone();
         let kind = Arc::new(typed::gvk_of::<K>());
-        let scope = Arc::clone(&self.scope);
+        let filter = self.change_filter(ctx);
+        let narrowing = (Arc::clone(&self.scope), filter.clone());
         let run_one = move |stub: Arc<Stub<K>>, ctx: Arc<Context>| {
             let (label, series) = (Arc::clone(&label), reconciled.clone());
             let (reconcile, kind) = (Arc::clone(&reconcile), Arc::clone(&kind));
-            let scope = Arc::clone(&scope);
+            let (scope, seen) = narrowing.clone();
             async move {
-                let answer = ctx
-                    .cache()
-                    .get_as(&kind, stub.namespace(), stub.name(), &typed::As::<K>::new())
-                    .await
-                    .and_then(|object| typed::downcast::<K>(&kind, object));
+                let answer = read_object::<K>(&ctx, &kind, &stub).await;
                 let object = match super::stub::read_stub(answer, &stub, &(), &ctx, &series) {
                     Ok(object) => object,
                     Err(action) => return Ok(action),
                 };
                 // Outside the controller's own selectors (whatever the cache holds), or with
                 // sharding another member's now (it reconciles it): not reconciled here.
-                let in_scope = scope.iter().all(|in_scope| in_scope(&object));
+                let in_scope = narrowed(&scope, seen.as_deref(), &object);
                 let admitted = in_scope.then(|| ctx.admit(&label, &K::kind(&()), object.meta()));
                 let Some(admission) = admitted.flatten() else {
                     return Ok(Action::await_change());
@@ -643,7 +640,9 @@ where
         runner::run_filtered(
             ctx,
             assembly,
-            self.change_filter(ctx),
+            filter.map(|filter| {
+                Box::new(move |stub: &Stub<K>| filter.admits(stub)) as runner::ChangeFilter<K>
+            }),
             relate,
             (run_one, retry, Arc::clone(ctx)),
         )
@@ -667,10 +666,12 @@ where
     }
 
     /// The filter of the changes of `K` by the controller's predicates; `None` without any.
-    fn change_filter(&self, ctx: &Context) -> Option<runner::ChangeFilter<K>> {
+    fn change_filter(&self, ctx: &Context) -> Option<Arc<Filter<K>>> {
         (!self.predicates.is_empty()).then(|| {
-            let filter = Filter::<K>::new(self.predicates.clone(), Arc::clone(ctx.cache()));
-            Box::new(move |stub: &Stub<K>| filter.admits(stub)) as runner::ChangeFilter<K>
+            Arc::new(Filter::new(
+                self.predicates.clone(),
+                Arc::clone(ctx.cache()),
+            ))
         })
     }
 
@@ -687,6 +688,33 @@ where
         drop(writer);
         self.series.clear()
     }
+}
+
+/// Reads the object `stub` names through the cache tree, as `K`.
+async fn read_object<K>(
+    ctx: &Context,
+    kind: &GroupVersionKind,
+    stub: &Stub<K>,
+) -> crate::cache::Result<Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    ctx.cache()
+        .get_as(kind, stub.namespace(), stub.name(), &typed::As::<K>::new())
+        .await
+        .and_then(|object| typed::downcast::<K>(kind, object))
+}
+
+/// Whether `object` is in the controller's own selectors; the predicates' memory (`seen`)
+/// notes what a reconcile read either way.
+fn narrowed<K>(scope: &[InScope<K>], seen: Option<&Filter<K>>, object: &K) -> bool
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    if let Some(filter) = seen {
+        filter.saw(object.meta());
+    }
+    scope.iter().all(|in_scope| in_scope(object))
 }
 
 /// Whether `error` says the API server does not serve the custom kind `gvk` (its CRD went,

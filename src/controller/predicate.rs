@@ -17,9 +17,9 @@ use super::stub::Stub;
 use crate::cache::{Cache, SharedCache, typed};
 
 /// Which changes of the controller's own kind reconcile an object, as controller-runtime's
-/// predicates on `For`: an object seen for the first time (a create, or its first change
-/// after the controller started) always passes, and so does one that can not be read any
-/// more; an update passes when what the predicate watches changed.
+/// predicates on `For`: a new object always passes, and so does one that can not be read any
+/// more; an update passes when what the predicate watches changed since the object's last
+/// change or reconcile.
 ///
 /// Predicates filter only the changes of the `for` kind: requeues, retries, the periodic
 /// resync, list passes and the changes of owned and watched kinds reconcile regardless (in
@@ -108,6 +108,20 @@ where
             seen: Arc::default(),
             kind: std::marker::PhantomData,
         }
+    }
+
+    /// A reconcile read `meta`: what later changes of the object are compared with. The
+    /// objects a list brought are reconciled without passing through the filter, so their
+    /// first change after is an update, not a create.
+    pub(super) fn saw(&self, meta: &ObjectMeta) {
+        let key: Key = (
+            meta.namespace.clone(),
+            meta.name.clone().unwrap_or_default(),
+        );
+        self.seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, Seen::of(meta));
     }
 
     /// Whether the change that brought `stub` reconciles it.

@@ -956,18 +956,22 @@ async fn workqueue_depth_counts_the_objects_waiting_for_a_worker() {
 }
 
 /// Issue #38: with the generation predicate a write that changes only an object's status
-/// reconciles nothing, and a spec change (a new generation) does. Were the status write let
-/// through, its reconcile would see generation 1 with the status, between the two below.
+/// reconciles nothing, and a spec change (a new generation) does. The Deployment `z`, created
+/// after the status write, comes down the same ordered stream of changes to one worker: were
+/// the status write let through, `web` would be reconciled again before `z`.
 #[tokio::test]
 async fn with_the_generation_predicate_a_status_only_update_does_not_reconcile() {
     use informant::controller::Predicate;
     use k8s_openapi::api::apps::v1::Deployment;
     let env = Env::new().await;
-    env.create(json!({"apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"namespace": "default", "name": "web"},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": {"labels": {"app": "web"}},
-                "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}}));
+    let deployment = |name: &str| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"namespace": "default", "name": name},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}})
+    };
+    env.create(deployment("web"));
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&seen);
     let (running, mut reconciled) = start(
@@ -975,7 +979,9 @@ async fn with_the_generation_predicate_a_status_only_update_does_not_reconcile()
         env.context(),
         move |d: &Deployment| {
             let observed = d.status.as_ref().and_then(|s| s.observed_generation);
-            log.lock().unwrap().push((d.metadata.generation, observed));
+            log.lock()
+                .unwrap()
+                .push((d.name_any(), d.metadata.generation, observed));
             Ok(Action::await_change())
         },
     );
@@ -989,6 +995,12 @@ async fn with_the_generation_predicate_a_status_only_update_does_not_reconcile()
         )
         .await
         .unwrap();
+    env.create(deployment("z"));
+    assert_eq!(
+        next(&mut reconciled).await,
+        "z",
+        "the status write reconciled nothing"
+    );
     deployments
         .patch(
             "web",
@@ -998,7 +1010,11 @@ async fn with_the_generation_predicate_a_status_only_update_does_not_reconcile()
         .await
         .unwrap();
     assert_eq!(next(&mut reconciled).await, "web");
-    assert_eq!(*seen.lock().unwrap(), [(Some(1), None), (Some(2), Some(7))]);
+    let web = |(name, generation, observed): &(String, Option<i64>, Option<i64>)| {
+        (name == "web").then_some((*generation, *observed))
+    };
+    let seen: Vec<_> = seen.lock().unwrap().iter().filter_map(web).collect();
+    assert_eq!(seen, [(Some(1), None), (Some(2), Some(7))]);
     running.stop().await;
     env.stop().await;
 }
