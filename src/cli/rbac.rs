@@ -11,8 +11,8 @@ use k8s_openapi::api::rbac::v1::PolicyRule;
 
 use super::exit::{self, Failure};
 use super::out::out;
-use super::run::DEFAULT_LEASE_NAME;
 use super::{check_kind_offline, parse_gvk};
+use informant::manager::DEFAULT_LEASE_NAME;
 
 /// Output formats of `informant rbac`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

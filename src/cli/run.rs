@@ -1,195 +1,23 @@
 //! `informant run`: the manager, configured by flags or their `INFORMANT_*` environment
 //! variables, as an operator in a Deployment is.
 
-use std::path::PathBuf;
-use std::time::Duration;
-
-use informant::config::{self, parse_duration};
-use informant::manager::{self, ConfigSource, LeaderElection, Manager};
+use informant::config;
+use informant::manager::{self, ConfigSource, Manager};
 use tokio_util::sync::CancellationToken;
 
 use super::exit::{self, Failure};
-
-/// Where the manager's `ServiceAccount` namespace is mounted in a pod.
-const POD_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
-
-/// The Lease's name when `--lease-name` is not given.
-pub const DEFAULT_LEASE_NAME: &str = "informant";
 
 mod hook_flags;
 
 pub use hook_flags::HookArgs;
 use hook_flags::with_api_server;
 
-// Reason: these doc comments are the `--help` text, where Markdown backticks would show as-is.
-#[allow(clippy::doc_markdown)]
+/// The flags of `informant run`: the manager's, which the library offers every operator's
+/// binary ([`manager::Args`], one parse for both), and the hook policy of hook controllers.
 #[derive(clap::Args, Debug)]
-#[command(group = clap::ArgGroup::new("source").required(true))]
 pub struct Args {
-    /// CacheConfig YAML file, hot-reloaded on change (atomic renames and ConfigMap volume
-    /// updates included).
-    #[arg(
-        long,
-        value_name = "FILE",
-        group = "source",
-        env = "INFORMANT_CONFIG",
-        help_heading = "Config"
-    )]
-    pub config: Option<PathBuf>,
-
-    /// CacheConfig resource NAMESPACE/NAME in the cluster, watched; absent means
-    /// controller-runtime's defaults until it is created.
-    #[arg(
-        long,
-        value_name = "NAMESPACE/NAME",
-        group = "source",
-        env = "INFORMANT_CACHE_CONFIG",
-        help_heading = "Config"
-    )]
-    pub cache_config: Option<String>,
-
-    /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the pod's service account).
-    #[arg(long, value_name = "PATH", help_heading = "Config")]
-    pub kubeconfig: Option<PathBuf>,
-
-    /// Address of /metrics and /debug/* ("0" disables; ":8080" is every interface).
-    // controller-runtime pkg/metrics/server/server.go DefaultBindAddress.
-    #[arg(
-        long,
-        value_name = "ADDR",
-        default_value = ":8080",
-        env = "INFORMANT_METRICS_ADDR",
-        help_heading = "Listeners"
-    )]
-    pub metrics_addr: String,
-
-    /// Serve /metrics and /debug/* over HTTPS, each request's bearer token authenticated
-    /// (TokenReview) and authorized for get on its path (SubjectAccessReview) by the API
-    /// server, as kubebuilder's scaffold does (the chart's default; --metrics-addr still says
-    /// where: the chart passes ":8443").
-    #[arg(long, env = "INFORMANT_METRICS_SECURE", help_heading = "Listeners")]
-    pub metrics_secure: bool,
-
-    /// With --metrics-secure: the directory of the serving certificate (a mounted TLS Secret),
-    /// re-read when its files change. Default: a self-signed certificate made at start.
-    #[arg(
-        long,
-        value_name = "DIR",
-        env = "INFORMANT_METRICS_CERT_DIR",
-        help_heading = "Listeners"
-    )]
-    pub metrics_cert_dir: Option<PathBuf>,
-
-    /// The certificate's file name in --metrics-cert-dir.
-    #[arg(long, value_name = "FILE", default_value = informant::serving::DEFAULT_CERT_NAME, env = "INFORMANT_METRICS_CERT_NAME", help_heading = "Listeners")]
-    pub metrics_cert_name: String,
-
-    /// The key's file name in --metrics-cert-dir.
-    #[arg(long, value_name = "FILE", default_value = informant::serving::DEFAULT_KEY_NAME, env = "INFORMANT_METRICS_CERT_KEY", help_heading = "Listeners")]
-    pub metrics_cert_key: String,
-
-    /// Address of /healthz and /readyz ("0" disables).
-    // kubebuilder's scaffold, --health-probe-bind-address=:8081.
-    #[arg(
-        long,
-        value_name = "ADDR",
-        default_value = ":8081",
-        env = "INFORMANT_HEALTH_ADDR",
-        help_heading = "Listeners"
-    )]
-    pub health_addr: String,
-
-    /// Campaign for a Lease; only the leader runs controllers and writes status (caches warm
-    /// on every replica).
-    #[arg(long, env = "INFORMANT_LEADER_ELECT", help_heading = "Leader election")]
-    pub leader_elect: bool,
-
-    /// Name of the Lease every replica campaigns for.
-    #[arg(long, value_name = "NAME", default_value = DEFAULT_LEASE_NAME, env = "INFORMANT_LEASE_NAME", help_heading = "Leader election")]
-    pub lease_name: String,
-
-    /// Namespace of the Lease (default: the pod's namespace, else the CacheConfig's, else
-    /// "default").
-    #[arg(
-        long,
-        value_name = "NAMESPACE",
-        env = "INFORMANT_LEASE_NAMESPACE",
-        help_heading = "Leader election"
-    )]
-    pub lease_namespace: Option<String>,
-
-    /// How long standbys wait, after last seeing the Lease renewed, before taking it over
-    /// (Go duration).
-    // component-base config/options/leaderelectionconfig.go flag name; controller-runtime
-    // pkg/manager/manager.go defaultLeaseDuration.
-    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = duration, env = "INFORMANT_LEADER_ELECT_LEASE_DURATION", help_heading = "Leader election")]
-    pub leader_elect_lease_duration: Duration,
-
-    /// How long the leader retries renewing before it gives leadership up; less than the lease
-    /// duration.
-    // component-base config/options/leaderelectionconfig.go; controller-runtime defaultRenewDeadline.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration, env = "INFORMANT_LEADER_ELECT_RENEW_DEADLINE", help_heading = "Leader election")]
-    pub leader_elect_renew_deadline: Duration,
-
-    /// How long candidates wait between attempts to acquire or renew; 1.2 × it less than the
-    /// renew deadline.
-    // component-base config/options/leaderelectionconfig.go; controller-runtime defaultRetryPeriod.
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = duration, env = "INFORMANT_LEADER_ELECT_RETRY_PERIOD", help_heading = "Leader election")]
-    pub leader_elect_retry_period: Duration,
-
-    /// This replica's identity in its shard ring (spec.sharding) and in leader election,
-    /// unique among the replicas (default: <hostname>_<uuid>, as leader election's).
-    #[arg(
-        long,
-        value_name = "IDENTITY",
-        env = "INFORMANT_SHARD_IDENTITY",
-        help_heading = "Sharding"
-    )]
-    pub shard_identity: Option<String>,
-
-    /// Appends one JSON line per reconcile to FILE: member, controller, kind, namespace,
-    /// name, uid, start_ns, end_ns (nanoseconds since the Unix epoch), fenced (debugging).
-    #[arg(
-        long,
-        value_name = "FILE",
-        env = "INFORMANT_RECONCILE_LOG",
-        help_heading = "Sharding"
-    )]
-    pub reconcile_log: Option<PathBuf>,
-
-    /// Test only: members act on their new share at once, without waiting for its previous
-    /// owner to let go (the bug an overlap checker must catch).
-    //
-    // Only in debug builds: it turns off the at-most-one-owner guarantee, so no release build
-    // (the image's, `cargo install`'s) may accept it; a release `informant run` rejects the
-    // flag as unknown (exit 2) and ignores the variable. `debug_assertions` rather than a
-    // cargo feature: the overlap checker's negative demonstration (tests/manager/
-    // shard_processes.rs) runs the debug binary a plain `cargo test` builds, and would
-    // otherwise need `--features` or be lost. Field kept (as `false`) in release builds, so
-    // the options need no cfg of their own.
-    #[cfg_attr(
-        debug_assertions,
-        arg(
-            long,
-            hide = true,
-            env = "INFORMANT_SHARD_SKIP_HANDOVER",
-            help_heading = "Sharding"
-        )
-    )]
-    #[cfg_attr(not(debug_assertions), arg(skip))]
-    pub shard_skip_handover: bool,
-
-    /// How long stopping may take (Go duration: 30s, 1m30s).
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration, env = "INFORMANT_SHUTDOWN_GRACE", help_heading = "Timing")]
-    pub shutdown_grace: Duration,
-
-    /// How long a reload waits for new byObject informers to sync before serving anyway.
-    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = duration, env = "INFORMANT_CACHE_SYNC_TIMEOUT", help_heading = "Timing")]
-    pub cache_sync_timeout: Duration,
-
-    /// How long a burst of config file changes is folded into one reload.
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration, env = "INFORMANT_DEBOUNCE", help_heading = "Timing")]
-    pub debounce: Duration,
+    #[command(flatten)]
+    pub manager: manager::Args,
 
     // The hook policy (docs/hooks.md, "Trust model"): set here, by whoever runs the manager,
     // never in a CacheConfig, which the people it restricts may be able to edit.
@@ -197,133 +25,16 @@ pub struct Args {
     pub hooks: HookArgs,
 }
 
-fn duration(input: &str) -> Result<Duration, String> {
-    parse_duration(input).map_err(|e| e.to_string())
-}
-
 impl Args {
     /// The manager's options from the flags.
     ///
     /// # Errors
-    /// A usage failure (64) for a malformed address or `NAMESPACE/NAME`.
+    /// A usage failure (64) naming every malformed flag.
     pub fn options(&self) -> exit::Result<manager::Options> {
-        let usage = |flag: &str, e: &dyn std::fmt::Display| {
-            Failure::message(exit::USAGE, format!("invalid {flag}: {e}"))
-        };
-        let source = match (&self.config, &self.cache_config) {
-            (Some(path), _) => ConfigSource::File(path.clone()),
-            (None, Some(reference)) => {
-                let Some((namespace, name)) = reference.split_once('/') else {
-                    return Err(usage(
-                        "--cache-config",
-                        &format!("{reference:?} is not NAMESPACE/NAME"),
-                    ));
-                };
-                if namespace.is_empty() || name.is_empty() || name.contains('/') {
-                    return Err(usage(
-                        "--cache-config",
-                        &format!("{reference:?} is not NAMESPACE/NAME"),
-                    ));
-                }
-                ConfigSource::Resource {
-                    namespace: namespace.to_string(),
-                    name: name.to_string(),
-                }
-            }
-            (None, None) => {
-                return Err(Failure::message(
-                    exit::USAGE,
-                    "one of --config FILE or --cache-config NAMESPACE/NAME is required",
-                ));
-            }
-        };
-        let metrics_addr = manager::parse_bind_address(&self.metrics_addr)
-            .map_err(|e| usage("--metrics-addr", &e))?;
-        let secure_metrics = self.secure_metrics()?;
-        let health_addr = manager::parse_bind_address(&self.health_addr)
-            .map_err(|e| usage("--health-addr", &e))?;
-        let lease_namespace = self
-            .lease_namespace
-            .clone()
-            .or_else(pod_namespace)
-            .or_else(|| match &source {
-                ConfigSource::Resource { namespace, .. } => Some(namespace.clone()),
-                ConfigSource::File(_) => None,
-            })
-            .unwrap_or_else(|| "default".to_string());
-        // One identity per process: its shard Lease and its leader election say the same.
-        let identity = self
-            .shard_identity
-            .clone()
-            .unwrap_or_else(manager::default_identity);
-        if identity.is_empty() {
-            return Err(usage("--shard-identity", &"must not be empty"));
-        }
-        let leader_election = self.leader_elect.then(|| LeaderElection {
-            lease_duration: self.leader_elect_lease_duration,
-            renew_deadline: self.leader_elect_renew_deadline,
-            retry_period: self.leader_elect_retry_period,
-            identity: identity.clone(),
-            ..LeaderElection::new(&self.lease_name, lease_namespace.clone())
-        });
-        let shard = manager::ShardOptions {
-            identity,
-            lease_namespace,
-            lease_duration: self.leader_elect_lease_duration,
-            renew_deadline: self.leader_elect_renew_deadline,
-            retry_period: self.leader_elect_retry_period,
-            reconcile_log: self.reconcile_log.clone(),
-            skip_handover: self.shard_skip_handover,
-        };
-        Ok(manager::Options {
-            source,
-            metrics_addr,
-            secure_metrics,
-            health_addr,
-            leader_election,
-            shutdown_grace: self.shutdown_grace,
-            cache_sync_timeout: self.cache_sync_timeout,
-            debounce: self.debounce,
-            permissions_recheck: manager::PERMISSIONS_RECHECK_INTERVAL,
-            shard,
-        })
+        self.manager
+            .options()
+            .map_err(|e| Failure::message(exit::USAGE, e.to_string()))
     }
-}
-
-impl Args {
-    /// The certificate of secure metrics, `None` when they are plain: the directory's files,
-    /// else self-signed for this host's name too.
-    fn secure_metrics(&self) -> exit::Result<Option<informant::serving::CertSource>> {
-        use informant::serving::CertSource;
-        match (&self.metrics_cert_dir, self.metrics_secure) {
-            (Some(_), false) => Err(Failure::message(
-                exit::USAGE,
-                "--metrics-cert-dir needs --metrics-secure (plain HTTP has no certificate)",
-            )),
-            (_, false) => Ok(None),
-            (Some(dir), true) => Ok(Some(CertSource::Files {
-                dir: dir.clone(),
-                cert_name: self.metrics_cert_name.clone(),
-                key_name: self.metrics_cert_key.clone(),
-            })),
-            (None, true) => {
-                let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-                    .ok()
-                    .or_else(|| std::env::var("HOSTNAME").ok())
-                    .map(|h| h.trim().to_owned())
-                    .filter(|h| !h.is_empty());
-                Ok(Some(CertSource::self_signed(host)))
-            }
-        }
-    }
-}
-
-/// The namespace of the pod this runs in, when it runs in one.
-fn pod_namespace() -> Option<String> {
-    std::fs::read_to_string(POD_NAMESPACE_FILE)
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
 }
 
 /// The exit code and message of a manager error.
@@ -350,7 +61,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result<()> {
         }
         ConfigSource::Resource { .. } => None,
     };
-    let config = super::cache::config(args.kubeconfig.as_ref()).await?;
+    let config = super::cache::config(args.manager.kubeconfig.as_ref()).await?;
     let policy = with_api_server(policy, &config.cluster_url);
     let client = kube::Client::try_from(config).map_err(|e| Failure::new(exit::FAILURE, &e))?;
     let mut manager = Manager::with_file_watcher(client, options, watcher)
@@ -372,8 +83,12 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use clap::{CommandFactory, Parser};
     use informant::hooks::Policy;
+    use informant::manager::LeaderElection;
 
     use super::super::{Cli, Command};
     use super::*;
@@ -572,5 +287,211 @@ mod tests {
                 Duration::from_millis(500)
             )
         );
+    }
+
+    /// A user's operator binary: the library's manager flags alone (as
+    /// `examples/configmap_secret.rs` has them).
+    #[derive(clap::Parser, Debug)]
+    struct UserCli {
+        #[command(flatten)]
+        manager: manager::Args,
+    }
+
+    /// Each flag of `command` (by its long name) with its environment variable and default.
+    fn flags(command: &clap::Command) -> BTreeMap<String, (Option<String>, Vec<String>)> {
+        command
+            .get_arguments()
+            .filter_map(|arg| {
+                let long = arg.get_long()?.to_owned();
+                let env = arg.get_env().map(|e| e.to_string_lossy().into_owned());
+                let defaults = arg
+                    .get_default_values()
+                    .iter()
+                    .map(|v| v.to_string_lossy().into_owned())
+                    .collect();
+                Some((long, (env, defaults)))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_library_args_are_every_manager_flag_of_informant_run_with_its_variable_and_default() {
+        let binary = Cli::command();
+        let run = binary.find_subcommand("run").unwrap();
+        let hooks = flags(&<HookArgs as clap::Args>::augment_args(clap::Command::new(
+            "h",
+        )));
+        let mut of_run = flags(run);
+        of_run.retain(|long, _| !hooks.contains_key(long));
+        let of_user = flags(&UserCli::command());
+        assert_eq!(
+            of_run, of_user,
+            "informant run's manager flags, and the library's"
+        );
+        // The defaults the binary promises (and the library with it), each with its variable.
+        let expected: &[(&str, Option<&str>, &[&str])] = &[
+            ("config", Some("INFORMANT_CONFIG"), &[]),
+            ("cache-config", Some("INFORMANT_CACHE_CONFIG"), &[]),
+            ("kubeconfig", None, &[]),
+            ("metrics-addr", Some("INFORMANT_METRICS_ADDR"), &[":8080"]),
+            ("metrics-secure", Some("INFORMANT_METRICS_SECURE"), &[]),
+            ("metrics-cert-dir", Some("INFORMANT_METRICS_CERT_DIR"), &[]),
+            (
+                "metrics-cert-name",
+                Some("INFORMANT_METRICS_CERT_NAME"),
+                &["tls.crt"],
+            ),
+            (
+                "metrics-cert-key",
+                Some("INFORMANT_METRICS_CERT_KEY"),
+                &["tls.key"],
+            ),
+            ("health-addr", Some("INFORMANT_HEALTH_ADDR"), &[":8081"]),
+            ("leader-elect", Some("INFORMANT_LEADER_ELECT"), &[]),
+            ("lease-name", Some("INFORMANT_LEASE_NAME"), &["informant"]),
+            ("lease-namespace", Some("INFORMANT_LEASE_NAMESPACE"), &[]),
+            (
+                "leader-elect-lease-duration",
+                Some("INFORMANT_LEADER_ELECT_LEASE_DURATION"),
+                &["15s"],
+            ),
+            (
+                "leader-elect-renew-deadline",
+                Some("INFORMANT_LEADER_ELECT_RENEW_DEADLINE"),
+                &["10s"],
+            ),
+            (
+                "leader-elect-retry-period",
+                Some("INFORMANT_LEADER_ELECT_RETRY_PERIOD"),
+                &["2s"],
+            ),
+            ("shard-identity", Some("INFORMANT_SHARD_IDENTITY"), &[]),
+            ("reconcile-log", Some("INFORMANT_RECONCILE_LOG"), &[]),
+            ("shutdown-grace", Some("INFORMANT_SHUTDOWN_GRACE"), &["30s"]),
+            (
+                "cache-sync-timeout",
+                Some("INFORMANT_CACHE_SYNC_TIMEOUT"),
+                &["2m"],
+            ),
+            ("debounce", Some("INFORMANT_DEBOUNCE"), &["1s"]),
+        ];
+        for (long, env, defaults) in expected {
+            let Some((got_env, got_defaults)) = of_user.get(*long) else {
+                panic!("--{long} is not a library flag");
+            };
+            assert_eq!(
+                (got_env.as_deref(), got_defaults.clone()),
+                (
+                    *env,
+                    defaults.iter().map(|d| (*d).to_owned()).collect::<Vec<_>>()
+                ),
+                "--{long}"
+            );
+        }
+        let listed: Vec<&str> = expected.iter().map(|(long, _, _)| *long).collect();
+        for long in of_user.keys() {
+            // The debug-only test flag is hidden, and has no place in the table.
+            assert!(
+                listed.contains(&long.as_str()) || long == "shard-skip-handover",
+                "--{long} has no row in the table"
+            );
+        }
+    }
+
+    #[test]
+    fn the_library_args_make_the_options_informant_run_makes() {
+        let rows: &[&[&str]] = &[
+            &[],
+            &["--metrics-addr=127.0.0.1:9090", "--health-addr=0"],
+            &[
+                "--metrics-secure",
+                "--metrics-cert-dir=/certs",
+                "--metrics-cert-name=a",
+                "--metrics-cert-key=b",
+            ],
+            &["--leader-elect"],
+            &["--leader-elect", "--lease-name=op", "--lease-namespace=ops"],
+            &[
+                "--leader-elect",
+                "--leader-elect-lease-duration=4s",
+                "--leader-elect-renew-deadline=3s",
+                "--leader-elect-retry-period=500ms",
+            ],
+            &["--reconcile-log=/tmp/r.jsonl"],
+            &[
+                "--shutdown-grace=5s",
+                "--cache-sync-timeout=10s",
+                "--debounce=0s",
+            ],
+            &["--kubeconfig=/k"],
+        ];
+        for source in [["--cache-config", "ns/cc"], ["--config", "cc.yaml"]] {
+            for row in rows {
+                let argv: Vec<&str> = source
+                    .iter()
+                    .chain(["--shard-identity=replica-1"].iter())
+                    .chain(row.iter())
+                    .copied()
+                    .collect();
+                let binary = Cli::parse_from(["informant", "run"].iter().chain(&argv));
+                let Command::Run(run) = binary.command else {
+                    panic!("not the run command");
+                };
+                let user = UserCli::parse_from(["operator"].iter().chain(&argv));
+                assert_eq!(
+                    format!("{:?}", user.manager.options().unwrap()),
+                    format!("{:?}", run.options().unwrap()),
+                    "{argv:?}"
+                );
+            }
+        }
+        // The defaults: kubebuilder's listeners, controller-runtime's leader election timings.
+        let user = UserCli::parse_from(["operator", "--config=cc.yaml", "--leader-elect"]);
+        let options = user.manager.options().unwrap();
+        assert_eq!(options.metrics_addr, Some("0.0.0.0:8080".parse().unwrap()));
+        assert_eq!(options.health_addr, Some("0.0.0.0:8081".parse().unwrap()));
+        let election = options.leader_election.unwrap();
+        assert_eq!(
+            (
+                election.lease_duration,
+                election.renew_deadline,
+                election.retry_period
+            ),
+            (
+                Duration::from_secs(15),
+                Duration::from_secs(10),
+                Duration::from_secs(2)
+            )
+        );
+        assert_eq!(
+            election.lease_namespace,
+            manager::pod_namespace().unwrap_or_else(|| "default".into())
+        );
+    }
+
+    #[test]
+    fn the_library_args_report_every_bad_flag_at_once() {
+        let user = UserCli::parse_from([
+            "operator",
+            "--cache-config=nope",
+            "--metrics-addr=localhost:1",
+            "--health-addr=x",
+            "--metrics-cert-dir=/certs",
+            "--shard-identity=",
+        ]);
+        let problems = user.manager.options().unwrap_err().problems;
+        for flag in [
+            "--cache-config",
+            "--metrics-addr",
+            "--health-addr",
+            "--metrics-cert-dir",
+            "--shard-identity",
+        ] {
+            assert!(
+                problems.iter().any(|p| p.contains(flag)),
+                "{flag} in {problems:?}"
+            );
+        }
+        assert_eq!(problems.len(), 5, "{problems:?}");
     }
 }

@@ -5,6 +5,7 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
 
+use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::core::{GroupVersionKind, Resource};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -14,8 +15,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::context::Context;
 use super::error::{Error, Result};
+use super::predicate::{Filter, Predicate};
 use super::reconcile;
 use super::relation::Relation;
+use super::rules;
 use super::runner;
 use super::series::Series;
 use super::source::SharedWriter;
@@ -23,7 +26,10 @@ use super::stub::Stub;
 use crate::cache::{Cache, typed};
 use crate::controller::ControllerMetrics;
 use crate::manager::{ControllerReadiness, Manager, State};
-use crate::selector::ShardKey;
+use crate::selector::{FieldSelector, LabelSelector, ShardKey};
+
+/// Whether an object of `K` is in the controller's own scope (its label and field selectors).
+type InScope<K> = Arc<dyn Fn(&K) -> bool + Send + Sync>;
 
 /// How many reconciles of one controller run at once unless set.
 ///
@@ -104,6 +110,11 @@ pub struct Controller<K: Resource<DynamicType = ()> + Clone + Debug + 'static> {
     store: Store<Stub<K>>,
     writer: reflector::store::Writer<Stub<K>>,
     report: Option<Arc<State>>,
+    predicates: Vec<Predicate>,
+    scope: Vec<InScope<K>>,
+    event_source: Option<String>,
+    /// The RBAC rules of what it reads and writes ([`Controller::rules`]).
+    rules: Vec<PolicyRule>,
 }
 
 impl<K: Resource<DynamicType = ()> + Clone + Debug + 'static> Debug for Controller<K> {
@@ -114,6 +125,9 @@ impl<K: Resource<DynamicType = ()> + Clone + Debug + 'static> Debug for Controll
             .field("kind", &K::kind(&()))
             .field("related", &kinds)
             .field("concurrency", &self.concurrency)
+            .field("predicates", &self.predicates)
+            .field("selectors", &self.scope.len())
+            .field("event_source", &self.event_source)
             .finish_non_exhaustive()
     }
 }
@@ -134,7 +148,112 @@ where
             store,
             writer,
             report: None,
+            predicates: Vec::new(),
+            scope: Vec::new(),
+            event_source: None,
+            rules: vec![rules::read::<K>()],
         }
+    }
+
+    /// Declares that the reconcile writes `C` with `verbs` (`patch` for
+    /// [`Context::apply_owned`], `delete` for [`Context::prune_owned`], `create`, `update`
+    /// for writes of its own), for [`Controller::rules`].
+    #[must_use]
+    pub fn writes<C: Resource<DynamicType = ()>>(mut self, verbs: &[&str]) -> Self {
+        self.rules.push(rules::rule::<C>(None, verbs));
+        self
+    }
+
+    /// Declares that the reconcile writes the status subresource of `K` (`patch`, what
+    /// [`Context::apply_status`] does), for [`Controller::rules`].
+    #[must_use]
+    pub fn writes_status(mut self) -> Self {
+        self.rules
+            .push(rules::rule::<K>(Some("status"), &["patch"]));
+        self
+    }
+
+    /// The RBAC rules the controller needs: `get`, `list` and `watch` on `K` and on every
+    /// owned and watched kind (what the cache's informers do for it), and what it declared
+    /// with [`Controller::writes`] and [`Controller::writes_status`], one rule per kind.
+    /// The manager's own needs (its `CacheConfig`, Events, the Lease) are
+    /// `informant rbac`'s: a binary prints these rules for its `--extra-rules` file.
+    ///
+    /// ```
+    /// use informant::controller::Controller;
+    /// use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    ///
+    /// let controller = Controller::<ConfigMap>::new("demo-secrets")
+    ///     .owns::<Secret>()
+    ///     .writes::<Secret>(&["patch", "delete"]);
+    /// // `informant rbac --config cacheconfig.yaml --extra-rules rules.yaml` adds them.
+    /// let yaml = informant::yaml::to_string(&controller.rules()).unwrap();
+    /// assert!(yaml.contains("secrets"));
+    /// let secrets = &controller.rules()[1];
+    /// assert_eq!(secrets.verbs, ["get", "list", "watch", "patch", "delete"]);
+    /// ```
+    #[must_use]
+    pub fn rules(&self) -> Vec<PolicyRule> {
+        rules::merged(self.rules.iter().cloned())
+    }
+
+    /// Reconciles only the objects whose labels `selector` matches, on top of the cache's
+    /// scope (the `CacheConfig` may be edited to hold more; the controller stays to its own):
+    /// an object outside it is never handed to the reconcile, whatever triggered it
+    /// (controller-runtime's `WithEventFilter` on a label selector, kube-rs's
+    /// `watcher::Config::labels`). Several selectors must all match.
+    ///
+    /// ```
+    /// # fn demo() -> Result<(), informant::selector::ParseError> {
+    /// use informant::controller::Controller;
+    /// use informant::selector::LabelSelector;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    ///
+    /// let controller = Controller::<ConfigMap>::new("demo")
+    ///     .labels(LabelSelector::parse("app=demo")?);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn labels(mut self, selector: LabelSelector) -> Self {
+        self.scope.push(Arc::new(move |object: &K| {
+            let labels = object.meta().labels.as_ref();
+            selector.matches_with(|key| labels.and_then(|l| l.get(key)).map(String::as_str))
+        }));
+        self
+    }
+
+    /// Reconciles only the objects `selector` matches (the fields of the object as the API
+    /// server's field selectors name them: `metadata.name`, `metadata.namespace`,
+    /// `spec.nodeName`, ...), on top of the cache's scope, as [`Controller::labels`].
+    #[must_use]
+    pub fn fields(mut self, selector: FieldSelector) -> Self
+    where
+        K: serde::Serialize,
+    {
+        self.scope.push(Arc::new(move |object: &K| {
+            serde_json::to_value(object).is_ok_and(|value| selector.matches_object(&value))
+        }));
+        self
+    }
+
+    /// Reconciles on a change of `K` only when `predicate` passes ([`Predicate`]); several
+    /// must all pass.
+    #[must_use]
+    pub fn predicate(mut self, predicate: Predicate) -> Self {
+        self.predicates.push(predicate);
+        self
+    }
+
+    /// The component (`source.component`, `reportingController`) of the Events this
+    /// controller's reconciles record through [`Context::record`]; the controller's name
+    /// unless set. The `CacheConfig`'s `spec.recorder.component` stays the manager's own (its
+    /// `ConfigReloaded`, hook controllers' Events): an operator's identity on its Events is
+    /// in its code, not in a file operations may edit.
+    #[must_use]
+    pub fn event_source(mut self, component: &str) -> Self {
+        self.event_source = Some(component.to_owned());
+        self
     }
 
     /// Reconciles the controller owner of every `C` that changes (the owner reference with
@@ -148,6 +267,7 @@ where
         C: Resource<DynamicType = ()> + Send + Sync + 'static,
     {
         self.relations.push(Relation::owns::<C>());
+        self.rules.push(rules::read::<C>());
         self
     }
 
@@ -159,6 +279,7 @@ where
         F: Fn(&O) -> Vec<ObjectRef<K>> + Send + Sync + 'static,
     {
         self.relations.push(Relation::watches(mapper));
+        self.rules.push(rules::read::<O>());
         self
     }
 
@@ -290,8 +411,14 @@ where
             store: _,
             writer,
             report,
+            predicates,
+            scope,
+            event_source,
+            rules: _,
         } = self;
-        let ctx = Arc::new(ctx.for_controller());
+        let component = event_source.unwrap_or_else(|| name.clone());
+        let ctx = ctx.for_controller().with_field_manager(&name);
+        let ctx = Arc::new(ctx.with_event_source(&component));
         if let Some(refused) = refuse_relations_by_uid(&ctx, &name, &relations) {
             return Err(refused);
         }
@@ -309,14 +436,10 @@ where
             writer: Arc::new(std::sync::Mutex::new(writer)),
             reconcile: Arc::new(reconcile),
             error_policy: Arc::new(error_policy),
+            predicates,
+            scope: scope.into(),
         };
-        let mut kinds = vec![runner.gvk.clone()];
-        for relation in &runner.relations {
-            if !kinds.contains(&relation.gvk) {
-                kinds.push(relation.gvk.clone());
-            }
-        }
-        let mut wanted = ctx.cache().want(&kinds);
+        let mut wanted = ctx.cache().want(&runner.kinds());
         let mut said: Option<String> = None;
         let result = loop {
             if let Some(reason) = wanted.waiting() {
@@ -405,6 +528,8 @@ where
     writer: SharedWriter<Stub<K>>,
     reconcile: Arc<R>,
     error_policy: Arc<P>,
+    predicates: Vec<Predicate>,
+    scope: Arc<[InScope<K>]>,
 }
 
 impl<K, R, P> Runner<K, R, P>
@@ -473,21 +598,23 @@ where
         let reconciled = series.clone();
         let retried = series.clone();
         let kind = Arc::new(typed::gvk_of::<K>());
+        let filter = self.change_filter(ctx);
+        let narrowing = (Arc::clone(&self.scope), filter.clone());
         let run_one = move |stub: Arc<Stub<K>>, ctx: Arc<Context>| {
             let (label, series) = (Arc::clone(&label), reconciled.clone());
             let (reconcile, kind) = (Arc::clone(&reconcile), Arc::clone(&kind));
+            let (scope, seen) = narrowing.clone();
             async move {
-                let answer = ctx
-                    .cache()
-                    .get_as(&kind, stub.namespace(), stub.name(), &typed::As::<K>::new())
-                    .await
-                    .and_then(|object| typed::downcast::<K>(&kind, object));
+                let answer = read_object::<K>(&ctx, &kind, &stub).await;
                 let object = match super::stub::read_stub(answer, &stub, &(), &ctx, &series) {
                     Ok(object) => object,
                     Err(action) => return Ok(action),
                 };
-                // With sharding, another member may own the object now: it reconciles it.
-                let Some(admission) = ctx.admit(&label, &K::kind(&()), object.meta()) else {
+                // Outside the controller's own selectors (whatever the cache holds), or with
+                // sharding another member's now (it reconciles it): not reconciled here.
+                let in_scope = narrowed(&scope, seen.as_deref(), &object);
+                let admitted = in_scope.then(|| ctx.admit(&label, &K::kind(&()), object.meta()));
+                let Some(admission) = admitted.flatten() else {
                     return Ok(Action::await_change());
                 };
                 let reconciled = admission.run(reconcile::instrumented(
@@ -510,13 +637,42 @@ where
             }
             action
         };
-        runner::run(ctx, assembly, relate, (run_one, retry, Arc::clone(ctx)))
-            .await
-            .map_err(|source| Error::Runner {
-                controller: name.clone(),
-                source,
-            })?;
+        runner::run_filtered(
+            ctx,
+            assembly,
+            filter.map(|filter| {
+                Box::new(move |stub: &Stub<K>| filter.admits(stub)) as runner::ChangeFilter<K>
+            }),
+            relate,
+            (run_one, retry, Arc::clone(ctx)),
+        )
+        .await
+        .map_err(|source| Error::Runner {
+            controller: name.clone(),
+            source,
+        })?;
         Ok(Ended::Shutdown)
+    }
+
+    /// The controller's kind, then each owned and watched kind, once.
+    fn kinds(&self) -> Vec<GroupVersionKind> {
+        let mut kinds = vec![self.gvk.clone()];
+        for relation in &self.relations {
+            if !kinds.contains(&relation.gvk) {
+                kinds.push(relation.gvk.clone());
+            }
+        }
+        kinds
+    }
+
+    /// The filter of the changes of `K` by the controller's predicates; `None` without any.
+    fn change_filter(&self, ctx: &Context) -> Option<Arc<Filter<K>>> {
+        (!self.predicates.is_empty()).then(|| {
+            Arc::new(Filter::new(
+                self.predicates.clone(),
+                Arc::clone(ctx.cache()),
+            ))
+        })
     }
 
     /// The runner was dropped because a kind is not served: the store empties (its objects
@@ -532,6 +688,33 @@ where
         drop(writer);
         self.series.clear()
     }
+}
+
+/// Reads the object `stub` names through the cache tree, as `K`.
+async fn read_object<K>(
+    ctx: &Context,
+    kind: &GroupVersionKind,
+    stub: &Stub<K>,
+) -> crate::cache::Result<Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    ctx.cache()
+        .get_as(kind, stub.namespace(), stub.name(), &typed::As::<K>::new())
+        .await
+        .and_then(|object| typed::downcast::<K>(kind, object))
+}
+
+/// Whether `object` is in the controller's own selectors; the predicates' memory (`seen`)
+/// notes what a reconcile read either way.
+fn narrowed<K>(scope: &[InScope<K>], seen: Option<&Filter<K>>, object: &K) -> bool
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    if let Some(filter) = seen {
+        filter.saw(object.meta());
+    }
+    scope.iter().all(|in_scope| in_scope(object))
 }
 
 /// Whether `error` says the API server does not serve the custom kind `gvk` (its CRD went,

@@ -44,6 +44,12 @@ pub struct Context {
     recorder: Recorder,
     failures: Failures,
     gate: ShardGate,
+    /// The component of the Events [`Context::record`] records; `None`: the recorder's.
+    component: Option<Arc<str>>,
+    /// The field manager of the context's writes (`Context::apply_owned`, ...).
+    field_manager: Option<Arc<str>>,
+    /// Where a test kit keeps what [`Context::record`] recorded.
+    recorded: Option<Arc<Mutex<Vec<recorder::Event>>>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -94,7 +100,19 @@ impl Context {
             recorder,
             failures: Failures::default(),
             gate: ShardGate::open(),
+            component: None,
+            field_manager: None,
+            recorded: None,
         }
+    }
+
+    /// The same context, the Events it records stamped with `component` (their
+    /// `source.component` and `reportingController`) instead of the recorder's: what
+    /// [`super::Controller::event_source`] sets, the controller's name by default.
+    #[must_use]
+    pub fn with_event_source(mut self, component: &str) -> Self {
+        self.component = Some(component.into());
+        self
     }
 
     /// The same context, its reconciles asking `gate` first whether this member of a shard
@@ -102,6 +120,30 @@ impl Context {
     #[must_use]
     pub fn with_shard_gate(mut self, gate: ShardGate) -> Self {
         self.gate = gate;
+        self
+    }
+
+    /// The same context, its writes (`Context::apply_owned`, `Context::prune_owned`,
+    /// `Context::apply_status`) made as the field manager `name`: what
+    /// [`super::Controller::run`] sets, the controller's name.
+    #[must_use]
+    pub fn with_field_manager(mut self, name: &str) -> Self {
+        self.field_manager = Some(name.into());
+        self
+    }
+
+    /// The field manager of the context's writes: the controller's name, else
+    /// [`crate::manager::FIELD_MANAGER`].
+    #[must_use]
+    pub fn field_manager(&self) -> &str {
+        self.field_manager
+            .as_deref()
+            .unwrap_or(crate::manager::FIELD_MANAGER)
+    }
+
+    /// The same context, each Event it records also kept in `recorded` (the test kit's).
+    pub(super) fn recording_into(mut self, recorded: Arc<Mutex<Vec<recorder::Event>>>) -> Self {
+        self.recorded = Some(recorded);
         self
     }
 
@@ -198,8 +240,21 @@ impl Context {
     where
         T: Resource<DynamicType = ()>,
     {
-        self.recorder
-            .record(&object_ref(object), event_type, reason, message);
+        let mut event = self
+            .recorder
+            .event(&object_ref(object), event_type, reason, message);
+        if let Some(component) = &self.component {
+            let source = recorder::Source::new(component, &event.source.host);
+            event.reporting_controller = Arc::clone(&source.component);
+            event.source = Arc::new(source);
+        }
+        if let Some(recorded) = &self.recorded {
+            recorded
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(event.clone());
+        }
+        self.recorder.record_event(event);
     }
 
     /// How many reconciles of `object` failed in a row, counting the one that just failed

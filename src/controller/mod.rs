@@ -36,15 +36,19 @@ mod context;
 mod error;
 mod metrics;
 mod pass;
+mod predicate;
 mod reconcile;
 mod relation;
 mod resync;
+mod rules;
 pub(crate) mod runner;
 mod series;
 mod shard;
 mod shutdown;
 mod source;
 mod stub;
+pub mod testing;
+mod write;
 
 use std::sync::Arc;
 
@@ -61,6 +65,7 @@ pub use kube::runtime::controller::Action;
 pub use metrics::{
     ActiveWorker, ControllerMetrics, ControllerSeries, RECONCILE_TIME_BUCKETS, ReconcileResult,
 };
+pub use predicate::Predicate;
 pub use resync::{RESYNC_JITTER, SCANS_PER_PERIOD, resync};
 pub use series::{LIST_PASS_QUEUE, Series};
 pub(crate) use shard::gained as shard_gained;
@@ -68,6 +73,7 @@ pub(crate) use shutdown::stopped_before_ready;
 pub use source::{Change, Decode, Follow, Versioned, changes, reflected};
 pub(crate) use stub::read;
 pub use stub::{Stub, StubDecoder, stubs};
+pub use write::WriteError;
 
 /// Decodes a cached object into `T`, skipping (with a warning) one that does not fit.
 fn decode<T: DeserializeOwned>(gvk: &GroupVersionKind, obj: Arc<DynamicObject>) -> Option<T> {

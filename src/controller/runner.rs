@@ -68,6 +68,35 @@ pub(crate) async fn run<K, C, R, Fut, P>(
     ctx: &Context,
     assembly: Assembly<K>,
     relate: impl FnOnce(runtime::Controller<Stub<K>>, &Store<Stub<K>>) -> runtime::Controller<Stub<K>>,
+    reconciling: (R, P, Arc<C>),
+) -> Result<(), runtime::RunnerError>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Clone + Debug + Eq + Hash + Send + Sync + 'static,
+    R: FnMut(Arc<Stub<K>>, Arc<C>) -> Fut,
+    Fut: TryFuture<Ok = Action> + Send + 'static,
+    Fut::Error: std::error::Error + Send + 'static,
+    P: Fn(Arc<Stub<K>>, &Fut::Error, Arc<C>) -> Action,
+    C: Send + Sync + 'static,
+{
+    run_filtered(ctx, assembly, None, relate, reconciling).await
+}
+
+/// Whether a change of the controller's own kind (the stub it brought) triggers a reconcile:
+/// a Rust controller's predicates ([`super::Predicate`]).
+pub(crate) type ChangeFilter<K> =
+    Box<dyn Fn(&Stub<K>) -> futures::future::BoxFuture<'static, bool> + Send + Sync>;
+
+/// [`run`], with the changes of the controller's own kind that `filter` refuses triggering
+/// nothing (the store still follows them). Every other trigger is left alone.
+///
+/// # Errors
+/// kube-runtime's [`runtime::RunnerError`] if its runner stops.
+pub(crate) async fn run_filtered<K, C, R, Fut, P>(
+    ctx: &Context,
+    assembly: Assembly<K>,
+    filter: Option<ChangeFilter<K>>,
+    relate: impl FnOnce(runtime::Controller<Stub<K>>, &Store<Stub<K>>) -> runtime::Controller<Stub<K>>,
     (reconcile, error_policy, context): (R, P, Arc<C>),
 ) -> Result<(), runtime::RunnerError>
 where
@@ -100,6 +129,10 @@ where
         ctx.clone(),
         series.clone(),
     );
+    let objects = objects.filter(move |change| match (&filter, change) {
+        (Some(admits), Ok(stub)) => futures::future::Either::Left(admits(stub)),
+        _ => futures::future::Either::Right(futures::future::ready(true)),
+    });
     let resync = super::resync(
         store.clone(),
         Arc::clone(ctx.cache()),

@@ -15,6 +15,8 @@
 //! `crate::hooks` add themselves to a [`Manager`].
 
 mod access;
+#[cfg(feature = "cli")]
+mod args;
 mod elected;
 mod group;
 mod http;
@@ -30,6 +32,8 @@ mod state;
 mod status;
 
 pub use access::PERMISSIONS_RECHECK_INTERVAL;
+#[cfg(feature = "cli")]
+pub use args::{Args, ArgsError, ClientError};
 pub use http::{
     BindAddressError, BindError, Check, HttpServer, METRICS_CONTENT_TYPE, Probes, SecureMetrics,
     parse_bind_address,
@@ -40,7 +44,10 @@ pub use leader::{
 };
 pub use members::{RingMember, ring_members};
 pub use metrics::{ManagerMetrics, MetricsRegistry, RELOAD_DURATION_BUCKETS, ReloadResult};
-pub use options::{BoxError, ConfigSource, DEFAULT_SHUTDOWN_GRACE, Error, FIELD_MANAGER, Options};
+pub use options::{
+    BoxError, ConfigSource, DEFAULT_LEASE_NAME, DEFAULT_SHUTDOWN_GRACE, Error, FIELD_MANAGER,
+    Options, pod_namespace,
+};
 pub use reload::Reload;
 pub use run::{Manager, file_watcher};
 pub use shard::{

@@ -18,6 +18,22 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 /// The field manager of the status the manager applies, and the component of its Events.
 pub const FIELD_MANAGER: &str = "informant";
 
+/// Where a pod's `ServiceAccount` namespace is mounted.
+const POD_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+/// The Lease's name when `--lease-name` is not given.
+pub const DEFAULT_LEASE_NAME: &str = "informant";
+
+/// The namespace of the pod this process runs in (`/var/run/secrets/kubernetes.io/serviceaccount/namespace`), when it runs in
+/// one: where `informant run` puts its Lease unless told.
+#[must_use]
+pub fn pod_namespace() -> Option<String> {
+    std::fs::read_to_string(POD_NAMESPACE_FILE)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
 /// An error a runnable ends with.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -68,8 +84,35 @@ pub struct Options {
 }
 
 impl Options {
-    /// controller-runtime's defaults for a manager reading its config from `source`: no
-    /// listener (the CLI sets kubebuilder's `:8080`/`:8081`), no leader election, 30 s grace.
+    /// The defaults for a manager reading its config from `source` that a program builds
+    /// by hand (a test, or a manager embedded in a larger process): no listener, no leader
+    /// election, 30 s grace.
+    ///
+    /// The listeners are off here, where `informant run` serves `/metrics` on `:8080` and the
+    /// probes on `:8081`, because a fixed port is not a safe default for code that may start
+    /// several managers in one process (tests do) or already serves on those ports. An
+    /// operator's binary gets `informant run`'s defaults, flags and `INFORMANT_*` variables
+    /// from `manager::Args` (the `cli` feature), as kubebuilder's scaffold gives its
+    /// `main.go` the manager's flags; or it sets the fields:
+    ///
+    /// ```
+    /// use informant::manager::{
+    ///     ConfigSource, LeaderElection, Options, PERMISSIONS_RECHECK_INTERVAL, default_identity,
+    ///     parse_bind_address,
+    /// };
+    ///
+    /// let options = Options {
+    ///     metrics_addr: parse_bind_address(":8080")?,
+    ///     health_addr: parse_bind_address(":8081")?,
+    ///     leader_election: Some(LeaderElection {
+    ///         identity: default_identity(),
+    ///         ..LeaderElection::new("my-operator", "ops".to_owned())
+    ///     }),
+    ///     ..Options::new(ConfigSource::File("cacheconfig.yaml".into()))
+    /// };
+    /// assert_eq!(options.permissions_recheck, PERMISSIONS_RECHECK_INTERVAL);
+    /// # Ok::<(), informant::manager::BindAddressError>(())
+    /// ```
     #[must_use]
     pub fn new(source: ConfigSource) -> Self {
         Self {

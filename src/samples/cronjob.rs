@@ -470,4 +470,81 @@ mod tests {
         assert!(controlled_by(&job("a", "cj", None, true), "cj"));
         assert!(!controlled_by(&job("a", "other", None, true), "cj"));
     }
+
+    fn cronjob(uid: &str, limit: i32) -> CronJob {
+        CronJob {
+            metadata: ObjectMeta {
+                name: Some("hello".into()),
+                namespace: Some("default".into()),
+                uid: Some(uid.into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(k8s_openapi::api::batch::v1::CronJobSpec {
+                successful_jobs_history_limit: Some(limit),
+                ..k8s_openapi::api::batch::v1::CronJobSpec::default()
+            }),
+            status: None,
+        }
+    }
+
+    /// The test kit (`controller::testing`): the reconcile reads its Jobs through a context
+    /// over the objects given here, and what it recorded is read back, with no server.
+    #[tokio::test]
+    async fn a_reconcile_over_the_test_kit_records_each_completed_job_of_its_own_once() {
+        use crate::controller::testing::TestContext;
+        let cronjob = cronjob("cj", 10);
+        let mut kit = TestContext::new().with(&cronjob).unwrap();
+        for job in [
+            job("hello-1", "cj", Some(1), true),
+            job("hello-2", "cj", Some(2), true),
+            job("hello-3", "cj", Some(3), false),
+            job("other-1", "another-cronjob", Some(1), true),
+        ] {
+            kit = kit.with(&job).unwrap();
+        }
+        let reconciler = Reconciler::new();
+        let ctx = Arc::new(kit.context().with_event_source(NAME));
+        let action = reconciler
+            .reconcile(Arc::new(cronjob.clone()), Arc::clone(&ctx))
+            .await
+            .unwrap();
+        assert_eq!(action, Action::await_change());
+        let events = kit.events();
+        let messages: Vec<&str> = events.iter().map(|e| &*e.message).collect();
+        assert_eq!(
+            messages,
+            [
+                "Saw completed job: hello-1, status: Complete",
+                "Saw completed job: hello-2, status: Complete"
+            ]
+        );
+        assert!(events.iter().all(|e| &*e.source.component == NAME
+            && &*e.reporting_controller == NAME
+            && &*e.involved_object.name == "hello"));
+        // Nothing new: the next reconcile records nothing.
+        reconciler.reconcile(Arc::new(cronjob), ctx).await.unwrap();
+        assert_eq!(kit.events().len(), 2);
+    }
+
+    /// Past the history limit the reconcile deletes through the client, which the kit points
+    /// at no server: the failure names the Job, and the completions were recorded first.
+    #[tokio::test]
+    async fn a_delete_the_kit_can_not_serve_fails_naming_the_job() {
+        use crate::controller::testing::TestContext;
+        let cronjob = cronjob("cj", 1);
+        let kit = TestContext::new()
+            .with(&cronjob)
+            .and_then(|kit| kit.with(&job("hello-1", "cj", Some(1), true)))
+            .and_then(|kit| kit.with(&job("hello-2", "cj", Some(2), true)))
+            .unwrap();
+        let error = Reconciler::new()
+            .reconcile(Arc::new(cronjob), Arc::new(kit.context()))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&error, Error::Delete { name, .. } if name == "hello-1"),
+            "{error}"
+        );
+        assert_eq!(kit.reasons(), ["SawCompletedJob", "SawCompletedJob"]);
+    }
 }

@@ -167,14 +167,67 @@ fn the_direction_check_can_fail() {
     );
 }
 
-#[test]
-fn only_the_cli_knows_clap() {
-    for (path, text) in sources(&src()) {
-        let cli = path.contains("/src/cli/") || path.ends_with("/src/main.rs");
-        if !cli {
-            assert!(!text.contains("clap"), "{path} mentions clap");
+/// The files of `files` that mention clap outside the CLI (`src/cli/`, `src/main.rs`) and
+/// are not modules declared behind the `cli` cargo feature (`#[cfg(feature = "cli")]` over
+/// their `mod`): a library user who turns the feature off must not build clap.
+fn clap_outside_cli(files: &[(String, String)]) -> Vec<String> {
+    let mut behind_feature = Vec::new();
+    for (path, text) in files {
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        for pair in lines.windows(2) {
+            if pair[0] != "#[cfg(feature = \"cli\")]" {
+                continue;
+            }
+            let Some(module) = pair[1]
+                .strip_prefix("mod ")
+                .and_then(|m| m.strip_suffix(';'))
+            else {
+                continue;
+            };
+            let dir = match path.strip_suffix("/mod.rs") {
+                Some(dir) => dir.to_owned(),
+                None => path.trim_end_matches(".rs").to_owned(),
+            };
+            behind_feature.push(format!("{dir}/{module}.rs"));
         }
     }
+    files
+        .iter()
+        .filter(|(path, text)| {
+            let cli = path.contains("/src/cli/") || path.ends_with("/src/main.rs");
+            !cli && text.contains("clap") && !behind_feature.contains(path)
+        })
+        .map(|(path, _)| path.clone())
+        .collect()
+}
+
+#[test]
+fn only_the_cli_and_the_cli_feature_know_clap() {
+    let outside = clap_outside_cli(&sources(&src()));
+    assert!(outside.is_empty(), "mention clap: {outside:?}");
+}
+
+#[test]
+fn the_clap_check_can_fail() {
+    let files = vec![
+        (
+            "/r/src/manager/mod.rs".to_owned(),
+            "#[cfg(feature = \"cli\")]\nmod args;\nmod run;\n".to_owned(),
+        ),
+        (
+            "/r/src/manager/args.rs".to_owned(),
+            "use clap::Parser;".to_owned(),
+        ),
+        (
+            "/r/src/manager/run.rs".to_owned(),
+            "use clap::Parser;".to_owned(),
+        ),
+        (
+            "/r/src/cli/run.rs".to_owned(),
+            "use clap::Parser;".to_owned(),
+        ),
+    ];
+    assert_eq!(clap_outside_cli(&files), ["/r/src/manager/run.rs"]);
 }
 
 /// The rooms whose public names must each be used outside the room (issue #34: the public
@@ -184,7 +237,7 @@ const GUARDED_ROOMS: [&str; 2] = ["cache", "manager"];
 /// Public names no one outside the room writes, which stay public because a public item's
 /// signature names them (a returned error or value, a parameter): callers receive them and
 /// may name them, and Rust warns about a `pub(crate)` type in a public signature.
-const IN_PUBLIC_SIGNATURES: [&str; 13] = [
+const IN_PUBLIC_SIGNATURES: [&str; 15] = [
     // The error of `manager::parse_bind_address`.
     "BindAddressError",
     // The key kind of `cache::CompactObject` in kube's store (`Lookup::DynamicType`).
@@ -208,6 +261,9 @@ const IN_PUBLIC_SIGNATURES: [&str; 13] = [
     "PathError",
     // The rows of `cache::estimate::Estimate`.
     "InformerEstimate",
+    // The errors of `manager::Args::options` and `manager::Args::client`.
+    "ArgsError",
+    "ClientError",
 ];
 
 /// The keywords of the items [`public_items`] reads.
@@ -343,6 +399,46 @@ fn test_files(files: &[(String, String)]) -> Vec<String> {
     out
 }
 
+/// Every identifier in the doc-tests of `text` (the code between ```` ``` ```` fences of `///`
+/// and `//!` comments): a doc-test is compiled as a user's crate, so what it names is used
+/// from outside, as examples/ is.
+fn doc_test_identifiers(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for line in text.lines() {
+        let line = line.trim_start();
+        let Some(doc) = line
+            .strip_prefix("///")
+            .or_else(|| line.strip_prefix("//!"))
+        else {
+            inside = false;
+            continue;
+        };
+        let doc = doc.trim_start();
+        if doc.starts_with("```") {
+            // A fence that names a language other than Rust opens no doc-test.
+            let info = doc.trim_start_matches('`').trim();
+            inside = !inside
+                && (info.is_empty()
+                    || info.split(',').all(|w| {
+                        matches!(
+                            w.trim(),
+                            "rust" | "no_run" | "ignore" | "should_panic" | "compile_fail"
+                        )
+                    }));
+            continue;
+        }
+        if inside {
+            let code = doc.strip_prefix("# ").unwrap_or(doc);
+            out.extend(
+                code.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .filter(|word| !word.is_empty()),
+            );
+        }
+    }
+    out
+}
+
 /// Every identifier on the code lines of `text` (comment and doc lines left out).
 fn identifiers(text: &str) -> impl Iterator<Item = &str> {
     text.lines()
@@ -357,6 +453,12 @@ fn unused_outside(files: &[(String, String)], outside: &[(String, String)]) -> V
     let named: std::collections::HashSet<&str> = outside
         .iter()
         .flat_map(|(_, text)| identifiers(text))
+        .chain(
+            files
+                .iter()
+                .chain(outside)
+                .flat_map(|(_, text)| doc_test_identifiers(text)),
+        )
         .collect();
     let tests = test_files(files);
     let mut out = Vec::new();
@@ -391,7 +493,8 @@ fn crate_files(dirs: &[&str]) -> Vec<(String, String)> {
 }
 
 /// Each `pub` item of `cache` and `manager` is named outside its room (other rooms of `src/`,
-/// the binaries, `tests/`, `benches/`, `examples/`); one only its room uses is `pub(crate)`
+/// the binaries, `tests/`, `benches/`, `examples/`, or a doc-test anywhere: deliberate library
+/// API shown to users); one only its room uses is `pub(crate)`
 /// (issue #34). What counts as an item: [`public_items`]. By name, not by path: a name used
 /// outside for anything counts.
 #[test]
@@ -424,7 +527,7 @@ fn the_public_name_check_can_fail() {
         ),
         (
             "src/cache/a.rs".to_owned(),
-            "pub struct Used;\npub(crate) fn quiet() {}\nimpl Used {\n    pub fn method(&self) {}\n}\npub fn helper() {}\n#[cfg(test)]\nmod tests {\n    pub fn in_tests() {}\n}\n#[cfg(test)]\nmod cases;\n"
+            "/// Shown to users, and helper in prose only:\n///\n/// ```\n/// # use cache::Used;\n/// Used.shown();\n/// ```\n///\n/// ```text\n/// Used.method()\n/// ```\npub struct Used;\npub(crate) fn quiet() {}\nimpl Used {\n    pub fn method(&self) {}\n    pub fn shown(&self) {}\n}\npub fn helper() {}\n#[cfg(test)]\nmod tests {\n    pub fn in_tests() {}\n}\n#[cfg(test)]\nmod cases;\n"
                 .to_owned(),
         ),
         (
@@ -440,8 +543,8 @@ fn the_public_name_check_can_fail() {
         unused_outside(&files, &outside),
         [
             "src/cache/mod.rs:2: renamed",
-            "src/cache/a.rs:4: method",
-            "src/cache/a.rs:6: helper",
+            "src/cache/a.rs:14: method",
+            "src/cache/a.rs:17: helper",
         ]
     );
 }

@@ -1015,3 +1015,186 @@ async fn workqueue_depth_counts_the_objects_waiting_for_a_worker() {
     gated.stop().await;
     env.stop().await;
 }
+
+/// Issue #38: with the generation predicate a write that changes only an object's status
+/// reconciles nothing, and a spec change (a new generation) does. The Deployment `z`, created
+/// after the status write, comes down the same ordered stream of changes to one worker: were
+/// the status write let through, `web` would be reconciled again before `z`.
+#[tokio::test]
+async fn with_the_generation_predicate_a_status_only_update_does_not_reconcile() {
+    use informant::controller::Predicate;
+    use k8s_openapi::api::apps::v1::Deployment;
+    let env = Env::new().await;
+    let deployment = |name: &str| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"namespace": "default", "name": name},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                "template": {"metadata": {"labels": {"app": name}},
+                    "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}})
+    };
+    env.create(deployment("web"));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let (running, mut reconciled) = start(
+        Controller::<Deployment>::new("generations").predicate(Predicate::GenerationChanged),
+        env.context(),
+        move |d: &Deployment| {
+            let observed = d.status.as_ref().and_then(|s| s.observed_generation);
+            log.lock()
+                .unwrap()
+                .push((d.name_any(), d.metadata.generation, observed));
+            Ok(Action::await_change())
+        },
+    );
+    assert_eq!(next(&mut reconciled).await, "web");
+    let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), "default");
+    deployments
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"observedGeneration": 7}})),
+        )
+        .await
+        .unwrap();
+    env.create(deployment("z"));
+    assert_eq!(
+        next(&mut reconciled).await,
+        "z",
+        "the status write reconciled nothing"
+    );
+    deployments
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(next(&mut reconciled).await, "web");
+    let web = |(name, generation, observed): &(String, Option<i64>, Option<i64>)| {
+        (name == "web").then_some((*generation, *observed))
+    };
+    let seen: Vec<_> = seen.lock().unwrap().iter().filter_map(web).collect();
+    assert_eq!(seen, [(Some(1), None), (Some(2), Some(7))]);
+    running.stop().await;
+    env.stop().await;
+}
+
+/// A label selector on the builder narrows what the cache holds: an object outside it is not
+/// reconciled, and is once a label change brings it in.
+#[tokio::test]
+async fn a_label_selector_on_the_builder_reconciles_only_the_objects_it_matches() {
+    use informant::selector::LabelSelector;
+    let env = Env::new().await;
+    env.configmap("out", "b");
+    env.configmap("in", "a");
+    let (running, mut reconciled) = start(
+        Controller::<ConfigMap>::new("selected").labels(LabelSelector::parse("app=a").unwrap()),
+        env.context(),
+        |_| Ok(Action::await_change()),
+    );
+    assert_eq!(next(&mut reconciled).await, "in");
+    env.configmap("in-2", "a");
+    assert_eq!(next(&mut reconciled).await, "in-2");
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    configmaps
+        .patch(
+            "out",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"app": "a"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(next(&mut reconciled).await, "out");
+    running.stop().await;
+    env.stop().await;
+}
+
+/// The write helpers of `Context`: children applied with the owner's controller reference as
+/// the controller's field manager, the unwanted ones pruned (another owner's left alone), and
+/// the status applied to the status subresource.
+#[tokio::test]
+async fn the_context_applies_owned_children_prunes_the_unwanted_and_applies_status() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let env = Env::new().await;
+    let owner: ConfigMap = serde_json::from_value(env.configmap("owner", "a")).unwrap();
+    let stranger: ConfigMap = serde_json::from_value(env.configmap("stranger", "a")).unwrap();
+    let ctx = env.context().with_field_manager("helpers");
+    let secret = |name: &str| Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        string_data: None,
+        data: Some(BTreeMap::from([(
+            "k".to_owned(),
+            k8s_openapi::ByteString(b"v".to_vec()),
+        )])),
+        ..Secret::default()
+    };
+    for name in ["keep", "drop"] {
+        let applied = ctx.apply_owned(&owner, &secret(name)).await.unwrap();
+        let reference = &applied.owner_references()[0];
+        assert_eq!(
+            (reference.uid.as_str(), reference.controller),
+            (owner.uid().unwrap().as_str(), Some(true))
+        );
+        let managers: Vec<_> = applied
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .filter_map(|m| m.manager.clone())
+            .collect();
+        assert_eq!(managers, ["helpers"]);
+    }
+    ctx.apply_owned(&stranger, &secret("theirs")).await.unwrap();
+    support::eventually("the cache holds the three Secrets", || async {
+        let listed: Vec<Secret> = ctx
+            .list(&cache::ListOptions::default())
+            .await
+            .unwrap_or_default();
+        listed.len() == 3
+    })
+    .await;
+    let pruned = ctx
+        .prune_owned::<_, Secret>(&owner, &["keep"])
+        .await
+        .unwrap();
+    assert_eq!(pruned, ["drop"]);
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), "default");
+    let mut left: Vec<String> = secrets
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    left.sort();
+    assert_eq!(left, ["keep", "theirs"]);
+
+    let deployment: Deployment = serde_json::from_value(env.create(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"namespace": "default", "name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}})))
+    .unwrap();
+    let stored = ctx
+        .apply_status(&deployment, json!({"observedGeneration": 1, "replicas": 0}))
+        .await
+        .unwrap();
+    let status = stored.status.unwrap();
+    assert_eq!(
+        (status.observed_generation, status.replicas),
+        (Some(1), Some(0))
+    );
+    assert_eq!(
+        stored.metadata.generation,
+        Some(1),
+        "a status write is no spec change"
+    );
+    env.stop().await;
+}

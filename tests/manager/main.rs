@@ -13,6 +13,7 @@ mod cache_behaviour;
 mod cache_estimate;
 mod controller_kinds;
 mod controller_runtime;
+mod example_configmap_secret;
 mod hooks_exec;
 mod hooks_finalize;
 mod hooks_manager;
