@@ -157,7 +157,7 @@ pub struct Args {
     pub leader_elect_retry_period: Duration,
 
     /// This replica's identity in its shard ring (spec.sharding) and in leader election,
-    /// unique among the replicas (default: <hostname>_<uuid>, as leader election's).
+    /// unique among the replicas (default: `<hostname>_<uuid>`, as leader election's).
     #[arg(
         long,
         value_name = "IDENTITY",
