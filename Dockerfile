@@ -16,12 +16,13 @@ ARG BASE_IMAGE=gcr.io/distroless/cc-debian12:nonroot
 FROM ${RUST_IMAGE} AS build
 WORKDIR /src
 # Only what the binary is built from: the manifest, the lock file, the sources, the bench
-# sources the manifest declares (cargo checks that declared targets exist), and the files the
-# sources include (`include_str!`: the demo's hook). tests/cli/dockerfile.rs fails when a source
+# sources and the example the manifest declares (cargo checks that declared targets exist),
+# and the files the sources include (`include_str!`: the demo's hook). tests/cli/dockerfile.rs fails when a source
 # includes a file outside src/ that is not copied here or is kept out by .dockerignore.
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY benches ./benches
+COPY examples/configmap_secret.rs ./examples/configmap_secret.rs
 COPY examples/hooks/cronjob.py ./examples/hooks/cronjob.py
 # The registry and target directories are BuildKit caches: a rebuild after a source change
 # recompiles the crate, not its dependencies. Symbols are stripped (28 MB -> 21 MB on x86_64;
