@@ -348,3 +348,131 @@ async fn only_the_leader_ticks() {
             .unwrap();
     }
 }
+
+/// Logs `start NAME` when called for an object and `object NAME` when done; a call for
+/// `blocker` waits, before it is done, until the file of its second argument exists.
+const GATED_HOOK: &str = r#"
+import json, os, sys, time
+request = json.load(sys.stdin)
+name = request["object"]["metadata"]["name"]
+with open(sys.argv[1], "a") as log:
+    log.write("start " + name + "\n")
+while name == "blocker" and not os.path.exists(sys.argv[2]):
+    time.sleep(0.05)
+with open(sys.argv[1], "a") as log:
+    log.write("object " + name + "\n")
+json.dump({}, sys.stdout)
+"#;
+
+/// The value of `workqueue_depth` of `controller` on the manager's `/metrics`.
+async fn depth(metrics: SocketAddr, controller: &str) -> u64 {
+    let (_, body) = support::http_get(metrics, "/metrics").await;
+    let name = format!("name=\"{controller}\"");
+    body.lines()
+        .filter(|line| line.starts_with("workqueue_depth{") && line.contains(&name))
+        .find_map(|line| line.rsplit(' ').next()?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A tick's call for an object that already waits in the controller's queue (here: created
+/// while the only worker is busy) merges with it: the hook is called once for both. Were the
+/// tick's request queued apart, `x` would be called twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ticks_call_for_an_object_already_queued_merges_with_it() {
+    let Some(python) = python() else {
+        println!("skipped: no python3 (set INFORMANT_PYTHON) for the schedule hooks");
+        return;
+    };
+    let (server, client) = support::server_with_informant_crds().await;
+    let dir = tempfile::tempdir().unwrap();
+    let hook = dir.path().join("gated.py");
+    std::fs::write(&hook, GATED_HOOK).unwrap();
+    let (log, gate) = (dir.path().join("calls.log"), dir.path().join("open"));
+    secret(&server, "blocker");
+    let options = Options {
+        metrics_addr: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+        health_addr: None,
+        shutdown_grace: Duration::from_secs(10),
+        ..Options::new(ConfigSource::Resource {
+            namespace: "default".into(),
+            name: "test".into(),
+        })
+    };
+    let mut manager = Manager::new(client.clone(), options).await.unwrap();
+    informant::hooks::add_to_manager(&mut manager);
+    let metrics = manager.metrics_addr().unwrap();
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(manager.run(shutdown.clone()));
+
+    // One tick, far enough ahead for the set-up below (a cron of one second of the day, UTC).
+    let tick =
+        jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC) + jiff::Span::new().seconds(15);
+    let document = format!(
+        "apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {{name: merge, namespace: default}}
+spec:
+  for: {{apiVersion: v1, kind: Secret}}
+  hook: {{exec: {{command: [{python}, {}, {}, {}], timeout: 60s}}}}
+  schedule: '{} {} {} * * *'
+",
+        hook.display(),
+        log.display(),
+        gate.display(),
+        tick.second(),
+        tick.minute(),
+        tick.hour(),
+    );
+    let resource: Controller = serde_yaml::from_str(&document).unwrap();
+    Api::<Controller>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &resource)
+        .await
+        .unwrap();
+
+    // The only worker (concurrency 1) is held by blocker; x's change waits in the queue.
+    eventually("the worker is held by blocker", || async {
+        lines(&log).contains(&"start blocker".to_owned())
+    })
+    .await;
+    secret(&server, "x");
+    eventually("x waits in the queue", || async {
+        depth(metrics, "default/merge").await >= 1
+    })
+    .await;
+    assert_eq!(
+        ticks(metrics, "default/merge", "run").await,
+        0,
+        "the tick came before x was queued: the set-up took longer than its 15 s"
+    );
+    eventually("the tick ran while x waited", || async {
+        ticks(metrics, "default/merge", "run").await == 1
+    })
+    .await;
+
+    std::fs::write(&gate, "").unwrap();
+    // blocker answers its first call, then the tick's (it was running when the tick came).
+    eventually(
+        "x called, and blocker called again for the tick",
+        || async {
+            let calls = lines(&log);
+            calls.contains(&"object x".to_owned())
+                && calls.iter().filter(|l| *l == "object blocker").count() == 2
+        },
+    )
+    .await;
+    let x_calls = || async {
+        lines(&log)
+            .iter()
+            .filter(|l| l.ends_with(" x") && l.starts_with("start"))
+            .count()
+    };
+    assert!(
+        !support::holds_within(Duration::from_secs(3), || async { x_calls().await > 1 }).await,
+        "x was called twice: {:?}",
+        lines(&log)
+    );
+    assert_eq!(x_calls().await, 1);
+
+    shutdown.cancel();
+    support::stopped(run).await;
+}
