@@ -360,6 +360,32 @@ pub(super) fn object_ref(object: &DynamicObject, info: &KindInfo) -> Arc<recorde
 /// Records the answer's events, each against the object or the one it names (its uid taken
 /// from the request's objects when it is one of them).
 fn record_events(object: &DynamicObject, request: &Request, response: &Response, shared: &Shared) {
+    let among = request
+        .children
+        .values()
+        .flatten()
+        .chain(request.related.iter())
+        .chain(std::iter::once(&request.object));
+    record_answer_events(
+        response,
+        shared,
+        || object_ref(object, &shared.parent),
+        object.metadata.namespace.as_deref(),
+        &among,
+    );
+}
+
+/// Records `response`'s events: each against the object its `regarding` names (in
+/// `namespace` unless it names one; its uid taken from `among`, the objects the request
+/// carried, when it is one of them), else against `default`'s object. Shared by per-object
+/// calls and schedule batches.
+pub(super) fn record_answer_events<'a>(
+    response: &Response,
+    shared: &Shared,
+    default: impl Fn() -> Arc<recorder::ObjectRef>,
+    namespace: Option<&str>,
+    among: &(impl Iterator<Item = &'a Value> + Clone),
+) {
     let recorder = shared.ctx.recorder();
     for event in &response.events {
         let event_type = match event.type_ {
@@ -367,19 +393,11 @@ fn record_events(object: &DynamicObject, request: &Request, response: &Response,
             contract::EventType::Warning => EventType::Warning,
         };
         let target = match &event.regarding {
-            None => object_ref(object, &shared.parent),
+            None => default(),
             Some(r) => {
-                let namespace = r
-                    .namespace
+                let namespace = r.namespace.as_deref().or(namespace).unwrap_or_default();
+                let uid = among
                     .clone()
-                    .or_else(|| object.metadata.namespace.clone())
-                    .unwrap_or_default();
-                let uid = request
-                    .children
-                    .values()
-                    .flatten()
-                    .chain(request.related.iter())
-                    .chain(std::iter::once(&request.object))
                     .find(|o| {
                         o["apiVersion"] == r.api_version.as_str()
                             && o["kind"] == r.kind.as_str()
@@ -387,14 +405,13 @@ fn record_events(object: &DynamicObject, request: &Request, response: &Response,
                             && o["metadata"]["namespace"].as_str().unwrap_or_default() == namespace
                     })
                     .and_then(|o| o["metadata"]["uid"].as_str())
-                    .unwrap_or_default()
-                    .to_owned();
+                    .unwrap_or_default();
                 Arc::new(recorder::ObjectRef::new(
                     &r.api_version,
                     &r.kind,
-                    &namespace,
+                    namespace,
                     &r.name,
-                    &uid,
+                    uid,
                 ))
             }
         };

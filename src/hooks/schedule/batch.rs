@@ -173,37 +173,11 @@ fn controller_ref(shared: &Shared) -> Arc<recorder::ObjectRef> {
 /// Records the answer's events, each against the object its `regarding` names (its uid taken
 /// from the request's objects when it is one of them) or the `Controller`.
 fn record_events(request: &BatchRequest, response: &Response, shared: &Shared) {
-    let recorder = shared.ctx.recorder();
-    for event in &response.events {
-        let event_type = match event.type_ {
-            contract::EventType::Normal => EventType::Normal,
-            contract::EventType::Warning => EventType::Warning,
-        };
-        let target = match &event.regarding {
-            None => controller_ref(shared),
-            Some(r) => {
-                let namespace = r.namespace.clone().unwrap_or_default();
-                let uid = request
-                    .objects
-                    .iter()
-                    .find(|o| {
-                        o["apiVersion"] == r.api_version.as_str()
-                            && o["kind"] == r.kind.as_str()
-                            && o["metadata"]["name"] == r.name.as_str()
-                            && o["metadata"]["namespace"].as_str().unwrap_or_default() == namespace
-                    })
-                    .and_then(|o| o["metadata"]["uid"].as_str())
-                    .unwrap_or_default()
-                    .to_owned();
-                Arc::new(recorder::ObjectRef::new(
-                    &r.api_version,
-                    &r.kind,
-                    &namespace,
-                    &r.name,
-                    &uid,
-                ))
-            }
-        };
-        recorder.record(&target, event_type, &event.reason, &event.message);
-    }
+    crate::hooks::reconcile::record_answer_events(
+        response,
+        shared,
+        || controller_ref(shared),
+        None,
+        &request.objects.iter(),
+    );
 }
