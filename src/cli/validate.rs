@@ -13,6 +13,7 @@ use informant::yaml::{document_kind, documents};
 
 use super::exit::{self, Failure};
 use super::out::{out, outln};
+use super::run::HookArgs;
 
 /// Arguments of `informant validate`.
 // Reason: these doc comments are the `--help` text, where Markdown backticks would show as-is.
@@ -23,12 +24,20 @@ pub struct Args {
     /// CacheConfig and any number of Controllers separated by `---`.
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: PathBuf,
+
+    /// The manager's hook policy: given any `--hook-*` flag, each Controller is also checked
+    /// against the policy those flags make, as `informant run` with the same flags would.
+    #[command(flatten)]
+    pub hooks: HookArgs,
 }
 
 /// The summary on standard output, or every error on standard error and exit 64 (invalid) or
 /// 66 (unreadable). Each `Controller` is checked against the file's `CacheConfig` (its kinds
-/// must be cached); its errors are prefixed with `controllers[<name>]`.
+/// must be cached); its errors are prefixed with `controllers[<name>]`. Given any `--hook-*`
+/// flag, a valid Controller the policy of those flags refuses is an error too (`informant run`
+/// would keep it back, `HookNotAllowed`); without one, the policy is not checked.
 pub fn run(args: &Args) -> exit::Result {
+    let (policy, unasked) = args.hooks.policy()?;
     let loaded = config::load(&args.config);
     if let Err(e @ config::Error::Read { .. }) = loaded {
         return Err(e.into());
@@ -63,8 +72,19 @@ pub fn run(args: &Args) -> exit::Result {
         problems.push(exit::error_chain(e));
     }
     for (name, key, result) in &controllers {
-        if let Err(e) = result {
-            problems.push(controller_problem(name, key, e));
+        match result {
+            Err(e) => problems.push(controller_problem(name, key, e)),
+            Ok(valid) if !unasked => {
+                if let Some(rules) = policy.refusal(&valid.settings) {
+                    problems.push(format!(
+                        "{}: controller {key} is refused by the hook policy of the --hook-* \
+                         flags (informant run would keep it back, HookNotAllowed):\n  \
+                         controllers[{name}]: {rules}",
+                        args.config.display()
+                    ));
+                }
+            }
+            Ok(_) => {}
         }
     }
     match loaded {

@@ -290,3 +290,52 @@ fn the_demo_tells_the_story_the_readme_promises() {
         .sum();
     assert!(filtered_before > 0, "{stdout}");
 }
+
+/// Given the manager's `--hook-*` flags, `validate` checks each Controller against the policy
+/// they make, every refusal at once; without them it does not (the file alone is valid).
+#[test]
+fn validate_checks_controllers_against_the_hook_policy_of_the_hook_flags() {
+    let file = "examples/hooks/controllers.yaml";
+    let out = informant(&["validate", "--config", file]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+
+    let out = informant(&[
+        "validate",
+        "--config",
+        file,
+        "--hook-policy",
+        "restricted",
+        "--hook-allow-exec",
+        "/opt/hooks/",
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    for name in [
+        "cronjob-watch",
+        "configmap-to-secret",
+        "count-keys",
+        "configmap-census",
+    ] {
+        assert!(
+            stderr.contains(&format!(
+                "controller default/{name} is refused by the hook policy"
+            )),
+            "{name}: {stderr}"
+        );
+    }
+    assert!(
+        stderr.contains("controllers[configmap-to-secret]: ")
+            && stderr.contains("spec.owns[0]: v1 Secret objects are not sent to hooks"),
+        "{stderr}"
+    );
+
+    let out = informant(&[
+        "validate",
+        "--config",
+        file,
+        "--hook-policy",
+        "open",
+        "--hook-allow-secrets",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
