@@ -18,7 +18,7 @@ mod description;
 mod duration;
 mod error;
 mod load;
-mod names;
+pub(crate) mod names;
 pub mod rbac;
 mod restart;
 mod shares;

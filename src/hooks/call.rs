@@ -14,7 +14,9 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 
-use super::contract::{AnswerError, Request, Response};
+use serde_json::Value;
+
+use super::contract::{Answer, AnswerError, Request, Response};
 use super::persistent::Processes;
 use super::policy::Policy;
 use super::resource::{ControllerSettings, Hook, WebhookTls};
@@ -209,11 +211,25 @@ pub async fn call(hook: &Hook, request: &Request) -> Result<Response, CallError>
 /// # Errors
 /// [`CallError::Malformed`] or [`CallError::Invalid`].
 pub fn decode(answer: &[u8]) -> Result<Response, CallError> {
-    let response: Response = serde_json::from_slice(answer).map_err(|e| CallError::Malformed {
+    decode_as(answer)
+}
+
+/// Decodes and checks an answer of type `T`.
+fn decode_as<T: Answer>(answer: &[u8]) -> Result<T, CallError> {
+    checked(serde_json::from_slice(answer))
+}
+
+/// Decodes and checks an answer of type `T` a persistent hook wrote in its envelope.
+pub(super) fn decode_value<T: Answer>(answer: Value) -> Result<T, CallError> {
+    checked(serde_json::from_value(answer))
+}
+
+fn checked<T: Answer>(decoded: Result<T, serde_json::Error>) -> Result<T, CallError> {
+    let answer = decoded.map_err(|e| CallError::Malformed {
         reason: excerpt(&e.to_string()),
     })?;
-    response.requeue_after().map_err(CallError::Invalid)?;
-    Ok(response)
+    answer.check().map_err(CallError::Invalid)?;
+    Ok(answer)
 }
 
 /// The hook of one controller, ready to call: its policy and, for a webhook, its client
@@ -243,7 +259,7 @@ impl Caller {
 
     /// [`Caller::new`]; a persistent exec hook keeps `processes` processes, naming
     /// `controller` in its log.
-    fn with_processes(
+    pub(super) fn with_processes(
         hook: Hook,
         policy: Arc<Policy>,
         secrets: Option<Api<Secret>>,
@@ -303,8 +319,16 @@ impl Caller {
         &self,
         request: &(impl serde::Serialize + Sync),
     ) -> Result<Response, CallError> {
+        self.call_as(request).await
+    }
+
+    /// Calls the hook with `request` and decodes its answer as a `T`.
+    pub(super) async fn call_as<T: Answer>(
+        &self,
+        request: &(impl serde::Serialize + Sync),
+    ) -> Result<T, CallError> {
         if let Some(processes) = &self.processes {
-            return processes.call(request).await;
+            return decode_value(processes.call(request).await?);
         }
         let body = serde_json::to_vec(request).map_err(|e| CallError::Malformed {
             reason: excerpt(&e.to_string()),
@@ -328,7 +352,7 @@ impl Caller {
             }
         };
         let answer = answer.map_err(|_| CallError::Timeout(timeout))??;
-        decode(&answer)
+        decode_as(&answer)
     }
 
     /// The webhook's client: built once, or (with a client certificate) again when its

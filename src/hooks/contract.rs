@@ -115,6 +115,26 @@ pub enum AnswerError {
         /// `negative` or `more than the maximum`.
         why: &'static str,
     },
+    /// An admission hook's answer that can not be applied (a validating hook changing the
+    /// object, both `object` and `patch`, a patch that does not apply).
+    #[error("{0}")]
+    Admission(String),
+}
+
+/// What a hook answers to one kind of request: decoded from its JSON, then checked for what
+/// parsing alone does not catch.
+pub trait Answer: serde::de::DeserializeOwned {
+    /// What is wrong with the decoded answer, if anything.
+    ///
+    /// # Errors
+    /// The [`AnswerError`] the answer breaks.
+    fn check(&self) -> Result<(), AnswerError>;
+}
+
+impl Answer for Response {
+    fn check(&self) -> Result<(), AnswerError> {
+        self.requeue_after().map(|_| ())
+    }
 }
 
 impl Response {

@@ -1,6 +1,7 @@
 //! The hook controllers' own series: `informant_hook_calls_total{controller,failure}`,
 //! `informant_hook_call_duration_seconds{controller}` and
-//! `informant_hook_schedule_ticks_total{controller,result}` (the reconcile series are
+//! `informant_hook_schedule_ticks_total{controller,result}`,
+//! `informant_admission_total{hook,operation,fate}` (the reconcile series are
 //! controller-runtime's, in [`crate::controller::ControllerMetrics`]).
 
 use std::sync::Arc;
@@ -28,6 +29,13 @@ struct TickLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AdmissionLabels {
+    hook: String,
+    operation: String,
+    fate: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ControllerLabel {
     controller: String,
 }
@@ -49,6 +57,7 @@ struct Inner {
     calls: Family<CallLabels, Counter>,
     duration: HistogramFamily,
     ticks: Family<TickLabels, Counter>,
+    admission: Family<AdmissionLabels, Counter>,
 }
 
 impl Default for HookMetrics {
@@ -65,6 +74,7 @@ impl HookMetrics {
             calls: Family::default(),
             duration: Family::new_with_constructor(histogram as fn() -> Histogram),
             ticks: Family::default(),
+            admission: Family::default(),
         }))
     }
 
@@ -97,6 +107,43 @@ impl HookMetrics {
              previous tick still ran)",
             self.0.ticks.clone(),
         );
+        registry.register(
+            "informant_admission",
+            "Admission requests per hook (<namespace>/<controller>/<hook>) and operation, by \
+             fate (allowed, denied, patched, failed_open, failed_closed, timed_out, \
+             invalid_answer)",
+            self.0.admission.clone(),
+        );
+    }
+
+    /// Counts one admission request of `hook` for `operation` ending in `fate`.
+    pub fn admission(&self, hook: &str, operation: &str, fate: crate::hooks::AdmissionFate) {
+        self.0
+            .admission
+            .get_or_create(&AdmissionLabels {
+                hook: hook.to_owned(),
+                operation: operation.to_owned(),
+                fate: fate.as_str().to_owned(),
+            })
+            .inc();
+    }
+
+    /// Admission requests of `hook` for `operation` that ended in `fate`.
+    #[must_use]
+    pub fn admissions(
+        &self,
+        hook: &str,
+        operation: &str,
+        fate: crate::hooks::AdmissionFate,
+    ) -> u64 {
+        self.0
+            .admission
+            .get_or_create(&AdmissionLabels {
+                hook: hook.to_owned(),
+                operation: operation.to_owned(),
+                fate: fate.as_str().to_owned(),
+            })
+            .get()
     }
 
     /// Counts one tick of `controller`'s schedule: `run`, or `skipped` when the previous

@@ -20,6 +20,7 @@
 //! with [`CONTROLLER_FINALIZER`] until its objects are released, so a deletion made while no
 //! manager led is still seen.
 
+mod admission;
 mod call;
 pub mod contract;
 mod controller;
@@ -36,6 +37,9 @@ mod stats;
 mod supervisor;
 mod webhook;
 
+pub use admission::{
+    AdmissionAnswer, AdmissionCall, AdmissionFate, AdmissionName, Admitter, BadReview, Decision,
+};
 pub use call::{CallError, EXCERPT_CHARS, call, decode, excerpt, excerpt_end};
 pub use controller::{Error, HookController, REASON_HOOK_FAILED};
 pub use metrics::HookMetrics;
@@ -47,11 +51,13 @@ pub use policy::{
 pub use reconcile::ReconcileError;
 pub use release::CONTROLLER_FINALIZER;
 pub use resource::{
-    CONTROLLER_CONDITION_READY, CONTROLLER_CONDITION_VALID, Controller, ControllerError,
-    ControllerKey, ControllerSettings, ControllerSpec, ControllerStatus, DEFAULT_HOOK_TIMEOUT,
-    ExecHookSpec, FINALIZER_PREFIX, ForSpec, Hook, HookSpec, KindSpec, MapTo, MapToSpec, SecretRef,
-    ValidatedController, WatchSpec, WebhookSpec, WebhookTls, controller_crd_yaml, controllers_in,
-    controllers_key, validate_controller, validate_controller_value,
+    AdmissionHook, AdmissionSpec, AdmissionType, CONTROLLER_CONDITION_READY,
+    CONTROLLER_CONDITION_VALID, Controller, ControllerError, ControllerKey, ControllerSettings,
+    ControllerSpec, ControllerStatus, DEFAULT_ADMISSION_TIMEOUT_SECONDS, DEFAULT_HOOK_TIMEOUT,
+    ExecHookSpec, FINALIZER_PREFIX, FailurePolicy, ForSpec, Hook, HookSpec, KindSpec,
+    MAX_ADMISSION_TIMEOUT_SECONDS, MAX_MATCH_CONDITIONS, MapTo, MapToSpec, MatchConditionSpec,
+    SecretRef, ValidatedController, WatchSpec, WebhookSpec, WebhookTls, controller_crd_yaml,
+    controllers_in, controllers_key, validate_controller, validate_controller_value,
 };
 pub use schedule::{
     Clock as ScheduleClock, Schedule, ScheduleErrors, ScheduleMode, SystemClock, TokioClock,
@@ -61,4 +67,6 @@ pub use sources::{
     follow_namespace,
 };
 pub use stats::Stats;
-pub use supervisor::{Desired, Progress, REASON_NEEDS_SHARD_KEY_NAMESPACE, Supervisor};
+pub use supervisor::{
+    Desired, Progress, REASON_ADMISSION_NOT_SERVED, REASON_NEEDS_SHARD_KEY_NAMESPACE, Supervisor,
+};

@@ -26,7 +26,6 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::call::{CallError, excerpt, excerpt_end};
-use super::contract::Response;
 use super::resource::{ControllerSettings, ExecHookSpec, Hook};
 use crate::config::{FieldError, FieldPath};
 
@@ -118,8 +117,9 @@ pub(super) fn exec_mode(
     }
 }
 
-/// What a call waits for: the decoded answer to its id, or why none came.
-type Answer = Result<Response, CallError>;
+/// What a call waits for: the `response` of the envelope answering its id (decoded by the
+/// caller, which knows what it asked), or why none came.
+type Answer = Result<Value, CallError>;
 
 /// The long-lived processes of one persistent exec hook, started at the first call that needs
 /// one and stopped by [`Processes::stop`] or when dropped (each process is killed).
@@ -211,10 +211,7 @@ impl Processes {
     /// [`CallError::Spawn`], [`CallError::Exited`], [`CallError::Timeout`],
     /// [`CallError::Envelope`], [`CallError::Malformed`], [`CallError::Invalid`],
     /// [`CallError::TooLarge`].
-    pub async fn call(
-        &self,
-        request: &(impl serde::Serialize + Sync),
-    ) -> Result<Response, CallError> {
+    pub async fn call(&self, request: &(impl serde::Serialize + Sync)) -> Result<Value, CallError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let line = request_line(id, request)?;
         let Ok(_call) = self.calls.acquire().await else {
@@ -498,7 +495,7 @@ impl Reader {
     }
 }
 
-/// Decodes an envelope's `response`; any other key than `id` and `response` is an error.
+/// An envelope's `response`; any other key than `id` and `response` is an error.
 fn decode(mut envelope: serde_json::Map<String, Value>) -> Answer {
     if let Some(key) = envelope.keys().find(|k| *k != "id" && *k != "response") {
         return Err(CallError::Envelope {
@@ -507,17 +504,11 @@ fn decode(mut envelope: serde_json::Map<String, Value>) -> Answer {
             )),
         });
     }
-    let Some(response) = envelope.remove("response") else {
-        return Err(CallError::Envelope {
+    envelope
+        .remove("response")
+        .ok_or_else(|| CallError::Envelope {
             reason: "no \"response\"".to_owned(),
-        });
-    };
-    let response: Response =
-        serde_json::from_value(response).map_err(|e| CallError::Malformed {
-            reason: excerpt(&e.to_string()),
-        })?;
-    response.requeue_after().map_err(CallError::Invalid)?;
-    Ok(response)
+        })
 }
 
 /// Why a reader stopped reading.

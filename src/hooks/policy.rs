@@ -173,6 +173,22 @@ impl Policy {
             }
             Hook::Webhook { url, .. } => broken.extend(self.check_url(url).err()),
         }
+        for (i, admission) in settings.admission.iter().enumerate() {
+            if admission.hook == settings.hook {
+                continue;
+            }
+            let checked = match &admission.hook {
+                Hook::Exec { command, .. } | Hook::Persistent { command, .. } => {
+                    self.check_exec(command)
+                }
+                Hook::Webhook { url, .. } => self.check_url(url),
+            };
+            let field = format!("spec.admission[{i}].hook");
+            broken.extend(checked.err().map(|e| match e.strip_prefix("spec.hook") {
+                Some(rest) => format!("{field}{rest}"),
+                None => format!("{field}: {e}"),
+            }));
+        }
         if !self.secrets {
             let kinds = std::iter::once(("for", None, &settings.for_kind))
                 .chain(

@@ -590,3 +590,58 @@ async fn a_standby_member_starts_a_finalizing_controller_only_once_the_leader_he
     shutdown.cancel();
     support::stopped(run).await;
 }
+
+/// A valid `Controller` with `spec.admission` is kept back (`Ready=False`,
+/// `AdmissionNotServed`) while the manager serves no admission webhook: an admission hook that
+/// nothing calls must not look active.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_with_admission_hooks_is_kept_back_while_they_are_not_served() {
+    let (_server, client) = support::server_with_informant_crds().await;
+    let options = Options {
+        metrics_addr: None,
+        health_addr: None,
+        shutdown_grace: Duration::from_secs(10),
+        ..Options::new(ConfigSource::Resource {
+            namespace: "default".into(),
+            name: "test".into(),
+        })
+    };
+    let mut manager = Manager::new(client.clone(), options).await.unwrap();
+    informant::hooks::add_to_manager(&mut manager);
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(manager.run(shutdown.clone()));
+    let controllers = Api::<Controller>::namespaced(client.clone(), "default");
+    let guarded: Controller = serde_yaml::from_str(
+        "apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {name: guarded, namespace: default}
+spec:
+  for: {apiVersion: v1, kind: ConfigMap}
+  hook: {exec: {command: [sh, -c, 'echo {}']}}
+  admission: [{name: require-owner, type: Validating}]
+",
+    )
+    .unwrap();
+    controllers
+        .create(&PostParams::default(), &guarded)
+        .await
+        .unwrap();
+    eventually(
+        "guarded kept back: its admission hooks are not served",
+        || async {
+            let status = controllers.get("guarded").await.unwrap().status;
+            let conditions = status.map(|s| s.conditions).unwrap_or_default();
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Valid" && c.status == "True")
+                && conditions.iter().any(|c| {
+                    c.type_ == "Ready"
+                        && c.status == "False"
+                        && c.reason == informant::hooks::REASON_ADMISSION_NOT_SERVED
+                })
+        },
+    )
+    .await;
+    shutdown.cancel();
+    support::stopped(run).await;
+}

@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::config::Origin;
-use crate::hooks::contract::{API_VERSION, ControllerRef, Request};
+use crate::hooks::contract::{API_VERSION, ControllerRef, Request, Response};
 use crate::hooks::resource::validate_controller_value;
 
 /// Answers each request line by the object's name: `die` exits (once: a marker file in the
@@ -99,7 +99,7 @@ impl Fixture {
     }
 
     async fn call(&self, name: &str) -> Result<Response, CallError> {
-        self.processes.call(&request(name)).await
+        super::super::call::decode_value(self.processes.call(&request(name)).await?)
     }
 }
 
@@ -382,5 +382,6 @@ fn a_request_line_is_one_line_with_the_schemas_envelope() {
     else {
         panic!("an object")
     };
-    assert_eq!(decode(envelope).unwrap().requeue_after_seconds, Some(5.0));
+    let response: Response = super::super::call::decode_value(decode(envelope).unwrap()).unwrap();
+    assert_eq!(response.requeue_after_seconds, Some(5.0));
 }

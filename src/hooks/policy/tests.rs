@@ -215,6 +215,7 @@ fn settings(hook: Hook, owns: &[(&str, &str, &str)]) -> ControllerSettings {
         concurrency: 1,
         resync_period: None,
         schedule: None,
+        admission: Vec::new(),
         finalizer: None,
     }
 }
@@ -239,4 +240,41 @@ fn secrets_are_sent_to_hooks_only_when_allowed_and_every_broken_rule_is_named() 
     let allowed = exec(&["/usr/bin/curl"]).allow_secrets(true);
     assert_eq!(allowed.refusal(&s), None);
     assert_eq!(Policy::open().refusal(&s), None, "open sends Secrets");
+}
+
+#[test]
+fn an_admission_hook_of_its_own_is_checked_by_the_policy_too() {
+    let allowed = Hook::Exec {
+        command: command("/hooks/sync"),
+        timeout: std::time::Duration::from_secs(1),
+    };
+    let mut s = settings(allowed.clone(), &[]);
+    let policy = Policy::restricted().allow_exec("/hooks/".parse().unwrap());
+    let admission = |hook: Hook| crate::hooks::AdmissionHook {
+        name: "guard".to_owned(),
+        type_: crate::hooks::AdmissionType::Validating,
+        operations: vec!["CREATE".to_owned()],
+        hook,
+        failure_policy: crate::hooks::FailurePolicy::Fail,
+        timeout: std::time::Duration::from_secs(10),
+        namespace_selector: None,
+        object_selector: None,
+        match_conditions: Vec::new(),
+    };
+    s.admission = vec![admission(allowed)];
+    assert_eq!(
+        policy.refusal(&s),
+        None,
+        "the Controller's own hook, allowed"
+    );
+    s.admission = vec![admission(Hook::Exec {
+        command: command("/usr/bin/curl"),
+        timeout: std::time::Duration::from_secs(1),
+    })];
+    let refusal = policy.refusal(&s).unwrap();
+    assert!(
+        refusal.starts_with("spec.admission[0].hook.exec.command \"/usr/bin/curl\""),
+        "{refusal}"
+    );
+    assert!(refusal.contains("/usr/bin/curl"), "{refusal}");
 }

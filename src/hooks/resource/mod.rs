@@ -6,10 +6,15 @@
 //! checks the kinds against the active cache plan: a controller on a kind the cache would
 //! refuse to read is an error that says which `CacheConfig` setting to change.
 
+mod admission;
 mod crd;
 mod types;
 mod validate;
 
+pub use admission::{
+    AdmissionHook, AdmissionSpec, AdmissionType, DEFAULT_ADMISSION_TIMEOUT_SECONDS, FailurePolicy,
+    MAX_ADMISSION_TIMEOUT_SECONDS, MAX_MATCH_CONDITIONS, MatchConditionSpec,
+};
 pub use crd::controller_crd_yaml;
 pub use types::{
     CONTROLLER_CONDITION_READY, CONTROLLER_CONDITION_VALID, Controller, ControllerError,

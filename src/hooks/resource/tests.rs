@@ -321,3 +321,75 @@ fn an_https_webhook_needs_a_ca_bundle_of_pem_certificates_and_plain_http_has_non
         "{bad_url:?}"
     );
 }
+
+#[test]
+fn admission_hooks_default_to_the_controllers_hook_and_kube_apiservers_defaults() {
+    let yaml = format!(
+        "{GOOD}  admission:
+  - {{name: require-owner, type: Validating}}
+  - name: defaults
+    type: Mutating
+    operations: ['*']
+    failurePolicy: Ignore
+    timeoutSeconds: 3
+    hook: {{webhook: {{url: 'http://127.0.0.1:9/defaults'}}}}
+    objectSelector: {{matchLabels: {{app: web}}}}
+    matchConditions: [{{name: not-system, expression: \"!object.metadata.name.startsWith('system-')\"}}]
+"
+    );
+    let v = validate_controller_value(value(&yaml), &Origin::Text, None).unwrap();
+    let [owner, defaults] = v.settings.admission.as_slice() else {
+        panic!("two hooks: {:?}", v.settings.admission)
+    };
+    assert_eq!(owner.type_, AdmissionType::Validating);
+    assert_eq!(owner.operations, ["CREATE", "UPDATE"]);
+    assert_eq!(owner.failure_policy, FailurePolicy::Fail);
+    assert_eq!(owner.timeout, Duration::from_secs(10));
+    assert_eq!(owner.hook, v.settings.hook, "the Controller's own hook");
+    assert_eq!(defaults.type_, AdmissionType::Mutating);
+    assert_eq!(defaults.operations, ["*"]);
+    assert_eq!(defaults.failure_policy, FailurePolicy::Ignore);
+    assert_eq!(defaults.timeout, Duration::from_secs(3));
+    assert!(matches!(defaults.hook, Hook::Webhook { .. }));
+    assert_eq!(defaults.match_conditions.len(), 1);
+    assert!(defaults.object_selector.is_some());
+}
+
+#[test]
+fn admission_hooks_report_every_error_at_once_with_its_path() {
+    let yaml = format!(
+        "{GOOD}  admission:
+  - {{name: Bad_Name, type: Checking, operations: [CREATE, PATCH, CREATE], failurePolicy: Never, timeoutSeconds: 31}}
+  - name: twice
+    type: Validating
+    operations: ['*', DELETE]
+    namespaceSelector: {{matchExpressions: [{{key: team, operator: In}}, {{key: env, operator: Exists, values: [x]}}, {{key: k, operator: Near}}]}}
+    matchConditions: [{{name: a, expression: 'true'}}, {{name: a, expression: ' '}}]
+  - {{name: twice, type: Mutating, hook: {{exec: {{command: []}}}}}}
+"
+    );
+    let errors = errors(validate_controller_value(value(&yaml), &Origin::Text, None));
+    let expected = [
+        "spec.admission[0].name: invalid name \"Bad_Name\"",
+        "spec.admission[0].type: \"Checking\" is not a type of admission hook",
+        "spec.admission[0].operations[1]: \"PATCH\" is not an operation",
+        "spec.admission[0].operations[2]: CREATE is listed twice",
+        "spec.admission[0].failurePolicy: \"Never\" is not a failure policy",
+        "spec.admission[0].timeoutSeconds: 31 is out of range",
+        "spec.admission[1].operations: * already means every operation",
+        "spec.admission[1].namespaceSelector.matchExpressions[0].values: required with operator In",
+        "spec.admission[1].namespaceSelector.matchExpressions[1].values: must be empty with operator Exists",
+        "spec.admission[1].namespaceSelector.matchExpressions[2].operator: \"Near\" is not an operator",
+        "spec.admission[1].matchConditions[1].name: \"a\" names another condition",
+        "spec.admission[1].matchConditions[1].expression: required",
+        "spec.admission[2].name: \"twice\" names another admission hook",
+        "spec.admission[2].hook.exec.command: required",
+    ];
+    for e in expected {
+        assert!(
+            errors.iter().any(|got| got.starts_with(e)),
+            "missing {e:?} in {errors:#?}"
+        );
+    }
+    assert_eq!(errors.len(), expected.len(), "{errors:#?}");
+}

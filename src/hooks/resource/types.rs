@@ -129,6 +129,12 @@ pub struct ControllerSpec {
     /// every object in the request's `objects`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule_mode: Option<String>,
+
+    /// Admission hooks: validate or default the objects of the `for` kind before the API
+    /// server stores them. The manager serves them over HTTPS and registers them in the
+    /// webhook configurations it owns. See docs/hooks.md, "Admission".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<Vec<super::admission::AdmissionSpec>>,
 }
 
 /// The reconciled kind, and which of its objects.
@@ -406,6 +412,8 @@ pub struct ControllerSettings {
     pub finalizer: Option<String>,
     /// When the hook is called on a clock (`spec.schedule`), if ever.
     pub schedule: Option<crate::hooks::Schedule>,
+    /// The admission hooks (`spec.admission`).
+    pub admission: Vec<super::admission::AdmissionHook>,
 }
 
 /// Which reconciled objects a related object maps to (`spec.watches[].mapTo`).

@@ -121,6 +121,13 @@ pub fn validate_controller(
             .filter(|d| !d.is_zero())
     });
     let schedule = crate::hooks::schedule::validate(spec, &path, &mut errors);
+    let admission = super::admission::validate(
+        spec.admission.as_deref(),
+        hook.as_ref(),
+        &path.field("admission"),
+        &mut errors,
+        self::hook,
+    );
     if spec.concurrency == Some(0) {
         errors.push(FieldError::new(
             &path.field("concurrency"),
@@ -161,6 +168,7 @@ pub fn validate_controller(
             resync_period,
             finalizer: (spec.finalize == Some(true)).then_some(finalizer),
             schedule,
+            admission,
         }),
         _ => Err(errors),
     }
