@@ -276,7 +276,52 @@ where
         E: std::error::Error + Send + Sync + 'static,
         P: Fn(Arc<K>, &E, Arc<Context>) -> Action + Send + Sync + 'static,
     {
-        let ctx = Context::of(manager);
+        self.add_to_with(manager, (), reconcile, error_policy);
+    }
+
+    /// [`Controller::add_to`], every reconcile and error policy call reading `data`, the
+    /// operator's own state, with [`Context::data`] (kube-rs's `Controller::run(reconcile,
+    /// error_policy, Arc::new(data))`). One `data` per controller, shared by its reconciles:
+    /// state they change goes behind a lock or an atomic, as in kube-rs.
+    ///
+    /// ```no_run
+    /// # async fn demo(mut manager: informant::manager::Manager) -> Result<(), informant::manager::Error> {
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use informant::controller::{Action, Context, Controller, default_error_policy};
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    ///
+    /// struct Settings {
+    ///     requeue: Duration,
+    /// }
+    ///
+    /// async fn reconcile(
+    ///     configmap: Arc<ConfigMap>,
+    ///     ctx: Arc<Context<Settings>>,
+    /// ) -> Result<Action, kube::Error> {
+    ///     Ok(Action::requeue(ctx.data().requeue))
+    /// }
+    ///
+    /// let settings = Settings { requeue: Duration::from_secs(300) };
+    /// Controller::<ConfigMap>::new("demo")
+    ///     .add_to_with(&mut manager, settings, reconcile, default_error_policy);
+    /// manager.run(tokio_util::sync::CancellationToken::new()).await
+    /// # }
+    /// ```
+    pub fn add_to_with<T, R, Fut, E, P>(
+        self,
+        manager: &mut Manager,
+        data: T,
+        reconcile: R,
+        error_policy: P,
+    ) where
+        T: Send + Sync + 'static,
+        R: Fn(Arc<K>, Arc<Context<T>>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<Action, E>> + Send + 'static,
+        E: std::error::Error + Send + Sync + 'static,
+        P: Fn(Arc<K>, &E, Arc<Context<T>>) -> Action + Send + Sync + 'static,
+    {
+        let ctx = Context::of(manager).with_data(data);
         let controller = self
             .metrics(&ControllerMetrics::of(manager))
             .report_to(manager.state());

@@ -58,18 +58,19 @@ where
     /// # Errors
     /// [`Error::Informer`] when a kind's informers can not start or sync (other than its kind
     /// not being served); [`Error::Runner`] if kube-runtime's runner stops.
-    pub async fn run<R, Fut, E, P>(
+    pub async fn run<T, R, Fut, E, P>(
         self,
-        ctx: Context,
+        ctx: Context<T>,
         reconcile: R,
         error_policy: P,
         shutdown: CancellationToken,
     ) -> Result<()>
     where
-        R: Fn(Arc<K>, Arc<Context>) -> Fut + Send + Sync + 'static,
+        T: Send + Sync + 'static,
+        R: Fn(Arc<K>, Arc<Context<T>>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = std::result::Result<Action, E>> + Send + 'static,
         E: std::error::Error + Send + Sync + 'static,
-        P: Fn(Arc<K>, &E, Arc<Context>) -> Action + Send + Sync + 'static,
+        P: Fn(Arc<K>, &E, Arc<Context<T>>) -> Action + Send + Sync + 'static,
     {
         let Self {
             name,
@@ -231,17 +232,18 @@ where
 {
     /// Runs kube-runtime's runner until `stop`; `running` is called once the informers of
     /// every kind synced.
-    async fn run<Fut, E>(
+    async fn run<T, Fut, E>(
         &self,
-        ctx: &Arc<Context>,
+        ctx: &Arc<Context<T>>,
         stop: CancellationToken,
         running: impl FnOnce(),
     ) -> Result<Ended>
     where
-        R: Fn(Arc<K>, Arc<Context>) -> Fut + Send + Sync + 'static,
+        T: Send + Sync + 'static,
+        R: Fn(Arc<K>, Arc<Context<T>>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = std::result::Result<Action, E>> + Send + 'static,
         E: std::error::Error + Send + Sync + 'static,
-        P: Fn(Arc<K>, &E, Arc<Context>) -> Action + Send + Sync + 'static,
+        P: Fn(Arc<K>, &E, Arc<Context<T>>) -> Action + Send + Sync + 'static,
     {
         let Self {
             name,
@@ -251,6 +253,8 @@ where
             concurrency,
             ..
         } = self;
+        // The runner's plumbing (shared with hook controllers) reads no user state.
+        let plain = ctx.without_data();
         // Subscribe before the informers exist or sync, so no change is lost in between.
         let own_events = ctx.pool().subscribe(gvk);
         let related_events: Vec<_> = relations
@@ -259,7 +263,7 @@ where
             .collect();
         tokio::select! {
             () = stop.cancelled() => return Ok(Ended::Shutdown),
-            ensured = ensure_informers(ctx, name, gvk, relations) => match ensured {
+            ensured = ensure_informers(&plain, name, gvk, relations) => match ensured {
                 Err(Error::Informer { source, gvk, .. }) if not_served(&gvk, &source) => {
                     return Ok(Ended::NotServed(source));
                 }
@@ -291,14 +295,14 @@ where
         let reconciled = series.clone();
         let retried = series.clone();
         let kind = Arc::new(typed::gvk_of::<K>());
-        let filter = self.change_filter(ctx);
+        let filter = self.change_filter(&plain);
         let narrowing = (Arc::clone(&self.scope), filter.clone());
-        let run_one = move |stub: Arc<Stub<K>>, ctx: Arc<Context>| {
+        let run_one = move |stub: Arc<Stub<K>>, ctx: Arc<Context<T>>| {
             let (label, series) = (Arc::clone(&label), reconciled.clone());
             let (reconcile, kind) = (Arc::clone(&reconcile), Arc::clone(&kind));
             let (scope, seen) = narrowing.clone();
             async move {
-                let answer = read_object::<K>(&ctx, &kind, &stub).await;
+                let answer = read_object::<K, T>(&ctx, &kind, &stub).await;
                 let object = match super::stub::read_stub(answer, &stub, &(), &ctx, &series) {
                     Ok(object) => object,
                     Err(action) => return Ok(action),
@@ -331,7 +335,7 @@ where
             action
         };
         runner::run_filtered(
-            ctx,
+            &plain,
             assembly,
             filter.map(|filter| {
                 Box::new(move |stub: &Stub<K>| filter.admits(stub)) as runner::ChangeFilter<K>
@@ -384,8 +388,8 @@ where
 }
 
 /// Reads the object `stub` names through the cache tree, as `K`.
-async fn read_object<K>(
-    ctx: &Context,
+async fn read_object<K, T>(
+    ctx: &Context<T>,
     kind: &GroupVersionKind,
     stub: &Stub<K>,
 ) -> crate::cache::Result<Arc<K>>
@@ -412,7 +416,11 @@ fn not_served(gvk: &GroupVersionKind, error: &crate::cache::Error) -> bool {
 /// Makes sure the informers of `gvk` and of every related kind exist and synced.
 /// Sharded by uid, an object's children and related objects are on other members: a
 /// controller that owns or watches a kind is refused ([`Error::NeedsShardKeyNamespace`]).
-fn refuse_relations_by_uid<K>(ctx: &Context, name: &str, relations: &[Relation<K>]) -> Option<Error>
+fn refuse_relations_by_uid<K, T>(
+    ctx: &Context<T>,
+    name: &str,
+    relations: &[Relation<K>],
+) -> Option<Error>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + 'static,
 {

@@ -58,8 +58,8 @@ pub enum WriteError {
 
 /// The API of `K` in `namespace` (all namespaces for `None`), typed as dynamic objects so one
 /// path serves namespaced and cluster-scoped kinds.
-fn api_of<K: Resource<DynamicType = ()>>(
-    ctx: &Context,
+fn api_of<K: Resource<DynamicType = ()>, T>(
+    ctx: &Context<T>,
     namespace: Option<&str>,
 ) -> Api<DynamicObject> {
     let resource = ApiResource::erase::<K>(&());
@@ -81,7 +81,7 @@ fn refused<K: Resource<DynamicType = ()>>(name: &str) -> impl FnOnce(kube::Error
     move |source| WriteError::Api { kind, name, source }
 }
 
-impl Context {
+impl<T> Context<T> {
     /// Server-side applies `child` as the controller (its field manager, forced: the
     /// controller owns the fields it writes), with `owner`'s controller owner reference
     /// (`controller: true`, `blockOwnerDeletion: true`), so that `Controller::owns::<C>()`
@@ -123,7 +123,7 @@ impl Context {
         }
         let namespace = child.meta().namespace.clone();
         let params = PatchParams::apply(self.field_manager()).force();
-        let stored = api_of::<C>(self, namespace.as_deref())
+        let stored = api_of::<C, T>(self, namespace.as_deref())
             .patch(&name, &params, &Patch::Apply(body))
             .await
             .map_err(refused::<C>(&name))?;
@@ -172,7 +172,7 @@ impl Context {
             if !controlled || keep.contains(&name.as_str()) {
                 continue;
             }
-            let api = api_of::<C>(self, child.meta().namespace.as_deref());
+            let api = api_of::<C, T>(self, child.meta().namespace.as_deref());
             match api.delete(&name, &DeleteParams::background()).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(status)) if status.is_not_found() => {}
@@ -205,7 +205,7 @@ impl Context {
             "status": status,
         });
         let params = PatchParams::apply(self.field_manager()).force();
-        let stored = api_of::<K>(self, object.meta().namespace.as_deref())
+        let stored = api_of::<K, T>(self, object.meta().namespace.as_deref())
             .patch_status(&name, &params, &Patch::Apply(body))
             .await
             .map_err(refused::<K>(&name))?;
