@@ -76,6 +76,9 @@ pub use source::{Change, Decode, Follow, Versioned, changes, reflected};
 pub(crate) use stub::read;
 pub use stub::{Stub, StubDecoder, stubs};
 pub use write::WriteError;
+pub(crate) use write::{
+    apply_as, apply_status_as, controlled_by, delete_child, set_controller_owner,
+};
 
 /// Decodes a cached object into `T`, skipping (with a warning) one that does not fit.
 fn decode<T: DeserializeOwned>(gvk: &GroupVersionKind, obj: Arc<DynamicObject>) -> Option<T> {
