@@ -34,6 +34,7 @@ mod backoff;
 mod builder;
 mod context;
 mod error;
+mod finalizer;
 mod metrics;
 mod pass;
 mod predicate;

@@ -7,9 +7,7 @@
 //! [`controlled_by`], [`delete_child`] and [`apply_status_as`], so a Rust controller and a hook
 //! controller apply, own and prune children the same way.
 //!
-//! A finalizer guard is kube-runtime's own `kube::runtime::finalizer` (it adds the finalizer,
-//! runs the cleanup on deletion, then removes it); it works unchanged in a reconcile here, with
-//! `Api::namespaced(ctx.client().clone(), ns)` as its `Api`.
+//! The finalizer guard is `Context::finalizer` (module `finalizer`).
 
 use std::fmt::Debug;
 
@@ -157,7 +155,7 @@ pub(crate) async fn delete_child(
 
 /// The API of `K` in `namespace` (all namespaces for `None`), typed as dynamic objects so one
 /// path serves namespaced and cluster-scoped kinds.
-fn api_of<K: Resource<DynamicType = ()>, T>(
+pub(super) fn api_of<K: Resource<DynamicType = ()>, T>(
     ctx: &Context<T>,
     namespace: Option<&str>,
 ) -> Api<DynamicObject> {
