@@ -130,3 +130,52 @@ async fn a_finalizer_runs_the_cleanup_on_deletion_and_then_lets_the_object_go() 
         .unwrap();
     env.stop().await;
 }
+
+/// The finalizer's patch carries the `resourceVersion` the reconcile read: a list someone
+/// changed since is a conflict (retried by the error policy), never their finalizer lost.
+#[tokio::test]
+async fn a_finalizer_list_changed_since_the_read_is_a_conflict_and_keeps_the_other_finalizer() {
+    let env = support::Env::new().await;
+    let reloader = env.default_reloader(support::WAIT).await;
+    let pipeline = Pipeline::new(&Options::default(), NullSink, Arc::new(SystemClock));
+    let ctx = Context::new(
+        reloader.cache(),
+        Arc::clone(reloader.pool()),
+        env.client.clone(),
+        pipeline.recorder(),
+    );
+    let read: ConfigMap =
+        serde_json::from_value(env.configmap("default", "db", &json!({"app": "demo"}))).unwrap();
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), "default");
+    let theirs = json!({"metadata": {"finalizers": ["someone.else/keep"]}});
+    configmaps
+        .patch("db", &PatchParams::default(), &Patch::Merge(&theirs))
+        .await
+        .unwrap();
+
+    let answer = ctx
+        .finalizer(FINALIZER, Arc::new(read), |_| async {
+            Ok::<_, kube::Error>(Action::await_change())
+        })
+        .await;
+    assert!(
+        matches!(
+            &answer,
+            Err(finalizer::Error::AddFinalizer(kube::Error::Api(status))) if status.code == 409
+        ),
+        "{answer:?}"
+    );
+    let now = configmaps.get("db").await.unwrap();
+    assert_eq!(now.finalizers(), ["someone.else/keep"]);
+
+    // Read again, the finalizer is added beside theirs.
+    let answer = ctx
+        .finalizer(FINALIZER, Arc::new(now), |_| async {
+            Ok::<_, kube::Error>(Action::await_change())
+        })
+        .await;
+    assert!(answer.is_ok(), "{answer:?}");
+    let now = configmaps.get("db").await.unwrap();
+    assert_eq!(now.finalizers(), ["someone.else/keep", FINALIZER]);
+    env.stop().await;
+}
