@@ -1,7 +1,8 @@
 //! A small operator on informant as a library, in full: every `ConfigMap` labelled `app=demo`
 //! gets a `Secret` of the same name with the same keys, server-side applied and owned by the
 //! `ConfigMap` (deleting the `Secret` brings it back; deleting the `ConfigMap` deletes it), a
-//! `Synced` Event, and a reconcile again after 5 minutes. The process is `informant run`'s
+//! `Synced` Event, and a reconcile again after 5 minutes (`--requeue-secs`, the operator's own
+//! state, [`Settings`], read in the reconcile through `ctx.data()`). The process is `informant run`'s
 //! manager with `informant run`'s flags ([`manager::Args`]): a `CacheConfig` file or resource,
 //! leader election (`--leader-elect`), health (`:8081`) and metrics (`:8080`).
 //!
@@ -42,6 +43,27 @@ pub struct Cli {
     /// Print the controller's RBAC rules (YAML, for `informant rbac --extra-rules`) and exit.
     #[arg(long)]
     pub print_rules: bool,
+    /// Seconds after which each `ConfigMap` is reconciled again, changed or not.
+    #[arg(long, default_value_t = 300)]
+    pub requeue_secs: u64,
+}
+
+/// The operator's own state, given once to the controller (`add_to_with`) and read by every
+/// reconcile with `ctx.data()`: kube-rs's `Context<T>`.
+#[derive(Debug)]
+pub struct Settings {
+    /// When to reconcile a `ConfigMap` again.
+    pub requeue: Duration,
+}
+
+impl Cli {
+    /// The controller's state from the flags.
+    #[must_use]
+    pub fn settings(&self) -> Settings {
+        Settings {
+            requeue: Duration::from_secs(self.requeue_secs),
+        }
+    }
 }
 
 #[tokio::main]
@@ -54,7 +76,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let options = cli.manager.options()?;
     let client = cli.manager.client().await?;
     let shutdown = CancellationToken::new();
-    let mut running = std::pin::pin!(run(client, options, shutdown.clone()));
+    let settings = cli.settings();
+    let mut running = std::pin::pin!(run(client, options, settings, shutdown.clone()));
     tokio::select! {
         result = &mut running => return result,
         _ = tokio::signal::ctrl_c() => shutdown.cancel(),
@@ -62,18 +85,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     running.await
 }
 
-/// Runs the manager with the controller until `shutdown`.
+/// Runs the manager with the controller, whose reconciles read `settings`, until `shutdown`.
 ///
 /// # Errors
 /// Why the manager could not start, or stopped with an error.
 pub async fn run(
     client: kube::Client,
     options: manager::Options,
+    settings: Settings,
     shutdown: CancellationToken,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let controller = controller()?;
     let mut manager = Manager::new(client, options).await?;
-    controller.add_to(&mut manager, reconcile, default_error_policy);
+    controller.add_to_with(&mut manager, settings, reconcile, default_error_policy);
     Ok(manager.run(shutdown).await?)
 }
 
@@ -89,8 +113,12 @@ pub fn controller() -> Result<Controller<ConfigMap>, ParseError> {
         .writes::<Secret>(&["patch"]))
 }
 
-/// Applies the `Secret` of `configmap`, records `Synced`, and comes back in 5 minutes.
-async fn reconcile(configmap: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Action, WriteError> {
+/// Applies the `Secret` of `configmap`, records `Synced`, and comes back after the settings'
+/// `requeue`.
+async fn reconcile(
+    configmap: Arc<ConfigMap>,
+    ctx: Arc<Context<Settings>>,
+) -> Result<Action, WriteError> {
     // Only app=demo ConfigMaps come here, whatever the CacheConfig (editable at run time)
     // holds: the builder's label selector says so.
     let namespace = configmap.namespace().unwrap_or_default();
@@ -120,5 +148,5 @@ async fn reconcile(configmap: Arc<ConfigMap>, ctx: Arc<Context>) -> Result<Actio
         "Synced",
         &format!("Secret {} has the {keys} keys", configmap.name_any()),
     );
-    Ok(Action::requeue(Duration::from_mins(5)))
+    Ok(Action::requeue(ctx.data().requeue))
 }

@@ -128,28 +128,85 @@ impl Options {
         }
     }
 
-    /// Adds per-kind settings.
+    /// Adds per-kind settings (a `CacheConfig`'s `spec.byObject` entry).
+    ///
+    /// ```
+    /// use informant::cache::{ByObject, Config, Namespaces, Options};
+    /// use informant::selector::FieldSelector;
+    /// use kube::core::GroupVersionKind;
+    ///
+    /// let pods = GroupVersionKind::gvk("", "v1", "Pod");
+    /// let opts = Options::default()
+    ///     .with_by_object(
+    ///         ByObject::new(pods.clone())
+    ///             .with_namespaces(Namespaces::All)
+    ///             .with_config(Config::default().with_field_selector(
+    ///                 FieldSelector::parse("spec.nodeName=node01").unwrap(),
+    ///             )),
+    ///     )
+    ///     .defaulted()
+    ///     .unwrap();
+    /// assert_eq!(opts.by_object_for(&pods).unwrap().namespaces, Namespaces::All);
+    /// ```
     #[must_use]
-    #[cfg(test)]
-    pub(crate) fn with_by_object(mut self, by_object: ByObject) -> Self {
+    pub fn with_by_object(mut self, by_object: ByObject) -> Self {
         self.by_object.push(by_object);
         self
     }
 
-    /// Adds (or replaces) one entry of `default_namespaces`.
+    /// Adds (or replaces) one entry of `default_namespaces`: the cache then holds only the
+    /// namespaces named so (with each one's settings), as controller-runtime's
+    /// `DefaultNamespaces`.
+    ///
+    /// ```
+    /// use informant::cache::{Config, NamespaceKey, Options};
+    /// use informant::selector::LabelSelector;
+    ///
+    /// let opts = Options::default()
+    ///     .with_default_namespace(NamespaceKey::named("shop"), Config::default())
+    ///     .with_default_namespace(
+    ///         NamespaceKey::named("ops"),
+    ///         Config::default().with_label_selector(LabelSelector::parse("team=ops").unwrap()),
+    ///     );
+    /// assert_eq!(opts.default_namespaces.len(), 2);
+    /// ```
     #[must_use]
-    #[cfg(test)]
-    pub(crate) fn with_default_namespace(mut self, key: NamespaceKey, config: Config) -> Self {
+    pub fn with_default_namespace(mut self, key: NamespaceKey, config: Config) -> Self {
         self.default_namespaces.insert(key, config);
         self
     }
 
     /// These options choosing namespaces by `selector` (see the module docs).
+    ///
+    /// ```
+    /// use informant::cache::Options;
+    /// use informant::selector::LabelSelector;
+    ///
+    /// let opts = Options::default()
+    ///     .with_default_namespace_selector(LabelSelector::parse("tenant=blue").unwrap());
+    /// assert!(opts.uses_namespace_selector());
+    /// ```
     #[must_use]
-    #[cfg(test)]
-    pub(crate) fn with_default_namespace_selector(mut self, selector: LabelSelector) -> Self {
+    pub fn with_default_namespace_selector(mut self, selector: LabelSelector) -> Self {
         self.default_namespace_selector = Some(selector);
         self
+    }
+
+    /// The per-kind settings of `gvk`, if any (after [`Options::defaulted`], with every
+    /// setting it inherits filled in).
+    ///
+    /// ```
+    /// use informant::cache::{ByObject, Options};
+    /// use kube::core::GroupVersionKind;
+    ///
+    /// let secrets = GroupVersionKind::gvk("", "v1", "Secret");
+    /// let opts = Options::default().with_by_object(ByObject::new(secrets.clone()).with_metadata_only(true));
+    /// assert!(opts.by_object_for(&secrets).is_some_and(|b| b.metadata_only));
+    /// assert!(opts.by_object_for(&GroupVersionKind::gvk("", "v1", "Pod")).is_none());
+    /// ```
+    #[must_use]
+    pub fn by_object_for(&self, gvk: &GroupVersionKind) -> Option<&ByObject> {
+        self.by_object.iter().find(|b| &b.gvk == gvk)
     }
 
     /// Whether any level chooses namespaces by label: the cache then follows the cluster's
@@ -203,19 +260,72 @@ impl Config {
         self
     }
 
-    /// These settings with a label selector.
+    /// These settings with a label selector (the API server's: only matching objects are
+    /// listed, watched and held).
+    ///
+    /// ```
+    /// use informant::cache::Config;
+    /// use informant::selector::LabelSelector;
+    ///
+    /// let config = Config::default().with_label_selector(LabelSelector::parse("app=web").unwrap());
+    /// let selector = config.effective_label_selector();
+    /// assert!(selector.matches_with(|key| (key == "app").then_some("web")));
+    /// assert!(!selector.matches_with(|key| (key == "app").then_some("db")));
+    /// ```
     #[must_use]
-    #[cfg(test)]
-    pub(crate) fn with_label_selector(mut self, selector: LabelSelector) -> Self {
+    pub fn with_label_selector(mut self, selector: LabelSelector) -> Self {
         self.label_selector = Some(selector);
         self
     }
 
-    /// These settings with a field selector.
+    /// These settings with a field selector (the API server's).
+    ///
+    /// ```
+    /// use informant::cache::Config;
+    /// use informant::selector::FieldSelector;
+    ///
+    /// let config =
+    ///     Config::default().with_field_selector(FieldSelector::parse("spec.nodeName=node01").unwrap());
+    /// let selector = config.effective_field_selector();
+    /// assert!(selector.matches_object(&serde_json::json!({"spec": {"nodeName": "node01"}})));
+    /// assert!(!selector.matches_object(&serde_json::json!({"spec": {"nodeName": "node02"}})));
+    /// ```
     #[must_use]
-    #[cfg(test)]
-    pub(crate) fn with_field_selector(mut self, selector: FieldSelector) -> Self {
+    pub fn with_field_selector(mut self, selector: FieldSelector) -> Self {
         self.field_selector = Some(selector);
+        self
+    }
+
+    /// These settings with a transform, applied to each object before it is held
+    /// (controller-runtime's `ByObject.Transform`, declared).
+    ///
+    /// ```
+    /// use informant::cache::{Config, Transform};
+    ///
+    /// let strip = Transform { strip_managed_fields: true, ..Transform::default() };
+    /// let config = Config::default().with_transform(strip.clone());
+    /// assert_eq!(config.transform, Some(strip));
+    /// ```
+    #[must_use]
+    pub fn with_transform(mut self, transform: Transform) -> Self {
+        self.transform = Some(transform);
+        self
+    }
+
+    /// These settings with a resync period (`syncPeriod`: every controller reconciles each
+    /// object again once per `period`; zero turns it off).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use informant::cache::{Config, DEFAULT_SYNC_PERIOD};
+    ///
+    /// assert_eq!(Config::default().effective_sync_period(), DEFAULT_SYNC_PERIOD);
+    /// let config = Config::default().with_sync_period(Duration::from_secs(600));
+    /// assert_eq!(config.effective_sync_period(), Duration::from_secs(600));
+    /// ```
+    #[must_use]
+    pub fn with_sync_period(mut self, period: Duration) -> Self {
+        self.sync_period = Some(period);
         self
     }
 
@@ -462,6 +572,39 @@ impl ByObject {
     #[must_use]
     pub fn with_config(mut self, config: Config) -> Self {
         self.config = config;
+        self
+    }
+
+    /// These settings, choosing namespaces by `selector` too (added to `namespaces`, with
+    /// this entry's settings).
+    ///
+    /// ```
+    /// use informant::cache::{ByObject, Options};
+    /// use informant::selector::LabelSelector;
+    /// use kube::core::GroupVersionKind;
+    ///
+    /// let pods = ByObject::new(GroupVersionKind::gvk("", "v1", "Pod"))
+    ///     .with_namespace_selector(LabelSelector::parse("tenant=blue").unwrap());
+    /// assert!(Options::default().with_by_object(pods).uses_namespace_selector());
+    /// ```
+    #[must_use]
+    pub fn with_namespace_selector(mut self, selector: LabelSelector) -> Self {
+        self.namespace_selector = Some(selector);
+        self
+    }
+
+    /// These settings, caching metadata only (`PartialObjectMetadata`), or not.
+    ///
+    /// ```
+    /// use informant::cache::ByObject;
+    /// use kube::core::GroupVersionKind;
+    ///
+    /// let secrets = ByObject::new(GroupVersionKind::gvk("", "v1", "Secret")).with_metadata_only(true);
+    /// assert!(secrets.metadata_only);
+    /// ```
+    #[must_use]
+    pub fn with_metadata_only(mut self, metadata_only: bool) -> Self {
+        self.metadata_only = metadata_only;
         self
     }
 }

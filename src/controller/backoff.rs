@@ -53,7 +53,7 @@ pub fn error_backoff(failures: u32) -> Duration {
     clippy::needless_pass_by_value,
     reason = "kube-runtime calls error policies with owned arguments"
 )]
-pub fn default_error_policy<K, E>(object: Arc<K>, _error: &E, ctx: Arc<Context>) -> Action
+pub fn default_error_policy<K, E, T>(object: Arc<K>, _error: &E, ctx: Arc<Context<T>>) -> Action
 where
     K: Resource<DynamicType = ()>,
 {

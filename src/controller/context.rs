@@ -36,8 +36,30 @@ use crate::recorder::{self, EventType, Recorder};
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone)]
-pub struct Context {
+///
+/// # User state
+/// `Context<T>` also carries the operator's own state (kube-rs's `Context<T>`, now the `Arc<T>`
+/// its `Controller::run` hands each reconcile): `T` is given once, with
+/// [`super::Controller::add_to_with`] or [`Context::with_data`], and read with
+/// [`Context::data`]. The default `T = ()` is a context with no state, so
+/// `Arc<Context>` is `Arc<Context<()>>`. There is no `Deref` to `T`: the context's own
+/// methods (`get`, `list`, `record`, ...) never hide, nor are hidden by, the state's.
+///
+/// ```
+/// use std::time::Duration;
+/// use informant::controller::testing::TestContext;
+///
+/// struct Settings {
+///     requeue: Duration,
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let ctx = TestContext::new().context().with_data(Settings { requeue: Duration::from_secs(300) });
+/// assert_eq!(ctx.data().requeue, Duration::from_secs(300));
+/// # }
+/// ```
+pub struct Context<T = ()> {
     cache: Arc<SharedCache>,
     pool: Arc<InformerPool>,
     client: Client,
@@ -50,9 +72,28 @@ pub struct Context {
     field_manager: Option<Arc<str>>,
     /// Where a test kit keeps what [`Context::record`] recorded.
     recorded: Option<Arc<Mutex<Vec<recorder::Event>>>>,
+    /// The operator's own state ([`Context::data`]).
+    data: Arc<T>,
 }
 
-impl std::fmt::Debug for Context {
+impl<T> Clone for Context<T> {
+    fn clone(&self) -> Self {
+        Self {
+            cache: Arc::clone(&self.cache),
+            pool: Arc::clone(&self.pool),
+            client: self.client.clone(),
+            recorder: self.recorder.clone(),
+            failures: self.failures.clone(),
+            gate: self.gate.clone(),
+            component: self.component.clone(),
+            field_manager: self.field_manager.clone(),
+            recorded: self.recorded.clone(),
+            data: Arc::clone(&self.data),
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for Context<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Context")
             .field("cache", &self.cache)
@@ -103,6 +144,65 @@ impl Context {
             component: None,
             field_manager: None,
             recorded: None,
+            data: Arc::new(()),
+        }
+    }
+
+    /// What a reconcile of a controller of `manager` gets: reads through the manager's cache
+    /// tree, follows its informer pool, writes with its client, records with its recorder,
+    /// asks its shard gate.
+    #[must_use]
+    pub fn of(manager: &Manager) -> Self {
+        Self::new(
+            manager.cache(),
+            manager.pool(),
+            manager.client(),
+            manager.recorder(),
+        )
+        .with_shard_gate(manager.shard_gate())
+    }
+}
+
+impl<D> Context<D> {
+    /// The same context carrying `data`, the operator's own state, instead of its own:
+    /// every reconcile and error policy call reads it with [`Context::data`].
+    #[must_use]
+    pub fn with_data<U>(self, data: U) -> Context<U> {
+        Context {
+            cache: self.cache,
+            pool: self.pool,
+            client: self.client,
+            recorder: self.recorder,
+            failures: self.failures,
+            gate: self.gate,
+            component: self.component,
+            field_manager: self.field_manager,
+            recorded: self.recorded,
+            data: Arc::new(data),
+        }
+    }
+
+    /// The operator's own state, given with [`Context::with_data`] or
+    /// [`super::Controller::add_to_with`] (`&()` without).
+    #[must_use]
+    pub fn data(&self) -> &D {
+        &self.data
+    }
+
+    /// The same context without the operator's state (the same cache, client, recorder and
+    /// failure counts): what the runner's own plumbing, shared with hook controllers, reads.
+    pub(crate) fn without_data(&self) -> Context {
+        Context {
+            cache: Arc::clone(&self.cache),
+            pool: Arc::clone(&self.pool),
+            client: self.client.clone(),
+            recorder: self.recorder.clone(),
+            failures: self.failures.clone(),
+            gate: self.gate.clone(),
+            component: self.component.clone(),
+            field_manager: self.field_manager.clone(),
+            recorded: self.recorded.clone(),
+            data: Arc::new(()),
         }
     }
 
@@ -164,20 +264,6 @@ impl Context {
         meta: &kube::api::ObjectMeta,
     ) -> Option<Admission> {
         self.gate.admit(controller, kind, meta)
-    }
-
-    /// What a reconcile of a controller of `manager` gets: reads through the manager's cache
-    /// tree, follows its informer pool, writes with its client, records with its recorder,
-    /// asks its shard gate.
-    #[must_use]
-    pub fn of(manager: &Manager) -> Self {
-        Self::new(
-            manager.cache(),
-            manager.pool(),
-            manager.client(),
-            manager.recorder(),
-        )
-        .with_shard_gate(manager.shard_gate())
     }
 
     /// The same context with failure counts of its own (one per running controller).
@@ -370,6 +456,24 @@ mod tests {
             *r,
             recorder::ObjectRef::new("batch/v1", "CronJob", "default", "hello", "uid-hello")
         );
+    }
+
+    #[tokio::test]
+    async fn with_data_carries_the_state_and_keeps_one_failure_count_per_object() {
+        let ctx = Context::offline();
+        let key = ObjectRef::from_obj(&cronjob("a")).erase();
+        ctx.failed(key.clone());
+        let with = ctx.clone().with_data(String::from("state"));
+        assert_eq!(with.data(), "state");
+        assert_eq!(with.failures_of(&key), 1);
+        with.failed(key.clone());
+        assert_eq!(
+            ctx.failures_of(&key),
+            2,
+            "the same failure counts, with state or not"
+        );
+        assert_eq!(with.without_data().failures_of(&key), 2);
+        assert_eq!(with.field_manager(), ctx.field_manager());
     }
 
     #[test]

@@ -34,6 +34,7 @@ mod backoff;
 mod builder;
 mod context;
 mod error;
+mod finalizer;
 mod metrics;
 mod pass;
 mod predicate;
@@ -41,7 +42,9 @@ mod reconcile;
 mod relation;
 mod resync;
 mod rules;
+mod run;
 pub(crate) mod runner;
+mod scope;
 mod series;
 mod shard;
 mod shutdown;
@@ -74,6 +77,9 @@ pub use source::{Change, Decode, Follow, Versioned, changes, reflected};
 pub(crate) use stub::read;
 pub use stub::{Stub, StubDecoder, stubs};
 pub use write::WriteError;
+pub(crate) use write::{
+    apply_as, apply_status_as, controlled_by, delete_child, set_controller_owner,
+};
 
 /// Decodes a cached object into `T`, skipping (with a warning) one that does not fit.
 fn decode<T: DeserializeOwned>(gvk: &GroupVersionKind, obj: Arc<DynamicObject>) -> Option<T> {

@@ -19,15 +19,16 @@ use super::stub::Stub;
 /// `result` and, on failure, `error`), counted in `series`. A failure counts against the
 /// object before the error policy runs; a success clears its count. The object's reference
 /// is built only when failures are counted.
-pub(super) fn instrumented<K, R, Fut, E>(
+pub(super) fn instrumented<K, T, R, Fut, E>(
     controller: &str,
     series: Series,
     (object, stub): (Arc<K>, Arc<Stub<K>>),
-    ctx: Arc<Context>,
+    ctx: Arc<Context<T>>,
     reconcile: R,
-) -> impl Future<Output = Result<Action, E>> + Send + 'static + use<K, R, Fut, E>
+) -> impl Future<Output = Result<Action, E>> + Send + 'static + use<K, T, R, Fut, E>
 where
-    R: FnOnce(Arc<K>, Arc<Context>) -> Fut,
+    T: Send + Sync + 'static,
+    R: FnOnce(Arc<K>, Arc<Context<T>>) -> Fut,
     K: Resource<DynamicType = ()> + Send + Sync + 'static,
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
     E: std::error::Error + Send + 'static,

@@ -301,11 +301,11 @@ pub(crate) fn read<T>(
 
 /// [`read`] of the object `stub` names, whose reference (`dyntype` its kind's) is built only
 /// when the cache does not answer it: the reconcile's own path allocates nothing of its own.
-pub(super) fn read_stub<K: Resource, T>(
+pub(super) fn read_stub<K: Resource, T, D>(
     answer: cache::Result<Arc<T>>,
     stub: &Stub<K>,
     dyntype: &K::DynamicType,
-    ctx: &Context,
+    ctx: &Context<D>,
     series: &Series,
 ) -> Result<Arc<T>, Action>
 where
@@ -316,10 +316,10 @@ where
 }
 
 /// The [`Action`] for an object the cache did not answer (see [`read`]).
-fn unreadable(
+fn unreadable<D>(
     error: &cache::Error,
     key: &ObjectRef<DynamicObject>,
-    ctx: &Context,
+    ctx: &Context<D>,
     series: &Series,
 ) -> Action {
     let error_text = crate::telemetry::error_chain(error);

@@ -24,9 +24,10 @@
 //!     ..ConfigMap::default()
 //! };
 //! let kit = TestContext::new().with(&configmap)?;
-//! let ctx = kit.context();
+//! // The operator's state, as `Controller::add_to_with` gives it: here a reason to record.
+//! let ctx = kit.context().with_data("Seen");
 //! let read: ConfigMap = ctx.get(Some("default"), "db").await?;
-//! ctx.record(&read, informant::recorder::EventType::Normal, "Seen", "read from the kit");
+//! ctx.record(&read, informant::recorder::EventType::Normal, ctx.data(), "read from the kit");
 //! assert_eq!(kit.reasons(), ["Seen"]);
 //! # Ok(())
 //! # }
@@ -114,7 +115,8 @@ impl TestContext {
     }
 
     /// A context reading the kit's objects, recording into the kit (and into a recorder
-    /// nothing drains), with a client of no server.
+    /// nothing drains), with a client of no server. A reconcile that reads the operator's
+    /// state gets it with `kit.context().with_data(state)` ([`Context::with_data`]).
     ///
     /// # Panics
     /// Outside a Tokio runtime (kube's client starts its request buffer on it): call it in
@@ -257,5 +259,45 @@ impl Cache for Fixed {
 
     fn sync_periods(&self, _gvk: &GroupVersionKind) -> SyncPeriods {
         SyncPeriods::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+    use kube::runtime::controller::Action;
+
+    use super::*;
+
+    /// A reconcile that reads its object through the cache and requeues after the state's
+    /// period.
+    async fn reconcile(
+        configmap: Arc<ConfigMap>,
+        ctx: Arc<Context<Duration>>,
+    ) -> Result<Action, cache::Error> {
+        let name = configmap.meta().name.as_deref().unwrap_or_default();
+        let _: ConfigMap = ctx.get(Some("default"), name).await?;
+        Ok(Action::requeue(*ctx.data()))
+    }
+
+    #[tokio::test]
+    async fn a_reconcile_sees_the_state_the_kit_context_carries() {
+        let configmap = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("db".into()),
+                namespace: Some("default".into()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        };
+        let kit = TestContext::new().with(&configmap).unwrap();
+        for period in [Duration::from_secs(42), Duration::from_secs(7)] {
+            let ctx = Arc::new(kit.context().with_data(period));
+            let action = reconcile(Arc::new(configmap.clone()), ctx).await.unwrap();
+            assert_eq!(action, Action::requeue(period));
+        }
     }
 }

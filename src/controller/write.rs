@@ -2,16 +2,23 @@
 //! controller owner reference, the children no longer wanted deleted, and the status applied;
 //! all as the controller's field manager (its name).
 //!
-//! A finalizer guard is kube-runtime's own `kube::runtime::finalizer` (it adds the finalizer,
-//! runs the cleanup on deletion, then removes it); it works unchanged in a reconcile here, with
-//! `Api::namespaced(ctx.client().clone(), ns)` as its `Api`.
+//! The core of each write is one function shared with the hook controllers of
+//! `crate::hooks` (their children and status): [`set_controller_owner`], [`apply_as`],
+//! [`controlled_by`], [`delete_child`] and [`apply_status_as`], so a Rust controller and a hook
+//! controller apply, own and prune children the same way.
+//!
+//! The finalizer guard is `Context::finalizer` (module `finalizer`).
 
 use std::fmt::Debug;
 
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, Preconditions,
+};
 use kube::core::Resource;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use super::context::Context;
 use crate::cache::ListOptions;
@@ -56,10 +63,100 @@ pub enum WriteError {
     },
 }
 
+/// Sets `owner` as the controller owner reference of the child whose `metadata` this is: any
+/// other controller reference, and any reference to the same owner, is replaced (an object
+/// has one controller); other owners stay.
+pub(crate) fn set_controller_owner(
+    metadata: &mut serde_json::Map<String, Value>,
+    owner: &OwnerReference,
+) {
+    let mut owners: Vec<Value> = metadata
+        .get("ownerReferences")
+        .and_then(Value::as_array)
+        .map(|refs| {
+            refs.iter()
+                .filter(|r| r["uid"] != owner.uid.as_str() && r["controller"] != true)
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    owners.push(serde_json::to_value(owner).unwrap_or(Value::Null));
+    metadata.insert("ownerReferences".to_owned(), Value::Array(owners));
+}
+
+/// Server-side applies `body` (a whole object: `apiVersion`, `kind`, `metadata.name`) to the
+/// object `name` of `api` as `field_manager`, forced: the controller owns the fields it sends.
+///
+/// # Errors
+/// The API server's refusal.
+pub(crate) async fn apply_as(
+    api: &Api<DynamicObject>,
+    name: &str,
+    body: &Value,
+    field_manager: &str,
+) -> Result<DynamicObject, kube::Error> {
+    let params = PatchParams::apply(field_manager).force();
+    api.patch(name, &params, &Patch::Apply(body)).await
+}
+
+/// Server-side applies `status` to the status subresource of the object `name` (of
+/// `api_version` and `kind`) as `field_manager`, forced.
+///
+/// # Errors
+/// The API server's refusal.
+pub(crate) async fn apply_status_as(
+    api: &Api<DynamicObject>,
+    (api_version, kind, name): (&str, &str, &str),
+    status: &Value,
+    field_manager: &str,
+) -> Result<DynamicObject, kube::Error> {
+    let body = serde_json::json!({
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": name},
+        "status": status,
+    });
+    let params = PatchParams::apply(field_manager).force();
+    api.patch_status(name, &params, &Patch::Apply(&body)).await
+}
+
+/// Whether the object of `meta` has a controller owner reference to the object `uid`.
+pub(crate) fn controlled_by(meta: &ObjectMeta, uid: &str) -> bool {
+    !uid.is_empty()
+        && meta
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|r| r.controller == Some(true) && r.uid == uid)
+}
+
+/// Deletes the child `name` of `api` (in the background, so its own children go after it),
+/// only if it is still the object `uid` (a child re-created under the same name is not
+/// touched). `Ok(true)`: deleted; `Ok(false)`: already gone or replaced, nothing to do.
+///
+/// # Errors
+/// The API server's refusal (other than not found or a changed uid).
+pub(crate) async fn delete_child(
+    api: &Api<DynamicObject>,
+    name: &str,
+    uid: Option<&str>,
+) -> Result<bool, kube::Error> {
+    let mut params = DeleteParams::background();
+    params.preconditions = uid.map(|uid| Preconditions {
+        uid: Some(uid.to_owned()),
+        resource_version: None,
+    });
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(false),
+        Err(source) => Err(source),
+    }
+}
+
 /// The API of `K` in `namespace` (all namespaces for `None`), typed as dynamic objects so one
 /// path serves namespaced and cluster-scoped kinds.
-fn api_of<K: Resource<DynamicType = ()>>(
-    ctx: &Context,
+pub(super) fn api_of<K: Resource<DynamicType = ()>, T>(
+    ctx: &Context<T>,
     namespace: Option<&str>,
 ) -> Api<DynamicObject> {
     let resource = ApiResource::erase::<K>(&());
@@ -81,7 +178,7 @@ fn refused<K: Resource<DynamicType = ()>>(name: &str) -> impl FnOnce(kube::Error
     move |source| WriteError::Api { kind, name, source }
 }
 
-impl Context {
+impl<T> Context<T> {
     /// Server-side applies `child` as the controller (its field manager, forced: the
     /// controller owns the fields it writes), with `owner`'s controller owner reference
     /// (`controller: true`, `blockOwnerDeletion: true`), so that `Controller::owns::<C>()`
@@ -104,27 +201,23 @@ impl Context {
                 name: owner.meta().name.clone().unwrap_or_default(),
             });
         };
-        let mut child = child.clone();
-        let references = child
-            .meta_mut()
-            .owner_references
-            .get_or_insert_with(Vec::new);
-        references.retain(|r| r.controller != Some(true));
-        references.push(reference);
-        let mut body = serde_json::to_value(&child).map_err(codec::<C>(&name))?;
+        let mut body = serde_json::to_value(child).map_err(codec::<C>(&name))?;
         if let Some(map) = body.as_object_mut() {
             map.insert("apiVersion".into(), C::api_version(&()).into_owned().into());
             map.insert("kind".into(), C::kind(&()).into_owned().into());
-            if let Some(meta) = map.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            let metadata = map
+                .entry("metadata")
+                .or_insert_with(|| Value::Object(serde_json::Map::new()));
+            if let Some(meta) = metadata.as_object_mut() {
                 // Server-side apply refuses a body that names these.
                 meta.remove("managedFields");
                 meta.remove("resourceVersion");
+                set_controller_owner(meta, &reference);
             }
         }
         let namespace = child.meta().namespace.clone();
-        let params = PatchParams::apply(self.field_manager()).force();
-        let stored = api_of::<C>(self, namespace.as_deref())
-            .patch(&name, &params, &Patch::Apply(body))
+        let api = api_of::<C, T>(self, namespace.as_deref());
+        let stored = apply_as(&api, &name, &body, self.field_manager())
             .await
             .map_err(refused::<C>(&name))?;
         let stored = serde_json::to_value(stored).map_err(codec::<C>(&name))?;
@@ -134,7 +227,8 @@ impl Context {
     /// Deletes the `C`s in `owner`'s namespace that `owner` controls (their controller owner
     /// reference is `owner`'s uid) and whose names are not in `keep`, read through the cache:
     /// the children a reconcile no longer wants. Returns the names deleted; one already gone
-    /// counts as deleted.
+    /// or being deleted counts as deleted. Only the child read is deleted (a uid
+    /// precondition): one re-created under its name since stays.
     ///
     /// # Errors
     /// [`WriteError::List`] when the cache can not list `C`; [`WriteError::Api`] when a
@@ -162,21 +256,17 @@ impl Context {
         let children: Vec<C> = self.list(&options).await.map_err(WriteError::List)?;
         let mut deleted = Vec::new();
         for child in children {
-            let controlled = child
-                .meta()
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|r| r.controller == Some(true) && r.uid == uid);
-            let name = child.meta().name.clone().unwrap_or_default();
-            if !controlled || keep.contains(&name.as_str()) {
+            let meta = child.meta();
+            let name = meta.name.clone().unwrap_or_default();
+            if !controlled_by(meta, &uid) || keep.contains(&name.as_str()) {
                 continue;
             }
-            let api = api_of::<C>(self, child.meta().namespace.as_deref());
-            match api.delete(&name, &DeleteParams::background()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(status)) if status.is_not_found() => {}
-                Err(source) => return Err(refused::<C>(&name)(source)),
+            // One on its way out already is left to finish.
+            if meta.deletion_timestamp.is_none() {
+                let api = api_of::<C, T>(self, meta.namespace.as_deref());
+                delete_child(&api, &name, meta.uid.as_deref())
+                    .await
+                    .map_err(refused::<C>(&name))?;
             }
             deleted.push(name);
         }
@@ -198,18 +288,82 @@ impl Context {
         K: Resource<DynamicType = ()> + DeserializeOwned,
     {
         let name = object.meta().name.clone().unwrap_or_default();
-        let body = serde_json::json!({
-            "apiVersion": K::api_version(&()),
-            "kind": K::kind(&()),
-            "metadata": {"name": name},
-            "status": status,
-        });
-        let params = PatchParams::apply(self.field_manager()).force();
-        let stored = api_of::<K>(self, object.meta().namespace.as_deref())
-            .patch_status(&name, &params, &Patch::Apply(body))
-            .await
-            .map_err(refused::<K>(&name))?;
+        let api = api_of::<K, T>(self, object.meta().namespace.as_deref());
+        let kind = (K::api_version(&()), K::kind(&()));
+        let stored = apply_status_as(
+            &api,
+            (&kind.0, &kind.1, &name),
+            &status,
+            self.field_manager(),
+        )
+        .await
+        .map_err(refused::<K>(&name))?;
         let stored = serde_json::to_value(stored).map_err(codec::<K>(&name))?;
         serde_json::from_value(stored).map_err(codec::<K>(&name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn owner(uid: &str) -> OwnerReference {
+        OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "db".into(),
+            uid: uid.into(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }
+    }
+
+    #[test]
+    fn the_controller_owner_replaces_any_other_controller_and_keeps_plain_owners() {
+        let mut metadata = json!({"name": "db", "ownerReferences": [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "old", "uid": "u-old", "controller": true},
+            {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u-pod"},
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": "db", "uid": "u-db"},
+        ]});
+        let map = metadata.as_object_mut().unwrap();
+        set_controller_owner(map, &owner("u-db"));
+        let uids: Vec<&str> = metadata["ownerReferences"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["uid"].as_str().unwrap())
+            .collect();
+        assert_eq!(uids, ["u-pod", "u-db"]);
+        assert_eq!(metadata["ownerReferences"][1]["controller"], true);
+        assert_eq!(metadata["ownerReferences"][1]["blockOwnerDeletion"], true);
+
+        // No owner references yet: the controller's is the one.
+        let mut bare = json!({"name": "db"});
+        set_controller_owner(bare.as_object_mut().unwrap(), &owner("u-db"));
+        assert_eq!(bare["ownerReferences"].as_array().map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn controlled_by_needs_the_controller_flag_and_a_uid() {
+        let meta = ObjectMeta {
+            owner_references: Some(vec![
+                owner("u-db"),
+                OwnerReference {
+                    controller: None,
+                    ..owner("u-plain")
+                },
+            ]),
+            ..ObjectMeta::default()
+        };
+        assert!(controlled_by(&meta, "u-db"));
+        assert!(
+            !controlled_by(&meta, "u-plain"),
+            "an owner, not the controller"
+        );
+        assert!(
+            !controlled_by(&meta, ""),
+            "an object with no uid controls nothing"
+        );
     }
 }

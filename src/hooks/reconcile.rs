@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, Patch, PatchParams};
 use kube::core::{DynamicObject, GroupVersionKind};
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
@@ -17,6 +18,9 @@ use super::contract::{self, ControllerRef, Request, Response};
 use super::resource::ControllerKey;
 use super::shared::{Shared, child_key};
 use crate::cache::{self, Cache as _, KindInfo, ListOptions};
+use crate::controller::{
+    apply_as, apply_status_as, controlled_by, delete_child, set_controller_owner,
+};
 use crate::recorder::{self, EventType};
 
 /// Why a reconcile failed; it is retried with the object's backoff.
@@ -208,7 +212,7 @@ async fn read_children(object: &DynamicObject, shared: &Shared) -> Result<Read, 
             })?;
         let mut mine: Vec<Arc<DynamicObject>> = objects
             .into_iter()
-            .filter(|child| controlled_by(child, &uid))
+            .filter(|child| controlled_by(&child.metadata, &uid))
             .collect();
         mine.sort_by(|a, b| {
             (&a.metadata.namespace, &a.metadata.name)
@@ -335,17 +339,6 @@ pub(super) async fn patch_finalizers(
         .map(drop)
 }
 
-/// Whether `child` has a controller owner reference to the object with `uid`.
-fn controlled_by(child: &DynamicObject, uid: &str) -> bool {
-    !uid.is_empty()
-        && child
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|o| o.controller == Some(true) && o.uid == uid)
-}
-
 /// The recorder's reference to the reconciled object.
 pub(super) fn object_ref(object: &DynamicObject, info: &KindInfo) -> Arc<recorder::ObjectRef> {
     Arc::new(recorder::ObjectRef::new(
@@ -434,7 +427,6 @@ async fn write_children(
     existing: Vec<(usize, Arc<DynamicObject>)>,
     shared: &Shared,
 ) -> Result<(usize, usize), ReconcileError> {
-    let params = PatchParams::apply(&shared.field_manager).force();
     let mut applied = 0;
     for child in desired {
         let info = &shared.owns[child.kind];
@@ -459,7 +451,7 @@ async fn write_children(
             continue;
         }
         let api = api_for(shared, info, child.namespace.as_deref());
-        api.patch(&child.name, &params, &Patch::Apply(&child.body))
+        apply_as(&api, &child.name, &child.body, &shared.field_manager)
             .await
             .map_err(|source| ReconcileError::Write {
                 verb: "apply",
@@ -490,29 +482,17 @@ async fn write_children(
         }
         let info = &shared.owns[*kind];
         let api = api_for(shared, info, namespace);
-        let mut params = DeleteParams::background();
-        params.preconditions = child
-            .metadata
-            .uid
-            .clone()
-            .map(|uid| kube::api::Preconditions {
-                uid: Some(uid),
-                resource_version: None,
-            });
-        match api.delete(name, &params).await {
-            Ok(_) => {
-                shared.wrote(key, None, Value::Null);
-                deleted += 1;
-            }
-            // Already gone (a user, or a retried reconcile): nothing left to do.
-            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
-            Err(source) => {
-                return Err(ReconcileError::Write {
-                    verb: "delete",
-                    what: describe(info, namespace, name),
-                    source,
-                });
-            }
+        // Already gone (a user, or a retried reconcile): nothing left to do.
+        let gone = delete_child(&api, name, child.metadata.uid.as_deref())
+            .await
+            .map_err(|source| ReconcileError::Write {
+                verb: "delete",
+                what: describe(info, namespace, name),
+                source,
+            })?;
+        if gone {
+            shared.wrote(key, None, Value::Null);
+            deleted += 1;
         }
     }
     Ok((applied, deleted))
@@ -559,32 +539,21 @@ fn desire(
         None
     };
     let mut body = child.clone();
-    let owner = json!({
-        "apiVersion": shared.parent.resource.api_version,
-        "kind": shared.parent.resource.kind,
-        "name": object.metadata.name,
-        "uid": object.metadata.uid,
-        "controller": true,
-        "blockOwnerDeletion": true,
-    });
+    let owner = OwnerReference {
+        api_version: shared.parent.resource.api_version.clone(),
+        kind: shared.parent.resource.kind.clone(),
+        name: object.metadata.name.clone().unwrap_or_default(),
+        uid: object.metadata.uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    };
     let Some(metadata) = body["metadata"].as_object_mut() else {
         return Err(bad("metadata must be a mapping".to_owned()));
     };
     if let Some(ns) = &namespace {
         metadata.insert("namespace".to_owned(), json!(ns));
     }
-    let mut owners: Vec<Value> = metadata
-        .get("ownerReferences")
-        .and_then(Value::as_array)
-        .map(|refs| {
-            refs.iter()
-                .filter(|r| r["uid"] != owner["uid"] && r["controller"] != json!(true))
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default();
-    owners.push(owner);
-    metadata.insert("ownerReferences".to_owned(), Value::Array(owners));
+    set_controller_owner(metadata, &owner);
     Ok(Desired {
         kind: k,
         namespace,
@@ -618,20 +587,19 @@ async fn write_status(
     let name = object.metadata.name.as_deref().unwrap_or_default();
     let namespace = object.metadata.namespace.as_deref();
     let api = api_for(shared, &shared.parent, namespace);
-    let body = json!({
-        "apiVersion": shared.parent.resource.api_version,
-        "kind": shared.parent.resource.kind,
-        "status": status,
-    });
-    let params = PatchParams::apply(&shared.field_manager).force();
-    let written = api
-        .patch_status(name, &params, &Patch::Apply(&body))
-        .await
-        .map_err(|source| ReconcileError::Write {
-            verb: "write the status of",
-            what: describe(&shared.parent, namespace, name),
-            source,
-        })?;
+    let kind = &shared.parent.resource;
+    let written = apply_status_as(
+        &api,
+        (&kind.api_version, &kind.kind, name),
+        status,
+        &shared.field_manager,
+    )
+    .await
+    .map_err(|source| ReconcileError::Write {
+        verb: "write the status of",
+        what: describe(&shared.parent, namespace, name),
+        source,
+    })?;
     if let (Some(uid), Some(based_on), Some(produced)) = (
         object.metadata.uid.as_deref(),
         seen.clone(),

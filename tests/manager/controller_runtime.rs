@@ -260,6 +260,50 @@ async fn a_reconcile_runs_for_each_existing_object_and_each_new_one() {
     env.stop().await;
 }
 
+/// The operator's state (kube-rs's `Context<T>`): the context given to `run` carries it to
+/// every reconcile and every error policy call.
+#[tokio::test]
+async fn the_reconcile_and_the_error_policy_read_the_state_the_context_carries() {
+    struct State {
+        reconciled: mpsc::UnboundedSender<String>,
+        failed: mpsc::UnboundedSender<String>,
+        retry: Duration,
+    }
+    let env = Env::new().await;
+    env.configmap("one", "a");
+    let (reconciled_tx, mut reconciled_rx) = mpsc::unbounded_channel();
+    let (failed, mut failures) = mpsc::unbounded_channel();
+    let state = State {
+        reconciled: reconciled_tx,
+        failed,
+        retry: Duration::from_hours(1),
+    };
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(Controller::<ConfigMap>::new("stateful").run(
+        env.context().with_data(state),
+        |object: Arc<ConfigMap>, ctx: Arc<Context<State>>| async move {
+            let _ = ctx.data().reconciled.send(object.name_any());
+            Err::<Action, _>(Failed(object.name_any()))
+        },
+        |object: Arc<ConfigMap>, _: &Failed, ctx: Arc<Context<State>>| {
+            let _ = ctx.data().failed.send(object.name_any());
+            // The state says when to retry: not within this test.
+            Action::requeue(ctx.data().retry)
+        },
+        shutdown.clone(),
+    ));
+    assert_eq!(next(&mut reconciled_rx).await, "one");
+    let failed = tokio::time::timeout(GUARD, failures.recv()).await;
+    assert_eq!(failed.unwrap().as_deref(), Some("one"));
+    shutdown.cancel();
+    tokio::time::timeout(GUARD, task)
+        .await
+        .expect("the controller stops on shutdown")
+        .unwrap()
+        .unwrap();
+    env.stop().await;
+}
+
 /// One copy of every object: the runner's store holds a stub (name and namespace) per object,
 /// while the reconcile gets the whole object, read from the cache.
 #[tokio::test]

@@ -46,7 +46,18 @@ async fn the_example_operator_applies_the_owned_secret_records_synced_and_restor
     ]);
     let options = cli.manager.options().unwrap();
     let shutdown = CancellationToken::new();
-    let run = tokio::spawn(example::run(client.clone(), options, shutdown.clone()));
+    let settings = cli.settings();
+    assert_eq!(
+        settings.requeue,
+        std::time::Duration::from_mins(5),
+        "the default"
+    );
+    let run = tokio::spawn(example::run(
+        client.clone(),
+        options,
+        settings,
+        shutdown.clone(),
+    ));
 
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");

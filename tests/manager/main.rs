@@ -11,6 +11,7 @@ mod support;
 
 mod cache_behaviour;
 mod cache_estimate;
+mod controller_finalizer;
 mod controller_kinds;
 mod controller_runtime;
 mod example_configmap_secret;
