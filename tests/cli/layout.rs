@@ -548,3 +548,36 @@ fn the_public_name_check_can_fail() {
         ]
     );
 }
+
+/// The longest a file of `src/` may be: a file longer than this holds more than one concept
+/// (STYLE §2), and is split by concept, not by moving its tests out.
+const MAX_SOURCE_LINES: usize = 700;
+
+/// The files of `files` longer than [`MAX_SOURCE_LINES`], with their length.
+fn too_long(files: &[(String, String)]) -> Vec<String> {
+    let mut long: Vec<String> = files
+        .iter()
+        .filter(|(_, text)| text.lines().count() > MAX_SOURCE_LINES)
+        .map(|(path, text)| format!("{path}: {} lines", text.lines().count()))
+        .collect();
+    long.sort();
+    long
+}
+
+#[test]
+fn every_source_file_holds_at_most_700_lines() {
+    let long = too_long(&sources(&src()));
+    assert!(
+        long.is_empty(),
+        "split these by concept (STYLE §2), not by moving tests out: {long:#?}"
+    );
+}
+
+#[test]
+fn the_length_check_can_fail() {
+    let files = vec![
+        ("src/a.rs".to_owned(), "x\n".repeat(MAX_SOURCE_LINES)),
+        ("src/b.rs".to_owned(), "x\n".repeat(MAX_SOURCE_LINES + 1)),
+    ];
+    assert_eq!(too_long(&files), ["src/b.rs: 701 lines"]);
+}
