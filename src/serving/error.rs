@@ -54,6 +54,15 @@ pub enum Error {
         #[source]
         source: notify::Error,
     },
+    /// A listener cannot be bound.
+    #[error("cannot listen on {addr}")]
+    Bind {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// The managed certificates' settings are invalid: every problem, each starting with its
     /// field.
     #[error("invalid webhook certificate settings: {}", .problems.join("; "))]

@@ -20,7 +20,8 @@
 //!   configurations and CRDs the manager owns.
 //! - [`webhook`]: the webhook HTTPS endpoint (port [`DEFAULT_WEBHOOK_PORT`]): a
 //!   [`WebhookRouter`] of paths, served by a [`WebhookServer`] with the managed or a mounted
-//!   certificate ([`WebhookCertificates`]).
+//!   certificate ([`WebhookCertificates`]); [`WebhookEndpoint`] runs it with its certificate
+//!   and, for managed certificates, the leader's rotation and injection.
 //! - [`auth`]: every request authenticated by the API server with a `TokenReview` and
 //!   authorized with a `SubjectAccessReview` on its non-resource URL, the answers cached
 //!   briefly (controller-runtime's `pkg/metrics/filters` `WithAuthenticationAndAuthorization`).
@@ -34,6 +35,7 @@
 
 pub mod auth;
 pub mod cert;
+mod endpoint;
 mod error;
 pub mod inject;
 pub mod managed;
@@ -43,6 +45,7 @@ pub mod webhook;
 
 pub use auth::{Authenticator, Decision};
 pub use cert::{CertSource, CertificateCell, DEFAULT_CERT_NAME, DEFAULT_KEY_NAME};
+pub use endpoint::WebhookEndpoint;
 pub use error::{Error, Result};
 pub use inject::{CaInjector, InjectTargets, Injection, Target};
 pub use tls::{TlsListener, server_config};

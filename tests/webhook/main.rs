@@ -7,3 +7,4 @@
 mod support;
 
 mod webhook_certs;
+mod webhook_endpoint;

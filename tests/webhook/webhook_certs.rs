@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
 
-use informant::serving::managed::{Clock, ManagedCertificates, SecretWatcher, Settings, Step};
+use informant::serving::managed::{
+    Certificates, Clock, ManagedCertificates, SecretWatcher, Settings, Step,
+};
 use informant::serving::{
     CaInjector, CertificateCell, InjectTargets, Injection, Target, WebhookCertificates,
     WebhookRouter, WebhookServer, cert,
@@ -36,9 +38,13 @@ use crate::support::{self, https};
 /// A wall clock the test sets: the leader dates and judges certificates by it, and the
 /// client verifies them by it, so a year of rotation passes in a test.
 #[derive(Debug)]
-struct FakeClock(Mutex<SystemTime>);
+pub(crate) struct FakeClock(Mutex<SystemTime>);
 
 impl FakeClock {
+    pub(crate) fn at(now: SystemTime) -> Arc<Self> {
+        Arc::new(Self(Mutex::new(now)))
+    }
+
     fn set(&self, at: SystemTime) {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = at;
     }
@@ -58,13 +64,13 @@ impl TimeProvider for FakeClock {
     }
 }
 
-const SERVICE: &str = "hooks";
-const NAMESPACE: &str = "default";
+pub(crate) const SERVICE: &str = "hooks";
+pub(crate) const NAMESPACE: &str = "default";
 /// The name the client asks for: the Service's, as the API server calls it.
 const SERVER_NAME: &str = "hooks.default.svc";
 
 /// `GET /healthz` on `addr` trusting only `bundle` (PEM) at `clock`'s time; the status code.
-async fn trusted_get(
+pub(crate) async fn trusted_get(
     addr: SocketAddr,
     bundle: &[u8],
     clock: Arc<FakeClock>,
@@ -136,7 +142,7 @@ fn serves(replica: &Replica, pem: &str) -> bool {
     replica.cell.current().cert[0].as_ref() == der(pem).as_slice()
 }
 
-fn settings() -> Settings {
+pub(crate) fn settings() -> Settings {
     Settings::new(SERVICE, NAMESPACE)
 }
 
@@ -144,7 +150,7 @@ fn settings() -> Settings {
 /// serve `admissionregistration.k8s.io` yet (issue #36 part 5 adds them as built-ins): as
 /// CRDs of the same group, kind and scope, so kube's typed API reaches them at the same
 /// paths. Without the built-ins there is no schema, and the objects are stored as sent.
-async fn serve_webhook_configurations(client: &Client) {
+pub(crate) async fn serve_webhook_configurations(client: &Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let discovery = kube::Discovery::new(client.clone()).run().await.unwrap();
     if discovery.has_group("admissionregistration.k8s.io") {
@@ -179,7 +185,7 @@ async fn serve_webhook_configurations(client: &Client) {
     }
 }
 
-fn webhook_configuration(name: &str) -> serde_json::Value {
+pub(crate) fn webhook_configuration(name: &str) -> serde_json::Value {
     let webhook = |n: &str| {
         json!({
             "name": format!("{n}.hooks.informant.dev"),
@@ -372,6 +378,58 @@ struct Tally {
     last_bundle: Mutex<Vec<u8>>,
 }
 
+/// The client: as the API server, it trusts the caBundle of the webhook configuration
+/// `guard`, read again before each request, and calls the `addrs` in turn until `stop`.
+fn spawn_client(
+    validating: Api<ValidatingWebhookConfiguration>,
+    addrs: Vec<SocketAddr>,
+    clock: Arc<FakeClock>,
+    tally: Arc<Tally>,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut n = 0usize;
+        while !stop.is_cancelled() {
+            let config = validating.get("guard").await.unwrap();
+            let bundle = config.webhooks.unwrap()[0]
+                .client_config
+                .ca_bundle
+                .clone()
+                .unwrap()
+                .0;
+            let addr = addrs[n % addrs.len()];
+            n += 1;
+            match trusted_get(addr, &bundle, clock.clone()).await {
+                Ok(200) => {
+                    tally.ok.fetch_add(1, Ordering::SeqCst);
+                    *tally.last_bundle.lock().unwrap() = bundle;
+                }
+                other => tally
+                    .failed
+                    .lock()
+                    .unwrap()
+                    .push(format!("request {n} to {addr}: {other:?}")),
+            }
+        }
+    })
+}
+
+/// A replica that has not swapped yet: a server whose cell the test sets to the certificate
+/// of the step before.
+async fn lagging_replica(first: &Certificates, shutdown: &CancellationToken) -> Replica {
+    let cell = Arc::new(CertificateCell::new(first.certified_key().unwrap()));
+    let server = WebhookServer::bind(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        Arc::clone(&cell),
+        WebhookRouter::new(),
+    )
+    .await
+    .unwrap();
+    let addr = server.local_addr();
+    tokio::spawn(server.run(shutdown.child_token()));
+    Replica { addr, cell }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rotation_with_requests_in_flight_fails_none_of_them() {
     let (_server, client) = support::server().await;
@@ -408,57 +466,17 @@ async fn a_rotation_with_requests_in_flight_fails_none_of_them() {
     ];
     let addrs: Vec<SocketAddr> = replicas.iter().map(|r| r.addr).collect();
 
-    // The client: as the API server, it trusts the caBundle of the webhook configuration,
-    // read again before each request, and calls the replicas in turn.
     let tally = Arc::new(Tally::default());
     let stop = CancellationToken::new();
-    let requests = {
-        let (tally, stop, clock, validating) = (
-            tally.clone(),
-            stop.clone(),
-            clock.clone(),
-            validating.clone(),
-        );
-        tokio::spawn(async move {
-            let mut n = 0usize;
-            while !stop.is_cancelled() {
-                let config = validating.get("guard").await.unwrap();
-                let bundle = config.webhooks.unwrap()[0]
-                    .client_config
-                    .ca_bundle
-                    .clone()
-                    .unwrap()
-                    .0;
-                let addr = addrs[n % addrs.len()];
-                n += 1;
-                match trusted_get(addr, &bundle, clock.clone()).await {
-                    Ok(200) => {
-                        tally.ok.fetch_add(1, Ordering::SeqCst);
-                        *tally.last_bundle.lock().unwrap() = bundle;
-                    }
-                    other => tally
-                        .failed
-                        .lock()
-                        .unwrap()
-                        .push(format!("request {n} to {addr}: {other:?}")),
-                }
-            }
-        })
-    };
+    let requests = spawn_client(
+        validating.clone(),
+        addrs,
+        clock.clone(),
+        tally.clone(),
+        stop.clone(),
+    );
 
-    // A replica that has not swapped yet: it serves the certificate of the step before.
-    let lagging_cell = Arc::new(CertificateCell::new(
-        made.certificates.certified_key().unwrap(),
-    ));
-    let lagging = WebhookServer::bind(
-        SocketAddr::from(([127, 0, 0, 1], 0)),
-        Arc::clone(&lagging_cell),
-        WebhookRouter::new(),
-    )
-    .await
-    .unwrap();
-    let lagging_addr = lagging.local_addr();
-    tokio::spawn(lagging.run(shutdown.child_token()));
+    let lagging = lagging_replica(&made.certificates, &shutdown).await;
 
     // The leader's steps, the clock moved to each next one; after each write, the bundle
     // injected and the overlap stood in for by its purpose: every replica serves the new
@@ -488,8 +506,8 @@ async fn a_rotation_with_requests_in_flight_fails_none_of_them() {
         let old_bundle = previous.bundle_pem();
         let stale_client =
             trusted_get(replicas[0].addr, old_bundle.as_bytes(), clock.clone()).await;
-        lagging_cell.replace(previous.certified_key().unwrap());
-        let stale_replica = trusted_get(lagging_addr, bundle.as_bytes(), clock.clone()).await;
+        lagging.cell.replace(previous.certified_key().unwrap());
+        let stale_replica = trusted_get(lagging.addr, bundle.as_bytes(), clock.clone()).await;
         if stale_client != Ok(200) || stale_replica != Ok(200) {
             broken.push(format!(
                 "{:?}: old bundle to new certificate {stale_client:?}, new bundle to old certificate {stale_replica:?}",
@@ -508,7 +526,7 @@ async fn a_rotation_with_requests_in_flight_fails_none_of_them() {
     requests.await.unwrap();
     shutdown.cancel();
 
-    let failed = tally.failed.lock().unwrap();
+    let failed = tally.failed.lock().unwrap().clone();
     let ok = tally.ok.load(Ordering::SeqCst);
     println!("rotation: {ok} requests succeeded, {} failed", failed.len());
     assert!(broken.is_empty(), "{broken:#?}");

@@ -380,7 +380,7 @@ mod tests {
     #[test]
     fn created_certificates_survive_the_secret_and_carry_their_dates() {
         let now = UNIX_EPOCH + Duration::from_secs(1_900_000_000);
-        let day = Duration::from_secs(86_400);
+        let day = Duration::from_hours(24);
         let created = Certificates::create(now, 365 * day, 90 * day, &names()).unwrap();
         assert_eq!(created.cas[0].issued, now);
         assert_eq!(created.cas[0].not_after, now + 365 * day);
@@ -412,7 +412,7 @@ mod tests {
     #[test]
     fn a_garbled_or_mismatched_secret_names_its_key() {
         let now = UNIX_EPOCH + Duration::from_secs(1_900_000_000);
-        let day = Duration::from_secs(86_400);
+        let day = Duration::from_hours(24);
         let one = Certificates::create(now, 365 * day, 90 * day, &names()).unwrap();
         let other = Certificates::create(now, 365 * day, 90 * day, &names()).unwrap();
         let mut data = one.to_data();

@@ -98,8 +98,8 @@ mod tests {
 
     use super::*;
 
-    const DAY: Duration = Duration::from_secs(86_400);
-    const HOUR: Duration = Duration::from_secs(3_600);
+    const DAY: Duration = Duration::from_hours(24);
+    const HOUR: Duration = Duration::from_hours(1);
 
     /// Applies `step` as the leader would.
     fn apply(

@@ -1,0 +1,138 @@
+//! [`WebhookEndpoint`] as a manager runs it on each replica: with managed certificates only
+//! the leader makes the Secret and injects the bundle, and every replica then serves it; a
+//! mounted certificate with injection targets is refused.
+
+use std::net::SocketAddr;
+use std::time::SystemTime;
+
+use informant::apiserver::Verb;
+use informant::serving::{
+    InjectTargets, WebhookCertificates, WebhookEndpoint, WebhookRouter, cert,
+};
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use kube::api::{Api, PostParams};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::support;
+use crate::webhook_certs::{
+    FakeClock, serve_webhook_configurations, settings, trusted_get, webhook_configuration,
+};
+
+fn targets() -> InjectTargets {
+    InjectTargets {
+        validating: vec!["guard".to_owned()],
+        ..InjectTargets::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_the_leader_makes_the_secret_and_injects_the_bundle_and_every_replica_serves_it() {
+    let (server, client) = support::server().await;
+    serve_webhook_configurations(&client).await;
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    validating
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(webhook_configuration("guard")).unwrap(),
+        )
+        .await
+        .unwrap();
+    let certificates = WebhookCertificates::Managed(settings());
+    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+    let shutdown = CancellationToken::new();
+    let (lead, leads) = watch::channel(false);
+    let mut replicas = Vec::new();
+    for is_leader in [leads, watch::channel(false).1] {
+        let endpoint = WebhookEndpoint::bind(
+            client.clone(),
+            loopback,
+            &certificates,
+            targets(),
+            WebhookRouter::new(),
+        )
+        .await
+        .unwrap();
+        let (addr, ready) = (endpoint.local_addr(), endpoint.ready());
+        assert!(
+            !*ready.borrow(),
+            "no Secret yet: the placeholder is not ready"
+        );
+        let run = tokio::spawn(endpoint.run(is_leader, shutdown.child_token()));
+        replicas.push((addr, ready, run));
+    }
+    // Both watch; neither leads: no Secret is made.
+    support::eventually("both replicas watching the Secret", || async {
+        server.handle().request_count(Verb::Watch, "secrets") >= 2
+    })
+    .await;
+    assert_eq!(server.handle().request_count(Verb::Create, "secrets"), 0);
+
+    lead.send_replace(true);
+    for (_, ready, _) in &mut replicas {
+        tokio::time::timeout(support::WAIT, ready.wait_for(|r| *r))
+            .await
+            .expect("every replica serves the leader's Secret")
+            .unwrap();
+    }
+    let bundle = support::holds_within(support::WAIT, || async {
+        let config = validating.get("guard").await.unwrap();
+        config.webhooks.unwrap()[0]
+            .client_config
+            .ca_bundle
+            .is_some()
+    })
+    .await;
+    assert!(bundle, "the leader injects the bundle");
+    let config = validating.get("guard").await.unwrap();
+    let bundle = config.webhooks.unwrap()[0]
+        .client_config
+        .ca_bundle
+        .clone()
+        .unwrap()
+        .0;
+    let clock = FakeClock::at(SystemTime::now());
+    for (addr, _, _) in &replicas {
+        assert_eq!(trusted_get(*addr, &bundle, clock.clone()).await, Ok(200));
+    }
+    assert_eq!(server.handle().request_count(Verb::Create, "secrets"), 1);
+
+    shutdown.cancel();
+    for (_, _, run) in replicas {
+        run.await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_mounted_certificate_with_injection_targets_is_refused() {
+    let (_server, client) = support::server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (cert_pem, key_pem) = cert::generate(&["localhost".to_owned()]).unwrap();
+    std::fs::write(dir.path().join("tls.crt"), cert_pem).unwrap();
+    std::fs::write(dir.path().join("tls.key"), key_pem).unwrap();
+    let refused = WebhookEndpoint::bind(
+        client.clone(),
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        &WebhookCertificates::mounted(dir.path()),
+        targets(),
+        WebhookRouter::new(),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .starts_with("invalid webhook certificate settings: injectTargets: a mounted certificate's caBundle is written by cert-manager's cainjector"),
+        "{refused}"
+    );
+    let endpoint = WebhookEndpoint::bind(
+        client,
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        &WebhookCertificates::mounted(dir.path()),
+        InjectTargets::default(),
+        WebhookRouter::new(),
+    )
+    .await
+    .unwrap();
+    assert!(*endpoint.ready().borrow(), "mounted files are read at bind");
+}
