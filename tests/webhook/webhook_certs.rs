@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
 
 use informant::serving::managed::{
-    Certificates, Clock, ManagedCertificates, SecretWatcher, Settings, Step,
+    Certificates, Clock, ManagedCertificates, Reconciled, SecretWatcher, Settings, Step,
 };
 use informant::serving::{
     CaInjector, CertificateCell, InjectTargets, Injection, Target, WebhookCertificates,
@@ -430,10 +430,9 @@ async fn lagging_replica(first: &Certificates, shutdown: &CancellationToken) -> 
     Replica { addr, cell }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_rotation_with_requests_in_flight_fails_none_of_them() {
-    let (_server, client) = support::server().await;
-    serve_webhook_configurations(&client).await;
+/// The `ValidatingWebhookConfiguration` `guard` (two webhooks, no `caBundle` yet), created.
+async fn guard_configuration(client: &Client) -> Api<ValidatingWebhookConfiguration> {
+    serve_webhook_configurations(client).await;
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     validating
         .create(
@@ -442,6 +441,37 @@ async fn a_rotation_with_requests_in_flight_fails_none_of_them() {
         )
         .await
         .unwrap();
+    validating
+}
+
+/// The two promises of the overlap at a step from `previous` to `done`, checked outright: a
+/// client still holding the bundle of the step before trusts the new certificate (served at
+/// `new_addr`), and a client with the new bundle trusts a replica still serving the
+/// certificate of the step before (`lagging`, set to it here). What broke, if anything.
+async fn overlap_broken(
+    previous: &Certificates,
+    done: &Reconciled,
+    new_addr: SocketAddr,
+    lagging: &Replica,
+    clock: Arc<FakeClock>,
+) -> Option<String> {
+    let old_bundle = previous.bundle_pem();
+    let stale_client = trusted_get(new_addr, old_bundle.as_bytes(), clock.clone()).await;
+    lagging.cell.replace(previous.certified_key().unwrap());
+    let bundle = done.certificates.bundle_pem();
+    let stale_replica = trusted_get(lagging.addr, bundle.as_bytes(), clock).await;
+    (stale_client != Ok(200) || stale_replica != Ok(200)).then(|| {
+        format!(
+            "{:?}: old bundle to new certificate {stale_client:?}, new bundle to old certificate {stale_replica:?}",
+            done.step
+        )
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rotation_with_requests_in_flight_fails_none_of_them() {
+    let (_server, client) = support::server().await;
+    let validating = guard_configuration(&client).await;
     let start = SystemTime::now();
     let clock = Arc::new(FakeClock(Mutex::new(start)));
     let leader = ManagedCertificates::new(client.clone(), settings())
@@ -503,16 +533,10 @@ async fn a_rotation_with_requests_in_flight_fails_none_of_them() {
             async move { all }
         })
         .await;
-        let old_bundle = previous.bundle_pem();
-        let stale_client =
-            trusted_get(replicas[0].addr, old_bundle.as_bytes(), clock.clone()).await;
-        lagging.cell.replace(previous.certified_key().unwrap());
-        let stale_replica = trusted_get(lagging.addr, bundle.as_bytes(), clock.clone()).await;
-        if stale_client != Ok(200) || stale_replica != Ok(200) {
-            broken.push(format!(
-                "{:?}: old bundle to new certificate {stale_client:?}, new bundle to old certificate {stale_replica:?}",
-                done.step
-            ));
+        if let Some(broke) =
+            overlap_broken(&previous, &done, replicas[0].addr, &lagging, clock.clone()).await
+        {
+            broken.push(broke);
         }
         support::eventually("the client succeeding with the new bundle", || {
             let seen = *tally.last_bundle.lock().unwrap() == bundle.as_bytes()
