@@ -6,5 +6,6 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod harness;
 mod webhook_certs;
 mod webhook_endpoint;

@@ -14,10 +14,10 @@ use kube::api::{Api, PostParams};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::support;
-use crate::webhook_certs::{
+use crate::harness::{
     FakeClock, serve_webhook_configurations, settings, trusted_get, webhook_configuration,
 };
+use crate::support;
 
 fn targets() -> InjectTargets {
     InjectTargets {
