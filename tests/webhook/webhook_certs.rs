@@ -430,3 +430,48 @@ async fn a_mounted_certificate_replaced_on_disk_is_served_by_the_webhook_endpoin
     .await;
     shutdown.cancel();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_secret_that_does_not_parse_keeps_the_served_certificate_until_the_leader_replaces_it() {
+    let (_server, client) = support::server().await;
+    let leader = ManagedCertificates::new(client.clone(), settings()).unwrap();
+    let first = leader.reconcile().await.unwrap().certificates;
+    let shutdown = CancellationToken::new();
+    let serving = replica(client.clone(), &settings(), &shutdown).await;
+    assert!(serves(&serving, first.serving_pem()));
+
+    // Someone overwrites the key: the replica keeps the pair it has (that it does not swap
+    // a bad pair in is the unit test of `SecretWatcher`; here it could not have yet).
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
+    let mut secret = secrets.get("hooks-cert").await.unwrap();
+    secret.data.as_mut().unwrap().insert(
+        "tls.key".to_owned(),
+        k8s_openapi::ByteString(b"not a key".to_vec()),
+    );
+    let garbled = secrets
+        .replace("hooks-cert", &PostParams::default(), &secret)
+        .await
+        .unwrap();
+    assert_eq!(
+        leader.current().await.unwrap_err().to_string(),
+        "the Secret hooks-cert's tls.key is unusable: tls.key holds no PEM private key"
+    );
+    assert!(serves(&serving, first.serving_pem()));
+
+    // The leader starts over with a new CA, at the garbled Secret's resourceVersion.
+    let replaced = leader.reconcile().await.unwrap();
+    assert_eq!(replaced.step, Step::Create);
+    assert_ne!(replaced.certificates.bundle_pem(), first.bundle_pem());
+    let stored = secrets.get("hooks-cert").await.unwrap();
+    assert_ne!(
+        stored.metadata.resource_version,
+        garbled.metadata.resource_version
+    );
+    let new_serving = replaced.certificates.serving_pem().to_owned();
+    support::eventually("the replica serving the new certificate", || {
+        let now = serves(&serving, &new_serving);
+        async move { now }
+    })
+    .await;
+    shutdown.cancel();
+}

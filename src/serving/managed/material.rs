@@ -32,8 +32,9 @@ pub(super) struct Parsed {
     pub(super) issued: SystemTime,
     /// Its end of validity.
     pub(super) not_after: SystemTime,
-    /// The DNS names of its subject alternative names, in order.
-    pub(super) dns_names: Vec<String>,
+    /// Its subject alternative names (DNS names, and IP addresses in their canonical text),
+    /// in order.
+    pub(super) names: Vec<String>,
 }
 
 /// The CA bundle and the serving pair kept in the Secret.
@@ -232,7 +233,7 @@ fn parse_all(pem: &str) -> std::result::Result<Vec<Parsed>, String> {
                 .ok_or_else(|| "a validity date before 1970".to_owned())
         };
         let validity = cert.validity();
-        let dns_names = cert
+        let names = cert
             .subject_alternative_name()
             .ok()
             .flatten()
@@ -242,6 +243,7 @@ fn parse_all(pem: &str) -> std::result::Result<Vec<Parsed>, String> {
                     .iter()
                     .filter_map(|name| match name {
                         GeneralName::DNSName(dns) => Some((*dns).to_owned()),
+                        GeneralName::IPAddress(ip) => ip_text(ip),
                         _ => None,
                     })
                     .collect()
@@ -253,10 +255,20 @@ fn parse_all(pem: &str) -> std::result::Result<Vec<Parsed>, String> {
             issuer: cert.issuer().to_string(),
             issued: time(validity.not_before)? + CLOCK_SKEW,
             not_after: time(validity.not_after)?,
-            dns_names,
+            names,
         });
     }
     Ok(out)
+}
+
+/// The canonical text of an IP address in a certificate (4 or 16 bytes).
+fn ip_text(bytes: &[u8]) -> Option<String> {
+    let ip = match bytes.len() {
+        4 => std::net::IpAddr::from(<[u8; 4]>::try_from(bytes).ok()?),
+        16 => std::net::IpAddr::from(<[u8; 16]>::try_from(bytes).ok()?),
+        _ => return None,
+    };
+    Some(ip.to_string())
 }
 
 /// The PEM text of one DER certificate.

@@ -71,12 +71,14 @@ pub fn plan(current: Option<&Certificates>, settings: &Settings, now: SystemTime
             Step::Keep { until: due }
         };
     }
+    // IP addresses in their canonical text, as they are read back from the certificate (a
+    // name that never compares equal would renew at every pass).
     let wanted: Vec<String> = settings
         .dns_names()
         .into_iter()
-        .filter(|n| n.parse::<std::net::IpAddr>().is_err())
+        .map(|n| n.parse::<std::net::IpAddr>().map_or(n, |ip| ip.to_string()))
         .collect();
-    if serving_expired || current.serving.dns_names != wanted {
+    if serving_expired || current.serving.names != wanted {
         return Step::RenewServing;
     }
     let ca_due = renew_at(signing);
@@ -210,5 +212,21 @@ mod tests {
             plan(Some(&mid), &settings, start + 90 * DAY),
             Step::SwitchServing
         );
+        // A name added to the settings re-issues the serving certificate at once, an IP
+        // address too; once re-issued (an IPv6 address written long-hand included) nothing
+        // more is due.
+        for extra in ["hooks.example.com", "10.0.0.1", "0:0:0:0:0:0:0:1"] {
+            let mut renamed = settings.clone();
+            renamed.extra_names = vec![extra.to_owned()];
+            assert_eq!(plan(Some(&c), &renamed, start + DAY), Step::RenewServing);
+            let renewed = apply(Step::RenewServing, Some(&c), &renamed, start + DAY);
+            assert!(
+                matches!(
+                    plan(Some(&renewed), &renamed, start + DAY),
+                    Step::Keep { .. }
+                ),
+                "{extra}"
+            );
+        }
     }
 }

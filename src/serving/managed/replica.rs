@@ -113,3 +113,53 @@ impl SecretWatcher {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::SystemTime;
+
+    use k8s_openapi::ByteString;
+
+    use super::*;
+
+    fn secret(data: BTreeMap<String, ByteString>) -> Secret {
+        Secret {
+            data: Some(data),
+            ..Secret::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_secret_that_does_not_load_keeps_the_pair_served() {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = Client::try_from(config).unwrap();
+        let settings = Settings::new("hooks", "ops");
+        let mut watcher = SecretWatcher::new(client, &settings).unwrap();
+        let ready = watcher.ready();
+        let cell = watcher.cell();
+        let names = settings.dns_names();
+        let (ca, serving) = (settings.ca_validity, settings.serving_validity);
+        let first = Certificates::create(SystemTime::now(), ca, serving, &names).unwrap();
+        watcher.serve(&secret(first.to_data()));
+        assert!(*ready.borrow());
+        let first_der = first.certified_key().unwrap().cert[0].clone();
+        assert_eq!(cell.current().cert[0], first_der);
+
+        let mut garbled = first.to_data();
+        garbled.insert("tls.key".to_owned(), ByteString(b"not a key".to_vec()));
+        watcher.serve(&secret(garbled));
+        assert_eq!(
+            cell.current().cert[0],
+            first_der,
+            "the last good pair stays"
+        );
+
+        let second = Certificates::create(SystemTime::now(), ca, serving, &names).unwrap();
+        watcher.serve(&secret(second.to_data()));
+        assert_eq!(
+            cell.current().cert[0],
+            second.certified_key().unwrap().cert[0]
+        );
+    }
+}
