@@ -1,13 +1,15 @@
 //! [`WebhookEndpoint`] as a manager runs it on each replica: with managed certificates only
 //! the leader makes the Secret and injects the bundle, and every replica then serves it; a
-//! mounted certificate with injection targets is refused.
+//! mounted certificate with injection targets is refused; without leader election the leader's
+//! loop keeps injecting.
 
 use std::net::SocketAddr;
 use std::time::SystemTime;
 
 use informant::apiserver::Verb;
+use informant::serving::managed::ManagedCertificates;
 use informant::serving::{
-    InjectTargets, WebhookCertificates, WebhookEndpoint, WebhookRouter, cert,
+    CaInjector, InjectTargets, WebhookCertificates, WebhookEndpoint, WebhookRouter, cert,
 };
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use kube::api::{Api, PostParams};
@@ -135,4 +137,57 @@ async fn a_mounted_certificate_with_injection_targets_is_refused() {
     .await
     .unwrap();
     assert!(*endpoint.ready().borrow(), "mounted files are read at bind");
+}
+
+/// Whether every webhook of `guard` holds a `caBundle`.
+async fn injected(validating: &Api<ValidatingWebhookConfiguration>) -> bool {
+    let config = validating.get("guard").await.unwrap();
+    config
+        .webhooks
+        .unwrap()
+        .iter()
+        .all(|w| w.client_config.ca_bundle.is_some())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_leader_election_the_leader_keeps_injecting_at_every_resync() {
+    let (_server, client) = support::server().await;
+    serve_webhook_configurations(&client).await;
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    validating
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(webhook_configuration("guard")).unwrap(),
+        )
+        .await
+        .unwrap();
+    let leader = ManagedCertificates::new(client.clone(), settings())
+        .unwrap()
+        .with_resync(std::time::Duration::from_millis(50));
+    let injector = CaInjector::new(client.clone(), targets());
+    let shutdown = CancellationToken::new();
+    // No leader election: always leading, and the sender gone at once.
+    let run = tokio::spawn(leader.run(
+        Some(injector),
+        watch::channel(true).1,
+        shutdown.child_token(),
+    ));
+    support::eventually("the bundle injected", || injected(&validating)).await;
+
+    // Someone recreates the configuration without its bundle: the next pass puts it back.
+    let mut config = validating.get("guard").await.unwrap();
+    for webhook in config.webhooks.iter_mut().flatten() {
+        webhook.client_config.ca_bundle = None;
+    }
+    validating
+        .replace("guard", &PostParams::default(), &config)
+        .await
+        .unwrap();
+    support::eventually("the bundle injected again", || injected(&validating)).await;
+
+    shutdown.cancel();
+    tokio::time::timeout(support::WAIT, run)
+        .await
+        .expect("the leader's loop stops when shut down")
+        .unwrap();
 }

@@ -54,6 +54,7 @@ pub struct ManagedCertificates {
     secrets: Api<Secret>,
     settings: Settings,
     clock: Arc<dyn Clock>,
+    resync: Duration,
 }
 
 /// What one [`ManagedCertificates::reconcile`] did.
@@ -77,7 +78,16 @@ impl ManagedCertificates {
             secrets: Api::namespaced(client, &settings.namespace),
             settings,
             clock: Arc::new(SystemClock),
+            resync: RESYNC_INTERVAL,
         })
+    }
+
+    /// Checks the Secret and injects the bundle every `interval` instead of
+    /// [`RESYNC_INTERVAL`] (at least every millisecond).
+    #[must_use]
+    pub fn with_resync(mut self, interval: Duration) -> Self {
+        self.resync = interval.max(Duration::from_millis(1));
+        self
     }
 
     /// Judges and dates certificates by `clock` instead of the system's.
@@ -118,8 +128,12 @@ impl ManagedCertificates {
     }
 
     /// The certificates after `step`.
-    fn make(&self, step: Step, current: Option<&Certificates>) -> Result<Certificates> {
-        let now = self.clock.now();
+    fn make(
+        &self,
+        step: Step,
+        current: Option<&Certificates>,
+        now: SystemTime,
+    ) -> Result<Certificates> {
         let s = &self.settings;
         let names = s.dns_names();
         match (step, current) {
@@ -172,7 +186,7 @@ impl ManagedCertificates {
                 certificates: current.clone(),
             });
         }
-        let certificates = self.make(step, current.as_ref())?;
+        let certificates = self.make(step, current.as_ref(), now)?;
         self.write(&certificates, secret).await?;
         tracing::info!(step = ?step, cas = certificates.ca_count(), "webhook certificates written");
         Ok(Reconciled { step, certificates })
@@ -221,10 +235,12 @@ impl ManagedCertificates {
     }
 
     /// While this replica leads (`is_leader`), keeps the Secret current: takes every step
-    /// due, injects the CA bundle with `injector` after each change and every
-    /// [`RESYNC_INTERVAL`], and sleeps until the next step is due. Failures are logged at
-    /// warn and retried after 5 seconds; it never fails. Returns when `shutdown` is cancelled
-    /// or `is_leader`'s sender is gone.
+    /// due, injects the CA bundle with `injector` after each change and every resync
+    /// ([`RESYNC_INTERVAL`] unless [`ManagedCertificates::with_resync`]), and sleeps until the
+    /// next step is due. Failures are logged at warn and retried after 5 seconds; it never
+    /// fails. Returns when `shutdown` is cancelled, or when `is_leader` says `false` and its
+    /// sender is gone (this replica can never lead); a sender gone after `true` (no leader
+    /// election: `watch::channel(true).1`) leaves it leading for good.
     #[tracing::instrument(name = "webhook_certificates", skip_all, fields(k8s.namespace = %self.settings.namespace, object.ref = %self.settings.secret))]
     pub async fn run(
         self,
@@ -232,6 +248,7 @@ impl ManagedCertificates {
         mut is_leader: watch::Receiver<bool>,
         shutdown: CancellationToken,
     ) {
+        let mut settled = false;
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
@@ -241,19 +258,20 @@ impl ManagedCertificates {
                 Ok(until) => until
                     .duration_since(self.clock.now())
                     .unwrap_or(Duration::ZERO)
-                    .clamp(Duration::from_secs(1), RESYNC_INTERVAL),
+                    .clamp(Duration::from_millis(1), self.resync),
                 Err(error) => {
                     tracing::warn!(
                         error = %crate::telemetry::error_chain(&error),
                         "cannot keep the webhook certificates current; retrying"
                     );
-                    RETRY_AFTER
+                    RETRY_AFTER.min(self.resync)
                 }
             };
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 () = tokio::time::sleep(wait) => {}
-                changed = is_leader.changed() => if changed.is_err() { return },
+                // A sender gone means leadership never changes again: only the sleep wakes.
+                changed = is_leader.changed(), if !settled => settled = changed.is_err(),
             }
         }
     }
