@@ -1,12 +1,13 @@
 //! [`WebhookEndpoint`] as a manager runs it on each replica: with managed certificates only
 //! the leader makes the Secret and injects the bundle, and every replica then serves it; a
 //! mounted certificate with injection targets is refused; without leader election the leader's
-//! loop keeps injecting.
+//! loop keeps injecting; a manager serves the endpoint added to it.
 
 use std::net::SocketAddr;
 use std::time::SystemTime;
 
 use informant::apiserver::Verb;
+use informant::manager::{ConfigSource, Manager};
 use informant::serving::managed::ManagedCertificates;
 use informant::serving::{
     CaInjector, InjectTargets, WebhookCertificates, WebhookEndpoint, WebhookRouter, cert,
@@ -190,4 +191,47 @@ async fn without_leader_election_the_leader_keeps_injecting_at_every_resync() {
         .await
         .expect("the leader's loop stops when shut down")
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_manager_serves_its_webhook_endpoint_and_as_leader_makes_the_certificates() {
+    let (_server, client) = support::server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.yaml");
+    std::fs::write(
+        &path,
+        support::cache_config("  byObject:\n    - {apiVersion: v1, kind: ConfigMap}\n"),
+    )
+    .unwrap();
+    let mut manager = Manager::new(
+        client.clone(),
+        support::manager_options(ConfigSource::File(path)),
+    )
+    .await
+    .unwrap();
+    let endpoint = WebhookEndpoint::bind(
+        client.clone(),
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        &WebhookCertificates::Managed(settings()),
+        InjectTargets::default(),
+        WebhookRouter::new(),
+    )
+    .await
+    .unwrap();
+    let (addr, mut ready) = (endpoint.local_addr(), endpoint.ready());
+    manager.add_webhook_endpoint(endpoint);
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(manager.run(shutdown.clone()));
+    // No leader election: this manager leads, makes the Secret and serves it.
+    tokio::time::timeout(support::WAIT, ready.wait_for(|r| *r))
+        .await
+        .expect("the manager's endpoint serves the Secret it made")
+        .unwrap();
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client, "default");
+    let secret = secrets.get("hooks-cert").await.unwrap();
+    let bundle = secret.data.unwrap()["ca.crt"].0.clone();
+    let clock = FakeClock::at(SystemTime::now());
+    assert_eq!(trusted_get(addr, &bundle, clock).await, Ok(200));
+    shutdown.cancel();
+    support::stopped(run).await;
 }
