@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use super::access::AccessCheck;
 use super::elected::{LeaderRunnable, LeaderWork};
 use super::group::{RunnableGroup, stop_in_order};
-use super::http::{BindError, HttpServer, Probes, SecureMetrics};
+use super::http::{BindError, HttpServer, Probes, SecureMetrics, start_webhooks};
 use super::leader::LeaderElector;
 use super::metrics::{self, ManagerMetrics, MetricsRegistry};
 use super::options::{BoxError, ConfigSource, Error, FIELD_MANAGER, Options};
@@ -86,6 +86,8 @@ pub struct Manager {
     /// Controllers of a sharded manager: they run on every member, each for its share.
     member_runnables: Vec<(String, LeaderRunnable)>,
     elector: Option<LeaderElector>,
+    /// Webhook endpoints, served on every replica from the start.
+    webhooks: Vec<crate::serving::WebhookEndpoint>,
     /// The membership of the ring the first config names (`spec.sharding`).
     shard: Option<ShardRuntime>,
     gate: ShardGate,
@@ -219,6 +221,7 @@ impl Manager {
             runnables: Vec::new(),
             member_runnables: Vec::new(),
             elector,
+            webhooks: Vec::new(),
             shard,
             gate,
             root,
@@ -342,6 +345,15 @@ impl Manager {
         ));
     }
 
+    /// Adds a webhook endpoint: served on every replica right after the probes (before the
+    /// caches sync, as controller-runtime starts its webhook server) and stopped with them,
+    /// last; with managed certificates its Secret is written and its bundle injected while
+    /// this replica leads ([`Manager::is_leader`]). A listener failure stops the manager
+    /// ([`Error::Http`]).
+    pub fn add_webhook_endpoint(&mut self, endpoint: crate::serving::WebhookEndpoint) {
+        self.webhooks.push(endpoint);
+    }
+
     /// Adds a runnable that runs only on the leader: started once this replica leads and the
     /// caches synced, stopped first.
     pub(crate) fn add_leader_runnable<F, Fut>(&mut self, name: &str, run: F)
@@ -363,6 +375,13 @@ impl Manager {
     /// The first failure: [`Error::Http`] if a listener fails, [`Error::LeaderElection`] when this leader lost its Lease, [`Error::Runnable`],
     /// [`Error::GracePeriodExceeded`] if stopping took too long.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
+        // A running manager's state is some 16 KiB: on the heap, so the futures of callers
+        // (`tokio::spawn`, `main`) stay small.
+        Box::pin(self.run_parts(shutdown)).await
+    }
+
+    /// [`Manager::run`]'s work.
+    async fn run_parts(self, shutdown: CancellationToken) -> Result<(), Error> {
         let Self {
             client,
             options,
@@ -382,6 +401,7 @@ impl Manager {
             runnables,
             member_runnables,
             elector,
+            webhooks,
             shard,
             gate: _,
             root,
@@ -394,8 +414,9 @@ impl Manager {
         let leading = RunnableGroup::new(&root);
         let membership = RunnableGroup::new(&root);
 
-        // 1. Probes, and the recorder.
+        // 1. Probes, webhooks, and the recorder.
         let (recorder, fates) = start_probes(&probes, &recording, &failures, server, pipeline);
+        start_webhooks(&probes, &failures, webhooks, elector.as_ref());
 
         // 2. The shard ring's membership, until this member knows its share; then caches,
         //    until the eager informers synced.

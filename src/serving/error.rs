@@ -41,8 +41,9 @@ pub enum Error {
         /// What rustls said.
         reason: String,
     },
-    /// The self-signed certificate could not be generated.
-    #[error("cannot generate a self-signed serving certificate")]
+    /// A certificate (self-signed, or a managed CA or serving certificate) could not be
+    /// generated.
+    #[error("cannot generate a certificate")]
     Generate(#[source] rcgen::Error),
     /// The file-system watcher could not be created or cannot watch the directory.
     #[error("cannot watch {} for certificate changes", .path.display())]
@@ -52,6 +53,46 @@ pub enum Error {
         /// What notify said.
         #[source]
         source: notify::Error,
+    },
+    /// A listener cannot be bound.
+    #[error("cannot listen on {addr}")]
+    Bind {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The managed certificates' settings are invalid: every problem, each starting with its
+    /// field.
+    #[error("invalid webhook certificate settings: {}", .problems.join("; "))]
+    Settings {
+        /// The problems.
+        problems: Vec<String>,
+    },
+    /// A date of a certificate to make is outside what a certificate can hold (the clock
+    /// before 1970, or a validity past the year 9999).
+    #[error("the clock or a validity is out of a certificate's range")]
+    Clock,
+    /// A key of the managed certificates' Secret is missing or does not parse.
+    #[error("the Secret {secret}'s {key} is unusable: {reason}")]
+    SecretContents {
+        /// The Secret's name.
+        secret: String,
+        /// The key.
+        key: String,
+        /// Why.
+        reason: String,
+    },
+    /// The API server refused or failed a request about the managed certificates (the Secret)
+    /// or the objects their CA bundle goes into.
+    #[error("cannot {action}")]
+    Api {
+        /// What was tried: `create the Secret ops/hooks-cert`.
+        action: String,
+        /// What the client said.
+        #[source]
+        source: kube::Error,
     },
 }
 

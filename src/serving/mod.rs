@@ -13,6 +13,15 @@
 //! - [`tls`]: the rustls [`ServerConfig`](tokio_rustls::rustls::ServerConfig) (HTTP/1.1 only)
 //!   and the [`TlsListener`] that axum serves from: handshakes run side by side, a plain HTTP
 //!   request gets Go's `400 Client sent an HTTP request to an HTTPS server`.
+//! - [`managed`]: webhook certificates without cert-manager: a CA and a serving certificate
+//!   in a Secret every replica serves ([`managed::SecretWatcher`]), made and rotated before
+//!   expiry by the leader ([`managed::ManagedCertificates`]).
+//! - [`inject`]: the [`CaInjector`] writing the managed CA bundle into the webhook
+//!   configurations and CRDs the manager owns.
+//! - [`webhook`]: the webhook HTTPS endpoint (port [`DEFAULT_WEBHOOK_PORT`]): a
+//!   [`WebhookRouter`] of paths, served by a [`WebhookServer`] with the managed or a mounted
+//!   certificate ([`WebhookCertificates`]); [`WebhookEndpoint`] runs it with its certificate
+//!   and, for managed certificates, the leader's rotation and injection.
 //! - [`auth`]: every request authenticated by the API server with a `TokenReview` and
 //!   authorized with a `SubjectAccessReview` on its non-resource URL, the answers cached
 //!   briefly (controller-runtime's `pkg/metrics/filters` `WithAuthenticationAndAuthorization`).
@@ -26,12 +35,22 @@
 
 pub mod auth;
 pub mod cert;
+mod endpoint;
 mod error;
+pub mod inject;
+pub mod managed;
 pub mod tls;
 pub mod watch;
+pub mod webhook;
 
 pub use auth::{Authenticator, Decision};
 pub use cert::{CertSource, CertificateCell, DEFAULT_CERT_NAME, DEFAULT_KEY_NAME};
+pub use endpoint::WebhookEndpoint;
 pub use error::{Error, Result};
+pub use inject::{CaInjector, InjectTargets, Injection, Target};
 pub use tls::{TlsListener, server_config};
 pub use watch::{CertWatcher, POLL_INTERVAL};
+pub use webhook::{
+    CertificateFeed, DEFAULT_WEBHOOK_PORT, HEALTH_PATH, RouteError, WebhookCertificates,
+    WebhookRouter, WebhookServer,
+};

@@ -1,0 +1,259 @@
+//! The webhook HTTPS endpoint: a [`WebhookRouter`] the admission and conversion handlers
+//! register their paths on, served by a [`WebhookServer`] with the managed or mounted
+//! certificate ([`WebhookCertificates`]).
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{MethodRouter, get};
+use kube::Client;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::cert::{CertificateCell, DEFAULT_CERT_NAME, DEFAULT_KEY_NAME};
+use super::error::Result;
+use super::managed::{SecretWatcher, Settings};
+use super::tls::{TlsListener, server_config};
+use super::watch::CertWatcher;
+
+/// The webhook server's port: controller-runtime's `DefaultPort` (9443,
+/// `pkg/webhook/server.go`), which kubebuilder's Service and the chart target.
+pub const DEFAULT_WEBHOOK_PORT: u16 = 9443;
+
+/// The path every webhook server answers `200 ok` on, for a readiness probe or a test (a
+/// webhook's own path may not take it).
+pub const HEALTH_PATH: &str = "/healthz";
+
+/// Where the webhook server's certificate comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WebhookCertificates {
+    /// Made and rotated by the manager in a Secret ([`super::managed`]); the leader injects
+    /// the CA bundle into the webhook configurations and CRDs it owns.
+    Managed(Settings),
+    /// Read from a mounted directory (cert-manager's Certificate Secret) and re-read when it
+    /// changes ([`CertWatcher`](super::CertWatcher)). informant writes no `caBundle` then:
+    /// cert-manager's cainjector does, from the `cert-manager.io/inject-ca-from` annotation.
+    Mounted {
+        /// The directory.
+        dir: PathBuf,
+        /// The certificate's file name in it ([`DEFAULT_CERT_NAME`]).
+        cert_name: String,
+        /// The key's file name in it ([`DEFAULT_KEY_NAME`]).
+        key_name: String,
+    },
+}
+
+impl WebhookCertificates {
+    /// `tls.crt` and `tls.key` mounted in `dir`.
+    #[must_use]
+    pub fn mounted(dir: impl Into<PathBuf>) -> Self {
+        Self::Mounted {
+            dir: dir.into(),
+            cert_name: DEFAULT_CERT_NAME.to_owned(),
+            key_name: DEFAULT_KEY_NAME.to_owned(),
+        }
+    }
+
+    /// Whether informant injects the CA bundle (only for certificates it makes).
+    #[must_use]
+    pub fn injects_ca_bundle(&self) -> bool {
+        matches!(self, Self::Managed(_))
+    }
+
+    /// What keeps the served certificate current: a [`SecretWatcher`] of the managed Secret,
+    /// or a [`CertWatcher`] of the mounted files (read once here, so a missing file fails
+    /// at start).
+    ///
+    /// # Errors
+    ///
+    /// What [`SecretWatcher::new`] or [`CertWatcher::new`] says.
+    pub fn feed(&self, client: Client) -> Result<CertificateFeed> {
+        match self {
+            Self::Managed(settings) => Ok(CertificateFeed::Secret(Box::new(SecretWatcher::new(
+                client, settings,
+            )?))),
+            Self::Mounted {
+                dir,
+                cert_name,
+                key_name,
+            } => Ok(CertificateFeed::Files(CertWatcher::new(
+                dir, cert_name, key_name,
+            )?)),
+        }
+    }
+}
+
+/// What keeps a webhook server's certificate current ([`WebhookCertificates::feed`]).
+#[derive(Debug)]
+pub enum CertificateFeed {
+    /// The managed Secret, watched.
+    Secret(Box<SecretWatcher>),
+    /// The mounted files, watched.
+    Files(CertWatcher),
+}
+
+impl CertificateFeed {
+    /// The cell to serve from ([`WebhookServer::bind`]).
+    #[must_use]
+    pub fn cell(&self) -> Arc<CertificateCell> {
+        match self {
+            Self::Secret(watcher) => watcher.cell(),
+            Self::Files(watcher) => watcher.cell(),
+        }
+    }
+
+    /// Keeps the cell current until `shutdown` is cancelled.
+    pub async fn run(self, shutdown: CancellationToken) {
+        match self {
+            Self::Secret(watcher) => (*watcher).run(shutdown).await,
+            Self::Files(watcher) => watcher.run(shutdown).await,
+        }
+    }
+}
+
+/// Why a path cannot be registered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    /// The path does not start with `/`.
+    #[error("webhook path {0:?} does not start with '/'")]
+    NotAbsolute(String),
+    /// The path is registered already (or is [`HEALTH_PATH`]).
+    #[error("webhook path {0:?} is registered twice")]
+    Duplicate(String),
+}
+
+/// The paths a webhook server serves: one handler each, as controller-runtime's
+/// `Server.Register(path, handler)`.
+#[derive(Debug)]
+pub struct WebhookRouter {
+    router: Router,
+    paths: BTreeSet<String>,
+}
+
+impl Default for WebhookRouter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl WebhookRouter {
+    /// A router serving [`HEALTH_PATH`] only.
+    #[must_use]
+    pub fn new() -> Self {
+        Self {
+            router: Router::new().route(HEALTH_PATH, get(|| async { "ok" })),
+            paths: BTreeSet::from([HEALTH_PATH.to_owned()]),
+        }
+    }
+
+    /// Serves `handler` at `path`.
+    ///
+    /// # Errors
+    ///
+    /// [`RouteError::NotAbsolute`] for a path without a leading `/`,
+    /// [`RouteError::Duplicate`] for a path already served.
+    pub fn register(
+        mut self,
+        path: &str,
+        handler: MethodRouter,
+    ) -> std::result::Result<Self, RouteError> {
+        if !path.starts_with('/') {
+            return Err(RouteError::NotAbsolute(path.to_owned()));
+        }
+        if !self.paths.insert(path.to_owned()) {
+            return Err(RouteError::Duplicate(path.to_owned()));
+        }
+        self.router = self.router.route(path, handler);
+        Ok(self)
+    }
+
+    /// The registered paths, [`HEALTH_PATH`] among them.
+    #[must_use]
+    pub fn paths(&self) -> Vec<&str> {
+        self.paths.iter().map(String::as_str).collect()
+    }
+}
+
+/// The webhook HTTPS listener: a [`WebhookRouter`]'s paths over TLS (HTTP/1.1, see the
+/// [module docs](super)), presenting the cell's current certificate at each handshake.
+#[derive(Debug)]
+pub struct WebhookServer {
+    listener: TlsListener,
+    addr: SocketAddr,
+    router: Router,
+}
+
+impl WebhookServer {
+    /// Binds `addr` (port [`DEFAULT_WEBHOOK_PORT`] in a pod; port 0 in tests).
+    ///
+    /// # Errors
+    ///
+    /// The bind's error.
+    pub async fn bind(
+        addr: SocketAddr,
+        cell: Arc<CertificateCell>,
+        router: WebhookRouter,
+    ) -> std::io::Result<Self> {
+        let tcp = TcpListener::bind(addr).await?;
+        let addr = tcp.local_addr()?;
+        Ok(Self {
+            listener: TlsListener::new(tcp, server_config(cell)),
+            addr,
+            router: router.router,
+        })
+    }
+
+    /// The address bound.
+    #[must_use]
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serves until `shutdown` is cancelled, then lets requests in flight finish.
+    ///
+    /// # Errors
+    ///
+    /// What axum's server returns.
+    #[tracing::instrument(name = "webhook_server", skip_all, fields(listen.addr = %self.addr))]
+    pub async fn run(self, shutdown: CancellationToken) -> std::io::Result<()> {
+        tracing::info!("serving webhooks");
+        axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_is_registered_once_and_must_be_absolute() {
+        let router = WebhookRouter::new()
+            .register("/validate-v1-configmap", get(|| async { "" }))
+            .unwrap();
+        assert_eq!(router.paths(), ["/healthz", "/validate-v1-configmap"]);
+        let twice = WebhookRouter::new()
+            .register("/convert", get(|| async { "" }))
+            .unwrap()
+            .register("/convert", get(|| async { "" }))
+            .unwrap_err();
+        assert_eq!(
+            twice.to_string(),
+            "webhook path \"/convert\" is registered twice"
+        );
+        let health = WebhookRouter::new()
+            .register(HEALTH_PATH, get(|| async { "" }))
+            .unwrap_err();
+        assert_eq!(health, RouteError::Duplicate(HEALTH_PATH.to_owned()));
+        let relative = WebhookRouter::new()
+            .register("convert", get(|| async { "" }))
+            .unwrap_err();
+        assert_eq!(relative, RouteError::NotAbsolute("convert".to_owned()));
+        assert!(!WebhookCertificates::mounted("/certs").injects_ca_bundle());
+        assert!(WebhookCertificates::Managed(Settings::new("s", "n")).injects_ca_bundle());
+    }
+}
