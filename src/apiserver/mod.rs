@@ -49,6 +49,7 @@
 //! tracks only apply managers (no `Update` entries); no `/scale` or other subresources than
 //! `/status` and `serviceaccounts/token`.
 
+mod admission;
 mod aggregated;
 mod auth;
 mod client_config;

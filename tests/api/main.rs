@@ -7,6 +7,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod apiserver_admission;
 mod apiserver_api;
 mod apiserver_apply_force;
 mod apiserver_fidelity;

@@ -7,8 +7,11 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use crate::apiserver::admission::{self, Attributes, Operation};
 use crate::apiserver::filter::Filter;
-use crate::apiserver::meta::{self, Target, prepare_create, prepare_update, ready_to_delete};
+use crate::apiserver::meta::{
+    self, Target, check_type, prepare_create, prepare_update, ready_to_delete,
+};
 use crate::apiserver::registry::ResourceType;
 use crate::apiserver::request::{Ctx, parse_body};
 use crate::apiserver::respond::{json_bytes, json_value};
@@ -54,6 +57,108 @@ pub(crate) fn after_change(app: &App, rt: &ResourceType, kind: ChangeType, obj: 
     }
 }
 
+/// Kind-specific checks before an object is stored: a webhook configuration is validated
+/// (every error with its field path); a CRD is validated and given its status.
+pub(crate) fn prepare(app: &App, rt: &ResourceType, obj: Value) -> ApiResult<Value> {
+    let errors = admission::validate_configuration(rt, &obj);
+    if !errors.is_empty() {
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        let message = match errors.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        return Err(ApiError::invalid(&rt.kind, &rt.group, name, message));
+    }
+    crd::prepare(app, rt, obj)
+}
+
+/// The admission attributes of a request on `ctx`'s resource.
+fn attributes<'a>(
+    ctx: &'a Ctx,
+    operation: Operation,
+    name: &'a str,
+    object: Option<Value>,
+    old_object: Option<Value>,
+    dry_run: bool,
+    options: Value,
+) -> Attributes<'a> {
+    let namespace = if meta::is_namespaces(&ctx.rt) {
+        name
+    } else {
+        ctx.path.namespace.as_deref().unwrap_or_default()
+    };
+    Attributes {
+        operation,
+        rt: &ctx.rt,
+        version: ctx.version(),
+        subresource: ctx.path.subresource.as_deref(),
+        namespace,
+        name,
+        object,
+        old_object,
+        dry_run,
+        options,
+        user: &ctx.user,
+    }
+}
+
+/// The options a create or update carries to admission (`fieldManager`).
+fn write_options(ctx: &Ctx) -> Value {
+    match &ctx.query.field_manager {
+        Some(manager) => json!({"fieldManager": manager}),
+        None => json!({}),
+    }
+}
+
+/// `object` after the mutating webhooks (their warnings kept for the answer).
+async fn mutated(
+    ctx: &Ctx,
+    operation: Operation,
+    name: &str,
+    object: Value,
+    old_object: Option<Value>,
+) -> ApiResult<Value> {
+    let mut attrs = attributes(
+        ctx,
+        operation,
+        name,
+        Some(object),
+        old_object,
+        ctx.query.dry_run,
+        write_options(ctx),
+    );
+    let mut warnings = Vec::new();
+    let result = admission::mutate(&ctx.app, &mut attrs, &mut warnings).await;
+    ctx.warn(warnings);
+    result?;
+    attrs
+        .object
+        .ok_or_else(|| ApiError::internal("admission lost the object"))
+}
+
+/// The validating webhooks' verdict on a create or update.
+async fn validated(
+    ctx: &Ctx,
+    operation: Operation,
+    name: &str,
+    object: Value,
+    old_object: Option<Value>,
+) -> ApiResult<()> {
+    let attrs = attributes(
+        ctx,
+        operation,
+        name,
+        Some(object),
+        old_object,
+        ctx.query.dry_run,
+        write_options(ctx),
+    );
+    let mut warnings = Vec::new();
+    let result = admission::validate(&ctx.app, &attrs, &mut warnings).await;
+    ctx.warn(warnings);
+    result
+}
+
 /// Store a new object: 409 when it exists, 404 when its namespace does not, 403 when it is
 /// terminating.
 pub(crate) fn insert(
@@ -77,11 +182,24 @@ pub(crate) fn insert(
     Ok(stored)
 }
 
-/// POST a new object.
-pub(super) fn create(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
-    let obj = parse_body(ctx, body)?;
+/// POST a new object: the mutating webhooks see it as decoded, the validating ones as it will
+/// be stored (kube-apiserver's order).
+pub(super) async fn create(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
+    let mut obj = parse_body(ctx, body)?;
+    let admit = admission::any_registered(&ctx.app);
+    if admit {
+        check_type(&ctx.rt, ctx.version(), &mut obj)?;
+        let name = obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        obj = mutated(ctx, Operation::Create, &name, obj, None).await?;
+    }
     let (key, obj) = prepare_create(&ctx.rt, ctx.version(), ctx.path.namespace.as_deref(), obj)?;
-    let obj = crd::prepare(&ctx.app, &ctx.rt, obj)?;
+    let obj = prepare(&ctx.app, &ctx.rt, obj)?;
+    if admit {
+        validated(ctx, Operation::Create, &key.name, obj.clone(), None).await?;
+    }
     if ctx.query.dry_run {
         return Ok(json_value(StatusCode::CREATED, &obj));
     }
@@ -95,9 +213,153 @@ pub(crate) struct Written {
     pub created: bool,
 }
 
+/// How often a write admitted by webhooks is retried when the object changed during the calls
+/// (kube-apiserver's `GuaranteedUpdate` retries as long as it meets conflicts).
+const ADMITTED_ATTEMPTS: usize = 8;
+
 /// Read-modify-write one object: `compute` turns the current object into the desired one
-/// (`None` when it does not exist yet: return the object to create, or 404).
-pub(crate) fn modify(
+/// (`None` when it does not exist yet: return the object to create, or 404). With admission
+/// webhooks registered, they see the change (mutating ones the desired object, validating
+/// ones the object to store) and the write happens only if the object did not change
+/// meanwhile, else all again.
+pub(crate) async fn modify(
+    ctx: &Ctx,
+    target: Target,
+    compute: impl Fn(Option<&Value>) -> ApiResult<Value>,
+) -> ApiResult<Written> {
+    if !admission::any_registered(&ctx.app) {
+        return modify_now(ctx, target, compute);
+    }
+    for _ in 0..ADMITTED_ATTEMPTS {
+        if let Some(written) = modify_admitted(ctx, target, &compute).await? {
+            return Ok(written);
+        }
+    }
+    let key = ctx.key();
+    Err(ApiError::conflict(&ctx.rt.group, &ctx.rt.plural, &key.name))
+}
+
+/// One attempt of an admitted read-modify-write: `None` when the object changed during the
+/// webhook calls.
+async fn modify_admitted(
+    ctx: &Ctx,
+    target: Target,
+    compute: &impl Fn(Option<&Value>) -> ApiResult<Value>,
+) -> ApiResult<Option<Written>> {
+    let rt = &ctx.rt;
+    let key = ctx.key();
+    let snapshot = ctx.app.store.get(&rt.storage_key(), &key);
+    let current = snapshot.as_ref().map(|s| rt.view(&s.value));
+    let desired = compute(current.as_ref())?;
+    let Some((current, expected_rv)) = current.zip(snapshot.map(|s| s.rv)) else {
+        return create_admitted(ctx, desired).await;
+    };
+    let desired = mutated(
+        ctx,
+        Operation::Update,
+        &key.name,
+        desired,
+        Some(current.clone()),
+    )
+    .await?;
+    let new = prepare_update(rt, ctx.version(), &key, &current, desired, target)?;
+    let to_store = prepare(&ctx.app, rt, new.clone())?;
+    validated(
+        ctx,
+        Operation::Update,
+        &key.name,
+        to_store.clone(),
+        Some(current),
+    )
+    .await?;
+    if ctx.query.dry_run {
+        return Ok(Some(Written {
+            stored: Arc::new(Stored::unsaved(rt.to_storage(to_store), expected_rv)),
+            created: false,
+        }));
+    }
+    let new = rt.to_storage(new);
+    let mut raced = false;
+    let (stored, change) = ctx.app.store.mutate(&rt.storage_key(), &key, |cur, _| {
+        let Some(cur) = cur.filter(|c| c.rv == expected_rv) else {
+            raced = true;
+            return Ok(Action::Keep);
+        };
+        if ready_to_delete(rt, &new) {
+            return Ok(Action::Delete);
+        }
+        if strip_rv(&new) == strip_rv(&cur.value) {
+            return Ok(Action::Keep);
+        }
+        Ok(Action::Put(prepare(&ctx.app, rt, new)?))
+    })?;
+    if raced {
+        return Ok(None);
+    }
+    let stored = stored.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, &key.name))?;
+    if let Some(kind) = change {
+        after_change(&ctx.app, rt, kind, &stored);
+    }
+    Ok(Some(Written {
+        stored,
+        created: false,
+    }))
+}
+
+/// An admitted create through a write verb (PUT of a lease, apply): `None` when another
+/// request created the object during the webhook calls.
+async fn create_admitted(ctx: &Ctx, mut desired: Value) -> ApiResult<Option<Written>> {
+    let rt = &ctx.rt;
+    let key = ctx.key();
+    check_type(rt, ctx.version(), &mut desired)?;
+    let desired = mutated(ctx, Operation::Create, &key.name, desired, None).await?;
+    let (new_key, obj) = prepare_create(rt, ctx.version(), ctx.path.namespace.as_deref(), desired)?;
+    if new_key != key {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({}) does not match the name on the URL ({})",
+            new_key.name, key.name
+        )));
+    }
+    let obj = prepare(&ctx.app, rt, obj)?;
+    validated(ctx, Operation::Create, &key.name, obj.clone(), None).await?;
+    let obj = rt.to_storage(obj);
+    let mut raced = false;
+    let preview = obj.clone();
+    let (stored, change) = ctx
+        .app
+        .store
+        .mutate(&rt.storage_key(), &key, |cur, lookup| {
+            if cur.is_some() {
+                raced = true;
+                return Ok(Action::Keep);
+            }
+            namespaces::admit_create(rt, &key, lookup)?;
+            if ctx.query.dry_run {
+                return Ok(Action::Keep);
+            }
+            Ok(Action::Put(obj))
+        })?;
+    if raced {
+        return Ok(None);
+    }
+    if ctx.query.dry_run {
+        return Ok(Some(Written {
+            stored: Arc::new(Stored::unsaved(preview, 0)),
+            created: true,
+        }));
+    }
+    let stored = stored.ok_or_else(|| ApiError::internal("create stored nothing"))?;
+    if let Some(kind) = change {
+        after_change(&ctx.app, rt, kind, &stored);
+    }
+    Ok(Some(Written {
+        stored,
+        created: true,
+    }))
+}
+
+/// Read-modify-write one object under the store's lock (no admission webhook to ask).
+fn modify_now(
     ctx: &Ctx,
     target: Target,
     compute: impl FnOnce(Option<&Value>) -> ApiResult<Value>,
@@ -123,7 +385,7 @@ pub(crate) fn modify(
                 }
                 namespaces::admit_create(rt, &key, lookup)?;
                 created = true;
-                let obj = rt.to_storage(crd::prepare(&ctx.app, rt, obj)?);
+                let obj = rt.to_storage(prepare(&ctx.app, rt, obj)?);
                 if ctx.query.dry_run {
                     preview = Some((obj, 0));
                     return Ok(Action::Keep);
@@ -135,7 +397,7 @@ pub(crate) fn modify(
             let new = prepare_update(rt, ctx.version(), &key, &current, desired, target)?;
             let new = rt.to_storage(new);
             if ctx.query.dry_run {
-                preview = Some((crd::prepare(&ctx.app, rt, new)?, cur.rv));
+                preview = Some((prepare(&ctx.app, rt, new)?, cur.rv));
                 return Ok(Action::Keep);
             }
             if ready_to_delete(rt, &new) {
@@ -144,7 +406,7 @@ pub(crate) fn modify(
             if strip_rv(&new) == strip_rv(&cur.value) {
                 return Ok(Action::Keep);
             }
-            Ok(Action::Put(crd::prepare(&ctx.app, rt, new)?))
+            Ok(Action::Put(prepare(&ctx.app, rt, new)?))
         })?;
     if let Some((value, rv)) = preview {
         return Ok(Written {
@@ -160,7 +422,7 @@ pub(crate) fn modify(
 }
 
 /// PUT an object, its status, or a namespace's finalizers (`/finalize`).
-pub(super) fn update(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
+pub(super) async fn update(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     let obj = parse_body(ctx, body)?;
     let target = match ctx.path.subresource.as_deref() {
         None => Target::Main,
@@ -170,10 +432,11 @@ pub(super) fn update(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     let can_create = allow_create_on_update(&ctx.rt) && target == Target::Main;
     let (rt, name) = (ctx.rt.clone(), ctx.key().name);
     let written = modify(ctx, target, |cur| match cur {
-        Some(_) => Ok(obj),
-        None if can_create => Ok(obj),
+        Some(_) => Ok(obj.clone()),
+        None if can_create => Ok(obj.clone()),
         None => Err(ApiError::not_found(&rt.group, &rt.plural, &name)),
-    })?;
+    })
+    .await?;
     let code = if written.created {
         StatusCode::CREATED
     } else {
@@ -289,14 +552,59 @@ fn deleted_status(rt: &ResourceType, obj: &Value) -> Value {
     })
 }
 
+/// Admission of a DELETE: the mutating webhooks see no object (kube-apiserver's delete
+/// handler), the validating ones the object being deleted (its storage's `deleteValidation`).
+async fn admit_delete(
+    ctx: &Ctx,
+    key: &ObjKey,
+    opts: &Value,
+    dry_run: bool,
+    mutate: bool,
+) -> ApiResult<()> {
+    let rt = &ctx.rt;
+    let mut warnings = Vec::new();
+    if mutate {
+        let mut attrs = attributes(
+            ctx,
+            Operation::Delete,
+            &key.name,
+            None,
+            None,
+            dry_run,
+            opts.clone(),
+        );
+        let result = admission::mutate(&ctx.app, &mut attrs, &mut warnings).await;
+        ctx.warn(std::mem::take(&mut warnings));
+        result?;
+    }
+    let Some(current) = ctx.app.store.get(&rt.storage_key(), key) else {
+        return Ok(());
+    };
+    let attrs = attributes(
+        ctx,
+        Operation::Delete,
+        &key.name,
+        None,
+        Some(rt.view(&current.value)),
+        dry_run,
+        opts.clone(),
+    );
+    let result = admission::validate(&ctx.app, &attrs, &mut warnings).await;
+    ctx.warn(warnings);
+    result
+}
+
 /// DELETE one object, answered as kube-apiserver does (`endpoints/handlers/delete.go`): 200
 /// with the deleted object for the kinds whose storage returns it and a `Success` Status for
 /// the others; 200 with the object, now carrying a `deletionTimestamp`, when finalizers keep
 /// it; 202 instead only when the client asked `orphanDependents: false`.
-pub(super) fn delete(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
+pub(super) async fn delete(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     let opts = delete_options(ctx, body)?;
     let key = ctx.key();
     let dry_run = ctx.query.dry_run || opts["dryRun"].as_array().is_some_and(|a| !a.is_empty());
+    if admission::any_registered(&ctx.app) {
+        admit_delete(ctx, &key, &opts, dry_run, true).await?;
+    }
     if dry_run {
         let cur = ctx
             .app
@@ -326,9 +634,27 @@ pub(super) fn delete(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     Ok(json_bytes(code, ctx.render_bytes(&stored)))
 }
 
-/// DELETE a collection (with selectors): the list of deleted objects.
-pub(super) fn delete_collection(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
+/// DELETE a collection (with selectors): the list of deleted objects. The mutating webhooks
+/// are asked once about the collection, the validating ones about each object.
+pub(super) async fn delete_collection(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     let opts = delete_options(ctx, body)?;
+    let admit = admission::any_registered(&ctx.app);
+    let dry_run = ctx.query.dry_run || opts["dryRun"].as_array().is_some_and(|a| !a.is_empty());
+    if admit {
+        let mut attrs = attributes(
+            ctx,
+            Operation::Delete,
+            "",
+            None,
+            None,
+            dry_run,
+            opts.clone(),
+        );
+        let mut warnings = Vec::new();
+        let result = admission::mutate(&ctx.app, &mut attrs, &mut warnings).await;
+        ctx.warn(warnings);
+        result?;
+    }
     let filter = Filter::new(ctx.rt.clone(), ctx.path.namespace.clone(), &ctx.query)?;
     let (rv, objs) = ctx.app.store.snapshot(&ctx.rt.storage_key());
     let (items, _) = super::read::page(&objs, &filter, None, None, rv);
@@ -345,6 +671,9 @@ pub(super) fn delete_collection(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
         .collect();
     let mut deleted = Vec::new();
     for key in keys {
+        if admit {
+            admit_delete(ctx, &key, &opts, dry_run, false).await?;
+        }
         match delete_one(&ctx.app, &ctx.rt, &key, &opts) {
             Ok((stored, _)) => deleted.push(ctx.rt.view(&stored.value)),
             Err(e) if e.code == 404 => {}
