@@ -58,6 +58,7 @@ mod client_config;
 mod config;
 mod conversion;
 mod crd;
+mod crd_conversion;
 mod debug;
 mod discovery;
 mod faults;

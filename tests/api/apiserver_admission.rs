@@ -87,14 +87,14 @@ impl axum::serve::Listener for TlsListener {
 type Seen = Arc<Mutex<Vec<(String, Value)>>>;
 
 /// The running webhook.
-struct Webhook {
-    addr: SocketAddr,
-    ca_b64: String,
+pub(crate) struct Webhook {
+    pub(crate) addr: SocketAddr,
+    pub(crate) ca_b64: String,
     seen: Seen,
 }
 
 impl Webhook {
-    fn reviews(&self, path: &str) -> Vec<(String, Value)> {
+    pub(crate) fn reviews(&self, path: &str) -> Vec<(String, Value)> {
         self.seen
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -104,7 +104,7 @@ impl Webhook {
             .collect()
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("https://127.0.0.1:{}{path}", self.addr.port())
     }
 }
@@ -123,6 +123,9 @@ async fn answer(State(seen): State<Seen>, request: Request) -> Json<Value> {
     seen.lock()
         .unwrap_or_else(PoisonError::into_inner)
         .push((uri.clone(), review.clone()));
+    if uri.starts_with("/convert") {
+        return Json(convert(&review));
+    }
     let uid = review["request"]["uid"].clone();
     let mut response = json!({"uid": uid, "allowed": true});
     if uri.starts_with("/slow") {
@@ -151,7 +154,36 @@ async fn answer(State(seen): State<Seen>, request: Request) -> Json<Value> {
     )
 }
 
-async fn webhook() -> Webhook {
+/// A conversion webhook between `v1alpha1` (`spec.size`) and `v1` (`spec.replicas`) that fails
+/// the review when an object is labelled `fail: "yes"`.
+fn convert(review: &Value) -> Value {
+    let request = &review["request"];
+    let want = request["desiredAPIVersion"].as_str().unwrap().to_string();
+    let mut converted = Vec::new();
+    let mut result = json!({"status": "Success"});
+    for object in request["objects"].as_array().unwrap() {
+        if object["metadata"]["labels"]["fail"] == "yes" {
+            result = json!({"status": "Failure", "message": format!("cannot convert {}", object["metadata"]["name"])});
+            break;
+        }
+        let mut out = object.clone();
+        let spec = out["spec"].as_object_mut().unwrap();
+        let (from, to) = if want.ends_with("/v1") {
+            ("size", "replicas")
+        } else {
+            ("replicas", "size")
+        };
+        if let Some(value) = spec.remove(from) {
+            spec.insert(to.to_string(), value);
+        }
+        out["apiVersion"] = json!(want);
+        converted.push(out);
+    }
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+           "response": {"uid": request["uid"], "convertedObjects": converted, "result": result}})
+}
+
+pub(crate) async fn webhook() -> Webhook {
     let certs = certs();
     let config = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
@@ -220,7 +252,7 @@ async fn register(client: &Client, kind: &str, name: &str, webhooks: Vec<Value>)
 }
 
 /// A raw request: status, body and the `Warning` headers.
-async fn send(
+pub(crate) async fn send(
     client: &Client,
     method: &str,
     path: &str,

@@ -10,6 +10,7 @@ mod support;
 mod apiserver_admission;
 mod apiserver_api;
 mod apiserver_apply_force;
+mod apiserver_conversion;
 mod apiserver_fidelity;
 mod apiserver_http;
 mod apiserver_kubectl;

@@ -46,7 +46,7 @@ impl Resolver {
 
 /// Connects to a webhook: a service through the [`Resolver`], a URL's host through DNS.
 #[derive(Clone, Debug)]
-pub(super) struct Connector {
+pub(crate) struct Connector {
     resolver: Resolver,
 }
 
@@ -87,14 +87,14 @@ impl tower::Service<http::Uri> for Connector {
 }
 
 /// An HTTPS client for one webhook.
-pub(super) type WebhookClient = Client<HttpsConnector<Connector>, Full<Bytes>>;
+pub(crate) type WebhookClient = Client<HttpsConnector<Connector>, Full<Bytes>>;
 
 /// A client trusting the PEM certificates of `ca_pem` (the system's roots when empty).
 ///
 /// # Errors
 ///
 /// What is wrong with the bundle.
-pub(super) fn client(resolver: &Resolver, ca_pem: &[u8]) -> Result<WebhookClient, String> {
+pub(crate) fn client(resolver: &Resolver, ca_pem: &[u8]) -> Result<WebhookClient, String> {
     let mut roots = rustls::RootCertStore::empty();
     if ca_pem.is_empty() {
         for cert in rustls_native_certs::load_native_certs().certs {

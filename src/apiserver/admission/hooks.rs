@@ -37,7 +37,7 @@ pub(super) struct Rule {
 
 /// Where a webhook is reached (`WebhookClientConfig`).
 #[derive(Debug, Clone)]
-pub(super) struct Endpoint {
+pub(crate) struct Endpoint {
     /// The URL posted to (`url`, or `https://NAME.NAMESPACE.svc:PORT/PATH` for a service).
     pub url: String,
     /// The PEM certificates trusted for its TLS; empty: the system's roots.
@@ -128,7 +128,7 @@ fn selector(v: &Value) -> Result<LabelSelector, String> {
 }
 
 /// The endpoint of a `clientConfig`.
-pub(super) fn endpoint(client: &Value) -> Result<Endpoint, String> {
+pub(crate) fn endpoint(client: &Value) -> Result<Endpoint, String> {
     let ca_bundle = match client["caBundle"].as_str() {
         None | Some("") => Vec::new(),
         Some(b64) => base64::engine::general_purpose::STANDARD

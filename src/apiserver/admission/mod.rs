@@ -15,8 +15,8 @@ mod matching;
 
 use serde_json::{Value, json};
 
-pub(crate) use client::Resolver;
-pub(crate) use hooks::validate_configuration;
+pub(crate) use client::{Resolver, client as webhook_client};
+pub(crate) use hooks::{Endpoint, endpoint, validate_configuration};
 
 use super::auth::User;
 use super::registry::ResourceType;

@@ -226,8 +226,8 @@ async fn resource(
     let result = match verb {
         Verb::Create if token_request => auth::reviews::token_request(&ctx, &body),
         Verb::Create if ctx.rt.review => auth::reviews::review(&ctx, &body),
-        Verb::Get => read::get(&ctx),
-        Verb::List => read::list(&ctx),
+        Verb::Get => read::get(&ctx).await,
+        Verb::List => read::list(&ctx).await,
         Verb::Watch => watch::watch(&ctx),
         Verb::Create => write::create(&ctx, &body).await,
         Verb::Update => write::update(&ctx, &body).await,

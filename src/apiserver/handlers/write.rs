@@ -18,7 +18,7 @@ use crate::apiserver::respond::{json_bytes, json_value};
 use crate::apiserver::state::App;
 use crate::apiserver::status::{ApiError, ApiResult};
 use crate::apiserver::store::{Action, ChangeType, ObjKey, Stored};
-use crate::apiserver::{crd, namespaces};
+use crate::apiserver::{crd, crd_conversion, namespaces};
 
 /// Whether PUT of a missing object creates it (kube-apiserver's `AllowCreateOnUpdate`).
 fn allow_create_on_update(rt: &ResourceType) -> bool {
@@ -60,7 +60,10 @@ pub(crate) fn after_change(app: &App, rt: &ResourceType, kind: ChangeType, obj: 
 /// Kind-specific checks before an object is stored: a webhook configuration is validated
 /// (every error with its field path); a CRD is validated and given its status.
 pub(crate) fn prepare(app: &App, rt: &ResourceType, obj: Value) -> ApiResult<Value> {
-    let errors = admission::validate_configuration(rt, &obj);
+    let mut errors = admission::validate_configuration(rt, &obj);
+    if rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions" {
+        errors.extend(crd_conversion::validate(&obj));
+    }
     if !errors.is_empty() {
         let name = obj["metadata"]["name"].as_str().unwrap_or_default();
         let message = match errors.as_slice() {
@@ -136,6 +139,27 @@ async fn mutated(
         .ok_or_else(|| ApiError::internal("admission lost the object"))
 }
 
+/// `obj`, at the request's version, at the storage version, through the CRD's conversion
+/// webhook when it has one (without, objects are stored as written and read at any version).
+async fn to_storage_version(ctx: &Ctx, obj: Value) -> ApiResult<Value> {
+    let storage = ctx.rt.preferred_version();
+    if ctx.version() == storage || crd_conversion::webhook(&ctx.app, &ctx.rt).is_none() {
+        return Ok(obj);
+    }
+    crd_conversion::convert(&ctx.app, &ctx.rt, vec![obj], storage, false)
+        .await?
+        .pop()
+        .ok_or_else(|| ApiError::internal("conversion returned no object"))
+}
+
+/// A stored object at the request's version.
+async fn at_request_version(ctx: &Ctx, stored: Arc<Stored>) -> ApiResult<Arc<Stored>> {
+    crd_conversion::at_version(&ctx.app, &ctx.rt, ctx.version(), vec![stored], false)
+        .await?
+        .pop()
+        .ok_or_else(|| ApiError::internal("conversion returned no object"))
+}
+
 /// The validating webhooks' verdict on a create or update.
 async fn validated(
     ctx: &Ctx,
@@ -203,7 +227,9 @@ pub(super) async fn create(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     if ctx.query.dry_run {
         return Ok(json_value(StatusCode::CREATED, &obj));
     }
+    let obj = to_storage_version(ctx, obj).await?;
     let stored = insert(&ctx.app, &ctx.rt, &key, obj)?;
+    let stored = at_request_version(ctx, stored).await?;
     Ok(json_bytes(StatusCode::CREATED, ctx.render_bytes(&stored)))
 }
 
@@ -227,12 +253,20 @@ pub(crate) async fn modify(
     target: Target,
     compute: impl Fn(Option<&Value>) -> ApiResult<Value>,
 ) -> ApiResult<Written> {
-    if !admission::any_registered(&ctx.app) {
-        return modify_now(ctx, target, compute);
+    if !admission::any_registered(&ctx.app) && crd_conversion::webhook(&ctx.app, &ctx.rt).is_none()
+    {
+        let written = modify_now(ctx, target, compute)?;
+        return Ok(Written {
+            stored: at_request_version(ctx, written.stored).await?,
+            created: written.created,
+        });
     }
     for _ in 0..ADMITTED_ATTEMPTS {
         if let Some(written) = modify_admitted(ctx, target, &compute).await? {
-            return Ok(written);
+            return Ok(Written {
+                stored: at_request_version(ctx, written.stored).await?,
+                created: written.created,
+            });
         }
     }
     let key = ctx.key();
@@ -249,7 +283,13 @@ async fn modify_admitted(
     let rt = &ctx.rt;
     let key = ctx.key();
     let snapshot = ctx.app.store.get(&rt.storage_key(), &key);
-    let current = snapshot.as_ref().map(|s| rt.view(&s.value));
+    let current = match &snapshot {
+        Some(s) => {
+            let at = at_request_version(ctx, Arc::new(Stored::unsaved(rt.view(&s.value), s.rv)));
+            Some(at.await?.value.clone())
+        }
+        None => None,
+    };
     let desired = compute(current.as_ref())?;
     let Some((current, expected_rv)) = current.zip(snapshot.map(|s| s.rv)) else {
         return create_admitted(ctx, desired).await;
@@ -278,7 +318,7 @@ async fn modify_admitted(
             created: false,
         }));
     }
-    let new = rt.to_storage(new);
+    let new = rt.to_storage(to_storage_version(ctx, new).await?);
     let mut raced = false;
     let (stored, change) = ctx.app.store.mutate(&rt.storage_key(), &key, |cur, _| {
         let Some(cur) = cur.filter(|c| c.rv == expected_rv) else {
@@ -322,6 +362,11 @@ async fn create_admitted(ctx: &Ctx, mut desired: Value) -> ApiResult<Option<Writ
     }
     let obj = prepare(&ctx.app, rt, obj)?;
     validated(ctx, Operation::Create, &key.name, obj.clone(), None).await?;
+    let obj = if ctx.query.dry_run {
+        obj
+    } else {
+        to_storage_version(ctx, obj).await?
+    };
     let obj = rt.to_storage(obj);
     let mut raced = false;
     let preview = obj.clone();
