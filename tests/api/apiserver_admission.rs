@@ -136,6 +136,14 @@ async fn answer(State(seen): State<Seen>, request: Request) -> Json<Value> {
         response["status"] =
             json!({"message": "the object asks to be denied", "code": 403, "reason": "Forbidden"});
         response["warnings"] = json!(["denied by the test webhook"]);
+    } else if uri.starts_with("/second")
+        && review["request"]["object"]["metadata"]["labels"]["second"].is_null()
+    {
+        let patch = json!([{"op": "add", "path": "/metadata/labels/second", "value": "yes"}]);
+        response["patch"] = json!(
+            base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&patch).unwrap())
+        );
+        response["patchType"] = json!("JSONPatch");
     } else if uri.starts_with("/mutate") && !review["request"]["object"].is_null() {
         let has_labels = review["request"]["object"]["metadata"]["labels"].is_object();
         let patch = if has_labels {
@@ -215,7 +223,7 @@ pub(crate) async fn webhook() -> Webhook {
 }
 
 /// A webhook entry on configmaps (CREATE, UPDATE, DELETE) calling `url` with `ca_b64`.
-fn hook(name: &str, client_config: &Value, extra: &Value) -> Value {
+pub(crate) fn hook(name: &str, client_config: &Value, extra: &Value) -> Value {
     let mut hook = json!({
         "name": name,
         "clientConfig": client_config,
@@ -233,7 +241,7 @@ fn hook(name: &str, client_config: &Value, extra: &Value) -> Value {
 }
 
 /// Registers a configuration of `kind` (`Validating` or `Mutating`) through the API.
-async fn register(client: &Client, kind: &str, name: &str, webhooks: Vec<Value>) {
+pub(crate) async fn register(client: &Client, kind: &str, name: &str, webhooks: Vec<Value>) {
     let plural = format!("{}webhookconfigurations", kind.to_lowercase());
     let body = json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
@@ -443,6 +451,49 @@ async fn a_mutating_webhooks_default_is_stored_on_create_update_and_apply() {
         review["request"]["object"]["metadata"]["uid"].is_null(),
         "mutating webhooks see the object before the server fills its metadata in"
     );
+}
+
+#[tokio::test]
+async fn a_webhook_with_reinvocation_if_needed_runs_again_after_a_later_change() {
+    let (_server, client, hook_server) = setup().await;
+    let first = json!({"url": hook_server.url("/mutate"), "caBundle": hook_server.ca_b64});
+    let second = json!({"url": hook_server.url("/second"), "caBundle": hook_server.ca_b64});
+    // Configurations run in name order: "a" before "b".
+    register(
+        &client,
+        "Mutating",
+        "a",
+        vec![hook(
+            "first.test.informant.dev",
+            &first,
+            &json!({"reinvocationPolicy": "IfNeeded"}),
+        )],
+    )
+    .await;
+    register(
+        &client,
+        "Mutating",
+        "b",
+        vec![hook("second.test.informant.dev", &second, &json!({}))],
+    )
+    .await;
+    let (code, created, _) = send(&client, "POST", CMS, &configmap("a", &json!({}))).await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(
+        created["metadata"]["labels"],
+        json!({"defaulted": "yes", "second": "yes"})
+    );
+    let firsts = hook_server.reviews("/mutate");
+    assert_eq!(
+        firsts.len(),
+        2,
+        "run again once the second webhook changed the object"
+    );
+    assert_eq!(
+        firsts[1].1["request"]["object"]["metadata"]["labels"]["second"],
+        "yes"
+    );
+    assert_eq!(hook_server.reviews("/second").len(), 1);
 }
 
 #[tokio::test]

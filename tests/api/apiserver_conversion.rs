@@ -6,7 +6,9 @@
 use informant::apiserver::TestServer;
 use serde_json::{Value, json};
 
-use crate::apiserver_admission::{Webhook, send, webhook};
+use http_body_util::BodyExt as _;
+
+use crate::apiserver_admission::{Webhook, hook, register, send, webhook};
 
 const GROUP: &str = "conv.test.informant.dev";
 
@@ -200,6 +202,85 @@ async fn a_conversion_webhook_without_v1_reviews_is_refused() {
             .unwrap()
             .contains("spec.conversion.webhook.conversionReviewVersions: Unsupported value"),
         "{status}"
+    );
+}
+
+#[tokio::test]
+async fn a_watch_at_v1alpha1_gets_objects_stored_at_v1_converted() {
+    let (_server, client, _hook) = setup().await;
+    let request = http::Request::get(format!(
+        "{}?watch=true&timeoutSeconds=20",
+        widgets("v1alpha1")
+    ))
+    .body(kube::client::Body::empty())
+    .unwrap();
+    let mut body = client.send(request).await.unwrap().into_body();
+    let object = json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Widget", "metadata": {"name": "w"}, "spec": {"replicas": 4}});
+    assert_eq!(send(&client, "POST", &widgets("v1"), &object).await.0, 201);
+    let first_line = tokio::time::timeout(crate::support::WAIT, async {
+        let mut buf = Vec::new();
+        while !buf.contains(&b'\n') {
+            let frame = body.frame().await.unwrap().unwrap();
+            if let Some(data) = frame.data_ref() {
+                buf.extend_from_slice(data);
+            }
+        }
+        buf
+    })
+    .await
+    .expect("an event within the timeout");
+    let line = first_line.split(|b| *b == b'\n').next().unwrap();
+    let event: Value = serde_json::from_slice(line).unwrap();
+    assert_eq!(event["type"], "ADDED");
+    assert_eq!(event["object"]["apiVersion"], format!("{GROUP}/v1alpha1"));
+    assert_eq!(event["object"]["spec"], json!({"size": 4}));
+}
+
+#[tokio::test]
+async fn match_policy_equivalent_sends_the_object_at_the_version_the_rule_names() {
+    let (_server, client, hook_server) = setup().await;
+    let rules = json!({"rules": [{"operations": ["CREATE"], "apiGroups": [GROUP], "apiVersions": ["v1"], "resources": ["widgets"]}]});
+    let config = json!({"url": hook_server.url("/validate"), "caBundle": hook_server.ca_b64});
+    let mut exact = rules.clone();
+    exact["matchPolicy"] = json!("Exact");
+    register(
+        &client,
+        "Validating",
+        "eq",
+        vec![
+            hook("equivalent.test.informant.dev", &config, &rules),
+            hook("exact.test.informant.dev", &config, &exact),
+        ],
+    )
+    .await;
+    let (code, created, _) = send(
+        &client,
+        "POST",
+        &widgets("v1alpha1"),
+        &widget("a", &json!({})),
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    let reviews = hook_server.reviews("/validate");
+    assert_eq!(
+        reviews.len(),
+        1,
+        "the Exact webhook does not match v1alpha1"
+    );
+    let request = &reviews[0].1["request"];
+    assert_eq!(
+        request["kind"],
+        json!({"group": GROUP, "version": "v1", "kind": "Widget"})
+    );
+    assert_eq!(
+        request["requestKind"],
+        json!({"group": GROUP, "version": "v1alpha1", "kind": "Widget"})
+    );
+    assert_eq!(request["object"]["apiVersion"], format!("{GROUP}/v1"));
+    assert_eq!(
+        request["object"]["spec"],
+        json!({"replicas": 3}),
+        "converted by the CRD's webhook"
     );
 }
 

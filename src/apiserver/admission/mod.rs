@@ -153,7 +153,8 @@ async fn run_one(
         return Ok(None);
     };
     check_dry_run(hook, attrs)?;
-    match call::call(app, hook, attrs, &matched).await {
+    let seen = seen_at(app, attrs, &matched).await?;
+    match call::call(app, hook, &seen, &matched).await {
         Ok(Called {
             allowed,
             status,
@@ -167,25 +168,25 @@ async fn run_one(
             let Some(patch) = patch else {
                 return Ok(Some(false));
             };
-            let Some(object) = attrs.object.as_ref() else {
+            let (Some(object), Some(sent)) = (attrs.object.as_ref(), seen.object) else {
                 return Err(ApiError::internal(format!(
                     "admission webhook {:?} attempted to modify the object, which is not \
                      supported for this operation",
                     hook.name
                 )));
             };
-            let original_version = object["apiVersion"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            let mut patched = matching::to_version(object, &matched.api_version);
+            let mut patched = sent;
             json_patch::patch_unsafe(&mut patched, &patch).map_err(|e| {
                 ApiError::internal(format!(
                     "admission webhook {:?} returned a patch that does not apply: {e}",
                     hook.name
                 ))
             })?;
-            let patched = matching::to_version(&patched, &original_version);
+            let patched = if matched.version == attrs.version {
+                patched
+            } else {
+                one_at(app, attrs.rt, patched, attrs.version).await?
+            };
             let changed = patched != *object;
             attrs.object = Some(patched);
             Ok(Some(changed))
@@ -215,7 +216,8 @@ pub(crate) async fn validate(
             continue;
         };
         check_dry_run(hook, attrs)?;
-        calls.push(async move { (hook, call::call(app, hook, attrs, &matched).await) });
+        let seen = seen_at(app, attrs, &matched).await?;
+        calls.push(async move { (hook, call::call(app, hook, &seen, &matched).await) });
     }
     let answers = futures::future::join_all(calls).await;
     let mut first_error = None;
@@ -236,6 +238,32 @@ pub(crate) async fn validate(
         }
     }
     first_error.map_or(Ok(()), Err)
+}
+
+/// `object` (of `rt`) at `version`, converted as the server converts (its CRD's webhook).
+async fn one_at(app: &App, rt: &ResourceType, object: Value, version: &str) -> ApiResult<Value> {
+    super::crd_conversion::convert(app, rt, vec![object], version, false)
+        .await?
+        .pop()
+        .ok_or_else(|| ApiError::internal("conversion returned no object"))
+}
+
+/// The attributes as a webhook that matched another version of the resource sees them
+/// (`matchPolicy: Equivalent`): the objects converted to that version.
+async fn seen_at<'a>(
+    app: &App,
+    attrs: &Attributes<'a>,
+    matched: &matching::Matched,
+) -> ApiResult<Attributes<'a>> {
+    let mut seen = attrs.clone();
+    if matched.version != attrs.version {
+        for slot in [&mut seen.object, &mut seen.old_object] {
+            if let Some(object) = slot.take() {
+                *slot = Some(one_at(app, attrs.rt, object, &matched.version).await?);
+            }
+        }
+    }
+    Ok(seen)
 }
 
 /// A dry run may call only webhooks without side effects (`sideEffects: None` or
