@@ -42,8 +42,8 @@
 //! bodies, plus protobuf only for what kubectl's typed clients send (`kubectl create
 //! namespace|configmap|secret|serviceaccount|role|rolebinding|clusterrole|clusterrolebinding|token`,
 //! `kubectl auth can-i|whoami`) and `/openapi/v2`, which kubectl reads as protobuf; admission
-//! by webhooks only (the `admission` module: no CEL `matchConditions`, services reached
-//! through [`Handle::resolve_service`]), no per-type validation beyond names and metadata, no CRD schema validation,
+//! by webhooks only (the `admission` module: CEL `matchConditions` without `authorizer`,
+//! services reached through [`Handle::resolve_service`]), no per-type validation beyond names and metadata, no CRD schema validation,
 //! defaulting or pruning (`fieldValidation` is ignored); no garbage collector (`ownerReferences`
 //! and `propagationPolicy` have no effect) and no controllers but the namespace controller
 //! (which runs synchronously in the request that lets a terminating namespace move on);

@@ -497,6 +497,63 @@ async fn a_webhook_with_reinvocation_if_needed_runs_again_after_a_later_change()
 }
 
 #[tokio::test]
+async fn match_conditions_skip_the_webhook_when_false_and_fail_closed_on_an_error() {
+    let (_server, client, hook_server) = setup().await;
+    let config = json!({"url": hook_server.url("/validate"), "caBundle": hook_server.ca_b64});
+    let conditions = json!({"matchConditions": [
+        {"name": "not-skipped", "expression": "object.metadata.name != 'skipme'"},
+        {"name": "creates", "expression": "request.operation == 'CREATE' && oldObject == null"},
+    ]});
+    register(
+        &client,
+        "Validating",
+        "cel",
+        vec![hook("cel.test.informant.dev", &config, &conditions)],
+    )
+    .await;
+    let deny = json!({"deny": "yes"});
+    assert_eq!(
+        send(&client, "POST", CMS, &configmap("skipme", &deny))
+            .await
+            .0,
+        201
+    );
+    assert_eq!(
+        send(&client, "POST", CMS, &configmap("other", &deny))
+            .await
+            .0,
+        403
+    );
+    assert_eq!(
+        hook_server.reviews("/validate").len(),
+        1,
+        "only the matching request was sent"
+    );
+
+    // A condition that cannot be evaluated fails the request under Fail (a 403, as upstream).
+    let broken =
+        json!({"matchConditions": [{"name": "broken", "expression": "object.spec.nope == 1"}]});
+    let path = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/cel";
+    let (code, _, _) = send(
+        &client,
+        "PATCH",
+        path,
+        &json!({"webhooks": [hook("cel.test.informant.dev", &config, &broken)]}),
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (code, status, _) = send(&client, "POST", CMS, &configmap("c", &json!({}))).await;
+    assert_eq!(code, 403, "{status}");
+    let message = status["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "configmaps \"c\" is forbidden: failed to evaluate match condition \"broken\""
+        ),
+        "{message}"
+    );
+}
+
+#[tokio::test]
 async fn a_dead_webhook_fails_the_request_under_fail_and_is_passed_over_under_ignore() {
     let (_server, client, _hook_server) = setup().await;
     let port = {
@@ -671,7 +728,7 @@ async fn an_invalid_configuration_is_refused_with_every_error_and_its_path() {
         "metadata": {"name": "bad"},
         "webhooks": [{"name": "bad", "clientConfig": {"url": "http://x"}, "timeoutSeconds": 60,
                       "admissionReviewVersions": ["v1"],
-                      "matchConditions": [{"name": "c", "expression": "true"}]}],
+                      "matchConditions": [{"name": "c", "expression": "authorizer.requestResource.check('get').allowed()"}]}],
     });
     let (code, status, _) = send(
         &client,
@@ -687,7 +744,7 @@ async fn an_invalid_configuration_is_refused_with_every_error_and_its_path() {
         "webhooks[0].name: Invalid value: \"bad\"",
         "webhooks[0].sideEffects: Required value",
         "webhooks[0].timeoutSeconds: Invalid value: 60",
-        "webhooks[0].matchConditions: Forbidden",
+        "webhooks[0].matchConditions[0].expression: Invalid value: \"authorizer.requestResource.check('get').allowed()\": the embedded API server does not offer the authorizer variable",
         "webhooks[0].clientConfig.url: Invalid value: \"http://x\": 'https' is the only allowed URL scheme",
     ] {
         assert!(message.contains(part), "{part:?} missing from {message}");

@@ -7,6 +7,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde_json::Value;
 
+use super::conditions::{self, Condition};
 use crate::apiserver::registry::{ResourceKey, ResourceType};
 use crate::apiserver::state::App;
 use crate::selector::LabelSelector;
@@ -61,6 +62,8 @@ pub(super) struct Hook {
     pub timeout: Duration,
     /// `reinvocationPolicy: IfNeeded` (mutating only).
     pub reinvoke_if_needed: bool,
+    /// `matchConditions`.
+    pub match_conditions: Vec<Condition>,
 }
 
 /// Whether `rt` is one of the webhook configuration kinds, which admission never guards
@@ -189,6 +192,15 @@ fn parse(webhook: &Value, kind: Kind) -> Result<Hook, String> {
         timeout: Duration::from_secs(timeout),
         reinvoke_if_needed: kind == Kind::Mutating
             && webhook["reinvocationPolicy"].as_str() == Some("IfNeeded"),
+        match_conditions: webhook["matchConditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| Condition {
+                name: c["name"].as_str().unwrap_or_default().to_string(),
+                expression: c["expression"].as_str().unwrap_or_default().to_string(),
+            })
+            .collect(),
     })
 }
 
@@ -341,20 +353,45 @@ fn check_webhook(errors: &mut Vec<String>, path: &str, webhook: &Value, kind: Ki
             errors.push(format!("{path}.{field}: Invalid value: {e}"));
         }
     }
-    if webhook["matchConditions"]
-        .as_array()
-        .is_some_and(|c| !c.is_empty())
-    {
-        errors.push(format!(
-            "{path}.matchConditions: Forbidden: the embedded API server does not evaluate CEL \
-             match conditions"
-        ));
-    }
+    check_conditions(errors, path, &webhook["matchConditions"]);
     check_client_config(
         errors,
         &format!("{path}.clientConfig"),
         &webhook["clientConfig"],
     );
+}
+
+/// `matchConditions`: at most 64, each named (uniquely) and with an expression that compiles
+/// and reads only the variables offered.
+fn check_conditions(errors: &mut Vec<String>, path: &str, list: &Value) {
+    let Some(list) = list.as_array() else { return };
+    if list.len() > 64 {
+        errors.push(format!(
+            "{path}.matchConditions: Too many: {}: must have at most 64 items",
+            list.len()
+        ));
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for (i, condition) in list.iter().enumerate() {
+        let at = format!("{path}.matchConditions[{i}]");
+        match condition["name"].as_str().filter(|n| !n.is_empty()) {
+            None => errors.push(format!("{at}.name: Required value")),
+            Some(name) if names.contains(&name) => {
+                errors.push(format!("{at}.name: Duplicate value: {name:?}"));
+            }
+            Some(name) => names.push(name),
+        }
+        match condition["expression"].as_str().filter(|e| !e.is_empty()) {
+            None => errors.push(format!("{at}.expression: Required value")),
+            Some(expression) => {
+                if let Err(why) = conditions::check(expression) {
+                    errors.push(format!(
+                        "{at}.expression: Invalid value: {expression:?}: {why}"
+                    ));
+                }
+            }
+        }
+    }
 }
 
 /// The policies of a webhook: failure, match, reinvocation, side effects, timeout and the
@@ -467,7 +504,7 @@ mod tests {
                  "sideEffects": "Some", "timeoutSeconds": 31, "failurePolicy": "Sometimes",
                  "admissionReviewVersions": ["v1beta1"],
                  "rules": [{"operations": ["CREATE", "PATCH"], "apiGroups": [], "apiVersions": ["*", "v1"], "resources": ["pods"]}],
-                 "matchConditions": [{"name": "a", "expression": "true"}]},
+                 "matchConditions": [{"name": "a", "expression": "true"}, {"name": "a", "expression": "nope("}]},
                 {"name": "a.b.c", "clientConfig": {"service": {"namespace": "ns", "name": "s", "port": 0, "path": "x"}},
                  "admissionReviewVersions": ["v1"]}
             ]}),
@@ -481,7 +518,8 @@ mod tests {
             "webhooks[0].sideEffects: Unsupported value: \"Some\"",
             "webhooks[0].timeoutSeconds: Invalid value: 31",
             "webhooks[0].admissionReviewVersions: Unsupported value",
-            "webhooks[0].matchConditions: Forbidden",
+            "webhooks[0].matchConditions[1].name: Duplicate value: \"a\"",
+            "webhooks[0].matchConditions[1].expression: Invalid value: \"nope(\": compilation failed",
             "webhooks[0].clientConfig.url: Invalid value: \"http://x/y?a=b\": 'https' is the only",
             "webhooks[0].clientConfig.url: Invalid value: \"http://x/y?a=b\": query parameters",
             "webhooks[1].sideEffects: Required value",

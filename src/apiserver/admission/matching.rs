@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use super::Attributes;
+use super::conditions::{self, Verdict};
 use super::hooks::{Hook, Rule};
 use crate::apiserver::registry::ResourceKey;
 use crate::apiserver::state::App;
@@ -131,11 +132,30 @@ pub(super) fn matched(
                 .map(|v| at(v))
         });
     }
-    if found.is_none() {
+    let Some(found) = found else {
         return Ok(None);
-    }
+    };
     namespace?;
-    Ok(found)
+    if !hook.match_conditions.is_empty() {
+        let request = super::call::review(attrs, &found, "")["request"].clone();
+        match conditions::evaluate(&hook.match_conditions, &request) {
+            Verdict::Call => {}
+            Verdict::Skip => return Ok(None),
+            Verdict::Error(why) if hook.ignore_failures => {
+                tracing::warn!(webhook = %hook.name, error = %why, "match conditions failed open");
+                return Ok(None);
+            }
+            Verdict::Error(why) => {
+                return Err(ApiError::forbidden(
+                    &attrs.rt.group,
+                    &attrs.rt.plural,
+                    attrs.name,
+                    &why,
+                ));
+            }
+        }
+    }
+    Ok(Some(found))
 }
 
 #[cfg(test)]

@@ -5,11 +5,13 @@
 //! (`k8s.io/apiserver/pkg/admission/plugin/webhook/{mutating,validating,generic,predicates}`).
 //!
 //! Layout: `hooks` reads and validates the configurations, `matching` decides which webhooks a
-//! request meets (rules, scope, selectors), `call` posts the `AdmissionReview` and reads its
+//! request meets (rules, scope, selectors, with `conditions` evaluating the CEL
+//! `matchConditions`), `call` posts the `AdmissionReview` and reads its
 //! answer, `client` holds the HTTPS client and the service resolver.
 
 mod call;
 mod client;
+mod conditions;
 mod hooks;
 mod matching;
 
