@@ -1,6 +1,7 @@
 //! Request dispatch: path → route → verb, with counters and injected faults applied before the
 //! verb's handler runs.
 
+mod admitted;
 mod apply;
 mod patch;
 mod read;

@@ -7,7 +7,11 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use crate::apiserver::admission::{self, Attributes, Operation};
+use super::admitted::{
+    admit_delete, at_request_version, attributes, modify_admitted, mutated, to_storage_version,
+    validated,
+};
+use crate::apiserver::admission::{self, Operation};
 use crate::apiserver::filter::Filter;
 use crate::apiserver::meta::{
     self, Target, check_type, prepare_create, prepare_update, ready_to_delete,
@@ -28,7 +32,7 @@ fn allow_create_on_update(rt: &ResourceType) -> bool {
     )
 }
 
-fn strip_rv(v: &Value) -> Value {
+pub(super) fn strip_rv(v: &Value) -> Value {
     let mut v = v.clone();
     if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("resourceVersion");
@@ -73,114 +77,6 @@ pub(crate) fn prepare(app: &App, rt: &ResourceType, obj: Value) -> ApiResult<Val
         return Err(ApiError::invalid(&rt.kind, &rt.group, name, message));
     }
     crd::prepare(app, rt, obj)
-}
-
-/// The admission attributes of a request on `ctx`'s resource.
-fn attributes<'a>(
-    ctx: &'a Ctx,
-    operation: Operation,
-    name: &'a str,
-    object: Option<Value>,
-    old_object: Option<Value>,
-    dry_run: bool,
-    options: Value,
-) -> Attributes<'a> {
-    let namespace = if meta::is_namespaces(&ctx.rt) {
-        name
-    } else {
-        ctx.path.namespace.as_deref().unwrap_or_default()
-    };
-    Attributes {
-        operation,
-        rt: &ctx.rt,
-        version: ctx.version(),
-        subresource: ctx.path.subresource.as_deref(),
-        namespace,
-        name,
-        object,
-        old_object,
-        dry_run,
-        options,
-        user: &ctx.user,
-    }
-}
-
-/// The options a create or update carries to admission (`fieldManager`).
-fn write_options(ctx: &Ctx) -> Value {
-    match &ctx.query.field_manager {
-        Some(manager) => json!({"fieldManager": manager}),
-        None => json!({}),
-    }
-}
-
-/// `object` after the mutating webhooks (their warnings kept for the answer).
-async fn mutated(
-    ctx: &Ctx,
-    operation: Operation,
-    name: &str,
-    object: Value,
-    old_object: Option<Value>,
-) -> ApiResult<Value> {
-    let mut attrs = attributes(
-        ctx,
-        operation,
-        name,
-        Some(object),
-        old_object,
-        ctx.query.dry_run,
-        write_options(ctx),
-    );
-    let mut warnings = Vec::new();
-    let result = admission::mutate(&ctx.app, &mut attrs, &mut warnings).await;
-    ctx.warn(warnings);
-    result?;
-    attrs
-        .object
-        .ok_or_else(|| ApiError::internal("admission lost the object"))
-}
-
-/// `obj`, at the request's version, at the storage version, through the CRD's conversion
-/// webhook when it has one (without, objects are stored as written and read at any version).
-async fn to_storage_version(ctx: &Ctx, obj: Value) -> ApiResult<Value> {
-    let storage = ctx.rt.preferred_version();
-    if ctx.version() == storage || crd_conversion::webhook(&ctx.app, &ctx.rt).is_none() {
-        return Ok(obj);
-    }
-    crd_conversion::convert(&ctx.app, &ctx.rt, vec![obj], storage, false)
-        .await?
-        .pop()
-        .ok_or_else(|| ApiError::internal("conversion returned no object"))
-}
-
-/// A stored object at the request's version.
-async fn at_request_version(ctx: &Ctx, stored: Arc<Stored>) -> ApiResult<Arc<Stored>> {
-    crd_conversion::at_version(&ctx.app, &ctx.rt, ctx.version(), vec![stored], false)
-        .await?
-        .pop()
-        .ok_or_else(|| ApiError::internal("conversion returned no object"))
-}
-
-/// The validating webhooks' verdict on a create or update.
-async fn validated(
-    ctx: &Ctx,
-    operation: Operation,
-    name: &str,
-    object: Value,
-    old_object: Option<Value>,
-) -> ApiResult<()> {
-    let attrs = attributes(
-        ctx,
-        operation,
-        name,
-        Some(object),
-        old_object,
-        ctx.query.dry_run,
-        write_options(ctx),
-    );
-    let mut warnings = Vec::new();
-    let result = admission::validate(&ctx.app, &attrs, &mut warnings).await;
-    ctx.warn(warnings);
-    result
 }
 
 /// Store a new object: 409 when it exists, 404 when its namespace does not, 403 when it is
@@ -271,136 +167,6 @@ pub(crate) async fn modify(
     }
     let key = ctx.key();
     Err(ApiError::conflict(&ctx.rt.group, &ctx.rt.plural, &key.name))
-}
-
-/// One attempt of an admitted read-modify-write: `None` when the object changed during the
-/// webhook calls.
-async fn modify_admitted(
-    ctx: &Ctx,
-    target: Target,
-    compute: &impl Fn(Option<&Value>) -> ApiResult<Value>,
-) -> ApiResult<Option<Written>> {
-    let rt = &ctx.rt;
-    let key = ctx.key();
-    let snapshot = ctx.app.store.get(&rt.storage_key(), &key);
-    let current = match &snapshot {
-        Some(s) => {
-            let at = at_request_version(ctx, Arc::new(Stored::unsaved(rt.view(&s.value), s.rv)));
-            Some(at.await?.value.clone())
-        }
-        None => None,
-    };
-    let desired = compute(current.as_ref())?;
-    let Some((current, expected_rv)) = current.zip(snapshot.map(|s| s.rv)) else {
-        return create_admitted(ctx, desired).await;
-    };
-    let desired = mutated(
-        ctx,
-        Operation::Update,
-        &key.name,
-        desired,
-        Some(current.clone()),
-    )
-    .await?;
-    let new = prepare_update(rt, ctx.version(), &key, &current, desired, target)?;
-    let to_store = prepare(&ctx.app, rt, new.clone())?;
-    validated(
-        ctx,
-        Operation::Update,
-        &key.name,
-        to_store.clone(),
-        Some(current),
-    )
-    .await?;
-    if ctx.query.dry_run {
-        return Ok(Some(Written {
-            stored: Arc::new(Stored::unsaved(rt.to_storage(to_store), expected_rv)),
-            created: false,
-        }));
-    }
-    let new = rt.to_storage(to_storage_version(ctx, new).await?);
-    let mut raced = false;
-    let (stored, change) = ctx.app.store.mutate(&rt.storage_key(), &key, |cur, _| {
-        let Some(cur) = cur.filter(|c| c.rv == expected_rv) else {
-            raced = true;
-            return Ok(Action::Keep);
-        };
-        if ready_to_delete(rt, &new) {
-            return Ok(Action::Delete);
-        }
-        if strip_rv(&new) == strip_rv(&cur.value) {
-            return Ok(Action::Keep);
-        }
-        Ok(Action::Put(prepare(&ctx.app, rt, new)?))
-    })?;
-    if raced {
-        return Ok(None);
-    }
-    let stored = stored.ok_or_else(|| ApiError::not_found(&rt.group, &rt.plural, &key.name))?;
-    if let Some(kind) = change {
-        after_change(&ctx.app, rt, kind, &stored);
-    }
-    Ok(Some(Written {
-        stored,
-        created: false,
-    }))
-}
-
-/// An admitted create through a write verb (PUT of a lease, apply): `None` when another
-/// request created the object during the webhook calls.
-async fn create_admitted(ctx: &Ctx, mut desired: Value) -> ApiResult<Option<Written>> {
-    let rt = &ctx.rt;
-    let key = ctx.key();
-    check_type(rt, ctx.version(), &mut desired)?;
-    let desired = mutated(ctx, Operation::Create, &key.name, desired, None).await?;
-    let (new_key, obj) = prepare_create(rt, ctx.version(), ctx.path.namespace.as_deref(), desired)?;
-    if new_key != key {
-        return Err(ApiError::bad_request(format!(
-            "the name of the object ({}) does not match the name on the URL ({})",
-            new_key.name, key.name
-        )));
-    }
-    let obj = prepare(&ctx.app, rt, obj)?;
-    validated(ctx, Operation::Create, &key.name, obj.clone(), None).await?;
-    let obj = if ctx.query.dry_run {
-        obj
-    } else {
-        to_storage_version(ctx, obj).await?
-    };
-    let obj = rt.to_storage(obj);
-    let mut raced = false;
-    let preview = obj.clone();
-    let (stored, change) = ctx
-        .app
-        .store
-        .mutate(&rt.storage_key(), &key, |cur, lookup| {
-            if cur.is_some() {
-                raced = true;
-                return Ok(Action::Keep);
-            }
-            namespaces::admit_create(rt, &key, lookup)?;
-            if ctx.query.dry_run {
-                return Ok(Action::Keep);
-            }
-            Ok(Action::Put(obj))
-        })?;
-    if raced {
-        return Ok(None);
-    }
-    if ctx.query.dry_run {
-        return Ok(Some(Written {
-            stored: Arc::new(Stored::unsaved(preview, 0)),
-            created: true,
-        }));
-    }
-    let stored = stored.ok_or_else(|| ApiError::internal("create stored nothing"))?;
-    if let Some(kind) = change {
-        after_change(&ctx.app, rt, kind, &stored);
-    }
-    Ok(Some(Written {
-        stored,
-        created: true,
-    }))
 }
 
 /// Read-modify-write one object under the store's lock (no admission webhook to ask).
@@ -595,48 +361,6 @@ fn deleted_status(rt: &ResourceType, obj: &Value) -> Value {
         "status": "Success",
         "details": details,
     })
-}
-
-/// Admission of a DELETE: the mutating webhooks see no object (kube-apiserver's delete
-/// handler), the validating ones the object being deleted (its storage's `deleteValidation`).
-async fn admit_delete(
-    ctx: &Ctx,
-    key: &ObjKey,
-    opts: &Value,
-    dry_run: bool,
-    mutate: bool,
-) -> ApiResult<()> {
-    let rt = &ctx.rt;
-    let mut warnings = Vec::new();
-    if mutate {
-        let mut attrs = attributes(
-            ctx,
-            Operation::Delete,
-            &key.name,
-            None,
-            None,
-            dry_run,
-            opts.clone(),
-        );
-        let result = admission::mutate(&ctx.app, &mut attrs, &mut warnings).await;
-        ctx.warn(std::mem::take(&mut warnings));
-        result?;
-    }
-    let Some(current) = ctx.app.store.get(&rt.storage_key(), key) else {
-        return Ok(());
-    };
-    let attrs = attributes(
-        ctx,
-        Operation::Delete,
-        &key.name,
-        None,
-        Some(rt.view(&current.value)),
-        dry_run,
-        opts.clone(),
-    );
-    let result = admission::validate(&ctx.app, &attrs, &mut warnings).await;
-    ctx.warn(warnings);
-    result
 }
 
 /// DELETE one object, answered as kube-apiserver does (`endpoints/handlers/delete.go`): 200
