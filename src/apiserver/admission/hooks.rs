@@ -542,3 +542,14 @@ mod tests {
         assert_eq!(e.url, "https://hook.ops.svc:443/v");
     }
 }
+
+/// What the module's other tests build webhooks with.
+#[cfg(test)]
+pub(super) mod tests_support {
+    use super::{Hook, Kind, parse};
+
+    /// A mutating webhook from its JSON.
+    pub(in crate::apiserver::admission) fn parse_mutating(webhook: &serde_json::Value) -> Hook {
+        parse(webhook, Kind::Mutating).unwrap()
+    }
+}

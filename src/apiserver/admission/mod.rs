@@ -297,3 +297,39 @@ fn ignore_or_fail(hook: &Hook, failure: &call::Failure) -> ApiResult<()> {
     }];
     Err(err)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::registry::{Registry, ResourceKey};
+
+    #[test]
+    fn a_dry_run_refuses_a_webhook_with_side_effects_as_kube_apiserver() {
+        let registry = Registry::new();
+        let rt = registry.get(&ResourceKey::new("", "configmaps")).unwrap();
+        let user = User::admin();
+        let attrs = Attributes {
+            operation: Operation::Create,
+            rt: &rt,
+            version: "v1",
+            subresource: None,
+            namespace: "default",
+            name: "x",
+            object: None,
+            old_object: None,
+            dry_run: true,
+            options: Value::Null,
+            user: &user,
+        };
+        let webhook = json!({"name": "a.b.c", "clientConfig": {"url": "https://x/"}, "sideEffects": "Unknown"});
+        let mut hook = hooks::tests_support::parse_mutating(&webhook);
+        let err = check_dry_run(&hook, &attrs).unwrap_err();
+        assert_eq!(
+            (err.code, err.message.as_str()),
+            (400, "admission webhook \"a.b.c\" does not support dry run")
+        );
+        hook.side_effects = "NoneOnDryRun".into();
+        assert!(check_dry_run(&hook, &attrs).is_ok());
+        assert_eq!(attrs.options_object()["dryRun"], json!(["All"]));
+    }
+}
