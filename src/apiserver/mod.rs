@@ -25,6 +25,7 @@
 //! Layout (private modules): `registry` (what is served), `store` (objects, history, change
 //! broadcast), `handlers` (the dispatcher, one file per verb family), `discovery` and `openapi`,
 //! `faults` (fault injection and counters), `lists` (the LIST answers given, [`Handle::lists`]),
+//! `admission` (the admission webhooks, called from the write handlers),
 //! `server` (router, run loop). Below the handlers sit the leaves they share, which import
 //! neither them nor `server`: `config` (settings), `state` (what every request shares),
 //! `request` (one request's context) and `respond` (JSON responses); `client_config` (the
@@ -40,8 +41,9 @@
 //! roles, no node authorizer, no webhook or OIDC authentication). JSON (and YAML for apply)
 //! bodies, plus protobuf only for what kubectl's typed clients send (`kubectl create
 //! namespace|configmap|secret|serviceaccount|role|rolebinding|clusterrole|clusterrolebinding|token`,
-//! `kubectl auth can-i|whoami`) and `/openapi/v2`, which kubectl reads as protobuf; no
-//! admission, no per-type validation beyond names and metadata, no CRD schema validation,
+//! `kubectl auth can-i|whoami`) and `/openapi/v2`, which kubectl reads as protobuf; admission
+//! by webhooks only (the `admission` module: CEL `matchConditions` without `authorizer`,
+//! services reached through [`Handle::resolve_service`]), no per-type validation beyond names and metadata, no CRD schema validation,
 //! defaulting or pruning (`fieldValidation` is ignored); no garbage collector (`ownerReferences`
 //! and `propagationPolicy` have no effect) and no controllers but the namespace controller
 //! (which runs synchronously in the request that lets a terminating namespace move on);
@@ -49,12 +51,14 @@
 //! tracks only apply managers (no `Update` entries); no `/scale` or other subresources than
 //! `/status` and `serviceaccounts/token`.
 
+mod admission;
 mod aggregated;
 mod auth;
 mod client_config;
 mod config;
 mod conversion;
 mod crd;
+mod crd_conversion;
 mod debug;
 mod discovery;
 mod faults;

@@ -211,6 +211,8 @@ const SERVED: &[Served] = &[
     Served { group: "rbac.authorization.k8s.io", version: "v1", kind: "RoleBinding", short: &[], all: false, status: false, fields: &[] },
     Served { group: "rbac.authorization.k8s.io", version: "v1", kind: "ClusterRole", short: &[], all: false, status: false, fields: &[] },
     Served { group: "rbac.authorization.k8s.io", version: "v1", kind: "ClusterRoleBinding", short: &[], all: false, status: false, fields: &[] },
+    Served { group: "admissionregistration.k8s.io", version: "v1", kind: "MutatingWebhookConfiguration", short: &[], all: false, status: false, fields: &[] },
+    Served { group: "admissionregistration.k8s.io", version: "v1", kind: "ValidatingWebhookConfiguration", short: &[], all: false, status: false, fields: &[] },
     Served { group: "apiextensions.k8s.io", version: "v1", kind: "CustomResourceDefinition", short: &["crd", "crds"], all: false, status: true, fields: &[] },
 ];
 

@@ -32,6 +32,8 @@ pub(crate) struct Ctx {
     pub headers: HeaderMap,
     /// Who asks (the administrator when authorization is off and no token names someone).
     pub user: User,
+    /// The warnings answered in `Warning` headers (admission webhooks').
+    pub warnings: std::sync::Mutex<Vec<String>>,
 }
 
 impl Ctx {
@@ -72,6 +74,16 @@ impl Ctx {
             Bytes::from(serde_json::to_vec(&partial_metadata(&stored.value)).unwrap_or_default())
         } else {
             self.rt.view_bytes(stored)
+        }
+    }
+
+    /// Adds warnings to answer in `Warning` headers.
+    pub fn warn(&self, more: Vec<String>) {
+        if !more.is_empty() {
+            self.warnings
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .extend(more);
         }
     }
 

@@ -2,8 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::crd;
-use super::handlers::write::insert;
+use super::handlers::write::{insert, prepare};
 use super::meta::prepare_create;
 use super::registry::ResourceKey;
 use super::state::App;
@@ -28,7 +27,7 @@ pub(crate) fn create(app: &App, obj: Value) -> ApiResult<Value> {
         ensure_namespace(app, &ns)?;
     }
     let (key, prepared) = prepare_create(&rt, &version, Some(&ns), obj)?;
-    let prepared = crd::prepare(app, &rt, prepared)?;
+    let prepared = prepare(app, &rt, prepared)?;
     let stored = insert(app, &rt, &key, prepared)?;
     Ok(rt.view(&stored.value))
 }

@@ -189,6 +189,14 @@ impl Handle {
         build_kubeconfig(url, token, ca)
     }
 
+    /// Reach the admission or conversion webhooks that name service `namespace/name` and
+    /// `port` (443 when they name none) at `addr`: the embedded server has no cluster network,
+    /// so a webhook naming a service it was not told about fails to be called. Its TLS is
+    /// still verified for the name `NAME.NAMESPACE.svc`, as kube-apiserver verifies it.
+    pub fn resolve_service(&self, namespace: &str, name: &str, port: u16, addr: SocketAddr) {
+        self.0.admission.insert(namespace, name, port, addr);
+    }
+
     /// Every request refused with 401 or 403 so far, oldest first (the last 10 000).
     #[must_use]
     pub fn refusals(&self) -> Vec<Refusal> {

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 
 use tokio_util::sync::CancellationToken;
 
+use super::admission::Resolver;
 use super::auth::Auth;
 use super::config::Config;
 use super::faults::{Counters, Faults};
@@ -37,6 +38,8 @@ pub struct App {
     pub shutdown: CancellationToken,
     /// The bound address.
     pub addr: SocketAddr,
+    /// Where admission webhooks named by a service are reached (no cluster network here).
+    pub admission: Resolver,
 }
 
 impl App {
@@ -54,6 +57,7 @@ impl App {
             config,
             shutdown: CancellationToken::new(),
             addr,
+            admission: Resolver::default(),
         }
     }
 }

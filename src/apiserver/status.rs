@@ -440,6 +440,12 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        // `reason` is `omitempty`: a webhook's denial may carry none.
+        if self.reason.is_empty()
+            && let Some(map) = status.as_object_mut()
+        {
+            map.remove("reason");
+        }
         let mut details = serde_json::Map::new();
         // `StatusDetails` fields are all `omitempty`; the details themselves are present
         // whenever the error has them, even empty (a non-resource 403).

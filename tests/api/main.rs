@@ -7,8 +7,10 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod apiserver_admission;
 mod apiserver_api;
 mod apiserver_apply_force;
+mod apiserver_conversion;
 mod apiserver_fidelity;
 mod apiserver_http;
 mod apiserver_kubectl;

@@ -274,7 +274,7 @@ fn take_over(obj: &mut Value, forced: &[(String, Vec<String>)], target: Target) 
 
 /// Server-side apply of a whole object: create when absent, otherwise merge the applied fields
 /// into the live object; record the manager in managedFields.
-pub(super) fn apply(ctx: &Ctx, body: &[u8], target: Target) -> ApiResult<Response> {
+pub(super) async fn apply(ctx: &Ctx, body: &[u8], target: Target) -> ApiResult<Response> {
     let manager = ctx.query.field_manager.clone().ok_or_else(|| {
         ApiError::invalid(
             "PatchOptions",
@@ -330,7 +330,8 @@ pub(super) fn apply(ctx: &Ctx, body: &[u8], target: Target) -> ApiResult<Respons
         };
         set_managed_fields(&mut out, &applied, &manager, target);
         Ok(out)
-    })?;
+    })
+    .await?;
     let code = if written.created {
         StatusCode::CREATED
     } else {

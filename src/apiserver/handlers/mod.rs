@@ -1,6 +1,7 @@
 //! Request dispatch: path → route → verb, with counters and injected faults applied before the
 //! verb's handler runs.
 
+mod admitted;
 mod apply;
 mod patch;
 mod read;
@@ -221,21 +222,64 @@ async fn resource(
         query,
         headers,
         user,
+        warnings: std::sync::Mutex::default(),
     };
-    let response = match verb {
+    let result = match verb {
         Verb::Create if token_request => auth::reviews::token_request(&ctx, &body),
         Verb::Create if ctx.rt.review => auth::reviews::review(&ctx, &body),
-        Verb::Get => read::get(&ctx),
-        Verb::List => read::list(&ctx),
+        Verb::Get => read::get(&ctx).await,
+        Verb::List => read::list(&ctx).await,
         Verb::Watch => watch::watch(&ctx),
-        Verb::Create => write::create(&ctx, &body),
-        Verb::Update => write::update(&ctx, &body),
-        Verb::Patch => patch::patch(&ctx, &body),
-        Verb::Delete => write::delete(&ctx, &body),
-        Verb::DeleteCollection => write::delete_collection(&ctx, &body),
-    }?;
-    Ok(match ctx.app.faults.corruption(verb, &ctx.rt.plural) {
-        Some(corruption) => super::faults::corrupt_response(corruption, response).await,
-        None => response,
-    })
+        Verb::Create => write::create(&ctx, &body).await,
+        Verb::Update => write::update(&ctx, &body).await,
+        Verb::Patch => patch::patch(&ctx, &body).await,
+        Verb::Delete => write::delete(&ctx, &body).await,
+        Verb::DeleteCollection => write::delete_collection(&ctx, &body).await,
+    };
+    finish(&ctx, verb, result).await
+}
+
+/// The answer of a resource request: corrupted when a fault says so, with the warnings
+/// admission gave (on a refusal too, as kube-apiserver's recorder adds them).
+async fn finish(ctx: &Ctx, verb: Verb, result: ApiResult<Response>) -> ApiResult<Response> {
+    let warnings = std::mem::take(
+        &mut *ctx
+            .warnings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    let mut response = match result {
+        Ok(response) => match ctx.app.faults.corruption(verb, &ctx.rt.plural) {
+            Some(corruption) => super::faults::corrupt_response(corruption, response).await,
+            None => response,
+        },
+        Err(e) if !warnings.is_empty() => e.into_response(),
+        Err(e) => return Err(e),
+    };
+    for warning in warnings {
+        if let Ok(value) = header::HeaderValue::from_str(&warning_header(&warning)) {
+            response.headers_mut().append(header::WARNING, value);
+        }
+    }
+    Ok(response)
+}
+
+/// A `Warning` header as kube-apiserver writes one: code 299, no agent, the text quoted as Go's
+/// `strconv.Quote` does (control characters escaped; other characters not printable in a
+/// header become `?`).
+fn warning_header(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => quoted.push_str("\\\""),
+            '\\' => quoted.push_str("\\\\"),
+            '\n' => quoted.push_str("\\n"),
+            '\t' => quoted.push_str("\\t"),
+            c if c.is_ascii_graphic() || c == ' ' => quoted.push(c),
+            _ => quoted.push('?'),
+        }
+    }
+    quoted.push('"');
+    format!("299 - {quoted}")
 }

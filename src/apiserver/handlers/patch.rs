@@ -18,7 +18,7 @@ fn parse_json(body: &[u8]) -> ApiResult<Value> {
 }
 
 /// PATCH an object (or its status).
-pub(super) fn patch(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
+pub(super) async fn patch(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     let target = if ctx.path.subresource.is_some() {
         Target::Status
     } else {
@@ -39,7 +39,8 @@ pub(super) fn patch(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
                 // its source (json-patch 5.0). The copy is dropped on failure: nothing to undo.
                 json_patch::patch_unsafe(&mut v, &ops).map_err(|e| invalid(e.to_string()))?;
                 Ok(v)
-            })?
+            })
+            .await?
         }
         "application/merge-patch+json" => {
             let p = parse_json(body)?;
@@ -47,7 +48,8 @@ pub(super) fn patch(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
                 let mut v = cur.ok_or_else(missing)?.clone();
                 json_patch::merge(&mut v, &p);
                 Ok(v)
-            })?
+            })
+            .await?
         }
         "application/strategic-merge-patch+json" => {
             if ctx.rt.custom {
@@ -63,10 +65,11 @@ pub(super) fn patch(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
                 let mut v = cur.ok_or_else(missing)?.clone();
                 strategic::merge(&mut v, &p, true);
                 Ok(v)
-            })?
+            })
+            .await?
         }
         "application/apply-patch+yaml" | "application/apply-patch+json" => {
-            return super::apply::apply(ctx, body, target);
+            return super::apply::apply(ctx, body, target).await;
         }
         _ => return Err(ApiError::unsupported_patch(!ctx.rt.custom)),
     };

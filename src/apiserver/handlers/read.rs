@@ -10,6 +10,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
 
+use crate::apiserver::crd_conversion;
 use crate::apiserver::filter::Filter;
 use crate::apiserver::lists::ListAnswer;
 use crate::apiserver::request::Ctx;
@@ -18,14 +19,18 @@ use crate::apiserver::status::{ApiError, ApiResult};
 use crate::apiserver::store::{ObjKey, Objects, Stored};
 use crate::apiserver::table;
 
-/// GET one object.
-pub(super) fn get(ctx: &Ctx) -> ApiResult<Response> {
+/// GET one object (at the version asked for).
+pub(super) async fn get(ctx: &Ctx) -> ApiResult<Response> {
     let key = ctx.key();
     let obj = ctx
         .app
         .store
         .get(&ctx.rt.storage_key(), &key)
         .ok_or_else(|| ApiError::not_found(&ctx.rt.group, &ctx.rt.plural, &key.name))?;
+    let obj = crd_conversion::at_version(&ctx.app, &ctx.rt, ctx.version(), vec![obj], false)
+        .await?
+        .pop()
+        .ok_or_else(|| ApiError::internal("conversion returned no object"))?;
     if ctx.wants_table() {
         let t = table::build(
             &ctx.rt,
@@ -153,12 +158,14 @@ pub(crate) fn page<'a>(
     (items, None)
 }
 
-/// LIST a collection.
-pub(super) fn list(ctx: &Ctx) -> ApiResult<Response> {
+/// LIST a collection (every object at the version asked for, converted together).
+pub(super) async fn list(ctx: &Ctx) -> ApiResult<Response> {
     let filter = Filter::new(ctx.rt.clone(), ctx.path.namespace.clone(), &ctx.query)?;
     let (rv, objs, after) = source(ctx)?;
     let limit = ctx.query.limit.filter(|l| *l > 0);
     let (items, token) = page(&objs, &filter, after, limit, rv);
+    let items: Vec<Arc<Stored>> = items.into_iter().cloned().collect();
+    let items = crd_conversion::at_version(&ctx.app, &ctx.rt, ctx.version(), items, true).await?;
     if ctx.wants_table() {
         let rows: Vec<&Stored> = items.iter().map(AsRef::as_ref).collect();
         let t = table::build(

@@ -18,9 +18,11 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::time::{Instant, Interval, Sleep};
 use tokio_util::sync::CancellationToken;
 
+use crate::apiserver::crd_conversion;
 use crate::apiserver::filter::Filter;
 use crate::apiserver::registry::{ResourceKey, ResourceType};
 use crate::apiserver::request::{Ctx, partial_metadata};
+use crate::apiserver::state::App;
 use crate::apiserver::status::{ApiError, ApiResult};
 use crate::apiserver::store::{Change, ChangeType, Stored};
 use crate::apiserver::table;
@@ -46,8 +48,19 @@ enum Encoding {
     Table(Option<String>),
 }
 
+/// An event ready to send, or one whose object must first be converted to the watched
+/// version (a custom resource stored at another version of its CRD).
+enum Pending {
+    Ready(Bytes),
+    Convert(&'static str, Arc<Stored>),
+}
+
 struct Watch {
-    pending: VecDeque<Bytes>,
+    pending: VecDeque<Pending>,
+    /// The state, for conversions.
+    app: Arc<App>,
+    /// The version watched.
+    version: String,
     receiver: broadcast::Receiver<Arc<Change>>,
     filter: Filter,
     resource: ResourceKey,
@@ -86,8 +99,22 @@ fn error_line(err: &ApiError) -> Bytes {
 }
 
 impl Watch {
-    fn event(&mut self, kind: &str, obj: &Stored) {
-        let bytes = match &self.encoding {
+    fn event(&mut self, kind: &'static str, obj: &Arc<Stored>) {
+        let want = self.rt.api_version(&self.version);
+        if self.rt.custom
+            && self.rt.versions.len() > 1
+            && obj.value["apiVersion"].as_str() != Some(want.as_str())
+        {
+            self.pending
+                .push_back(Pending::Convert(kind, Arc::clone(obj)));
+            return;
+        }
+        let bytes = self.encode(kind, obj);
+        self.pending.push_back(Pending::Ready(bytes));
+    }
+
+    fn encode(&self, kind: &str, obj: &Stored) -> Bytes {
+        match &self.encoding {
             Encoding::Object => line(kind, &self.rt.view_bytes(obj)),
             Encoding::Metadata => line(
                 kind,
@@ -103,8 +130,7 @@ impl Watch {
                 );
                 line(kind, &serde_json::to_vec(&t).unwrap_or_default())
             }
-        };
-        self.pending.push_back(bytes);
+        }
     }
 
     fn bookmark(&mut self, rv: u64, initial_end: bool) {
@@ -117,10 +143,10 @@ impl Watch {
             "apiVersion": self.rt.api_version(self.rt.preferred_version()),
             "metadata": meta,
         });
-        self.pending.push_back(line(
+        self.pending.push_back(Pending::Ready(line(
             "BOOKMARK",
             &serde_json::to_vec(&obj).unwrap_or_default(),
-        ));
+        )));
     }
 
     /// A periodic or pre-timeout bookmark at the latest resourceVersion, when this resource
@@ -157,8 +183,30 @@ impl Watch {
 
     async fn next(mut self) -> Option<(Result<Bytes, std::convert::Infallible>, Self)> {
         loop {
-            if let Some(bytes) = self.pending.pop_front() {
-                return Some((Ok(bytes), self));
+            match self.pending.pop_front() {
+                Some(Pending::Ready(bytes)) => return Some((Ok(bytes), self)),
+                Some(Pending::Convert(kind, obj)) => {
+                    let converted = crd_conversion::at_version(
+                        &self.app,
+                        &self.rt,
+                        &self.version,
+                        vec![obj],
+                        false,
+                    )
+                    .await;
+                    let bytes = match converted.as_deref() {
+                        Ok([obj]) => self.encode(kind, obj),
+                        Ok(_) => error_line(&ApiError::internal("conversion returned no object")),
+                        // As kube-apiserver, a watch that cannot convert an object ends with
+                        // the error.
+                        Err(e) => {
+                            self.done = true;
+                            error_line(e)
+                        }
+                    };
+                    return Some((Ok(bytes), self));
+                }
+                None => {}
             }
             if self.done {
                 return None;
@@ -185,9 +233,9 @@ impl Watch {
                 received = self.receiver.recv() => match received {
                     Ok(change) => self.apply(&change),
                     Err(RecvError::Lagged(_)) => {
-                        self.pending.push_back(error_line(&ApiError::expired(
+                        self.pending.push_back(Pending::Ready(error_line(&ApiError::expired(
                             "the watch fell too far behind the event history; relist",
-                        )));
+                        ))));
                         self.done = true;
                     }
                     Err(RecvError::Closed) => self.done = true,
@@ -277,6 +325,8 @@ pub(super) fn watch(ctx: &Ctx) -> ApiResult<Response> {
     };
     let mut w = Watch {
         pending: VecDeque::new(),
+        app: ctx.app.clone(),
+        version: ctx.version().to_string(),
         receiver: start.receiver,
         filter,
         resource: ctx.rt.storage_key(),

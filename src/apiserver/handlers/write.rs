@@ -7,15 +7,22 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use super::admitted::{
+    admit_delete, at_request_version, attributes, modify_admitted, mutated, to_storage_version,
+    validated,
+};
+use crate::apiserver::admission::{self, Operation};
 use crate::apiserver::filter::Filter;
-use crate::apiserver::meta::{self, Target, prepare_create, prepare_update, ready_to_delete};
+use crate::apiserver::meta::{
+    self, Target, check_type, prepare_create, prepare_update, ready_to_delete,
+};
 use crate::apiserver::registry::ResourceType;
 use crate::apiserver::request::{Ctx, parse_body};
 use crate::apiserver::respond::{json_bytes, json_value};
 use crate::apiserver::state::App;
 use crate::apiserver::status::{ApiError, ApiResult};
 use crate::apiserver::store::{Action, ChangeType, ObjKey, Stored};
-use crate::apiserver::{crd, namespaces};
+use crate::apiserver::{crd, crd_conversion, namespaces};
 
 /// Whether PUT of a missing object creates it (kube-apiserver's `AllowCreateOnUpdate`).
 fn allow_create_on_update(rt: &ResourceType) -> bool {
@@ -25,7 +32,7 @@ fn allow_create_on_update(rt: &ResourceType) -> bool {
     )
 }
 
-fn strip_rv(v: &Value) -> Value {
+pub(super) fn strip_rv(v: &Value) -> Value {
     let mut v = v.clone();
     if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("resourceVersion");
@@ -54,6 +61,24 @@ pub(crate) fn after_change(app: &App, rt: &ResourceType, kind: ChangeType, obj: 
     }
 }
 
+/// Kind-specific checks before an object is stored: a webhook configuration is validated
+/// (every error with its field path); a CRD is validated and given its status.
+pub(crate) fn prepare(app: &App, rt: &ResourceType, obj: Value) -> ApiResult<Value> {
+    let mut errors = admission::validate_configuration(rt, &obj);
+    if rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions" {
+        errors.extend(crd_conversion::validate(&obj));
+    }
+    if !errors.is_empty() {
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        let message = match errors.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        return Err(ApiError::invalid(&rt.kind, &rt.group, name, message));
+    }
+    crd::prepare(app, rt, obj)
+}
+
 /// Store a new object: 409 when it exists, 404 when its namespace does not, 403 when it is
 /// terminating.
 pub(crate) fn insert(
@@ -77,15 +102,30 @@ pub(crate) fn insert(
     Ok(stored)
 }
 
-/// POST a new object.
-pub(super) fn create(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
-    let obj = parse_body(ctx, body)?;
+/// POST a new object: the mutating webhooks see it as decoded, the validating ones as it will
+/// be stored (kube-apiserver's order).
+pub(super) async fn create(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
+    let mut obj = parse_body(ctx, body)?;
+    let admit = admission::any_registered(&ctx.app);
+    if admit {
+        check_type(&ctx.rt, ctx.version(), &mut obj)?;
+        let name = obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        obj = mutated(ctx, Operation::Create, &name, obj, None).await?;
+    }
     let (key, obj) = prepare_create(&ctx.rt, ctx.version(), ctx.path.namespace.as_deref(), obj)?;
-    let obj = crd::prepare(&ctx.app, &ctx.rt, obj)?;
+    let obj = prepare(&ctx.app, &ctx.rt, obj)?;
+    if admit {
+        validated(ctx, Operation::Create, &key.name, obj.clone(), None).await?;
+    }
     if ctx.query.dry_run {
         return Ok(json_value(StatusCode::CREATED, &obj));
     }
+    let obj = to_storage_version(ctx, obj).await?;
     let stored = insert(&ctx.app, &ctx.rt, &key, obj)?;
+    let stored = at_request_version(ctx, stored).await?;
     Ok(json_bytes(StatusCode::CREATED, ctx.render_bytes(&stored)))
 }
 
@@ -95,9 +135,42 @@ pub(crate) struct Written {
     pub created: bool,
 }
 
+/// How often a write admitted by webhooks is retried when the object changed during the calls
+/// (kube-apiserver's `GuaranteedUpdate` retries as long as it meets conflicts).
+const ADMITTED_ATTEMPTS: usize = 8;
+
 /// Read-modify-write one object: `compute` turns the current object into the desired one
-/// (`None` when it does not exist yet: return the object to create, or 404).
-pub(crate) fn modify(
+/// (`None` when it does not exist yet: return the object to create, or 404). With admission
+/// webhooks registered, they see the change (mutating ones the desired object, validating
+/// ones the object to store) and the write happens only if the object did not change
+/// meanwhile, else all again.
+pub(crate) async fn modify(
+    ctx: &Ctx,
+    target: Target,
+    compute: impl Fn(Option<&Value>) -> ApiResult<Value>,
+) -> ApiResult<Written> {
+    if !admission::any_registered(&ctx.app) && crd_conversion::webhook(&ctx.app, &ctx.rt).is_none()
+    {
+        let written = modify_now(ctx, target, compute)?;
+        return Ok(Written {
+            stored: at_request_version(ctx, written.stored).await?,
+            created: written.created,
+        });
+    }
+    for _ in 0..ADMITTED_ATTEMPTS {
+        if let Some(written) = modify_admitted(ctx, target, &compute).await? {
+            return Ok(Written {
+                stored: at_request_version(ctx, written.stored).await?,
+                created: written.created,
+            });
+        }
+    }
+    let key = ctx.key();
+    Err(ApiError::conflict(&ctx.rt.group, &ctx.rt.plural, &key.name))
+}
+
+/// Read-modify-write one object under the store's lock (no admission webhook to ask).
+fn modify_now(
     ctx: &Ctx,
     target: Target,
     compute: impl FnOnce(Option<&Value>) -> ApiResult<Value>,
@@ -123,7 +196,7 @@ pub(crate) fn modify(
                 }
                 namespaces::admit_create(rt, &key, lookup)?;
                 created = true;
-                let obj = rt.to_storage(crd::prepare(&ctx.app, rt, obj)?);
+                let obj = rt.to_storage(prepare(&ctx.app, rt, obj)?);
                 if ctx.query.dry_run {
                     preview = Some((obj, 0));
                     return Ok(Action::Keep);
@@ -135,7 +208,7 @@ pub(crate) fn modify(
             let new = prepare_update(rt, ctx.version(), &key, &current, desired, target)?;
             let new = rt.to_storage(new);
             if ctx.query.dry_run {
-                preview = Some((crd::prepare(&ctx.app, rt, new)?, cur.rv));
+                preview = Some((prepare(&ctx.app, rt, new)?, cur.rv));
                 return Ok(Action::Keep);
             }
             if ready_to_delete(rt, &new) {
@@ -144,7 +217,7 @@ pub(crate) fn modify(
             if strip_rv(&new) == strip_rv(&cur.value) {
                 return Ok(Action::Keep);
             }
-            Ok(Action::Put(crd::prepare(&ctx.app, rt, new)?))
+            Ok(Action::Put(prepare(&ctx.app, rt, new)?))
         })?;
     if let Some((value, rv)) = preview {
         return Ok(Written {
@@ -160,7 +233,7 @@ pub(crate) fn modify(
 }
 
 /// PUT an object, its status, or a namespace's finalizers (`/finalize`).
-pub(super) fn update(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
+pub(super) async fn update(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     let obj = parse_body(ctx, body)?;
     let target = match ctx.path.subresource.as_deref() {
         None => Target::Main,
@@ -170,10 +243,11 @@ pub(super) fn update(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     let can_create = allow_create_on_update(&ctx.rt) && target == Target::Main;
     let (rt, name) = (ctx.rt.clone(), ctx.key().name);
     let written = modify(ctx, target, |cur| match cur {
-        Some(_) => Ok(obj),
-        None if can_create => Ok(obj),
+        Some(_) => Ok(obj.clone()),
+        None if can_create => Ok(obj.clone()),
         None => Err(ApiError::not_found(&rt.group, &rt.plural, &name)),
-    })?;
+    })
+    .await?;
     let code = if written.created {
         StatusCode::CREATED
     } else {
@@ -293,10 +367,13 @@ fn deleted_status(rt: &ResourceType, obj: &Value) -> Value {
 /// with the deleted object for the kinds whose storage returns it and a `Success` Status for
 /// the others; 200 with the object, now carrying a `deletionTimestamp`, when finalizers keep
 /// it; 202 instead only when the client asked `orphanDependents: false`.
-pub(super) fn delete(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
+pub(super) async fn delete(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     let opts = delete_options(ctx, body)?;
     let key = ctx.key();
     let dry_run = ctx.query.dry_run || opts["dryRun"].as_array().is_some_and(|a| !a.is_empty());
+    if admission::any_registered(&ctx.app) {
+        admit_delete(ctx, &key, &opts, dry_run, true).await?;
+    }
     if dry_run {
         let cur = ctx
             .app
@@ -326,9 +403,27 @@ pub(super) fn delete(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     Ok(json_bytes(code, ctx.render_bytes(&stored)))
 }
 
-/// DELETE a collection (with selectors): the list of deleted objects.
-pub(super) fn delete_collection(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
+/// DELETE a collection (with selectors): the list of deleted objects. The mutating webhooks
+/// are asked once about the collection, the validating ones about each object.
+pub(super) async fn delete_collection(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     let opts = delete_options(ctx, body)?;
+    let admit = admission::any_registered(&ctx.app);
+    let dry_run = ctx.query.dry_run || opts["dryRun"].as_array().is_some_and(|a| !a.is_empty());
+    if admit {
+        let mut attrs = attributes(
+            ctx,
+            Operation::Delete,
+            "",
+            None,
+            None,
+            dry_run,
+            opts.clone(),
+        );
+        let mut warnings = Vec::new();
+        let result = admission::mutate(&ctx.app, &mut attrs, &mut warnings).await;
+        ctx.warn(warnings);
+        result?;
+    }
     let filter = Filter::new(ctx.rt.clone(), ctx.path.namespace.clone(), &ctx.query)?;
     let (rv, objs) = ctx.app.store.snapshot(&ctx.rt.storage_key());
     let (items, _) = super::read::page(&objs, &filter, None, None, rv);
@@ -345,6 +440,9 @@ pub(super) fn delete_collection(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
         .collect();
     let mut deleted = Vec::new();
     for key in keys {
+        if admit {
+            admit_delete(ctx, &key, &opts, dry_run, false).await?;
+        }
         match delete_one(&ctx.app, &ctx.rt, &key, &opts) {
             Ok((stored, _)) => deleted.push(ctx.rt.view(&stored.value)),
             Err(e) if e.code == 404 => {}

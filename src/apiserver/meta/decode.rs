@@ -23,7 +23,7 @@ pub(super) fn typed_meta(obj: &Value) -> ApiResult<ObjectMeta> {
 }
 
 /// Check `apiVersion`/`kind` of a body against the resource and fill them in when absent.
-pub(super) fn check_type(rt: &ResourceType, version: &str, obj: &mut Value) -> ApiResult<()> {
+pub fn check_type(rt: &ResourceType, version: &str, obj: &mut Value) -> ApiResult<()> {
     let expected_av = rt.api_version(version);
     let map = obj
         .as_object_mut()

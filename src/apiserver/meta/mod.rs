@@ -15,6 +15,7 @@ use super::registry::ResourceType;
 use super::status::{ApiError, ApiResult};
 
 pub use create::prepare_create;
+pub use decode::check_type;
 pub use deletion::{KUBERNETES_FINALIZER, has_finalizers, mark_for_deletion, ready_to_delete};
 pub use identity::now;
 pub use update::{Target, prepare_update};
