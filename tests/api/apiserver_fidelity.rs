@@ -675,3 +675,65 @@ async fn every_namespace_carries_its_name_label_which_an_update_cannot_remove() 
         .collect();
     assert_eq!(names, ["shop"]);
 }
+
+/// A JSON patch `test` of a member missing from an existing object holds against `null`, as in
+/// kube-apiserver (evanphx/json-patch), so kube-runtime's `finalizer` can add the first
+/// finalizer; a present value, or a missing parent, still fails the test.
+#[tokio::test]
+async fn a_json_patch_test_of_a_missing_member_against_null_holds() {
+    use kube::api::{Patch, PatchParams};
+    let server = TestServer::start().await.unwrap();
+    let client = server.client().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "held"}, "data": {"a": "1"}})).unwrap();
+    api.create(&PostParams::default(), &cm).await.unwrap();
+    let patch = |ops: Value| {
+        let ops: json_patch_v4::Patch = serde_json::from_value(ops).unwrap();
+        Patch::<()>::Json(ops)
+    };
+    let added = api
+        .patch(
+            "held",
+            &PatchParams::default(),
+            &patch(json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": null},
+                {"op": "add", "path": "/metadata/finalizers", "value": ["example.com/cleanup"]}
+            ])),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        added.metadata.finalizers,
+        Some(vec!["example.com/cleanup".to_owned()])
+    );
+    for (ops, failed) in [
+        // Present now: not null.
+        (
+            json!([{"op": "test", "path": "/metadata/finalizers", "value": null}]),
+            "operation '/0'",
+        ),
+        // A missing parent is no member to compare.
+        (
+            json!([{"op": "add", "path": "/data/b", "value": "2"},
+            {"op": "test", "path": "/spec/replicas", "value": null}]),
+            "operation '/1'",
+        ),
+    ] {
+        let error = api
+            .patch("held", &PatchParams::default(), &patch(ops))
+            .await
+            .unwrap_err();
+        let kube::Error::Api(status) = error else {
+            panic!("{error}")
+        };
+        assert_eq!(status.code, 422, "{status:?}");
+        assert!(status.message.contains(failed), "{}", status.message);
+    }
+    let kept = api.get("held").await.unwrap();
+    assert_eq!(
+        kept.data.unwrap().get("b"),
+        None,
+        "a failed patch changes nothing"
+    );
+}

@@ -37,7 +37,7 @@ pub(super) async fn patch(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
                 // Not `json_patch::patch`: on a failed operation it undoes the ones before, and
                 // its undo panics (`unreachable!`) when a `move` failed half-way, after removing
                 // its source (json-patch 5.0). The copy is dropped on failure: nothing to undo.
-                json_patch::patch_unsafe(&mut v, &ops).map_err(|e| invalid(e.to_string()))?;
+                apply_json_patch(&mut v, &ops).map_err(|e| invalid(e.to_string()))?;
                 Ok(v)
             })
             .await?
@@ -77,4 +77,32 @@ pub(super) async fn patch(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
         StatusCode::OK,
         ctx.render_bytes(&written.stored),
     ))
+}
+
+/// Applies `ops` in order, as kube-apiserver's JSON patch library (evanphx/json-patch) does:
+/// as `json_patch::patch_unsafe`, except that a `test` of a member missing from an existing
+/// object holds against `null` (evanphx treats a missing member as null). kube-runtime's
+/// `finalizer` relies on it: its first patch tests `/metadata/finalizers` against `null`
+/// before adding the list.
+fn apply_json_patch(
+    doc: &mut Value,
+    ops: &[json_patch::PatchOperation],
+) -> Result<(), json_patch::PatchError> {
+    for (i, op) in ops.iter().enumerate() {
+        if let json_patch::PatchOperation::Test(test) = op
+            && test.value.is_null()
+            && doc.pointer(test.path.as_str()).is_none()
+            && test
+                .path
+                .parent()
+                .is_some_and(|parent| doc.pointer(parent.as_str()).is_some_and(Value::is_object))
+        {
+            continue;
+        }
+        json_patch::patch_unsafe(doc, std::slice::from_ref(op)).map_err(|mut e| {
+            e.operation = i;
+            e
+        })?;
+    }
+    Ok(())
 }
