@@ -34,7 +34,7 @@ pub enum WebhookCertificates {
     /// the CA bundle into the webhook configurations and CRDs it owns.
     Managed(Settings),
     /// Read from a mounted directory (cert-manager's Certificate Secret) and re-read when it
-    /// changes ([`CertWatcher`](super::CertWatcher)). informant writes no `caBundle` then:
+    /// changes ([`CertWatcher`]). informant writes no `caBundle` then:
     /// cert-manager's cainjector does, from the `cert-manager.io/inject-ca-from` annotation.
     Mounted {
         /// The directory.
