@@ -208,7 +208,7 @@ fn print_text(
     if let Some(now) = ring_now {
         out!("{}", now.to_text())?;
     }
-    for (name, kinds, waiting, schedule) in controllers {
+    for (name, kinds, waiting, schedule, admission) in controllers {
         match waiting {
             Some(reason) => outln!("\ncontroller {name}: WaitingForKind: {reason}")?,
             None => outln!("\ncontroller {name}:")?,
@@ -224,6 +224,9 @@ fn print_text(
                 Ok(path) => outln!("  {kind}: {}", path.join(" -> "))?,
                 Err(e) => outln!("  {kind}: error: {e}")?,
             }
+        }
+        for hook in admission {
+            outln!("{}", admission_line(hook))?;
         }
     }
     if let Some(estimate) = estimate {
@@ -401,12 +404,13 @@ impl RingNow {
 type ControllerRoutes = Vec<ControllerRoute>;
 
 /// One controller of [`ControllerRoutes`]: its name, each kind's route, why it would wait,
-/// its schedule.
+/// its schedule, its admission hooks.
 type ControllerRoute = (
     String,
     Vec<(String, Result<Vec<String>, String>)>,
     Option<String>,
     Option<informant::hooks::Schedule>,
+    Vec<informant::hooks::AdmissionHook>,
 );
 
 /// The `Controller` documents of the config file, validated (none when it has none or is not
@@ -459,6 +463,7 @@ fn controller_routes(controllers: Controllers, plan: &Plan) -> ControllerRoutes 
                 vec![("invalid".to_owned(), Err(e.to_string()))],
                 None,
                 None,
+                Vec::new(),
             ),
             Ok(c) => {
                 let mut waiting = None;
@@ -479,6 +484,7 @@ fn controller_routes(controllers: Controllers, plan: &Plan) -> ControllerRoutes 
                     kinds,
                     waiting,
                     c.settings.schedule,
+                    c.settings.admission,
                 )
             }
         })
@@ -487,7 +493,9 @@ fn controller_routes(controllers: Controllers, plan: &Plan) -> ControllerRoutes 
 
 /// One controller of [`ControllerRoutes`] as JSON: its name, each kind's route or error, and
 /// `waitingForKind` when it would wait.
-fn controller_json((name, kinds, waiting, schedule): &ControllerRoute) -> serde_json::Value {
+fn controller_json(
+    (name, kinds, waiting, schedule, admission): &ControllerRoute,
+) -> serde_json::Value {
     let kinds: Vec<serde_json::Value> = kinds
         .iter()
         .map(|(kind, route)| match route {
@@ -507,7 +515,44 @@ fn controller_json((name, kinds, waiting, schedule): &ControllerRoute) -> serde_
             "nextTick": schedule.next_after(jiff::Timestamp::now()).map(|t| t.to_string()),
         });
     }
+    if !admission.is_empty() {
+        controller["admission"] = admission
+            .iter()
+            .map(|hook| {
+                serde_json::json!({
+                    "name": hook.name,
+                    "type": hook.type_.as_str(),
+                    "operations": hook.operations,
+                    "failurePolicy": failure_policy(hook.failure_policy),
+                    "timeoutSeconds": hook.timeout.as_secs(),
+                    "served": false,
+                    "reason": informant::hooks::REASON_ADMISSION_NOT_SERVED,
+                })
+            })
+            .collect();
+    }
     controller
+}
+
+fn failure_policy(policy: informant::hooks::FailurePolicy) -> &'static str {
+    match policy {
+        informant::hooks::FailurePolicy::Fail => "Fail",
+        informant::hooks::FailurePolicy::Ignore => "Ignore",
+    }
+}
+
+/// One admission hook of a controller, as `informant explain` prints it.
+fn admission_line(hook: &informant::hooks::AdmissionHook) -> String {
+    format!(
+        "  admission {}: {} on {}, failurePolicy {}, timeoutSeconds {}: not served by this \
+         manager yet ({})",
+        hook.name,
+        hook.type_.as_str(),
+        hook.operations.join(","),
+        failure_policy(hook.failure_policy),
+        hook.timeout.as_secs(),
+        informant::hooks::REASON_ADMISSION_NOT_SERVED
+    )
 }
 
 #[cfg(test)]

@@ -255,3 +255,48 @@ fn validate_lists_the_valid_controllers_of_a_valid_file() {
         "{stdout}"
     );
 }
+
+/// `explain` lists a controller's admission hooks and says they are not served yet.
+#[test]
+fn explain_shows_a_controllers_admission_hooks() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("guarded.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: informant.dev/v1alpha1
+kind: CacheConfig
+metadata: {name: test, namespace: default}
+spec: {}
+---
+apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {name: guarded, namespace: default}
+spec:
+  for: {apiVersion: v1, kind: ConfigMap}
+  hook: {exec: {command: [sh, hook.sh]}}
+  admission:
+  - {name: require-owner, type: Validating}
+  - {name: defaults, type: Mutating, operations: ['*'], failurePolicy: Ignore, timeoutSeconds: 3}
+",
+    )
+    .unwrap();
+    let file = path.to_str().unwrap();
+    let out = informant(&["explain", "-c", file]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(
+            "  admission require-owner: Validating on CREATE,UPDATE, failurePolicy Fail, \
+             timeoutSeconds 10: not served by this manager yet (AdmissionNotServed)\n  \
+             admission defaults: Mutating on *, failurePolicy Ignore, timeoutSeconds 3"
+        ),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = informant(&["explain", "-c", file, "-o", "json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let admission = &doc["controllers"][0]["admission"];
+    assert_eq!(admission[1]["name"], "defaults");
+    assert_eq!(admission[1]["operations"], serde_json::json!(["*"]));
+    assert_eq!(admission[1]["failurePolicy"], "Ignore");
+    assert_eq!(admission[0]["served"], false);
+}
