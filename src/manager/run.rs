@@ -40,9 +40,12 @@ use crate::recorder::{self, KubeSink, Pipeline, Recorder, SystemClock};
 
 mod parts;
 
+use super::http::ServingRunnable;
+use super::webhook::WebhookOptions;
+use crate::serving::WebhookRoutes;
 use parts::{
-    add_leader_elected, add_member_runnables, add_source, join_ring, log_fates, open_source,
-    scope_source, start_probes, status_writer,
+    add_leader_elected, add_member_runnables, add_source, bind_webhook, join_ring, log_fates,
+    open_source, scope_source, start_probes, status_writer,
 };
 
 /// Where the configs come from, running.
@@ -94,6 +97,11 @@ pub struct Manager {
     elector: Option<LeaderElector>,
     /// Webhook endpoints, served on every replica from the start.
     webhooks: Vec<crate::serving::WebhookEndpoint>,
+    /// The paths of the endpoint of [`Options::webhook`], which hooks add and remove, and
+    /// the address it bound.
+    webhook_routes: Option<(WebhookRoutes, SocketAddr)>,
+    /// Runnables of every replica, started with the webhook endpoints.
+    serving: Vec<(String, ServingRunnable)>,
     /// The membership of the ring the first config names (`spec.sharding`).
     shard: Option<ShardRuntime>,
     gate: ShardGate,
@@ -207,7 +215,7 @@ impl Manager {
             BindError::Io(e) => Error::Http(e),
             BindError::Certificate(e) => Error::MetricsCertificate(e),
         })?;
-        let (reloads, _) = broadcast::channel(64);
+        let (webhooks, webhook_routes) = bind_webhook(&client, options.webhook.as_ref()).await?;
         Ok(Self {
             client,
             options,
@@ -223,11 +231,13 @@ impl Manager {
             registry,
             shared: http::Extensions::new(),
             server,
-            reloads,
+            reloads: broadcast::channel(64).0,
             runnables: Vec::new(),
             member_runnables: Vec::new(),
             elector,
-            webhooks: Vec::new(),
+            webhooks,
+            webhook_routes,
+            serving: Vec::new(),
             shard,
             gate,
             root,
@@ -360,6 +370,42 @@ impl Manager {
         self.webhooks.push(endpoint);
     }
 
+    /// The paths of the manager's own webhook endpoint ([`Options::webhook`]), served on every
+    /// replica: the hooks a reload declares are added to it and removed from it.
+    #[must_use]
+    pub fn webhook_routes(&self) -> Option<WebhookRoutes> {
+        self.webhook_routes
+            .as_ref()
+            .map(|(routes, _)| routes.clone())
+    }
+
+    /// The address the webhook endpoint of [`Options::webhook`] bound (its port when it was
+    /// given port 0).
+    #[must_use]
+    pub fn webhook_addr(&self) -> Option<SocketAddr> {
+        self.webhook_routes.as_ref().map(|(_, addr)| *addr)
+    }
+
+    /// The manager's own webhook endpoint's options ([`Options::webhook`]).
+    #[must_use]
+    pub fn webhook_options(&self) -> Option<&WebhookOptions> {
+        self.options.webhook.as_ref()
+    }
+
+    /// Adds a runnable that runs on every replica, leader or not, from the start (with the
+    /// webhook endpoints: what they serve must be there before the caches sync), told whether
+    /// this replica leads: what serves webhooks, and what the leader alone writes for them.
+    pub fn add_serving<F, Fut>(&mut self, name: &str, run: F)
+    where
+        F: FnOnce(watch::Receiver<bool>, CancellationToken) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
+    {
+        self.serving.push((
+            name.to_string(),
+            Box::new(move |leads, token| Box::pin(run(leads, token))),
+        ));
+    }
+
     /// Adds a runnable that runs only on the leader: started once this replica leads and the
     /// caches synced, stopped first.
     pub(crate) fn add_leader_runnable<F, Fut>(&mut self, name: &str, run: F)
@@ -408,6 +454,8 @@ impl Manager {
             member_runnables,
             elector,
             webhooks,
+            webhook_routes: _,
+            serving,
             shard,
             gate: _,
             root,
@@ -422,7 +470,7 @@ impl Manager {
 
         // 1. Probes, webhooks, and the recorder.
         let (recorder, fates) = start_probes(&probes, &recording, &failures, server, pipeline);
-        start_webhooks(&probes, &failures, webhooks, elector.as_ref());
+        start_webhooks(&probes, &failures, webhooks, serving, elector.as_ref());
 
         // 2. The shard ring's membership, until this member knows its share; then caches,
         //    until the eager informers synced.

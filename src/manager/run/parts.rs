@@ -2,6 +2,7 @@
 //! that are not the manager's own state: opening the config source, starting each runnable
 //! group, and the last log line.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use kube::Client;
@@ -17,9 +18,11 @@ use super::super::options::{ConfigSource, Error, FIELD_MANAGER, Options};
 use super::super::shard::ShardRuntime;
 use super::super::state::State;
 use super::super::status::StatusWriter;
+use super::super::webhook::WebhookOptions;
 use super::{Source, file_watcher};
 use crate::config::{self, Validated, source, watch::ReloadOutcome};
 use crate::recorder::{self, KubeSink, Pipeline, Recorder};
+use crate::serving::{WebhookEndpoint, WebhookRouter, WebhookRoutes};
 
 /// The config source's watcher, its configs and outcomes, and (for a resource) what it
 /// observed of the resource.
@@ -205,4 +208,30 @@ pub(super) fn add_leader_elected(
         failures.clone(),
     );
     group.add_quiet(async move { work.run(&tracker, &failures, token).await });
+}
+
+/// Binds the webhook endpoint of `options`, if any: the endpoint, and the routes it serves
+/// with the address it bound.
+pub(super) async fn bind_webhook(
+    client: &Client,
+    options: Option<&WebhookOptions>,
+) -> Result<(Vec<WebhookEndpoint>, Option<(WebhookRoutes, SocketAddr)>), Error> {
+    let Some(options) = options else {
+        return Ok((Vec::new(), None));
+    };
+    let routes = WebhookRoutes::new();
+    let endpoint = WebhookEndpoint::bind(
+        client.clone(),
+        options.addr,
+        &options.certificates,
+        options.inject_targets(),
+        WebhookRouter::new().with_routes(routes.clone()),
+    )
+    .await
+    .map_err(|e| match e {
+        crate::serving::Error::Bind { source, .. } => Error::Http(source),
+        other => Error::Webhook(other),
+    })?;
+    let addr = endpoint.local_addr();
+    Ok((vec![endpoint], Some((routes, addr))))
 }
