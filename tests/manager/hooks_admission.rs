@@ -613,3 +613,143 @@ async fn kubectl_apply_is_refused_with_the_hooks_message_and_gets_the_default() 
     );
     running.stop().await;
 }
+
+/// One of several managers electing a leader, its webhook endpoint on.
+struct Replica {
+    metrics: HookMetrics,
+    leader: tokio::sync::watch::Receiver<bool>,
+    addr: std::net::SocketAddr,
+    shutdown: CancellationToken,
+    run: tokio::task::JoinHandle<Result<(), informant::manager::Error>>,
+}
+
+impl Replica {
+    async fn start(client: kube::Client, identity: &str) -> Self {
+        let options = Options {
+            metrics_addr: None,
+            health_addr: None,
+            shutdown_grace: Duration::from_secs(10),
+            leader_election: Some(informant::manager::LeaderElection {
+                identity: identity.to_owned(),
+                lease_duration: Duration::from_secs(1),
+                renew_deadline: Duration::from_millis(600),
+                retry_period: Duration::from_millis(100),
+                ..informant::manager::LeaderElection::new("informant-admission-test", "default")
+            }),
+            webhook: Some(WebhookOptions::managed(
+                ([127, 0, 0, 1], 0).into(),
+                "default",
+                SERVICE,
+            )),
+            ..Options::new(ConfigSource::Resource {
+                namespace: "default".into(),
+                name: "test".into(),
+            })
+        };
+        let mut manager = Manager::new(client, options).await.unwrap();
+        let addr = manager.webhook_addr().unwrap();
+        let metrics = HookMetrics::of(&mut manager);
+        informant::hooks::add_to_manager(&mut manager);
+        let leader = manager.is_leader();
+        let shutdown = CancellationToken::new();
+        let run = tokio::spawn(manager.run(shutdown.clone()));
+        Self {
+            metrics,
+            leader,
+            addr,
+            shutdown,
+            run,
+        }
+    }
+
+    fn leads(&self) -> bool {
+        *self.leader.borrow()
+    }
+
+    fn denied(&self) -> u64 {
+        self.metrics.admissions(
+            "default/guard/deny-labelled",
+            "CREATE",
+            AdmissionFate::Denied,
+        )
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        support::stopped(self.run).await;
+    }
+}
+
+/// Two replicas: the standby serves the hooks too (the API server is pointed at it alone and
+/// its hook decides), and when the leader goes the standby, now leading, keeps the webhook
+/// configuration (deleted by hand, it is made again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_replica_serves_the_hooks_and_the_next_leader_keeps_the_configuration() {
+    let (server, client) = support::server_with_informant_crds().await;
+    let dir = tempfile::tempdir().unwrap();
+    let hook = dir.path().join("deny");
+    std::fs::write(&hook, DENY_HOOK).unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let marker = dir.path().join("deny.calls");
+    let a = Replica::start(client.clone(), "a").await;
+    let b = Replica::start(client.clone(), "b").await;
+    let controller: Controller = serde_json::from_value(json!({
+        "apiVersion": "informant.dev/v1alpha1",
+        "kind": "Controller",
+        "metadata": {"name": "guard", "namespace": "default"},
+        "spec": {
+            "for": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "hook": {"exec": {"command": ["sh", "-c", "cat >/dev/null; echo {}"]}},
+            "admission": [{"name": "deny-labelled", "type": "Validating",
+                           "hook": {"exec": {"command": [hook, marker]}}}],
+        },
+    }))
+    .unwrap();
+    Api::<Controller>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &controller)
+        .await
+        .unwrap();
+    eventually("one replica leads", || async { a.leads() || b.leads() }).await;
+    let (leader, standby) = if a.leads() { (a, b) } else { (b, a) };
+    // The API server reaches the standby only.
+    server
+        .handle()
+        .resolve_service("default", SERVICE, 443, standby.addr);
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let denied: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "denied", "namespace": "default", "labels": {"deny": "yes"}}
+    }))
+    .unwrap();
+    eventually("the standby's hook refuses", || async {
+        config_maps
+            .create(
+                &PostParams {
+                    dry_run: true,
+                    ..PostParams::default()
+                },
+                &denied,
+            )
+            .await
+            .is_err_and(|e| e.to_string().contains("refused by the guard"))
+    })
+    .await;
+    assert!(!standby.leads());
+    assert!(standby.denied() >= 1);
+    assert_eq!(leader.denied(), 0, "the leader was not called");
+    assert_eq!(standby.denied(), calls(&marker));
+
+    // The leader goes; the standby leads and keeps the configuration.
+    leader.stop().await;
+    eventually("the standby leads", || async { standby.leads() }).await;
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    validating
+        .delete(SERVICE, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the configuration made again by the new leader", || async {
+        validating.get_opt(SERVICE).await.unwrap().is_some()
+    })
+    .await;
+    standby.stop().await;
+    drop(server);
+}
