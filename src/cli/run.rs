@@ -314,22 +314,11 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn the_library_args_are_every_manager_flag_of_informant_run_with_its_variable_and_default() {
-        let binary = Cli::command();
-        let run = binary.find_subcommand("run").unwrap();
-        let hooks = flags(&<HookArgs as clap::Args>::augment_args(clap::Command::new(
-            "h",
-        )));
-        let mut of_run = flags(run);
-        of_run.retain(|long, _| !hooks.contains_key(long));
-        let of_user = flags(&UserCli::command());
-        assert_eq!(
-            of_run, of_user,
-            "informant run's manager flags, and the library's"
-        );
-        // The defaults the binary promises (and the library with it), each with its variable.
-        let expected: &[(&str, Option<&str>, &[&str])] = &[
+    /// The defaults the binary promises (and the library with it), each with its variable.
+    type FlagRow = (&'static str, Option<&'static str>, &'static [&'static str]);
+
+    fn expected_flags() -> &'static [FlagRow] {
+        &[
             ("config", Some("INFORMANT_CONFIG"), &[]),
             ("cache-config", Some("INFORMANT_CACHE_CONFIG"), &[]),
             ("kubeconfig", None, &[]),
@@ -413,7 +402,24 @@ mod tests {
                 &[],
             ),
             ("webhook-inject", Some("INFORMANT_WEBHOOK_INJECT"), &[]),
-        ];
+        ]
+    }
+
+    #[test]
+    fn the_library_args_are_every_manager_flag_of_informant_run_with_its_variable_and_default() {
+        let binary = Cli::command();
+        let run = binary.find_subcommand("run").unwrap();
+        let hooks = flags(&<HookArgs as clap::Args>::augment_args(clap::Command::new(
+            "h",
+        )));
+        let mut of_run = flags(run);
+        of_run.retain(|long, _| !hooks.contains_key(long));
+        let of_user = flags(&UserCli::command());
+        assert_eq!(
+            of_run, of_user,
+            "informant run's manager flags, and the library's"
+        );
+        let expected = expected_flags();
         for (long, env, defaults) in expected {
             let Some((got_env, got_defaults)) = of_user.get(*long) else {
                 panic!("--{long} is not a library flag");
