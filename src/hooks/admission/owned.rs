@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 
 use super::served::ServedHook;
 use crate::cache::{NamespaceKey, Options as CacheOptions};
-use crate::hooks::resource::{AdmissionType, FailurePolicy};
+use crate::hooks::resource::AdmissionType;
 use crate::manager::WebhookOptions;
 use crate::selector::Operator;
 use crate::serving::WebhookCertificates;
@@ -213,10 +213,7 @@ fn webhook(
             "operations": spec.operations,
             "scope": "*",
         }],
-        "failurePolicy": match spec.failure_policy {
-            FailurePolicy::Fail => "Fail",
-            FailurePolicy::Ignore => "Ignore",
-        },
+        "failurePolicy": spec.failure_policy.as_str(),
         "matchPolicy": "Equivalent",
         "namespaceSelector": namespace_selector,
         "objectSelector": spec.object_selector.clone().unwrap_or_default(),
