@@ -459,8 +459,8 @@ fn explain_object_json_says_which_admission_hooks_are_called() {
     assert_eq!(admission[0]["called"], "no");
     assert_eq!(
         admission[0]["reason"],
-        "namespace kube-system is not in the CacheConfig's namespaces for v1/ConfigMap, the \
-         default of a hook without a namespaceSelector"
+        "namespace kube-system is not among the CacheConfig's defaultNamespaces, the default \
+         of a hook without a namespaceSelector"
     );
     assert_eq!(admission[2]["name"], "web-only");
     assert_eq!(admission[2]["called"], "depends");

@@ -2,15 +2,16 @@
 //! of `informant explain --object`: those of the Controllers whose `for` kind is the object's
 //! (group and kind), each said to be called, not called (and why), or called depending on what
 //! `explain` cannot know offline: the namespace's labels (a `namespaceSelector`, the hook's or
-//! the `CacheConfig`'s it defaults to; known with `--kubeconfig`), the object's labels (an
+//! the `CacheConfig`'s default namespaces it defaults to, as the manager registers it; known
+//! with `--kubeconfig`), the object's labels (an
 //! `objectSelector`; given with `--object-labels`), its CEL `matchConditions`. Mutating hooks
 //! come first, as the API server calls them before the validating ones.
 
 use std::collections::BTreeMap;
 
-use informant::cache::{NamespaceKey, Namespaces, Options};
+use informant::cache::{NamespaceKey, Options};
 use informant::hooks::{AdmissionHook, AdmissionType, ControllerError, ValidatedController};
-use informant::selector::LabelSelector;
+use informant::selector::{LabelSelector, Operator};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as WireSelector;
 use kube::core::GroupVersionKind;
 
@@ -195,58 +196,50 @@ fn namespace_selector(selector: &WireSelector, object: &Object<'_>) -> Called {
     }
 }
 
-/// The default of a hook without a `namespaceSelector`: the namespaces the `CacheConfig` caches
-/// the object's kind in (its `byObject` entry's when it sets them, else the defaults').
+/// What a reason says of the `CacheConfig`'s scope.
+const DEFAULT: &str = "the default of a hook without a namespaceSelector";
+
+/// The default of a hook without a `namespaceSelector`, as the manager registers it: the
+/// `CacheConfig`'s `defaultNamespaceSelector` when it has one (every namespace when it uses `>`
+/// or `<`, which a webhook's selector cannot say), else its `defaultNamespaces` by name (every
+/// namespace when empty or with the `""` key). Its `byObject` entries do not change it.
 fn cache_scope(options: &Options, object: &Object<'_>) -> Called {
     let Some(namespace) = object.namespace.filter(|_| object.namespaced) else {
         return Called::Yes;
     };
-    let own = options
-        .by_object_for(object.gvk)
-        .filter(|by| by.namespaces != Namespaces::Inherit || by.namespace_selector.is_some());
-    let (named, selector) = match own {
-        Some(by) => match &by.namespaces {
-            Namespaces::All => return Called::Yes,
-            Namespaces::Only(map) => (Some(map), by.namespace_selector.as_ref()),
-            Namespaces::Inherit => (None, by.namespace_selector.as_ref()),
-        },
-        None => (
-            Some(&options.default_namespaces).filter(|m| !m.is_empty()),
-            options.default_namespace_selector.as_ref(),
-        ),
-    };
-    if let Some(map) = named
-        && (map.contains_key(&NamespaceKey::named(namespace))
-            || map.contains_key(&NamespaceKey::AllOthers))
-    {
-        return Called::Yes;
-    }
-    let kind = format!("{}/{}", object.gvk.api_version(), object.gvk.kind);
-    match (named, selector) {
-        (None, None) => Called::Yes,
-        (_, Some(selector)) => {
-            let labels = object.namespaces.map(|all| all.get(namespace));
-            match labels {
-                Some(None) => Called::No(format!(
-                    "namespace {namespace} does not exist in the cluster"
-                )),
-                Some(Some(labels)) if selector.matches(labels) => Called::Yes,
-                Some(Some(_)) => Called::No(format!(
-                    "namespace {namespace} is not in the CacheConfig's scope for {kind} (its \
-                     labels do not match the namespace selector {selector}), the default of a \
-                     hook without a namespaceSelector"
-                )),
-                None => Called::Depends(vec![format!(
-                    "the namespace's labels match the CacheConfig's namespace selector \
-                     {selector} (its scope for {kind}, the default of a hook without a \
-                     namespaceSelector)"
-                )]),
-            }
+    if let Some(selector) = &options.default_namespace_selector {
+        let unsayable = selector
+            .requirements()
+            .iter()
+            .any(|r| matches!(r.operator(), Operator::GreaterThan | Operator::LessThan));
+        if unsayable {
+            return Called::Yes;
         }
-        (Some(_), None) => Called::No(format!(
-            "namespace {namespace} is not in the CacheConfig's namespaces for {kind}, the \
-             default of a hook without a namespaceSelector"
-        )),
+        return match object.namespaces.map(|all| all.get(namespace)) {
+            Some(None) => Called::No(format!(
+                "namespace {namespace} does not exist in the cluster"
+            )),
+            Some(Some(labels)) if selector.matches(labels) => Called::Yes,
+            Some(Some(_)) => Called::No(format!(
+                "namespace {namespace}'s labels do not match the CacheConfig's \
+                 defaultNamespaceSelector {selector}, {DEFAULT}"
+            )),
+            None => Called::Depends(vec![format!(
+                "the namespace's labels match the CacheConfig's defaultNamespaceSelector \
+                 {selector} ({DEFAULT})"
+            )]),
+        };
+    }
+    let named = &options.default_namespaces;
+    if named.is_empty()
+        || named.contains_key(&NamespaceKey::AllOthers)
+        || named.contains_key(&NamespaceKey::named(namespace))
+    {
+        Called::Yes
+    } else {
+        Called::No(format!(
+            "namespace {namespace} is not among the CacheConfig's defaultNamespaces, {DEFAULT}"
+        ))
     }
 }
 
@@ -309,7 +302,7 @@ pub(super) fn json(applied: &Applied, failure_policy: &str) -> serde_json::Value
 mod tests {
     use std::time::Duration;
 
-    use informant::cache::{ByObject, Config};
+    use informant::cache::{ByObject, Config, Namespaces};
     use informant::hooks::{FailurePolicy, Hook};
 
     use super::*;
@@ -344,7 +337,7 @@ mod tests {
     }
 
     #[test]
-    fn the_default_scope_is_the_cache_configs_for_the_kind() {
+    fn the_default_scope_is_the_cache_configs_default_namespaces() {
         let pods = GroupVersionKind::gvk("", "v1", "Pod");
         let object = |namespace| Object {
             gvk: &pods,
@@ -358,17 +351,16 @@ mod tests {
             called(&hook(), &Options::default(), &object("a")),
             Called::Yes
         );
-        // Only the named ones; a byObject entry with its own namespaces replaces them.
+        // Only the named ones; a byObject entry does not change what the manager registers.
         let options = Options::default()
             .with_default_namespace(NamespaceKey::named("a"), Config::default())
-            .with_by_object(ByObject::new(GroupVersionKind::gvk("", "v1", "Secret")));
+            .with_by_object(ByObject::new(pods.clone()).with_namespaces(Namespaces::All));
         assert_eq!(called(&hook(), &options, &object("a")), Called::Yes);
         assert!(
-            matches!(called(&hook(), &options, &object("b")), Called::No(why) if why.contains("namespace b is not in the CacheConfig's namespaces for v1/Pod"))
+            matches!(called(&hook(), &options, &object("b")), Called::No(why) if why.starts_with("namespace b is not among the CacheConfig's defaultNamespaces"))
         );
-        let options =
-            options.with_by_object(ByObject::new(pods.clone()).with_namespaces(Namespaces::All));
-        assert_eq!(called(&hook(), &options, &object("b")), Called::Yes);
+        let others = options.with_default_namespace(NamespaceKey::AllOthers, Config::default());
+        assert_eq!(called(&hook(), &others, &object("b")), Called::Yes);
         // A namespace selector needs the namespace's labels, unless the cluster gave them.
         let options = Options::default()
             .with_default_namespace_selector(LabelSelector::parse("team=shop").unwrap());
@@ -394,6 +386,10 @@ mod tests {
         assert!(
             matches!(called(&hook(), &options, &known("c")), Called::No(why) if why.contains("does not exist"))
         );
+        // `>` cannot be registered: every namespace.
+        let options = Options::default()
+            .with_default_namespace_selector(LabelSelector::parse("rank>3").unwrap());
+        assert_eq!(called(&hook(), &options, &known("b")), Called::Yes);
     }
 
     #[test]
