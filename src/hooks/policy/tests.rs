@@ -216,6 +216,7 @@ fn settings(hook: Hook, owns: &[(&str, &str, &str)]) -> ControllerSettings {
         resync_period: None,
         schedule: None,
         admission: Vec::new(),
+        conversion: None,
         finalizer: None,
     }
 }
