@@ -130,18 +130,53 @@ fn fates(metrics: &HookMetrics) -> Vec<(ConversionFate, u64)> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_declared_conversion_hook_converts_what_is_read_fails_a_list_naming_the_object_and_goes_with_its_declaration()
- {
-    let Some(python) = python() else {
-        println!("skipped: no python (set INFORMANT_PYTHON)");
-        return;
-    };
-    let (server, client) = support::server_with_informant_crds().await;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&PostParams::default(), &widget_crd())
-        .await
-        .unwrap();
+/// Every review the hook saw ended in one fate (one call per review: v1 is the hub); one
+/// failed, at least two converted.
+fn one_fate_per_review(metrics: &HookMetrics, marker: &Path) {
+    let counted = fates(metrics);
+    let total: u64 = counted.iter().map(|(_, n)| n).sum();
+    assert_eq!(total, calls(marker), "fates = reviews seen: {counted:?}");
+    assert!(
+        counted.contains(&(ConversionFate::Failed, 1)),
+        "{counted:?}"
+    );
+    assert!(
+        counted
+            .iter()
+            .any(|(f, n)| *f == ConversionFate::Converted && *n >= 2),
+        "{counted:?}"
+    );
+}
+
+/// Waits until the leader set the CRD's conversion: the Service, the hook's path, the CA
+/// bundle, `ConversionReview` v1.
+async fn set_to_call_the_manager(crds: &Api<CustomResourceDefinition>) {
+    eventually("the CRD converts through the manager", || async {
+        let crd = crds.get(CRD).await.unwrap();
+        let conversion = crd.spec.conversion.unwrap_or_default();
+        let webhook = conversion.webhook.unwrap_or_default();
+        let config = webhook.client_config.unwrap_or_default();
+        conversion.strategy == "Webhook"
+            && config.ca_bundle.is_some()
+            && config.service.is_some_and(|s| {
+                (s.namespace.as_str(), s.name.as_str(), s.path.as_deref())
+                    == ("default", SERVICE, Some("/conversion/default/widgets"))
+            })
+            && webhook.conversion_review_versions == ["v1"]
+    })
+    .await;
+}
+
+/// A manager with its webhook endpoint on (managed certificates, behind [`SERVICE`]),
+/// running the hook `Controller`s of `default`: its hook series, its shutdown, its task.
+async fn start_manager(
+    server: &informant::apiserver::TestServer,
+    client: &kube::Client,
+) -> (
+    HookMetrics,
+    CancellationToken,
+    tokio::task::JoinHandle<Result<(), informant::manager::Error>>,
+) {
     let options = Options {
         metrics_addr: None,
         health_addr: None,
@@ -165,6 +200,22 @@ async fn a_declared_conversion_hook_converts_what_is_read_fails_a_list_naming_th
     informant::hooks::add_to_manager(&mut manager);
     let shutdown = CancellationToken::new();
     let run = tokio::spawn(manager.run(shutdown.clone()));
+    (metrics, shutdown, run)
+}
+
+#[tokio::test]
+async fn a_declared_conversion_hook_converts_what_is_read_fails_a_list_naming_the_object_and_goes_with_its_declaration()
+ {
+    let Some(python) = python() else {
+        println!("skipped: no python (set INFORMANT_PYTHON)");
+        return;
+    };
+    let (server, client) = support::server_with_informant_crds().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &widget_crd())
+        .await
+        .unwrap();
+    let (metrics, shutdown, run) = start_manager(&server, &client).await;
 
     let dir = tempfile::tempdir().unwrap();
     let hook = dir.path().join("widgets.py");
@@ -182,20 +233,7 @@ async fn a_declared_conversion_hook_converts_what_is_read_fails_a_list_naming_th
         .unwrap();
 
     // The leader sets the CRD's conversion: the Service, the hook's path, the CA bundle.
-    eventually("the CRD converts through the manager", || async {
-        let crd = crds.get(CRD).await.unwrap();
-        let conversion = crd.spec.conversion.unwrap_or_default();
-        let webhook = conversion.webhook.unwrap_or_default();
-        let config = webhook.client_config.unwrap_or_default();
-        conversion.strategy == "Webhook"
-            && config.ca_bundle.is_some()
-            && config.service.is_some_and(|s| {
-                (s.namespace.as_str(), s.name.as_str(), s.path.as_deref())
-                    == ("default", SERVICE, Some("/conversion/default/widgets"))
-            })
-            && webhook.conversion_review_versions == ["v1"]
-    })
-    .await;
+    set_to_call_the_manager(&crds).await;
 
     // Written at v1alpha1, stored at v1, read at either.
     let alpha = widgets(&client, "v1alpha1");
@@ -244,20 +282,7 @@ async fn a_declared_conversion_hook_converts_what_is_read_fails_a_list_naming_th
         "the storage version needs no conversion"
     );
 
-    // Every review the hook saw ended in one fate (one call per review: v1 is the hub).
-    let counted = fates(&metrics);
-    let total: u64 = counted.iter().map(|(_, n)| n).sum();
-    assert_eq!(total, calls(&marker), "fates = reviews seen: {counted:?}");
-    assert!(
-        counted.contains(&(ConversionFate::Failed, 1)),
-        "{counted:?}"
-    );
-    assert!(
-        counted
-            .iter()
-            .any(|(f, n)| *f == ConversionFate::Converted && *n >= 2),
-        "{counted:?}"
-    );
+    one_fate_per_review(&metrics, &marker);
 
     // The conversion removed from the Controller: the CRD goes back to strategy None, and a
     // read at v1alpha1 no longer calls the hook.
