@@ -267,3 +267,57 @@ fn the_call_and_the_answer_have_the_fields_the_committed_schema_declares() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_hook_past_its_timeout_times_the_review_out_and_a_bad_answer_is_invalid() {
+    let dir = tempfile::tempdir().unwrap();
+    let make = |script: &str, timeout: Duration| {
+        let path = dir.path().join(format!("{}.sh", timeout.as_millis()));
+        std::fs::write(&path, script).unwrap();
+        Converter::new(
+            ControllerKey::new("default", "widgets"),
+            GROUP,
+            ConversionHook {
+                versions: vec!["v1alpha1".into(), "v1".into()],
+                hub: None,
+                hook: Hook::Exec {
+                    command: vec!["sh".into(), path.display().to_string()],
+                    timeout,
+                },
+            },
+            Arc::new(Policy::open()),
+            None,
+            Some(HookMetrics::new()),
+        )
+    };
+    let objects = [widget("v1alpha1", "a")];
+    let late = make("cat >/dev/null; exec sleep 5\n", Duration::from_millis(200));
+    let done = late.convert(&review(&objects, "v1")).await.unwrap();
+    assert_eq!(done.fate, ConversionFate::TimedOut, "{}", done.review);
+    assert_eq!(done.review["response"]["result"]["status"], "Failure");
+    let garbage = make(
+        "cat >/dev/null; printf '{\"objects\": [], \"extra\": 1}'\n",
+        Duration::from_secs(10),
+    );
+    let done = garbage.convert(&review(&objects, "v1")).await.unwrap();
+    assert_eq!(done.fate, ConversionFate::InvalidAnswer, "{}", done.review);
+    let message = done.review["response"]["result"]["message"]
+        .as_str()
+        .unwrap();
+    assert!(
+        message.starts_with("informant conversion hook default/widgets (invalid_answer):"),
+        "{message}"
+    );
+    for (converter, fate) in [
+        (&late, ConversionFate::TimedOut),
+        (&garbage, ConversionFate::InvalidAnswer),
+    ] {
+        let metrics = converter.metrics.as_ref().unwrap();
+        let counted: Vec<(ConversionFate, u64)> = ConversionFate::ALL
+            .iter()
+            .map(|f| (*f, metrics.conversions("default/widgets", *f)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        assert_eq!(counted, [(fate, 1)], "one fate per review");
+    }
+}
