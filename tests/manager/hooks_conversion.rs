@@ -284,6 +284,21 @@ async fn a_declared_conversion_hook_converts_what_is_read_fails_a_list_naming_th
 
     one_fate_per_review(&metrics, &marker);
 
+    // An edit by hand is put back.
+    let edited = crds
+        .patch(
+            CRD,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        edited.spec.conversion.map(|c| c.strategy).as_deref(),
+        Some("None")
+    );
+    set_to_call_the_manager(&crds).await;
+
     // The conversion removed from the Controller: the CRD goes back to strategy None, and a
     // read at v1alpha1 no longer calls the hook.
     controllers
