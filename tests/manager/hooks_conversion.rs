@@ -148,6 +148,23 @@ fn one_fate_per_review(metrics: &HookMetrics, marker: &Path) {
     );
 }
 
+/// An edit by hand of the CRD's conversion (checked to have taken effect) is put back.
+async fn hand_edit_put_back(crds: &Api<CustomResourceDefinition>) {
+    let edited = crds
+        .patch(
+            CRD,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        edited.spec.conversion.map(|c| c.strategy).as_deref(),
+        Some("None")
+    );
+    set_to_call_the_manager(crds).await;
+}
+
 /// Waits until the leader set the CRD's conversion: the Service, the hook's path, the CA
 /// bundle, `ConversionReview` v1.
 async fn set_to_call_the_manager(crds: &Api<CustomResourceDefinition>) {
@@ -284,20 +301,7 @@ async fn a_declared_conversion_hook_converts_what_is_read_fails_a_list_naming_th
 
     one_fate_per_review(&metrics, &marker);
 
-    // An edit by hand is put back.
-    let edited = crds
-        .patch(
-            CRD,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}})),
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        edited.spec.conversion.map(|c| c.strategy).as_deref(),
-        Some("None")
-    );
-    set_to_call_the_manager(&crds).await;
+    hand_edit_put_back(&crds).await;
 
     // The conversion removed from the Controller: the CRD goes back to strategy None, and a
     // read at v1alpha1 no longer calls the hook.
