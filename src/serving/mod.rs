@@ -52,5 +52,5 @@ pub use tls::{TlsListener, server_config};
 pub use watch::{CertWatcher, POLL_INTERVAL};
 pub use webhook::{
     CertificateFeed, DEFAULT_WEBHOOK_PORT, HEALTH_PATH, RouteError, RouteHandler,
-    WebhookCertificates, WebhookRouter, WebhookRoutes, WebhookServer,
+    WebhookCertificates, WebhookRouter, WebhookRoutes, WebhookServer, json_route,
 };

@@ -87,6 +87,11 @@ impl axum::serve::Listener for TlsListener {
             tokio::select! {
                 accepted = self.tcp.accept() => match accepted {
                     Ok((stream, addr)) => {
+                        // A small answer (an AdmissionReview, a scrape) would otherwise wait
+                        // for the peer's delayed ACK, some 40 ms, before it is sent (Nagle),
+                        // as Go's net/http avoids by setting TCP_NODELAY on every connection.
+                        // Best effort: a socket that refuses it still serves.
+                        let _ = stream.set_nodelay(true);
                         self.handshakes.push(Box::pin(handshake(self.acceptor.clone(), stream, addr)));
                     }
                     Err(error) => accept_error(&error).await,

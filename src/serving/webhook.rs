@@ -195,6 +195,29 @@ impl WebhookRouter {
 /// A handler of [`WebhookRoutes`]: the body of a `POST` in, the response out.
 pub type RouteHandler = Arc<dyn Fn(Bytes) -> BoxFuture<'static, Response> + Send + Sync>;
 
+/// A [`RouteHandler`] answering each body with what `answer` makes of it: the JSON value, or
+/// a 400 with the error (a body that is not the review the path takes). `answer` runs on a task
+/// of its own, so that it finishes (and counts what it decided) even when the caller goes away
+/// before the answer (the API server's own timeout, a dropped connection drops the request's
+/// future); a task that panicked is a 500.
+pub fn json_route<F, Fut, E>(answer: F) -> RouteHandler
+where
+    F: Fn(Bytes) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = std::result::Result<serde_json::Value, E>> + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    Arc::new(move |body: Bytes| {
+        let answered = tokio::spawn(answer(body));
+        Box::pin(async move {
+            match answered.await {
+                Ok(Ok(value)) => axum::Json(value).into_response(),
+                Ok(Err(e)) => (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
+                Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+            }
+        })
+    })
+}
+
 /// Paths served while the server runs, added, replaced and removed at any time: the admission
 /// and conversion hooks a reload declares ([`WebhookRouter::with_routes`]). Each answers
 /// `POST` only (405 otherwise); a path not (or no longer) served is a 404, which the API
@@ -399,5 +422,42 @@ mod tests {
             paths.set("admit", nothing),
             Err(RouteError::NotAbsolute("admit".to_owned()))
         );
+    }
+
+    #[tokio::test]
+    async fn a_json_route_finishes_its_answer_when_the_caller_goes_away() {
+        let (started, mut started_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (release, release_rx) = tokio::sync::watch::channel(false);
+        let (finished, finished_rx) = tokio::sync::oneshot::channel::<()>();
+        let finished = Arc::new(std::sync::Mutex::new(Some(finished)));
+        let handler = json_route(move |body: Bytes| {
+            let (started, mut release, finished) =
+                (started.clone(), release_rx.clone(), Arc::clone(&finished));
+            async move {
+                let _ = started.send(());
+                let _ = release.wait_for(|r| *r).await;
+                if let Some(done) = finished.lock().unwrap().take() {
+                    let _ = done.send(());
+                }
+                if body.is_empty() {
+                    Err("empty")
+                } else {
+                    Ok(serde_json::json!({"ok": true}))
+                }
+            }
+        });
+        // The caller goes away while the answer is being made: the answer still finishes.
+        let call = handler(Bytes::from_static(b"x"));
+        started_rx.recv().await.unwrap();
+        drop(call);
+        release.send_replace(true);
+        finished_rx
+            .await
+            .expect("the answer finished after its caller went");
+        // Answered: the JSON, or a 400 with the error.
+        let ok = handler(Bytes::from_static(b"x")).await;
+        assert_eq!(ok.status(), StatusCode::OK);
+        let bad = handler(Bytes::new()).await;
+        assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
     }
 }

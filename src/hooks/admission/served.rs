@@ -9,8 +9,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::http::StatusCode;
-use axum::response::IntoResponse;
 use kube::core::GroupVersionKind;
 
 use super::Admitter;
@@ -18,7 +16,7 @@ use crate::hooks::metrics::HookMetrics;
 use crate::hooks::policy::Policy;
 use crate::hooks::resource::{AdmissionHook, ControllerKey};
 use crate::hooks::supervisor::Desired;
-use crate::serving::{RouteHandler, WebhookRoutes};
+use crate::serving::{RouteHandler, WebhookRoutes, json_route};
 
 /// The path of `controller`'s admission hook `hook` on the webhook endpoint.
 #[must_use]
@@ -170,16 +168,11 @@ impl AdmissionRoutes {
     }
 }
 
-/// The route handler of `admitter`: the review's answer, or a 400 for a body that is not a
-/// review (no decision was asked for: no fate).
+/// The route handler of `admitter` ([`json_route`]: the decision finishes, and its fate is
+/// counted, even when the API server stops waiting).
 fn handler(admitter: Arc<Admitter>) -> RouteHandler {
-    Arc::new(move |body: Bytes| {
+    json_route(move |body: Bytes| {
         let admitter = Arc::clone(&admitter);
-        Box::pin(async move {
-            match admitter.decide(&body).await {
-                Ok(decision) => axum::Json(decision.review).into_response(),
-                Err(e) => (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
-            }
-        })
+        async move { admitter.decide(&body).await.map(|decision| decision.review) }
     })
 }

@@ -10,8 +10,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::http::StatusCode;
-use axum::response::IntoResponse;
 use kube::core::GroupVersionKind;
 
 use super::Converter;
@@ -19,7 +17,7 @@ use crate::hooks::metrics::HookMetrics;
 use crate::hooks::policy::Policy;
 use crate::hooks::resource::{ControllerKey, ConversionHook};
 use crate::hooks::supervisor::Desired;
-use crate::serving::{RouteHandler, WebhookRoutes};
+use crate::serving::{RouteHandler, WebhookRoutes, json_route};
 
 /// The path of `controller`'s conversion hook on the webhook endpoint.
 #[must_use]
@@ -167,16 +165,16 @@ impl ConversionRoutes {
     }
 }
 
-/// The route handler of `converter`: the review's answer, or a 400 for a body that is not a
-/// review (no conversion was asked for: no fate).
+/// The route handler of `converter` ([`json_route`]: the conversion finishes, and its fate is
+/// counted, even when the API server stops waiting).
 fn handler(converter: Arc<Converter>) -> RouteHandler {
-    Arc::new(move |body: Bytes| {
+    json_route(move |body: Bytes| {
         let converter = Arc::clone(&converter);
-        Box::pin(async move {
-            match converter.convert(&body).await {
-                Ok(conversion) => axum::Json(conversion.review).into_response(),
-                Err(e) => (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
-            }
-        })
+        async move {
+            converter
+                .convert(&body)
+                .await
+                .map(|conversion| conversion.review)
+        }
     })
 }
