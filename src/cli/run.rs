@@ -314,22 +314,11 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn the_library_args_are_every_manager_flag_of_informant_run_with_its_variable_and_default() {
-        let binary = Cli::command();
-        let run = binary.find_subcommand("run").unwrap();
-        let hooks = flags(&<HookArgs as clap::Args>::augment_args(clap::Command::new(
-            "h",
-        )));
-        let mut of_run = flags(run);
-        of_run.retain(|long, _| !hooks.contains_key(long));
-        let of_user = flags(&UserCli::command());
-        assert_eq!(
-            of_run, of_user,
-            "informant run's manager flags, and the library's"
-        );
-        // The defaults the binary promises (and the library with it), each with its variable.
-        let expected: &[(&str, Option<&str>, &[&str])] = &[
+    /// The defaults the binary promises (and the library with it), each with its variable.
+    type FlagRow = (&'static str, Option<&'static str>, &'static [&'static str]);
+
+    fn expected_flags() -> &'static [FlagRow] {
+        &[
             ("config", Some("INFORMANT_CONFIG"), &[]),
             ("cache-config", Some("INFORMANT_CACHE_CONFIG"), &[]),
             ("kubeconfig", None, &[]),
@@ -374,7 +363,63 @@ mod tests {
                 &["2m"],
             ),
             ("debounce", Some("INFORMANT_DEBOUNCE"), &["1s"]),
-        ];
+            ("webhook-service", Some("INFORMANT_WEBHOOK_SERVICE"), &[]),
+            (
+                "webhook-service-namespace",
+                Some("INFORMANT_WEBHOOK_SERVICE_NAMESPACE"),
+                &[],
+            ),
+            (
+                "webhook-service-port",
+                Some("INFORMANT_WEBHOOK_SERVICE_PORT"),
+                &["443"],
+            ),
+            ("webhook-addr", Some("INFORMANT_WEBHOOK_ADDR"), &[":9443"]),
+            ("webhook-cert-dir", Some("INFORMANT_WEBHOOK_CERT_DIR"), &[]),
+            (
+                "webhook-cert-name",
+                Some("INFORMANT_WEBHOOK_CERT_NAME"),
+                &["tls.crt"],
+            ),
+            (
+                "webhook-cert-key",
+                Some("INFORMANT_WEBHOOK_CERT_KEY"),
+                &["tls.key"],
+            ),
+            (
+                "webhook-cert-secret",
+                Some("INFORMANT_WEBHOOK_CERT_SECRET"),
+                &[],
+            ),
+            (
+                "webhook-configuration",
+                Some("INFORMANT_WEBHOOK_CONFIGURATION"),
+                &[],
+            ),
+            (
+                "webhook-inject-ca-from",
+                Some("INFORMANT_WEBHOOK_INJECT_CA_FROM"),
+                &[],
+            ),
+            ("webhook-inject", Some("INFORMANT_WEBHOOK_INJECT"), &[]),
+        ]
+    }
+
+    #[test]
+    fn the_library_args_are_every_manager_flag_of_informant_run_with_its_variable_and_default() {
+        let binary = Cli::command();
+        let run = binary.find_subcommand("run").unwrap();
+        let hooks = flags(&<HookArgs as clap::Args>::augment_args(clap::Command::new(
+            "h",
+        )));
+        let mut of_run = flags(run);
+        of_run.retain(|long, _| !hooks.contains_key(long));
+        let of_user = flags(&UserCli::command());
+        assert_eq!(
+            of_run, of_user,
+            "informant run's manager flags, and the library's"
+        );
+        let expected = expected_flags();
         for (long, env, defaults) in expected {
             let Some((got_env, got_defaults)) = of_user.get(*long) else {
                 panic!("--{long} is not a library flag");
@@ -424,6 +469,12 @@ mod tests {
                 "--debounce=0s",
             ],
             &["--kubeconfig=/k"],
+            &["--webhook-service=hooks", "--webhook-service-namespace=ops"],
+            &[
+                "--webhook-service=hooks",
+                "--webhook-cert-dir=/certs",
+                "--webhook-inject-ca-from=ops/hooks-cert",
+            ],
         ];
         for source in [["--cache-config", "ns/cc"], ["--config", "cc.yaml"]] {
             for row in rows {
@@ -493,5 +544,119 @@ mod tests {
             );
         }
         assert_eq!(problems.len(), 5, "{problems:?}");
+    }
+
+    #[test]
+    fn the_webhook_flags_make_the_endpoint_managed_by_default_or_mounted() {
+        use informant::serving::WebhookCertificates;
+        let options = |args: &[&str]| {
+            UserCli::parse_from(["operator", "--cache-config=ns/cc"].iter().chain(args))
+                .manager
+                .options()
+        };
+        assert_eq!(
+            options(&[]).unwrap().webhook,
+            None,
+            "off without --webhook-service"
+        );
+        let managed = options(&["--webhook-service=hooks", "--webhook-service-namespace=ops"])
+            .unwrap()
+            .webhook
+            .unwrap();
+        assert_eq!(managed.addr, "0.0.0.0:9443".parse().unwrap());
+        assert_eq!(
+            (
+                managed.service.namespace.as_str(),
+                managed.service.name.as_str(),
+                managed.service.port
+            ),
+            ("ops", "hooks", Some(443))
+        );
+        assert_eq!(managed.configuration, "hooks");
+        let WebhookCertificates::Managed(settings) = &managed.certificates else {
+            panic!("managed by default: {managed:?}");
+        };
+        assert_eq!(
+            (settings.secret.as_str(), settings.namespace.as_str()),
+            ("hooks-cert", "ops")
+        );
+        // The configurations it owns get the managed bundle.
+        let targets = managed.inject_targets();
+        assert_eq!(
+            (targets.validating, targets.mutating),
+            (vec!["hooks".to_owned()], vec!["hooks".to_owned()])
+        );
+        let extra = options(&[
+            "--webhook-service=hooks",
+            "--webhook-configuration=guards",
+            "--webhook-inject=customresourcedefinition/widgets.example.com",
+            "--webhook-inject=validatingwebhookconfiguration/other",
+        ])
+        .unwrap()
+        .webhook
+        .unwrap();
+        let targets = extra.inject_targets();
+        assert_eq!(targets.crds, vec!["widgets.example.com".to_owned()]);
+        assert_eq!(
+            targets.validating,
+            vec!["other".to_owned(), "guards".to_owned()]
+        );
+        let mounted = options(&[
+            "--webhook-service=hooks",
+            "--webhook-cert-dir=/certs",
+            "--webhook-inject-ca-from=ops/hooks-cert",
+        ])
+        .unwrap()
+        .webhook
+        .unwrap();
+        assert_eq!(mounted.certificates, WebhookCertificates::mounted("/certs"));
+        assert_eq!(mounted.inject_ca_from.as_deref(), Some("ops/hooks-cert"));
+        assert_eq!(
+            mounted.inject_targets(),
+            informant::serving::InjectTargets::default()
+        );
+    }
+
+    #[test]
+    fn every_bad_webhook_flag_is_reported_at_once() {
+        let problems = |args: &[&str]| {
+            UserCli::parse_from(["operator", "--cache-config=ns/cc"].iter().chain(args))
+                .manager
+                .options()
+                .unwrap_err()
+                .problems
+        };
+        let without_service = problems(&["--webhook-cert-dir=/c", "--webhook-inject=crd/x"]);
+        assert_eq!(without_service.len(), 2, "{without_service:?}");
+        assert!(
+            without_service
+                .iter()
+                .all(|p| p.contains("needs --webhook-service"))
+        );
+        let bad = problems(&[
+            "--webhook-service=Hooks",
+            "--webhook-service-port=0",
+            "--webhook-addr=0",
+            "--webhook-inject=pods/x",
+            "--webhook-inject-ca-from=nope",
+        ]);
+        for part in [
+            "--webhook-service: \"Hooks\"",
+            "--webhook-service-port",
+            "--webhook-addr",
+            "\"pods/x\" is not KIND/NAME",
+            "--webhook-inject-ca-from is for a mounted",
+            "--webhook-inject-ca-from: \"nope\"",
+        ] {
+            assert!(bad.iter().any(|p| p.contains(part)), "{part} in {bad:?}");
+        }
+        assert_eq!(bad.len(), 6, "{bad:?}");
+        let mixed = problems(&[
+            "--webhook-service=hooks",
+            "--webhook-cert-dir=/c",
+            "--webhook-cert-secret=s",
+            "--webhook-inject=customresourcedefinition/x",
+        ]);
+        assert_eq!(mixed.len(), 2, "{mixed:?}");
     }
 }

@@ -410,5 +410,11 @@ fn patch_of(original: &Value, answer: &AdmissionAnswer) -> Result<json_patch::Pa
     Ok(patch)
 }
 
+mod owned;
+mod served;
+
+pub use owned::{OwnedConfigurations, OwnedPass};
+pub use served::{AdmissionRoutes, ServedHook, admission_path};
+
 #[cfg(test)]
 mod tests;

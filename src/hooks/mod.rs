@@ -38,7 +38,8 @@ mod supervisor;
 mod webhook;
 
 pub use admission::{
-    AdmissionAnswer, AdmissionCall, AdmissionFate, AdmissionName, Admitter, BadReview, Decision,
+    AdmissionAnswer, AdmissionCall, AdmissionFate, AdmissionName, AdmissionRoutes, Admitter,
+    BadReview, Decision, OwnedConfigurations, OwnedPass, ServedHook, admission_path,
 };
 pub use call::{CallError, EXCERPT_CHARS, call, decode, excerpt, excerpt_end};
 pub use controller::{Error, HookController, REASON_HOOK_FAILED};

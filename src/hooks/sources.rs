@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject};
@@ -15,6 +16,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::admission::{AdmissionRoutes, OwnedConfigurations};
 use super::metrics::HookMetrics;
 use super::policy::Policy;
 use super::release;
@@ -240,13 +242,12 @@ pub fn add_to_manager(manager: &mut Manager) {
 /// back: [`Supervisor::policy`]), each called under it.
 pub fn add_to_manager_with(manager: &mut Manager, policy: Policy) {
     let policy = Arc::new(policy);
-    let source = manager.config_source().clone();
-    let state = manager.state();
-    let reloads = manager.reloads();
-    let client = manager.client();
+    let hook_metrics = HookMetrics::of(manager);
+    let admission_served = serve_admission(manager, Arc::clone(&policy), hook_metrics.clone());
+    let follower = Follower::of(manager);
     let ctx = Context::of(manager);
     let metrics = ControllerMetrics::of(manager);
-    let hook_metrics = HookMetrics::of(manager);
+    let state = manager.state();
     // The config the manager starts with: a reload cannot change its sharding.
     let sharding = state.snapshot().config.cache.sharding.clone();
     // Sharded, the hook controllers run on every member; what must stay single stays with
@@ -254,34 +255,116 @@ pub fn add_to_manager_with(manager: &mut Manager, policy: Policy) {
     let leader = manager.is_sharded().then(|| manager.is_leader());
     manager.add_controller("hooks", move |shutdown| async move {
         let (send, receive) = watch::channel(Desired::new());
-        let in_cluster = matches!(source, ConfigSource::Resource { .. });
+        let in_cluster = matches!(follower.source, ConfigSource::Resource { .. });
         let mut supervisor = Supervisor::new(receive)
             .metrics(&metrics, &hook_metrics)
             .write_status(in_cluster)
             .hold_controllers(in_cluster)
             .sharding(sharding)
             .policy(policy)
-            .report_to(Arc::clone(&state));
+            .admission_served(admission_served)
+            .report_to(state);
         if let Some(leader) = leader {
             supervisor = supervisor.leader(leader);
         }
-        let follow = async {
-            match source {
-                ConfigSource::File(path) => {
-                    follow_file(path, reloads, state, send, shutdown.clone()).await;
-                }
-                ConfigSource::Resource { namespace, .. } => {
-                    let source = NamespaceSource {
-                        client,
-                        namespace,
-                        state,
-                        reloads,
-                    };
-                    follow_namespace(source, send, shutdown.clone()).await;
-                }
-            }
-        };
-        tokio::join!(follow, supervisor.run(ctx, shutdown.clone()));
+        tokio::join!(
+            follower.follow(send, shutdown.clone()),
+            supervisor.run(ctx, shutdown.clone())
+        );
         Ok(())
     });
+}
+
+/// How often the admission hooks served and the webhook configurations are gone over with
+/// no change to follow (an edit by hand of a configuration is put back within this).
+const ADMISSION_RESYNC: Duration = Duration::from_secs(10);
+
+/// With the manager's webhook endpoint on ([`Manager::webhook_routes`]), serves the admission
+/// hooks of the `Controller`s on every replica ([`AdmissionRoutes`]) and, on the leader, keeps
+/// the webhook configurations that name them ([`OwnedConfigurations`]); whether it does.
+fn serve_admission(manager: &mut Manager, policy: Arc<Policy>, metrics: HookMetrics) -> bool {
+    let (Some(routes), Some(options)) =
+        (manager.webhook_routes(), manager.webhook_options().cloned())
+    else {
+        return false;
+    };
+    let follower = Follower::of(manager);
+    manager.add_serving("admission", move |mut leads, shutdown| async move {
+        let client = follower.client.clone();
+        let state = Arc::clone(&follower.state);
+        let (send, mut receive) = watch::channel(Desired::new());
+        let serve = async {
+            let mut served =
+                AdmissionRoutes::new(routes, policy, Some(client.clone()), Some(metrics));
+            let mut owned = OwnedConfigurations::new(client, options);
+            let mut tick = tokio::time::interval(ADMISSION_RESYNC);
+            let mut leadership_settled = false;
+            loop {
+                let desired = receive.borrow_and_update().clone();
+                served.follow(&desired).await;
+                if *leads.borrow_and_update() {
+                    match owned.keep(served.served(), &state.snapshot().config.cache).await {
+                        Ok(pass) => {
+                            for written in pass.written {
+                                tracing::info!(configuration = %written, "webhook configuration written");
+                            }
+                        }
+                        Err(error) => {
+                            tracing::warn!(%error, "cannot keep the webhook configurations; retrying");
+                        }
+                    }
+                }
+                tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    changed = receive.changed() => if changed.is_err() { break },
+                    // A sender gone means leadership never changes again.
+                    changed = leads.changed(), if !leadership_settled => {
+                        leadership_settled = changed.is_err();
+                    }
+                    _ = tick.tick() => {}
+                }
+            }
+            served.stop().await;
+        };
+        tokio::join!(follower.follow(send, shutdown.clone()), serve);
+        Ok(())
+    });
+    true
+}
+
+/// What follows the manager's `Controller`s: its config file, or its namespace's resources.
+struct Follower {
+    source: ConfigSource,
+    client: kube::Client,
+    state: Arc<State>,
+    reloads: broadcast::Receiver<Reload>,
+}
+
+impl Follower {
+    fn of(manager: &Manager) -> Self {
+        Self {
+            source: manager.config_source().clone(),
+            client: manager.client(),
+            state: manager.state(),
+            reloads: manager.reloads(),
+        }
+    }
+
+    /// Sends each new set of `Controller`s to `desired` until `shutdown`.
+    async fn follow(self, desired: watch::Sender<Desired>, shutdown: CancellationToken) {
+        match self.source {
+            ConfigSource::File(path) => {
+                follow_file(path, self.reloads, self.state, desired, shutdown).await;
+            }
+            ConfigSource::Resource { namespace, .. } => {
+                let source = NamespaceSource {
+                    client: self.client,
+                    namespace,
+                    state: self.state,
+                    reloads: self.reloads,
+                };
+                follow_namespace(source, desired, shutdown).await;
+            }
+        }
+    }
 }

@@ -101,6 +101,8 @@ pub struct Supervisor {
     progress: watch::Sender<Progress>,
     report: Option<Arc<State>>,
     policy: Arc<Policy>,
+    /// Whether the manager serves admission hooks (its webhook endpoint is on).
+    admission_served: bool,
 }
 
 /// What a [`Supervisor`] has done: sent after each pass over a new [`Desired`] set.
@@ -132,6 +134,7 @@ impl Supervisor {
             progress: watch::channel(Progress::default()).0,
             report: None,
             policy: Arc::new(Policy::open()),
+            admission_served: false,
         }
     }
 
@@ -142,6 +145,15 @@ impl Supervisor {
     #[must_use]
     pub fn policy(mut self, policy: Arc<Policy>) -> Self {
         self.policy = policy;
+        self
+    }
+
+    /// Says the manager serves the admission hooks of `spec.admission` (its webhook endpoint
+    /// is on: [`crate::manager::Options::webhook`]); without it a controller with admission
+    /// hooks is kept back, reason [`REASON_ADMISSION_NOT_SERVED`].
+    #[must_use]
+    pub fn admission_served(mut self, served: bool) -> Self {
+        self.admission_served = served;
         self
     }
 

@@ -34,6 +34,10 @@ use super::{
 };
 use crate::config::parse_duration;
 
+mod webhook;
+
+pub use webhook::WebhookArgs;
+
 /// The flags of `informant run` that configure the manager (all but the hook policy), with
 /// their `INFORMANT_*` variables and defaults; [`Args::options`] makes the manager's options.
 //
@@ -209,6 +213,10 @@ pub struct Args {
     /// How long a burst of config file changes is folded into one reload.
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration, env = "INFORMANT_DEBOUNCE", help_heading = "Timing")]
     pub debounce: Duration,
+
+    /// The webhook endpoint (`--webhook-*`).
+    #[command(flatten)]
+    pub webhook: WebhookArgs,
 }
 
 fn duration(input: &str) -> Result<Duration, String> {
@@ -264,6 +272,11 @@ impl Args {
             .ok()
             .flatten();
         let secure_metrics = self.secure_metrics(&mut problems);
+        let config_namespace = match &self.cache_config {
+            Some(reference) => reference.split_once('/').map(|(namespace, _)| namespace),
+            None => None,
+        };
+        let webhook = self.webhook.options(config_namespace, &mut problems);
         // One identity per process: its shard Lease and its leader election say the same.
         let identity = self
             .shard_identity
@@ -311,6 +324,7 @@ impl Args {
             debounce: self.debounce,
             permissions_recheck: super::PERMISSIONS_RECHECK_INTERVAL,
             shard,
+            webhook,
         })
     }
 

@@ -30,10 +30,11 @@ mod run;
 mod shard;
 mod state;
 mod status;
+mod webhook;
 
 pub use access::PERMISSIONS_RECHECK_INTERVAL;
 #[cfg(feature = "cli")]
-pub use args::{Args, ArgsError, ClientError};
+pub use args::{Args, ArgsError, ClientError, WebhookArgs};
 pub use http::{
     BindAddressError, BindError, Check, HttpServer, METRICS_CONTENT_TYPE, Probes, SecureMetrics,
     parse_bind_address,
@@ -59,3 +60,4 @@ pub use status::{
     ControllerReadiness, DEFAULT_FIELD_MANAGER, REASON_PERMISSION_MISSING, REASON_WAITING_FOR_KIND,
     Readiness, StatusError, StatusInput, StatusWriter, Validity, desired_status,
 };
+pub use webhook::{DEFAULT_WEBHOOK_SERVICE_PORT, WebhookOptions};

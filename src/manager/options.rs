@@ -81,6 +81,9 @@ pub struct Options {
     /// How this manager joins the shard ring its config names (`spec.sharding`); unused
     /// without one, but for the reconcile log.
     pub shard: ShardOptions,
+    /// The manager's webhook endpoint, which serves the `Controller`s' admission hooks on
+    /// every replica; `None`: no endpoint (a `Controller` with `spec.admission` is kept back).
+    pub webhook: Option<super::WebhookOptions>,
 }
 
 impl Options {
@@ -126,6 +129,7 @@ impl Options {
             debounce: config::watch::DEFAULT_DEBOUNCE,
             permissions_recheck: super::access::PERMISSIONS_RECHECK_INTERVAL,
             shard: ShardOptions::default(),
+            webhook: None,
         }
     }
 }
@@ -149,6 +153,9 @@ pub enum Error {
     /// The certificate of secure metrics cannot be read, loaded, generated or watched.
     #[error("cannot serve metrics securely")]
     MetricsCertificate(#[from] crate::serving::Error),
+    /// The webhook endpoint's settings are invalid, or its certificate cannot be read.
+    #[error("cannot serve webhooks")]
+    Webhook(#[source] crate::serving::Error),
     /// Leader election could not start, or this leader lost its Lease.
     #[error(transparent)]
     LeaderElection(#[from] LeaderError),

@@ -29,15 +29,24 @@ use super::group::{RunnableGroup, stop_in_order};
 use super::http::{BindError, HttpServer, Probes, SecureMetrics, start_webhooks};
 use super::leader::LeaderElector;
 use super::metrics::{self, ManagerMetrics, MetricsRegistry};
-use super::options::{BoxError, ConfigSource, Error, FIELD_MANAGER, Options};
+use super::options::{BoxError, ConfigSource, Error, Options};
 use super::probes::ManagerProbes;
 use super::reload::{Reload, ReloadLoop};
 use super::shard::{ShardGate, ShardRuntime};
 use super::state::State;
-use super::status::StatusWriter;
 use crate::cache::{Cache as _, CacheReloader, Context, Discovery, InformerPool, SharedCache};
 use crate::config::{self, Validated, source, watch::ReloadOutcome};
 use crate::recorder::{self, KubeSink, Pipeline, Recorder, SystemClock};
+
+mod parts;
+
+use super::http::ServingRunnable;
+use super::webhook::WebhookOptions;
+use crate::serving::WebhookRoutes;
+use parts::{
+    add_leader_elected, add_member_runnables, add_source, bind_webhook, join_ring, log_fates,
+    open_source, scope_source, start_probes, status_writer,
+};
 
 /// Where the configs come from, running.
 enum Source {
@@ -88,6 +97,11 @@ pub struct Manager {
     elector: Option<LeaderElector>,
     /// Webhook endpoints, served on every replica from the start.
     webhooks: Vec<crate::serving::WebhookEndpoint>,
+    /// The paths of the endpoint of [`Options::webhook`], which hooks add and remove, and
+    /// the address it bound.
+    webhook_routes: Option<(WebhookRoutes, SocketAddr)>,
+    /// Runnables of every replica, started with the webhook endpoints.
+    serving: Vec<(String, ServingRunnable)>,
     /// The membership of the ring the first config names (`spec.sharding`).
     shard: Option<ShardRuntime>,
     gate: ShardGate,
@@ -201,7 +215,7 @@ impl Manager {
             BindError::Io(e) => Error::Http(e),
             BindError::Certificate(e) => Error::MetricsCertificate(e),
         })?;
-        let (reloads, _) = broadcast::channel(64);
+        let (webhooks, webhook_routes) = bind_webhook(&client, options.webhook.as_ref()).await?;
         Ok(Self {
             client,
             options,
@@ -217,11 +231,13 @@ impl Manager {
             registry,
             shared: http::Extensions::new(),
             server,
-            reloads,
+            reloads: broadcast::channel(64).0,
             runnables: Vec::new(),
             member_runnables: Vec::new(),
             elector,
-            webhooks: Vec::new(),
+            webhooks,
+            webhook_routes,
+            serving: Vec::new(),
             shard,
             gate,
             root,
@@ -354,6 +370,42 @@ impl Manager {
         self.webhooks.push(endpoint);
     }
 
+    /// The paths of the manager's own webhook endpoint ([`Options::webhook`]), served on every
+    /// replica: the hooks a reload declares are added to it and removed from it.
+    #[must_use]
+    pub fn webhook_routes(&self) -> Option<WebhookRoutes> {
+        self.webhook_routes
+            .as_ref()
+            .map(|(routes, _)| routes.clone())
+    }
+
+    /// The address the webhook endpoint of [`Options::webhook`] bound (its port when it was
+    /// given port 0).
+    #[must_use]
+    pub fn webhook_addr(&self) -> Option<SocketAddr> {
+        self.webhook_routes.as_ref().map(|(_, addr)| *addr)
+    }
+
+    /// The manager's own webhook endpoint's options ([`Options::webhook`]).
+    #[must_use]
+    pub fn webhook_options(&self) -> Option<&WebhookOptions> {
+        self.options.webhook.as_ref()
+    }
+
+    /// Adds a runnable that runs on every replica, leader or not, from the start (with the
+    /// webhook endpoints: what they serve must be there before the caches sync), told whether
+    /// this replica leads: what serves webhooks, and what the leader alone writes for them.
+    pub fn add_serving<F, Fut>(&mut self, name: &str, run: F)
+    where
+        F: FnOnce(watch::Receiver<bool>, CancellationToken) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
+    {
+        self.serving.push((
+            name.to_string(),
+            Box::new(move |leads, token| Box::pin(run(leads, token))),
+        ));
+    }
+
     /// Adds a runnable that runs only on the leader: started once this replica leads and the
     /// caches synced, stopped first.
     pub(crate) fn add_leader_runnable<F, Fut>(&mut self, name: &str, run: F)
@@ -402,6 +454,8 @@ impl Manager {
             member_runnables,
             elector,
             webhooks,
+            webhook_routes: _,
+            serving,
             shard,
             gate: _,
             root,
@@ -416,7 +470,7 @@ impl Manager {
 
         // 1. Probes, webhooks, and the recorder.
         let (recorder, fates) = start_probes(&probes, &recording, &failures, server, pipeline);
-        start_webhooks(&probes, &failures, webhooks, elector.as_ref());
+        start_webhooks(&probes, &failures, webhooks, serving, elector.as_ref());
 
         // 2. The shard ring's membership, until this member knows its share; then caches,
         //    until the eager informers synced.
@@ -504,186 +558,4 @@ pub fn file_watcher(
 ) -> Result<config::watch::Watcher, Error> {
     let watch_options = config::watch::Options::default().debounce(options.debounce);
     Ok(config::watch::Watcher::new(path, watch_options)?.0)
-}
-
-/// The config source's watcher, its configs and outcomes, and (for a resource) what it
-/// observed of the resource.
-async fn open_source(
-    client: &Client,
-    options: &Options,
-    watcher: Option<config::watch::Watcher>,
-) -> Result<Opened, Error> {
-    Ok(match (&options.source, watcher) {
-        (ConfigSource::File(_), Some(watcher)) => {
-            let configs = watcher.configs();
-            let outcomes = watcher.subscribe();
-            (Source::File(Box::new(watcher)), configs, outcomes, None)
-        }
-        (ConfigSource::File(path), None) => {
-            let watcher = file_watcher(path, options)?;
-            let configs = watcher.configs();
-            let outcomes = watcher.subscribe();
-            (Source::File(Box::new(watcher)), configs, outcomes, None)
-        }
-        (ConfigSource::Resource { namespace, name }, _) => {
-            let (watcher, configs) =
-                source::ResourceWatcher::new(client.clone(), namespace, name).await?;
-            let outcomes = watcher.subscribe();
-            let observed = watcher.observed();
-            (
-                Source::Resource(Box::new(watcher)),
-                configs,
-                outcomes,
-                Some(observed),
-            )
-        }
-    })
-}
-
-/// What [`open_source`] opens.
-type Opened = (
-    Source,
-    watch::Receiver<Arc<Validated>>,
-    broadcast::Receiver<ReloadOutcome>,
-    Option<watch::Receiver<Option<source::Observed>>>,
-);
-
-/// Each namespace selector of the published tree with how many namespaces it matches, for
-/// `informant_scope_namespaces`.
-fn scope_source(state: Arc<State>) -> metrics::ScopeSource {
-    Arc::new(move || {
-        state
-            .plan()
-            .map(|plan| plan.namespace_selections())
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|(selector, matched)| Some((selector, matched?.len())))
-            .collect()
-    })
-}
-
-/// The last line of a run: where every recorded event ended.
-fn log_fates(fates: &recorder::FateCounter) {
-    tracing::info!(
-        events = fates.total(),
-        created = fates.get(recorder::Fate::Created),
-        patched = fates.get(recorder::Fate::Patched),
-        dropped_shutdown = fates.get(recorder::Fate::DroppedShutdown),
-        "manager stopped"
-    );
-}
-
-/// The status writer of a resource source; a file has no status to write.
-fn status_writer(source: &ConfigSource, client: &Client) -> Option<StatusWriter> {
-    match source {
-        ConfigSource::Resource { namespace, name } => Some(StatusWriter::new(
-            client.clone(),
-            namespace,
-            name,
-            FIELD_MANAGER,
-        )),
-        ConfigSource::File(_) => None,
-    }
-}
-
-/// Runs the config source's watcher in the reload group.
-fn add_source(group: &RunnableGroup, failures: &mpsc::UnboundedSender<Error>, source: Source) {
-    let token = group.token().clone();
-    match source {
-        Source::File(watcher) => group.add("config-file", failures, async move {
-            watcher.run(token).await.map_err(Error::from)
-        }),
-        Source::Resource(watcher) => group.add("config-resource", failures, async move {
-            watcher.run(token).await.map_err(Error::from)
-        }),
-    }
-}
-
-/// Starts the HTTP listeners in `probes` and the recorder's pipeline in `recording`; the
-/// recorder and its fate counts.
-fn start_probes(
-    probes: &RunnableGroup,
-    recording: &RunnableGroup,
-    failures: &mpsc::UnboundedSender<Error>,
-    server: HttpServer,
-    pipeline: Pipeline<KubeSink>,
-) -> (Recorder, recorder::FateCounter) {
-    let token = probes.token().clone();
-    probes.add("http", failures, async move {
-        server.run(token).await.map_err(Error::Http)
-    });
-    let recorder = pipeline.recorder();
-    let fates = pipeline.fates();
-    let token = recording.token().clone();
-    recording.add_quiet(async move {
-        let _ = pipeline.run(token).await;
-    });
-    (recorder, fates)
-}
-
-/// Starts the member of a shard ring in `group` (after asking the server whether it selects
-/// a uid share itself) and waits until it knows its share: the first config's tree is planned
-/// for it.
-async fn join_ring(
-    shard: ShardRuntime,
-    group: &RunnableGroup,
-    failures: &mpsc::UnboundedSender<Error>,
-    client: &Client,
-    options: &Options,
-    shutdown: &CancellationToken,
-) {
-    shard.probe(client, &options.shard.lease_namespace).await;
-    let mut known = shard.share();
-    let token = group.token().clone();
-    group.add("shard-member", failures, async move {
-        shard.run(token).await.map_err(Error::from)
-    });
-    if options.leader_election.is_none() {
-        tracing::warn!(
-            "sharded without leader election: every member writes the status and records the config's Events"
-        );
-    }
-    tokio::select! {
-        _ = known.wait_for(Option::is_some) => {}
-        () = shutdown.cancelled() => {}
-    }
-}
-
-/// Starts each controller of a sharded manager on every member.
-fn add_member_runnables(
-    group: &RunnableGroup,
-    failures: &mpsc::UnboundedSender<Error>,
-    runnables: Vec<(String, LeaderRunnable)>,
-) {
-    for (name, run) in runnables {
-        let token = group.token().child_token();
-        let failures = failures.clone();
-        group.add_quiet(async move {
-            if let Err(source) = run(token).await {
-                let _ = failures.send(Error::Runnable { name, source });
-            }
-        });
-    }
-}
-
-/// Starts leader election (when configured) and the task that runs `work` once leading.
-fn add_leader_elected(
-    group: &RunnableGroup,
-    failures: &mpsc::UnboundedSender<Error>,
-    elector: Option<LeaderElector>,
-    mut work: LeaderWork,
-) {
-    if let Some(elector) = elector {
-        work.is_leader = elector.is_leader();
-        let token = group.token().clone();
-        group.add("leader-election", failures, async move {
-            elector.run(token).await.map_err(Error::from)
-        });
-    }
-    let (tracker, token, failures) = (
-        group.tracker().clone(),
-        group.token().clone(),
-        failures.clone(),
-    );
-    group.add_quiet(async move { work.run(&tracker, &failures, token).await });
 }

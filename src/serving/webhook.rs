@@ -2,13 +2,17 @@
 //! register their paths on, served by a [`WebhookServer`] with the managed or mounted
 //! certificate ([`WebhookCertificates`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use axum::Router;
+use axum::body::Bytes;
+use axum::http::{Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get};
+use futures::future::BoxFuture;
 use kube::Client;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -170,10 +174,107 @@ impl WebhookRouter {
         Ok(self)
     }
 
+    /// Also serves the paths of `routes`, as they change (a registered path takes precedence).
+    #[must_use]
+    pub fn with_routes(mut self, routes: WebhookRoutes) -> Self {
+        self.router = self
+            .router
+            .fallback(move |method: Method, uri: Uri, body: Bytes| {
+                routes.clone().answer(method, uri, body)
+            });
+        self
+    }
+
     /// The registered paths, [`HEALTH_PATH`] among them.
     #[must_use]
     pub fn paths(&self) -> Vec<&str> {
         self.paths.iter().map(String::as_str).collect()
+    }
+}
+
+/// A handler of [`WebhookRoutes`]: the body of a `POST` in, the response out.
+pub type RouteHandler = Arc<dyn Fn(Bytes) -> BoxFuture<'static, Response> + Send + Sync>;
+
+/// Paths served while the server runs, added, replaced and removed at any time: the admission
+/// and conversion hooks a reload declares ([`WebhookRouter::with_routes`]). Each answers
+/// `POST` only (405 otherwise); a path not (or no longer) served is a 404, which the API
+/// server treats as a failed call, so the hook's `failurePolicy` decides.
+#[derive(Clone, Default)]
+pub struct WebhookRoutes {
+    handlers: Arc<RwLock<BTreeMap<String, RouteHandler>>>,
+}
+
+impl std::fmt::Debug for WebhookRoutes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookRoutes")
+            .field("paths", &self.paths())
+            .finish()
+    }
+}
+
+impl WebhookRoutes {
+    /// No path served.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Serves `handler` at `path` from now on, in place of what served it before.
+    ///
+    /// # Errors
+    ///
+    /// [`RouteError::NotAbsolute`] for a path without a leading `/`,
+    /// [`RouteError::Duplicate`] for [`HEALTH_PATH`].
+    pub fn set(&self, path: &str, handler: RouteHandler) -> std::result::Result<(), RouteError> {
+        if !path.starts_with('/') {
+            return Err(RouteError::NotAbsolute(path.to_owned()));
+        }
+        if path == HEALTH_PATH {
+            return Err(RouteError::Duplicate(path.to_owned()));
+        }
+        self.write().insert(path.to_owned(), handler);
+        Ok(())
+    }
+
+    /// Stops serving `path`; whether it was served.
+    #[allow(
+        clippy::must_use_candidate,
+        reason = "removing is the point; the answer is for a caller that cares"
+    )]
+    pub fn remove(&self, path: &str) -> bool {
+        self.write().remove(path).is_some()
+    }
+
+    /// The paths served now.
+    #[must_use]
+    pub fn paths(&self) -> Vec<String> {
+        self.read().keys().cloned().collect()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, RouteHandler>> {
+        // A handler never panics while the lock is held (it is cloned out first), so a
+        // poisoned lock still holds a whole map.
+        self.handlers
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, RouteHandler>> {
+        self.handlers
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Answers a request the static routes did not take.
+    async fn answer(self, method: Method, uri: Uri, body: Bytes) -> Response {
+        let handler = self.read().get(uri.path()).cloned();
+        match handler {
+            None => (StatusCode::NOT_FOUND, "no webhook is served at this path").into_response(),
+            Some(_) if method != Method::POST => {
+                (StatusCode::METHOD_NOT_ALLOWED, "webhooks take POST").into_response()
+            }
+            Some(handler) => handler(body).await,
+        }
     }
 }
 
@@ -255,5 +356,48 @@ mod tests {
         assert_eq!(relative, RouteError::NotAbsolute("convert".to_owned()));
         assert!(!WebhookCertificates::mounted("/certs").injects_ca_bundle());
         assert!(WebhookCertificates::Managed(Settings::new("s", "n")).injects_ca_bundle());
+    }
+
+    #[tokio::test]
+    async fn routes_are_served_as_they_change_and_take_post_only() {
+        use tower::ServiceExt as _;
+        let paths = WebhookRoutes::new();
+        let app = WebhookRouter::new().with_routes(paths.clone()).router;
+        let call = |method: &str, path: &str| {
+            let request = axum::http::Request::builder()
+                .method(method)
+                .uri(path)
+                .body(axum::body::Body::from("in"))
+                .unwrap();
+            let app = app.clone();
+            async move { app.oneshot(request).await.unwrap().status() }
+        };
+        assert_eq!(call("POST", "/admit/a").await, StatusCode::NOT_FOUND);
+        let echo: RouteHandler = Arc::new(|body: Bytes| {
+            Box::pin(async move {
+                assert_eq!(&body[..], b"in");
+                StatusCode::ACCEPTED.into_response()
+            })
+        });
+        paths.set("/admit/a", echo).unwrap();
+        assert_eq!(call("POST", "/admit/a").await, StatusCode::ACCEPTED);
+        assert_eq!(
+            call("GET", "/admit/a").await,
+            StatusCode::METHOD_NOT_ALLOWED
+        );
+        assert_eq!(call("GET", HEALTH_PATH).await, StatusCode::OK);
+        assert!(paths.remove("/admit/a"));
+        assert_eq!(call("POST", "/admit/a").await, StatusCode::NOT_FOUND);
+        assert_eq!(paths.paths(), Vec::<String>::new());
+        let nothing: RouteHandler =
+            Arc::new(|_| Box::pin(async { StatusCode::OK.into_response() }));
+        assert_eq!(
+            paths.set(HEALTH_PATH, Arc::clone(&nothing)),
+            Err(RouteError::Duplicate(HEALTH_PATH.to_owned()))
+        );
+        assert_eq!(
+            paths.set("admit", nothing),
+            Err(RouteError::NotAbsolute("admit".to_owned()))
+        );
     }
 }

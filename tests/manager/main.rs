@@ -15,6 +15,7 @@ mod controller_finalizer;
 mod controller_kinds;
 mod controller_runtime;
 mod example_configmap_secret;
+mod hooks_admission;
 mod hooks_exec;
 mod hooks_finalize;
 mod hooks_manager;

@@ -27,8 +27,8 @@ pub(super) const WAITING_MESSAGE: &str = "not started until its kinds are served
 /// sharded by uid: the fix is the key `namespace`.
 pub const REASON_NEEDS_SHARD_KEY_NAMESPACE: &str = "NeedsShardKeyNamespace";
 
-/// The `Ready` reason of a controller with admission hooks (`spec.admission`) that this
-/// manager does not serve.
+/// The `Ready` reason of a controller with admission hooks (`spec.admission`) on a manager
+/// without a webhook endpoint (`--webhook-service`).
 pub const REASON_ADMISSION_NOT_SERVED: &str = "AdmissionNotServed";
 
 /// Why a valid controller does not run: its `Ready` reason and message.
@@ -121,13 +121,13 @@ impl Supervisor {
                 message: format!("not started: the manager's hook policy refuses it: {rules}"),
             });
         }
-        if !settings.admission.is_empty() {
-            // The decision (`hooks::admission`) is built; the manager's HTTPS webhook endpoint
-            // and the webhook configurations it would register are not wired yet, and an
-            // admission hook nothing calls must not look active.
+        if !settings.admission.is_empty() && !self.admission_served {
+            // An admission hook nothing calls must not look active.
             return Some(Kept {
                 reason: REASON_ADMISSION_NOT_SERVED,
-                message: "not started: spec.admission needs the manager's webhook endpoint,                           which this manager does not serve yet; remove spec.admission to run                           the controller"
+                message: "not started: spec.admission needs the manager's webhook endpoint, \
+                          which this manager does not serve (run it with --webhook-service, \
+                          docs/webhooks.md), or remove spec.admission"
                     .to_owned(),
             });
         }

@@ -43,7 +43,7 @@ mod webhooks;
 pub use address::{BindAddressError, parse_bind_address};
 pub use checks::{Check, Probes};
 use checks::{healthz, healthz_one, readyz, readyz_one};
-pub(super) use webhooks::start_webhooks;
+pub(super) use webhooks::{ServingRunnable, start_webhooks};
 
 use std::fmt;
 use std::future::IntoFuture;

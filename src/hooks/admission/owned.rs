@@ -1,0 +1,408 @@
+//! The webhook configurations the leader owns: one `ValidatingWebhookConfiguration` and one
+//! `MutatingWebhookConfiguration`, named by [`WebhookOptions::configuration`], holding one
+//! webhook per admission hook served ([`ServedHook`]), created, kept as declared (an edit by
+//! hand is put back at the next pass) and deleted when no hook of their type is declared.
+//!
+//! Each webhook is named `<hook>.<controller>.<namespace>.admission.informant.dev`, names the
+//! manager's Service with the hook's path, and has the hook's operations on its `for` kind
+//! (the resource found by discovery), failure policy, timeout, selectors and conditions. A
+//! hook without a `namespaceSelector` gets the `CacheConfig`'s scope: its namespaces by
+//! `kubernetes.io/metadata.name`, or its `defaultNamespaceSelector`. The `caBundle` is the
+//! managed certificates' bundle, or (mounted, cert-manager's) what cainjector wrote, kept.
+//!
+//! ## RBAC
+//!
+//! `get`, `create`, `update` and `delete` on the named `validatingwebhookconfigurations`
+//! and `mutatingwebhookconfigurations` (`admissionregistration.k8s.io`), and `get` on the
+//! managed certificates' Secret.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Debug;
+
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::core::GroupVersionKind;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::served::ServedHook;
+use crate::cache::{NamespaceKey, Options as CacheOptions};
+use crate::hooks::resource::{AdmissionType, FailurePolicy};
+use crate::manager::WebhookOptions;
+use crate::selector::Operator;
+use crate::serving::WebhookCertificates;
+use crate::serving::managed::ManagedCertificates;
+
+/// The label on the configurations the manager owns.
+const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "informant");
+/// cert-manager's cainjector annotation (`cert-manager.io/inject-ca-from`).
+const INJECT_CA_FROM: &str = "cert-manager.io/inject-ca-from";
+/// The label kube-apiserver puts on every namespace, naming it (Kubernetes 1.22+).
+const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// What a pass over the owned configurations did, for a test or a log line.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OwnedPass {
+    /// Configurations created, updated or deleted (`Validating/<name>`, ...).
+    pub written: Vec<String>,
+    /// Hooks left out this pass, with why (their kind is not served yet).
+    pub left_out: Vec<String>,
+}
+
+/// The leader's writer of the webhook configurations it owns.
+pub struct OwnedConfigurations {
+    client: kube::Client,
+    options: WebhookOptions,
+    resources: HashMap<GroupVersionKind, String>,
+}
+
+impl Debug for OwnedConfigurations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnedConfigurations")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OwnedConfigurations {
+    /// The configurations of `options`, written through `client`.
+    #[must_use]
+    pub fn new(client: kube::Client, options: WebhookOptions) -> Self {
+        Self {
+            client,
+            options,
+            resources: HashMap::new(),
+        }
+    }
+
+    /// Makes the owned configurations hold exactly the webhooks of `served`, with `scope`
+    /// (the running `CacheConfig`'s cache) as the default namespace selector.
+    ///
+    /// # Errors
+    /// The API server's refusal of a read or a write, said with what was being done.
+    pub async fn keep<'a>(
+        &mut self,
+        served: impl IntoIterator<Item = &'a ServedHook>,
+        scope: &CacheOptions,
+    ) -> Result<OwnedPass, String> {
+        let mut kept = OwnedPass::default();
+        let bundle = self.bundle().await?;
+        let default_namespaces = namespace_selector_of(scope);
+        let mut validating = Vec::new();
+        let mut mutating = Vec::new();
+        for hook in served {
+            let Some(resource) = self.resource(&hook.for_kind).await else {
+                kept.left_out.push(format!(
+                    "{}/{}/{}: kind {} is not served",
+                    hook.controller.namespace,
+                    hook.controller.name,
+                    hook.hook.name,
+                    hook.for_kind.kind
+                ));
+                continue;
+            };
+            let webhook = webhook(hook, &resource, &self.options, default_namespaces.as_ref());
+            match hook.hook.type_ {
+                AdmissionType::Validating => validating.push(webhook),
+                AdmissionType::Mutating => mutating.push(webhook),
+            }
+        }
+        let validating_api: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
+        let mutating_api: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
+        let name = self.options.configuration.clone();
+        if let Some(done) = keep_one(
+            &validating_api,
+            &name,
+            validating,
+            bundle.as_ref(),
+            self.annotation(),
+        )
+        .await?
+        {
+            kept.written
+                .push(format!("ValidatingWebhookConfiguration/{name} {done}"));
+        }
+        if let Some(done) = keep_one(
+            &mutating_api,
+            &name,
+            mutating,
+            bundle.as_ref(),
+            self.annotation(),
+        )
+        .await?
+        {
+            kept.written
+                .push(format!("MutatingWebhookConfiguration/{name} {done}"));
+        }
+        Ok(kept)
+    }
+
+    /// The cert-manager annotation to set, if any.
+    fn annotation(&self) -> Option<&str> {
+        match self.options.certificates {
+            WebhookCertificates::Mounted { .. } => self.options.inject_ca_from.as_deref(),
+            WebhookCertificates::Managed(_) => None,
+        }
+    }
+
+    /// The managed certificates' CA bundle (PEM), `None` while the Secret is not made yet or
+    /// with mounted certificates (then each webhook keeps the bundle it has).
+    async fn bundle(&self) -> Result<Option<String>, String> {
+        let WebhookCertificates::Managed(settings) = &self.options.certificates else {
+            return Ok(None);
+        };
+        let managed = ManagedCertificates::new(self.client.clone(), settings.clone())
+            .map_err(|e| crate::telemetry::error_chain(&e))?;
+        let current = managed
+            .current()
+            .await
+            .map_err(|e| crate::telemetry::error_chain(&e))?;
+        Ok(current.map(|c| c.bundle_pem()))
+    }
+
+    /// The resource (plural) of `gvk`, found by discovery once; `None` while it is not served.
+    async fn resource(&mut self, gvk: &GroupVersionKind) -> Option<String> {
+        if let Some(plural) = self.resources.get(gvk) {
+            return Some(plural.clone());
+        }
+        match kube::discovery::pinned_kind(&self.client, gvk).await {
+            Ok((resource, _)) => {
+                self.resources.insert(gvk.clone(), resource.plural.clone());
+                Some(resource.plural)
+            }
+            Err(e) => {
+                tracing::debug!(kind = %gvk.kind, error = %e, "the kind of an admission hook is not served");
+                None
+            }
+        }
+    }
+}
+
+/// The webhook of `hook` on `resource`, as JSON (the two configuration kinds share it; a
+/// mutating one adds its reinvocation policy). Every field kube-apiserver defaults is set,
+/// so that what is read back compares equal to what was written.
+fn webhook(
+    hook: &ServedHook,
+    resource: &str,
+    options: &WebhookOptions,
+    default_namespaces: Option<&LabelSelector>,
+) -> Value {
+    let spec = &hook.hook;
+    let gvk = &hook.for_kind;
+    let mut service = options.service.clone();
+    service.path = Some(hook.path.clone());
+    let namespace_selector = spec
+        .namespace_selector
+        .clone()
+        .or_else(|| default_namespaces.cloned())
+        .unwrap_or_default();
+    let mut webhook = json!({
+        "name": format!(
+            "{}.{}.{}.admission.informant.dev",
+            spec.name, hook.controller.name, hook.controller.namespace
+        ),
+        "clientConfig": {"service": service},
+        "rules": [{
+            "apiGroups": [gvk.group],
+            "apiVersions": [gvk.version],
+            "resources": [resource],
+            "operations": spec.operations,
+            "scope": "*",
+        }],
+        "failurePolicy": match spec.failure_policy {
+            FailurePolicy::Fail => "Fail",
+            FailurePolicy::Ignore => "Ignore",
+        },
+        "matchPolicy": "Equivalent",
+        "namespaceSelector": namespace_selector,
+        "objectSelector": spec.object_selector.clone().unwrap_or_default(),
+        "sideEffects": "None",
+        "timeoutSeconds": spec.timeout.as_secs(),
+        "admissionReviewVersions": ["v1"],
+    });
+    if !spec.match_conditions.is_empty() {
+        webhook["matchConditions"] = spec
+            .match_conditions
+            .iter()
+            .map(|(name, expression)| json!({"name": name, "expression": expression}))
+            .collect();
+    }
+    if spec.type_ == AdmissionType::Mutating {
+        webhook["reinvocationPolicy"] = json!("Never");
+    }
+    webhook
+}
+
+/// The namespace selector of the cache's scope: its named namespaces, or its
+/// `defaultNamespaceSelector`; `None` for every namespace (or a selector a `LabelSelector`
+/// cannot say, `>` and `<`, said in the log).
+fn namespace_selector_of(scope: &CacheOptions) -> Option<LabelSelector> {
+    if let Some(selector) = &scope.default_namespace_selector {
+        let mut expressions = Vec::new();
+        for requirement in selector.requirements() {
+            let (operator, values) = match requirement.operator() {
+                Operator::In | Operator::Equals | Operator::DoubleEquals => {
+                    ("In", Some(requirement.values().to_vec()))
+                }
+                Operator::NotIn | Operator::NotEquals => {
+                    ("NotIn", Some(requirement.values().to_vec()))
+                }
+                Operator::Exists => ("Exists", None),
+                Operator::DoesNotExist => ("DoesNotExist", None),
+                Operator::GreaterThan | Operator::LessThan => {
+                    tracing::warn!(requirement = %requirement.key(), "the CacheConfig's defaultNamespaceSelector uses > or <, which a webhook's namespaceSelector cannot say: admission hooks without their own namespaceSelector are called in every namespace");
+                    return None;
+                }
+            };
+            expressions.push(LabelSelectorRequirement {
+                key: requirement.key().to_owned(),
+                operator: operator.to_owned(),
+                values,
+            });
+        }
+        return Some(LabelSelector {
+            match_expressions: Some(expressions),
+            match_labels: None,
+        });
+    }
+    let names: Vec<String> = scope
+        .default_namespaces
+        .keys()
+        .map(|key| match key {
+            NamespaceKey::Named(name) => Some(name.clone()),
+            NamespaceKey::AllOthers => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    if names.is_empty() {
+        return None;
+    }
+    Some(LabelSelector {
+        match_expressions: Some(vec![LabelSelectorRequirement {
+            key: NAMESPACE_NAME_LABEL.to_owned(),
+            operator: "In".to_owned(),
+            values: Some(names),
+        }]),
+        match_labels: None,
+    })
+}
+
+/// Keeps one configuration holding `webhooks`: created, replaced when it differs, deleted when
+/// there are none. What was done, or `None`.
+async fn keep_one<K>(
+    api: &Api<K>,
+    name: &str,
+    mut webhooks: Vec<Value>,
+    bundle: Option<&String>,
+    inject_ca_from: Option<&str>,
+) -> Result<Option<&'static str>, String>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned,
+{
+    let kind = K::kind(&());
+    let failed = |verb: &str, e: kube::Error| format!("cannot {verb} {kind} {name}: {e}");
+    let live = api.get_opt(name).await.map_err(|e| failed("read", e))?;
+    let live_value = live
+        .as_ref()
+        .and_then(|l| serde_json::to_value(l).ok())
+        .unwrap_or(Value::Null);
+    if webhooks.is_empty() {
+        let Some(live) = live else { return Ok(None) };
+        if !owned(&live_value) {
+            return Ok(None);
+        }
+        let _ = live;
+        api.delete(name, &DeleteParams::default())
+            .await
+            .map_err(|e| failed("delete", e))?;
+        return Ok(Some("deleted"));
+    }
+    // The bundle: the managed one, else what each webhook (or any) already has.
+    let bundles: BTreeMap<String, Value> = live_value["webhooks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|w| {
+            Some((
+                w["name"].as_str()?.to_owned(),
+                w["clientConfig"]["caBundle"].clone(),
+            ))
+        })
+        .filter(|(_, b)| b.is_string())
+        .collect();
+    let any = bundles.values().next().cloned();
+    for webhook in &mut webhooks {
+        let ca = match bundle {
+            Some(pem) => Some(json!(base64_encode(pem.as_bytes()))),
+            None => webhook["name"]
+                .as_str()
+                .and_then(|n| bundles.get(n).cloned())
+                .or_else(|| any.clone()),
+        };
+        if let Some(ca) = ca {
+            webhook["clientConfig"]["caBundle"] = ca;
+        }
+    }
+    let mut labels = live_value["metadata"]["labels"].clone();
+    if !labels.is_object() {
+        labels = json!({});
+    }
+    labels[MANAGED_BY.0] = json!(MANAGED_BY.1);
+    let mut annotations = live_value["metadata"]["annotations"].clone();
+    if !annotations.is_object() {
+        annotations = json!({});
+    }
+    if let (Some(from), Some(map)) = (inject_ca_from, annotations.as_object_mut()) {
+        map.insert(INJECT_CA_FROM.to_owned(), json!(from));
+    }
+    let mut desired = json!({
+        "apiVersion": K::api_version(&()),
+        "kind": kind,
+        "metadata": {"name": name, "labels": labels, "annotations": annotations},
+        "webhooks": webhooks,
+    });
+    // Through the typed object, as what is read back is.
+    let typed: K = serde_json::from_value(desired.clone())
+        .map_err(|e| format!("cannot build {kind} {name}: {e}"))?;
+    desired =
+        serde_json::to_value(&typed).map_err(|e| format!("cannot build {kind} {name}: {e}"))?;
+    match live {
+        None => {
+            api.create(&PostParams::default(), &typed)
+                .await
+                .map_err(|e| failed("create", e))?;
+            Ok(Some("created"))
+        }
+        Some(live) => {
+            let same = desired["webhooks"] == live_value["webhooks"]
+                && desired["metadata"]["labels"] == live_value["metadata"]["labels"]
+                && desired["metadata"]["annotations"] == live_value["metadata"]["annotations"];
+            if same {
+                return Ok(None);
+            }
+            let mut replacement = typed;
+            *replacement.meta_mut() = live.meta().clone();
+            let meta = replacement.meta_mut();
+            meta.labels = serde_json::from_value(desired["metadata"]["labels"].clone()).ok();
+            meta.annotations =
+                serde_json::from_value(desired["metadata"]["annotations"].clone()).ok();
+            api.replace(name, &PostParams::default(), &replacement)
+                .await
+                .map_err(|e| failed("update", e))?;
+            Ok(Some("updated"))
+        }
+    }
+}
+
+/// Whether a configuration carries the manager's label (one it did not make is not deleted).
+fn owned(live: &Value) -> bool {
+    live["metadata"]["labels"][MANAGED_BY.0] == MANAGED_BY.1
+}
+
+fn base64_encode(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}

@@ -1,0 +1,287 @@
+//! The `--webhook-*` flags of `informant run`: the manager's own webhook endpoint.
+
+use std::path::PathBuf;
+
+use k8s_openapi::api::admissionregistration::v1::ServiceReference;
+
+use super::super::webhook::{DEFAULT_WEBHOOK_SERVICE_PORT, WebhookOptions};
+use crate::serving::managed::Settings;
+use crate::serving::{InjectTargets, WebhookCertificates};
+
+/// The flags of the webhook endpoint, which serves the admission hooks of the `Controller`s.
+//
+// Reason: these doc comments are the `--help` text, where Markdown backticks would show as-is.
+#[allow(clippy::doc_markdown)]
+#[derive(clap::Args, Debug, Clone, Default)]
+#[group(id = "informant-webhook-args")]
+pub struct WebhookArgs {
+    /// Serve the admission hooks of Controllers (spec.admission) over HTTPS behind this
+    /// Service, on every replica; the leader creates and keeps the webhook configurations
+    /// that name it. Absent: no webhook endpoint, and a Controller with spec.admission is kept
+    /// back (AdmissionNotServed).
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "INFORMANT_WEBHOOK_SERVICE",
+        help_heading = "Webhooks"
+    )]
+    pub webhook_service: Option<String>,
+
+    /// The Service's namespace (default: the pod's namespace, else the CacheConfig's, else
+    /// "default").
+    #[arg(
+        long,
+        value_name = "NAMESPACE",
+        env = "INFORMANT_WEBHOOK_SERVICE_NAMESPACE",
+        help_heading = "Webhooks"
+    )]
+    pub webhook_service_namespace: Option<String>,
+
+    /// The Service port the webhook configurations name.
+    #[arg(long, value_name = "PORT", default_value_t = DEFAULT_WEBHOOK_SERVICE_PORT, env = "INFORMANT_WEBHOOK_SERVICE_PORT", help_heading = "Webhooks")]
+    pub webhook_service_port: i32,
+
+    /// Address the webhook server listens on (":9443" is every interface).
+    // controller-runtime pkg/webhook/server.go DefaultPort.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = ":9443",
+        env = "INFORMANT_WEBHOOK_ADDR",
+        help_heading = "Webhooks"
+    )]
+    pub webhook_addr: String,
+
+    /// Serve the certificate mounted in this directory (cert-manager's Secret), re-read when
+    /// it changes. Absent: the leader makes a CA and a serving certificate in
+    /// --webhook-cert-secret, rotates them, and writes the CA bundle into the webhook
+    /// configurations it owns.
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "INFORMANT_WEBHOOK_CERT_DIR",
+        help_heading = "Webhooks"
+    )]
+    pub webhook_cert_dir: Option<PathBuf>,
+
+    /// The certificate's file name in --webhook-cert-dir.
+    #[arg(long, value_name = "FILE", default_value = crate::serving::DEFAULT_CERT_NAME, env = "INFORMANT_WEBHOOK_CERT_NAME", help_heading = "Webhooks")]
+    pub webhook_cert_name: String,
+
+    /// The key's file name in --webhook-cert-dir.
+    #[arg(long, value_name = "FILE", default_value = crate::serving::DEFAULT_KEY_NAME, env = "INFORMANT_WEBHOOK_CERT_KEY", help_heading = "Webhooks")]
+    pub webhook_cert_key: String,
+
+    /// The Secret of the managed certificates, in the Service's namespace (default:
+    /// <service>-cert).
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "INFORMANT_WEBHOOK_CERT_SECRET",
+        help_heading = "Webhooks"
+    )]
+    pub webhook_cert_secret: Option<String>,
+
+    /// The name of the ValidatingWebhookConfiguration and of the
+    /// MutatingWebhookConfiguration the leader owns (default: the Service's name).
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "INFORMANT_WEBHOOK_CONFIGURATION",
+        help_heading = "Webhooks"
+    )]
+    pub webhook_configuration: Option<String>,
+
+    /// With --webhook-cert-dir: cert-manager's Certificate NAMESPACE/NAME, put in the
+    /// cert-manager.io/inject-ca-from annotation of the configurations the manager owns.
+    #[arg(
+        long,
+        value_name = "NAMESPACE/NAME",
+        env = "INFORMANT_WEBHOOK_INJECT_CA_FROM",
+        help_heading = "Webhooks"
+    )]
+    pub webhook_inject_ca_from: Option<String>,
+
+    /// With managed certificates: another object whose caBundle the leader writes, as
+    /// KIND/NAME with KIND validatingwebhookconfiguration, mutatingwebhookconfiguration or
+    /// customresourcedefinition (repeat the flag; comma-separated in the variable).
+    #[arg(
+        long,
+        value_name = "KIND/NAME",
+        env = "INFORMANT_WEBHOOK_INJECT",
+        value_delimiter = ',',
+        help_heading = "Webhooks"
+    )]
+    pub webhook_inject: Vec<String>,
+}
+
+impl WebhookArgs {
+    /// The endpoint's options, `None` without --webhook-service; each bad flag in `problems`.
+    pub(super) fn options(
+        &self,
+        fallback_namespace: Option<&str>,
+        problems: &mut Vec<String>,
+    ) -> Option<WebhookOptions> {
+        let Some(service) = &self.webhook_service else {
+            for (set, flag) in [
+                (self.webhook_cert_dir.is_some(), "--webhook-cert-dir"),
+                (self.webhook_cert_secret.is_some(), "--webhook-cert-secret"),
+                (
+                    self.webhook_configuration.is_some(),
+                    "--webhook-configuration",
+                ),
+                (
+                    self.webhook_inject_ca_from.is_some(),
+                    "--webhook-inject-ca-from",
+                ),
+                (!self.webhook_inject.is_empty(), "--webhook-inject"),
+            ] {
+                if set {
+                    problems.push(format!(
+                        "{flag} needs --webhook-service (without it there is no webhook endpoint)"
+                    ));
+                }
+            }
+            return None;
+        };
+        let before = problems.len();
+        let namespace = self
+            .webhook_service_namespace
+            .clone()
+            .or_else(super::super::pod_namespace)
+            .or_else(|| fallback_namespace.map(str::to_owned))
+            .unwrap_or_else(|| "default".to_owned());
+        for (flag, name) in [
+            ("--webhook-service", Some(service)),
+            ("--webhook-service-namespace", Some(&namespace)),
+            (
+                "--webhook-configuration",
+                self.webhook_configuration.as_ref(),
+            ),
+            ("--webhook-cert-secret", self.webhook_cert_secret.as_ref()),
+        ] {
+            if let Some(name) = name
+                && let Some(why) = not_a_name(name)
+            {
+                problems.push(format!("invalid {flag}: {name:?} {why}"));
+            }
+        }
+        if !(1..=65535).contains(&self.webhook_service_port) {
+            problems.push(format!(
+                "invalid --webhook-service-port: {} is not a port (1 to 65535)",
+                self.webhook_service_port
+            ));
+        }
+        let addr = match super::super::parse_bind_address(&self.webhook_addr) {
+            Ok(Some(addr)) => Some(addr),
+            Ok(None) => {
+                problems.push("invalid --webhook-addr: \"0\" cannot disable the webhook endpoint; leave out --webhook-service".to_owned());
+                None
+            }
+            Err(e) => {
+                problems.push(format!("invalid --webhook-addr: {e}"));
+                None
+            }
+        };
+        let certificates = self.certificates(service, &namespace, problems);
+        let inject = self.inject(problems);
+        if let Some(from) = &self.webhook_inject_ca_from {
+            match from.split_once('/') {
+                Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {}
+                _ => problems.push(format!(
+                    "invalid --webhook-inject-ca-from: {from:?} is not NAMESPACE/NAME"
+                )),
+            }
+        }
+        if problems.len() > before {
+            return None;
+        }
+        Some(WebhookOptions {
+            addr: addr?,
+            certificates,
+            service: ServiceReference {
+                namespace,
+                name: service.clone(),
+                path: None,
+                port: Some(self.webhook_service_port),
+            },
+            configuration: self
+                .webhook_configuration
+                .clone()
+                .unwrap_or_else(|| service.clone()),
+            inject_ca_from: self.webhook_inject_ca_from.clone(),
+            inject,
+        })
+    }
+
+    /// The certificate: mounted with --webhook-cert-dir, else managed.
+    fn certificates(
+        &self,
+        service: &str,
+        namespace: &str,
+        problems: &mut Vec<String>,
+    ) -> WebhookCertificates {
+        if let Some(dir) = &self.webhook_cert_dir {
+            if self.webhook_cert_secret.is_some() {
+                problems.push("--webhook-cert-secret names the managed certificates' Secret; with --webhook-cert-dir the certificate is mounted: give one of them".to_owned());
+            }
+            if !self.webhook_inject.is_empty() {
+                problems.push("--webhook-inject writes the managed CA bundle; with --webhook-cert-dir cert-manager's cainjector writes it (--webhook-inject-ca-from)".to_owned());
+            }
+            return WebhookCertificates::Mounted {
+                dir: dir.clone(),
+                cert_name: self.webhook_cert_name.clone(),
+                key_name: self.webhook_cert_key.clone(),
+            };
+        }
+        if self.webhook_inject_ca_from.is_some() {
+            problems.push("--webhook-inject-ca-from is for a mounted cert-manager certificate (--webhook-cert-dir); managed certificates are injected by the manager".to_owned());
+        }
+        let mut settings = Settings::new(service, namespace);
+        if let Some(secret) = &self.webhook_cert_secret {
+            settings.secret.clone_from(secret);
+        }
+        WebhookCertificates::Managed(settings)
+    }
+
+    /// The objects of --webhook-inject.
+    fn inject(&self, problems: &mut Vec<String>) -> InjectTargets {
+        let mut targets = InjectTargets::default();
+        for text in &self.webhook_inject {
+            let list = match text.split_once('/') {
+                Some(("validatingwebhookconfiguration", _)) => &mut targets.validating,
+                Some(("mutatingwebhookconfiguration", _)) => &mut targets.mutating,
+                Some(("customresourcedefinition", _)) => &mut targets.crds,
+                _ => {
+                    problems.push(format!(
+                        "invalid --webhook-inject: {text:?} is not KIND/NAME with KIND validatingwebhookconfiguration, mutatingwebhookconfiguration or customresourcedefinition"
+                    ));
+                    continue;
+                }
+            };
+            let name = text.split_once('/').map_or("", |(_, name)| name);
+            if let Some(why) = not_a_name(name) {
+                problems.push(format!("invalid --webhook-inject: {name:?} {why}"));
+                continue;
+            }
+            list.push(name.to_owned());
+        }
+        targets
+    }
+}
+
+/// Why `name` is not an object name (a DNS-1123 subdomain), or `None`.
+fn not_a_name(name: &str) -> Option<&'static str> {
+    let label_ok = |label: &str| {
+        !label.is_empty()
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+    };
+    if name.is_empty() || name.len() > 253 || !name.split('.').all(label_ok) {
+        return Some("is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.')");
+    }
+    None
+}

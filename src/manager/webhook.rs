@@ -1,0 +1,76 @@
+//! [`WebhookOptions`]: the manager's own webhook endpoint (`informant run --webhook-service`),
+//! which serves the admission hooks the `Controller`s declare on every replica, behind one
+//! Service, with the certificate the manager makes or the one mounted.
+
+use std::net::SocketAddr;
+
+use k8s_openapi::api::admissionregistration::v1::ServiceReference;
+
+use crate::serving::{InjectTargets, WebhookCertificates};
+
+/// The Service port a webhook configuration names when none is given: kube-apiserver's
+/// default for `clientConfig.service.port` (`k8s.io/api/admissionregistration/v1`
+/// `ServiceReference.Port`: "Defaults to 443 for backward compatibility").
+pub const DEFAULT_WEBHOOK_SERVICE_PORT: i32 = 443;
+
+/// The manager's webhook endpoint: where it listens, the certificate it serves, and the
+/// webhook configurations it owns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WebhookOptions {
+    /// Where the HTTPS server listens on each replica (`:9443`,
+    /// [`DEFAULT_WEBHOOK_PORT`](crate::serving::DEFAULT_WEBHOOK_PORT)).
+    pub addr: SocketAddr,
+    /// The certificate served: made and rotated by the leader in a Secret, or mounted.
+    pub certificates: WebhookCertificates,
+    /// The Service in front of the replicas, which the webhook configurations name (its
+    /// `path` is set per hook).
+    pub service: ServiceReference,
+    /// The name of the `ValidatingWebhookConfiguration` and of the
+    /// `MutatingWebhookConfiguration` the leader creates, keeps and deletes.
+    pub configuration: String,
+    /// With mounted certificates: `namespace/name` of cert-manager's `Certificate`, put in
+    /// the `cert-manager.io/inject-ca-from` annotation of the configurations the manager
+    /// owns, so cert-manager's cainjector writes their `caBundle`.
+    pub inject_ca_from: Option<String>,
+    /// With managed certificates: other objects whose `caBundle` the leader writes (the
+    /// configurations it owns are written anyway).
+    pub inject: InjectTargets,
+}
+
+impl WebhookOptions {
+    /// Serves on `addr` behind Service `namespace/name` (port 443), with managed
+    /// certificates in the Secret `<name>-cert`, owning the configurations named `name`.
+    #[must_use]
+    pub fn managed(addr: SocketAddr, namespace: &str, name: &str) -> Self {
+        Self {
+            addr,
+            certificates: WebhookCertificates::Managed(crate::serving::managed::Settings::new(
+                name, namespace,
+            )),
+            service: ServiceReference {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                path: None,
+                port: Some(DEFAULT_WEBHOOK_SERVICE_PORT),
+            },
+            configuration: name.to_owned(),
+            inject_ca_from: None,
+            inject: InjectTargets::default(),
+        }
+    }
+
+    /// What the leader's CA injector writes: [`WebhookOptions::inject`] and, with managed
+    /// certificates, the configurations it owns.
+    #[must_use]
+    pub fn inject_targets(&self) -> InjectTargets {
+        let mut targets = self.inject.clone();
+        if self.certificates.injects_ca_bundle() {
+            for names in [&mut targets.validating, &mut targets.mutating] {
+                if !names.contains(&self.configuration) {
+                    names.push(self.configuration.clone());
+                }
+            }
+        }
+        targets
+    }
+}
