@@ -89,8 +89,8 @@ pub enum Case {
     /// member Leases in the release's `Role`, `Namespace`s watched through the `ClusterRole`,
     /// the replica's identity from its pod's name.
     Sharded,
-    /// [`Case::ClusterWide`] serving admission hooks (`webhook.enabled`, managed certificates,
-    /// a CRD in `injectCRDs`): the webhook configurations the manager owns in the
+    /// `ConfigMap`s and Secrets read in `shop` by a `Role`, serving admission hooks
+    /// (`webhook.enabled`, managed certificates, a CRD in `injectCRDs`): the webhook configurations the manager owns in the
     /// `ClusterRole` (by name but `create`), the CRD it injects, the certificates' Secret in
     /// the release's `Role`; the `parents` Controller declares a validating and a mutating
     /// hook.
@@ -121,7 +121,19 @@ impl Case {
             json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["patch"]}),
         ];
         let mut values = match self {
-            Self::ClusterWide | Self::Webhook => json!({
+            // Secrets read in `shop` alone: cached cluster-wide, the ClusterRole's `list` and
+            // `watch` on every Secret would cover the watch of the certificates' Secret.
+            Self::Webhook => json!({
+                "cacheConfig": {"spec": {
+                    "defaultNamespaces": {SHOP: {}},
+                    "byObject": [
+                        {"apiVersion": "v1", "kind": "ConfigMap"},
+                        {"apiVersion": "v1", "kind": "Secret"},
+                    ],
+                }},
+                "rbac": {"extraRules": writes},
+            }),
+            Self::ClusterWide => json!({
                 "cacheConfig": {"spec": {
                     "defaultNamespaces": {SHOP: {}},
                     "byObject": [
