@@ -376,11 +376,17 @@ impl Rules {
 
     /// What the webhook endpoint adds: its rules in the `ClusterRole` (with the note saying
     /// why `create` names nothing), and the managed certificates' Secret at the end of the
-    /// `Role` of the Service's namespace.
+    /// `Role` of the Service's namespace (its `list` and `watch` left out when Secrets are
+    /// listed and watched there already: cached, or granted by extra rules).
     fn webhook(&mut self, webhook: &Webhook) {
         self.cluster.extend(webhook.cluster_rules());
         self.notes.push(NOTE_WEBHOOK.to_owned());
-        let secret_rules = webhook.namespace_rules();
+        let watched = webhook::watch_secrets(&self.cluster)
+            || self
+                .namespaces
+                .get(&webhook.namespace)
+                .is_some_and(|role| webhook::watch_secrets(role));
+        let secret_rules = webhook.namespace_rules(watched);
         if !secret_rules.is_empty() {
             self.namespaces
                 .entry(webhook.namespace.clone())

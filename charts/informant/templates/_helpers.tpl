@@ -346,9 +346,19 @@ chart tests compare the two for several configs, so change both together.
 {{- end -}}
 {{- end -}}
 {{- if and $managedCerts (eq $ns $releaseNs) -}}
-{{- /* The managed certificates' Secret, in the Service's namespace: watched by name by every replica, created and replaced by the leader. */ -}}
+{{- /* The managed certificates' Secret, in the Service's namespace: watched by name by every replica (unless a rule naming no object lists and watches Secrets there already), created and replaced by the leader. */ -}}
+{{- $watched := false -}}
+{{- range (concat $clusterRules $rules) -}}
+{{- if and (empty .resourceNames) (has "" (.apiGroups | default (list))) (has "secrets" (.resources | default (list))) (has "list" (.verbs | default (list))) (has "watch" (.verbs | default (list))) -}}
+{{- $watched = true -}}
+{{- end -}}
+{{- end -}}
+{{- $verbs := list "get" "list" "watch" "update" -}}
+{{- if $watched -}}
+{{- $verbs = list "get" "update" -}}
+{{- end -}}
 {{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "verbs" (list "create")) -}}
-{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "resourceNames" (list (printf "%s-cert" $webhookService)) "verbs" (list "get" "list" "watch" "update")) -}}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "resourceNames" (list (printf "%s-cert" $webhookService)) "verbs" $verbs) -}}
 {{- end -}}
 {{- if $rules -}}
 {{- $_ := set $roles $ns $rules -}}

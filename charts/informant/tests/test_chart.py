@@ -467,6 +467,16 @@ class ChartTest(unittest.TestCase):
         runs.append(("webhook as shop in ops", dict(cases())["webhook-values.yaml"], "shop", "ops"))
         runs.append(("webhook, cluster-wide, two CRDs", {"webhook": {"enabled": True, "injectCRDs": [
             "b.example.com", "a.example.com"]}}, RELEASE, NAMESPACE))
+        # Secrets listed and watched already: by the ClusterRole, by the release's Role, by an
+        # extra rule; so the certificates' Secret is not granted list and watch again.
+        secrets = {"apiVersion": "v1", "kind": "Secret"}
+        for spec, rbac in (({"byObject": [dict(secrets, namespaces={})]}, {}),
+                           ({"defaultNamespaces": {NAMESPACE: {}}, "byObject": [secrets]}, {}),
+                           ({"defaultNamespaces": {NAMESPACE: {}}},
+                            {"extraRules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list", "watch"]}]})):
+            runs.append((f"webhook, Secrets watched already: {spec} {rbac}",
+                         {"webhook": {"enabled": True}, "cacheConfig": {"spec": spec}, "rbac": rbac},
+                         RELEASE, NAMESPACE))
         with tempfile.TemporaryDirectory() as tmp:
             for name, values, release, namespace in runs:
                 docs, _ = render(values, name=release, namespace=namespace)
@@ -734,6 +744,14 @@ class WebhookTest(unittest.TestCase):
         self.assertIn(f"kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations {service}", notes)
         self.assertIn("--webhook-service informant-webhook --webhook-inject customresourcedefinition/carts.shop.example.com",
                       notes)
+
+    def test_the_secret_is_not_watched_twice(self):
+        docs, _ = render({"webhook": {"enabled": True},
+                          "cacheConfig": {"spec": {"byObject": [{"apiVersion": "v1", "kind": "Secret", "namespaces": {}}]}}})
+        named = [r for r in self.secret_rules(docs) if r.get("resourceNames")]
+        self.assertEqual(named, [{"apiGroups": [""], "resources": ["secrets"],
+                                  "resourceNames": [f"{RELEASE}-webhook-cert"], "verbs": ["get", "update"]}],
+                         "the ClusterRole lists and watches every Secret already")
 
     def test_ports_follow_the_values(self):
         docs, _ = render({"webhook": {"enabled": True, "port": 10250, "service": {"port": 8443}}})

@@ -449,3 +449,35 @@ fn injected_objects_are_granted_by_name_and_a_mounted_certificate_reads_no_secre
     );
     assert_eq!(rules.cluster.len(), 3, "events, create, the owned two");
 }
+
+#[test]
+fn the_secrets_watch_is_not_granted_twice() {
+    let options = |namespace: &str| Options {
+        webhook: Some(Webhook {
+            namespace: namespace.to_owned(),
+            ..managed(InjectNames::default())
+        }),
+        ..Options::new("sys")
+    };
+    let named_verbs = |rules: &Rules, namespace: &str| {
+        rules.namespaces[namespace]
+            .iter()
+            .find(|r| r.resource_names == Some(vec!["informant-webhook-cert".to_owned()]))
+            .map(|r| r.verbs.clone())
+            .unwrap()
+    };
+    // Secrets cached everywhere: the ClusterRole lists and watches them.
+    let everywhere = "{byObject: [{apiVersion: v1, kind: Secret, namespaces: {}}]}";
+    let rules = derive(everywhere, &options("sys"));
+    assert_eq!(named_verbs(&rules, "sys"), ["get", "update"]);
+    // Cached in the Service's namespace by its Role; not in another one.
+    let in_web = "{defaultNamespaces: {web: {}}, byObject: [{apiVersion: v1, kind: Secret}]}";
+    assert_eq!(
+        named_verbs(&derive(in_web, &options("web")), "web"),
+        ["get", "update"]
+    );
+    assert_eq!(
+        named_verbs(&derive(in_web, &options("sys")), "sys"),
+        ["get", "list", "watch", "update"]
+    );
+}

@@ -119,22 +119,39 @@ impl Webhook {
     /// The rules of the Role in the Service's namespace: with managed certificates, `create`
     /// on Secrets (not restrictable by name) and `get`, `list`, `watch`, `update` on the
     /// certificates' Secret (every replica watches it with a `metadata.name` field selector;
-    /// the leader reads and replaces it); mounted, none.
+    /// the leader reads and replaces it), without `list` and `watch` when `watched` (the
+    /// Service's namespace's Secrets are listed and watched already); mounted, none.
     #[must_use]
-    pub(super) fn namespace_rules(&self) -> Vec<PolicyRule> {
+    pub(super) fn namespace_rules(&self, watched: bool) -> Vec<PolicyRule> {
         match &self.certificates {
             Certificates::Mounted => Vec::new(),
-            Certificates::Managed { secret, .. } => vec![
-                rule("", &["secrets"], None, &["create"]),
-                rule(
-                    "",
-                    &["secrets"],
-                    Some(secret),
-                    &["get", "list", "watch", "update"],
-                ),
-            ],
+            Certificates::Managed { secret, .. } => {
+                let verbs: &[&str] = if watched {
+                    &["get", "update"]
+                } else {
+                    &["get", "list", "watch", "update"]
+                };
+                vec![
+                    rule("", &["secrets"], None, &["create"]),
+                    rule("", &["secrets"], Some(secret), verbs),
+                ]
+            }
         }
     }
+}
+
+/// Whether `rules` list and watch every Secret of their place (a rule naming no object).
+pub(super) fn watch_secrets(rules: &[PolicyRule]) -> bool {
+    let has = |items: Option<&Vec<String>>, item: &str| {
+        items.is_some_and(|i| i.iter().any(|x| x == item))
+    };
+    rules.iter().any(|r| {
+        r.resource_names.as_ref().is_none_or(Vec::is_empty)
+            && has(r.api_groups.as_ref(), "")
+            && has(r.resources.as_ref(), "secrets")
+            && r.verbs.iter().any(|v| v == "list")
+            && r.verbs.iter().any(|v| v == "watch")
+    })
 }
 
 /// A rule on `resources` restricted to `names`.
