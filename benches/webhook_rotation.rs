@@ -1,122 +1,206 @@
-//! A whole certificate rotation of the managed webhook certificates under a steady request
-//! rate: how many requests failed (the figure: 0). Prints what it measured; asserts nothing.
+//! A whole certificate rotation of the managed webhook certificates under a steady 100
+//! admission requests/s: how many failed (the figure: 0). Prints what it measured, with each
+//! replica's fates beside the reviews it received; checks only that the rotation happened.
 //!
-//! Two replicas serve the managed Secret over HTTPS; a client sends 100 requests/s, each
-//! trusting only the CA bundle the Secret's `ca.crt` holds at that moment (what the leader
-//! injects as `caBundle`), verified at the leader's clock; the leader takes one rotation step
-//! a second (the clock moved to each step's due time): four serving renewals, then a new CA
-//! added, the serving certificate switched to it, and the old CA dropped.
+//! A kube-rs client creates a `ConfigMap` every 10 ms through the embedded API server, which
+//! calls the two webhooks of a `ValidatingWebhookConfiguration` (`failurePolicy: Fail`), one per
+//! replica of the manager's webhook endpoint (two `WebhookEndpoint`s serving the managed Secret,
+//! each with an `Admitter` whose webhook hook allows): every create goes through both replicas,
+//! over HTTPS verified against the configuration's `caBundle`. The leader is the real one
+//! (`ManagedCertificates::run` with a `CaInjector` writing that `caBundle`), on the system
+//! clock, with lifetimes short enough for a whole rotation in under a minute (CA 45 s, serving
+//! certificate 15 s, overlap 3 s): two serving renewals, then a new CA added, the serving
+//! certificate switched to it, and the old CA dropped. The bench watches the Secret to name
+//! the steps, and keeps the load on for 3 s after the last one.
 //!
 //! `cargo bench --bench webhook_rotation` (or `--profile dev`: the figure is a count, not a
 //! speed).
 
+#[path = "common/admission.rs"]
+mod admission;
+
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use informant::apiserver::TestServer;
-use informant::serving::managed::{Clock, ManagedCertificates, Settings, Step};
-use informant::serving::{InjectTargets, WebhookCertificates, WebhookEndpoint, WebhookRouter};
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::Api;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use informant::hooks::{AdmissionType, Admitter, Hook, HookMetrics};
+use informant::serving::managed::{Certificates, ManagedCertificates, Settings};
+use informant::serving::{
+    CaInjector, InjectTargets, WebhookCertificates, WebhookEndpoint, WebhookRouter,
+};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
 use tokio::sync::watch;
-use tokio_rustls::TlsConnector;
-use tokio_rustls::rustls::crypto::ring;
-use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use tokio_rustls::rustls::time_provider::TimeProvider;
-use tokio_rustls::rustls::{ClientConfig, RootCertStore};
 use tokio_util::sync::CancellationToken;
 
 const RATE: u32 = 100;
+/// The configuration both replicas' webhooks are in (the injector's target).
+const CONFIGURATION: &str = "bench-rotation";
+/// The Services of the two replicas (both names are in the serving certificate).
+const REPLICAS: [(&str, &str); 2] = [("default", "hooks"), ("default", "hooks-b")];
+/// How long the load goes on after the rotation's last step.
+const AFTER: Duration = Duration::from_secs(3);
+/// The rotation must be over by then.
+const BOUND: Duration = Duration::from_secs(90);
 
-#[derive(Debug)]
-struct SetClock(Mutex<SystemTime>);
+/// The settings: a rotation in under a minute (the steps as with the defaults, sooner).
+fn settings() -> Settings {
+    let mut settings = Settings::new(REPLICAS[0].1, REPLICAS[0].0);
+    settings.ca_validity = Duration::from_secs(45);
+    settings.serving_validity = Duration::from_secs(15);
+    settings.overlap = Duration::from_secs(3);
+    settings.extra_names = vec![format!("{}.{}.svc", REPLICAS[1].1, REPLICAS[1].0)];
+    settings
+}
 
-impl Clock for SetClock {
-    fn now(&self) -> SystemTime {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+/// One replica of the webhook endpoint: its address, its `Admitter` and the reviews received.
+struct Replica {
+    addr: SocketAddr,
+    admitter: Arc<Admitter>,
+    seen: Arc<AtomicU64>,
+}
+
+/// Replica `index` serving the managed Secret (not the leader: the bench's leader alone
+/// writes), once it serves it; its hook is named after it, so its fates are its own.
+async fn replica(
+    index: usize,
+    client: &kube::Client,
+    settings: &Settings,
+    hook_url: &str,
+    metrics: &HookMetrics,
+    shutdown: &CancellationToken,
+) -> Replica {
+    let hook = Hook::Webhook {
+        url: format!("{hook_url}/validate"),
+        timeout: Duration::from_secs(10),
+        tls: None,
+    };
+    let admitter = admission::admitter(
+        admission::admission_hook(&format!("allow-{index}"), AdmissionType::Validating, hook),
+        metrics,
+    );
+    let seen = Arc::new(AtomicU64::new(0));
+    let router = WebhookRouter::new()
+        .register(
+            "/validate",
+            admission::route(admitter.clone(), seen.clone()),
+        )
+        .expect("a path");
+    let endpoint = WebhookEndpoint::bind(
+        client.clone(),
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        &WebhookCertificates::Managed(settings.clone()),
+        InjectTargets::default(),
+        router,
+    )
+    .await
+    .expect("bound");
+    let addr = endpoint.local_addr();
+    let mut ready = endpoint.ready();
+    tokio::spawn(endpoint.run(watch::channel(false).1, shutdown.child_token()));
+    ready.wait_for(|r| *r).await.expect("serving the Secret");
+    Replica {
+        addr,
+        admitter,
+        seen,
     }
 }
 
-impl TimeProvider for SetClock {
-    fn current_time(&self) -> Option<UnixTime> {
-        Some(UnixTime::since_unix_epoch(
-            self.now().duration_since(SystemTime::UNIX_EPOCH).ok()?,
-        ))
+/// The step between two states of the Secret, by what changed.
+fn step_between(before: &Certificates, after: &Certificates) -> Option<&'static str> {
+    match (before.ca_count(), after.ca_count()) {
+        (1, 2) => Some("AddCa"),
+        (2, 1) => Some("DropOldCas"),
+        _ if before.serving_pem() == after.serving_pem() => None,
+        (2, 2) => Some("SwitchServing"),
+        _ => Some("RenewServing"),
     }
 }
 
-/// `GET /healthz` on `addr` trusting only `bundle`; whether it answered 200.
-async fn request(addr: SocketAddr, bundle: &[u8], clock: Arc<SetClock>) -> Result<(), String> {
-    let mut roots = RootCertStore::empty();
-    roots.add_parsable_certificates(CertificateDer::pem_slice_iter(bundle).filter_map(Result::ok));
-    let config = ClientConfig::builder_with_details(Arc::new(ring::default_provider()), clock)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let tcp = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| e.to_string())?;
-    let name = ServerName::try_from("hooks.default.svc").map_err(|e| e.to_string())?;
-    let mut tls = TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .map_err(|e| format!("TLS handshake: {e}"))?;
-    tls.write_all(b"GET /healthz HTTP/1.1\r\nHost: hooks\r\nConnection: close\r\n\r\n")
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut raw = Vec::new();
-    let _ = tls.read_to_end(&mut raw).await;
-    if raw.starts_with(b"HTTP/1.1 200") {
-        Ok(())
-    } else {
-        Err(String::from_utf8_lossy(&raw).into_owned())
-    }
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(run());
 }
 
-#[tokio::main]
-async fn main() {
+#[allow(clippy::too_many_lines, reason = "one scenario, read top to bottom")]
+async fn run() {
     let server = TestServer::start().await.expect("the embedded API server");
     let client = server.client().await.expect("a client");
-    let settings = Settings::new("hooks", "default");
-    let clock = Arc::new(SetClock(Mutex::new(SystemTime::now())));
-    let leader = ManagedCertificates::new(client.clone(), settings.clone())
-        .expect("valid settings")
-        .with_clock(clock.clone());
-    leader.reconcile().await.expect("the Secret made");
+    let settings = settings();
     let shutdown = CancellationToken::new();
-    let addrs = replicas(&client, &settings, &shutdown).await;
-    let bundle = Arc::new(Mutex::new(Vec::new()));
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
-    let read_bundle = || async {
-        let secret = secrets.get("hooks-cert").await.expect("the Secret");
-        secret.data.expect("data")["ca.crt"].0.clone()
-    };
-    *bundle.lock().unwrap_or_else(PoisonError::into_inner) = read_bundle().await;
+    let hook_url = admission::webhook_hook(shutdown.clone()).await;
+    let metrics = HookMetrics::new();
 
-    // The requests: one every 10 ms, each its own task, trusting the bundle of its moment.
+    // The configuration: one webhook per replica, its caBundle written by the injector.
+    let webhooks: Vec<_> = REPLICAS
+        .iter()
+        .map(|&(namespace, service)| {
+            admission::webhook(
+                &format!("{service}.bench.informant.dev"),
+                (namespace, service),
+                "/validate",
+            )
+        })
+        .collect();
+    admission::register(&client, AdmissionType::Validating, CONFIGURATION, &webhooks).await;
+    let injector = CaInjector::new(
+        client.clone(),
+        InjectTargets {
+            validating: vec![CONFIGURATION.to_owned()],
+            ..InjectTargets::default()
+        },
+    );
+    let leader =
+        ManagedCertificates::new(client.clone(), settings.clone()).expect("valid settings");
+    let first = leader.reconcile().await.expect("the Secret made");
+    injector
+        .inject(&first.certificates.bundle_pem())
+        .await
+        .expect("the caBundle injected");
+    let mut replicas = Vec::new();
+    for (index, &(namespace, service)) in REPLICAS.iter().enumerate() {
+        let replica = replica(index, &client, &settings, &hook_url, &metrics, &shutdown).await;
+        server
+            .handle()
+            .resolve_service(namespace, service, 443, replica.addr);
+        replicas.push(replica);
+    }
+    // From here the real leader loop: each step when due, the bundle injected after it.
+    tokio::spawn(leader.run(
+        Some(injector),
+        watch::channel(true).1,
+        shutdown.child_token(),
+    ));
+
+    // The requests: a create every 10 ms, each its own task.
     let stop = CancellationToken::new();
     let sender = {
-        let (bundle, clock, stop, addrs) =
-            (bundle.clone(), clock.clone(), stop.clone(), addrs.clone());
+        let (stop, client) = (stop.clone(), client.clone());
         tokio::spawn(async move {
+            let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+            let names = Arc::new(AtomicUsize::new(0));
             let mut tick = tokio::time::interval(Duration::from_secs(1) / RATE);
             let mut tasks = Vec::new();
-            let mut n = 0usize;
             while !stop.is_cancelled() {
                 tick.tick().await;
-                let trust = bundle
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clone();
-                let (addr, clock) = (addrs[n % addrs.len()], clock.clone());
-                n += 1;
+                let (cms, names) = (cms.clone(), names.clone());
                 tasks.push(tokio::spawn(async move {
+                    let name = format!("cm-{}", names.fetch_add(1, Ordering::Relaxed));
+                    let cm: ConfigMap =
+                        serde_json::from_value(serde_json::json!({"metadata": {"name": name}}))
+                            .expect("a ConfigMap");
                     let started = Instant::now();
-                    (request(addr, &trust, clock).await, started.elapsed())
+                    let done = cms.create(&PostParams::default(), &cm).await;
+                    (
+                        done.map(|_| ()).map_err(|e| e.to_string()),
+                        started.elapsed(),
+                    )
                 }));
             }
             let mut out = Vec::new();
@@ -127,82 +211,83 @@ async fn main() {
         })
     };
 
-    // The leader: one step a second; the bundle the client trusts follows the Secret.
+    // The steps, as the Secret shows them (read every 50 ms).
+    let observer = ManagedCertificates::new(client.clone(), settings).expect("valid settings");
     let started = Instant::now();
-    let mut steps = Vec::new();
-    while !steps.contains(&Step::DropOldCas) {
-        let done = leader.reconcile().await.expect("a step");
-        if let Step::Keep { until } = done.step {
-            *clock.0.lock().unwrap_or_else(PoisonError::into_inner) = until;
+    let mut steps: Vec<(&str, Duration)> = Vec::new();
+    let mut last = first.certificates;
+    while !steps.iter().any(|(step, _)| *step == "DropOldCas") {
+        assert!(
+            started.elapsed() < BOUND,
+            "no whole rotation within {BOUND:?}: {steps:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let Ok(Some(now)) = observer.current().await else {
             continue;
+        };
+        if let Some(step) = step_between(&last, &now) {
+            steps.push((step, started.elapsed()));
         }
-        steps.push(done.step);
-        *bundle.lock().unwrap_or_else(PoisonError::into_inner) = read_bundle().await;
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        last = now;
     }
+    tokio::time::sleep(AFTER).await;
     stop.cancel();
     let results = sender.await.expect("the sender");
+    let elapsed = started.elapsed();
     shutdown.cancel();
-    report(&results, started.elapsed(), &steps);
+    report(&results, elapsed, &steps, &replicas, &metrics);
 }
 
-/// Two replicas serving the managed Secret (not leaders: the bench's leader alone writes),
-/// once they serve it.
-async fn replicas(
-    client: &kube::Client,
-    settings: &Settings,
-    shutdown: &CancellationToken,
-) -> Vec<SocketAddr> {
-    let mut addrs = Vec::new();
-    for _ in 0..2 {
-        let endpoint = WebhookEndpoint::bind(
-            client.clone(),
-            SocketAddr::from(([127, 0, 0, 1], 0)),
-            &WebhookCertificates::Managed(settings.clone()),
-            InjectTargets::default(),
-            WebhookRouter::new(),
-        )
-        .await
-        .expect("bound");
-        addrs.push(endpoint.local_addr());
-        let mut ready = endpoint.ready();
-        tokio::spawn(endpoint.run(watch::channel(false).1, shutdown.child_token()));
-        ready.wait_for(|r| *r).await.expect("serving the Secret");
-    }
-    addrs
-}
-
-/// Prints the figures.
-fn report(results: &[(Result<(), String>, Duration)], elapsed: Duration, steps: &[Step]) {
+/// Prints the figures; checks that each replica's reviews each ended in one fate.
+fn report(
+    results: &[(Result<(), String>, Duration)],
+    elapsed: Duration,
+    steps: &[(&str, Duration)],
+    replicas: &[Replica],
+    metrics: &HookMetrics,
+) {
     let failed: Vec<&String> = results
         .iter()
         .filter_map(|(r, _)| r.as_ref().err())
         .collect();
     let mut latencies: Vec<Duration> = results.iter().map(|(_, d)| *d).collect();
     latencies.sort();
-    let at = |q: f64| {
-        #[allow(
-            clippy::cast_possible_truncation,
-            clippy::cast_sign_loss,
-            clippy::cast_precision_loss,
-            reason = "an index into a short list"
-        )]
-        let i = ((latencies.len() as f64 - 1.0) * q).round() as usize;
-        latencies.get(i).copied().unwrap_or_default()
+    let at = |percent: usize| {
+        latencies
+            .get((latencies.len() * percent).div_ceil(100).saturating_sub(1))
+            .copied()
+            .unwrap_or_default()
     };
+    let steps: Vec<String> = steps
+        .iter()
+        .map(|(step, at)| format!("{step} at {:.1} s", at.as_secs_f64()))
+        .collect();
     println!(
-        "rotation under {RATE} requests/s: {} requests in {:.1} s, {} failed; steps {:?}",
+        "rotation under {RATE} admission requests/s: {} failed of {} creates in {:.1} s; steps: {}",
+        failed.len(),
         results.len(),
         elapsed.as_secs_f64(),
-        failed.len(),
-        steps
+        steps.join(", ")
     );
     println!(
-        "request (connect + TLS handshake + GET /healthz): median {:?}, p99 {:?}",
-        at(0.5),
-        at(0.99)
+        "create (client -> API server -> 2 replicas' webhooks over HTTPS -> hook): p50 {:.2?}, p99 {:.2?}",
+        at(50),
+        at(99)
     );
     for failure in failed.iter().take(5) {
         println!("failed: {failure}");
+    }
+    for (i, replica) in replicas.iter().enumerate() {
+        let (fates, total) = admission::fates(metrics, &replica.admitter, "CREATE");
+        let seen = replica.seen.load(Ordering::Relaxed);
+        let verdict = if total == seen {
+            "=".to_owned()
+        } else {
+            format!(
+                "!= ({} reviews with no fate: the API server gave up on them mid-call)",
+                seen.abs_diff(total)
+            )
+        };
+        println!("replica {i}: fates {fates}; sum {total} {verdict} reviews received {seen}");
     }
 }

@@ -23,6 +23,7 @@ use super::exit::{self, Failure};
 use super::out::{out, outln};
 use super::{check_kind_offline, parse_gvk};
 
+mod admission;
 mod estimate;
 
 /// Output formats of `informant explain`.
@@ -30,7 +31,7 @@ mod estimate;
 pub enum Output {
     /// One line per layer, indented.
     Text,
-    /// `{"tree": ..., "object": ..., "servedBy": [...] | "error": ...}`.
+    /// `{"tree": ..., "object": ..., "servedBy": [...] | "error": ..., "admission": [...]}`.
     Json,
     /// The same document as `json`, in YAML.
     Yaml,
@@ -45,8 +46,15 @@ pub struct Args {
     pub config: PathBuf,
     /// Which cache serves this object: `APIVERSION/KIND/NAMESPACE/NAME` (`v1/Pod/team-a/web`,
     /// `apps/v1/Deployment/shop/cart`, `v1/Node//node01` for cluster-scoped kinds).
+    /// The file's `Controller`s whose admission hooks apply to it are listed too, each called,
+    /// not called (why), or called depending on what is not known offline.
     #[arg(long, value_name = "APIVERSION/KIND/NAMESPACE/NAME")]
     pub object: Option<String>,
+    /// With `--object`: the object's labels, for the admission hooks' `objectSelector`s
+    /// (without it, a hook with one is said to depend on the object's labels; for a
+    /// `Namespace`, also its `namespaceSelector`).
+    #[arg(long, value_name = "KEY=VALUE,...", requires = "object")]
+    pub object_labels: Option<String>,
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value = "text")]
     pub output: Output,
@@ -125,21 +133,7 @@ pub async fn run(args: &Args) -> exit::Result {
     };
     let plan = Plan::for_cluster(&options, &scope).map_err(|e| Failure::new(exit::USAGE, &e))?;
     let description = plan.describe();
-    let route = match &args.object {
-        None => None,
-        Some(text) => {
-            let object = parse_object(text)?;
-            let namespaced =
-                check_kind_offline(&object.gvk, object.namespace.as_deref())?.namespaced;
-            let route = plan.route(
-                &object.gvk,
-                namespaced,
-                object.namespace.as_deref(),
-                Some(&object.name),
-            );
-            Some((text, route))
-        }
-    };
+    let (route, applied) = about_object(args, &plan, &controllers, &options, &scope)?;
     let controllers = controller_routes(controllers, &plan);
     let estimate = match (&args.kubeconfig, args.estimate) {
         (Some(kubeconfig), true) => {
@@ -156,6 +150,7 @@ pub async fn run(args: &Args) -> exit::Result {
             &controllers,
             estimate.as_ref(),
             route.as_ref(),
+            &applied,
         )?;
     } else {
         let mut doc = serde_json::json!({"tree": description});
@@ -175,6 +170,10 @@ pub async fn run(args: &Args) -> exit::Result {
                 Ok(path) => doc["servedBy"] = serde_json::json!(path),
                 Err(e) => doc["error"] = serde_json::json!(e.to_string()),
             }
+            doc["admission"] = applied
+                .iter()
+                .map(|a| admission::json(a, failure_policy(a.hook.failure_policy)))
+                .collect();
         }
         let text = if args.output == Output::Json {
             serde_json::to_string_pretty(&doc)
@@ -191,6 +190,48 @@ pub async fn run(args: &Args) -> exit::Result {
     }
 }
 
+/// What a read of `--object` would fail with or which caches would serve it, through `plan`,
+/// and which admission hooks of `controllers` apply to it (`options` being the
+/// `CacheConfig`'s scope, `scope` what the cluster said).
+type AboutObject<'a> = (
+    Option<(&'a String, Result<Vec<String>, informant::cache::Error>)>,
+    Vec<admission::Applied>,
+);
+
+/// See [`AboutObject`].
+fn about_object<'a>(
+    args: &'a Args,
+    plan: &Plan,
+    controllers: &Controllers,
+    options: &informant::cache::Options,
+    scope: &ClusterScope,
+) -> exit::Result<AboutObject<'a>> {
+    let Some(text) = &args.object else {
+        return Ok((None, Vec::new()));
+    };
+    let labels = match &args.object_labels {
+        Some(text) => Some(admission::parse_labels(text)?),
+        None => None,
+    };
+    let object = parse_object(text)?;
+    let namespaced = check_kind_offline(&object.gvk, object.namespace.as_deref())?.namespaced;
+    let route = plan.route(
+        &object.gvk,
+        namespaced,
+        object.namespace.as_deref(),
+        Some(&object.name),
+    );
+    let about = admission::Object {
+        gvk: &object.gvk,
+        namespaced,
+        namespace: object.namespace.as_deref(),
+        labels: labels.as_ref(),
+        namespaces: scope.namespaces.as_ref(),
+    };
+    let applied = admission::for_object(controllers, options, &about);
+    Ok((Some((text, route)), applied))
+}
+
 /// The text form of `informant explain`: the tree, the ring, the controllers' routes, the
 /// estimate and the route of `--object`.
 fn print_text(
@@ -200,6 +241,7 @@ fn print_text(
     controllers: &ControllerRoutes,
     estimate: Option<&informant::cache::estimate::Estimate>,
     route: Option<&(&String, Result<Vec<String>, informant::cache::Error>)>,
+    applied: &[admission::Applied],
 ) -> exit::Result {
     out!("{}", description.to_text())?;
     if let Some(sharding) = sharding {
@@ -241,6 +283,17 @@ fn print_text(
                 }
             }
             Err(e) => outln!("  error: {e}")?,
+        }
+        if applied.is_empty() {
+            outln!("  admission hooks: none of this file's Controllers is for its kind")?;
+        } else {
+            outln!("  admission hooks (mutating first, as the API server calls them):")?;
+        }
+        for a in applied {
+            outln!(
+                "{}",
+                admission::line(a, failure_policy(a.hook.failure_policy))
+            )?;
         }
     }
     Ok(())

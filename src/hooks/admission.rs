@@ -231,8 +231,9 @@ impl Admitter {
     /// [`BadReview`] when `body` is not an `AdmissionReview` with a request.
     pub async fn decide(&self, body: &[u8]) -> Result<Decision, BadReview> {
         let raw: Value = serde_json::from_slice(body).map_err(|e| BadReview(e.to_string()))?;
-        let review: AdmissionReview<DynamicObject> =
-            serde_json::from_value(raw.clone()).map_err(|e| BadReview(e.to_string()))?;
+        // Read from the value by reference: the request is not copied.
+        let review = AdmissionReview::<DynamicObject>::deserialize(&raw)
+            .map_err(|e| BadReview(e.to_string()))?;
         let request: AdmissionRequest<DynamicObject> =
             review.try_into().map_err(|e| BadReview(format!("{e}")))?;
         let operation = serde_json::to_value(&request.operation)

@@ -1,7 +1,8 @@
 //! The hook controllers' own series: `informant_hook_calls_total{controller,failure}`,
 //! `informant_hook_call_duration_seconds{controller}` and
 //! `informant_hook_schedule_ticks_total{controller,result}`,
-//! `informant_admission_total{hook,operation,fate}` (the reconcile series are
+//! `informant_admission_total{hook,operation,fate}`,
+//! `informant_conversion_total{hook,fate}` (the reconcile series are
 //! controller-runtime's, in [`crate::controller::ControllerMetrics`]).
 
 use std::sync::Arc;
@@ -36,6 +37,12 @@ struct AdmissionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConversionLabels {
+    hook: String,
+    fate: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ControllerLabel {
     controller: String,
 }
@@ -58,6 +65,7 @@ struct Inner {
     duration: HistogramFamily,
     ticks: Family<TickLabels, Counter>,
     admission: Family<AdmissionLabels, Counter>,
+    conversion: Family<ConversionLabels, Counter>,
 }
 
 impl Default for HookMetrics {
@@ -75,6 +83,7 @@ impl HookMetrics {
             duration: Family::new_with_constructor(histogram as fn() -> Histogram),
             ticks: Family::default(),
             admission: Family::default(),
+            conversion: Family::default(),
         }))
     }
 
@@ -114,6 +123,35 @@ impl HookMetrics {
              invalid_answer)",
             self.0.admission.clone(),
         );
+        registry.register(
+            "informant_conversion",
+            "Conversion reviews per hook (<namespace>/<controller>), by fate (converted, \
+             failed, invalid_answer, timed_out)",
+            self.0.conversion.clone(),
+        );
+    }
+
+    /// Counts one conversion review of `hook` (`<namespace>/<controller>`) ending in `fate`.
+    pub fn conversion(&self, hook: &str, fate: crate::hooks::ConversionFate) {
+        self.0
+            .conversion
+            .get_or_create(&ConversionLabels {
+                hook: hook.to_owned(),
+                fate: fate.as_str().to_owned(),
+            })
+            .inc();
+    }
+
+    /// Conversion reviews of `hook` that ended in `fate`.
+    #[must_use]
+    pub fn conversions(&self, hook: &str, fate: crate::hooks::ConversionFate) -> u64 {
+        self.0
+            .conversion
+            .get_or_create(&ConversionLabels {
+                hook: hook.to_owned(),
+                fate: fate.as_str().to_owned(),
+            })
+            .get()
     }
 
     /// Counts one admission request of `hook` for `operation` ending in `fate`.

@@ -24,6 +24,7 @@ mod admission;
 mod call;
 pub mod contract;
 mod controller;
+mod conversion;
 mod metrics;
 mod persistent;
 mod policy;
@@ -43,6 +44,11 @@ pub use admission::{
 };
 pub use call::{CallError, EXCERPT_CHARS, call, decode, excerpt, excerpt_end};
 pub use controller::{Error, HookController, REASON_HOOK_FAILED};
+pub use conversion::{
+    BadConversionReview, CONVERSION_DEADLINE, Conversion, ConversionAnswer, ConversionCall,
+    ConversionFailure, ConversionFate, ConversionPass, ConversionRoutes, ConversionStep, Converter,
+    OwnedCrds, ServedConversion, checked_answer, conversion_path,
+};
 pub use metrics::HookMetrics;
 pub use persistent::Processes;
 pub use policy::{
@@ -54,11 +60,12 @@ pub use release::CONTROLLER_FINALIZER;
 pub use resource::{
     AdmissionHook, AdmissionSpec, AdmissionType, CONTROLLER_CONDITION_READY,
     CONTROLLER_CONDITION_VALID, Controller, ControllerError, ControllerKey, ControllerSettings,
-    ControllerSpec, ControllerStatus, DEFAULT_ADMISSION_TIMEOUT_SECONDS, DEFAULT_HOOK_TIMEOUT,
-    ExecHookSpec, FINALIZER_PREFIX, FailurePolicy, ForSpec, Hook, HookSpec, KindSpec,
-    MAX_ADMISSION_TIMEOUT_SECONDS, MAX_MATCH_CONDITIONS, MapTo, MapToSpec, MatchConditionSpec,
-    SecretRef, ValidatedController, WatchSpec, WebhookSpec, WebhookTls, controller_crd_yaml,
-    controllers_in, controllers_key, validate_controller, validate_controller_value,
+    ControllerSpec, ControllerStatus, ConversionHook, ConversionSpec,
+    DEFAULT_ADMISSION_TIMEOUT_SECONDS, DEFAULT_HOOK_TIMEOUT, ExecHookSpec, FINALIZER_PREFIX,
+    FailurePolicy, ForSpec, Hook, HookSpec, KindSpec, MAX_ADMISSION_TIMEOUT_SECONDS,
+    MAX_MATCH_CONDITIONS, MapTo, MapToSpec, MatchConditionSpec, SecretRef, ValidatedController,
+    WatchSpec, WebhookSpec, WebhookTls, controller_crd_yaml, controllers_in, controllers_key,
+    validate_controller, validate_controller_value,
 };
 pub use schedule::{
     Clock as ScheduleClock, Schedule, ScheduleErrors, ScheduleMode, SystemClock, TokioClock,

@@ -173,17 +173,27 @@ impl Policy {
             }
             Hook::Webhook { url, .. } => broken.extend(self.check_url(url).err()),
         }
-        for (i, admission) in settings.admission.iter().enumerate() {
-            if admission.hook == settings.hook {
+        let own_hooks = settings
+            .admission
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (format!("spec.admission[{i}].hook"), &a.hook))
+            .chain(
+                settings
+                    .conversion
+                    .iter()
+                    .map(|c| ("spec.conversion.hook".to_owned(), &c.hook)),
+            );
+        for (field, hook) in own_hooks {
+            if *hook == settings.hook {
                 continue;
             }
-            let checked = match &admission.hook {
+            let checked = match hook {
                 Hook::Exec { command, .. } | Hook::Persistent { command, .. } => {
                     self.check_exec(command)
                 }
                 Hook::Webhook { url, .. } => self.check_url(url),
             };
-            let field = format!("spec.admission[{i}].hook");
             broken.extend(checked.err().map(|e| match e.strip_prefix("spec.hook") {
                 Some(rest) => format!("{field}{rest}"),
                 None => format!("{field}: {e}"),

@@ -17,6 +17,7 @@ use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::admission::{AdmissionRoutes, OwnedConfigurations};
+use super::conversion::{ConversionRoutes, OwnedCrds};
 use super::metrics::HookMetrics;
 use super::policy::Policy;
 use super::release;
@@ -243,7 +244,7 @@ pub fn add_to_manager(manager: &mut Manager) {
 pub fn add_to_manager_with(manager: &mut Manager, policy: Policy) {
     let policy = Arc::new(policy);
     let hook_metrics = HookMetrics::of(manager);
-    let admission_served = serve_admission(manager, Arc::clone(&policy), hook_metrics.clone());
+    let admission_served = serve_webhooks(manager, Arc::clone(&policy), hook_metrics.clone());
     let follower = Follower::of(manager);
     let ctx = Context::of(manager);
     let metrics = ControllerMetrics::of(manager);
@@ -275,35 +276,47 @@ pub fn add_to_manager_with(manager: &mut Manager, policy: Policy) {
     });
 }
 
-/// How often the admission hooks served and the webhook configurations are gone over with
-/// no change to follow (an edit by hand of a configuration is put back within this).
-const ADMISSION_RESYNC: Duration = Duration::from_secs(10);
+/// How often the admission and conversion hooks served, the webhook configurations and the
+/// CRD conversions are gone over with no change to follow (an edit by hand of a
+/// configuration or of a CRD's conversion is put back within this).
+const WEBHOOKS_RESYNC: Duration = Duration::from_secs(10);
 
 /// With the manager's webhook endpoint on ([`Manager::webhook_routes`]), serves the admission
-/// hooks of the `Controller`s on every replica ([`AdmissionRoutes`]) and, on the leader, keeps
-/// the webhook configurations that name them ([`OwnedConfigurations`]); whether it does.
-fn serve_admission(manager: &mut Manager, policy: Arc<Policy>, metrics: HookMetrics) -> bool {
+/// and conversion hooks of the `Controller`s on every replica ([`AdmissionRoutes`],
+/// [`ConversionRoutes`]) and, on the leader, keeps the webhook configurations that name the
+/// admission hooks ([`OwnedConfigurations`]) and the conversion of the CRDs the conversion
+/// hooks convert ([`OwnedCrds`]); whether it does.
+fn serve_webhooks(manager: &mut Manager, policy: Arc<Policy>, metrics: HookMetrics) -> bool {
     let (Some(routes), Some(options)) =
         (manager.webhook_routes(), manager.webhook_options().cloned())
     else {
         return false;
     };
     let follower = Follower::of(manager);
-    manager.add_serving("admission", move |mut leads, shutdown| async move {
+    manager.add_serving("webhooks", move |mut leads, shutdown| async move {
         let client = follower.client.clone();
         let state = Arc::clone(&follower.state);
         let (send, mut receive) = watch::channel(Desired::new());
         let serve = async {
-            let mut served =
-                AdmissionRoutes::new(routes, policy, Some(client.clone()), Some(metrics));
-            let mut owned = OwnedConfigurations::new(client, options);
-            let mut tick = tokio::time::interval(ADMISSION_RESYNC);
+            let mut admission = AdmissionRoutes::new(
+                routes.clone(),
+                Arc::clone(&policy),
+                Some(client.clone()),
+                Some(metrics.clone()),
+            );
+            let mut conversion =
+                ConversionRoutes::new(routes, policy, Some(client.clone()), Some(metrics));
+            let mut configurations = OwnedConfigurations::new(client.clone(), options.clone());
+            let mut crds = OwnedCrds::new(client, options);
+            let mut tick = tokio::time::interval(WEBHOOKS_RESYNC);
             let mut leadership_settled = false;
             loop {
                 let desired = receive.borrow_and_update().clone();
-                served.follow(&desired).await;
+                admission.follow(&desired).await;
+                conversion.follow(&desired).await;
                 if *leads.borrow_and_update() {
-                    match owned.keep(served.served(), &state.snapshot().config.cache).await {
+                    let snapshot = state.snapshot();
+                    match configurations.keep(admission.served(), &snapshot.config.cache).await {
                         Ok(pass) => {
                             for written in pass.written {
                                 tracing::info!(configuration = %written, "webhook configuration written");
@@ -313,6 +326,11 @@ fn serve_admission(manager: &mut Manager, policy: Arc<Policy>, metrics: HookMetr
                             tracing::warn!(%error, "cannot keep the webhook configurations; retrying");
                         }
                     }
+                    if let Err(error) = crds.keep(conversion.served(), &desired).await {
+                        tracing::warn!(%error, "cannot keep the CRD conversions; retrying");
+                    }
+                } else {
+                    crds.lost_leadership();
                 }
                 tokio::select! {
                     () = shutdown.cancelled() => break,
@@ -324,7 +342,8 @@ fn serve_admission(manager: &mut Manager, policy: Arc<Policy>, metrics: HookMetr
                     _ = tick.tick() => {}
                 }
             }
-            served.stop().await;
+            admission.stop().await;
+            conversion.stop().await;
         };
         tokio::join!(follower.follow(send, shutdown.clone()), serve);
         Ok(())

@@ -29,14 +29,13 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::webhook::DEFAULT_WEBHOOK_SERVICE_PORT;
 use super::{
     ConfigSource, DEFAULT_LEASE_NAME, LeaderElection, Options, ShardOptions, pod_namespace,
 };
 use crate::config::parse_duration;
 
 mod webhook;
-
-pub use webhook::WebhookArgs;
 
 /// The flags of `informant run` that configure the manager (all but the hook policy), with
 /// their `INFORMANT_*` variables and defaults; [`Args::options`] makes the manager's options.
@@ -214,9 +213,104 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration, env = "INFORMANT_DEBOUNCE", help_heading = "Timing")]
     pub debounce: Duration,
 
-    /// The webhook endpoint (`--webhook-*`).
-    #[command(flatten)]
-    pub webhook: WebhookArgs,
+    /// Serve the admission hooks of Controllers (spec.admission) over HTTPS behind this
+    /// Service, on every replica; the leader creates and keeps the webhook configurations
+    /// that name it. Absent: no webhook endpoint, and a Controller with spec.admission is kept
+    /// back (AdmissionNotServed).
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "INFORMANT_WEBHOOK_SERVICE",
+        help_heading = "Webhooks"
+    )]
+    pub webhook_service: Option<String>,
+
+    /// The Service's namespace (default: the pod's namespace, else the CacheConfig's, else
+    /// "default").
+    #[arg(
+        long,
+        value_name = "NAMESPACE",
+        env = "INFORMANT_WEBHOOK_SERVICE_NAMESPACE",
+        help_heading = "Webhooks"
+    )]
+    pub webhook_service_namespace: Option<String>,
+
+    /// The Service port the webhook configurations name.
+    #[arg(long, value_name = "PORT", default_value_t = DEFAULT_WEBHOOK_SERVICE_PORT, env = "INFORMANT_WEBHOOK_SERVICE_PORT", help_heading = "Webhooks")]
+    pub webhook_service_port: i32,
+
+    /// Address the webhook server listens on (":9443" is every interface).
+    // controller-runtime pkg/webhook/server.go DefaultPort.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = ":9443",
+        env = "INFORMANT_WEBHOOK_ADDR",
+        help_heading = "Webhooks"
+    )]
+    pub webhook_addr: String,
+
+    /// Serve the certificate mounted in this directory (cert-manager's Secret), re-read when
+    /// it changes. Absent: the leader makes a CA and a serving certificate in
+    /// --webhook-cert-secret, rotates them, and writes the CA bundle into the webhook
+    /// configurations it owns.
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "INFORMANT_WEBHOOK_CERT_DIR",
+        help_heading = "Webhooks"
+    )]
+    pub webhook_cert_dir: Option<PathBuf>,
+
+    /// The certificate's file name in --webhook-cert-dir.
+    #[arg(long, value_name = "FILE", default_value = crate::serving::DEFAULT_CERT_NAME, env = "INFORMANT_WEBHOOK_CERT_NAME", help_heading = "Webhooks")]
+    pub webhook_cert_name: String,
+
+    /// The key's file name in --webhook-cert-dir.
+    #[arg(long, value_name = "FILE", default_value = crate::serving::DEFAULT_KEY_NAME, env = "INFORMANT_WEBHOOK_CERT_KEY", help_heading = "Webhooks")]
+    pub webhook_cert_key: String,
+
+    /// The Secret of the managed certificates, in the Service's namespace (default:
+    /// <service>-cert).
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "INFORMANT_WEBHOOK_CERT_SECRET",
+        help_heading = "Webhooks"
+    )]
+    pub webhook_cert_secret: Option<String>,
+
+    /// The name of the ValidatingWebhookConfiguration and of the
+    /// MutatingWebhookConfiguration the leader owns (default: the Service's name).
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "INFORMANT_WEBHOOK_CONFIGURATION",
+        help_heading = "Webhooks"
+    )]
+    pub webhook_configuration: Option<String>,
+
+    /// With --webhook-cert-dir: cert-manager's Certificate NAMESPACE/NAME, put in the
+    /// cert-manager.io/inject-ca-from annotation of the configurations the manager owns.
+    #[arg(
+        long,
+        value_name = "NAMESPACE/NAME",
+        env = "INFORMANT_WEBHOOK_INJECT_CA_FROM",
+        help_heading = "Webhooks"
+    )]
+    pub webhook_inject_ca_from: Option<String>,
+
+    /// With managed certificates: another object whose caBundle the leader writes, as
+    /// KIND/NAME with KIND validatingwebhookconfiguration, mutatingwebhookconfiguration or
+    /// customresourcedefinition (repeat the flag; comma-separated in the variable).
+    #[arg(
+        long,
+        value_name = "KIND/NAME",
+        env = "INFORMANT_WEBHOOK_INJECT",
+        value_delimiter = ',',
+        help_heading = "Webhooks"
+    )]
+    pub webhook_inject: Vec<String>,
 }
 
 fn duration(input: &str) -> Result<Duration, String> {
@@ -276,7 +370,7 @@ impl Args {
             Some(reference) => reference.split_once('/').map(|(namespace, _)| namespace),
             None => None,
         };
-        let webhook = self.webhook.options(config_namespace, &mut problems);
+        let webhook = self.webhook_options(config_namespace, &mut problems);
         // One identity per process: its shard Lease and its leader election say the same.
         let identity = self
             .shard_identity

@@ -34,7 +34,7 @@ mod webhook;
 
 pub use access::PERMISSIONS_RECHECK_INTERVAL;
 #[cfg(feature = "cli")]
-pub use args::{Args, ArgsError, ClientError, WebhookArgs};
+pub use args::{Args, ArgsError, ClientError};
 pub use http::{
     BindAddressError, BindError, Check, HttpServer, METRICS_CONTENT_TYPE, Probes, SecureMetrics,
     parse_bind_address,
@@ -60,4 +60,4 @@ pub use status::{
     ControllerReadiness, DEFAULT_FIELD_MANAGER, REASON_PERMISSION_MISSING, REASON_WAITING_FOR_KIND,
     Readiness, StatusError, StatusInput, StatusWriter, Validity, desired_status,
 };
-pub use webhook::{DEFAULT_WEBHOOK_SERVICE_PORT, WebhookOptions};
+pub use webhook::WebhookOptions;

@@ -11,7 +11,7 @@ use crate::serving::{InjectTargets, WebhookCertificates};
 /// The Service port a webhook configuration names when none is given: kube-apiserver's
 /// default for `clientConfig.service.port` (`k8s.io/api/admissionregistration/v1`
 /// `ServiceReference.Port`: "Defaults to 443 for backward compatibility").
-pub const DEFAULT_WEBHOOK_SERVICE_PORT: i32 = 443;
+pub(crate) const DEFAULT_WEBHOOK_SERVICE_PORT: i32 = 443;
 
 /// The manager's webhook endpoint: where it listens, the certificate it serves, and the
 /// webhook configurations it owns.

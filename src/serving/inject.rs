@@ -96,6 +96,35 @@ impl CaInjector {
         Self { client, targets }
     }
 
+    /// Writes `bundle` into every client config of the webhook configuration `name` of kind
+    /// `K` (`configs` reaches them) unless each holds it already.
+    async fn inject_configuration<K>(
+        &self,
+        name: &str,
+        bundle: &[u8],
+        configs: impl FnOnce(&mut K) -> Vec<&mut WebhookClientConfig>,
+    ) -> Result<Injection>
+    where
+        K: kube::Resource<DynamicType = ()>
+            + Clone
+            + std::fmt::Debug
+            + serde::Serialize
+            + serde::de::DeserializeOwned,
+    {
+        let api: Api<K> = Api::all(self.client.clone());
+        let action = format!("write the caBundle of {} {name}", K::kind(&()));
+        let Some(mut live) = api.get_opt(name).await.map_err(api_error(action.clone()))? else {
+            return Ok(Injection::Missing);
+        };
+        if !set_bundle(configs(&mut live).into_iter(), bundle) {
+            return Ok(Injection::Unchanged);
+        }
+        api.replace(name, &PostParams::default(), &live)
+            .await
+            .map_err(api_error(action))?;
+        Ok(Injection::Written)
+    }
+
     /// Writes `bundle` (PEM) into every target that does not hold it yet. A webhook
     /// configuration is replaced at the resourceVersion read (a concurrent change makes this
     /// fail, and the next call retries); a CRD gets a JSON merge patch of its conversion's
@@ -108,60 +137,28 @@ impl CaInjector {
     pub async fn inject(&self, bundle: &str) -> Result<Vec<(Target, Injection)>> {
         let bundle = bundle.as_bytes();
         let mut out = Vec::new();
-        let validating: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
         for name in &self.targets.validating {
-            let action = format!("write the caBundle of ValidatingWebhookConfiguration {name}");
-            let done = match validating
-                .get_opt(name)
-                .await
-                .map_err(api_error(action.clone()))?
-            {
-                None => Injection::Missing,
-                Some(mut live) => {
-                    let configs = live
-                        .webhooks
+            let done = self
+                .inject_configuration::<ValidatingWebhookConfiguration>(name, bundle, |live| {
+                    live.webhooks
                         .iter_mut()
                         .flatten()
-                        .map(|w| &mut w.client_config);
-                    if set_bundle(configs, bundle) {
-                        validating
-                            .replace(name, &PostParams::default(), &live)
-                            .await
-                            .map_err(api_error(action))?;
-                        Injection::Written
-                    } else {
-                        Injection::Unchanged
-                    }
-                }
-            };
+                        .map(|w| &mut w.client_config)
+                        .collect()
+                })
+                .await?;
             out.push((Target::Validating(name.clone()), done));
         }
-        let mutating: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
         for name in &self.targets.mutating {
-            let action = format!("write the caBundle of MutatingWebhookConfiguration {name}");
-            let done = match mutating
-                .get_opt(name)
-                .await
-                .map_err(api_error(action.clone()))?
-            {
-                None => Injection::Missing,
-                Some(mut live) => {
-                    let configs = live
-                        .webhooks
+            let done = self
+                .inject_configuration::<MutatingWebhookConfiguration>(name, bundle, |live| {
+                    live.webhooks
                         .iter_mut()
                         .flatten()
-                        .map(|w| &mut w.client_config);
-                    if set_bundle(configs, bundle) {
-                        mutating
-                            .replace(name, &PostParams::default(), &live)
-                            .await
-                            .map_err(api_error(action))?;
-                        Injection::Written
-                    } else {
-                        Injection::Unchanged
-                    }
-                }
-            };
+                        .map(|w| &mut w.client_config)
+                        .collect()
+                })
+                .await?;
             out.push((Target::Mutating(name.clone()), done));
         }
         let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());

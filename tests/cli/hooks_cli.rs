@@ -300,3 +300,169 @@ spec:
     assert_eq!(admission[1]["failurePolicy"], "Ignore");
     assert_eq!(admission[0]["served"], false);
 }
+
+/// A config of one `CacheConfig` (namespaces `shop` and `ops`) and two `Controller`s with
+/// admission hooks, one for `ConfigMap`s, one for `Secret`s, written in `dir`.
+fn guarded_config(dir: &std::path::Path) -> String {
+    let path = dir.join("guarded.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: informant.dev/v1alpha1
+kind: CacheConfig
+metadata: {name: test, namespace: default}
+spec:
+  defaultNamespaces: {shop: {}, ops: {}}
+---
+apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {name: guarded, namespace: default}
+spec:
+  for: {apiVersion: v1, kind: ConfigMap}
+  hook: {exec: {command: [sh, hook.sh]}}
+  admission:
+  - {name: require-owner, type: Validating}
+  - name: web-only
+    type: Validating
+    objectSelector: {matchLabels: {app: web}}
+    namespaceSelector: {matchLabels: {team: shop}}
+    matchConditions: [{name: not-system, expression: \"!object.metadata.name.startsWith('system-')\"}]
+  - {name: defaults, type: Mutating, failurePolicy: Ignore}
+---
+apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {name: secrets, namespace: default}
+spec:
+  for: {apiVersion: v1, kind: Secret}
+  hook: {exec: {command: [sh, hook.sh]}}
+  admission:
+  - {name: no-plain-passwords, type: Validating}
+",
+    )
+    .unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+/// `explain --object` names the admission hooks the API server would call for that object:
+/// those of the Controllers for its kind, mutating first, each called, not called (why), or
+/// called depending on what a file cannot say (the namespace's labels, the object's labels
+/// unless `--object-labels` gives them, CEL matchConditions).
+#[test]
+fn explain_object_names_the_admission_hooks_that_apply_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = &guarded_config(dir.path());
+    let run = |args: &[&str]| {
+        let out = informant(args);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+
+    let text = run(&["explain", "-c", file, "--object", "v1/ConfigMap/shop/web"]);
+    let expected = "  admission hooks (mutating first, as the API server calls them):
+    default/guarded/defaults: Mutating on CREATE,UPDATE, failurePolicy Ignore: called
+    default/guarded/require-owner: Validating on CREATE,UPDATE, failurePolicy Fail: called
+    default/guarded/web-only: Validating on CREATE,UPDATE, failurePolicy Fail: called if \
+the namespace's labels match namespaceSelector team=shop; and if the object's labels match \
+objectSelector app=web; and if its matchConditions hold (CEL, checked by the API server: \
+not-system)
+";
+    assert!(text.ends_with(expected), "{text}");
+    let (_, about_object) = text.split_once("\nv1/ConfigMap/shop/web:\n").unwrap();
+    assert!(
+        !about_object.contains("no-plain-passwords"),
+        "a Secret's hook is not a ConfigMap's: {text}"
+    );
+
+    // The object's labels decide its objectSelector.
+    let text = run(&[
+        "explain",
+        "-c",
+        file,
+        "--object",
+        "v1/ConfigMap/shop/web",
+        "--object-labels",
+        "app=db,tier=1",
+    ]);
+    assert!(
+        text.contains(
+            "default/guarded/web-only: Validating on CREATE,UPDATE, failurePolicy Fail: not \
+             called: the object's labels do not match objectSelector app=web\n"
+        ),
+        "{text}"
+    );
+
+    // A kind no Controller is for.
+    let text = run(&["explain", "-c", file, "--object", "v1/Pod/shop/p"]);
+    assert!(
+        text.ends_with("  admission hooks: none of this file's Controllers is for its kind\n"),
+        "{text}"
+    );
+    // Labels that are not KEY=VALUE are a usage error.
+    let out = informant(&[
+        "explain",
+        "-c",
+        file,
+        "--object",
+        "v1/Pod/shop/p",
+        "--object-labels",
+        "app",
+    ]);
+    assert_eq!(out.status.code(), Some(64));
+}
+
+/// `explain --object -o json` says the same under `admission`, beside `servedBy`; a hook
+/// without a `namespaceSelector` takes the `CacheConfig`'s namespaces.
+#[test]
+fn explain_object_json_says_which_admission_hooks_are_called() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = &guarded_config(dir.path());
+    let out = informant(&[
+        "explain",
+        "-c",
+        file,
+        "--object",
+        "v1/Secret/shop/creds",
+        "-o",
+        "json",
+    ]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc["servedBy"].is_array(), "{doc}");
+    assert_eq!(
+        doc["admission"],
+        serde_json::json!([{
+            "hook": "default/secrets/no-plain-passwords",
+            "controller": "default/secrets",
+            "name": "no-plain-passwords",
+            "type": "Validating",
+            "operations": ["CREATE", "UPDATE"],
+            "failurePolicy": "Fail",
+            "called": "yes",
+        }])
+    );
+    let out = informant(&[
+        "explain",
+        "-c",
+        file,
+        "--object",
+        "v1/ConfigMap/kube-system/x",
+        "-o",
+        "json",
+    ]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let admission = doc["admission"].as_array().unwrap();
+    assert_eq!(admission[0]["name"], "defaults");
+    assert_eq!(admission[0]["called"], "no");
+    assert_eq!(
+        admission[0]["reason"],
+        "namespace kube-system is not among the CacheConfig's defaultNamespaces, the default \
+         of a hook without a namespaceSelector"
+    );
+    assert_eq!(admission[2]["name"], "web-only");
+    assert_eq!(admission[2]["called"], "depends");
+    assert_eq!(admission[2]["dependsOn"].as_array().unwrap().len(), 3);
+}

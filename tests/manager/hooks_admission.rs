@@ -753,3 +753,63 @@ async fn every_replica_serves_the_hooks_and_the_next_leader_keeps_the_configurat
     standby.stop().await;
     drop(server);
 }
+
+/// The namespace selector of the webhook of the `guard` Controller's `deny-labelled` hook.
+async fn namespace_selector(client: &kube::Client) -> Option<serde_json::Value> {
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let live = validating.get_opt(SERVICE).await.ok()??;
+    let webhook = live.webhooks?.into_iter().next()?;
+    serde_json::to_value(webhook.namespace_selector?).ok()
+}
+
+/// A hook without its own `namespaceSelector` is called in the `CacheConfig`'s namespaces:
+/// its webhook's selector names them, and follows a reload of the `CacheConfig`.
+#[tokio::test]
+async fn the_webhook_is_scoped_to_the_cacheconfigs_namespaces_and_follows_a_reload() {
+    let running = Running::start().await;
+    let configs: Api<informant::config::CacheConfig> =
+        Api::namespaced(running.client.clone(), "default");
+    let config = |namespaces: &[&str]| -> informant::config::CacheConfig {
+        let map: serde_json::Map<String, serde_json::Value> = namespaces
+            .iter()
+            .map(|n| ((*n).to_owned(), json!({})))
+            .collect();
+        serde_json::from_value(json!({
+            "apiVersion": "informant.dev/v1alpha1",
+            "kind": "CacheConfig",
+            "metadata": {"name": "test", "namespace": "default"},
+            "spec": {"defaultNamespaces": map},
+        }))
+        .unwrap()
+    };
+    configs
+        .create(&PostParams::default(), &config(&["default"]))
+        .await
+        .unwrap();
+    let (deny, deny_marker) = running.hook("deny", DENY_HOOK);
+    running
+        .controller(
+            "guard",
+            &json!([{"name": "deny-labelled", "type": "Validating",
+                     "hook": {"exec": {"command": [deny, deny_marker]}}}]),
+        )
+        .await;
+    let names = |values: &[&str]| json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": values}]});
+    eventually("the webhook scoped to default", || async {
+        namespace_selector(&running.client).await == Some(names(&["default"]))
+    })
+    .await;
+    configs
+        .patch(
+            "test",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&config(&["default", "shop"])),
+        )
+        .await
+        .unwrap();
+    eventually("the webhook scoped to default and shop", || async {
+        namespace_selector(&running.client).await == Some(names(&["default", "shop"]))
+    })
+    .await;
+    running.stop().await;
+}

@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 
 use super::served::ServedHook;
 use crate::cache::{NamespaceKey, Options as CacheOptions};
-use crate::hooks::resource::{AdmissionType, FailurePolicy};
+use crate::hooks::resource::AdmissionType;
 use crate::manager::WebhookOptions;
 use crate::selector::Operator;
 use crate::serving::WebhookCertificates;
@@ -213,10 +213,7 @@ fn webhook(
             "operations": spec.operations,
             "scope": "*",
         }],
-        "failurePolicy": match spec.failure_policy {
-            FailurePolicy::Fail => "Fail",
-            FailurePolicy::Ignore => "Ignore",
-        },
+        "failurePolicy": spec.failure_policy.as_str(),
         "matchPolicy": "Equivalent",
         "namespaceSelector": namespace_selector,
         "objectSelector": spec.object_selector.clone().unwrap_or_default(),
@@ -405,4 +402,106 @@ fn owned(live: &Value) -> bool {
 fn base64_encode(bytes: &[u8]) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::cache::Config;
+    use crate::hooks::resource::{ControllerKey, FailurePolicy, Hook};
+    use crate::selector::LabelSelector as Selector;
+
+    fn scope(namespaces: &[&str]) -> CacheOptions {
+        let mut scope = CacheOptions::default();
+        for name in namespaces {
+            scope
+                .default_namespaces
+                .insert(NamespaceKey::named(name), Config::default());
+        }
+        scope
+    }
+
+    #[test]
+    fn the_default_namespace_selector_is_the_cacheconfigs_scope() {
+        assert_eq!(namespace_selector_of(&scope(&[])), None, "every namespace");
+        let named = namespace_selector_of(&scope(&["shop", "ops"])).unwrap();
+        assert_eq!(
+            serde_json::to_value(&named).unwrap(),
+            json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["ops", "shop"]}]})
+        );
+        let mut others = scope(&["shop"]);
+        others
+            .default_namespaces
+            .insert(NamespaceKey::AllOthers, Config::default());
+        assert_eq!(
+            namespace_selector_of(&others),
+            None,
+            "\"\" is every other namespace"
+        );
+        let mut selected = CacheOptions {
+            default_namespace_selector: Some(
+                Selector::parse("team in (shop,web),!legacy,tier!=batch").unwrap(),
+            ),
+            ..CacheOptions::default()
+        };
+        assert_eq!(
+            serde_json::to_value(namespace_selector_of(&selected).unwrap()).unwrap(),
+            // In the parsed selector's order: by key, as apimachinery sorts them.
+            json!({"matchExpressions": [
+                {"key": "legacy", "operator": "DoesNotExist"},
+                {"key": "team", "operator": "In", "values": ["shop", "web"]},
+                {"key": "tier", "operator": "NotIn", "values": ["batch"]},
+            ]})
+        );
+        selected.default_namespace_selector = Some(Selector::parse("rank>3").unwrap());
+        assert_eq!(namespace_selector_of(&selected), None, "> cannot be said");
+    }
+
+    #[test]
+    fn a_webhook_names_the_service_path_kind_and_what_the_hook_declares() {
+        let served = ServedHook {
+            controller: ControllerKey {
+                namespace: "shop".to_owned(),
+                name: "guard".to_owned(),
+            },
+            for_kind: GroupVersionKind::gvk("apps", "v1", "Deployment"),
+            hook: crate::hooks::resource::AdmissionHook {
+                name: "defaults".to_owned(),
+                type_: AdmissionType::Mutating,
+                operations: vec!["CREATE".to_owned()],
+                hook: Hook::Exec {
+                    command: vec!["/hooks/d".to_owned()],
+                    timeout: Duration::from_secs(5),
+                },
+                failure_policy: FailurePolicy::Ignore,
+                timeout: Duration::from_secs(5),
+                namespace_selector: None,
+                object_selector: None,
+                match_conditions: vec![("a".to_owned(), "true".to_owned())],
+            },
+            path: "/admission/shop/guard/defaults".to_owned(),
+        };
+        let options = WebhookOptions::managed(([0, 0, 0, 0], 9443).into(), "ops", "hooks");
+        let scope = namespace_selector_of(&scope(&["shop"]));
+        let webhook = webhook(&served, "deployments", &options, scope.as_ref());
+        assert_eq!(
+            webhook,
+            json!({
+                "name": "defaults.guard.shop.admission.informant.dev",
+                "clientConfig": {"service": {"namespace": "ops", "name": "hooks", "path": "/admission/shop/guard/defaults", "port": 443}},
+                "rules": [{"apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"], "operations": ["CREATE"], "scope": "*"}],
+                "failurePolicy": "Ignore",
+                "matchPolicy": "Equivalent",
+                "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["shop"]}]},
+                "objectSelector": {},
+                "sideEffects": "None",
+                "timeoutSeconds": 5,
+                "admissionReviewVersions": ["v1"],
+                "matchConditions": [{"name": "a", "expression": "true"}],
+                "reinvocationPolicy": "Never",
+            })
+        );
+    }
 }

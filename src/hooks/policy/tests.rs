@@ -216,6 +216,7 @@ fn settings(hook: Hook, owns: &[(&str, &str, &str)]) -> ControllerSettings {
         resync_period: None,
         schedule: None,
         admission: Vec::new(),
+        conversion: None,
         finalizer: None,
     }
 }
@@ -277,4 +278,31 @@ fn an_admission_hook_of_its_own_is_checked_by_the_policy_too() {
         "{refusal}"
     );
     assert!(refusal.contains("/usr/bin/curl"), "{refusal}");
+}
+
+#[test]
+fn a_conversion_hook_of_its_own_is_checked_by_the_policy_too() {
+    let allowed = Hook::Exec {
+        command: command("/hooks/sync"),
+        timeout: std::time::Duration::from_secs(1),
+    };
+    let mut s = settings(allowed.clone(), &[]);
+    let policy = Policy::restricted().allow_exec("/hooks/".parse().unwrap());
+    let conversion = |hook: Hook| crate::hooks::ConversionHook {
+        versions: vec!["v1alpha1".to_owned(), "v1".to_owned()],
+        hub: None,
+        hook,
+    };
+    s.conversion = Some(conversion(allowed));
+    assert_eq!(policy.refusal(&s), None, "the Controller's own hook");
+    s.conversion = Some(conversion(Hook::Webhook {
+        url: "http://169.254.169.254/convert".to_owned(),
+        timeout: std::time::Duration::from_secs(1),
+        tls: None,
+    }));
+    let refusal = policy.refusal(&s).unwrap();
+    assert!(
+        refusal.starts_with("spec.conversion.hook.webhook.url"),
+        "{refusal}"
+    );
 }

@@ -109,6 +109,17 @@ pub enum FailurePolicy {
     Ignore,
 }
 
+impl FailurePolicy {
+    /// `Fail` or `Ignore`, as written (and as a webhook configuration says it).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailurePolicy::Fail => "Fail",
+            FailurePolicy::Ignore => "Ignore",
+        }
+    }
+}
+
 /// A valid admission hook.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AdmissionHook {

@@ -7,6 +7,7 @@
 //! refuse to read is an error that says which `CacheConfig` setting to change.
 
 mod admission;
+mod conversion;
 mod crd;
 mod types;
 mod validate;
@@ -15,6 +16,7 @@ pub use admission::{
     AdmissionHook, AdmissionSpec, AdmissionType, DEFAULT_ADMISSION_TIMEOUT_SECONDS, FailurePolicy,
     MAX_ADMISSION_TIMEOUT_SECONDS, MAX_MATCH_CONDITIONS, MatchConditionSpec,
 };
+pub use conversion::{ConversionHook, ConversionSpec};
 pub use crd::controller_crd_yaml;
 pub use types::{
     CONTROLLER_CONDITION_READY, CONTROLLER_CONDITION_VALID, Controller, ControllerError,

@@ -135,6 +135,12 @@ pub struct ControllerSpec {
     /// webhook configurations it owns. See docs/hooks.md, "Admission".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admission: Option<Vec<super::admission::AdmissionSpec>>,
+
+    /// A conversion hook: converts the objects of the `for` kind (a custom resource) between
+    /// the versions of its CRD. The manager serves it over HTTPS and sets the CRD's
+    /// `spec.conversion` to call it. See docs/hooks.md, "Conversion hooks".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversion: Option<super::conversion::ConversionSpec>,
 }
 
 /// The reconciled kind, and which of its objects.
@@ -414,6 +420,8 @@ pub struct ControllerSettings {
     pub schedule: Option<crate::hooks::Schedule>,
     /// The admission hooks (`spec.admission`).
     pub admission: Vec<super::admission::AdmissionHook>,
+    /// The conversion hook (`spec.conversion`), if any.
+    pub conversion: Option<super::conversion::ConversionHook>,
 }
 
 /// Which reconciled objects a related object maps to (`spec.watches[].mapTo`).

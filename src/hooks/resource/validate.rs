@@ -128,6 +128,14 @@ pub fn validate_controller(
         &mut errors,
         self::hook,
     );
+    let conversion = super::conversion::validate(
+        spec.conversion.as_ref(),
+        for_kind.as_ref(),
+        hook.as_ref(),
+        &path.field("conversion"),
+        &mut errors,
+        self::hook,
+    );
     if spec.concurrency == Some(0) {
         errors.push(FieldError::new(
             &path.field("concurrency"),
@@ -169,6 +177,7 @@ pub fn validate_controller(
             finalizer: (spec.finalize == Some(true)).then_some(finalizer),
             schedule,
             admission,
+            conversion,
         }),
         _ => Err(errors),
     }

@@ -28,6 +28,7 @@ fn settings(owns: &[&str], watches: &[&str]) -> ControllerSettings {
         resync_period: None,
         schedule: None,
         admission: Vec::new(),
+        conversion: None,
         finalizer: None,
     }
 }

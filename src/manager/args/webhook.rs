@@ -1,123 +1,15 @@
-//! The `--webhook-*` flags of `informant run`: the manager's own webhook endpoint.
-
-use std::path::PathBuf;
+//! The options of the `--webhook-*` flags of `informant run`: the manager's own webhook
+//! endpoint.
 
 use k8s_openapi::api::admissionregistration::v1::ServiceReference;
 
-use super::super::webhook::{DEFAULT_WEBHOOK_SERVICE_PORT, WebhookOptions};
+use super::super::webhook::WebhookOptions;
 use crate::serving::managed::Settings;
 use crate::serving::{InjectTargets, WebhookCertificates};
 
-/// The flags of the webhook endpoint, which serves the admission hooks of the `Controller`s.
-//
-// Reason: these doc comments are the `--help` text, where Markdown backticks would show as-is.
-#[allow(clippy::doc_markdown)]
-#[derive(clap::Args, Debug, Clone, Default)]
-#[group(id = "informant-webhook-args")]
-pub struct WebhookArgs {
-    /// Serve the admission hooks of Controllers (spec.admission) over HTTPS behind this
-    /// Service, on every replica; the leader creates and keeps the webhook configurations
-    /// that name it. Absent: no webhook endpoint, and a Controller with spec.admission is kept
-    /// back (AdmissionNotServed).
-    #[arg(
-        long,
-        value_name = "NAME",
-        env = "INFORMANT_WEBHOOK_SERVICE",
-        help_heading = "Webhooks"
-    )]
-    pub webhook_service: Option<String>,
-
-    /// The Service's namespace (default: the pod's namespace, else the CacheConfig's, else
-    /// "default").
-    #[arg(
-        long,
-        value_name = "NAMESPACE",
-        env = "INFORMANT_WEBHOOK_SERVICE_NAMESPACE",
-        help_heading = "Webhooks"
-    )]
-    pub webhook_service_namespace: Option<String>,
-
-    /// The Service port the webhook configurations name.
-    #[arg(long, value_name = "PORT", default_value_t = DEFAULT_WEBHOOK_SERVICE_PORT, env = "INFORMANT_WEBHOOK_SERVICE_PORT", help_heading = "Webhooks")]
-    pub webhook_service_port: i32,
-
-    /// Address the webhook server listens on (":9443" is every interface).
-    // controller-runtime pkg/webhook/server.go DefaultPort.
-    #[arg(
-        long,
-        value_name = "ADDR",
-        default_value = ":9443",
-        env = "INFORMANT_WEBHOOK_ADDR",
-        help_heading = "Webhooks"
-    )]
-    pub webhook_addr: String,
-
-    /// Serve the certificate mounted in this directory (cert-manager's Secret), re-read when
-    /// it changes. Absent: the leader makes a CA and a serving certificate in
-    /// --webhook-cert-secret, rotates them, and writes the CA bundle into the webhook
-    /// configurations it owns.
-    #[arg(
-        long,
-        value_name = "DIR",
-        env = "INFORMANT_WEBHOOK_CERT_DIR",
-        help_heading = "Webhooks"
-    )]
-    pub webhook_cert_dir: Option<PathBuf>,
-
-    /// The certificate's file name in --webhook-cert-dir.
-    #[arg(long, value_name = "FILE", default_value = crate::serving::DEFAULT_CERT_NAME, env = "INFORMANT_WEBHOOK_CERT_NAME", help_heading = "Webhooks")]
-    pub webhook_cert_name: String,
-
-    /// The key's file name in --webhook-cert-dir.
-    #[arg(long, value_name = "FILE", default_value = crate::serving::DEFAULT_KEY_NAME, env = "INFORMANT_WEBHOOK_CERT_KEY", help_heading = "Webhooks")]
-    pub webhook_cert_key: String,
-
-    /// The Secret of the managed certificates, in the Service's namespace (default:
-    /// <service>-cert).
-    #[arg(
-        long,
-        value_name = "NAME",
-        env = "INFORMANT_WEBHOOK_CERT_SECRET",
-        help_heading = "Webhooks"
-    )]
-    pub webhook_cert_secret: Option<String>,
-
-    /// The name of the ValidatingWebhookConfiguration and of the
-    /// MutatingWebhookConfiguration the leader owns (default: the Service's name).
-    #[arg(
-        long,
-        value_name = "NAME",
-        env = "INFORMANT_WEBHOOK_CONFIGURATION",
-        help_heading = "Webhooks"
-    )]
-    pub webhook_configuration: Option<String>,
-
-    /// With --webhook-cert-dir: cert-manager's Certificate NAMESPACE/NAME, put in the
-    /// cert-manager.io/inject-ca-from annotation of the configurations the manager owns.
-    #[arg(
-        long,
-        value_name = "NAMESPACE/NAME",
-        env = "INFORMANT_WEBHOOK_INJECT_CA_FROM",
-        help_heading = "Webhooks"
-    )]
-    pub webhook_inject_ca_from: Option<String>,
-
-    /// With managed certificates: another object whose caBundle the leader writes, as
-    /// KIND/NAME with KIND validatingwebhookconfiguration, mutatingwebhookconfiguration or
-    /// customresourcedefinition (repeat the flag; comma-separated in the variable).
-    #[arg(
-        long,
-        value_name = "KIND/NAME",
-        env = "INFORMANT_WEBHOOK_INJECT",
-        value_delimiter = ',',
-        help_heading = "Webhooks"
-    )]
-    pub webhook_inject: Vec<String>,
-}
-
-impl WebhookArgs {
+impl super::Args {
     /// The endpoint's options, `None` without --webhook-service; each bad flag in `problems`.
-    pub(super) fn options(
+    pub(super) fn webhook_options(
         &self,
         fallback_namespace: Option<&str>,
         problems: &mut Vec<String>,
