@@ -14,6 +14,8 @@ mod support;
 mod chart;
 #[path = "e2e_embedded/chart_rbac.rs"]
 mod chart_rbac;
+#[path = "e2e_embedded/chart_webhook.rs"]
+mod chart_webhook;
 
 use std::process::Command;
 use std::time::Instant;

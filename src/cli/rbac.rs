@@ -60,6 +60,58 @@ pub struct Args {
     /// rbac.extraRules).
     #[arg(long, value_name = "FILE")]
     pub extra_rules: Option<PathBuf>,
+    /// The manager serves admission webhooks behind this Service (informant run
+    /// --webhook-service, the chart's webhook.enabled): add the rights on the webhook
+    /// configurations it owns and on its certificates.
+    #[arg(long, value_name = "NAME", help_heading = "Webhooks")]
+    pub webhook_service: Option<String>,
+    /// The Service's namespace, where the managed certificates' Secret is (default:
+    /// --namespace).
+    #[arg(
+        long,
+        value_name = "NS",
+        requires = "webhook_service",
+        help_heading = "Webhooks"
+    )]
+    pub webhook_service_namespace: Option<String>,
+    /// The manager serves a mounted certificate from DIR (cert-manager's): no Secret rights,
+    /// no caBundle written by the manager.
+    #[arg(
+        long,
+        value_name = "DIR",
+        requires = "webhook_service",
+        help_heading = "Webhooks"
+    )]
+    pub webhook_cert_dir: Option<PathBuf>,
+    /// The Secret of the managed certificates (default: SERVICE-cert).
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "webhook_service",
+        conflicts_with = "webhook_cert_dir",
+        help_heading = "Webhooks"
+    )]
+    pub webhook_cert_secret: Option<String>,
+    /// The name of the ValidatingWebhookConfiguration and MutatingWebhookConfiguration the
+    /// manager owns (default: the Service's name).
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "webhook_service",
+        help_heading = "Webhooks"
+    )]
+    pub webhook_configuration: Option<String>,
+    /// Another object whose caBundle the manager writes (managed certificates only): KIND is
+    /// validatingwebhookconfiguration, mutatingwebhookconfiguration or
+    /// customresourcedefinition. Repeatable.
+    #[arg(
+        long,
+        value_name = "KIND/NAME",
+        requires = "webhook_service",
+        conflicts_with = "webhook_cert_dir",
+        help_heading = "Webhooks"
+    )]
+    pub webhook_inject: Vec<String>,
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value = "yaml")]
     pub output: Output,
@@ -98,14 +150,114 @@ impl Args {
             None => Vec::new(),
             Some(path) => read_rules(path)?,
         };
+        let webhook = self.webhook(&namespace)?;
         Ok(rbac::Options {
             namespace,
             lease: self.leader_elect.then(|| self.lease_name.clone()),
             kinds,
             extra_rules,
             metrics_secure: self.metrics_secure,
+            webhook,
         })
     }
+
+    /// The webhook endpoint of the `--webhook-*` flags, `None` without `--webhook-service`;
+    /// every bad name at once (exit 64).
+    fn webhook(&self, namespace: &str) -> exit::Result<Option<rbac::Webhook>> {
+        let Some(service) = &self.webhook_service else {
+            return Ok(None);
+        };
+        let mut errors = Vec::new();
+        let mut check = |flag: &str, name: &str, problem: Option<&str>| {
+            if let Some(problem) = problem {
+                errors.push(format!("--{flag} {name:?}: {problem}"));
+            }
+        };
+        let namespace = self
+            .webhook_service_namespace
+            .clone()
+            .unwrap_or_else(|| namespace.to_owned());
+        let configuration = self
+            .webhook_configuration
+            .clone()
+            .unwrap_or_else(|| service.clone());
+        check("webhook-service", service, label_problem(service));
+        check(
+            "webhook-service-namespace",
+            &namespace,
+            label_problem(&namespace),
+        );
+        check(
+            "webhook-configuration",
+            &configuration,
+            subdomain_problem(&configuration),
+        );
+        let certificates = if self.webhook_cert_dir.is_some() {
+            rbac::Certificates::Mounted
+        } else {
+            let secret = self
+                .webhook_cert_secret
+                .clone()
+                .unwrap_or_else(|| format!("{service}-cert"));
+            check("webhook-cert-secret", &secret, subdomain_problem(&secret));
+            let mut inject = rbac::InjectNames::default();
+            for text in &self.webhook_inject {
+                let (kind, name) = text.split_once('/').unwrap_or((text, ""));
+                let names = match kind.to_ascii_lowercase().as_str() {
+                    "validatingwebhookconfiguration" => &mut inject.validating,
+                    "mutatingwebhookconfiguration" => &mut inject.mutating,
+                    "customresourcedefinition" => &mut inject.crds,
+                    _ => {
+                        check(
+                            "webhook-inject",
+                            text,
+                            Some(
+                                "expected KIND/NAME, KIND one of validatingwebhookconfiguration, \
+                                 mutatingwebhookconfiguration, customresourcedefinition",
+                            ),
+                        );
+                        continue;
+                    }
+                };
+                check("webhook-inject", text, subdomain_problem(name));
+                names.push(name.to_owned());
+            }
+            rbac::Certificates::Managed { secret, inject }
+        };
+        if !errors.is_empty() {
+            return Err(Failure::message(exit::USAGE, errors.join("\n")));
+        }
+        Ok(Some(rbac::Webhook {
+            namespace,
+            configuration,
+            certificates,
+        }))
+    }
+}
+
+/// Why `name` is not a DNS-1123 label (a Service's or a namespace's name), if it is not.
+fn label_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() || name.len() > 63 {
+        return Some("must be 1 to 63 characters");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        return Some("must consist of lowercase letters, digits and '-'");
+    }
+    if name.starts_with('-') || name.ends_with('-') {
+        return Some("must start and end with a letter or digit");
+    }
+    None
+}
+
+/// Why `name` is not a DNS-1123 subdomain (an object's name), if it is not.
+fn subdomain_problem(name: &str) -> Option<&'static str> {
+    if name.len() > 253 {
+        return Some("must be 253 characters or less");
+    }
+    name.split('.').find_map(label_problem)
 }
 
 fn bad_kind(text: &str) -> Failure {

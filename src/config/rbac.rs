@@ -67,6 +67,18 @@
 //!   `metrics-reader`) to bind Prometheus's account to. `/debug/*` is left out of it on
 //!   purpose: the cache tree and the config's status are for the people who run the
 //!   operator, granted `get` on `/debug/*` by a role of their own.
+//! - **The webhook endpoint** ([`Options::webhook`], `informant run --webhook-service`, the
+//!   chart's `webhook.enabled`), in the `ClusterRole` (webhook configurations and CRDs are
+//!   cluster-scoped): `create` on `validatingwebhookconfigurations` and
+//!   `mutatingwebhookconfigurations` (`admissionregistration.k8s.io`; creation cannot be
+//!   restricted by name), `get`, `update` and `delete` on the two the manager owns, by name.
+//!   With managed certificates ([`Certificates::Managed`]), also `get`/`update` on the other
+//!   configurations and `get`/`patch` on the CRDs whose `caBundle` it writes
+//!   (`--webhook-inject`), by name, and in a `Role` of the Service's namespace `create` on
+//!   `secrets` and `get`, `list`, `watch`, `update` on the certificates' Secret, by name
+//!   (every replica watches it with a `metadata.name` field selector). A mounted certificate
+//!   (cert-manager's) needs no Secret rights: the kubelet mounts it and cert-manager's
+//!   cainjector writes the bundles.
 //!
 //! Kinds are resolved offline: plural and scope from the built-in table ([`crate::kinds`]);
 //! other kinds (custom resources) are taken as namespaced with kube's guessed plural, as
@@ -100,6 +112,9 @@ use crate::cache::{self, BuiltinKinds, NamespaceKey, Namespaces};
 use crate::recorder::Api;
 use crate::selector::ShardKey;
 
+mod webhook;
+pub use webhook::{Certificates, InjectNames, NOTE_WEBHOOK, Webhook};
+
 /// The API group of `cacheconfigs`.
 const GROUP: &str = "informant.dev";
 /// The API group of `customresourcedefinitions`.
@@ -127,6 +142,9 @@ pub struct Options {
     /// The manager serves metrics securely: it reviews tokens and access, and scrapers need
     /// `get` on `/metrics`.
     pub metrics_secure: bool,
+    /// The manager serves admission webhooks (`informant run --webhook-service`); `None`: no
+    /// webhook endpoint.
+    pub webhook: Option<Webhook>,
 }
 
 impl Options {
@@ -350,7 +368,31 @@ impl Rules {
         if options.metrics_secure {
             rules.secure_metrics();
         }
+        if let Some(webhook) = &options.webhook {
+            rules.webhook(webhook);
+        }
         rules
+    }
+
+    /// What the webhook endpoint adds: its rules in the `ClusterRole` (with the note saying
+    /// why `create` names nothing), and the managed certificates' Secret at the end of the
+    /// `Role` of the Service's namespace (its `list` and `watch` left out when Secrets are
+    /// listed and watched there already: cached, or granted by extra rules).
+    fn webhook(&mut self, webhook: &Webhook) {
+        self.cluster.extend(webhook.cluster_rules());
+        self.notes.push(NOTE_WEBHOOK.to_owned());
+        let watched = webhook::watch_secrets(&self.cluster)
+            || self
+                .namespaces
+                .get(&webhook.namespace)
+                .is_some_and(|role| webhook::watch_secrets(role));
+        let secret_rules = webhook.namespace_rules(watched);
+        if !secret_rules.is_empty() {
+            self.namespaces
+                .entry(webhook.namespace.clone())
+                .or_default()
+                .extend(secret_rules);
+        }
     }
 
     /// What secure metrics add: the reviews in the `ClusterRole` (with the note saying why),

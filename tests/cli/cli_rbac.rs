@@ -390,3 +390,160 @@ fn sharding_grants_the_member_leases_and_by_namespace_watches_namespaces() {
         "{text}"
     );
 }
+
+/// Every rule of `objects`' `kind` named `name` (in `namespace` for a `Role`) that grants on
+/// `resource`, as (resourceNames, verbs).
+fn rules_on(
+    objects: &[Value],
+    kind: &str,
+    namespace: &str,
+    resource: &str,
+) -> Vec<(Option<Vec<String>>, Vec<String>)> {
+    of_kind(objects, kind)
+        .into_iter()
+        .filter(|o| o["metadata"]["namespace"].as_str().unwrap_or_default() == namespace)
+        .flat_map(|o| o["rules"].as_array().unwrap().clone())
+        .filter(|r| {
+            r["resources"]
+                .as_array()
+                .is_some_and(|rs| rs.iter().any(|x| x == resource))
+        })
+        .map(|r| {
+            (
+                serde_json::from_value(r["resourceNames"].clone()).unwrap(),
+                serde_json::from_value(r["verbs"].clone()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+#[test]
+fn a_webhook_service_grants_its_configurations_secret_and_injected_crds() {
+    let minimal = ["--config", "config/samples/minimal.yaml", "-n", "sys"];
+    let mut args = minimal.to_vec();
+    args.extend([
+        "--webhook-service",
+        "hooks",
+        "--webhook-service-namespace",
+        "web",
+        "--webhook-inject",
+        "customresourcedefinition/carts.shop.example.com",
+    ]);
+    let managed = objects(&args);
+    let configurations = rules_on(
+        &managed,
+        "ClusterRole",
+        "",
+        "validatingwebhookconfigurations",
+    );
+    assert_eq!(
+        configurations,
+        [
+            (None, strings(&["create"])),
+            (
+                Some(strings(&["hooks"])),
+                strings(&["get", "update", "delete"])
+            )
+        ],
+        "the configuration is named after the service by default"
+    );
+    assert_eq!(
+        rules_on(&managed, "ClusterRole", "", "customresourcedefinitions"),
+        [(
+            Some(strings(&["carts.shop.example.com"])),
+            strings(&["get", "patch"])
+        )]
+    );
+    assert_eq!(
+        rules_on(&managed, "Role", "web", "secrets"),
+        [
+            (None, strings(&["create"])),
+            (
+                Some(strings(&["hooks-cert"])),
+                strings(&["get", "list", "watch", "update"])
+            )
+        ],
+        "the managed certificates' Secret, in the service's namespace"
+    );
+    assert_eq!(
+        of_kind(&managed, "RoleBinding")
+            .iter()
+            .filter(|b| b["metadata"]["namespace"] == "web")
+            .count(),
+        1
+    );
+    // The same without the flags: none of it.
+    let plain = objects_of_minimal();
+    assert!(rules_on(&plain, "ClusterRole", "", "validatingwebhookconfigurations").is_empty());
+
+    // A mounted certificate: no Secret, the configuration's own name.
+    let mut args = minimal.to_vec();
+    args.extend([
+        "--webhook-service",
+        "hooks",
+        "--webhook-cert-dir",
+        "/certs",
+        "--webhook-configuration",
+        "shop-hooks",
+    ]);
+    let mounted = objects(&args);
+    assert!(rules_on(&mounted, "Role", "sys", "secrets").is_empty());
+    assert_eq!(
+        rules_on(&mounted, "ClusterRole", "", "mutatingwebhookconfigurations")[1],
+        (
+            Some(strings(&["shop-hooks"])),
+            strings(&["get", "update", "delete"])
+        )
+    );
+}
+
+#[test]
+fn bad_webhook_flags_exit_64_with_every_error() {
+    let out = informant(&[
+        "rbac",
+        "--config",
+        "config/samples/minimal.yaml",
+        "--webhook-service",
+        "Hooks",
+        "--webhook-inject",
+        "deployment/x",
+        "--webhook-inject",
+        "customresourcedefinition/Bad_Name",
+    ]);
+    assert_eq!(out.status.code(), Some(64));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for wanted in [
+        "--webhook-service \"Hooks\": must consist of lowercase",
+        "--webhook-inject \"deployment/x\": expected KIND/NAME",
+        "--webhook-inject \"customresourcedefinition/Bad_Name\": must consist",
+    ] {
+        assert!(stderr.contains(wanted), "{wanted} in {stderr}");
+    }
+    // Injection is for managed certificates; every webhook flag needs the service.
+    for args in [
+        &[
+            "--webhook-service",
+            "h",
+            "--webhook-cert-dir",
+            "/c",
+            "--webhook-inject",
+            "customresourcedefinition/a.b",
+        ][..],
+        &["--webhook-configuration", "c"][..],
+    ] {
+        let mut all = vec!["rbac", "--config", "config/samples/minimal.yaml"];
+        all.extend_from_slice(args);
+        let out = informant(&all);
+        // clap's usage error, naming the flags at odds.
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("--webhook-cert-dir") || stderr.contains("--webhook-service"),
+            "{stderr}"
+        );
+    }
+}

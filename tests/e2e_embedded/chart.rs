@@ -1,5 +1,5 @@
 //! The chart as the RBAC scenario ([`crate::chart_rbac`]) deploys it: rendered by Helm's own
-//! engine (helm-python-sdk, as `charts/informant/tests/test_chart.py` renders it) for three
+//! engine (helm-python-sdk, as `charts/informant/tests/test_chart.py` renders it) for four
 //! [`Case`]s of values, the permissions its `Role`s and `ClusterRole` grant ([`grants`]), the
 //! objects without one of them ([`without`]), and which refusal that one would have prevented.
 
@@ -75,7 +75,7 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// Three deployments of the chart that together render every kind of rule it has.
+/// Four deployments of the chart that together render every kind of rule it has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Case {
     /// Secrets cached in every namespace: the `ClusterRole` reads them and records core Events
@@ -89,15 +89,31 @@ pub enum Case {
     /// member Leases in the release's `Role`, `Namespace`s watched through the `ClusterRole`,
     /// the replica's identity from its pod's name.
     Sharded,
+    /// `ConfigMap`s and Secrets read in `shop` by a `Role`, serving admission hooks
+    /// (`webhook.enabled`, managed certificates, a CRD in `injectCRDs`): the webhook configurations the manager owns in the
+    /// `ClusterRole` (by name but `create`), the CRD it injects, the certificates' Secret in
+    /// the release's `Role`; the `parents` Controller declares a validating and a mutating
+    /// hook.
+    Webhook,
 }
+
+/// The webhook Service the chart renders (`<release>-webhook`): the name of the webhook
+/// configurations the manager owns, and the stem of its certificates' Secret.
+pub const WEBHOOK_SERVICE: &str = "informant-webhook";
+
+/// The CRD whose conversion webhook's `caBundle` the manager writes in [`Case::Webhook`].
+pub const INJECTED_CRD: &str = "carts.shop.example.com";
+
+/// What the validating hook answers a Secret labelled `deny: "true"`.
+pub const DENIAL: &str = "denied by the chart's admission hook";
 
 /// The pod name the Deployment's downward API would give the manager (its shard identity).
 pub const POD_NAME: &str = "informant-6d4cf9b7c8-x2v9q";
 
 impl Case {
-    /// The chart's values, metrics and health on `ports`, with `extra` rules added to
-    /// `rbac.extraRules`.
-    pub fn values(self, ports: (u16, u16), extra: &[Value], python: &Path) -> Value {
+    /// The chart's values, metrics, health and the webhook endpoint on `ports`, with `extra`
+    /// rules added to `rbac.extraRules`.
+    pub fn values(self, ports: (u16, u16, u16), extra: &[Value], python: &Path) -> Value {
         let writes = [
             // The hook's children, applied with server-side apply.
             json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["patch"]}),
@@ -105,6 +121,18 @@ impl Case {
             json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["patch"]}),
         ];
         let mut values = match self {
+            // Secrets read in `shop` alone: cached cluster-wide, the ClusterRole's `list` and
+            // `watch` on every Secret would cover the watch of the certificates' Secret.
+            Self::Webhook => json!({
+                "cacheConfig": {"spec": {
+                    "defaultNamespaces": {SHOP: {}},
+                    "byObject": [
+                        {"apiVersion": "v1", "kind": "ConfigMap"},
+                        {"apiVersion": "v1", "kind": "Secret"},
+                    ],
+                }},
+                "rbac": {"extraRules": writes},
+            }),
             Self::ClusterWide => json!({
                 "cacheConfig": {"spec": {
                     "defaultNamespaces": {SHOP: {}},
@@ -150,6 +178,10 @@ impl Case {
             json!({"allowExec": [python.display().to_string()], "allowSecrets": true});
         values["metrics"] = json!({"port": ports.0});
         values["health"] = json!({"port": ports.1});
+        if self == Self::Webhook {
+            values["webhook"] =
+                json!({"enabled": true, "port": ports.2, "injectCRDs": [INJECTED_CRD]});
+        }
         if let Some(rules) = values["rbac"]["extraRules"].as_array_mut() {
             rules.extend(extra.iter().cloned());
         }
@@ -172,17 +204,28 @@ impl Case {
     pub fn objects(self, python: &Path, hook: &Path) -> Vec<Value> {
         let exec = json!({"command": [python.display().to_string(), hook.display().to_string()],
                           "timeout": "10s"});
+        let mut parents = json!({
+            "apiVersion": "informant.dev/v1alpha1", "kind": "Controller",
+            "metadata": {"name": "parents", "namespace": NAMESPACE},
+            "spec": {
+                "for": {"apiVersion": "v1", "kind": "Secret", "labelSelector": "app=parent"},
+                "owns": [{"apiVersion": "v1", "kind": "ConfigMap"}],
+                "hook": {"exec": exec},
+                "finalize": true,
+            },
+        });
+        let mut crds = Vec::new();
+        if self == Self::Webhook {
+            // Both kinds of hook, so that both configurations exist: every Secret of the scope
+            // is defaulted a label, one labelled deny=true refused.
+            parents["spec"]["admission"] = json!([
+                {"name": "deny-labelled", "type": "Validating", "timeoutSeconds": 10},
+                {"name": "default-label", "type": "Mutating", "timeoutSeconds": 10},
+            ]);
+            crds.push(injected_crd());
+        }
         let mut objects = vec![
-            json!({
-                "apiVersion": "informant.dev/v1alpha1", "kind": "Controller",
-                "metadata": {"name": "parents", "namespace": NAMESPACE},
-                "spec": {
-                    "for": {"apiVersion": "v1", "kind": "Secret", "labelSelector": "app=parent"},
-                    "owns": [{"apiVersion": "v1", "kind": "ConfigMap"}],
-                    "hook": {"exec": exec},
-                    "finalize": true,
-                },
-            }),
+            parents,
             json!({"apiVersion": "v1", "kind": "Secret",
                    "metadata": {"name": "p", "namespace": SHOP, "labels": {"app": "parent"}}}),
         ];
@@ -196,14 +239,56 @@ impl Case {
                 },
             }));
         }
+        objects.extend(crds);
         objects
     }
 }
 
+/// A CRD converted by the manager's webhook endpoint (`strategy: Webhook` through the chart's
+/// webhook Service), whose `caBundle` the manager writes ([`INJECTED_CRD`]).
+fn injected_crd() -> Value {
+    let schema = json!({"openAPIV3Schema": {"type": "object",
+                                            "x-kubernetes-preserve-unknown-fields": true}});
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": INJECTED_CRD},
+        "spec": {
+            "group": "shop.example.com",
+            "names": {"kind": "Cart", "plural": "carts", "singular": "cart", "listKind": "CartList"},
+            "scope": "Namespaced",
+            "versions": [
+                {"name": "v1", "served": true, "storage": true, "schema": schema},
+                {"name": "v1beta1", "served": true, "storage": false, "schema": schema},
+            ],
+            "conversion": {"strategy": "Webhook", "webhook": {
+                "conversionReviewVersions": ["v1"],
+                "clientConfig": {"service": {"namespace": NAMESPACE, "name": WEBHOOK_SERVICE,
+                                             "path": "/convert", "port": 443}},
+            }},
+        },
+    })
+}
+
 /// The hook: for a Secret, one child `ConfigMap` and the Event `ChildApplied`; for a Namespace
-/// the Event `NamespaceSeen`; each Event twice (the second is a deduplicated patch).
+/// the Event `NamespaceSeen`; each Event twice (the second is a deduplicated patch). Asked to
+/// admit a Secret: the mutating hook labels it `defaulted: "true"`, the validating one denies
+/// it when it is labelled `deny: "true"`.
 pub const HOOK: &str = r#"import json, sys
 request = json.load(sys.stdin)
+if "admission" in request:
+    obj = request["request"].get("object") or {}
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    if request["admission"]["type"] == "Mutating":
+        if labels.get("defaulted") == "true":
+            print(json.dumps({"allowed": True}))
+        else:
+            obj["metadata"]["labels"] = dict(labels, defaulted="true")
+            print(json.dumps({"allowed": True, "object": obj}))
+    elif labels.get("deny") == "true":
+        print(json.dumps({"allowed": False, "message": "denied by the chart's admission hook"}))
+    else:
+        print(json.dumps({"allowed": True}))
+    sys.exit(0)
 obj = request["object"]
 name = obj["metadata"]["name"]
 if request.get("finalizing"):

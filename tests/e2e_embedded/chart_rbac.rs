@@ -2,8 +2,8 @@
 //! ([`crate::chart`]), its CRDs, `ServiceAccount`, Roles, bindings and `CacheConfig` created on
 //! the embedded API server with RBAC on, and `informant run` started with exactly the arguments
 //! (and environment) of the chart's Deployment, holding the `ServiceAccount`'s token from
-//! `TokenRequest` — for three sets of values that together render every kind of rule the chart
-//! has ([`Case`]), sharding included.
+//! `TokenRequest` — for four sets of values that together render every kind of rule the chart
+//! has ([`Case`]), sharding and the admission webhook endpoint included.
 //!
 //! **Enough**: the manager becomes ready, writes its status, holds (renews) its Lease, records
 //! Events (created, then patched by deduplication: the hooks', and `ConfigReloaded` after two
@@ -11,8 +11,12 @@
 //! itself with finalizers and releases them when deleted; sharded, it holds its member Lease
 //! and deletes it when stopped; its secure `/metrics` (the chart's default) answers a scrape
 //! with a token bound to the chart's `metrics-reader` (the manager reviewing the token and the
-//! access with the API server), 401 without a token and 403 to a token without the grant; the
-//! server refuses none of its requests.
+//! access with the API server), 401 without a token and 403 to a token without the grant;
+//! serving admission hooks ([`Case::Webhook`]), it makes its certificates' Secret, creates both
+//! webhook configurations with the bundle, which the embedded server then calls (a Secret
+//! denied with the hook's message, another defaulted), writes the bundle into the injected
+//! CRD, updates the configurations when a hook changes, deletes them when the hooks are gone,
+//! and replaces a garbled Secret; the server refuses none of its requests.
 //!
 //! **No more than enough**: for every permission the chart renders (each verb of each resource
 //! of each rule), a run without it must show the server refusing a request that permission
@@ -29,6 +33,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use informant::apiserver::{Refusal, TestServer};
 use informant::config::CacheConfig;
 use informant::hooks::Controller;
@@ -40,9 +45,10 @@ use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 
 use crate::chart::{
-    Case, Grant, HOOK, NAMESPACE, RELEASE, SCRAPER, SHOP, free_port, grants, python,
-    refused_by_absence_of, render, root, scraper_objects, without,
+    Case, Grant, HOOK, NAMESPACE, RELEASE, SCRAPER, SHOP, WEBHOOK_SERVICE, free_port, grants,
+    python, refused_by_absence_of, render, root, scraper_objects, without,
 };
+use crate::chart_webhook as webhook;
 
 /// How long a run waits for each step.
 const WAIT: Duration = Duration::from_secs(20);
@@ -76,6 +82,7 @@ struct Scenario {
     env: Vec<(String, String)>,
     health_port: u16,
     metrics_port: u16,
+    webhook_port: u16,
 }
 
 impl Scenario {
@@ -84,9 +91,10 @@ impl Scenario {
         let python = python();
         let health_port = free_port();
         let metrics_port = free_port();
+        let webhook_port = free_port();
         let docs = render(
             &python,
-            &case.values((metrics_port, health_port), extra, &python),
+            &case.values((metrics_port, health_port, webhook_port), extra, &python),
         );
         let deployment = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
         let container = &deployment["spec"]["template"]["spec"]["containers"][0];
@@ -116,6 +124,7 @@ impl Scenario {
             env,
             health_port,
             metrics_port,
+            webhook_port,
         }
     }
 
@@ -133,6 +142,13 @@ impl Scenario {
     async fn start(&self, docs: &[Value], run: usize) -> Running {
         let server = TestServer::start_with_rbac().await.unwrap();
         let handle = server.handle();
+        // The chart's webhook Service, which the embedded server has no network to reach.
+        handle.resolve_service(
+            NAMESPACE,
+            WEBHOOK_SERVICE,
+            443,
+            SocketAddr::from(([127, 0, 0, 1], self.webhook_port)),
+        );
         for crd in std::fs::read_dir(root().join("charts/informant/crds")).unwrap() {
             let text = std::fs::read_to_string(crd.unwrap().path()).unwrap();
             for object in informant::apiserver::parse_yaml(&text).unwrap() {
@@ -428,6 +444,12 @@ impl Running {
         if stop() {
             return missed;
         }
+        if self.case == Case::Webhook {
+            missed.extend(self.serve_admission(stop).await);
+            if stop() {
+                return missed;
+            }
+        }
         if !until(WAIT, || async { stop() || self.reconciled().await }).await {
             missed.push("the hooks' child, finalizer and Events (created then patched)");
         }
@@ -449,8 +471,30 @@ impl Running {
         if stop() {
             return missed;
         }
+        if self.case == Case::Webhook
+            && !until(WAIT, || async {
+                stop() || webhook::configurations_gone(&self.admin).await
+            })
+            .await
+        {
+            missed.push("the webhook configurations deleted once no hook is declared");
+        }
+        if stop() {
+            return missed;
+        }
         if !until(WAIT, || async { stop() || self.renewed().await }).await {
             missed.push("the Lease renewed");
+        }
+        if self.case == Case::Webhook && !stop() {
+            // Last: the leader looks at the Secret once a resync, so this step is the slow one.
+            webhook::garble_secret(&self.admin).await;
+            if !until(webhook::RESYNC_WAIT, || async {
+                stop() || webhook::secret_replaced(&self.admin).await
+            })
+            .await
+            {
+                missed.push("the garbled certificates' Secret replaced by the leader");
+            }
         }
         if self.case != Case::Sharded || stop() {
             return missed;
@@ -468,6 +512,51 @@ impl Running {
         .await
         {
             missed.push("the member Lease deleted at a graceful stop");
+        }
+        missed
+    }
+
+    /// The admission steps of [`Case::Webhook`]: the certificates and both configurations with
+    /// the bundle, a Secret denied and another defaulted through them, the CRD's bundle, and
+    /// the configurations updated after a hook changes. Each step missed is named.
+    async fn serve_admission(&self, stop: &dyn Fn() -> bool) -> Vec<&'static str> {
+        type Check = for<'a> fn(&'a Client) -> BoxFuture<'a, bool>;
+        let admin = &self.admin;
+        let mut missed = Vec::new();
+        let steps: [(&'static str, Check); 4] = [
+            (
+                "the certificates' Secret and both webhook configurations with the bundle",
+                |admin| Box::pin(webhook::certificates_and_configurations(admin)),
+            ),
+            (
+                "a Secret denied with the validating hook's message",
+                |admin| Box::pin(webhook::denied(admin)),
+            ),
+            ("a Secret labelled by the mutating hook", |admin| {
+                Box::pin(webhook::defaulted(admin))
+            }),
+            ("the bundle written into the injected CRD", |admin| {
+                Box::pin(webhook::crd_injected(admin))
+            }),
+        ];
+        for (step, check) in steps {
+            if stop() {
+                return missed;
+            }
+            if !until(WAIT, || async { stop() || check(admin).await }).await {
+                missed.push(step);
+            }
+        }
+        if stop() {
+            return missed;
+        }
+        webhook::change_hooks(admin).await;
+        if !until(WAIT, || async {
+            stop() || webhook::hooks_changed(admin).await
+        })
+        .await
+        {
+            missed.push("the webhook configurations updated after a hook changed");
         }
         missed
     }
@@ -629,6 +718,12 @@ async fn the_charts_namespaced_rbac_is_enough_and_no_more_than_enough() {
 #[ignore = "needs Python with helm-python-sdk (scripts/test installs it); run with --include-ignored"]
 async fn the_charts_sharded_rbac_is_enough_and_no_more_than_enough() {
     least(Case::Sharded).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs Python with helm-python-sdk (scripts/test installs it); run with --include-ignored"]
+async fn the_charts_webhook_rbac_is_enough_and_no_more_than_enough() {
+    least(Case::Webhook).await;
 }
 
 /// The check above can fail: a rule the manager never uses (`get pods` in `shop`, added through

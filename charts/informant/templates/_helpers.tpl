@@ -82,6 +82,42 @@ unless sharding.allowSingleReplica says so.
 {{- end -}}
 
 {{/*
+The webhook Service's name, <fullname>-webhook (a DNS label: the full name cut to fit); also the
+name of the webhook configurations the manager owns and the stem of its certificates' names.
+*/}}
+{{- define "informant.webhookService" -}}
+{{- printf "%s-webhook" (include "informant.fullname" . | trunc 55 | trimSuffix "-") -}}
+{{- end }}
+
+{{/*
+Whether the webhook endpoint is on ("true", else empty), once the webhook values are checked
+together: a value that would have no effect is refused, every such value at once.
+*/}}
+{{- define "informant.webhook" -}}
+{{- $w := .Values.webhook -}}
+{{- $certManager := eq $w.certificates "certManager" -}}
+{{- $errors := list -}}
+{{- if not $w.enabled -}}
+{{- if $certManager -}}
+{{- $errors = append $errors "webhook.certificates=certManager: needs webhook.enabled=true (without the endpoint no certificate is served)" -}}
+{{- end -}}
+{{- if $w.injectCRDs -}}
+{{- $errors = append $errors "webhook.injectCRDs: needs webhook.enabled=true (without the endpoint no caBundle is written)" -}}
+{{- end -}}
+{{- end -}}
+{{- if and (not $certManager) (($w.certManager | default (dict)).issuerRef) -}}
+{{- $errors = append $errors "webhook.certManager.issuerRef: only with webhook.certificates=certManager (managed certificates are made by the manager)" -}}
+{{- end -}}
+{{- if and $certManager $w.injectCRDs -}}
+{{- $errors = append $errors (printf "webhook.injectCRDs: managed certificates only (the manager writes no caBundle with cert-manager's certificate); annotate the CRDs with cert-manager.io/inject-ca-from: %s/%s instead" .Release.Namespace (include "informant.webhookService" .)) -}}
+{{- end -}}
+{{- if $errors -}}
+{{- fail (printf "invalid webhook values (%d):\n%s" (len $errors) (join "\n" $errors)) -}}
+{{- end -}}
+{{- if $w.enabled }}true{{ end -}}
+{{- end }}
+
+{{/*
 The plural resource name of a lower-case kind not in files/kinds.yaml (a custom resource):
 kube-rs's guess (kube-core discovery `to_plural`), which `informant rbac` uses too.
 */}}
@@ -256,6 +292,19 @@ chart tests compare the two for several configs, so change both together.
 {{- $clusterRules = append $clusterRules (dict "apiGroups" (list "authorization.k8s.io") "resources" (list "subjectaccessreviews") "verbs" (list "create")) -}}
 {{- $notes = append $notes "metrics.secure: each request to /metrics and /debug/* is authenticated with a TokenReview and authorized with a SubjectAccessReview (controller-runtime's WithAuthenticationAndAuthorization), so both reviews are created; bind Prometheus's account to the metrics-reader ClusterRole" -}}
 {{- end -}}
+{{- /* The webhook endpoint: the configurations the leader owns (by name but create) and, with managed certificates, the CRDs it injects. */ -}}
+{{- $webhook := include "informant.webhook" . -}}
+{{- $managedCerts := and $webhook (eq .Values.webhook.certificates "managed") -}}
+{{- $webhookService := include "informant.webhookService" . -}}
+{{- if $webhook -}}
+{{- $configurations := list "validatingwebhookconfigurations" "mutatingwebhookconfigurations" -}}
+{{- $clusterRules = append $clusterRules (dict "apiGroups" (list "admissionregistration.k8s.io") "resources" $configurations "verbs" (list "create")) -}}
+{{- $clusterRules = append $clusterRules (dict "apiGroups" (list "admissionregistration.k8s.io") "resources" $configurations "resourceNames" (list $webhookService) "verbs" (list "get" "update" "delete")) -}}
+{{- if and $managedCerts .Values.webhook.injectCRDs -}}
+{{- $clusterRules = append $clusterRules (dict "apiGroups" (list "apiextensions.k8s.io") "resources" (list "customresourcedefinitions") "resourceNames" (.Values.webhook.injectCRDs | uniq | sortAlpha) "verbs" (list "get" "patch")) -}}
+{{- end -}}
+{{- $notes = append $notes "webhook: the leader creates the ValidatingWebhookConfiguration and MutatingWebhookConfiguration it owns (creation cannot be restricted by name, so create is granted on every name), keeps their webhooks and caBundle current, and deletes them when no admission hook is declared" -}}
+{{- end -}}
 {{- /* The Roles: cached namespaces, the default ones, the release's, and "default" for Events about cluster-scoped objects. */ -}}
 {{- $roleNs := keys $nsReads -}}
 {{- if not $defaultCluster -}}
@@ -295,6 +344,21 @@ chart tests compare the two for several configs, so change both together.
 {{- range ($.Values.rbac.extraRules | default (list)) -}}
 {{- $rules = append $rules . -}}
 {{- end -}}
+{{- end -}}
+{{- if and $managedCerts (eq $ns $releaseNs) -}}
+{{- /* The managed certificates' Secret, in the Service's namespace: watched by name by every replica (unless a rule naming no object lists and watches Secrets there already), created and replaced by the leader. */ -}}
+{{- $watched := false -}}
+{{- range (concat $clusterRules $rules) -}}
+{{- if and (empty .resourceNames) (has "" (.apiGroups | default (list))) (has "secrets" (.resources | default (list))) (has "list" (.verbs | default (list))) (has "watch" (.verbs | default (list))) -}}
+{{- $watched = true -}}
+{{- end -}}
+{{- end -}}
+{{- $verbs := list "get" "list" "watch" "update" -}}
+{{- if $watched -}}
+{{- $verbs = list "get" "update" -}}
+{{- end -}}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "verbs" (list "create")) -}}
+{{- $rules = append $rules (dict "apiGroups" (list "") "resources" (list "secrets") "resourceNames" (list (printf "%s-cert" $webhookService)) "verbs" $verbs) -}}
 {{- end -}}
 {{- if $rules -}}
 {{- $_ := set $roles $ns $rules -}}

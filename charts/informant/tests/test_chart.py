@@ -174,13 +174,72 @@ SERVICE_MONITOR_SCHEMA = {
 }
 
 
+# cert-manager's Issuer and Certificate (webhook.certificates=certManager) are not Kubernetes
+# APIs either, and cert-manager's CRDs are not in this repository nor in kubernetes-validate's
+# schema set: like the ServiceMonitor, the fields the chart renders, typed as cert-manager's
+# cert-manager.io/v1 API reference documents them, strict. What this does not check is that
+# cert-manager itself would accept them (its webhook's own validation, e.g. of issuer kinds).
+ISSUER_REF_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name"],
+    "properties": {"name": {"type": "string", "minLength": 1}, "kind": {"type": "string"},
+                   "group": {"type": "string"}},
+}
+CERT_MANAGER_SCHEMAS = {
+    ("cert-manager.io", "v1", "Issuer"): {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": "cert-manager.io/v1"},
+            "kind": {"const": "Issuer"},
+            "metadata": {"type": "object"},
+            "spec": {
+                "type": "object",
+                "additionalProperties": False,
+                "minProperties": 1,
+                "maxProperties": 1,
+                "properties": {
+                    "selfSigned": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {"crlDistributionPoints": {"type": "array", "items": {"type": "string"}}},
+                    },
+                },
+            },
+        },
+    },
+    ("cert-manager.io", "v1", "Certificate"): {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": "cert-manager.io/v1"},
+            "kind": {"const": "Certificate"},
+            "metadata": {"type": "object"},
+            "spec": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["secretName", "issuerRef"],
+                "properties": {
+                    "secretName": {"type": "string", "minLength": 1},
+                    "dnsNames": {"type": "array", "items": {"type": "string"}},
+                    "issuerRef": ISSUER_REF_SCHEMA,
+                },
+            },
+        },
+    },
+}
+
+
 def validate(doc, crds):
     """Validates one document strictly; raises on the first error."""
     api_version = doc["apiVersion"]
     group, _, version = api_version.rpartition("/")
     key = (group, version, doc["kind"])
-    if key in crds or key == ("monitoring.coreos.com", "v1", "ServiceMonitor"):
-        schema = crds.get(key, SERVICE_MONITOR_SCHEMA)
+    if key in crds or key == ("monitoring.coreos.com", "v1", "ServiceMonitor") or key in CERT_MANAGER_SCHEMAS:
+        schema = crds.get(key) or CERT_MANAGER_SCHEMAS.get(key) or SERVICE_MONITOR_SCHEMA
         jsonschema.Draft7Validator(schema).validate(doc)
         # metadata is an ObjectMeta: check it with Kubernetes' own schema, on a ConfigMap.
         kubernetes_validate.validate(
@@ -215,6 +274,11 @@ def rbac_of(docs):
     }
 
 
+# The `informant run` flags `informant rbac` takes too: those that decide the webhook's RBAC.
+WEBHOOK_RBAC_FLAGS = ("--webhook-service", "--webhook-service-namespace", "--webhook-cert-dir",
+                      "--webhook-cert-secret", "--webhook-configuration", "--webhook-inject")
+
+
 # What secure metrics add to the manager's ClusterRole: the reviews of each request.
 REVIEW_RULES = [
     {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
@@ -231,7 +295,7 @@ class ChartTest(unittest.TestCase):
     def test_there_are_the_default_values_and_at_least_four_ci_files(self):
         names = [name for name, _ in cases()]
         self.assertEqual(names[0], "default")
-        for wanted in ("multi-namespace", "by-object", "ha", "metrics", "sharded"):
+        for wanted in ("multi-namespace", "by-object", "ha", "metrics", "sharded", "webhook", "webhook-cert-manager"):
             self.assertIn(f"{wanted}-values.yaml", names)
 
     def test_lint_reports_no_errors(self):
@@ -400,6 +464,19 @@ class ChartTest(unittest.TestCase):
         runs = [(name, values, RELEASE, NAMESPACE) for name, values in cases()]
         # Another release name and namespace, so names are not compared by luck.
         runs.append(("by-object as shop in ops", dict(cases())["by-object-values.yaml"], "shop", "ops"))
+        runs.append(("webhook as shop in ops", dict(cases())["webhook-values.yaml"], "shop", "ops"))
+        runs.append(("webhook, cluster-wide, two CRDs", {"webhook": {"enabled": True, "injectCRDs": [
+            "b.example.com", "a.example.com"]}}, RELEASE, NAMESPACE))
+        # Secrets listed and watched already: by the ClusterRole, by the release's Role, by an
+        # extra rule; so the certificates' Secret is not granted list and watch again.
+        secrets = {"apiVersion": "v1", "kind": "Secret"}
+        for spec, rbac in (({"byObject": [dict(secrets, namespaces={})]}, {}),
+                           ({"defaultNamespaces": {NAMESPACE: {}}, "byObject": [secrets]}, {}),
+                           ({"defaultNamespaces": {NAMESPACE: {}}},
+                            {"extraRules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list", "watch"]}]})):
+            runs.append((f"webhook, Secrets watched already: {spec} {rbac}",
+                         {"webhook": {"enabled": True}, "cacheConfig": {"spec": spec}, "rbac": rbac},
+                         RELEASE, NAMESPACE))
         with tempfile.TemporaryDirectory() as tmp:
             for name, values, release, namespace in runs:
                 docs, _ = render(values, name=release, namespace=namespace)
@@ -422,6 +499,11 @@ class ChartTest(unittest.TestCase):
                     with open(rules, "w") as f:
                         yaml.safe_dump(m["rbac"]["extraRules"], f)
                     args += ["--extra-rules", rules]
+                # The webhook flags that decide its RBAC, exactly as the Deployment passes them to
+                # `informant run`.
+                container = of_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"][0]
+                args += [a for a in container["args"] if a.split("=")[0] in WEBHOOK_RBAC_FLAGS]
+                self.assertEqual(any(a.startswith("--webhook-service=") for a in args), m["webhook"]["enabled"])
                 result = informant(*args)
                 with self.subTest(name):
                     self.assertEqual(result.returncode, 0, result.stderr)
@@ -594,6 +676,143 @@ class SecureMetricsTest(unittest.TestCase):
         (endpoint,) = of_kind(docs, "ServiceMonitor")[0]["spec"]["endpoints"]
         self.assertNotIn("scheme", endpoint)
         self.assertIn("curl -s localhost:8080/metrics", notes)
+
+
+class WebhookTest(unittest.TestCase):
+    """webhook.*: the endpoint's Service, port and flags, managed certificates (the Secret and
+    the CRDs the manager injects, granted by name) or cert-manager's (a Certificate, mounted,
+    injected by the cainjector), and the values refused."""
+
+    CONFIGURATIONS = ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"]
+
+    def pod(self, docs):
+        return of_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]
+
+    def flags(self, docs):
+        args = self.pod(docs)["containers"][0]["args"]
+        return {a.split("=", 1)[0]: a.split("=", 1)[1] for a in args if a.startswith("--webhook-")}
+
+    def secret_rules(self, docs):
+        return [r for d in of_kind(docs, "Role") for r in d["rules"] if "secrets" in r["resources"]]
+
+    def test_off_by_default_nothing_of_it(self):
+        self.assertIs(merged({})["webhook"]["enabled"], False)
+        docs, notes = render({})
+        self.assertEqual(self.flags(docs), {})
+        self.assertNotIn("webhook", [p["name"] for p in self.pod(docs)["containers"][0]["ports"]])
+        self.assertEqual([d["metadata"]["name"] for d in of_kind(docs, "Service")], [f"{RELEASE}-metrics"])
+        rules = [r for d in manager_cluster_roles(docs) for r in d["rules"]]
+        self.assertFalse([r for r in rules if r["apiGroups"] == ["admissionregistration.k8s.io"]])
+        self.assertEqual(self.secret_rules(docs), [])
+        self.assertNotIn("--webhook-service", notes)
+
+    def test_managed_certificates_serve_behind_the_service_and_own_their_secret(self):
+        docs, notes = render(dict(cases())["webhook-values.yaml"])
+        service = f"{RELEASE}-webhook"
+        self.assertEqual(self.flags(docs), {
+            "--webhook-service": service,
+            "--webhook-service-namespace": NAMESPACE,
+            "--webhook-service-port": "443",
+            "--webhook-addr": ":9443",
+            "--webhook-configuration": service,
+            "--webhook-cert-secret": f"{service}-cert",
+            "--webhook-inject": "customresourcedefinition/carts.shop.example.com",
+        })
+        container = self.pod(docs)["containers"][0]
+        self.assertIn({"name": "webhook", "containerPort": 9443, "protocol": "TCP"}, container["ports"])
+        (svc,) = [d for d in of_kind(docs, "Service") if d["metadata"]["name"] == service]
+        self.assertEqual(svc["spec"]["ports"], [{"name": "webhook", "port": 443, "targetPort": "webhook",
+                                                 "protocol": "TCP"}])
+        self.assertEqual(svc["spec"]["selector"], of_kind(docs, "Deployment")[0]["spec"]["selector"]["matchLabels"])
+        self.assertEqual(of_kind(docs, "Certificate"), [])
+        self.assertEqual([v["name"] for v in self.pod(docs)["volumes"]], ["tmp"], "nothing mounted")
+        (cluster_role,) = manager_cluster_roles(docs)
+        self.assertEqual(cluster_role["rules"][-3:], [
+            {"apiGroups": ["admissionregistration.k8s.io"], "resources": self.CONFIGURATIONS, "verbs": ["create"]},
+            {"apiGroups": ["admissionregistration.k8s.io"], "resources": self.CONFIGURATIONS,
+             "resourceNames": [service], "verbs": ["get", "update", "delete"]},
+            {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+             "resourceNames": ["carts.shop.example.com"], "verbs": ["get", "patch"]},
+        ])
+        roles = {d["metadata"]["namespace"]: d["rules"] for d in of_kind(docs, "Role")}
+        self.assertEqual(roles[NAMESPACE][-2:], [
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [f"{service}-cert"],
+             "verbs": ["get", "list", "watch", "update"]},
+        ])
+        self.assertEqual(len(self.secret_rules(docs)), 2, "the Secret in the release namespace alone")
+        self.assertIn(f"kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations {service}", notes)
+        self.assertIn("--webhook-service informant-webhook --webhook-inject customresourcedefinition/carts.shop.example.com",
+                      notes)
+
+    def test_the_secret_is_not_watched_twice(self):
+        docs, _ = render({"webhook": {"enabled": True},
+                          "cacheConfig": {"spec": {"byObject": [{"apiVersion": "v1", "kind": "Secret", "namespaces": {}}]}}})
+        named = [r for r in self.secret_rules(docs) if r.get("resourceNames")]
+        self.assertEqual(named, [{"apiGroups": [""], "resources": ["secrets"],
+                                  "resourceNames": [f"{RELEASE}-webhook-cert"], "verbs": ["get", "update"]}],
+                         "the ClusterRole lists and watches every Secret already")
+
+    def test_ports_follow_the_values(self):
+        docs, _ = render({"webhook": {"enabled": True, "port": 10250, "service": {"port": 8443}}})
+        self.assertEqual(self.flags(docs)["--webhook-addr"], ":10250")
+        self.assertEqual(self.flags(docs)["--webhook-service-port"], "8443")
+        ports = {p["name"]: p["containerPort"] for p in self.pod(docs)["containers"][0]["ports"]}
+        self.assertEqual(ports["webhook"], 10250)
+        (svc,) = [d for d in of_kind(docs, "Service") if d["metadata"]["name"].endswith("-webhook")]
+        self.assertEqual(svc["spec"]["ports"][0]["port"], 8443)
+
+    def test_cert_manager_issues_a_mounted_certificate_and_the_cainjector_injects_it(self):
+        service = f"{RELEASE}-webhook"
+        docs, notes = render({"webhook": {"enabled": True, "certificates": "certManager"}})
+        flags = self.flags(docs)
+        self.assertEqual(flags["--webhook-cert-dir"], "/tmp/k8s-webhook-server/serving-certs")
+        self.assertEqual(flags["--webhook-inject-ca-from"], f"{NAMESPACE}/{service}")
+        self.assertNotIn("--webhook-cert-secret", flags)
+        self.assertNotIn("--webhook-inject", flags)
+        (issuer,) = of_kind(docs, "Issuer")
+        self.assertEqual(issuer["spec"], {"selfSigned": {}})
+        (certificate,) = of_kind(docs, "Certificate")
+        self.assertEqual(certificate["metadata"]["name"], service)
+        self.assertEqual(certificate["spec"], {
+            "secretName": f"{service}-tls",
+            "dnsNames": [f"{service}.{NAMESPACE}.svc", f"{service}.{NAMESPACE}.svc.cluster.local"],
+            "issuerRef": {"name": issuer["metadata"]["name"], "kind": "Issuer", "group": "cert-manager.io"},
+        })
+        container = self.pod(docs)["containers"][0]
+        self.assertIn({"name": "webhook-certs", "mountPath": "/tmp/k8s-webhook-server/serving-certs",
+                       "readOnly": True}, container["volumeMounts"])
+        self.assertIn({"name": "webhook-certs", "secret": {"secretName": f"{service}-tls"}}, self.pod(docs)["volumes"])
+        self.assertIs(container["securityContext"]["readOnlyRootFilesystem"], True)
+        self.assertEqual(self.secret_rules(docs), [], "the kubelet mounts the Secret: the manager reads none")
+        rules = [r for d in manager_cluster_roles(docs) for r in d["rules"]]
+        self.assertNotIn("customresourcedefinitions", [x for r in rules for x in r["resources"]])
+        self.assertIn({"apiGroups": ["admissionregistration.k8s.io"], "resources": self.CONFIGURATIONS,
+                       "resourceNames": [service], "verbs": ["get", "update", "delete"]}, rules)
+        self.assertIn("cert-manager's cainjector", notes)
+        # A given issuer: no Issuer of the chart's.
+        docs, _ = render(dict(cases())["webhook-cert-manager-values.yaml"])
+        self.assertEqual(of_kind(docs, "Issuer"), [])
+        self.assertEqual(of_kind(docs, "Certificate")[0]["spec"]["issuerRef"],
+                         {"name": "internal-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"})
+
+    def test_values_without_effect_are_refused_every_one_at_once(self):
+        with self.assertRaises(helm.HelmError) as refused:
+            render({"webhook": {"certificates": "certManager", "injectCRDs": ["a.example.com"]}})
+        text = str(refused.exception)
+        self.assertIn("invalid webhook values (3)", text)
+        self.assertIn("webhook.certificates=certManager: needs webhook.enabled=true", text)
+        self.assertIn("webhook.injectCRDs: needs webhook.enabled=true", text)
+        self.assertIn("annotate the CRDs with cert-manager.io/inject-ca-from: informant-system/informant-webhook", text)
+        with self.assertRaises(helm.HelmError) as refused:
+            render({"webhook": {"enabled": True, "certManager": {"issuerRef": {"name": "ca"}}}})
+        self.assertIn("webhook.certManager.issuerRef: only with webhook.certificates=certManager", str(refused.exception))
+        for bad in ({"certificates": "cert-manager"}, {"injectCRDs": ["Carts"]}, {"injectCRDs": ["carts"]},
+                    {"injectCRDs": ["a.b", "a.b"]}, {"port": 0}, {"service": {"port": "https"}},
+                    {"certManager": {"issuerRef": {"kind": "ClusterIssuer"}}}, {"enable": True}):
+            with self.subTest(bad):
+                with self.assertRaises(helm.HelmValuesError):
+                    render({"webhook": {"enabled": True, **bad}})
 
 
 if __name__ == "__main__":

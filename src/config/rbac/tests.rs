@@ -110,6 +110,7 @@ fn extra_kinds_and_rules_follow_the_default_scope_and_leases_the_manager() {
         ],
         extra_rules: vec![extra.clone()],
         metrics_secure: false,
+        webhook: None,
     };
     let rules = derive("{defaultNamespaces: {a: {}}}", &options);
     assert_eq!(resources(&rules.cluster), ["namespaces"]);
@@ -297,5 +298,186 @@ fn secure_metrics_add_the_reviews_to_the_cluster_role_and_an_unbound_metrics_rea
         crate::config::access::permissions(&secure)
             .iter()
             .all(|p| p.url.is_none())
+    );
+}
+
+fn managed(inject: InjectNames) -> Webhook {
+    Webhook {
+        namespace: "web".to_owned(),
+        configuration: "informant-webhook".to_owned(),
+        certificates: Certificates::Managed {
+            secret: "informant-webhook-cert".to_owned(),
+            inject,
+        },
+    }
+}
+
+#[test]
+fn a_webhook_with_managed_certificates_owns_its_configurations_and_its_secret() {
+    let namespaced = "{defaultNamespaces: {shop: {}}}";
+    let plain = derive(namespaced, &Options::new("sys"));
+    let rules = derive(
+        namespaced,
+        &Options {
+            webhook: Some(managed(InjectNames::default())),
+            ..Options::new("sys")
+        },
+    );
+    let configurations = [
+        "validatingwebhookconfigurations",
+        "mutatingwebhookconfigurations",
+    ];
+    let mut owned = rule(
+        "admissionregistration.k8s.io",
+        &configurations,
+        Some("informant-webhook"),
+        &["get", "update", "delete"],
+    );
+    assert_eq!(
+        rules.cluster,
+        [
+            rule(
+                "admissionregistration.k8s.io",
+                &configurations,
+                None,
+                &["create"]
+            ),
+            owned.clone(),
+        ],
+        "a namespaced config gets a ClusterRole for the configurations alone"
+    );
+    assert_eq!(rules.notes, [NOTE_WEBHOOK]);
+    // The Secret's rules go to the Service's namespace, not the manager's.
+    assert_eq!(rules.namespaces["sys"], plain.namespaces["sys"]);
+    assert_eq!(
+        rules.namespaces["web"],
+        [
+            rule("", &["secrets"], None, &["create"]),
+            rule(
+                "",
+                &["secrets"],
+                Some("informant-webhook-cert"),
+                &["get", "list", "watch", "update"]
+            ),
+        ]
+    );
+    // The check can fail: another configuration name is another rule.
+    owned.resource_names = Some(vec!["other".to_owned()]);
+    assert!(!rules.cluster.contains(&owned));
+}
+
+#[test]
+fn a_webhook_in_the_managers_namespace_adds_the_secret_to_its_role() {
+    let mut webhook = managed(InjectNames::default());
+    webhook.namespace = "sys".to_owned();
+    let plain = derive("{}", &Options::new("sys"));
+    let rules = derive(
+        "{}",
+        &Options {
+            webhook: Some(webhook),
+            ..Options::new("sys")
+        },
+    );
+    let role = &rules.namespaces["sys"];
+    assert_eq!(
+        role[..plain.namespaces["sys"].len()],
+        plain.namespaces["sys"]
+    );
+    assert_eq!(
+        resources(&role[plain.namespaces["sys"].len()..]),
+        ["secrets", "secrets"]
+    );
+    assert_eq!(rules.namespaces.len(), 1);
+}
+
+#[test]
+fn injected_objects_are_granted_by_name_and_a_mounted_certificate_reads_no_secret() {
+    let inject = InjectNames {
+        validating: vec![
+            "b".to_owned(),
+            "a".to_owned(),
+            "informant-webhook".to_owned(),
+        ],
+        mutating: vec![],
+        crds: vec![
+            "carts.shop.example.com".to_owned(),
+            "carts.shop.example.com".to_owned(),
+        ],
+    };
+    let options = |webhook| Options {
+        webhook: Some(webhook),
+        ..Options::new("sys")
+    };
+    let rules = derive("{}", &options(managed(inject.clone())));
+    let named = |rule: &PolicyRule| {
+        (
+            rule.resources.clone().unwrap_or_default(),
+            rule.resource_names.clone(),
+            rule.verbs.clone(),
+        )
+    };
+    let webhook_rules: Vec<_> = rules.cluster.iter().skip(1).map(named).collect();
+    let strings = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    // The events rule of the cluster-wide default scope comes first.
+    assert_eq!(
+        webhook_rules[2..],
+        [
+            (
+                strings(&["validatingwebhookconfigurations"]),
+                Some(strings(&["a", "b"])),
+                strings(&["get", "update"])
+            ),
+            (
+                strings(&["customresourcedefinitions"]),
+                Some(strings(&["carts.shop.example.com"])),
+                strings(&["get", "patch"])
+            ),
+        ],
+        "the owned configuration is not named twice, no mutating rule without names"
+    );
+    let mounted = Webhook {
+        certificates: Certificates::Mounted,
+        ..managed(inject)
+    };
+    let rules = derive("{}", &options(mounted));
+    assert!(!resources(&rules.cluster).contains(&"customresourcedefinitions".to_owned()));
+    assert!(
+        rules
+            .namespaces
+            .values()
+            .all(|role| !resources(role).contains(&"secrets".to_owned()))
+    );
+    assert_eq!(rules.cluster.len(), 3, "events, create, the owned two");
+}
+
+#[test]
+fn the_secrets_watch_is_not_granted_twice() {
+    let options = |namespace: &str| Options {
+        webhook: Some(Webhook {
+            namespace: namespace.to_owned(),
+            ..managed(InjectNames::default())
+        }),
+        ..Options::new("sys")
+    };
+    let named_verbs = |rules: &Rules, namespace: &str| {
+        rules.namespaces[namespace]
+            .iter()
+            .find(|r| r.resource_names == Some(vec!["informant-webhook-cert".to_owned()]))
+            .map(|r| r.verbs.clone())
+            .unwrap()
+    };
+    // Secrets cached everywhere: the ClusterRole lists and watches them.
+    let everywhere = "{byObject: [{apiVersion: v1, kind: Secret, namespaces: {}}]}";
+    let rules = derive(everywhere, &options("sys"));
+    assert_eq!(named_verbs(&rules, "sys"), ["get", "update"]);
+    // Cached in the Service's namespace by its Role; not in another one.
+    let in_web = "{defaultNamespaces: {web: {}}, byObject: [{apiVersion: v1, kind: Secret}]}";
+    assert_eq!(
+        named_verbs(&derive(in_web, &options("web")), "web"),
+        ["get", "update"]
+    );
+    assert_eq!(
+        named_verbs(&derive(in_web, &options("sys")), "sys"),
+        ["get", "list", "watch", "update"]
     );
 }
