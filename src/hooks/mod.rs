@@ -76,5 +76,6 @@ pub use sources::{
 };
 pub use stats::Stats;
 pub use supervisor::{
-    Desired, Progress, REASON_ADMISSION_NOT_SERVED, REASON_NEEDS_SHARD_KEY_NAMESPACE, Supervisor,
+    Desired, Progress, REASON_ADMISSION_NOT_SERVED, REASON_CONVERSION_NOT_SERVED,
+    REASON_NEEDS_SHARD_KEY_NAMESPACE, Supervisor,
 };

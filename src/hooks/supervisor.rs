@@ -50,7 +50,9 @@ use crate::selector::Sharding;
 mod kept;
 mod status;
 
-pub use kept::{REASON_ADMISSION_NOT_SERVED, REASON_NEEDS_SHARD_KEY_NAMESPACE};
+pub use kept::{
+    REASON_ADMISSION_NOT_SERVED, REASON_CONVERSION_NOT_SERVED, REASON_NEEDS_SHARD_KEY_NAMESPACE,
+};
 use kept::{Waiting, Wants, want_kinds};
 use status::{report, write_statuses};
 

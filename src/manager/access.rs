@@ -38,6 +38,8 @@ pub(super) struct AccessCheck {
     member_lease_namespace: String,
     /// How often a check that found something missing runs again.
     pub(super) recheck: Duration,
+    /// What the webhook endpoint needs, when it is on.
+    webhook: Option<rbac::Webhook>,
 }
 
 impl AccessCheck {
@@ -57,6 +59,7 @@ impl AccessCheck {
             lease,
             member_lease_namespace: options.shard.lease_namespace.clone(),
             recheck: options.permissions_recheck,
+            webhook: options.webhook.as_ref().map(webhook_rights),
         }
     }
 
@@ -72,7 +75,11 @@ impl AccessCheck {
             },
             |(ns, _)| ns.clone(),
         );
-        let mut rules = rbac::Rules::derive(config, &rbac::Options::new(&namespace));
+        let options = rbac::Options {
+            webhook: self.webhook.clone(),
+            ..rbac::Options::new(&namespace)
+        };
+        let mut rules = rbac::Rules::derive(config, &options);
         if self.resource.is_none() {
             // A file: no CacheConfig or Controller is read from the cluster.
             for namespaced in rules.namespaces.values_mut() {
@@ -85,9 +92,11 @@ impl AccessCheck {
         // Following CRDs is better with their watch, but works without it (discovery is asked
         // every `cache::DISCOVERY_REFRESH` instead): its absence is said by the reloader's
         // warning, not counted as a missing permission.
-        rules
-            .cluster
-            .retain(|rule| rule.api_groups.as_deref() != Some(&[rbac::CRD_GROUP.to_owned()][..]));
+        // The CRDs of the webhook endpoint, named, are written: those are checked.
+        rules.cluster.retain(|rule| {
+            rule.api_groups.as_deref() != Some(&[rbac::CRD_GROUP.to_owned()][..])
+                || rule.resource_names.is_some()
+        });
         if config.cache.sharding.is_some() {
             // The member Leases live in the lease namespace (`--lease-namespace`), which need
             // not be the config's.
@@ -151,6 +160,26 @@ pub(super) fn event_message(missing: &[String]) -> String {
     )
 }
 
+/// What `informant rbac --webhook-*` derives for the endpoint of `options`.
+fn webhook_rights(options: &crate::manager::WebhookOptions) -> rbac::Webhook {
+    let certificates = match &options.certificates {
+        crate::serving::WebhookCertificates::Managed(settings) => rbac::Certificates::Managed {
+            secret: settings.secret.clone(),
+            inject: rbac::InjectNames {
+                validating: options.inject.validating.clone(),
+                mutating: options.inject.mutating.clone(),
+                crds: options.inject.crds.clone(),
+            },
+        },
+        crate::serving::WebhookCertificates::Mounted { .. } => rbac::Certificates::Mounted,
+    };
+    rbac::Webhook {
+        namespace: options.service.namespace.clone(),
+        configuration: options.configuration.clone(),
+        certificates,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,6 +199,7 @@ mod tests {
             lease: None,
             member_lease_namespace: "lease-ns".to_owned(),
             recheck: PERMISSIONS_RECHECK_INTERVAL,
+            webhook: None,
         };
         let rules = check.rules(&config);
         let member = rbac::member_lease_rule();
@@ -203,6 +233,7 @@ mod tests {
             lease: None,
             member_lease_namespace: "config-ns".to_owned(),
             recheck: PERMISSIONS_RECHECK_INTERVAL,
+            webhook: None,
         };
         let rules = check.rules(&config);
         assert!(!crds(&rules.cluster), "{rules:?}");
@@ -212,6 +243,66 @@ mod tests {
                 .as_ref()
                 .is_some_and(|res| res.contains(&"widgets".to_owned()))),
             "the kind itself is still checked: {rules:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_webhook_endpoints_rights_are_checked_when_it_is_on() {
+        let config = crate::config::load_str(
+            "apiVersion: informant.dev/v1alpha1\nkind: CacheConfig\nmetadata: {name: c}\nspec: {}\n",
+        )
+        .unwrap();
+        let url: http::Uri = "http://127.0.0.1:1".parse().unwrap();
+        let mut webhook = crate::manager::WebhookOptions::managed(
+            ([127, 0, 0, 1], 9443).into(),
+            "hooks-ns",
+            "hooks",
+        );
+        webhook.inject.crds.push("widgets.example.com".to_owned());
+        let check = AccessCheck {
+            client: Client::try_from(kube::Config::new(url)).unwrap(),
+            resource: Some(("config-ns".to_owned(), "c".to_owned())),
+            lease: None,
+            member_lease_namespace: "config-ns".to_owned(),
+            recheck: PERMISSIONS_RECHECK_INTERVAL,
+            webhook: Some(webhook_rights(&webhook)),
+        };
+        let rules = check.rules(&config);
+        let names = |rule: &k8s_openapi::api::rbac::v1::PolicyRule| {
+            rule.resource_names.clone().unwrap_or_default()
+        };
+        let has = |rules: &[k8s_openapi::api::rbac::v1::PolicyRule], resource: &str, name: &str| {
+            rules.iter().any(|r| {
+                r.resources
+                    .as_ref()
+                    .is_some_and(|res| res.iter().any(|x| x == resource))
+                    && names(r).iter().any(|n| n == name)
+            })
+        };
+        assert!(
+            has(&rules.cluster, "validatingwebhookconfigurations", "hooks"),
+            "{rules:?}"
+        );
+        assert!(
+            has(
+                &rules.cluster,
+                "customresourcedefinitions",
+                "widgets.example.com"
+            ),
+            "{rules:?}"
+        );
+        assert!(
+            has(&rules.namespaces["hooks-ns"], "secrets", "hooks-cert"),
+            "{rules:?}"
+        );
+        let without = AccessCheck {
+            webhook: None,
+            ..check
+        };
+        let rules = without.rules(&config);
+        assert!(
+            !has(&rules.cluster, "validatingwebhookconfigurations", "hooks"),
+            "{rules:?}"
         );
     }
 }

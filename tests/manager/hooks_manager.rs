@@ -595,7 +595,7 @@ async fn a_standby_member_starts_a_finalizing_controller_only_once_the_leader_he
 /// `AdmissionNotServed`) while the manager serves no admission webhook: an admission hook that
 /// nothing calls must not look active.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_controller_with_admission_hooks_is_kept_back_while_they_are_not_served() {
+async fn a_controller_with_admission_or_conversion_hooks_is_kept_back_while_they_are_not_served() {
     let (_server, client) = support::server_with_informant_crds().await;
     let options = Options {
         metrics_addr: None,
@@ -626,6 +626,35 @@ spec:
         .create(&PostParams::default(), &guarded)
         .await
         .unwrap();
+    let converting: Controller = serde_yaml::from_str(
+        "apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {name: converting, namespace: default}
+spec:
+  for: {apiVersion: example.com/v1, kind: Widget}
+  hook: {exec: {command: [sh, -c, 'echo {}']}}
+  conversion: {versions: [v1alpha1, v1], hub: v1}
+",
+    )
+    .unwrap();
+    controllers
+        .create(&PostParams::default(), &converting)
+        .await
+        .unwrap();
+    eventually(
+        "converting kept back: its conversion hook is not served",
+        || async {
+            let status = controllers.get("converting").await.unwrap().status;
+            status.is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == "Ready"
+                        && c.status == "False"
+                        && c.reason == informant::hooks::REASON_CONVERSION_NOT_SERVED
+                })
+            })
+        },
+    )
+    .await;
     eventually(
         "guarded kept back: its admission hooks are not served",
         || async {

@@ -31,6 +31,10 @@ pub const REASON_NEEDS_SHARD_KEY_NAMESPACE: &str = "NeedsShardKeyNamespace";
 /// without a webhook endpoint (`--webhook-service`).
 pub const REASON_ADMISSION_NOT_SERVED: &str = "AdmissionNotServed";
 
+/// The `Ready` reason of a controller with a conversion hook (`spec.conversion`) on a manager
+/// without a webhook endpoint (`--webhook-service`).
+pub const REASON_CONVERSION_NOT_SERVED: &str = "ConversionNotServed";
+
 /// Why a valid controller does not run: its `Ready` reason and message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Kept {
@@ -128,6 +132,16 @@ impl Supervisor {
                 message: "not started: spec.admission needs the manager's webhook endpoint, \
                           which this manager does not serve (run it with --webhook-service, \
                           docs/webhooks.md), or remove spec.admission"
+                    .to_owned(),
+            });
+        }
+        if settings.conversion.is_some() && !self.admission_served {
+            // A conversion hook nothing calls must not look active either.
+            return Some(Kept {
+                reason: REASON_CONVERSION_NOT_SERVED,
+                message: "not started: spec.conversion needs the manager's webhook endpoint, \
+                          which this manager does not serve (run it with --webhook-service, \
+                          docs/webhooks.md), or remove spec.conversion"
                     .to_owned(),
             });
         }

@@ -84,7 +84,10 @@ impl SecretWatcher {
                     self.serve(&secret);
                 }
                 Some(Ok(_)) => {}
-                Some(Err(error)) => tracing::debug!(
+                // At warn: a refusal (a missing list or watch on the Secret) keeps this
+                // replica serving the placeholder, and a person must grant it. kube-runtime's
+                // backoff spaces the lines out.
+                Some(Err(error)) => tracing::warn!(
                     error = %crate::telemetry::error_chain(&error),
                     "watching the webhook certificate Secret failed; retrying"
                 ),
