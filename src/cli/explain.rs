@@ -172,7 +172,7 @@ pub async fn run(args: &Args) -> exit::Result {
             }
             doc["admission"] = applied
                 .iter()
-                .map(|a| admission::json(a, failure_policy(a.hook.failure_policy)))
+                .map(|a| admission::json(a, a.hook.failure_policy.as_str()))
                 .collect();
         }
         let text = if args.output == Output::Json {
@@ -268,7 +268,7 @@ fn print_text(
             }
         }
         for hook in admission {
-            outln!("{}", admission_line(hook))?;
+            outln!("{}", admission_line(name, hook))?;
         }
     }
     if let Some(estimate) = estimate {
@@ -290,10 +290,7 @@ fn print_text(
             outln!("  admission hooks (mutating first, as the API server calls them):")?;
         }
         for a in applied {
-            outln!(
-                "{}",
-                admission::line(a, failure_policy(a.hook.failure_policy))
-            )?;
+            outln!("{}", admission::line(a, a.hook.failure_policy.as_str()))?;
         }
     }
     Ok(())
@@ -576,10 +573,12 @@ fn controller_json(
                     "name": hook.name,
                     "type": hook.type_.as_str(),
                     "operations": hook.operations,
-                    "failurePolicy": failure_policy(hook.failure_policy),
+                    "failurePolicy": hook.failure_policy.as_str(),
                     "timeoutSeconds": hook.timeout.as_secs(),
-                    "served": false,
-                    "reason": informant::hooks::REASON_ADMISSION_NOT_SERVED,
+                    // Served there by a manager with a webhook endpoint; one without keeps
+                    // the controller back (the reason).
+                    "path": format!("/admission/{name}/{}", hook.name),
+                    "withoutEndpoint": informant::hooks::REASON_ADMISSION_NOT_SERVED,
                 })
             })
             .collect();
@@ -587,23 +586,17 @@ fn controller_json(
     controller
 }
 
-fn failure_policy(policy: informant::hooks::FailurePolicy) -> &'static str {
-    match policy {
-        informant::hooks::FailurePolicy::Fail => "Fail",
-        informant::hooks::FailurePolicy::Ignore => "Ignore",
-    }
-}
-
-/// One admission hook of a controller, as `informant explain` prints it.
-fn admission_line(hook: &informant::hooks::AdmissionHook) -> String {
+/// One admission hook of controller `key`, as `informant explain` prints it.
+fn admission_line(key: &str, hook: &informant::hooks::AdmissionHook) -> String {
     format!(
-        "  admission {}: {} on {}, failurePolicy {}, timeoutSeconds {}: not served by this \
-         manager yet ({})",
+        "  admission {}: {} on {}, failurePolicy {}, timeoutSeconds {}: served at \
+         /admission/{key}/{} by a manager with --webhook-service (without it: {})",
         hook.name,
         hook.type_.as_str(),
         hook.operations.join(","),
-        failure_policy(hook.failure_policy),
+        hook.failure_policy.as_str(),
         hook.timeout.as_secs(),
+        hook.name,
         informant::hooks::REASON_ADMISSION_NOT_SERVED
     )
 }

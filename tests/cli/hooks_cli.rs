@@ -286,7 +286,8 @@ spec:
     assert!(
         text.contains(
             "  admission require-owner: Validating on CREATE,UPDATE, failurePolicy Fail, \
-             timeoutSeconds 10: not served by this manager yet (AdmissionNotServed)\n  \
+             timeoutSeconds 10: served at /admission/default/guarded/require-owner by a manager \
+             with --webhook-service (without it: AdmissionNotServed)\n  \
              admission defaults: Mutating on *, failurePolicy Ignore, timeoutSeconds 3"
         ),
         "{text}\n{}",
@@ -298,7 +299,10 @@ spec:
     assert_eq!(admission[1]["name"], "defaults");
     assert_eq!(admission[1]["operations"], serde_json::json!(["*"]));
     assert_eq!(admission[1]["failurePolicy"], "Ignore");
-    assert_eq!(admission[0]["served"], false);
+    assert_eq!(
+        admission[0]["path"],
+        "/admission/default/guarded/require-owner"
+    );
 }
 
 /// A config of one `CacheConfig` (namespaces `shop` and `ops`) and two `Controller`s with
