@@ -31,6 +31,7 @@ mod policy;
 mod reconcile;
 mod release;
 mod resource;
+mod routes;
 mod schedule;
 mod shared;
 mod sources;

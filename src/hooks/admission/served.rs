@@ -15,6 +15,7 @@ use super::Admitter;
 use crate::hooks::metrics::HookMetrics;
 use crate::hooks::policy::Policy;
 use crate::hooks::resource::{AdmissionHook, ControllerKey};
+use crate::hooks::routes::{HookRoutes, RouteHook};
 use crate::hooks::supervisor::Desired;
 use crate::serving::{RouteHandler, WebhookRoutes, json_route};
 
@@ -28,7 +29,7 @@ pub fn admission_path(controller: &ControllerKey, hook: &str) -> String {
 }
 
 /// One admission hook served.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ServedHook {
     /// The `Controller`.
     pub controller: ControllerKey,
@@ -42,18 +43,30 @@ pub struct ServedHook {
 
 /// The admission hooks served on one replica's webhook endpoint.
 pub struct AdmissionRoutes {
-    routes: WebhookRoutes,
+    table: HookRoutes<ServedHook, Admitter>,
     policy: Arc<Policy>,
     client: Option<kube::Client>,
     metrics: Option<HookMetrics>,
-    served: BTreeMap<String, (ServedHook, Arc<Admitter>)>,
 }
 
 impl std::fmt::Debug for AdmissionRoutes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AdmissionRoutes")
-            .field("paths", &self.served.keys().collect::<Vec<_>>())
+            .field(
+                "paths",
+                &self.table.served().map(|(p, _)| p).collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
+    }
+}
+
+impl RouteHook for Admitter {
+    fn label(&self) -> String {
+        Admitter::label(self)
+    }
+
+    async fn stop(&self) {
+        Admitter::stop(self).await;
     }
 }
 
@@ -68,17 +81,16 @@ impl AdmissionRoutes {
         metrics: Option<HookMetrics>,
     ) -> Self {
         Self {
-            routes,
+            table: HookRoutes::new(routes, "admission"),
             policy,
             client,
             metrics,
-            served: BTreeMap::new(),
         }
     }
 
     /// The hooks served now, by path.
     pub fn served(&self) -> impl Iterator<Item = &ServedHook> {
-        self.served.values().map(|(hook, _)| hook)
+        self.table.served().map(|(_, hook)| hook)
     }
 
     /// Serves the admission hooks of `desired`: those of every valid `Controller` the hook
@@ -109,7 +121,7 @@ impl AdmissionRoutes {
                     }
                 }
                 Err(_) => {
-                    for (path, (served, _)) in &self.served {
+                    for (path, served) in self.table.served() {
                         if &served.controller == key {
                             wanted.insert(path.clone(), served.clone());
                         }
@@ -117,54 +129,22 @@ impl AdmissionRoutes {
                 }
             }
         }
-        let mut stopped = Vec::new();
-        let gone: Vec<String> = self
-            .served
-            .iter()
-            .filter(|(path, (served, _))| {
-                wanted
-                    .get(*path)
-                    .is_none_or(|want| want.hook != served.hook || want.for_kind != served.for_kind)
-            })
-            .map(|(path, _)| path.clone())
-            .collect();
-        for path in gone {
-            if let Some((served, admitter)) = self.served.remove(&path) {
-                self.routes.remove(&path);
-                tracing::info!(hook = %admitter.label(), kind = %served.for_kind.kind, "admission hook no longer served as it was");
-                stopped.push(admitter);
-            }
-        }
-        for (path, want) in wanted {
-            if self.served.contains_key(&path) {
-                continue;
-            }
-            let admitter = Arc::new(Admitter::new(
+        let (policy, client, metrics) = (&self.policy, &self.client, &self.metrics);
+        let make = |want: &ServedHook| {
+            Admitter::new(
                 want.controller.clone(),
                 want.hook.clone(),
-                Arc::clone(&self.policy),
-                self.client.as_ref(),
-                self.metrics.clone(),
-            ));
-            if let Err(e) = self.routes.set(&path, handler(Arc::clone(&admitter))) {
-                // The path is built from names validation keeps DNS-safe.
-                tracing::warn!(%path, error = %e, "cannot serve the admission hook");
-                continue;
-            }
-            tracing::info!(hook = %admitter.label(), kind = %want.for_kind.kind, %path, "serving admission hook");
-            self.served.insert(path, (want, admitter));
-        }
-        for admitter in stopped {
-            admitter.stop().await;
-        }
+                Arc::clone(policy),
+                client.as_ref(),
+                metrics.clone(),
+            )
+        };
+        self.table.serve(wanted, make, handler).await;
     }
 
     /// Stops serving every hook and stops their persistent processes.
     pub async fn stop(&mut self) {
-        for (path, (_, admitter)) in std::mem::take(&mut self.served) {
-            self.routes.remove(&path);
-            admitter.stop().await;
-        }
+        self.table.stop().await;
     }
 }
 

@@ -16,6 +16,7 @@ use super::Converter;
 use crate::hooks::metrics::HookMetrics;
 use crate::hooks::policy::Policy;
 use crate::hooks::resource::{ControllerKey, ConversionHook};
+use crate::hooks::routes::{HookRoutes, RouteHook};
 use crate::hooks::supervisor::Desired;
 use crate::serving::{RouteHandler, WebhookRoutes, json_route};
 
@@ -40,18 +41,30 @@ pub struct ServedConversion {
 
 /// The conversion hooks served on one replica's webhook endpoint.
 pub struct ConversionRoutes {
-    routes: WebhookRoutes,
+    table: HookRoutes<ServedConversion, Converter>,
     policy: Arc<Policy>,
     client: Option<kube::Client>,
     metrics: Option<HookMetrics>,
-    served: BTreeMap<String, (ServedConversion, Arc<Converter>)>,
 }
 
 impl std::fmt::Debug for ConversionRoutes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ConversionRoutes")
-            .field("paths", &self.served.keys().collect::<Vec<_>>())
+            .field(
+                "paths",
+                &self.table.served().map(|(p, _)| p).collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
+    }
+}
+
+impl RouteHook for Converter {
+    fn label(&self) -> String {
+        Converter::label(self)
+    }
+
+    async fn stop(&self) {
+        Converter::stop(self).await;
     }
 }
 
@@ -66,17 +79,16 @@ impl ConversionRoutes {
         metrics: Option<HookMetrics>,
     ) -> Self {
         Self {
-            routes,
+            table: HookRoutes::new(routes, "conversion"),
             policy,
             client,
             metrics,
-            served: BTreeMap::new(),
         }
     }
 
     /// The hooks served now, by path.
     pub fn served(&self) -> impl Iterator<Item = &ServedConversion> {
-        self.served.values().map(|(hook, _)| hook)
+        self.table.served().map(|(_, hook)| hook)
     }
 
     /// Serves the conversion hooks of `desired`: that of every valid `Controller` the hook
@@ -85,28 +97,29 @@ impl ConversionRoutes {
     pub async fn follow(&mut self, desired: &Desired) {
         let mut wanted: BTreeMap<String, ServedConversion> = BTreeMap::new();
         for (key, entry) in desired {
-            let want = match entry {
-                Ok(valid) => {
-                    let settings = &valid.settings;
-                    let Some(hook) = &settings.conversion else {
-                        continue;
-                    };
-                    if valid.resource.metadata.deletion_timestamp.is_some()
-                        || self.policy.refusal(settings).is_some()
-                    {
-                        continue;
-                    }
-                    ServedConversion {
-                        controller: key.clone(),
-                        for_kind: settings.for_kind.clone(),
-                        hook: hook.clone(),
-                        path: conversion_path(key),
-                    }
+            let want = if let Ok(valid) = entry {
+                let settings = &valid.settings;
+                let Some(hook) = &settings.conversion else {
+                    continue;
+                };
+                if valid.resource.metadata.deletion_timestamp.is_some()
+                    || self.policy.refusal(settings).is_some()
+                {
+                    continue;
                 }
-                Err(_) => match self.served.get(&conversion_path(key)) {
-                    Some((served, _)) => served.clone(),
-                    None => continue,
-                },
+                ServedConversion {
+                    controller: key.clone(),
+                    for_kind: settings.for_kind.clone(),
+                    hook: hook.clone(),
+                    path: conversion_path(key),
+                }
+            } else {
+                let path = conversion_path(key);
+                let Some((_, served)) = self.table.served().find(|(served, _)| **served == path)
+                else {
+                    continue;
+                };
+                served.clone()
             };
             if let Some(first) = wanted.values().find(|w| {
                 w.for_kind.group == want.for_kind.group && w.for_kind.kind == want.for_kind.kind
@@ -117,51 +130,23 @@ impl ConversionRoutes {
             }
             wanted.insert(want.path.clone(), want);
         }
-        let mut stopped = Vec::new();
-        let gone: Vec<String> = self
-            .served
-            .iter()
-            .filter(|(path, (served, _))| wanted.get(*path).is_none_or(|want| want != served))
-            .map(|(path, _)| path.clone())
-            .collect();
-        for path in gone {
-            if let Some((served, converter)) = self.served.remove(&path) {
-                self.routes.remove(&path);
-                tracing::info!(hook = %converter.label(), kind = %served.for_kind.kind, "conversion hook no longer served as it was");
-                stopped.push(converter);
-            }
-        }
-        for (path, want) in wanted {
-            if self.served.contains_key(&path) {
-                continue;
-            }
-            let converter = Arc::new(Converter::new(
+        let (policy, client, metrics) = (&self.policy, &self.client, &self.metrics);
+        let make = |want: &ServedConversion| {
+            Converter::new(
                 want.controller.clone(),
                 &want.for_kind.group,
                 want.hook.clone(),
-                Arc::clone(&self.policy),
-                self.client.as_ref(),
-                self.metrics.clone(),
-            ));
-            if let Err(e) = self.routes.set(&path, handler(Arc::clone(&converter))) {
-                // The path is built from names validation keeps DNS-safe.
-                tracing::warn!(%path, error = %e, "cannot serve the conversion hook");
-                continue;
-            }
-            tracing::info!(hook = %converter.label(), kind = %want.for_kind.kind, %path, "serving conversion hook");
-            self.served.insert(path, (want, converter));
-        }
-        for converter in stopped {
-            converter.stop().await;
-        }
+                Arc::clone(policy),
+                client.as_ref(),
+                metrics.clone(),
+            )
+        };
+        self.table.serve(wanted, make, handler).await;
     }
 
     /// Stops serving every hook and stops their persistent processes.
     pub async fn stop(&mut self) {
-        for (path, (_, converter)) in std::mem::take(&mut self.served) {
-            self.routes.remove(&path);
-            converter.stop().await;
-        }
+        self.table.stop().await;
     }
 }
 
