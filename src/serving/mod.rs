@@ -51,6 +51,6 @@ pub use inject::{CaInjector, InjectTargets, Injection, Target};
 pub use tls::{TlsListener, server_config};
 pub use watch::{CertWatcher, POLL_INTERVAL};
 pub use webhook::{
-    CertificateFeed, DEFAULT_WEBHOOK_PORT, HEALTH_PATH, RouteError, RouteHandler,
-    WebhookCertificates, WebhookRouter, WebhookRoutes, WebhookServer, json_route,
+    CertificateFeed, DEFAULT_WEBHOOK_PORT, HEALTH_PATH, INJECT_CA_FROM_ANNOTATION, RouteError,
+    RouteHandler, WebhookCertificates, WebhookRouter, WebhookRoutes, WebhookServer, json_route,
 };

@@ -27,6 +27,10 @@ use super::watch::CertWatcher;
 /// `pkg/webhook/server.go`), which kubebuilder's Service and the chart target.
 pub const DEFAULT_WEBHOOK_PORT: u16 = 9443;
 
+/// cert-manager's cainjector annotation: `<namespace>/<certificate>` whose CA it writes into
+/// the `caBundle` of the object annotated.
+pub const INJECT_CA_FROM_ANNOTATION: &str = "cert-manager.io/inject-ca-from";
+
 /// The path every webhook server answers `200 ok` on, for a readiness probe or a test (a
 /// webhook's own path may not take it).
 pub const HEALTH_PATH: &str = "/healthz";
@@ -59,6 +63,21 @@ impl WebhookCertificates {
             cert_name: DEFAULT_CERT_NAME.to_owned(),
             key_name: DEFAULT_KEY_NAME.to_owned(),
         }
+    }
+
+    /// The CA bundle (PEM) of managed certificates as their Secret holds it now, read through
+    /// `client`; `None` while the Secret is not made yet, or with mounted certificates (whose
+    /// bundle cert-manager's cainjector writes).
+    ///
+    /// # Errors
+    ///
+    /// What reading or parsing the Secret says.
+    pub async fn current_bundle(&self, client: &Client) -> Result<Option<String>> {
+        let Self::Managed(settings) = self else {
+            return Ok(None);
+        };
+        let managed = super::managed::ManagedCertificates::new(client.clone(), settings.clone())?;
+        Ok(managed.current().await?.map(|c| c.bundle_pem()))
     }
 
     /// Whether informant injects the CA bundle (only for certificates it makes).

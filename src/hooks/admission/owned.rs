@@ -34,13 +34,10 @@ use crate::cache::{NamespaceKey, Options as CacheOptions};
 use crate::hooks::resource::AdmissionType;
 use crate::manager::WebhookOptions;
 use crate::selector::Operator;
-use crate::serving::WebhookCertificates;
-use crate::serving::managed::ManagedCertificates;
+use crate::serving::{INJECT_CA_FROM_ANNOTATION, WebhookCertificates};
 
 /// The label on the configurations the manager owns.
 const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "informant");
-/// cert-manager's cainjector annotation (`cert-manager.io/inject-ca-from`).
-const INJECT_CA_FROM: &str = "cert-manager.io/inject-ca-from";
 /// The label kube-apiserver puts on every namespace, naming it (Kubernetes 1.22+).
 const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
@@ -152,16 +149,11 @@ impl OwnedConfigurations {
     /// The managed certificates' CA bundle (PEM), `None` while the Secret is not made yet or
     /// with mounted certificates (then each webhook keeps the bundle it has).
     async fn bundle(&self) -> Result<Option<String>, String> {
-        let WebhookCertificates::Managed(settings) = &self.options.certificates else {
-            return Ok(None);
-        };
-        let managed = ManagedCertificates::new(self.client.clone(), settings.clone())
-            .map_err(|e| crate::telemetry::error_chain(&e))?;
-        let current = managed
-            .current()
+        self.options
+            .certificates
+            .current_bundle(&self.client)
             .await
-            .map_err(|e| crate::telemetry::error_chain(&e))?;
-        Ok(current.map(|c| c.bundle_pem()))
+            .map_err(|e| crate::telemetry::error_chain(&e))
     }
 
     /// The resource (plural) of `gvk`, found by discovery once; `None` while it is not served.
@@ -353,7 +345,7 @@ where
         annotations = json!({});
     }
     if let (Some(from), Some(map)) = (inject_ca_from, annotations.as_object_mut()) {
-        map.insert(INJECT_CA_FROM.to_owned(), json!(from));
+        map.insert(INJECT_CA_FROM_ANNOTATION.to_owned(), json!(from));
     }
     let mut desired = json!({
         "apiVersion": K::api_version(&()),

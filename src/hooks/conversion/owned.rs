@@ -28,11 +28,7 @@ use super::served::{ServedConversion, conversion_path};
 use crate::hooks::resource::ControllerKey;
 use crate::hooks::supervisor::Desired;
 use crate::manager::WebhookOptions;
-use crate::serving::WebhookCertificates;
-use crate::serving::managed::ManagedCertificates;
-
-/// cert-manager's cainjector annotation (`cert-manager.io/inject-ca-from`).
-const INJECT_CA_FROM: &str = "cert-manager.io/inject-ca-from";
+use crate::serving::{INJECT_CA_FROM_ANNOTATION, WebhookCertificates};
 
 /// What a pass over the owned CRD conversions did, for a test or a log line.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -191,7 +187,7 @@ impl OwnedCrds {
             WebhookCertificates::Managed(_) => None,
         };
         let annotated = annotation.is_none_or(|from| {
-            live["metadata"]["annotations"][INJECT_CA_FROM].as_str() == Some(from)
+            live["metadata"]["annotations"][INJECT_CA_FROM_ANNOTATION].as_str() == Some(from)
         });
         if live["spec"]["conversion"] == desired && annotated {
             return Ok(false);
@@ -201,7 +197,7 @@ impl OwnedCrds {
         conversion["webhook"]["clientConfig"]["url"] = Value::Null;
         let mut merge = json!({"spec": {"conversion": conversion}});
         if let Some(from) = annotation {
-            merge["metadata"] = json!({"annotations": {INJECT_CA_FROM: from}});
+            merge["metadata"] = json!({"annotations": {INJECT_CA_FROM_ANNOTATION: from}});
         }
         api.patch(name, &PatchParams::default(), &Patch::Merge(&merge))
             .await
@@ -241,16 +237,11 @@ impl OwnedCrds {
     /// The managed certificates' CA bundle (PEM), `None` while the Secret is not made yet or
     /// with mounted certificates.
     async fn bundle(&self) -> Result<Option<String>, String> {
-        let WebhookCertificates::Managed(settings) = &self.options.certificates else {
-            return Ok(None);
-        };
-        let managed = ManagedCertificates::new(self.client.clone(), settings.clone())
-            .map_err(|e| crate::telemetry::error_chain(&e))?;
-        let current = managed
-            .current()
+        self.options
+            .certificates
+            .current_bundle(&self.client)
             .await
-            .map_err(|e| crate::telemetry::error_chain(&e))?;
-        Ok(current.map(|c| c.bundle_pem()))
+            .map_err(|e| crate::telemetry::error_chain(&e))
     }
 
     /// The name of the CRD of `gvk` (`<plural>.<group>`), found by discovery once; `None`
