@@ -271,7 +271,7 @@ pub struct Args {
     pub webhook_cert_key: String,
 
     /// The Secret of the managed certificates, in the Service's namespace (default:
-    /// <service>-cert).
+    /// the Service's name and "-cert").
     #[arg(
         long,
         value_name = "NAME",
