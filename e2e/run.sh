@@ -69,4 +69,5 @@ else
 fi
 
 run_scenarios "$work"
+if [ "$harness" = cluster ]; then cluster_scenario_helm; fi
 echo "PASS: e2e ($harness), ${SECONDS}s"

@@ -71,11 +71,19 @@ build() {
   done
   say "building the control plane (k8s.io/kubernetes $version) into $BIN/cluster"
   (cd "$SRC" && nice -n 10 "$GO" build -trimpath -ldflags="$ldflags" -o "$BIN/cluster" .)
-  local helm_version
+  # Helm's Makefile's ldflags: its version, and the Kubernetes version `helm template` assumes
+  # without a cluster (from its client-go v0.X: 1.X; left unset it is 1.20, below the chart's
+  # kubeVersion).
+  local helm_version client_go helm_ldflags
   helm_version=$(cd "$SRC/helm" && "$GO" list -m -f '{{.Version}}' helm.sh/helm/v3)
+  client_go=$(cd "$SRC/helm" && "$GO" list -m -f '{{.Version}}' k8s.io/client-go)
+  helm_ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$helm_version"
+  for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+    helm_ldflags+=" -X $pkg.k8sVersionMajor=$(( $(echo "$client_go" | cut -d. -f1 | tr -d v) + 1 ))"
+    helm_ldflags+=" -X $pkg.k8sVersionMinor=$(echo "$client_go" | cut -d. -f2)"
+  done
   say "building helm $helm_version into $BIN/helm"
-  (cd "$SRC/helm" && nice -n 10 "$GO" build -trimpath \
-    -ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$helm_version" \
+  (cd "$SRC/helm" && nice -n 10 "$GO" build -trimpath -ldflags="$helm_ldflags" \
     -o "$BIN/helm" helm.sh/helm/v3/cmd/helm)
   say "built in $((SECONDS - start)) s"
 }
