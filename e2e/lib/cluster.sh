@@ -89,8 +89,42 @@ helm_leftovers() {
 }
 helm_nothing_left() { [ -z "$(helm_leftovers | grep -vx 'lease.coordination.k8s.io/informant' || true)" ]; }
 
+# helm_metrics_code [TOKEN]: the status of GET /metrics on the release's manager (HTTPS, its
+# self-signed certificate), with TOKEN as a bearer token if given.
+helm_metrics_code() {
+  local auth=()
+  if [ -n "${1:-}" ]; then auth=(-H "Authorization: Bearer $1"); fi
+  curl -sk -o /dev/null -w '%{http_code}' "${auth[@]}" "https://$helm_metrics/metrics"
+}
+helm_metrics_code_is() { [ "$(helm_metrics_code "$2")" = "$1" ]; }
+
+# Secure metrics through the real TokenReview and SubjectAccessReview: no token 401, the token of
+# a ServiceAccount bound to nothing 403, of one bound to the chart's metrics-reader ClusterRole
+# 200. Two accounts: a denial may be cached by the manager for a while (seen: longer than 30 s),
+# so one account is not first denied, then bound.
+helm_secure_metrics() {
+  helm_metrics=$(grep 'serving metrics' "$work/manager-$HELM_REPLICA.log" | grep -v 'health probes' |
+    grep -o 'listen.addr=[0-9.:]*' | tail -n1 | cut -d= -f2)
+  [ -n "$helm_metrics" ] || fail "the release's manager logged no metrics address"
+  expect_eq "secure /metrics without a token" 401 "$(helm_metrics_code)"
+  k -n "$HELM_NS" create serviceaccount e2e-unbound >/dev/null
+  k -n "$HELM_NS" create serviceaccount e2e-scraper >/dev/null
+  k create clusterrolebinding e2e-scraper --clusterrole="$HELM_RELEASE-metrics-reader" \
+    --serviceaccount="$HELM_NS:e2e-scraper" >/dev/null
+  local unbound bound
+  unbound=$(k -n "$HELM_NS" create token e2e-unbound --duration 1h)
+  bound=$(k -n "$HELM_NS" create token e2e-scraper --duration 1h)
+  expect_eq "secure /metrics with the token of a ServiceAccount bound to nothing (real TokenReview, SubjectAccessReview)" \
+    403 "$(helm_metrics_code "$unbound")"
+  wait_until "$E2E_WAIT" "200 from secure /metrics with a token bound to the metrics-reader ClusterRole" \
+    helm_metrics_code_is 200 "$bound"
+  echo "ok: secure /metrics: 401 without a token, 403 unbound, 200 bound to metrics-reader"
+  k delete clusterrolebinding e2e-scraper >/dev/null
+  k -n "$HELM_NS" delete serviceaccount e2e-unbound e2e-scraper >/dev/null
+}
+
 cluster_scenario_helm() {
-  step "10. the chart installed by the real helm; its manager (the release's ServiceAccount token) Ready; helm uninstall leaves nothing but the Lease"
+  step "10. the chart installed by the real helm; its manager (the release's ServiceAccount token) Ready; secure metrics 401/403/200; helm uninstall leaves nothing but the Lease"
   local start=$SECONDS
   helm_ install "$HELM_RELEASE" charts/informant -n "$HELM_NS" --create-namespace \
     --set-json "cacheConfig.spec=$(cat "$E2E_SPEC")" >"$work/helm-install.txt"
@@ -124,6 +158,7 @@ KUBECONFIG
     fail "the release's CacheConfig never Ready: $(k -n "$HELM_NS" get cc "$HELM_RELEASE" -o jsonpath='{.status}')"
   expect_eq "the release's CacheConfig status, written with the release's ServiceAccount" "3" \
     "$(k -n "$HELM_NS" get cc "$HELM_RELEASE" -o jsonpath='{.status.informers}' | python3 -c 'import json, sys; print(len(json.load(sys.stdin)))')"
+  helm_secure_metrics
   expect_eq "nothing refused by the real RBAC (manager log)" "" "$(grep -i -m 3 'forbidden' "$work/manager-$HELM_REPLICA.log" || true)"
   stop_manager "$HELM_REPLICA"
   helm_ uninstall "$HELM_RELEASE" -n "$HELM_NS" --wait >/dev/null
