@@ -9,7 +9,9 @@
         the seconds from START to now, to the millisecond
     events.py job-complete START DONE
         the status merge patch of a Job that started at START and completed at DONE, as the Job
-        controller writes it (Complete=True, succeeded 1, startTime <= completionTime)
+        controller writes it (SuccessCriteriaMet=True then Complete=True, succeeded 1,
+        startTime <= completionTime): kube-apiserver refuses Complete=True without
+        SuccessCriteriaMet=True
     events.py line T COMPONENT APIVERSION KIND NAMESPACE NAME UID TYPE REASON MESSAGE
         one event of an `informant simulate` input stream (tests/data/scenarios/README.md)
     events.py predicted < simulate-output.jsonl
@@ -35,7 +37,9 @@ def job_complete(start, done):
         "completionTime": done,
         "active": 0,
         "succeeded": 1,
-        "conditions": [{"type": "Complete", "status": "True", "lastProbeTime": done,
+        "conditions": [{"type": "SuccessCriteriaMet", "status": "True", "lastProbeTime": done,
+                        "lastTransitionTime": done},
+                       {"type": "Complete", "status": "True", "lastProbeTime": done,
                         "lastTransitionTime": done}],
     }}, separators=(",", ":")))
 

@@ -1,0 +1,61 @@
+// Command cluster is the e2e suite's control plane in one program: the first
+// argument (or the name it is called by, as hyperkube and k3s do) picks the
+// component. Each component is Kubernetes' (or etcd's) own code, linked once.
+//
+//	cluster etcd --data-dir DIR --listen-client-urls URL ...
+//	cluster kube-apiserver FLAGS...
+//	cluster kube-controller-manager FLAGS...
+//	cluster kube-scheduler FLAGS...
+//	cluster version
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	_ "time/tzdata" // for CronJob time zones, as kube-apiserver's own main has it
+
+	"github.com/spf13/cobra"
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"          // JSON log format, as each component's main
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics, as each component's main
+	_ "k8s.io/component-base/metrics/prometheus/version"  // the version metric, as each component's main
+	"k8s.io/component-base/version"
+	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+)
+
+var components = map[string]func() *cobra.Command{
+	"kube-apiserver":          func() *cobra.Command { return apiserver.NewAPIServerCommand() },
+	"kube-controller-manager": func() *cobra.Command { return controllermanager.NewControllerManagerCommand() },
+	"kube-scheduler":          func() *cobra.Command { return scheduler.NewSchedulerCommand() },
+}
+
+const usage = "usage: cluster {etcd|kube-apiserver|kube-controller-manager|kube-scheduler|version} [flags]"
+
+func main() {
+	name, args := filepath.Base(os.Args[0]), os.Args[1:]
+	if _, ok := components[name]; !ok && name != "etcd" {
+		if len(args) == 0 {
+			fmt.Fprintln(os.Stderr, usage)
+			os.Exit(2)
+		}
+		name, args = args[0], args[1:]
+	}
+	switch name {
+	case "etcd":
+		os.Exit(runEtcd(args))
+	case "version":
+		fmt.Printf("kubernetes %s\netcd %s\n", version.Get().GitVersion, etcdVersion())
+		return
+	}
+	newCommand, ok := components[name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "cluster: unknown component %q\n%s\n", name, usage)
+		os.Exit(2)
+	}
+	command := newCommand()
+	command.SetArgs(args)
+	os.Exit(cli.Run(command))
+}
