@@ -45,6 +45,10 @@ fn e2e_scripts() -> Vec<String> {
         "e2e/scenarios.sh",
         "e2e/lib/common.sh",
         "e2e/lib/images.sh",
+        "e2e/lib/local.sh",
+        "e2e/lib/cluster.sh",
+        "e2e/cluster/cluster.sh",
+        "e2e/cluster/real.sh",
     ]
     .iter()
     .map(|path| format!("{root}/{path}"))
