@@ -58,6 +58,27 @@ impl super::Args {
                 problems.push(format!("invalid {flag}: {name:?} {why}"));
             }
         }
+        for (flag, bytes) in [
+            (
+                "--webhook-max-admission-bytes",
+                self.webhook_max_admission_bytes,
+            ),
+            (
+                "--webhook-max-conversion-bytes",
+                self.webhook_max_conversion_bytes,
+            ),
+            ("--webhook-max-in-flight", self.webhook_max_in_flight),
+            ("--webhook-max-connections", self.webhook_max_connections),
+        ] {
+            if bytes == 0 {
+                problems.push(format!("invalid {flag}: 0 would refuse every review"));
+            }
+        }
+        if self.webhook_header_read_timeout.is_zero() {
+            problems.push(
+                "invalid --webhook-header-read-timeout: 0 would close every connection".to_owned(),
+            );
+        }
         if !(1..=65535).contains(&self.webhook_service_port) {
             problems.push(format!(
                 "invalid --webhook-service-port: {} is not a port (1 to 65535)",
@@ -103,6 +124,13 @@ impl super::Args {
                 .unwrap_or_else(|| service.clone()),
             inject_ca_from: self.webhook_inject_ca_from.clone(),
             inject,
+            max_admission_bytes: self.webhook_max_admission_bytes,
+            max_conversion_bytes: self.webhook_max_conversion_bytes,
+            max_in_flight: self.webhook_max_in_flight,
+            connections: crate::serving::ConnectionLimits {
+                max_connections: self.webhook_max_connections,
+                header_read_timeout: self.webhook_header_read_timeout,
+            },
         })
     }
 
