@@ -17,7 +17,11 @@
 //! `DelegatingAuthenticatorConfig` and `DelegatingAuthorizerConfig`): a token's answer,
 //! authenticated or not, for [`TOKEN_CACHE_TTL`]; an allowed access for [`ALLOW_CACHE_TTL`], a
 //! denied one for [`DENY_CACHE_TTL`]; failures are not cached. Tokens are cached by their
-//! SHA-256 and never logged.
+//! SHA-256 and never logged. Each cache is bounded, least recently used out first
+//! ([`TOKEN_CACHE_SIZE`], [`ACCESS_CACHE_SIZE`]), and tokens that authenticate no one have
+//! their own smaller one ([`NEGATIVE_TOKEN_CACHE_SIZE`]), so a flood of unique garbage tokens
+//! costs a fixed amount of memory and pushes out no scraper's answer; at most
+//! [`MAX_REVIEWS_IN_FLIGHT`] reviews are asked at once.
 //!
 //! ## RBAC
 //!
@@ -26,7 +30,8 @@
 //! --metrics-secure`, the chart's `ClusterRole`). A client: `get` on the non-resource URL, for
 //! Prometheus `/metrics` (the chart's `metrics-reader` `ClusterRole`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -39,6 +44,7 @@ use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use kube::api::{Api, PostParams};
+use lru::LruCache;
 use tokio::time::Instant;
 
 /// How long a token's answer (authenticated or not) is reused: controller-runtime's
@@ -55,8 +61,18 @@ pub const REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
 /// its jitter).
 const RETRY_FIRST: Duration = Duration::from_millis(500);
 const RETRY_ATTEMPTS: u32 = 5;
-/// The cache is swept of expired answers when it grows past this many.
-const SWEEP_AT: usize = 1024;
+/// The most tokens whose user is kept: least recently used first out. Each is a few hundred
+/// bytes (a user, its groups); a manager is scraped by a handful of accounts.
+pub const TOKEN_CACHE_SIZE: usize = 4096;
+/// The most tokens kept as authenticating no one, apart from the users: a flood of unique
+/// garbage tokens evicts only these, never a scraper's answer.
+pub const NEGATIVE_TOKEN_CACHE_SIZE: usize = 1024;
+/// The most access answers kept (user, path, verb), least recently used first out.
+pub const ACCESS_CACHE_SIZE: usize = 4096;
+/// The most reviews (`TokenReview`s and `SubjectAccessReview`s, retries included) in flight at
+/// once: a request needing another waits up to [`REVIEW_TIMEOUT`], then fails (500) without
+/// asking the API server.
+pub const MAX_REVIEWS_IN_FLIGHT: usize = 8;
 
 /// The group every authenticated user has; added when a review leaves it out, as
 /// kube-apiserver's `AuthenticatedGroupAdder` does.
@@ -180,47 +196,74 @@ struct Cached<T> {
 }
 
 /// The cached answers of both reviews, read and written with the instant passed in (the
-/// clock is the caller's: tokio's, paused in tests).
-#[derive(Debug, Default)]
+/// clock is the caller's: tokio's, paused in tests). Each cache is bounded and evicts the
+/// least recently used answer in O(1); tokens that authenticate no one have a cache of their
+/// own, so garbage cannot push out a user.
+#[derive(Debug)]
 struct Answers {
-    tokens: HashMap<[u8; 32], Cached<TokenAnswer>>,
-    access: HashMap<AccessKey, Cached<(bool, String)>>,
+    users: LruCache<[u8; 32], Cached<User>>,
+    unauthenticated: LruCache<[u8; 32], Instant>,
+    access: LruCache<AccessKey, Cached<(bool, String)>>,
 }
 
+impl Default for Answers {
+    fn default() -> Self {
+        let size = |n: usize| NonZeroUsize::new(n).unwrap_or(NonZeroUsize::MIN);
+        Self {
+            users: LruCache::new(size(TOKEN_CACHE_SIZE)),
+            unauthenticated: LruCache::new(size(NEGATIVE_TOKEN_CACHE_SIZE)),
+            access: LruCache::new(size(ACCESS_CACHE_SIZE)),
+        }
+    }
+}
+
+/// A fresh answer of `cache` for `key`; an expired one is dropped.
 fn fresh<K: std::hash::Hash + Eq, T: Clone>(
-    map: &HashMap<K, Cached<T>>,
+    cache: &mut LruCache<K, Cached<T>>,
     key: &K,
     now: Instant,
 ) -> Option<T> {
-    map.get(key)
-        .filter(|c| now < c.expires)
-        .map(|c| c.value.clone())
-}
-
-fn remember<K: std::hash::Hash + Eq, T>(
-    map: &mut HashMap<K, Cached<T>>,
-    key: K,
-    value: T,
-    expires: Instant,
-    now: Instant,
-) {
-    if map.len() >= SWEEP_AT {
-        map.retain(|_, c| now < c.expires);
+    match cache.get(key) {
+        Some(c) if now < c.expires => Some(c.value.clone()),
+        Some(_) => {
+            cache.pop(key);
+            None
+        }
+        None => None,
     }
-    map.insert(key, Cached { value, expires });
 }
 
 impl Answers {
-    fn token(&self, key: &[u8; 32], now: Instant) -> Option<TokenAnswer> {
-        fresh(&self.tokens, key, now)
+    fn token(&mut self, key: &[u8; 32], now: Instant) -> Option<TokenAnswer> {
+        if let Some(user) = fresh(&mut self.users, key, now) {
+            return Some(TokenAnswer::User(user));
+        }
+        match self.unauthenticated.get(key) {
+            Some(expires) if now < *expires => Some(TokenAnswer::Unauthenticated),
+            Some(_) => {
+                self.unauthenticated.pop(key);
+                None
+            }
+            None => None,
+        }
     }
 
     fn remember_token(&mut self, key: [u8; 32], answer: TokenAnswer, now: Instant) {
-        remember(&mut self.tokens, key, answer, now + TOKEN_CACHE_TTL, now);
+        let expires = now + TOKEN_CACHE_TTL;
+        match answer {
+            TokenAnswer::User(value) => {
+                self.unauthenticated.pop(&key);
+                self.users.put(key, Cached { value, expires });
+            }
+            TokenAnswer::Unauthenticated => {
+                self.users.pop(&key);
+                self.unauthenticated.put(key, expires);
+            }
+        }
     }
 
-    fn access(&self, key: &AccessKey, now: Instant) -> Option<(bool, String)> {
-        fresh(&self.access, key, now)
+    fn access(&mut self, key: &AccessKey, now: Instant) -> Option<(bool, String)> {
+        fresh(&mut self.access, key, now)
     }
 
     fn remember_access(&mut self, key: AccessKey, allowed: bool, reason: String, now: Instant) {
@@ -229,7 +272,13 @@ impl Answers {
         } else {
             DENY_CACHE_TTL
         };
-        remember(&mut self.access, key, (allowed, reason), now + ttl, now);
+        self.access.put(
+            key,
+            Cached {
+                value: (allowed, reason),
+                expires: now + ttl,
+            },
+        );
     }
 }
 
@@ -265,6 +314,7 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
 pub struct Authenticator {
     client: kube::Client,
     answers: Arc<Mutex<Answers>>,
+    reviews: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -295,6 +345,7 @@ impl Authenticator {
         Self {
             client,
             answers: Arc::new(Mutex::new(Answers::default())),
+            reviews: Arc::new(tokio::sync::Semaphore::new(MAX_REVIEWS_IN_FLIGHT)),
         }
     }
 
@@ -410,6 +461,20 @@ impl Authenticator {
             + serde::de::DeserializeOwned
             + std::fmt::Debug,
     {
+        // At most MAX_REVIEWS_IN_FLIGHT reviews (retries included) at once, whoever sends
+        // tokens; the semaphore is never closed.
+        let Ok(Ok(_permit)) =
+            tokio::time::timeout(REVIEW_TIMEOUT, Arc::clone(&self.reviews).acquire_owned()).await
+        else {
+            return Err(Decision::Failed {
+                review,
+                refused: false,
+                error: format!(
+                    "{MAX_REVIEWS_IN_FLIGHT} reviews already in flight for over {}s",
+                    REVIEW_TIMEOUT.as_secs()
+                ),
+            });
+        };
         let api: Api<K> = Api::all(self.client.clone());
         let mut delay = RETRY_FIRST;
         let mut attempt = 1;
@@ -606,20 +671,146 @@ mod tests {
         );
     }
 
+    /// Issue 45, item 10: the cache dropped only expired entries past 1,024, on every insert,
+    /// so a flood of unique garbage tokens cost O(n) per request and unbounded memory.
     #[test]
-    fn the_cache_sweeps_expired_answers_when_it_grows() {
+    fn a_flood_of_unique_garbage_tokens_keeps_the_cache_bounded_and_the_users_answers() {
         let mut answers = Answers::default();
         let start = Instant::now();
-        for n in 0..SWEEP_AT {
-            answers.remember_token(
-                token_key(&n.to_string()),
-                TokenAnswer::Unauthenticated,
-                start,
-            );
+        let scraper = token_key("prometheus");
+        answers.remember_token(scraper, TokenAnswer::User(user("prometheus")), start);
+        let flood = 100_000;
+        for n in 0..flood {
+            let key = token_key(&format!("garbage-{n}"));
+            assert_eq!(answers.token(&key, start), None);
+            answers.remember_token(key, TokenAnswer::Unauthenticated, start);
         }
-        let later = start + TOKEN_CACHE_TTL;
-        answers.remember_token(token_key("new"), TokenAnswer::Unauthenticated, later);
-        assert_eq!(answers.tokens.len(), 1);
+        assert_eq!(answers.unauthenticated.len(), NEGATIVE_TOKEN_CACHE_SIZE);
+        assert_eq!(answers.users.len(), 1);
+        assert_eq!(
+            answers.token(&scraper, start),
+            Some(TokenAnswer::User(user("prometheus"))),
+            "garbage does not push out a user"
+        );
+        let last = token_key(&format!("garbage-{}", flood - 1));
+        assert_eq!(
+            answers.token(&last, start),
+            Some(TokenAnswer::Unauthenticated)
+        );
+        // Users are bounded too, the least recently used out first.
+        for n in 0..TOKEN_CACHE_SIZE {
+            let key = token_key(&format!("user-{n}"));
+            answers.remember_token(key, TokenAnswer::User(user("u")), start);
+        }
+        assert_eq!(answers.users.len(), TOKEN_CACHE_SIZE);
+        assert_eq!(answers.token(&scraper, start), None);
+        // An expired answer is dropped when read.
+        let key = token_key("user-0");
+        assert_eq!(answers.token(&key, start + TOKEN_CACHE_TTL), None);
+        assert!(answers.users.peek(&key).is_none());
+    }
+
+    /// An API server on loopback answering every `TokenReview` "not authenticated", once
+    /// `release` says so; the reviews it holds now, and the most it ever held at once.
+    async fn holding_api_server(
+        release: tokio::sync::watch::Receiver<bool>,
+    ) -> (
+        std::net::SocketAddr,
+        Arc<std::sync::atomic::AtomicUsize>,
+        Arc<std::sync::atomic::AtomicUsize>,
+    ) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (held, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (h, m) = (Arc::clone(&held), Arc::clone(&most));
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let (held, most, mut release) = (Arc::clone(&h), Arc::clone(&m), release.clone());
+                tokio::spawn(async move {
+                    let mut seen = Vec::new();
+                    let mut buffer = [0u8; 4096];
+                    loop {
+                        // One request: its headers, then Content-Length bytes of body.
+                        let head_end = loop {
+                            if let Some(i) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                                break i + 4;
+                            }
+                            match stream.read(&mut buffer).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => seen.extend_from_slice(&buffer[..n]),
+                            }
+                        };
+                        let request_head =
+                            String::from_utf8_lossy(&seen[..head_end]).to_ascii_lowercase();
+                        let length: usize = request_head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse().ok())
+                            .unwrap_or(0);
+                        while seen.len() < head_end + length {
+                            match stream.read(&mut buffer).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => seen.extend_from_slice(&buffer[..n]),
+                            }
+                        }
+                        seen.drain(..head_end + length);
+                        let now = held.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        let _ = release.wait_for(|r| *r).await;
+                        held.fetch_sub(1, Ordering::SeqCst);
+                        let body = r#"{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","metadata":{},"spec":{},"status":{"authenticated":false}}"#;
+                        let answer = format!(
+                            "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if stream.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (addr, held, most)
+    }
+
+    /// Issue 45, item 10: each unknown token started a `TokenReview` (with retries) with no
+    /// cap on how many ran at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reviews_in_flight_are_bounded_however_many_unknown_tokens_arrive() {
+        use std::sync::atomic::Ordering;
+        let (release, released) = tokio::sync::watch::channel(false);
+        let (addr, held, most) = holding_api_server(released).await;
+        let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+        let auth = Authenticator::new(kube::Client::try_from(config).unwrap());
+        let callers = 40;
+        let calls: Vec<_> = (0..callers)
+            .map(|n| {
+                let auth = auth.clone();
+                tokio::spawn(async move {
+                    auth.decide(Some(&format!("garbage-{n}")), "GET", "/metrics")
+                        .await
+                })
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while held.load(Ordering::SeqCst) < MAX_REVIEWS_IN_FLIGHT {
+            assert!(
+                Instant::now() < deadline,
+                "the reviews never reached the server"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        release.send_replace(true);
+        for call in calls {
+            assert_eq!(call.await.unwrap(), Decision::Unauthenticated);
+        }
+        let most = most.load(Ordering::SeqCst);
+        assert!(
+            most <= MAX_REVIEWS_IN_FLIGHT,
+            "{most} reviews in flight at once, over {MAX_REVIEWS_IN_FLIGHT}"
+        );
     }
 
     #[test]
