@@ -193,9 +193,9 @@ fn webhook(
         .or_else(|| default_namespaces.cloned())
         .unwrap_or_default();
     let mut webhook = json!({
-        "name": format!(
-            "{}.{}.{}.admission.informant.dev",
-            spec.name, hook.controller.name, hook.controller.namespace
+        "name": crate::hooks::resource::webhook_name(
+            &spec.name,
+            (&hook.controller.namespace, &hook.controller.name),
         ),
         "clientConfig": {"service": service},
         "rules": [{
