@@ -227,6 +227,7 @@ impl WebhookRouter {
     }
 
     /// The axum router serving the paths (tests call it without a listener).
+    #[cfg(test)]
     pub(crate) fn into_router(self) -> Router {
         self.router
     }
