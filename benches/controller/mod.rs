@@ -28,7 +28,7 @@ use informant::apiserver::TestServer;
 use informant::cache::{self, Cache as _, CacheReloader, Discovery, typed};
 use informant::config::Origin;
 use informant::controller::{Action, Context, Controller, default_error_policy};
-use informant::hooks::{HookController, validate_controller_value};
+use informant::hooks::{HookController, Policy, validate_controller_value};
 use informant::recorder::{NullSink, Options, Pipeline, SystemClock};
 
 /// The namespace of every seeded `ConfigMap`.
@@ -440,7 +440,9 @@ spec:
     let value = serde_yaml::from_str(&yaml).map_err(|e| e.to_string())?;
     let controller =
         validate_controller_value(value, &Origin::Text, None).map_err(|e| format!("{e:?}"))?;
-    Ok(HookController::new(controller.settings))
+    // The webhook listens on loopback, refused unless named (issue 45).
+    let policy = Policy::open().allow_url("127.0.0.1".parse().map_err(|e| format!("{e}"))?);
+    Ok(HookController::new(controller.settings).policy(Arc::new(policy)))
 }
 
 /// Runs `hook` until it reconciled `objects` objects; returns how long that took and a stop.

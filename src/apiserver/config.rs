@@ -36,6 +36,12 @@ pub struct Config {
     /// (`pkg/apis/authentication/validation`, `MinTokenAgeSec`). Tests that watch a token
     /// expire lower it (`informant apiserver --token-min-expiration 20s`).
     pub token_min_expiration: Duration,
+    /// The browser origins (`Origin` header, as `http://localhost:3000`) whose requests are
+    /// served. A request carrying any other `Origin` comes from a web page the browser is
+    /// showing, not from a Kubernetes client (which sends none), and is refused with 403:
+    /// with the default `AlwaysAllow`, any page could otherwise create objects on a server on
+    /// the user's loopback. Empty by default.
+    pub allowed_origins: Vec<String>,
 }
 
 /// The kube-apiserver feature gates the embedded server knows.
@@ -99,6 +105,7 @@ impl Default for Config {
             authorization: Authorization::AlwaysAllow,
             feature_gates: FeatureGates::default(),
             token_min_expiration: Duration::from_mins(10),
+            allowed_origins: Vec::new(),
         }
     }
 }

@@ -54,6 +54,11 @@ pub struct Args {
     /// request from anyone who reaches the address is then allowed, with no credentials.
     #[arg(long)]
     pub insecure_allow_any: bool,
+    /// Serve requests from web pages of this origin (a browser's `Origin` header, exactly:
+    /// `http://localhost:3000`). Repeatable. Without it, a request carrying an `Origin` is
+    /// refused with 403, so a page the user visits cannot reach the server.
+    #[arg(long, value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
     /// The shortest lifetime a token request may ask for (kube-apiserver's, 10m). For tests
     /// that watch a token expire: a container harness asks for a 20 s token.
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration, hide = true)]
@@ -172,6 +177,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result {
         authorization: args.authorization,
         feature_gates,
         token_min_expiration: args.token_min_expiration,
+        allowed_origins: args.allow_origin.clone(),
         ..Config::default()
     };
     let server = Server::bind(config).await?;

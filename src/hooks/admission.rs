@@ -9,6 +9,7 @@
 //!                    ◀─ AdmissionAnswer {allowed, message, object | patch, warnings}
 //! allowed, denied, patched                       (the hook decided)
 //! timed_out, invalid_answer, failed_open|closed  (it did not: failurePolicy decides)
+//! too_large, busy                                (not read: the API server's failurePolicy)
 //! ```
 //!
 //! A mutating hook answers the changed `object` (informant computes the JSON patch, RFC 6902,
@@ -51,11 +52,17 @@ pub enum AdmissionFate {
     TimedOut,
     /// The hook's answer could not be used; the failure policy decided.
     InvalidAnswer,
+    /// The review was larger than the endpoint reads (`--webhook-max-admission-bytes`): it
+    /// was answered 413 unread, and the API server's failure policy decided.
+    TooLarge,
+    /// The hook was making as many answers as it may at once (`--webhook-max-in-flight`):
+    /// the review was answered 429 unread, and the API server's failure policy decided.
+    Busy,
 }
 
 impl AdmissionFate {
     /// Every fate, in the order of [`AdmissionFate::as_str`]'s documentation.
-    pub const ALL: [AdmissionFate; 7] = [
+    pub const ALL: [AdmissionFate; 9] = [
         AdmissionFate::Allowed,
         AdmissionFate::Denied,
         AdmissionFate::Patched,
@@ -63,10 +70,12 @@ impl AdmissionFate {
         AdmissionFate::FailedClosed,
         AdmissionFate::TimedOut,
         AdmissionFate::InvalidAnswer,
+        AdmissionFate::TooLarge,
+        AdmissionFate::Busy,
     ];
 
     /// The fate's label: `allowed`, `denied`, `patched`, `failed_open`, `failed_closed`,
-    /// `timed_out` or `invalid_answer`.
+    /// `timed_out`, `invalid_answer`, `too_large` or `busy`.
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
@@ -77,6 +86,8 @@ impl AdmissionFate {
             AdmissionFate::FailedClosed => "failed_closed",
             AdmissionFate::TimedOut => "timed_out",
             AdmissionFate::InvalidAnswer => "invalid_answer",
+            AdmissionFate::TooLarge => "too_large",
+            AdmissionFate::Busy => "busy",
         }
     }
 }
@@ -159,6 +170,9 @@ const DENIED_CODE: u16 = 403;
 /// with an internal error.
 const FAILED_CODE: u16 = 500;
 
+/// The `operation` label of a review refused unread.
+pub const UNREAD_OPERATION: &str = "UNKNOWN";
+
 /// An admission review the manager answered, and how it ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
@@ -223,6 +237,19 @@ impl Admitter {
     #[must_use]
     pub fn label(&self) -> String {
         format!("{}/{}", self.controller, self.hook.name)
+    }
+
+    /// Counts a review the endpoint refused before it was read: its fate, under operation
+    /// `UNKNOWN` (the review was not read), and a warning in the log.
+    pub fn refused(&self, refusal: crate::serving::Refusal) {
+        let fate = match refusal {
+            crate::serving::Refusal::TooLarge => AdmissionFate::TooLarge,
+            crate::serving::Refusal::Busy => AdmissionFate::Busy,
+        };
+        tracing::warn!(hook = %self.label(), %fate, "admission review refused unread; the API server's failure policy decides");
+        if let Some(metrics) = &self.metrics {
+            metrics.admission(&self.label(), UNREAD_OPERATION, fate);
+        }
     }
 
     /// Answers the `AdmissionReview` `body`.

@@ -201,9 +201,19 @@ fn one_line(text: &str) -> String {
 /// # Errors
 /// See [`CallError`].
 pub async fn call(hook: &Hook, request: &Request) -> Result<Response, CallError> {
-    Caller::new(hook.clone(), Arc::new(Policy::open()), None)
-        .call(request)
-        .await
+    call_under(hook, request, Arc::new(Policy::open())).await
+}
+
+/// [`call`] under `policy` (a webhook on loopback is refused unless `policy` names it).
+///
+/// # Errors
+/// See [`CallError`].
+pub async fn call_under(
+    hook: &Hook,
+    request: &Request,
+    policy: Arc<Policy>,
+) -> Result<Response, CallError> {
+    Caller::new(hook.clone(), policy, None).call(request).await
 }
 
 /// Decodes and checks an answer.

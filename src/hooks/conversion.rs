@@ -51,18 +51,27 @@ pub enum ConversionFate {
     InvalidAnswer,
     /// The hook did not answer in time.
     TimedOut,
+    /// The review was larger than the endpoint reads (`--webhook-max-conversion-bytes`): it
+    /// was answered 413 unread.
+    TooLarge,
+    /// The hook was making as many answers as it may at once (`--webhook-max-in-flight`):
+    /// the review was answered 429 unread.
+    Busy,
 }
 
 impl ConversionFate {
     /// Every fate.
-    pub const ALL: [ConversionFate; 4] = [
+    pub const ALL: [ConversionFate; 6] = [
         ConversionFate::Converted,
         ConversionFate::Failed,
         ConversionFate::InvalidAnswer,
         ConversionFate::TimedOut,
+        ConversionFate::TooLarge,
+        ConversionFate::Busy,
     ];
 
-    /// The fate's label: `converted`, `failed`, `invalid_answer` or `timed_out`.
+    /// The fate's label: `converted`, `failed`, `invalid_answer`, `timed_out`, `too_large`
+    /// or `busy`.
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
@@ -70,6 +79,8 @@ impl ConversionFate {
             ConversionFate::Failed => "failed",
             ConversionFate::InvalidAnswer => "invalid_answer",
             ConversionFate::TimedOut => "timed_out",
+            ConversionFate::TooLarge => "too_large",
+            ConversionFate::Busy => "busy",
         }
     }
 }
@@ -211,6 +222,19 @@ impl Converter {
     #[must_use]
     pub fn label(&self) -> String {
         self.controller.to_string()
+    }
+
+    /// Counts a review the endpoint refused before it was read: its fate, and a warning in
+    /// the log.
+    pub fn refused(&self, refusal: crate::serving::Refusal) {
+        let fate = match refusal {
+            crate::serving::Refusal::TooLarge => ConversionFate::TooLarge,
+            crate::serving::Refusal::Busy => ConversionFate::Busy,
+        };
+        tracing::warn!(hook = %self.label(), %fate, "conversion review refused unread");
+        if let Some(metrics) = &self.metrics {
+            metrics.conversion(&self.label(), fate);
+        }
     }
 
     /// Answers the `ConversionReview` `body`.

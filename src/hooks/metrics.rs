@@ -120,13 +120,13 @@ impl HookMetrics {
             "informant_admission",
             "Admission requests per hook (<namespace>/<controller>/<hook>) and operation, by \
              fate (allowed, denied, patched, failed_open, failed_closed, timed_out, \
-             invalid_answer)",
+             invalid_answer, too_large, busy)",
             self.0.admission.clone(),
         );
         registry.register(
             "informant_conversion",
             "Conversion reviews per hook (<namespace>/<controller>), by fate (converted, \
-             failed, invalid_answer, timed_out)",
+             failed, invalid_answer, timed_out, too_large, busy)",
             self.0.conversion.clone(),
         );
     }

@@ -43,7 +43,7 @@ pub use admission::{
     AdmissionAnswer, AdmissionCall, AdmissionFate, AdmissionName, AdmissionRoutes, Admitter,
     BadReview, Decision, OwnedConfigurations, OwnedPass, ServedHook, admission_path,
 };
-pub use call::{CallError, EXCERPT_CHARS, call, decode, excerpt, excerpt_end};
+pub use call::{CallError, EXCERPT_CHARS, call, call_under, decode, excerpt, excerpt_end};
 pub use controller::{Error, HookController, REASON_HOOK_FAILED};
 pub use conversion::{
     BadConversionReview, CONVERSION_DEADLINE, Conversion, ConversionAnswer, ConversionCall,

@@ -4,10 +4,12 @@
 //! people who may write `Controller`s can make the manager do.
 //!
 //! A `Controller` that breaks it does not run: the supervisor keeps it back with the reason
-//! [`REASON_HOOK_NOT_ALLOWED`] and the rule it broke. Link-local addresses (the cloud metadata
-//! service) and the API server's own address are refused to webhooks under any policy unless
-//! a `--hook-allow-url` entry names them, both when the `Controller` is checked (an address in
-//! its URL) and at each connection (the addresses a name resolves to).
+//! [`REASON_HOOK_NOT_ALLOWED`] and the rule it broke. Loopback, unspecified and link-local
+//! addresses, the cloud metadata services' (`169.254.169.254`, `fd00:ec2::254`, …), IPv6
+//! addresses embedding one of them (NAT64, 6to4, IPv4-compatible) and the API server's own
+//! address are refused to webhooks under any policy unless a `--hook-allow-url` entry names
+//! them, both when the `Controller` is checked (an address in its URL) and at each connection
+//! (the addresses a name resolves to).
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -18,7 +20,7 @@ use super::resource::{ControllerSettings, Hook};
 mod rules;
 
 pub use rules::{Allowed, Cidr, ExecRule, PolicyError, UrlRule};
-use rules::{canonical, link_local, normal_absolute};
+use rules::{canonical, embedded_ipv4, normal_absolute, refused};
 
 /// The `Ready` reason of a `Controller` the hook policy refuses.
 pub const REASON_HOOK_NOT_ALLOWED: &str = "HookNotAllowed";
@@ -33,7 +35,7 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 4 << 20;
 /// answer it reads.
 ///
 /// [`Policy::open`] is the manager's behaviour before the policy existed (any command, any
-/// URL but link-local addresses and the API server, plain HTTP, Secrets sent);
+/// URL but the always-refused addresses and the API server, plain HTTP, Secrets sent);
 /// [`Policy::restricted`] allows nothing until told.
 ///
 /// ```
@@ -68,8 +70,9 @@ impl Default for Policy {
 }
 
 impl Policy {
-    /// Any command, any URL but link-local addresses and the API server's, plain HTTP
-    /// allowed, `Secret`s sent: what a manager did before it had a policy.
+    /// Any command, any URL but the always-refused addresses (see [`Policy::check_address`])
+    /// and the API server's, plain HTTP allowed, `Secret`s sent: what a manager did before it
+    /// had a policy.
     #[must_use]
     pub fn open() -> Self {
         Self {
@@ -107,7 +110,7 @@ impl Policy {
     }
 
     /// Allows the webhook destinations of `rule` too. Under a policy that allows any URL, it
-    /// only lifts the refusal of link-local addresses or the API server's it names.
+    /// only lifts the refusal of the always-refused addresses or the API server's it names.
     #[must_use]
     pub fn allow_url(mut self, rule: UrlRule) -> Self {
         self.urls.push(rule);
@@ -290,9 +293,10 @@ impl Policy {
         Ok(())
     }
 
-    /// Whether a webhook of host `host` may connect to `address` (one it resolved to):
-    /// link-local addresses and the API server's are refused unless a `--hook-allow-url`
-    /// entry names them.
+    /// Whether a webhook of host `host` may connect to `address` (one it resolved to): the
+    /// always-refused addresses (loopback, unspecified, link-local, the cloud metadata
+    /// services', and an IPv6 address embedding one of them) and the API server's are
+    /// refused unless a `--hook-allow-url` entry names them.
     ///
     /// # Errors
     /// Why the address is refused.
@@ -314,12 +318,24 @@ impl Policy {
         } else {
             format!("{address} (of {host})")
         };
-        if let Some(block) = link_local().iter().find(|b| b.contains(ip))
-            && !self.names(&ip.to_string(), Some(address.port()), Some(block))
+        if let Some(r) = refused(ip)
+            && !self.names(&ip.to_string(), Some(address.port()), Some(&r.block))
         {
             return Err(format!(
-                "webhook address {shown} is link-local ({block}); refused unless \
-                 --hook-allow-url names it"
+                "webhook address {shown} is {} ({}); refused unless --hook-allow-url names it",
+                r.what, r.block
+            ));
+        }
+        if let IpAddr::V6(v6) = ip
+            && let Some((v4, how)) = embedded_ipv4(v6)
+            && let Some(r) = refused(IpAddr::V4(v4))
+            && !self.names(&ip.to_string(), Some(address.port()), None)
+            && !self.names(&v4.to_string(), Some(address.port()), Some(&r.block))
+        {
+            return Err(format!(
+                "webhook address {shown} embeds {v4} ({how}), which is {} ({}); refused \
+                 unless --hook-allow-url names it",
+                r.what, r.block
             ));
         }
         let is_api_server = api_server
@@ -341,13 +357,15 @@ impl Policy {
     }
 
     /// Whether a `--hook-allow-url` entry names `host` (on `port`) explicitly: a host entry
-    /// equal to it, or (for an address in `block`) a CIDR entry inside `block` that holds it.
-    /// `0.0.0.0/0` does not name the metadata service.
+    /// equal to it, a single-address CIDR entry of it, or (for an address in the refused
+    /// `block`) a CIDR entry inside `block` that holds it. `0.0.0.0/0` and `::/0` name none
+    /// of the refused addresses.
     fn names(&self, host: &str, port: Option<u16>, block: Option<&Cidr>) -> bool {
         let ip = host.parse::<IpAddr>().ok().map(canonical);
         self.urls.iter().any(|rule| match rule {
             UrlRule::Host { host: h, port: p } => {
-                (*h == host || ip.is_some_and(|ip| h.parse::<IpAddr>().ok() == Some(ip)))
+                (*h == host
+                    || ip.is_some_and(|ip| h.parse::<IpAddr>().ok().map(canonical) == Some(ip)))
                     && (p.is_none() || *p == port)
             }
             UrlRule::Cidr(cidr) => match (ip, block) {
@@ -366,7 +384,7 @@ impl Policy {
         self.urls.iter().any(|rule| match rule {
             UrlRule::Host { host, port } => {
                 (*host == target.host
-                    || ip.is_some_and(|ip| host.parse::<IpAddr>().ok() == Some(ip)))
+                    || ip.is_some_and(|ip| host.parse::<IpAddr>().ok().map(canonical) == Some(ip)))
                     && port.is_none_or(|p| p == target.port)
             }
             UrlRule::Cidr(cidr) => ip.is_some_and(|ip| cidr.contains(ip)),

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::serving::{RouteHandler, WebhookRoutes};
+use crate::serving::{Route, WebhookRoutes};
 
 /// What answers at a path: an `Admitter` or a `Converter`.
 pub(crate) trait RouteHook: Send + Sync + 'static {
@@ -46,7 +46,7 @@ impl<W: Clone + PartialEq, H: RouteHook> HookRoutes<W, H> {
         &mut self,
         wanted: BTreeMap<String, W>,
         make: impl Fn(&W) -> H,
-        handler: impl Fn(Arc<H>) -> RouteHandler,
+        handler: impl Fn(Arc<H>) -> Route,
     ) {
         let gone: Vec<String> = self
             .served
@@ -67,7 +67,7 @@ impl<W: Clone + PartialEq, H: RouteHook> HookRoutes<W, H> {
                 continue;
             }
             let hook = Arc::new(make(&want));
-            if let Err(e) = self.routes.set(&path, handler(Arc::clone(&hook))) {
+            if let Err(e) = self.routes.set_route(&path, handler(Arc::clone(&hook))) {
                 // The path is built from names validation keeps DNS-safe.
                 tracing::warn!(%path, error = %e, "cannot serve the {} hook", self.what);
                 continue;

@@ -303,9 +303,13 @@ fn serve_webhooks(manager: &mut Manager, policy: Arc<Policy>, metrics: HookMetri
                 Arc::clone(&policy),
                 Some(client.clone()),
                 Some(metrics.clone()),
-            );
+            )
+            .max_body(options.max_admission_bytes)
+            .max_in_flight(options.max_in_flight);
             let mut conversion =
-                ConversionRoutes::new(routes, policy, Some(client.clone()), Some(metrics));
+                ConversionRoutes::new(routes, policy, Some(client.clone()), Some(metrics))
+                    .max_body(options.max_conversion_bytes)
+                    .max_in_flight(options.max_in_flight);
             let mut configurations = OwnedConfigurations::new(client.clone(), options.clone());
             let mut crds = OwnedCrds::new(client, options);
             let mut tick = tokio::time::interval(WEBHOOKS_RESYNC);

@@ -311,6 +311,31 @@ pub struct Args {
         help_heading = "Webhooks"
     )]
     pub webhook_inject: Vec<String>,
+
+    /// The largest AdmissionReview the endpoint reads, in bytes (controller-runtime's 7 MiB);
+    /// a larger one is answered 413 and counted (fate too_large).
+    #[arg(long, value_name = "BYTES", default_value_t = crate::serving::DEFAULT_MAX_ADMISSION_BYTES, env = "INFORMANT_WEBHOOK_MAX_ADMISSION_BYTES", help_heading = "Webhooks")]
+    pub webhook_max_admission_bytes: usize,
+
+    /// The largest ConversionReview the endpoint reads, in bytes (64 MiB: a review carries
+    /// every object of a list); a larger one is answered 413 and counted (fate too_large).
+    #[arg(long, value_name = "BYTES", default_value_t = crate::serving::DEFAULT_MAX_CONVERSION_BYTES, env = "INFORMANT_WEBHOOK_MAX_CONVERSION_BYTES", help_heading = "Webhooks")]
+    pub webhook_max_conversion_bytes: usize,
+
+    /// How many answers each admission or conversion hook makes at once; past them a review
+    /// is answered 429 unread (the failure policy decides) and counted (fate busy).
+    #[arg(long, value_name = "N", default_value_t = crate::serving::DEFAULT_MAX_IN_FLIGHT, env = "INFORMANT_WEBHOOK_MAX_IN_FLIGHT", help_heading = "Webhooks")]
+    pub webhook_max_in_flight: usize,
+
+    /// How many connections the webhook endpoint holds open at once (TLS handshakes
+    /// included); past them it accepts none until one closes.
+    #[arg(long, value_name = "N", default_value_t = crate::serving::connections::DEFAULT_MAX_CONNECTIONS, env = "INFORMANT_WEBHOOK_MAX_CONNECTIONS", help_heading = "Webhooks")]
+    pub webhook_max_connections: usize,
+
+    /// How long a client may take to send a request's headers to the webhook endpoint (and
+    /// how long a kept-alive connection may stay idle), e.g. 10s.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration, env = "INFORMANT_WEBHOOK_HEADER_READ_TIMEOUT", help_heading = "Webhooks")]
+    pub webhook_header_read_timeout: Duration,
 }
 
 fn duration(input: &str) -> Result<Duration, String> {

@@ -35,6 +35,18 @@ pub struct WebhookOptions {
     /// With managed certificates: other objects whose `caBundle` the leader writes (the
     /// configurations it owns are written anyway).
     pub inject: InjectTargets,
+    /// The largest `AdmissionReview` read, in bytes
+    /// ([`DEFAULT_MAX_ADMISSION_BYTES`](crate::serving::DEFAULT_MAX_ADMISSION_BYTES)).
+    pub max_admission_bytes: usize,
+    /// The largest `ConversionReview` read, in bytes
+    /// ([`DEFAULT_MAX_CONVERSION_BYTES`](crate::serving::DEFAULT_MAX_CONVERSION_BYTES)).
+    pub max_conversion_bytes: usize,
+    /// How many answers each hook makes at once
+    /// ([`DEFAULT_MAX_IN_FLIGHT`](crate::serving::DEFAULT_MAX_IN_FLIGHT)); past them a review
+    /// is answered 429 and counted as `busy`.
+    pub max_in_flight: usize,
+    /// The connections the endpoint holds and how long a request's headers may take.
+    pub connections: crate::serving::ConnectionLimits,
 }
 
 impl WebhookOptions {
@@ -56,6 +68,10 @@ impl WebhookOptions {
             configuration: name.to_owned(),
             inject_ca_from: None,
             inject: InjectTargets::default(),
+            max_admission_bytes: crate::serving::DEFAULT_MAX_ADMISSION_BYTES,
+            max_conversion_bytes: crate::serving::DEFAULT_MAX_CONVERSION_BYTES,
+            max_in_flight: crate::serving::DEFAULT_MAX_IN_FLIGHT,
+            connections: crate::serving::ConnectionLimits::default(),
         }
     }
 

@@ -17,7 +17,11 @@
 //! `DelegatingAuthenticatorConfig` and `DelegatingAuthorizerConfig`): a token's answer,
 //! authenticated or not, for [`TOKEN_CACHE_TTL`]; an allowed access for [`ALLOW_CACHE_TTL`], a
 //! denied one for [`DENY_CACHE_TTL`]; failures are not cached. Tokens are cached by their
-//! SHA-256 and never logged.
+//! SHA-256 and never logged. Each cache is bounded, least recently used out first
+//! ([`TOKEN_CACHE_SIZE`], [`ACCESS_CACHE_SIZE`]), and tokens that authenticate no one have
+//! their own smaller one ([`NEGATIVE_TOKEN_CACHE_SIZE`]), so a flood of unique garbage tokens
+//! costs a fixed amount of memory and pushes out no scraper's answer; at most
+//! [`MAX_REVIEWS_IN_FLIGHT`] reviews are asked at once.
 //!
 //! ## RBAC
 //!
@@ -26,7 +30,7 @@
 //! --metrics-secure`, the chart's `ClusterRole`). A client: `get` on the non-resource URL, for
 //! Prometheus `/metrics` (the chart's `metrics-reader` `ClusterRole`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -40,6 +44,11 @@ use k8s_openapi::api::authorization::v1::{
 };
 use kube::api::{Api, PostParams};
 use tokio::time::Instant;
+
+mod answers;
+
+pub use answers::{ACCESS_CACHE_SIZE, NEGATIVE_TOKEN_CACHE_SIZE, TOKEN_CACHE_SIZE};
+use answers::{AccessKey, Answers, TokenAnswer, token_key};
 
 /// How long a token's answer (authenticated or not) is reused: controller-runtime's
 /// `CacheTTL` (1 minute).
@@ -55,8 +64,10 @@ pub const REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
 /// its jitter).
 const RETRY_FIRST: Duration = Duration::from_millis(500);
 const RETRY_ATTEMPTS: u32 = 5;
-/// The cache is swept of expired answers when it grows past this many.
-const SWEEP_AT: usize = 1024;
+/// The most reviews (`TokenReview`s and `SubjectAccessReview`s, retries included) in flight at
+/// once: a request needing another waits up to [`REVIEW_TIMEOUT`], then fails (500) without
+/// asking the API server.
+pub const MAX_REVIEWS_IN_FLIGHT: usize = 8;
 
 /// The group every authenticated user has; added when a review leaves it out, as
 /// kube-apiserver's `AuthenticatedGroupAdder` does.
@@ -146,101 +157,6 @@ pub enum Decision {
     },
 }
 
-/// What a `TokenReview` said of a token.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum TokenAnswer {
-    /// It authenticates this user.
-    User(User),
-    /// It authenticates no one.
-    Unauthenticated,
-}
-
-impl TokenAnswer {
-    fn user(self) -> Option<User> {
-        match self {
-            TokenAnswer::User(user) => Some(user),
-            TokenAnswer::Unauthenticated => None,
-        }
-    }
-}
-
-/// The key of a cached access answer: everything the `SubjectAccessReview` asks.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct AccessKey {
-    user: User,
-    path: String,
-    verb: String,
-}
-
-/// An answer and when it stops being reused.
-#[derive(Clone, Debug)]
-struct Cached<T> {
-    value: T,
-    expires: Instant,
-}
-
-/// The cached answers of both reviews, read and written with the instant passed in (the
-/// clock is the caller's: tokio's, paused in tests).
-#[derive(Debug, Default)]
-struct Answers {
-    tokens: HashMap<[u8; 32], Cached<TokenAnswer>>,
-    access: HashMap<AccessKey, Cached<(bool, String)>>,
-}
-
-fn fresh<K: std::hash::Hash + Eq, T: Clone>(
-    map: &HashMap<K, Cached<T>>,
-    key: &K,
-    now: Instant,
-) -> Option<T> {
-    map.get(key)
-        .filter(|c| now < c.expires)
-        .map(|c| c.value.clone())
-}
-
-fn remember<K: std::hash::Hash + Eq, T>(
-    map: &mut HashMap<K, Cached<T>>,
-    key: K,
-    value: T,
-    expires: Instant,
-    now: Instant,
-) {
-    if map.len() >= SWEEP_AT {
-        map.retain(|_, c| now < c.expires);
-    }
-    map.insert(key, Cached { value, expires });
-}
-
-impl Answers {
-    fn token(&self, key: &[u8; 32], now: Instant) -> Option<TokenAnswer> {
-        fresh(&self.tokens, key, now)
-    }
-
-    fn remember_token(&mut self, key: [u8; 32], answer: TokenAnswer, now: Instant) {
-        remember(&mut self.tokens, key, answer, now + TOKEN_CACHE_TTL, now);
-    }
-
-    fn access(&self, key: &AccessKey, now: Instant) -> Option<(bool, String)> {
-        fresh(&self.access, key, now)
-    }
-
-    fn remember_access(&mut self, key: AccessKey, allowed: bool, reason: String, now: Instant) {
-        let ttl = if allowed {
-            ALLOW_CACHE_TTL
-        } else {
-            DENY_CACHE_TTL
-        };
-        remember(&mut self.access, key, (allowed, reason), now + ttl, now);
-    }
-}
-
-/// The SHA-256 of a token: its cache key (the token itself is kept nowhere).
-fn token_key(token: &str) -> [u8; 32] {
-    let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
-    let mut key = [0u8; 32];
-    key.copy_from_slice(digest.as_ref());
-    key
-}
-
 /// The bearer token of a request, if it carries a non-empty one.
 #[must_use]
 pub fn bearer(headers: &HeaderMap) -> Option<&str> {
@@ -265,6 +181,7 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
 pub struct Authenticator {
     client: kube::Client,
     answers: Arc<Mutex<Answers>>,
+    reviews: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -295,6 +212,7 @@ impl Authenticator {
         Self {
             client,
             answers: Arc::new(Mutex::new(Answers::default())),
+            reviews: Arc::new(tokio::sync::Semaphore::new(MAX_REVIEWS_IN_FLIGHT)),
         }
     }
 
@@ -410,6 +328,20 @@ impl Authenticator {
             + serde::de::DeserializeOwned
             + std::fmt::Debug,
     {
+        // At most MAX_REVIEWS_IN_FLIGHT reviews (retries included) at once, whoever sends
+        // tokens; the semaphore is never closed.
+        let Ok(Ok(_permit)) =
+            tokio::time::timeout(REVIEW_TIMEOUT, Arc::clone(&self.reviews).acquire_owned()).await
+        else {
+            return Err(Decision::Failed {
+                review,
+                refused: false,
+                error: format!(
+                    "{MAX_REVIEWS_IN_FLIGHT} reviews already in flight for over {}s",
+                    REVIEW_TIMEOUT.as_secs()
+                ),
+            });
+        };
         let api: Api<K> = Api::all(self.client.clone());
         let mut delay = RETRY_FIRST;
         let mut attempt = 1;
@@ -539,87 +471,107 @@ async fn guard(State(auth): State<Authenticator>, request: Request, next: Next) 
 mod tests {
     use super::*;
 
-    fn user(name: &str) -> User {
-        User {
-            name: name.to_owned(),
-            uid: String::new(),
-            groups: vec![AUTHENTICATED.to_owned()],
-            extra: BTreeMap::new(),
-        }
+    /// An API server on loopback answering every `TokenReview` "not authenticated", once
+    /// `release` says so; the reviews it holds now, and the most it ever held at once.
+    async fn holding_api_server(
+        release: tokio::sync::watch::Receiver<bool>,
+    ) -> (
+        std::net::SocketAddr,
+        Arc<std::sync::atomic::AtomicUsize>,
+        Arc<std::sync::atomic::AtomicUsize>,
+    ) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (held, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (h, m) = (Arc::clone(&held), Arc::clone(&most));
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let (held, most, mut release) = (Arc::clone(&h), Arc::clone(&m), release.clone());
+                tokio::spawn(async move {
+                    let mut seen = Vec::new();
+                    let mut buffer = [0u8; 4096];
+                    loop {
+                        // One request: its headers, then Content-Length bytes of body.
+                        let head_end = loop {
+                            if let Some(i) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                                break i + 4;
+                            }
+                            match stream.read(&mut buffer).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => seen.extend_from_slice(&buffer[..n]),
+                            }
+                        };
+                        let request_head =
+                            String::from_utf8_lossy(&seen[..head_end]).to_ascii_lowercase();
+                        let length: usize = request_head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse().ok())
+                            .unwrap_or(0);
+                        while seen.len() < head_end + length {
+                            match stream.read(&mut buffer).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => seen.extend_from_slice(&buffer[..n]),
+                            }
+                        }
+                        seen.drain(..head_end + length);
+                        let now = held.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        let _ = release.wait_for(|r| *r).await;
+                        held.fetch_sub(1, Ordering::SeqCst);
+                        let body = r#"{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","metadata":{},"spec":{},"status":{"authenticated":false}}"#;
+                        let answer = format!(
+                            "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if stream.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (addr, held, most)
     }
 
-    #[test]
-    fn a_tokens_answer_is_reused_for_a_minute_whether_authenticated_or_not() {
-        let mut answers = Answers::default();
-        let start = Instant::now();
-        let (good, bad) = (token_key("good"), token_key("bad"));
-        assert_ne!(good, bad);
-        answers.remember_token(good, TokenAnswer::User(user("u")), start);
-        answers.remember_token(bad, TokenAnswer::Unauthenticated, start);
-        let almost = start + TOKEN_CACHE_TTL - Duration::from_millis(1);
-        assert_eq!(
-            answers.token(&good, almost),
-            Some(TokenAnswer::User(user("u")))
-        );
-        assert_eq!(
-            answers.token(&bad, almost),
-            Some(TokenAnswer::Unauthenticated)
-        );
-        let after = start + TOKEN_CACHE_TTL;
-        assert_eq!(answers.token(&good, after), None);
-        assert_eq!(answers.token(&bad, after), None);
-        assert_eq!(answers.token(&token_key("other"), start), None);
-    }
-
-    #[test]
-    fn an_allowed_access_is_reused_five_minutes_a_denied_one_thirty_seconds() {
-        let mut answers = Answers::default();
-        let start = Instant::now();
-        let key = |name: &str, path: &str| AccessKey {
-            user: user(name),
-            path: path.to_owned(),
-            verb: "get".to_owned(),
-        };
-        answers.remember_access(key("reader", "/metrics"), true, String::new(), start);
-        answers.remember_access(key("nobody", "/metrics"), false, "no".to_owned(), start);
-        let at = |d: Duration| start + d;
-        assert_eq!(
-            answers.access(&key("nobody", "/metrics"), at(Duration::from_secs(29))),
-            Some((false, "no".to_owned()))
-        );
-        assert_eq!(
-            answers.access(&key("nobody", "/metrics"), at(DENY_CACHE_TTL)),
-            None
-        );
-        assert_eq!(
-            answers.access(&key("reader", "/metrics"), at(Duration::from_secs(299))),
-            Some((true, String::new()))
-        );
-        assert_eq!(
-            answers.access(&key("reader", "/metrics"), at(ALLOW_CACHE_TTL)),
-            None
-        );
-        assert_eq!(
-            answers.access(&key("reader", "/debug/status"), start),
-            None,
-            "another path is another question"
-        );
-    }
-
-    #[test]
-    fn the_cache_sweeps_expired_answers_when_it_grows() {
-        let mut answers = Answers::default();
-        let start = Instant::now();
-        for n in 0..SWEEP_AT {
-            answers.remember_token(
-                token_key(&n.to_string()),
-                TokenAnswer::Unauthenticated,
-                start,
+    /// Issue 45, item 10: each unknown token started a `TokenReview` (with retries) with no
+    /// cap on how many ran at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reviews_in_flight_are_bounded_however_many_unknown_tokens_arrive() {
+        use std::sync::atomic::Ordering;
+        let (release, released) = tokio::sync::watch::channel(false);
+        let (addr, held, most) = holding_api_server(released).await;
+        let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+        let auth = Authenticator::new(kube::Client::try_from(config).unwrap());
+        let callers = 40;
+        let calls: Vec<_> = (0..callers)
+            .map(|n| {
+                let auth = auth.clone();
+                tokio::spawn(async move {
+                    auth.decide(Some(&format!("garbage-{n}")), "GET", "/metrics")
+                        .await
+                })
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while held.load(Ordering::SeqCst) < MAX_REVIEWS_IN_FLIGHT {
+            assert!(
+                Instant::now() < deadline,
+                "the reviews never reached the server"
             );
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let later = start + TOKEN_CACHE_TTL;
-        answers.remember_token(token_key("new"), TokenAnswer::Unauthenticated, later);
-        assert_eq!(answers.tokens.len(), 1);
+        release.send_replace(true);
+        for call in calls {
+            assert_eq!(call.await.unwrap(), Decision::Unauthenticated);
+        }
+        let most = most.load(Ordering::SeqCst);
+        assert!(
+            most <= MAX_REVIEWS_IN_FLIGHT,
+            "{most} reviews in flight at once, over {MAX_REVIEWS_IN_FLIGHT}"
+        );
     }
 
     #[test]

@@ -86,6 +86,13 @@ impl WebhookEndpoint {
         })
     }
 
+    /// Serves connections under `limits` ([`WebhookServer::limits`]).
+    #[must_use]
+    pub fn limits(mut self, limits: super::ConnectionLimits) -> Self {
+        self.server = self.server.limits(limits);
+        self
+    }
+
     /// The address bound.
     #[must_use]
     pub fn local_addr(&self) -> SocketAddr {

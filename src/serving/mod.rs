@@ -21,7 +21,10 @@
 //! - [`webhook`]: the webhook HTTPS endpoint (port [`DEFAULT_WEBHOOK_PORT`]): a
 //!   [`WebhookRouter`] of paths, served by a [`WebhookServer`] with the managed or a mounted
 //!   certificate ([`WebhookCertificates`]); [`WebhookEndpoint`] runs it with its certificate
-//!   and, for managed certificates, the leader's rotation and injection.
+//!   and, for managed certificates, the leader's rotation and injection. Whoever reaches the
+//!   port gets bounded work: [`connections`] caps the connections and the time to send a
+//!   request's headers, each path reads a bounded body ([`DEFAULT_MAX_ADMISSION_BYTES`]) and
+//!   makes a bounded number of answers at once ([`DEFAULT_MAX_IN_FLIGHT`]).
 //! - [`auth`]: every request authenticated by the API server with a `TokenReview` and
 //!   authorized with a `SubjectAccessReview` on its non-resource URL, the answers cached
 //!   briefly (controller-runtime's `pkg/metrics/filters` `WithAuthenticationAndAuthorization`).
@@ -35,6 +38,7 @@
 
 pub mod auth;
 pub mod cert;
+pub mod connections;
 mod endpoint;
 mod error;
 pub mod inject;
@@ -45,12 +49,15 @@ pub mod webhook;
 
 pub use auth::{Authenticator, Decision};
 pub use cert::{CertSource, CertificateCell, DEFAULT_CERT_NAME, DEFAULT_KEY_NAME};
+pub use connections::ConnectionLimits;
 pub use endpoint::WebhookEndpoint;
 pub use error::{Error, Result};
 pub use inject::{CaInjector, InjectTargets, Injection, Target};
 pub use tls::{TlsListener, server_config};
 pub use watch::{CertWatcher, POLL_INTERVAL};
 pub use webhook::{
-    CertificateFeed, DEFAULT_WEBHOOK_PORT, HEALTH_PATH, INJECT_CA_FROM_ANNOTATION, RouteError,
-    RouteHandler, WebhookCertificates, WebhookRouter, WebhookRoutes, WebhookServer, json_route,
+    CertificateFeed, DEFAULT_MAX_ADMISSION_BYTES, DEFAULT_MAX_CONVERSION_BYTES,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_WEBHOOK_PORT, HEALTH_PATH, INJECT_CA_FROM_ANNOTATION, Refusal,
+    RefusalCounter, Route, RouteError, RouteHandler, WebhookCertificates, WebhookRouter,
+    WebhookRoutes, WebhookServer, json_route,
 };

@@ -12,6 +12,7 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::rustls::crypto::ring;
@@ -45,7 +46,15 @@ pub fn server_config(cell: Arc<CertificateCell>) -> Arc<ServerConfig> {
     Arc::new(config)
 }
 
-type Handshake = Pin<Box<dyn Future<Output = Option<(TlsStream<TcpStream>, SocketAddr)>> + Send>>;
+/// A connection that finished its handshake, and its place among the connections a limited
+/// listener holds ([`TlsListener::limit_connections`]).
+type Accepted = (
+    TlsStream<TcpStream>,
+    SocketAddr,
+    Option<OwnedSemaphorePermit>,
+);
+
+type Handshake = Pin<Box<dyn Future<Output = Option<Accepted>> + Send>>;
 
 /// A TCP listener whose connections are TLS, for `axum::serve`: handshakes run side by side
 /// (a slow or silent client delays no one; each has 10 seconds), and only finished
@@ -55,6 +64,10 @@ pub struct TlsListener {
     tcp: TcpListener,
     acceptor: TlsAcceptor,
     handshakes: FuturesUnordered<Handshake>,
+    /// With a limit: the connections (handshakes included) that may be open.
+    connections: Option<Arc<Semaphore>>,
+    /// A place taken for the next connection accepted.
+    spare: Option<OwnedSemaphorePermit>,
 }
 
 impl std::fmt::Debug for TlsListener {
@@ -74,25 +87,43 @@ impl TlsListener {
             tcp,
             acceptor: TlsAcceptor::from(config),
             handshakes: FuturesUnordered::new(),
+            connections: None,
+            spare: None,
         }
     }
-}
 
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
+    /// Holds at most `max` connections open at once, handshakes included: past them no
+    /// connection is accepted until one closes (its place is given back when the permit
+    /// [`TlsListener::accept_limited`] returns with it is dropped).
+    #[must_use]
+    pub fn limit_connections(mut self, max: usize) -> Self {
+        self.connections = Some(Arc::new(Semaphore::new(max.max(1))));
+        self
+    }
 
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+    /// The next connection that finished its handshake, with its place among the
+    /// connections held (`None` without a limit): drop it when the connection closes.
+    pub async fn accept_limited(&mut self) -> (TlsStream<TcpStream>, Option<OwnedSemaphorePermit>) {
+        let (stream, _, permit) = self.next_connection().await;
+        (stream, permit)
+    }
+
+    async fn next_connection(&mut self) -> Accepted {
         loop {
+            let may_accept = self.connections.is_none() || self.spare.is_some();
             tokio::select! {
-                accepted = self.tcp.accept() => match accepted {
+                permit = acquire(self.connections.clone()), if !may_accept => {
+                    self.spare = permit;
+                }
+                accepted = self.tcp.accept(), if may_accept => match accepted {
                     Ok((stream, addr)) => {
                         // A small answer (an AdmissionReview, a scrape) would otherwise wait
                         // for the peer's delayed ACK, some 40 ms, before it is sent (Nagle),
                         // as Go's net/http avoids by setting TCP_NODELAY on every connection.
                         // Best effort: a socket that refuses it still serves.
                         let _ = stream.set_nodelay(true);
-                        self.handshakes.push(Box::pin(handshake(self.acceptor.clone(), stream, addr)));
+                        let permit = self.spare.take();
+                        self.handshakes.push(Box::pin(handshake(self.acceptor.clone(), stream, addr, permit)));
                     }
                     Err(error) => accept_error(&error).await,
                 },
@@ -103,6 +134,22 @@ impl axum::serve::Listener for TlsListener {
                 }
             }
         }
+    }
+}
+
+/// A place among the connections of `limit`, or `None` without one.
+async fn acquire(limit: Option<Arc<Semaphore>>) -> Option<OwnedSemaphorePermit> {
+    // The semaphore is never closed.
+    limit?.acquire_owned().await.ok()
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        let (stream, addr, _) = self.next_connection().await;
+        (stream, addr)
     }
 
     fn local_addr(&self) -> io::Result<Self::Addr> {
@@ -130,7 +177,8 @@ async fn handshake(
     acceptor: TlsAcceptor,
     stream: TcpStream,
     addr: SocketAddr,
-) -> Option<(TlsStream<TcpStream>, SocketAddr)> {
+    permit: Option<OwnedSemaphorePermit>,
+) -> Option<Accepted> {
     let outcome = tokio::time::timeout(HANDSHAKE_TIMEOUT, async move {
         let mut first = [0u8; 1];
         if stream.peek(&mut first).await? == 0 {
@@ -149,7 +197,7 @@ async fn handshake(
     })
     .await;
     match outcome {
-        Ok(Ok(Some(tls))) => Some((tls, addr)),
+        Ok(Ok(Some(tls))) => Some((tls, addr, permit)),
         Ok(Ok(None)) => None,
         Ok(Err(error)) => {
             tracing::debug!(client.addr = %addr, error = %error, "TLS handshake failed");

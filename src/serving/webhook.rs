@@ -18,6 +18,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::cert::{CertificateCell, DEFAULT_CERT_NAME, DEFAULT_KEY_NAME};
+use super::connections::ConnectionLimits;
 use super::error::Result;
 use super::managed::{SecretWatcher, Settings};
 use super::tls::{TlsListener, server_config};
@@ -30,6 +31,27 @@ pub const DEFAULT_WEBHOOK_PORT: u16 = 9443;
 /// cert-manager's cainjector annotation: `<namespace>/<certificate>` whose CA it writes into
 /// the `caBundle` of the object annotated.
 pub const INJECT_CA_FROM_ANNOTATION: &str = "cert-manager.io/inject-ca-from";
+
+/// The largest admission review read, in bytes: 7 MiB, controller-runtime's `maxRequestSize`
+/// (`pkg/webhook/admission/http.go`): an UPDATE carries `object` and `oldObject`, each at most
+/// 3 MB, and the rest of the review is under 1 MB. A larger body is answered 413 and counted
+/// ([`Refusal::TooLarge`]).
+pub const DEFAULT_MAX_ADMISSION_BYTES: usize = 7 << 20;
+
+/// The largest conversion review read, in bytes: 64 MiB. A `ConversionReview` carries every
+/// object of a list the API server converts at once, so it is larger than an admission review
+/// (controller-runtime reads conversion bodies without a limit).
+pub const DEFAULT_MAX_CONVERSION_BYTES: usize = 64 << 20;
+
+/// How many answers each hook makes at once, by default: past them a review is answered 429
+/// (the API server's failure policy decides) and counted as `busy`. An exec hook's answer is
+/// a process; 16 per hook keeps a flood from forking the manager out of its PIDs and memory
+/// while leaving room for a busy API server (which calls each webhook once per request).
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 16;
+
+/// How long a request's body may take to arrive once its headers have: the API server sends a
+/// review in one go; a client trickling one holds a connection, not a hook.
+const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The path every webhook server answers `200 ok` on, for a readiness probe or a test (a
 /// webhook's own path may not take it).
@@ -196,12 +218,18 @@ impl WebhookRouter {
     /// Also serves the paths of `routes`, as they change (a registered path takes precedence).
     #[must_use]
     pub fn with_routes(mut self, routes: WebhookRoutes) -> Self {
-        self.router = self
-            .router
-            .fallback(move |method: Method, uri: Uri, body: Bytes| {
-                routes.clone().answer(method, uri, body)
-            });
+        self.router =
+            self.router
+                .fallback(move |method: Method, uri: Uri, body: axum::body::Body| {
+                    routes.clone().answer(method, uri, body)
+                });
         self
+    }
+
+    /// The axum router serving the paths (tests call it without a listener).
+    #[cfg(test)]
+    pub(crate) fn into_router(self) -> Router {
+        self.router
     }
 
     /// The registered paths, [`HEALTH_PATH`] among them.
@@ -213,6 +241,155 @@ impl WebhookRouter {
 
 /// A handler of [`WebhookRoutes`]: the body of a `POST` in, the response out.
 pub type RouteHandler = Arc<dyn Fn(Bytes) -> BoxFuture<'static, Response> + Send + Sync>;
+
+/// Why a path's request was answered without its handler: each is counted by the route's
+/// [`Route::on_refused`] as a fate of the hook.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The body is larger than the route's [`Route::max_body`]: 413.
+    TooLarge,
+    /// The route's [`Route::max_in_flight`] answers are being made: 429.
+    Busy,
+}
+
+/// Told of each request a route refused.
+pub type RefusalCounter = Arc<dyn Fn(Refusal) + Send + Sync>;
+
+/// One path of [`WebhookRoutes`]: its handler, the largest body it reads, and how many of
+/// its answers are made at once.
+#[derive(Clone)]
+pub struct Route {
+    handler: RouteHandler,
+    max_body: usize,
+    in_flight: Option<Arc<tokio::sync::Semaphore>>,
+    refused: Option<RefusalCounter>,
+}
+
+impl std::fmt::Debug for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Route")
+            .field("max_body", &self.max_body)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Route {
+    /// `handler`, reading bodies up to [`DEFAULT_MAX_ADMISSION_BYTES`].
+    #[must_use]
+    pub fn new(handler: RouteHandler) -> Self {
+        Self {
+            handler,
+            max_body: DEFAULT_MAX_ADMISSION_BYTES,
+            in_flight: None,
+            refused: None,
+        }
+    }
+
+    /// Makes at most `answers` answers at once: a request past them is answered 429 (Too Many
+    /// Requests) unread. An answer counts until its work ends, even after its caller went
+    /// (a [`json_route`] finishes what it started), so the work a path does is bounded
+    /// whoever calls it and however often they give up.
+    #[must_use]
+    pub fn max_in_flight(mut self, answers: usize) -> Self {
+        self.in_flight = Some(Arc::new(tokio::sync::Semaphore::new(answers.max(1))));
+        self
+    }
+
+    /// Reads bodies up to `bytes`; a larger one is answered 413 (Payload Too Large).
+    #[must_use]
+    pub fn max_body(mut self, bytes: usize) -> Self {
+        self.max_body = bytes;
+        self
+    }
+
+    /// Tells `counter` of each request refused before the handler.
+    #[must_use]
+    pub fn on_refused(mut self, counter: RefusalCounter) -> Self {
+        self.refused = Some(counter);
+        self
+    }
+
+    fn refuse(&self, refusal: Refusal) {
+        if let Some(counter) = &self.refused {
+            counter(refusal);
+        }
+    }
+
+    /// Reads `body` within the route's limit and time, then answers it on a task of its own
+    /// holding one of the route's answers in flight until the answer is made.
+    async fn answer(&self, body: axum::body::Body) -> Response {
+        let read =
+            tokio::time::timeout(BODY_READ_TIMEOUT, axum::body::to_bytes(body, self.max_body));
+        let body = match read.await {
+            Ok(Ok(body)) => body,
+            Ok(Err(e)) if too_large(&e) => {
+                self.refuse(Refusal::TooLarge);
+                return (
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!(
+                        "request body over this path's limit of {} bytes (the manager's \
+                         --webhook-max-admission-bytes or --webhook-max-conversion-bytes)",
+                        self.max_body
+                    ),
+                )
+                    .into_response();
+            }
+            Ok(Err(e)) => {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    format!("cannot read the request body: {e}"),
+                )
+                    .into_response();
+            }
+            Err(_) => {
+                return (
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!("the request body took over {BODY_READ_TIMEOUT:?} to arrive"),
+                )
+                    .into_response();
+            }
+        };
+        let permit = match &self.in_flight {
+            None => None,
+            Some(answers) => {
+                if let Ok(permit) = Arc::clone(answers).try_acquire_owned() {
+                    Some(permit)
+                } else {
+                    self.refuse(Refusal::Busy);
+                    return (
+                        StatusCode::TOO_MANY_REQUESTS,
+                        "this hook is making as many answers as it may at once (the \
+                         manager's --webhook-max-in-flight); the failure policy decides",
+                    )
+                        .into_response();
+                }
+            }
+        };
+        let answer = (self.handler)(body);
+        // The permit is held until the answer is made, not until the caller stops waiting.
+        let answered = tokio::spawn(async move {
+            let response = answer.await;
+            drop(permit);
+            response
+        });
+        match answered.await {
+            Ok(response) => response,
+            Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        }
+    }
+}
+
+/// Whether reading a body failed on its length limit.
+fn too_large(error: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if e.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
 
 /// A [`RouteHandler`] answering each body with what `answer` makes of it: the JSON value, or
 /// a 400 with the error (a body that is not the review the path takes). `answer` runs on a task
@@ -243,7 +420,7 @@ where
 /// server treats as a failed call, so the hook's `failurePolicy` decides.
 #[derive(Clone, Default)]
 pub struct WebhookRoutes {
-    handlers: Arc<RwLock<BTreeMap<String, RouteHandler>>>,
+    handlers: Arc<RwLock<BTreeMap<String, Route>>>,
 }
 
 impl std::fmt::Debug for WebhookRoutes {
@@ -261,20 +438,30 @@ impl WebhookRoutes {
         Self::default()
     }
 
-    /// Serves `handler` at `path` from now on, in place of what served it before.
+    /// Serves `handler` at `path` from now on, in place of what served it before, reading
+    /// bodies up to [`DEFAULT_MAX_ADMISSION_BYTES`].
     ///
     /// # Errors
     ///
     /// [`RouteError::NotAbsolute`] for a path without a leading `/`,
     /// [`RouteError::Duplicate`] for [`HEALTH_PATH`].
     pub fn set(&self, path: &str, handler: RouteHandler) -> std::result::Result<(), RouteError> {
+        self.set_route(path, Route::new(handler))
+    }
+
+    /// Serves `route` at `path` from now on, in place of what served it before.
+    ///
+    /// # Errors
+    ///
+    /// As [`WebhookRoutes::set`].
+    pub fn set_route(&self, path: &str, route: Route) -> std::result::Result<(), RouteError> {
         if !path.starts_with('/') {
             return Err(RouteError::NotAbsolute(path.to_owned()));
         }
         if path == HEALTH_PATH {
             return Err(RouteError::Duplicate(path.to_owned()));
         }
-        self.write().insert(path.to_owned(), handler);
+        self.write().insert(path.to_owned(), route);
         Ok(())
     }
 
@@ -293,7 +480,7 @@ impl WebhookRoutes {
         self.read().keys().cloned().collect()
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, RouteHandler>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Route>> {
         // A handler never panics while the lock is held (it is cloned out first), so a
         // poisoned lock still holds a whole map.
         self.handlers
@@ -301,21 +488,21 @@ impl WebhookRoutes {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, RouteHandler>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Route>> {
         self.handlers
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Answers a request the static routes did not take.
-    async fn answer(self, method: Method, uri: Uri, body: Bytes) -> Response {
-        let handler = self.read().get(uri.path()).cloned();
-        match handler {
+    async fn answer(self, method: Method, uri: Uri, body: axum::body::Body) -> Response {
+        let route = self.read().get(uri.path()).cloned();
+        match route {
             None => (StatusCode::NOT_FOUND, "no webhook is served at this path").into_response(),
             Some(_) if method != Method::POST => {
                 (StatusCode::METHOD_NOT_ALLOWED, "webhooks take POST").into_response()
             }
-            Some(handler) => handler(body).await,
+            Some(route) => route.answer(body).await,
         }
     }
 }
@@ -327,6 +514,7 @@ pub struct WebhookServer {
     listener: TlsListener,
     addr: SocketAddr,
     router: Router,
+    limits: ConnectionLimits,
 }
 
 impl WebhookServer {
@@ -346,7 +534,15 @@ impl WebhookServer {
             listener: TlsListener::new(tcp, server_config(cell)),
             addr,
             router: router.router,
+            limits: ConnectionLimits::default(),
         })
+    }
+
+    /// Serves connections under `limits` (default [`ConnectionLimits::default`]).
+    #[must_use]
+    pub fn limits(mut self, limits: ConnectionLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// The address bound.
@@ -355,17 +551,21 @@ impl WebhookServer {
         self.addr
     }
 
-    /// Serves until `shutdown` is cancelled, then lets requests in flight finish.
+    /// Serves until `shutdown` is cancelled, then lets requests in flight finish: at most
+    /// [`ConnectionLimits::max_connections`] connections at once, each closed when a request's
+    /// headers (or an idle connection's next request) take longer than
+    /// [`ConnectionLimits::header_read_timeout`].
     ///
     /// # Errors
     ///
-    /// What axum's server returns.
+    /// None yet: a connection's error ends that connection only (kept for the callers that
+    /// join it with others).
     #[tracing::instrument(name = "webhook_server", skip_all, fields(listen.addr = %self.addr))]
     pub async fn run(self, shutdown: CancellationToken) -> std::io::Result<()> {
         tracing::info!("serving webhooks");
-        axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(async move { shutdown.cancelled().await })
-            .await
+        let listener = self.listener.limit_connections(self.limits.max_connections);
+        super::connections::serve(listener, self.router, self.limits, shutdown).await;
+        Ok(())
     }
 }
 

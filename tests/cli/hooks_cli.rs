@@ -419,8 +419,8 @@ not-system)
     assert_eq!(out.status.code(), Some(64));
 }
 
-/// `explain --object -o json` says the same under `admission`, beside `servedBy`; a hook
-/// without a `namespaceSelector` takes the `CacheConfig`'s namespaces.
+/// `explain --object -o json` says the same under `admission`, beside `servedBy`; every hook
+/// is bounded by the `CacheConfig`'s namespaces, its own `namespaceSelector` or not.
 #[test]
 fn explain_object_json_says_which_admission_hooks_are_called() {
     let dir = tempfile::tempdir().unwrap();
@@ -463,10 +463,30 @@ fn explain_object_json_says_which_admission_hooks_are_called() {
     assert_eq!(admission[0]["called"], "no");
     assert_eq!(
         admission[0]["reason"],
-        "namespace kube-system is not among the CacheConfig's defaultNamespaces, the default \
-         of a hook without a namespaceSelector"
+        "namespace kube-system is not among the CacheConfig's defaultNamespaces, which bounds \
+         every hook of its Controllers"
     );
+    // A hook's own namespaceSelector does not reach past its Controller's cache scope: the
+    // manager registers both, ANDed (issue 45, item 1).
     assert_eq!(admission[2]["name"], "web-only");
-    assert_eq!(admission[2]["called"], "depends");
-    assert_eq!(admission[2]["dependsOn"].as_array().unwrap().len(), 3);
+    assert_eq!(admission[2]["called"], "no");
+    assert_eq!(admission[2]["reason"], admission[0]["reason"]);
+    let out = informant(&[
+        "explain",
+        "-c",
+        file,
+        "--object",
+        "v1/ConfigMap/shop/x",
+        "-o",
+        "json",
+    ]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let admission = doc["admission"].as_array().unwrap();
+    assert_eq!(admission[2]["name"], "web-only");
+    assert_eq!(admission[2]["called"], "depends", "{doc}");
+    assert_eq!(
+        admission[2]["dependsOn"].as_array().unwrap().len(),
+        3,
+        "{doc}"
+    );
 }

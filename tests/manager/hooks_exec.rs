@@ -15,7 +15,7 @@ use informant::apiserver::{TestServer, Verb};
 use informant::config::Origin;
 use informant::controller::{Context, ControllerMetrics};
 use informant::hooks::{
-    Controller, ControllerKey, Desired, HookController, HookMetrics, Stats, Supervisor,
+    Controller, ControllerKey, Desired, HookController, HookMetrics, Policy, Stats, Supervisor,
     ValidatedController, validate_controller_value,
 };
 use informant::recorder::{Fate, FateCounter, KubeSink, Options, Pipeline, SystemClock};
@@ -161,7 +161,11 @@ spec:
         controller: &ValidatedController,
         metrics: &HookMetrics,
     ) -> (Stats, JoinHandle<()>) {
-        let hook = HookController::new(controller.settings.clone()).hook_metrics(metrics);
+        // The webhooks these tests serve are on loopback, refused unless named (issue 45).
+        let policy = Policy::open().allow_url("127.0.0.1".parse().unwrap());
+        let hook = HookController::new(controller.settings.clone())
+            .hook_metrics(metrics)
+            .policy(Arc::new(policy));
         let stats = hook.stats();
         let run = hook.run(self.ctx.clone(), self.shutdown.clone());
         let task = tokio::spawn(async move { run.await.unwrap() });

@@ -364,6 +364,8 @@ impl Fleet {
                     .arg("--kubeconfig")
                     .arg(&kubeconfig)
                     .args(["--metrics-addr", "127.0.0.1:0", "--health-addr", "0"])
+                    // The hook listens on loopback, refused unless named (issue 45).
+                    .args(["--hook-policy", "open", "--hook-allow-url", "127.0.0.1"])
                     .args(["--shard-identity", &identity])
                     .args(["--lease-namespace", LEASE_NAMESPACE])
                     .args(["--leader-elect-lease-duration", &Timings::go(t.lease)])

@@ -151,6 +151,26 @@ impl Tokens {
 }
 
 impl Tokens {
+    /// The user a token authenticates for a request to this server: [`Tokens::user`], if the
+    /// token is for the server's own audience
+    /// ([`API_AUDIENCE`](super::token_review::API_AUDIENCE); a token issued for none is). A
+    /// token for another audience (`kubectl create token robot --audience vault`) is for
+    /// whoever checks it with a `TokenReview` of that audience, and authenticates no one here,
+    /// as kube-apiserver's authenticator checks tokens against its `--api-audiences`.
+    #[must_use]
+    pub fn api_user(&self, token: &str, store: &Store, now: jiff::Timestamp) -> Option<User> {
+        let audiences = self.audiences(token)?;
+        let ours = audiences.is_empty()
+            || audiences
+                .iter()
+                .any(|a| a == super::token_review::API_AUDIENCE);
+        if ours {
+            self.user(token, store, now)
+        } else {
+            None
+        }
+    }
+
     /// The audiences of a token the server knows (the administrator's: the server's own),
     /// valid or not; `None` for any other.
     #[must_use]

@@ -249,7 +249,7 @@ impl Auth {
         let token = authn::bearer(headers);
         let now = jiff::Timestamp::now();
         let mut user = match (
-            token.and_then(|t| self.tokens.user(t, store, now)),
+            token.and_then(|t| self.tokens.api_user(t, store, now)),
             self.mode,
         ) {
             (Some(user), _) => user,
@@ -394,6 +394,66 @@ mod tests {
         let refused = admit(&expired).unwrap_err();
         assert_eq!(refused.code, 401);
         assert_eq!(refused.message, "Unauthorized");
+    }
+
+    /// Issue 45, item 11: a token issued for another audience (`kubectl create token robot
+    /// --audience vault`) authenticated as its `ServiceAccount` on resource requests, where
+    /// kube-apiserver answers 401.
+    #[test]
+    fn a_token_for_another_audience_is_refused_with_401_as_kube_apiserver_refuses_it() {
+        use crate::apiserver::config::Config;
+        use crate::apiserver::state::App;
+        use axum::http::{HeaderValue, header};
+        let app = App::new(
+            Config {
+                authorization: Authorization::Rbac,
+                ..Config::default()
+            },
+            std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        );
+        for role in app.auth.seeds() {
+            crate::apiserver::seed::create(&app, role).unwrap();
+        }
+        let account = crate::apiserver::seed::create(
+            &app,
+            json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": "robot", "namespace": "default"}}),
+        )
+        .unwrap();
+        let uid = account["metadata"]["uid"].as_str().unwrap();
+        let now = jiff::Timestamp::now();
+        let expires = now + jiff::SignedDuration::from_hours(1);
+        let issue = |audiences: &[&str]| {
+            let audiences = audiences.iter().map(|a| (*a).to_owned()).collect();
+            app.auth
+                .tokens
+                .issue("default", "robot", uid, expires, audiences, now)
+        };
+        let (vault, ours) = (
+            issue(&["vault"]),
+            issue(&["vault", token_review::API_AUDIENCE]),
+        );
+        let admit = |token: &str, path: &str| {
+            let mut headers = HeaderMap::new();
+            let bearer = HeaderValue::from_str(&format!("Bearer {token}")).unwrap();
+            headers.insert(header::AUTHORIZATION, bearer);
+            app.auth
+                .admit(&app.store, &Method::GET, path, None, &headers)
+        };
+        for path in ["/api/v1/namespaces/default/configmaps", "/version"] {
+            let refused = admit(&vault, path).unwrap_err();
+            assert_eq!(
+                (refused.code, refused.message.as_str()),
+                (401, "Unauthorized"),
+                "{path}"
+            );
+        }
+        assert_eq!(
+            admit(&ours, "/version").unwrap().name,
+            "system:serviceaccount:default:robot"
+        );
+        // The vault token still passes a TokenReview for vault (its user is known).
+        assert!(app.auth.tokens.user(&vault, &app.store, now).is_some());
     }
 
     #[test]

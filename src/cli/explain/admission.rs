@@ -76,7 +76,7 @@ pub(super) fn parse_labels(text: &str) -> exit::Result<Labels> {
 }
 
 /// The admission hooks of `controllers` for `object`, mutating first, in file order otherwise;
-/// `options` is the `CacheConfig`'s scope, the default of a hook without a `namespaceSelector`.
+/// `options` is the `CacheConfig`'s scope, which bounds every hook's namespaces.
 pub(super) fn for_object(
     controllers: &[Result<ValidatedController, ControllerError>],
     options: &Options,
@@ -105,12 +105,15 @@ pub(super) fn for_object(
 /// otherwise called when nothing is left to know.
 fn called(hook: &AdmissionHook, options: &Options, object: &Object<'_>) -> Called {
     let mut depends = Vec::new();
-    let namespace = match &hook.namespace_selector {
-        Some(selector) => namespace_selector(selector, object),
-        None => cache_scope(options, object),
-    };
+    // The manager registers a hook on its Controller's cache scope AND its own
+    // namespaceSelector (hooks::admission::owned::effective_namespaces).
+    let declared = hook
+        .namespace_selector
+        .as_ref()
+        .map_or(Called::Yes, |selector| namespace_selector(selector, object));
     let checks = [
-        namespace,
+        cache_scope(options, object),
+        declared,
         object_selector(hook.object_selector.as_ref(), object),
     ];
     for check in checks {
@@ -197,9 +200,9 @@ fn namespace_selector(selector: &WireSelector, object: &Object<'_>) -> Called {
 }
 
 /// What a reason says of the `CacheConfig`'s scope.
-const DEFAULT: &str = "the default of a hook without a namespaceSelector";
+const DEFAULT: &str = "which bounds every hook of its Controllers";
 
-/// The default of a hook without a `namespaceSelector`, as the manager registers it: the
+/// The namespaces every hook is bounded by, as the manager registers it: the
 /// `CacheConfig`'s `defaultNamespaceSelector` when it has one (every namespace when it uses `>`
 /// or `<`, which a webhook's selector cannot say), else its `defaultNamespaces` by name (every
 /// namespace when empty or with the `""` key). Its `byObject` entries do not change it.

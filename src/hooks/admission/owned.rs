@@ -174,6 +174,33 @@ impl OwnedConfigurations {
     }
 }
 
+/// The namespaces a hook is called in: those of its `Controller`'s cache scope (`scope`;
+/// `None`: every namespace) that the hook's own `namespaceSelector` (`declared`) selects too.
+/// A `LabelSelector` is the AND of its requirements, so the two are joined: `scope`'s, then
+/// `declared`'s `matchLabels` as `In` requirements and its `matchExpressions`. Whoever may
+/// write a `Controller` cannot make the manager register a webhook on namespaces it does not
+/// cache (a hook on `kube-system`'s Pods from a `Controller` caching `default`).
+pub(crate) fn effective_namespaces(
+    declared: Option<&LabelSelector>,
+    scope: Option<&LabelSelector>,
+) -> LabelSelector {
+    let (Some(declared), Some(scope)) = (declared, scope) else {
+        return declared.or(scope).cloned().unwrap_or_default();
+    };
+    let mut effective = scope.clone();
+    let mut expressions = effective.match_expressions.take().unwrap_or_default();
+    for (key, value) in declared.match_labels.iter().flatten() {
+        expressions.push(LabelSelectorRequirement {
+            key: key.clone(),
+            operator: "In".to_owned(),
+            values: Some(vec![value.clone()]),
+        });
+    }
+    expressions.extend(declared.match_expressions.iter().flatten().cloned());
+    effective.match_expressions = (!expressions.is_empty()).then_some(expressions);
+    effective
+}
+
 /// The webhook of `hook` on `resource`, as JSON (the two configuration kinds share it; a
 /// mutating one adds its reinvocation policy). Every field kube-apiserver defaults is set,
 /// so that what is read back compares equal to what was written.
@@ -187,15 +214,12 @@ fn webhook(
     let gvk = &hook.for_kind;
     let mut service = options.service.clone();
     service.path = Some(hook.path.clone());
-    let namespace_selector = spec
-        .namespace_selector
-        .clone()
-        .or_else(|| default_namespaces.cloned())
-        .unwrap_or_default();
+    let namespace_selector =
+        effective_namespaces(spec.namespace_selector.as_ref(), default_namespaces);
     let mut webhook = json!({
-        "name": format!(
-            "{}.{}.{}.admission.informant.dev",
-            spec.name, hook.controller.name, hook.controller.namespace
+        "name": crate::hooks::resource::webhook_name(
+            &spec.name,
+            (&hook.controller.namespace, &hook.controller.name),
         ),
         "clientConfig": {"service": service},
         "rules": [{
@@ -449,6 +473,52 @@ mod tests {
         );
         selected.default_namespace_selector = Some(Selector::parse("rank>3").unwrap());
         assert_eq!(namespace_selector_of(&selected), None, "> cannot be said");
+    }
+
+    /// Issue 45, item 1: a `Controller` caching `default` declared a hook on `v1 Pod` with a
+    /// `namespaceSelector` naming `kube-system`, and the manager registered it as written: the
+    /// hook could mutate or deny every Pod of `kube-system`.
+    #[test]
+    fn a_hooks_namespaces_are_its_controllers_cache_scope_and_what_it_declares() {
+        let kube_system: LabelSelector = serde_json::from_value(json!({"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["kube-system"]}]}))
+        .unwrap();
+        let scope = namespace_selector_of(&scope(&["default"]));
+        let effective = effective_namespaces(Some(&kube_system), scope.as_ref());
+        assert_eq!(
+            serde_json::to_value(&effective).unwrap(),
+            json!({"matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["default"]},
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["kube-system"]},
+            ]}),
+            "both must hold: no namespace is both default and kube-system"
+        );
+        let matches = |namespace: &str| {
+            let selector = crate::selector::LabelSelector::try_from(&effective).unwrap();
+            let labels = BTreeMap::from([(
+                "kubernetes.io/metadata.name".to_owned(),
+                namespace.to_owned(),
+            )]);
+            selector.matches(&labels)
+        };
+        assert!(!matches("kube-system") && !matches("default"));
+        // Labels declared narrow the scope as requirements.
+        let team: LabelSelector =
+            serde_json::from_value(json!({"matchLabels": {"team": "shop"}})).unwrap();
+        assert_eq!(
+            serde_json::to_value(effective_namespaces(Some(&team), scope.as_ref())).unwrap(),
+            json!({"matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["default"]},
+                {"key": "team", "operator": "In", "values": ["shop"]},
+            ]})
+        );
+        // A cluster-wide cache leaves what the hook declares; nothing declared, the scope.
+        assert_eq!(effective_namespaces(Some(&team), None), team);
+        assert_eq!(
+            effective_namespaces(None, scope.as_ref()),
+            scope.clone().unwrap()
+        );
+        assert_eq!(effective_namespaces(None, None), LabelSelector::default());
     }
 
     #[test]

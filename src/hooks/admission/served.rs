@@ -17,7 +17,9 @@ use crate::hooks::policy::Policy;
 use crate::hooks::resource::{AdmissionHook, ControllerKey};
 use crate::hooks::routes::{HookRoutes, RouteHook};
 use crate::hooks::supervisor::Desired;
-use crate::serving::{RouteHandler, WebhookRoutes, json_route};
+use crate::serving::{
+    DEFAULT_MAX_ADMISSION_BYTES, DEFAULT_MAX_IN_FLIGHT, Refusal, Route, WebhookRoutes, json_route,
+};
 
 /// The path of `controller`'s admission hook `hook` on the webhook endpoint.
 #[must_use]
@@ -47,6 +49,8 @@ pub struct AdmissionRoutes {
     policy: Arc<Policy>,
     client: Option<kube::Client>,
     metrics: Option<HookMetrics>,
+    max_body: usize,
+    max_in_flight: usize,
 }
 
 impl std::fmt::Debug for AdmissionRoutes {
@@ -85,7 +89,26 @@ impl AdmissionRoutes {
             policy,
             client,
             metrics,
+            max_body: DEFAULT_MAX_ADMISSION_BYTES,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
         }
+    }
+
+    /// Reads reviews up to `bytes` (default [`DEFAULT_MAX_ADMISSION_BYTES`]); a larger one is answered
+    /// 413 unread and counted as `too_large` (`--webhook-max-admission-bytes`).
+    #[must_use]
+    pub fn max_body(mut self, bytes: usize) -> Self {
+        self.max_body = bytes;
+        self
+    }
+
+    /// Makes at most `answers` answers of each hook at once (default
+    /// [`DEFAULT_MAX_IN_FLIGHT`]); a review past them is answered 429 unread and counted as
+    /// `busy` (`--webhook-max-in-flight`).
+    #[must_use]
+    pub fn max_in_flight(mut self, answers: usize) -> Self {
+        self.max_in_flight = answers;
+        self
     }
 
     /// The hooks served now, by path.
@@ -139,7 +162,12 @@ impl AdmissionRoutes {
                 metrics.clone(),
             )
         };
-        self.table.serve(wanted, make, handler).await;
+        let (max_body, max_in_flight) = (self.max_body, self.max_in_flight);
+        self.table
+            .serve(wanted, make, |hook| {
+                handler(hook, max_body).max_in_flight(max_in_flight)
+            })
+            .await;
     }
 
     /// Stops serving every hook and stops their persistent processes.
@@ -150,9 +178,14 @@ impl AdmissionRoutes {
 
 /// The route handler of `admitter` ([`json_route`]: the decision finishes, and its fate is
 /// counted, even when the API server stops waiting).
-fn handler(admitter: Arc<Admitter>) -> RouteHandler {
-    json_route(move |body: Bytes| {
+/// A review over `max_body` is refused unread, its fate counted.
+pub(super) fn handler(admitter: Arc<Admitter>, max_body: usize) -> Route {
+    let counted = Arc::clone(&admitter);
+    let answer = json_route(move |body: Bytes| {
         let admitter = Arc::clone(&admitter);
         async move { admitter.decide(&body).await.map(|decision| decision.review) }
-    })
+    });
+    Route::new(answer)
+        .max_body(max_body)
+        .on_refused(Arc::new(move |refusal: Refusal| counted.refused(refusal)))
 }

@@ -394,3 +394,176 @@ fn the_call_and_the_answer_have_the_fields_the_committed_schema_declares() {
         assert!(envelope.contains("#/$defs/admission"), "{line}: {envelope}");
     }
 }
+
+/// Issue 45, item 3: an UPDATE review carries object and oldObject; the endpoint read only
+/// 2 MiB (axum's default), answered 413 without a fate, and `Ignore` let the object in unchecked.
+#[tokio::test]
+async fn a_7_mib_review_is_decided_and_a_larger_one_is_refused_413_with_its_fate_counted() {
+    use crate::serving::{DEFAULT_MAX_ADMISSION_BYTES, WebhookRouter, WebhookRoutes};
+    use tower::ServiceExt as _;
+    let metrics = HookMetrics::new();
+    let hook = admitter(
+        admission(
+            "big",
+            AdmissionType::Validating,
+            FailurePolicy::Ignore,
+            answering(r#"{"allowed": true}"#),
+        ),
+        &metrics,
+    );
+    let routes = WebhookRoutes::new();
+    routes
+        .set_route(
+            "/admission/ops/guard/big",
+            served::handler(Arc::new(hook), DEFAULT_MAX_ADMISSION_BYTES),
+        )
+        .unwrap();
+    let app = WebhookRouter::new().with_routes(routes).into_router();
+    // A review of exactly `size` bytes: its object padded.
+    let sized = |size: usize| {
+        let mut review: Value = serde_json::from_slice(&review("UPDATE")).unwrap();
+        review["request"]["oldObject"] = review["request"]["object"].clone();
+        review["request"]["object"]["data"]["pad"] = json!("");
+        let bare = serde_json::to_vec(&review).unwrap().len();
+        review["request"]["object"]["data"]["pad"] = json!("x".repeat(size - bare));
+        let body = serde_json::to_vec(&review).unwrap();
+        assert_eq!(body.len(), size);
+        body
+    };
+    let post = |body: Vec<u8>| {
+        let request = axum::http::Request::builder()
+            .method("POST")
+            .uri("/admission/ops/guard/big")
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(body))
+            .unwrap();
+        app.clone().oneshot(request)
+    };
+    let answer = post(sized(7 << 20)).await.unwrap();
+    assert_eq!(answer.status(), 200);
+    let body = axum::body::to_bytes(answer.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let review: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(review["response"]["allowed"], true);
+    assert_eq!(
+        metrics.admissions("ops/guard/big", "UPDATE", AdmissionFate::Allowed),
+        1,
+        "the 7 MiB review was decided by the hook"
+    );
+    let refused = post(sized((7 << 20) + 1)).await.unwrap();
+    assert_eq!(refused.status(), 413);
+    let body = axum::body::to_bytes(refused.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&body);
+    assert!(
+        text.contains("over this path's limit of 7340032 bytes")
+            && text.contains("--webhook-max-admission-bytes"),
+        "{text}"
+    );
+    assert_eq!(
+        metrics.admissions("ops/guard/big", UNREAD_OPERATION, AdmissionFate::TooLarge),
+        1,
+        "the refusal is a counted fate"
+    );
+}
+
+/// Whether process `pid` runs (exists and is not a zombie).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        // `pid (comm) state ...`: the state follows the last `)`.
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
+    })
+}
+
+/// Issue 45, item 2: 60 POSTs with a 1 s client timeout left 60 hook processes running after
+/// every client had gone. Here N callers each give up after 50 ms: at most the limit of hook
+/// processes ever run, the others are answered 429 (`busy`), every request ends in one fate,
+/// and the processes end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_that_give_up_leave_at_most_the_limit_of_hook_processes_which_end() {
+    use crate::serving::{DEFAULT_MAX_ADMISSION_BYTES, WebhookRouter, WebhookRoutes};
+    use tower::ServiceExt as _;
+    const CALLERS: usize = 40;
+    const LIMIT: usize = 3;
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let metrics = HookMetrics::new();
+    let mut slow = admission(
+        "slow",
+        AdmissionType::Validating,
+        FailurePolicy::Ignore,
+        sh(&format!(
+            "cat >/dev/null; echo $$ >>'{}'; exec sleep 30",
+            pids.display()
+        )),
+    );
+    slow.timeout = Duration::from_secs(2);
+    let routes = WebhookRoutes::new();
+    routes
+        .set_route(
+            "/admission/ops/guard/slow",
+            served::handler(
+                Arc::new(admitter(slow, &metrics)),
+                DEFAULT_MAX_ADMISSION_BYTES,
+            )
+            .max_in_flight(LIMIT),
+        )
+        .unwrap();
+    let app = WebhookRouter::new().with_routes(routes).into_router();
+    let started = || -> Vec<u32> {
+        std::fs::read_to_string(&pids)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    };
+    let alive = || started().into_iter().filter(|pid| running(*pid)).count();
+    let (mut most, mut busy) = (0, 0u64);
+    for _ in 0..CALLERS {
+        let request = axum::http::Request::builder()
+            .method("POST")
+            .uri("/admission/ops/guard/slow")
+            .body(axum::body::Body::from(review("CREATE")))
+            .unwrap();
+        // The caller gives up after 50 ms (the API server's timeout, a client's curl -m).
+        let answered =
+            tokio::time::timeout(Duration::from_millis(50), app.clone().oneshot(request)).await;
+        if let Ok(answer) = answered {
+            assert_eq!(answer.unwrap().status(), 429);
+            busy += 1;
+        }
+        most = most.max(alive());
+    }
+    assert!(
+        most <= LIMIT,
+        "{most} hook processes ran at once, over {LIMIT}"
+    );
+    assert!(busy > 0, "no caller was answered 429");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let counted: u64 = AdmissionFate::ALL
+            .iter()
+            .map(|fate| {
+                metrics.admissions("ops/guard/slow", "CREATE", *fate)
+                    + metrics.admissions("ops/guard/slow", UNREAD_OPERATION, *fate)
+            })
+            .sum();
+        if alive() == 0 && counted == CALLERS as u64 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} hook processes still run, {counted} of {CALLERS} requests counted",
+            alive()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        metrics.admissions("ops/guard/slow", UNREAD_OPERATION, AdmissionFate::Busy),
+        busy
+    );
+    assert!(started().len() < CALLERS, "every caller started a process");
+}

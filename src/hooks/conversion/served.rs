@@ -18,7 +18,9 @@ use crate::hooks::policy::Policy;
 use crate::hooks::resource::{ControllerKey, ConversionHook};
 use crate::hooks::routes::{HookRoutes, RouteHook};
 use crate::hooks::supervisor::Desired;
-use crate::serving::{RouteHandler, WebhookRoutes, json_route};
+use crate::serving::{
+    DEFAULT_MAX_CONVERSION_BYTES, DEFAULT_MAX_IN_FLIGHT, Refusal, Route, WebhookRoutes, json_route,
+};
 
 /// The path of `controller`'s conversion hook on the webhook endpoint.
 #[must_use]
@@ -45,6 +47,8 @@ pub struct ConversionRoutes {
     policy: Arc<Policy>,
     client: Option<kube::Client>,
     metrics: Option<HookMetrics>,
+    max_body: usize,
+    max_in_flight: usize,
 }
 
 impl std::fmt::Debug for ConversionRoutes {
@@ -83,7 +87,26 @@ impl ConversionRoutes {
             policy,
             client,
             metrics,
+            max_body: DEFAULT_MAX_CONVERSION_BYTES,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
         }
+    }
+
+    /// Reads reviews up to `bytes` (default [`DEFAULT_MAX_CONVERSION_BYTES`]); a larger one is answered
+    /// 413 unread and counted as `too_large` (`--webhook-max-conversion-bytes`).
+    #[must_use]
+    pub fn max_body(mut self, bytes: usize) -> Self {
+        self.max_body = bytes;
+        self
+    }
+
+    /// Makes at most `answers` answers of each hook at once (default
+    /// [`DEFAULT_MAX_IN_FLIGHT`]); a review past them is answered 429 unread and counted as
+    /// `busy` (`--webhook-max-in-flight`).
+    #[must_use]
+    pub fn max_in_flight(mut self, answers: usize) -> Self {
+        self.max_in_flight = answers;
+        self
     }
 
     /// The hooks served now, by path.
@@ -141,7 +164,12 @@ impl ConversionRoutes {
                 metrics.clone(),
             )
         };
-        self.table.serve(wanted, make, handler).await;
+        let (max_body, max_in_flight) = (self.max_body, self.max_in_flight);
+        self.table
+            .serve(wanted, make, |hook| {
+                handler(hook, max_body).max_in_flight(max_in_flight)
+            })
+            .await;
     }
 
     /// Stops serving every hook and stops their persistent processes.
@@ -152,8 +180,10 @@ impl ConversionRoutes {
 
 /// The route handler of `converter` ([`json_route`]: the conversion finishes, and its fate is
 /// counted, even when the API server stops waiting).
-fn handler(converter: Arc<Converter>) -> RouteHandler {
-    json_route(move |body: Bytes| {
+/// A review over `max_body` is refused unread, its fate counted.
+fn handler(converter: Arc<Converter>, max_body: usize) -> Route {
+    let counted = Arc::clone(&converter);
+    let answer = json_route(move |body: Bytes| {
         let converter = Arc::clone(&converter);
         async move {
             converter
@@ -161,5 +191,8 @@ fn handler(converter: Arc<Converter>) -> RouteHandler {
                 .await
                 .map(|conversion| conversion.review)
         }
-    })
+    });
+    Route::new(answer)
+        .max_body(max_body)
+        .on_refused(Arc::new(move |refusal: Refusal| counted.refused(refusal)))
 }

@@ -207,19 +207,109 @@ pub(super) fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// The link-local blocks: `169.254.0.0/16` (the cloud metadata service at `169.254.169.254`)
-/// and `fe80::/10`.
-pub(super) fn link_local() -> [Cidr; 2] {
-    [
-        Cidr {
-            addr: IpAddr::V4(Ipv4Addr::new(169, 254, 0, 0)),
-            prefix: 16,
-        },
-        Cidr {
-            addr: IpAddr::V6(Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0)),
-            prefix: 10,
-        },
-    ]
+/// A block of addresses refused to webhooks under every policy unless a `--hook-allow-url`
+/// entry names it, and what it is (for the message).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Refused {
+    /// What the block is: `loopback`, `link-local`, …
+    pub(super) what: &'static str,
+    pub(super) block: Cidr,
+}
+
+const fn v4(a: u8, b: u8, c: u8, d: u8, prefix: u8) -> Cidr {
+    Cidr {
+        addr: IpAddr::V4(Ipv4Addr::new(a, b, c, d)),
+        prefix,
+    }
+}
+
+const fn v6(s: [u16; 8], prefix: u8) -> Cidr {
+    Cidr {
+        addr: IpAddr::V6(Ipv6Addr::new(
+            s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7],
+        )),
+        prefix,
+    }
+}
+
+/// The blocks refused under every policy unless named: what reaches the node itself or a
+/// sidecar of the manager's pod (loopback, and the unspecified address, which Linux connects
+/// to the host), and what serves a cloud's instance metadata and credentials (link-local,
+/// and the providers' addresses outside it). An IPv6 address that embeds an IPv4 address
+/// is judged by that address too ([`embedded_ipv4`]).
+pub(super) const REFUSED: [Refused; 9] = [
+    Refused {
+        what: "loopback",
+        block: v4(127, 0, 0, 0, 8),
+    },
+    // RFC 1122 3.2.1.3: "this host on this network"; `connect(0.0.0.0:p)` reaches the host's
+    // own listeners on Linux.
+    Refused {
+        what: "unspecified (this host)",
+        block: v4(0, 0, 0, 0, 8),
+    },
+    // AWS, GCP, Azure, OpenStack and Oracle serve instance metadata at 169.254.169.254, ECS
+    // task credentials at 169.254.170.2.
+    Refused {
+        what: "link-local",
+        block: v4(169, 254, 0, 0, 16),
+    },
+    // Alibaba Cloud's metadata service (its ECS docs, "Obtain instance metadata").
+    Refused {
+        what: "a cloud metadata service",
+        block: v4(100, 100, 100, 200, 32),
+    },
+    Refused {
+        what: "loopback",
+        block: v6([0, 0, 0, 0, 0, 0, 0, 1], 128),
+    },
+    Refused {
+        what: "unspecified (this host)",
+        block: v6([0; 8], 128),
+    },
+    Refused {
+        what: "link-local",
+        block: v6([0xfe80, 0, 0, 0, 0, 0, 0, 0], 10),
+    },
+    // AWS's instance metadata service over IPv6 (EC2 docs, "Instance metadata service
+    // endpoint": `http://[fd00:ec2::254]`).
+    Refused {
+        what: "a cloud metadata service",
+        block: v6([0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254], 128),
+    },
+    // GCP's metadata server over IPv6 (Compute Engine docs, "About VM metadata":
+    // `fd20:ce::254`).
+    Refused {
+        what: "a cloud metadata service",
+        block: v6([0xfd20, 0xce, 0, 0, 0, 0, 0, 0x254], 128),
+    },
+];
+
+/// The refused block holding `ip` (compared in its own family), if any.
+pub(super) fn refused(ip: IpAddr) -> Option<Refused> {
+    let ip = canonical(ip);
+    REFUSED.iter().copied().find(|r| r.block.contains(ip))
+}
+
+/// The IPv4 address an IPv6 address carries, and how: IPv4-compatible (`::a.b.c.d`,
+/// RFC 4291 2.5.5.1; not `::` or `::1`), NAT64's well-known prefix (`64:ff9b::/96`,
+/// RFC 6052 2.1) and 6to4 (`2002:AABB:CCDD::/48`, RFC 3056 2). IPv4-mapped addresses
+/// (`::ffff:a.b.c.d`) are IPv4 already ([`canonical`]). A packet to any of them may reach the
+/// IPv4 address (a NAT64 gateway, a 6to4 relay, a dual stack), so it is judged as that
+/// address.
+pub(super) fn embedded_ipv4(ip: Ipv6Addr) -> Option<(Ipv4Addr, &'static str)> {
+    let o = ip.octets();
+    let low = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
+    let s = ip.segments();
+    if s[..6] == [0; 6] && !(s[6] == 0 && s[7] <= 1) {
+        Some((low, "IPv4-compatible"))
+    } else if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        Some((low, "NAT64"))
+    } else if s[0] == 0x2002 {
+        Some((Ipv4Addr::new(o[2], o[3], o[4], o[5]), "6to4"))
+    } else {
+        None
+    }
 }
 
 /// A malformed policy entry (a usage error of `informant run`).

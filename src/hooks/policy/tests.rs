@@ -153,6 +153,113 @@ fn link_local_addresses_are_refused_under_any_policy_unless_named() {
     assert_eq!(open.check_url("http://anything.example/"), Ok(()));
 }
 
+/// Issue 45, item 9: addresses that reach the node, a sidecar or a metadata service passed
+/// under `--hook-allow-url 0.0.0.0/0,::/0`.
+#[test]
+fn the_always_refused_addresses_are_refused_under_every_policy_unless_named_exactly() {
+    // (URL host:port, what the refusal says); the issue's six first.
+    let refused = [
+        (
+            "[::169.254.169.254]:80",
+            "embeds 169.254.169.254 (IPv4-compatible), which is link-local (169.254.0.0/16)",
+        ),
+        (
+            "[64:ff9b::a9fe:a9fe]:80",
+            "embeds 169.254.169.254 (NAT64), which is link-local (169.254.0.0/16)",
+        ),
+        (
+            "[2002:a9fe:a9fe::1]:80",
+            "embeds 169.254.169.254 (6to4), which is link-local (169.254.0.0/16)",
+        ),
+        (
+            "[fd00:ec2::254]:80",
+            "is a cloud metadata service (fd00:ec2::254/128)",
+        ),
+        ("0.0.0.0:15000", "is unspecified (this host) (0.0.0.0/8)"),
+        ("127.0.0.1:15000", "is loopback (127.0.0.0/8)"),
+        ("127.1.2.3:80", "is loopback (127.0.0.0/8)"),
+        ("[::1]:15000", "is loopback (::1/128)"),
+        ("[::]:15000", "is unspecified (this host) (::/128)"),
+        ("[::ffff:127.0.0.1]:15000", "is loopback (127.0.0.0/8)"),
+        (
+            "[::0.0.1.2]:80",
+            "embeds 0.0.1.2 (IPv4-compatible), which is unspecified (this host)",
+        ),
+        (
+            "[64:ff9b::7f00:1]:15000",
+            "embeds 127.0.0.1 (NAT64), which is loopback",
+        ),
+        (
+            "[2002:7f00:1::1]:15000",
+            "embeds 127.0.0.1 (6to4), which is loopback",
+        ),
+        ("169.254.169.254:80", "is link-local (169.254.0.0/16)"),
+        ("169.254.170.2:80", "is link-local (169.254.0.0/16)"),
+        ("[fe80::1]:80", "is link-local (fe80::/10)"),
+        (
+            "[fd20:ce::254]:80",
+            "is a cloud metadata service (fd20:ce::254/128)",
+        ),
+        (
+            "100.100.100.200:80",
+            "is a cloud metadata service (100.100.100.200/32)",
+        ),
+    ];
+    let everything = urls(&["0.0.0.0/0", "::/0"]).allow_http(true);
+    for policy in [&everything, &Policy::open()] {
+        for (authority, why) in refused {
+            let url = format!("http://{authority}/");
+            let e = policy.check_url(&url).unwrap_err();
+            assert!(e.contains(why), "{url}: {e}");
+            assert!(
+                e.ends_with("refused unless --hook-allow-url names it"),
+                "{e}"
+            );
+            // The same address, reached through a name, is refused at connection.
+            let address: SocketAddr = authority.parse().unwrap();
+            let e = policy
+                .check_address("sidecar.example", address)
+                .unwrap_err();
+            assert!(e.contains("(of sidecar.example)") && e.contains(why), "{e}");
+            // Named exactly (the address as the URL writes it), it is allowed.
+            let host = authority
+                .rsplit_once(':')
+                .unwrap()
+                .0
+                .trim_matches(['[', ']']);
+            let named = policy.clone().allow_url(host.parse().unwrap());
+            assert_eq!(named.check_url(&url), Ok(()), "{url} named by {host}");
+            assert_eq!(named.check_address("sidecar.example", address), Ok(()));
+        }
+    }
+    // Named on another port, or by a block wider than the refused one, it is not.
+    let other_port = everything
+        .clone()
+        .allow_url("127.0.0.1:15001".parse().unwrap());
+    assert!(other_port.check_url("http://127.0.0.1:15000/").is_err());
+    let wide = everything
+        .clone()
+        .allow_url("64:ff9b::/96".parse().unwrap());
+    assert!(wide.check_url("http://[64:ff9b::a9fe:a9fe]/").is_err());
+    // Naming the embedded address or a block inside the refused one names it.
+    let inner = everything.clone().allow_url("127.0.0.0/8".parse().unwrap());
+    assert_eq!(inner.check_url("http://[64:ff9b::7f00:1]:15000/"), Ok(()));
+    // What the embedded addresses carry elsewhere, and other addresses, pass.
+    for fine in [
+        "http://[64:ff9b::808:808]/",
+        "http://[2002:808:808::1]/",
+        "http://[::ffff:10.1.2.3]/",
+        "http://[2001:db8::1]/",
+        "http://[fd00:ec2::253]/",
+        "http://10.0.0.1/",
+        "http://100.100.100.201/",
+        "http://1.0.0.0/",
+    ] {
+        assert_eq!(everything.check_url(fine), Ok(()), "{fine}");
+        assert_eq!(Policy::open().check_url(fine), Ok(()), "{fine}");
+    }
+}
+
 #[test]
 fn a_name_that_resolves_to_a_refused_address_is_refused_at_connection() {
     let policy = urls(&["metadata.example"]).allow_http(true);

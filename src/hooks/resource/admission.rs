@@ -157,12 +157,29 @@ impl AdmissionHook {
 
 const OPERATIONS: [&str; 5] = ["CREATE", "UPDATE", "DELETE", "CONNECT", "*"];
 
+/// The name of the webhook that calls admission hook `hook` of `controller` (namespace,
+/// name) in the configurations the manager owns.
+#[must_use]
+pub fn webhook_name(hook: &str, controller: (&str, &str)) -> String {
+    format!(
+        "{hook}.{}.{}.admission.informant.dev",
+        controller.1, controller.0
+    )
+}
+
+/// The longest webhook name the API server takes: a DNS-1123 subdomain
+/// (`k8s.io/apimachinery/pkg/util/validation`, `DNS1123SubdomainMaxLength`), which
+/// `ValidateValidatingWebhookConfiguration` checks every webhook's name against.
+const MAX_WEBHOOK_NAME: usize = 253;
+
 /// The admission hooks of `specs`, every error at once in `errors`; `default_hook` is the
 /// `Controller`'s own (`None` when it is invalid: hooks that rely on it are then left out,
-/// its own error already said).
+/// its own error already said); `controller` its namespace and name, which the webhook's
+/// name carries.
 pub(super) fn validate(
     specs: Option<&[AdmissionSpec]>,
     default_hook: Option<&Hook>,
+    controller: (&str, &str),
     path: &FieldPath,
     errors: &mut Vec<FieldError>,
     hook: impl Fn(&HookSpec, &FieldPath, &mut Vec<FieldError>) -> Option<Hook>,
@@ -173,6 +190,18 @@ pub(super) fn validate(
         let path = path.index(i);
         let before = errors.len();
         check_name(&spec.name, &mut names, &path.field("name"), errors);
+        let webhook = webhook_name(&spec.name, controller);
+        if webhook.len() > MAX_WEBHOOK_NAME {
+            errors.push(FieldError::new(
+                &path.field("name"),
+                format!(
+                    "the webhook registered for it, {webhook:?}, is {} characters: the API \
+                     server takes at most {MAX_WEBHOOK_NAME}; shorten the hook's, the \
+                     Controller's or the namespace's name",
+                    webhook.len()
+                ),
+            ));
+        }
         let type_ = match spec.type_.as_str() {
             "Validating" => Some(AdmissionType::Validating),
             "Mutating" => Some(AdmissionType::Mutating),
@@ -344,6 +373,25 @@ fn check_selector(selector: &LabelSelector, path: &FieldPath, errors: &mut Vec<F
     }
 }
 
+/// Why `expression` cannot be a webhook's match condition, as kube-apiserver compiles it when
+/// the configuration is written (a 422 for the whole configuration otherwise): CEL that
+/// parses, naming only the variables a match condition has (`object`, `oldObject`,
+/// `request`, `authorizer`). The embedded API server's own check is
+/// `apiserver::admission::conditions::check`, which the `hooks` room may not use.
+fn check_condition(expression: &str) -> Result<(), String> {
+    let program = cel::Program::compile(expression)
+        .map_err(|e| format!("{expression:?} is not CEL: compilation failed: {e}"))?;
+    for variable in program.references().variables() {
+        if !matches!(variable, "object" | "oldObject" | "request" | "authorizer") {
+            return Err(format!(
+                "undeclared reference to {variable:?}; a match condition may use object, \
+                 oldObject, request and authorizer"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn match_conditions(
     written: Option<&[MatchConditionSpec]>,
     path: &FieldPath,
@@ -375,6 +423,8 @@ fn match_conditions(
                 &path.field("expression"),
                 "required; a CEL expression yielding a bool, e.g. `object.metadata.name != \"\"`",
             ));
+        } else if let Err(why) = check_condition(&condition.expression) {
+            errors.push(FieldError::new(&path.field("expression"), why));
         }
     }
     written

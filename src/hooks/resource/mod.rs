@@ -14,7 +14,7 @@ mod validate;
 
 pub use admission::{
     AdmissionHook, AdmissionSpec, AdmissionType, DEFAULT_ADMISSION_TIMEOUT_SECONDS, FailurePolicy,
-    MAX_ADMISSION_TIMEOUT_SECONDS, MAX_MATCH_CONDITIONS, MatchConditionSpec,
+    MAX_ADMISSION_TIMEOUT_SECONDS, MAX_MATCH_CONDITIONS, MatchConditionSpec, webhook_name,
 };
 pub use conversion::{ConversionHook, ConversionSpec};
 pub use crd::controller_crd_yaml;

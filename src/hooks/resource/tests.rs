@@ -393,3 +393,78 @@ fn admission_hooks_report_every_error_at_once_with_its_path() {
     }
     assert_eq!(errors.len(), expected.len(), "{errors:#?}");
 }
+
+/// Issue 45, item 4: `matchConditions[].expression: "("` passed `informant validate`, and the
+/// API server then refused the whole webhook configuration (422) forever, every Controller's
+/// hooks with it; a webhook name past 253 characters did the same.
+#[test]
+fn a_bad_cel_condition_or_a_too_long_webhook_name_is_refused_beside_a_good_controller() {
+    let controller = |name: &str, hook: &str, expression: &str| {
+        value(&format!(
+            "apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {{name: {name}, namespace: ops}}
+spec:
+  for: {{apiVersion: v1, kind: ConfigMap}}
+  hook: {{exec: {{command: [/hooks/h]}}}}
+  admission:
+  - name: {hook}
+    type: Validating
+    matchConditions: [{{name: c, expression: {expression:?}}}]
+"
+        ))
+    };
+    let good = validate_controller_value(
+        controller(
+            "good",
+            "check",
+            "object.metadata.name != 'x' && request.operation == 'CREATE'",
+        ),
+        &Origin::Text,
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        good.settings.admission[0].match_conditions,
+        [(
+            "c".to_owned(),
+            "object.metadata.name != 'x' && request.operation == 'CREATE'".to_owned()
+        )]
+    );
+    let bad = errors(validate_controller_value(
+        controller("bad", "check", "("),
+        &Origin::Text,
+        None,
+    ));
+    assert_eq!(bad.len(), 1, "{bad:#?}");
+    assert!(
+        bad[0].starts_with("spec.admission[0].matchConditions[0].expression: \"(\" is not CEL"),
+        "{bad:#?}"
+    );
+    let undeclared = errors(validate_controller_value(
+        controller("bad", "check", "params.x == 1"),
+        &Origin::Text,
+        None,
+    ));
+    assert!(
+        undeclared[0].contains("undeclared reference to \"params\""),
+        "{undeclared:#?}"
+    );
+    // A valid Controller name (DNS labels of 63) and hook name, a webhook name past 253.
+    let (name, hook) = (format!("{0}.{0}.{0}", "c".repeat(63)), "h".repeat(63));
+    let length = super::webhook_name(&hook, ("ops", &name)).len();
+    assert!(length > 253);
+    let long = errors(validate_controller_value(
+        controller(&name, &hook, "true"),
+        &Origin::Text,
+        None,
+    ));
+    assert_eq!(long.len(), 1, "{long:#?}");
+    assert!(
+        long[0].starts_with("spec.admission[0].name: the webhook registered for it")
+            && long[0].contains(&format!(
+                "is {length} characters: the API server takes at most 253"
+            )),
+        "{long:#?}"
+    );
+}

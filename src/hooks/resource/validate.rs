@@ -124,6 +124,7 @@ pub fn validate_controller(
     let admission = super::admission::validate(
         spec.admission.as_deref(),
         hook.as_ref(),
+        (meta.namespace.as_deref().unwrap_or("default"), &name),
         &path.field("admission"),
         &mut errors,
         self::hook,

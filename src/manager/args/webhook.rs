@@ -58,6 +58,7 @@ impl super::Args {
                 problems.push(format!("invalid {flag}: {name:?} {why}"));
             }
         }
+        self.limit_problems(problems);
         if !(1..=65535).contains(&self.webhook_service_port) {
             problems.push(format!(
                 "invalid --webhook-service-port: {} is not a port (1 to 65535)",
@@ -103,7 +104,39 @@ impl super::Args {
                 .unwrap_or_else(|| service.clone()),
             inject_ca_from: self.webhook_inject_ca_from.clone(),
             inject,
+            max_admission_bytes: self.webhook_max_admission_bytes,
+            max_conversion_bytes: self.webhook_max_conversion_bytes,
+            max_in_flight: self.webhook_max_in_flight,
+            connections: crate::serving::ConnectionLimits {
+                max_connections: self.webhook_max_connections,
+                header_read_timeout: self.webhook_header_read_timeout,
+            },
         })
+    }
+
+    /// The problems of the endpoint's limits: none may be 0.
+    fn limit_problems(&self, problems: &mut Vec<String>) {
+        for (flag, bytes) in [
+            (
+                "--webhook-max-admission-bytes",
+                self.webhook_max_admission_bytes,
+            ),
+            (
+                "--webhook-max-conversion-bytes",
+                self.webhook_max_conversion_bytes,
+            ),
+            ("--webhook-max-in-flight", self.webhook_max_in_flight),
+            ("--webhook-max-connections", self.webhook_max_connections),
+        ] {
+            if bytes == 0 {
+                problems.push(format!("invalid {flag}: 0 would refuse every review"));
+            }
+        }
+        if self.webhook_header_read_timeout.is_zero() {
+            problems.push(
+                "invalid --webhook-header-read-timeout: 0 would close every connection".to_owned(),
+            );
+        }
     }
 
     /// The certificate: mounted with --webhook-cert-dir, else managed.

@@ -231,7 +231,8 @@ pub(super) async fn bind_webhook(
     .map_err(|e| match e {
         crate::serving::Error::Bind { source, .. } => Error::Http(source),
         other => Error::Webhook(other),
-    })?;
+    })?
+    .limits(options.connections);
     let addr = endpoint.local_addr();
     Ok((vec![endpoint], Some((routes, addr))))
 }
