@@ -94,11 +94,16 @@ current_addr() {
 # One address for both, so one listener: its line says it serves metrics and health probes.
 listening() { grep -q 'serving metrics and health probes: .* listen.addr=' "$1" || ! kill -0 "$2" 2>/dev/null; }
 
+# The hook server of scenario 4 listens on loopback, which the hook policy refuses unless a
+# --hook-allow-url entry names it (docs/hooks.md); the open policy otherwise, as a developer
+# running the manager by hand has it.
+HOOK_FLAGS=(--hook-policy open --hook-allow-url 127.0.0.1)
+
 # start_manager N: replica N of `informant run`, on free loopback ports.
 start_manager() {
   local n=$1 log="$work/manager-$1.log"
   "$INFORMANT" run --cache-config "$E2E_NS/$E2E_CC" --kubeconfig "$KUBECONFIG" \
-    --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 "${LEASE_FLAGS[@]}" \
+    --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 "${LEASE_FLAGS[@]}" "${HOOK_FLAGS[@]}" \
     --shutdown-grace 10s >"$log" 2>&1 &
   manager_pids[n]=$!
   wait_until "$E2E_WAIT" "manager $n serves probes and metrics" listening "$log" "${manager_pids[n]}"
