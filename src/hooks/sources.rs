@@ -243,6 +243,11 @@ pub fn add_to_manager(manager: &mut Manager) {
 /// back: [`Supervisor::policy`]), each called under it.
 pub fn add_to_manager_with(manager: &mut Manager, policy: Policy) {
     let policy = Arc::new(policy);
+    // On every replica, from the start: admission and conversion hooks run on followers too.
+    manager.add_serving("hook-reaper", |_leads, shutdown| async move {
+        super::process::reap_orphans(shutdown).await;
+        Ok(())
+    });
     let hook_metrics = HookMetrics::of(manager);
     let admission_served = serve_webhooks(manager, Arc::clone(&policy), hook_metrics.clone());
     let follower = Follower::of(manager);
