@@ -21,7 +21,7 @@ use super::conversion::{ConversionRoutes, OwnedCrds};
 use super::metrics::HookMetrics;
 use super::policy::Policy;
 use super::release;
-use super::resource::{Controller, controllers_key, validate_controller_value};
+use super::resource::{Controller, MAX_CONCURRENCY, controllers_key, validate_controller_value};
 use super::supervisor::{Desired, Supervisor};
 use crate::config::Origin;
 use crate::controller::{Context, ControllerMetrics};
@@ -242,6 +242,13 @@ pub fn add_to_manager(manager: &mut Manager) {
 /// [`add_to_manager`], running only the `Controller`s `policy` allows (the others are kept
 /// back: [`Supervisor::policy`]), each called under it.
 pub fn add_to_manager_with(manager: &mut Manager, policy: Policy) {
+    add_to_manager_limited(manager, policy, MAX_CONCURRENCY);
+}
+
+/// [`add_to_manager_with`], running only the `Controller`s whose `spec.concurrency` is at
+/// most `max_concurrency` (`--hook-max-concurrency`; the others are kept back:
+/// [`Supervisor::max_concurrency`]).
+pub fn add_to_manager_limited(manager: &mut Manager, policy: Policy, max_concurrency: u16) {
     let policy = Arc::new(policy);
     // On every replica, from the start: admission and conversion hooks run on followers too.
     manager.add_serving("hook-reaper", |_leads, shutdown| async move {
@@ -268,6 +275,7 @@ pub fn add_to_manager_with(manager: &mut Manager, policy: Policy) {
             .hold_controllers(in_cluster)
             .sharding(sharding)
             .policy(policy)
+            .max_concurrency(max_concurrency)
             .admission_served(admission_served)
             .report_to(state);
         if let Some(leader) = leader {

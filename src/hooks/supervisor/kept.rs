@@ -125,6 +125,16 @@ impl Supervisor {
                 message: format!("not started: the manager's hook policy refuses it: {rules}"),
             });
         }
+        if settings.concurrency > self.max_concurrency {
+            return Some(Kept {
+                reason: REASON_HOOK_NOT_ALLOWED,
+                message: format!(
+                    "not started: spec.concurrency {} is over the manager's \
+                     --hook-max-concurrency of {}; lower it",
+                    settings.concurrency, self.max_concurrency
+                ),
+            });
+        }
         if !settings.admission.is_empty() && !self.admission_served {
             // An admission hook nothing calls must not look active.
             return Some(Kept {
