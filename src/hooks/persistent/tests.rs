@@ -564,7 +564,7 @@ fn stderr_lines_past_the_budget_are_counted_not_logged() {
     assert_eq!(more + 1, STDERR_PER_SECOND as usize);
     assert_eq!(budget.skipped(), 1_000 - more as u64);
     // Idle, the budget fills up to the burst and no further.
-    let idle = later + Duration::from_secs(3600);
+    let idle = later + Duration::from_hours(1);
     let refilled = (0..10_000).filter(|_| budget.take(idle).is_some()).count();
     assert_eq!(refilled, STDERR_BURST as usize);
 }
