@@ -77,7 +77,12 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result<()> {
         );
     }
     // The Controllers of the same file, or of the CacheConfig's namespace, on the leader.
-    informant::hooks::add_to_manager_limited(&mut manager, policy, args.hooks.max_concurrency);
+    informant::hooks::add_to_manager_limited(
+        &mut manager,
+        policy,
+        args.hooks.max_concurrency,
+        args.hooks.allow_secrets,
+    );
     manager.run(shutdown).await.map_err(|e| failure(&e))
 }
 

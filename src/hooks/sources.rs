@@ -242,13 +242,19 @@ pub fn add_to_manager(manager: &mut Manager) {
 /// [`add_to_manager`], running only the `Controller`s `policy` allows (the others are kept
 /// back: [`Supervisor::policy`]), each called under it.
 pub fn add_to_manager_with(manager: &mut Manager, policy: Policy) {
-    add_to_manager_limited(manager, policy, MAX_CONCURRENCY);
+    add_to_manager_limited(manager, policy, MAX_CONCURRENCY, true);
 }
 
 /// [`add_to_manager_with`], running only the `Controller`s whose `spec.concurrency` is at
-/// most `max_concurrency` (`--hook-max-concurrency`; the others are kept back:
-/// [`Supervisor::max_concurrency`]).
-pub fn add_to_manager_limited(manager: &mut Manager, policy: Policy, max_concurrency: u16) {
+/// most `max_concurrency` (`--hook-max-concurrency`) and, unless `secret_refs`
+/// (`--hook-allow-secrets`), whose webhook hooks name no client certificate Secret (the
+/// others are kept back: [`Supervisor::max_concurrency`], [`Supervisor::secret_refs`]).
+pub fn add_to_manager_limited(
+    manager: &mut Manager,
+    policy: Policy,
+    max_concurrency: u16,
+    secret_refs: bool,
+) {
     let policy = Arc::new(policy);
     // On every replica, from the start: admission and conversion hooks run on followers too.
     manager.add_serving("hook-reaper", |_leads, shutdown| async move {
@@ -276,6 +282,7 @@ pub fn add_to_manager_limited(manager: &mut Manager, policy: Policy, max_concurr
             .sharding(sharding)
             .policy(policy)
             .max_concurrency(max_concurrency)
+            .secret_refs(secret_refs)
             .admission_served(admission_served)
             .report_to(state);
         if let Some(leader) = leader {

@@ -107,6 +107,15 @@ pub struct Supervisor {
     admission_served: bool,
     /// The most `spec.concurrency` a controller may ask for (`--hook-max-concurrency`).
     max_concurrency: u16,
+    /// Whether a webhook hook may name a client certificate Secret (`--hook-allow-secrets`).
+    secret_refs: SecretRefs,
+}
+
+/// Whether webhook hooks may name a client certificate Secret ([`Supervisor::secret_refs`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SecretRefs {
+    Allowed,
+    Refused,
 }
 
 /// What a [`Supervisor`] has done: sent after each pass over a new [`Desired`] set.
@@ -140,7 +149,23 @@ impl Supervisor {
             policy: Arc::new(Policy::open()),
             admission_served: false,
             max_concurrency: MAX_CONCURRENCY,
+            secret_refs: SecretRefs::Allowed,
         }
+    }
+
+    /// Whether a controller's webhook hooks (its own, its admission and conversion hooks) may
+    /// name a client certificate Secret (`tls.clientCertSecretRef`, read by the manager from
+    /// the `Controller`'s namespace, where the chart's release keeps its own certificates):
+    /// without it such a controller is kept back as the policy keeps them, naming
+    /// `--hook-allow-secrets`. Default `true` (what [`Policy::open`] allows).
+    #[must_use]
+    pub fn secret_refs(mut self, allowed: bool) -> Self {
+        self.secret_refs = if allowed {
+            SecretRefs::Allowed
+        } else {
+            SecretRefs::Refused
+        };
+        self
     }
 
     /// Runs only the controllers whose `spec.concurrency` is at most `max` (at most
