@@ -40,5 +40,7 @@ COPY --from=build /out/informant /informant
 USER 65532:65532
 # The manager's defaults: /metrics on 8080, /healthz and /readyz on 8081.
 EXPOSE 8080 8081
+# No init: informant is PID 1 and reaps the orphans its hooks leave itself (a child subreaper;
+# docs/hooks.md, "Hook processes"), so that it does so in images built FROM this one too.
 ENTRYPOINT ["/informant"]
 CMD ["--help"]

@@ -77,7 +77,12 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result<()> {
         );
     }
     // The Controllers of the same file, or of the CacheConfig's namespace, on the leader.
-    informant::hooks::add_to_manager_with(&mut manager, policy);
+    informant::hooks::add_to_manager_limited(
+        &mut manager,
+        policy,
+        args.hooks.max_concurrency,
+        args.hooks.allow_secrets,
+    );
     manager.run(shutdown).await.map_err(|e| failure(&e))
 }
 
@@ -124,6 +129,21 @@ mod tests {
             .hooks
             .policy()
             .map(|(policy, open)| (with_api_server(policy, &api), open))
+    }
+
+    #[test]
+    fn hook_max_concurrency_defaults_to_validations_most_and_cannot_raise_it() {
+        assert_eq!(run_args(&[]).hooks.max_concurrency, 64);
+        assert_eq!(
+            run_args(&["--hook-max-concurrency=8"])
+                .hooks
+                .max_concurrency,
+            8
+        );
+        for bad in ["--hook-max-concurrency=0", "--hook-max-concurrency=65"] {
+            let parsed = Cli::try_parse_from(["informant", "run", "--cache-config", "ns/cc", bad]);
+            assert!(parsed.is_err(), "{bad} accepted");
+        }
     }
 
     #[test]

@@ -6,7 +6,6 @@
 //! hook wrote (its standard error, an error body) reaches the `Controller`'s status and Events
 //! only as a short excerpt ([`excerpt`]); the log keeps more at debug.
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,6 +18,7 @@ use serde_json::Value;
 use super::contract::{Answer, AnswerError, Request, Response};
 use super::persistent::Processes;
 use super::policy::Policy;
+use super::process::Started;
 use super::resource::{ControllerSettings, Hook, WebhookTls};
 use super::webhook::{self, Refused, WebClient};
 
@@ -450,25 +450,20 @@ impl Caller {
 }
 
 /// Runs `command` with `input` on its standard input and returns its standard output, at
-/// most `limit` bytes: past it the child is killed. The child is also killed when this future
-/// is dropped (at the timeout).
+/// most `limit` bytes: past it the child is killed. The hook runs in a process group of its
+/// own ([`Started`]), killed as a whole when this future ends or is dropped (at the
+/// timeout): what the hook left running dies with the call.
 async fn exec(command: &[String], input: Vec<u8>, limit: usize) -> Result<Vec<u8>, CallError> {
     let program = command.first().cloned().unwrap_or_default();
-    let mut child = tokio::process::Command::new(&program)
-        .args(command.iter().skip(1))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|source| CallError::Spawn {
-            program: program.clone(),
-            source,
-        })?;
+    let mut started = Started::spawn(command).map_err(|source| CallError::Spawn {
+        program: program.clone(),
+        source,
+    })?;
     let wait_error = |source| CallError::Wait {
         program: program.clone(),
         source,
     };
+    let child = &mut started.child;
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
     let feed = async move {
         if let Some(mut stdin) = stdin {
@@ -497,12 +492,14 @@ async fn exec(command: &[String], input: Vec<u8>, limit: usize) -> Result<Vec<u8
         Ok(outputs) => outputs,
         Err(e) => {
             // Over the limit: the hook may still be writing; it is not waited for.
-            let _ = child.start_kill();
-            let _ = child.wait().await;
+            started.kill_group();
+            let _ = started.child.wait().await;
             return Err(e);
         }
     };
-    let status = child.wait().await.map_err(wait_error)?;
+    let status = started.child.wait().await.map_err(wait_error)?;
+    // What the hook left behind (a child still running) is killed with its group.
+    drop(started);
     let stderr = String::from_utf8_lossy(&stderr);
     if !status.success() {
         tracing::debug!(hook = %program, %status, stderr = %stderr, "hook failed");

@@ -28,6 +28,7 @@ mod conversion;
 mod metrics;
 mod persistent;
 mod policy;
+mod process;
 mod reconcile;
 mod release;
 mod resource;
@@ -64,16 +65,16 @@ pub use resource::{
     ControllerSpec, ControllerStatus, ConversionHook, ConversionSpec,
     DEFAULT_ADMISSION_TIMEOUT_SECONDS, DEFAULT_HOOK_TIMEOUT, ExecHookSpec, FINALIZER_PREFIX,
     FailurePolicy, ForSpec, Hook, HookSpec, KindSpec, MAX_ADMISSION_TIMEOUT_SECONDS,
-    MAX_MATCH_CONDITIONS, MapTo, MapToSpec, MatchConditionSpec, SecretRef, ValidatedController,
-    WatchSpec, WebhookSpec, WebhookTls, controller_crd_yaml, controllers_in, controllers_key,
-    validate_controller, validate_controller_value,
+    MAX_CONCURRENCY, MAX_MATCH_CONDITIONS, MapTo, MapToSpec, MatchConditionSpec, SecretRef,
+    ValidatedController, WatchSpec, WebhookSpec, WebhookTls, controller_crd_yaml, controllers_in,
+    controllers_key, validate_controller, validate_controller_value,
 };
 pub use schedule::{
     Clock as ScheduleClock, Schedule, ScheduleErrors, ScheduleMode, SystemClock, TokioClock,
 };
 pub use sources::{
-    NamespaceSource, add_to_manager, add_to_manager_with, desired_from_text, follow_file,
-    follow_namespace,
+    NamespaceSource, add_to_manager, add_to_manager_limited, add_to_manager_with,
+    desired_from_text, follow_file, follow_namespace,
 };
 pub use stats::Stats;
 pub use supervisor::{

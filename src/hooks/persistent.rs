@@ -3,15 +3,18 @@
 //!
 //! informant writes `{"id": N, "request": <v1 request>}` and a newline on a process's standard
 //! input and reads `{"id": N, "response": <v1 response>}` lines from its standard output, in
-//! any order. Its standard error is logged line by line, at the level a line states
-//! (`level=warn ...`), else at info. [`Processes`] keeps one slot per unit of the controller's
-//! concurrency; a slot's process takes `callsPerProcess` calls at once. A process that exits
-//! fails the calls in flight ([`CallError::Exited`]) and is started again at the next call,
-//! after a backoff that grows while processes keep dying without answering; a call past its
-//! timeout fails, and kills its process when the process answered nothing meanwhile.
+//! any order; one writer per process writes each request line whole, so a call that stops
+//! waiting never leaves half a line for the next. Its standard error is logged line by line,
+//! at the level a line states (`level=warn ...`), else at info, at most [`STDERR_BURST`]
+//! lines at once and [`STDERR_PER_SECOND`] a second. [`Processes`] keeps one slot per unit of
+//! the controller's concurrency; a slot's process takes `callsPerProcess` calls at once, in a
+//! process group of its own (killed as a whole). A process that exits fails the calls in
+//! flight ([`CallError::Exited`]) and is started again at the next call, after a backoff that
+//! grows while processes keep dying without answering; a call past its timeout, or whose
+//! caller stops waiting (an admission review's deadline), fails, and kills its process when
+//! the process answered nothing meanwhile.
 
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -20,12 +23,13 @@ use serde_json::Value;
 use tokio::io::{
     AsyncBufReadExt as _, AsyncRead, AsyncReadExt as _, AsyncWriteExt as _, BufReader,
 };
-use tokio::process::{Child, ChildStdin};
-use tokio::sync::{Semaphore, oneshot};
+use tokio::process::ChildStdin;
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::call::{CallError, excerpt, excerpt_end};
+use super::process::Started;
 use super::resource::{ControllerSettings, ExecHookSpec, Hook};
 use crate::config::{FieldError, FieldPath};
 
@@ -121,6 +125,9 @@ pub(super) fn exec_mode(
 /// caller, which knows what it asked), or why none came.
 type Answer = Result<Value, CallError>;
 
+/// The calls waiting for an answer of one process, by id.
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Answer>>>>;
+
 /// The long-lived processes of one persistent exec hook, started at the first call that needs
 /// one and stopped by [`Processes::stop`] or when dropped (each process is killed).
 pub struct Processes {
@@ -130,10 +137,15 @@ pub struct Processes {
     controller: String,
     /// Calls at once over every slot: `slots × calls_per_process`.
     calls: Semaphore,
+    /// Calls at once per process (`callsPerProcess`).
+    per_process: usize,
     slots: Vec<Slot>,
     next_id: AtomicU64,
     starts: AtomicU64,
     tasks: TaskTracker,
+    /// Cancelled when the set stops: the kill token of every process is its child, so that a
+    /// process started while the set stops is killed at once, not left to no one.
+    stopping: CancellationToken,
 }
 
 /// One process's place: the process (started when needed), its calls at once and backoff.
@@ -144,20 +156,93 @@ struct Slot {
     deaths: AtomicU32,
 }
 
-/// A running process: its standard input, the calls waiting for an answer, and tokens to
-/// kill it and to see it gone. Dropped, it is killed.
+/// A running process: the queue of its one writer, the calls waiting for an answer, and
+/// tokens to kill it and to see it gone. Dropped, it is killed.
 struct Process {
-    stdin: tokio::sync::Mutex<ChildStdin>,
-    pending: Arc<Mutex<HashMap<u64, oneshot::Sender<Answer>>>>,
+    /// Whole request lines, written one after the other by the process's writer: a call that
+    /// stops waiting never leaves half a line on the process's standard input.
+    requests: mpsc::Sender<(u64, Vec<u8>)>,
+    pending: Pending,
     /// Lines read from its standard output so far.
     lines: Arc<AtomicU64>,
-    kill: CancellationToken,
+    kill: Kill,
     gone: CancellationToken,
 }
 
 impl Drop for Process {
     fn drop(&mut self) {
-        self.kill.cancel();
+        self.kill.kill("killed: replaced or stopped");
+    }
+}
+
+/// A request to kill a process, and the first reason given (what the calls it fails say).
+#[derive(Clone)]
+struct Kill {
+    token: CancellationToken,
+    why: Arc<Mutex<Option<String>>>,
+}
+
+impl Kill {
+    fn child_of(parent: &CancellationToken) -> Self {
+        Self {
+            token: parent.child_token(),
+            why: Arc::default(),
+        }
+    }
+
+    fn kill(&self, why: impl Into<String>) {
+        lock(&self.why).get_or_insert_with(|| why.into());
+        self.token.cancel();
+    }
+
+    fn why(&self) -> String {
+        lock(&self.why)
+            .clone()
+            .unwrap_or_else(|| "killed: the controller stops".to_owned())
+    }
+}
+
+/// A call in flight on a process. Dropped before it is settled (its caller stopped waiting:
+/// an admission review's deadline, a conversion's, a reconcile cancelled) or abandoned at the
+/// timeout, its entry is removed and, when the process wrote no line since the call was
+/// sent, the process is killed as hung: the calls it still holds fail ([`CallError::Exited`])
+/// and the next call starts a new one.
+struct Flight<'a> {
+    set: &'a Processes,
+    id: u64,
+    process: Option<Arc<Process>>,
+    lines_at_send: u64,
+    settled: bool,
+}
+
+impl Flight<'_> {
+    fn abandon(&mut self, why: &str) {
+        self.settled = true;
+        let Some(process) = self.process.take() else {
+            return;
+        };
+        lock(&process.pending).remove(&self.id);
+        if process.lines.load(Ordering::Relaxed) == self.lines_at_send
+            && !process.gone.is_cancelled()
+        {
+            tracing::warn!(
+                controller = %self.set.controller,
+                hook = %self.set.program(),
+                reason = why,
+                "persistent hook answered nothing meanwhile: killed, to be restarted"
+            );
+            process
+                .kill
+                .kill(format!("killed: {why}, with nothing answered meanwhile"));
+        }
+    }
+}
+
+impl Drop for Flight<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.abandon("its caller stopped waiting for a call");
+        }
     }
 }
 
@@ -188,10 +273,12 @@ impl Processes {
             limit,
             controller,
             calls: Semaphore::new(slots.len() * per),
+            per_process: per,
             slots,
             next_id: AtomicU64::new(1),
             starts: AtomicU64::new(0),
             tasks: TaskTracker::new(),
+            stopping: CancellationToken::new(),
         }
     }
 
@@ -205,7 +292,8 @@ impl Processes {
         self.command.first().cloned().unwrap_or_default()
     }
 
-    /// Sends `request` to a process and waits for its answer.
+    /// Sends `request` to a process and waits for its answer. Dropped before the answer (the
+    /// caller's own deadline), the call is abandoned as at its timeout (see [`Flight`]).
     ///
     /// # Errors
     /// [`CallError::Spawn`], [`CallError::Exited`], [`CallError::Timeout`],
@@ -227,37 +315,22 @@ impl Processes {
         else {
             return Err(self.stopped());
         };
-        let (sent, answer) = oneshot::channel();
-        let mut sent = Some(sent);
-        let mut process = None;
-        let mut lines_at_send = 0;
-        let exchange = async {
-            let running = self.running(slot).await?;
-            lines_at_send = running.lines.load(Ordering::Relaxed);
-            process = Some(Arc::clone(&running));
-            lock(&running.pending).insert(id, sent.take().ok_or_else(|| self.stopped())?);
-            let written = running.stdin.lock().await.write_all(&line).await;
-            if written.is_err() {
-                // The process is gone: its reader fails the calls in flight, this one included.
-                running.gone.cancelled().await;
-            }
-            answer.await.unwrap_or_else(|_| Err(self.stopped()))
+        let mut flight = Flight {
+            set: self,
+            id,
+            process: None,
+            lines_at_send: 0,
+            settled: false,
         };
-        let result = if let Ok(result) = tokio::time::timeout(self.timeout, exchange).await {
+        let exchanged = tokio::time::timeout(self.timeout, self.exchange(slot, line, &mut flight));
+        let result = if let Ok(result) = exchanged.await {
+            flight.settled = true;
             result
         } else {
-            if let Some(process) = &process {
-                lock(&process.pending).remove(&id);
-                if process.lines.load(Ordering::Relaxed) == lines_at_send {
-                    tracing::warn!(
-                        controller = %self.controller,
-                        hook = %self.program(),
-                        timeout = ?self.timeout,
-                        "persistent hook answered nothing within its timeout: killed, to be restarted"
-                    );
-                    process.kill.cancel();
-                }
-            }
+            flight.abandon(&format!(
+                "no answer within its timeout of {:?}",
+                self.timeout
+            ));
             Err(CallError::Timeout(self.timeout))
         };
         if result.is_ok() {
@@ -266,13 +339,26 @@ impl Processes {
         result
     }
 
-    /// Kills every process and waits until they and their readers are gone.
+    /// Hands `line` to the writer of `slot`'s process and waits for its answer.
+    async fn exchange(&self, slot: &Slot, line: Vec<u8>, flight: &mut Flight<'_>) -> Answer {
+        let running = self.running(slot).await?;
+        let (sent, answer) = oneshot::channel();
+        flight.lines_at_send = running.lines.load(Ordering::Relaxed);
+        lock(&running.pending).insert(flight.id, sent);
+        flight.process = Some(Arc::clone(&running));
+        // A closed queue: the writer is gone with its process, whose reader fails the calls in
+        // flight, this one included.
+        let _ = running.requests.send((flight.id, line)).await;
+        answer.await.unwrap_or_else(|_| Err(self.stopped()))
+    }
+
+    /// Kills every process and waits until they and their readers are gone. A call that took
+    /// its slot before and starts a process now sees its process killed at once.
     pub async fn stop(&self) {
         self.calls.close();
+        self.stopping.cancel();
         for slot in &self.slots {
-            if let Some(process) = slot.process.lock().await.take() {
-                process.kill.cancel();
-            }
+            slot.process.lock().await.take();
         }
         self.tasks.close();
         self.tasks.wait().await;
@@ -299,10 +385,13 @@ impl Processes {
             let wait = backoff(deaths);
             if !wait.is_zero() {
                 tracing::debug!(controller = %self.controller, hook = %self.program(), ?wait, "restarting a persistent hook after backoff");
-                tokio::time::sleep(wait).await;
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    () = self.stopping.cancelled() => return Err(self.stopped()),
+                }
             }
         }
-        if self.tasks.is_closed() {
+        if self.stopping.is_cancelled() {
             return Err(self.stopped());
         }
         let process = Arc::new(self.start()?);
@@ -310,21 +399,16 @@ impl Processes {
         Ok(process)
     }
 
-    /// Starts a process and the tasks reading its standard output and error.
+    /// Starts a process (in a process group of its own) and the tasks writing its standard
+    /// input and reading its standard output and error.
     fn start(&self) -> Result<Process, CallError> {
         let program = self.program();
-        let mut child = tokio::process::Command::new(&program)
-            .args(self.command.iter().skip(1))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|source| CallError::Spawn {
-                program: program.clone(),
-                source,
-            })?;
+        let mut started = Started::spawn(&self.command).map_err(|source| CallError::Spawn {
+            program: program.clone(),
+            source,
+        })?;
         self.starts.fetch_add(1, Ordering::Relaxed);
+        let child = &mut started.child;
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
@@ -334,11 +418,12 @@ impl Processes {
             });
         };
         tracing::info!(controller = %self.controller, hook = %program, pid = child.id(), "persistent hook started");
+        let (requests, queue) = mpsc::channel(self.per_process);
         let process = Process {
-            stdin: tokio::sync::Mutex::new(stdin),
+            requests,
             pending: Arc::default(),
             lines: Arc::default(),
-            kill: CancellationToken::new(),
+            kill: Kill::child_of(&self.stopping),
             gone: CancellationToken::new(),
         };
         let tail = Arc::new(Mutex::new(Vec::new()));
@@ -347,6 +432,13 @@ impl Processes {
             self.controller.clone(),
             program.clone(),
             Arc::clone(&tail),
+            process.gone.clone(),
+        ));
+        self.tasks.spawn(write_lines(
+            stdin,
+            queue,
+            Arc::clone(&process.pending),
+            process.kill.clone(),
         ));
         let reader = Reader {
             program,
@@ -357,8 +449,39 @@ impl Processes {
             tail,
         };
         self.tasks
-            .spawn(reader.run(child, stdout, process.kill.clone(), process.gone.clone()));
+            .spawn(reader.run(started, stdout, process.kill.clone(), process.gone.clone()));
         Ok(process)
+    }
+}
+
+/// The one writer of a process's standard input: writes each queued line whole, skipping the
+/// lines whose call stopped waiting before their turn. Only a kill interrupts a line (the
+/// process dies with it); a write that fails kills the process, which can take no request.
+async fn write_lines(
+    mut stdin: ChildStdin,
+    mut queue: mpsc::Receiver<(u64, Vec<u8>)>,
+    pending: Pending,
+    kill: Kill,
+) {
+    loop {
+        let (id, line) = tokio::select! {
+            () = kill.token.cancelled() => return,
+            next = queue.recv() => match next {
+                Some(next) => next,
+                None => return,
+            },
+        };
+        if !lock(&pending).contains_key(&id) {
+            continue;
+        }
+        let written = tokio::select! {
+            () = kill.token.cancelled() => return,
+            written = stdin.write_all(&line) => written,
+        };
+        if written.is_err() {
+            kill.kill("killed: its standard input is closed");
+            return;
+        }
     }
 }
 
@@ -391,12 +514,12 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Reads a process's answers and hands each to its call; at the end (the process exited or
-/// is to be killed) fails the calls still waiting.
+/// is to be killed) kills its process group and fails the calls still waiting.
 struct Reader {
     program: String,
     controller: String,
     limit: usize,
-    pending: Arc<Mutex<HashMap<u64, oneshot::Sender<Answer>>>>,
+    pending: Pending,
     lines: Arc<AtomicU64>,
     tail: Arc<Mutex<Vec<u8>>>,
 }
@@ -404,9 +527,9 @@ struct Reader {
 impl Reader {
     async fn run(
         self,
-        mut child: Child,
+        mut process: Started,
         stdout: impl AsyncRead + Unpin,
-        kill: CancellationToken,
+        kill: Kill,
         gone: CancellationToken,
     ) {
         let mut stdout = BufReader::new(stdout);
@@ -418,7 +541,7 @@ impl Reader {
             line.clear();
             let mut limited = (&mut stdout).take(cap);
             let read = tokio::select! {
-                () = kill.cancelled() => break Ended::Killed,
+                () = kill.token.cancelled() => break Ended::Killed,
                 read = limited.read_until(b'\n', &mut line) => read,
             };
             match read {
@@ -436,12 +559,15 @@ impl Reader {
         gone.cancel();
         let status = match ended {
             Ended::Closed => tokio::select! {
-                status = child.wait() => status.map_or_else(|e| e.to_string(), |s| s.to_string()),
-                () = kill.cancelled() => kill_now(&mut child, "killed").await,
+                biased;
+                status = process.child.wait() => status.map_or_else(|e| e.to_string(), |s| s.to_string()),
+                () = kill.token.cancelled() => kill_now(&mut process, &kill.why()).await,
             },
-            Ended::Killed => kill_now(&mut child, "killed").await,
-            Ended::TooLarge => kill_now(&mut child, "killed: an answer line too large").await,
+            Ended::Killed => kill_now(&mut process, &kill.why()).await,
+            Ended::TooLarge => kill_now(&mut process, "killed: an answer line too large").await,
         };
+        // What the process left running dies with its group.
+        drop(process);
         let stderr = String::from_utf8_lossy(&lock(&self.tail)).into_owned();
         tracing::info!(controller = %self.controller, hook = %self.program, %status, "persistent hook ended");
         let waiting: Vec<_> = lock(&self.pending).drain().collect();
@@ -521,33 +647,48 @@ enum Ended {
     TooLarge,
 }
 
-async fn kill_now(child: &mut Child, why: &str) -> String {
-    let _ = child.start_kill();
-    match child.wait().await {
+async fn kill_now(process: &mut Started, why: &str) -> String {
+    process.kill_group();
+    match process.child.wait().await {
         Ok(status) => format!("{why}; {status}"),
         Err(e) => format!("{why}; {e}"),
     }
 }
 
 /// Logs each line of a process's standard error at the level it states (`level=warn ...`),
-/// else at info, and keeps its last [`STDERR_TAIL`] bytes in `tail`.
+/// else at info, within a [`LogBudget`] (the lines over it are counted, and the count logged
+/// with the next line logged or at the end), and keeps its last [`STDERR_TAIL`] bytes in
+/// `tail` whether logged or not.
 async fn log_stderr(
     stderr: impl AsyncRead + Unpin,
     controller: String,
     hook: String,
     tail: Arc<Mutex<Vec<u8>>>,
+    gone: CancellationToken,
 ) {
     let mut stderr = BufReader::new(stderr);
+    // A child that escaped the process group may hold standard error open after the process
+    // is gone: what is left is read for at most this long, so that the stop ends.
+    let ended = async {
+        gone.cancelled().await;
+        tokio::time::sleep(STDERR_AFTER_END).await;
+    };
+    tokio::pin!(ended);
     let mut line = Vec::new();
+    let mut budget = LogBudget::new(std::time::Instant::now());
+    let dropped = |count: u64| {
+        tracing::warn!(controller = %controller, %hook, dropped = count, "persistent hook wrote more standard error lines than are logged (at most {STDERR_BURST} at once, {STDERR_PER_SECOND} a second): these were not logged");
+    };
     loop {
         line.clear();
-        match (&mut stderr)
-            .take(STDERR_LINE)
-            .read_until(b'\n', &mut line)
-            .await
-        {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
+        let mut limited = (&mut stderr).take(STDERR_LINE);
+        let read = limited.read_until(b'\n', &mut line);
+        tokio::select! {
+            read = read => match read {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            },
+            () = &mut ended => break,
         }
         {
             let mut kept = lock(&tail);
@@ -556,6 +697,12 @@ async fn log_stderr(
                 let cut = kept.len() - STDERR_TAIL;
                 kept.drain(..cut);
             }
+        }
+        let Some(skipped) = budget.take(std::time::Instant::now()) else {
+            continue;
+        };
+        if skipped > 0 {
+            dropped(skipped);
         }
         let text = String::from_utf8_lossy(&line);
         let (level, message) = stderr_level(text.trim_end());
@@ -566,6 +713,65 @@ async fn log_stderr(
             tracing::Level::TRACE => tracing::trace!(controller = %controller, %hook, "{message}"),
             _ => tracing::info!(controller = %controller, %hook, "{message}"),
         }
+    }
+    let skipped = budget.skipped();
+    if skipped > 0 {
+        dropped(skipped);
+    }
+}
+
+/// How long standard error is still read once its process is gone.
+const STDERR_AFTER_END: Duration = Duration::from_secs(1);
+
+/// The most standard error lines of one process logged at once.
+const STDERR_BURST: u32 = 100;
+
+/// The standard error lines of one process logged a second, past the burst.
+const STDERR_PER_SECOND: u32 = 20;
+
+/// A token bucket of standard error lines: [`STDERR_BURST`] at once, refilled with
+/// [`STDERR_PER_SECOND`]; a hook that writes a line per request at a high rate cannot flood
+/// the manager's log (nor its collector).
+#[derive(Debug)]
+pub(super) struct LogBudget {
+    /// Lines that may be logged now, in thousandths of a line.
+    milli: u64,
+    at: std::time::Instant,
+    skipped: u64,
+}
+
+impl LogBudget {
+    pub(super) fn new(now: std::time::Instant) -> Self {
+        Self {
+            milli: u64::from(STDERR_BURST) * 1000,
+            at: now,
+            skipped: 0,
+        }
+    }
+
+    /// Whether a line may be logged at `now`: `Some` with the count of the lines skipped
+    /// since the last one logged, or `None` (this one is skipped and counted).
+    pub(super) fn take(&mut self, now: std::time::Instant) -> Option<u64> {
+        let elapsed = now.saturating_duration_since(self.at);
+        self.at = now;
+        let refill = elapsed
+            .as_millis()
+            .saturating_mul(u128::from(STDERR_PER_SECOND));
+        let cap = u64::from(STDERR_BURST) * 1000;
+        self.milli = u64::try_from(u128::from(self.milli).saturating_add(refill))
+            .unwrap_or(u64::MAX)
+            .min(cap);
+        if self.milli < 1000 {
+            self.skipped += 1;
+            return None;
+        }
+        self.milli -= 1000;
+        Some(std::mem::take(&mut self.skipped))
+    }
+
+    /// The lines skipped since the last one logged, reset.
+    pub(super) fn skipped(&mut self) -> u64 {
+        std::mem::take(&mut self.skipped)
     }
 }
 

@@ -21,7 +21,7 @@ use super::conversion::{ConversionRoutes, OwnedCrds};
 use super::metrics::HookMetrics;
 use super::policy::Policy;
 use super::release;
-use super::resource::{Controller, controllers_key, validate_controller_value};
+use super::resource::{Controller, MAX_CONCURRENCY, controllers_key, validate_controller_value};
 use super::supervisor::{Desired, Supervisor};
 use crate::config::Origin;
 use crate::controller::{Context, ControllerMetrics};
@@ -242,7 +242,25 @@ pub fn add_to_manager(manager: &mut Manager) {
 /// [`add_to_manager`], running only the `Controller`s `policy` allows (the others are kept
 /// back: [`Supervisor::policy`]), each called under it.
 pub fn add_to_manager_with(manager: &mut Manager, policy: Policy) {
+    add_to_manager_limited(manager, policy, MAX_CONCURRENCY, true);
+}
+
+/// [`add_to_manager_with`], running only the `Controller`s whose `spec.concurrency` is at
+/// most `max_concurrency` (`--hook-max-concurrency`) and, unless `secret_refs`
+/// (`--hook-allow-secrets`), whose webhook hooks name no client certificate Secret (the
+/// others are kept back: [`Supervisor::max_concurrency`], [`Supervisor::secret_refs`]).
+pub fn add_to_manager_limited(
+    manager: &mut Manager,
+    policy: Policy,
+    max_concurrency: u16,
+    secret_refs: bool,
+) {
     let policy = Arc::new(policy);
+    // On every replica, from the start: admission and conversion hooks run on followers too.
+    manager.add_serving("hook-reaper", |_leads, shutdown| async move {
+        super::process::reap_orphans(shutdown).await;
+        Ok(())
+    });
     let hook_metrics = HookMetrics::of(manager);
     let admission_served = serve_webhooks(manager, Arc::clone(&policy), hook_metrics.clone());
     let follower = Follower::of(manager);
@@ -263,6 +281,8 @@ pub fn add_to_manager_with(manager: &mut Manager, policy: Policy) {
             .hold_controllers(in_cluster)
             .sharding(sharding)
             .policy(policy)
+            .max_concurrency(max_concurrency)
+            .secret_refs(secret_refs)
             .admission_served(admission_served)
             .report_to(state);
         if let Some(leader) = leader {

@@ -39,7 +39,7 @@ use super::policy::Policy;
 use super::release::{self, CONTROLLER_FINALIZER, Held, Released};
 use super::resource::{
     ControllerError, ControllerKey, ControllerSettings, ControllerStatus, FINALIZER_PREFIX,
-    ValidatedController,
+    MAX_CONCURRENCY, ValidatedController,
 };
 use super::stats::Stats;
 use crate::controller::{Context, ControllerMetrics};
@@ -105,6 +105,17 @@ pub struct Supervisor {
     policy: Arc<Policy>,
     /// Whether the manager serves admission hooks (its webhook endpoint is on).
     admission_served: bool,
+    /// The most `spec.concurrency` a controller may ask for (`--hook-max-concurrency`).
+    max_concurrency: u16,
+    /// Whether a webhook hook may name a client certificate Secret (`--hook-allow-secrets`).
+    secret_refs: SecretRefs,
+}
+
+/// Whether webhook hooks may name a client certificate Secret ([`Supervisor::secret_refs`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SecretRefs {
+    Allowed,
+    Refused,
 }
 
 /// What a [`Supervisor`] has done: sent after each pass over a new [`Desired`] set.
@@ -137,7 +148,34 @@ impl Supervisor {
             report: None,
             policy: Arc::new(Policy::open()),
             admission_served: false,
+            max_concurrency: MAX_CONCURRENCY,
+            secret_refs: SecretRefs::Allowed,
         }
+    }
+
+    /// Whether a controller's webhook hooks (its own, its admission and conversion hooks) may
+    /// name a client certificate Secret (`tls.clientCertSecretRef`, read by the manager from
+    /// the `Controller`'s namespace, where the chart's release keeps its own certificates):
+    /// without it such a controller is kept back as the policy keeps them, naming
+    /// `--hook-allow-secrets`. Default `true` (what [`Policy::open`] allows).
+    #[must_use]
+    pub fn secret_refs(mut self, allowed: bool) -> Self {
+        self.secret_refs = if allowed {
+            SecretRefs::Allowed
+        } else {
+            SecretRefs::Refused
+        };
+        self
+    }
+
+    /// Runs only the controllers whose `spec.concurrency` is at most `max` (at most
+    /// [`MAX_CONCURRENCY`], which validation enforces); the others are kept back as the
+    /// policy keeps them ([`Supervisor::policy`]), naming `--hook-max-concurrency`. Default
+    /// [`MAX_CONCURRENCY`].
+    #[must_use]
+    pub fn max_concurrency(mut self, max: u16) -> Self {
+        self.max_concurrency = max.clamp(1, MAX_CONCURRENCY);
+        self
     }
 
     /// Runs only the controllers `policy` allows ([`Policy::refusal`]); the others are kept

@@ -69,6 +69,11 @@ pub struct HookArgs {
     /// bytes; a larger one fails the call (an exec hook is killed).
     #[arg(long = "hook-max-response-bytes", value_name = "BYTES", default_value_t = hooks::DEFAULT_MAX_RESPONSE_BYTES, env = "INFORMANT_HOOK_MAX_RESPONSE_BYTES", help_heading = "Hooks")]
     pub max_response_bytes: usize,
+
+    /// The most hook calls at once a Controller may ask for (spec.concurrency), 1 to 64 (the
+    /// most validation allows); a Controller asking for more is not started (HookNotAllowed).
+    #[arg(long = "hook-max-concurrency", value_name = "CALLS", default_value_t = hooks::MAX_CONCURRENCY, value_parser = clap::value_parser!(u16).range(1..=i64::from(hooks::MAX_CONCURRENCY)), env = "INFORMANT_HOOK_MAX_CONCURRENCY", help_heading = "Hooks")]
+    pub max_concurrency: u16,
 }
 
 /// `--hook-policy`.

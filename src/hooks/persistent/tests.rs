@@ -11,20 +11,49 @@ use crate::hooks::resource::validate_controller_value;
 /// Answers each request line by the object's name: `die` exits (once: a marker file in the
 /// directory of `sys.argv[1]` remembers), `hang` is never answered, `garbage` gets a line that
 /// is not JSON, `bad` a response with an unknown field, `pair-*` are answered two at a time in
-/// reverse order; any other name gets `{"status": {"name": NAME, "pid": PID}}`. Each start
-/// appends the process id to `sys.argv[1]`; standard input's end ends the process.
+/// reverse order; `stall` (with a request waiting behind it on standard input) is answered
+/// once bytes of the next request are in the pipe, after which nothing is read until a file
+/// `resume` exists; `fork` starts a `sleep` that outlives it and answers its pid as `child`;
+/// any other name gets `{"status": {"name": NAME, "pid": PID}}`. A line that is not one JSON
+/// request (two requests torn into one line) is written to the file `torn` and ends the
+/// process with 4. Each start appends the process id to `sys.argv[1]`; standard input's end
+/// ends the process. Every wait is bounded (20 s).
 const HOOK: &str = r#"
-import json, os, sys
-marker = os.path.join(os.path.dirname(sys.argv[1]), "died")
+import array, fcntl, json, os, subprocess, sys, termios, time
+here = os.path.dirname(sys.argv[1])
+marker = os.path.join(here, "died")
 with open(sys.argv[1], "a") as log:
     log.write(f"{os.getpid()}\n")
 def answer(msg, response):
     sys.stdout.write(json.dumps({"id": msg["id"], "response": response}) + "\n")
     sys.stdout.flush()
+def until(condition):
+    deadline = time.monotonic() + 20
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+def waiting_input():
+    count = array.array("i", [0])
+    fcntl.ioctl(0, termios.FIONREAD, count)
+    return count[0]
 pairs = []
 for line in sys.stdin:
-    msg = json.loads(line)
-    name = msg["request"]["object"]["metadata"]["name"]
+    try:
+        msg = json.loads(line)
+        name = msg["request"]["object"]["metadata"]["name"]
+    except Exception as e:
+        with open(os.path.join(here, "torn"), "w") as torn:
+            torn.write(f"{len(line)} bytes: {e}\n")
+        os._exit(4)
+    if name == "stall":
+        open(os.path.join(here, "stalled"), "w").close()
+        until(lambda: waiting_input() > 0)
+        answer(msg, {"status": {"name": name, "pid": os.getpid()}})
+        until(lambda: os.path.exists(os.path.join(here, "resume")))
+        continue
+    if name == "fork":
+        child = subprocess.Popen(["sleep", "300"])
+        answer(msg, {"status": {"name": name, "pid": os.getpid(), "child": child.pid}})
+        continue
     sys.stderr.write(f"level=debug got {name}\n")
     if name == "die" and not os.path.exists(marker):
         open(marker, "w").close()
@@ -384,4 +413,158 @@ fn a_request_line_is_one_line_with_the_schemas_envelope() {
     };
     let response: Response = super::super::call::decode_value(decode(envelope).unwrap()).unwrap();
     assert_eq!(response.requeue_after_seconds, Some(5.0));
+}
+
+/// Waits (polling, at most [`LONG`]) until `condition` holds; panics with `what` otherwise.
+async fn until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + LONG;
+    while !condition() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {LONG:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn pid_of(response: &Response) -> u32 {
+    let pid = response.status.as_ref().unwrap()["pid"].as_u64().unwrap();
+    u32::try_from(pid).unwrap()
+}
+
+// Issue 45, item 5: an admission review drops its call at its deadline (timeoutSeconds less
+// half a second), before the hook's own timeout; the hung process must not live on.
+#[tokio::test]
+async fn a_hung_process_is_killed_when_its_caller_stops_waiting_and_its_other_calls_fail_by_name() {
+    let Some(python) = python() else { return };
+    let hook = Fixture::new(python, 1, 2, LONG);
+    let first = pid_of(&hook.call("warm").await.unwrap());
+    // Two calls on the one process, neither answered: the first one's caller gives up at its
+    // own deadline, far before the hook's timeout.
+    let (cut, other) = tokio::join!(
+        tokio::time::timeout(Duration::from_millis(300), hook.call("hang")),
+        hook.call("hang"),
+    );
+    assert!(cut.is_err(), "the caller's deadline passed: {cut:?}");
+    let e = other.unwrap_err();
+    let CallError::Exited { status, .. } = &e else {
+        panic!("the other call fails as Exited, not {e}");
+    };
+    assert!(status.contains("caller stopped waiting"), "{e}");
+    until("the hung process is killed", || !alive(first)).await;
+    let after = hook.call("after").await.unwrap();
+    assert_eq!(status_name(&after), "after");
+    assert_ne!(pid_of(&after), first, "served by a new process");
+    assert_eq!(hook.processes.starts(), 2);
+    hook.processes.stop().await;
+}
+
+// Issue 45, item 6: a 1.5 MB request whose call is cut while its line is half written must
+// not leave half a line that the next request completes.
+#[tokio::test]
+async fn a_request_cut_at_its_deadline_leaves_no_half_line_for_the_next() {
+    let Some(python) = python() else { return };
+    let hook = Fixture::new(python, 1, 2, LONG);
+    let dir = hook.dir.path().to_owned();
+    let pid = pid_of(&hook.call("warm").await.unwrap());
+    let stall = hook.call("stall");
+    tokio::pin!(stall);
+    let stalled = until("the hook stalls", || dir.join("stalled").exists());
+    tokio::select! {
+        r = &mut stall => panic!("stall answered before the big request: {r:?}"),
+        () = stalled => {}
+    }
+    // The hook reads nothing more: the big line fills the pipe and its write waits.
+    let mut big = request("big");
+    big.object["data"] = serde_json::json!({"padding": "x".repeat(1_500_000)});
+    // Boxed, so that dropping it below cancels the call (a pinned borrow would not).
+    let mut big = Box::pin(hook.processes.call(&big));
+    // The hook answers `stall` once bytes of the big line are in its pipe; the big call is cut
+    // (its caller's deadline) then, with its line half written.
+    let stalled = tokio::select! {
+        r = &mut stall => r.unwrap(),
+        r = &mut big => panic!("the big request answered while the hook reads nothing: {r:?}"),
+    };
+    assert_eq!(pid_of(&stalled), pid);
+    drop(big);
+    std::fs::write(dir.join("resume"), "").unwrap();
+    let next = hook.call("next").await.unwrap();
+    assert_eq!(status_name(&next), "next");
+    assert_eq!(
+        pid_of(&next),
+        pid,
+        "the same process answers, its input whole"
+    );
+    assert!(
+        !dir.join("torn").exists(),
+        "the hook read a torn line: {}",
+        std::fs::read_to_string(dir.join("torn")).unwrap_or_default()
+    );
+    hook.processes.stop().await;
+}
+
+// Issue 45, item 13: a call that took its slot before the stop and starts its process while
+// the stop goes over the slots; the process was left to no one and the stop waited for it
+// forever.
+#[tokio::test]
+async fn a_process_started_while_the_set_stops_is_killed_and_the_stop_ends() {
+    let Some(python) = python() else { return };
+    let hook = Fixture::new(python, 2, 1, LONG);
+    // The stop waits for the second slot while the first one, already gone over, starts.
+    let second = hook.processes.slots[1].process.lock().await;
+    let stop = hook.processes.stop();
+    tokio::pin!(stop);
+    tokio::select! {
+        () = &mut stop => panic!("the stop ended with a slot held"),
+        () = tokio::task::yield_now() => {}
+    }
+    let started = hook.processes.running(&hook.processes.slots[0]).await;
+    drop(second);
+    tokio::time::timeout(LONG, stop)
+        .await
+        .expect("the stop ends");
+    if started.is_ok() {
+        until("a process started during the stop is killed", || {
+            hook.pids().iter().all(|pid| !alive(*pid))
+        })
+        .await;
+    }
+    for pid in hook.pids() {
+        assert!(!alive(pid), "process {pid} outlived the stop");
+    }
+}
+
+// Issue 45, item 7: a persistent hook's own children die with it at the stop.
+#[tokio::test]
+async fn what_a_process_started_is_killed_with_it_at_the_stop() {
+    let Some(python) = python() else { return };
+    let hook = Fixture::new(python, 1, 1, LONG);
+    let response = hook.call("fork").await.unwrap();
+    let child = response.status.as_ref().unwrap()["child"].as_u64().unwrap();
+    let child = u32::try_from(child).unwrap();
+    assert!(alive(child));
+    hook.processes.stop().await;
+    until("the hook's child is killed", || !alive(child)).await;
+}
+
+// Issue 45, item 13: a hook writing standard error at a high rate does not flood the log.
+#[test]
+fn stderr_lines_past_the_budget_are_counted_not_logged() {
+    let start = std::time::Instant::now();
+    let mut budget = LogBudget::new(start);
+    let logged = (0..10_000).filter(|_| budget.take(start).is_some()).count();
+    assert_eq!(
+        logged, STDERR_BURST as usize,
+        "a burst logs at most the burst"
+    );
+    // One second later, the refill: the first line logged says how many were skipped.
+    let later = start + Duration::from_secs(1);
+    assert_eq!(budget.take(later), Some(10_000 - u64::from(STDERR_BURST)));
+    let more = (0..1_000).filter(|_| budget.take(later).is_some()).count();
+    assert_eq!(more + 1, STDERR_PER_SECOND as usize);
+    assert_eq!(budget.skipped(), 1_000 - more as u64);
+    // Idle, the budget fills up to the burst and no further.
+    let idle = later + Duration::from_hours(1);
+    let refilled = (0..10_000).filter(|_| budget.take(idle).is_some()).count();
+    assert_eq!(refilled, STDERR_BURST as usize);
 }

@@ -468,3 +468,42 @@ spec:
         "{long:#?}"
     );
 }
+
+// Issue 45, item 8: a u16 let a Controller ask for 65,535 hook processes at once, each with
+// its answer buffer.
+#[test]
+fn concurrency_over_its_maximum_is_refused_at_its_path() {
+    let at_max = GOOD.replace("concurrency: 4", &format!("concurrency: {MAX_CONCURRENCY}"));
+    let v = validate_controller_value(value(&at_max), &Origin::Text, None).unwrap();
+    assert_eq!(v.settings.concurrency, MAX_CONCURRENCY);
+    for over in [u32::from(MAX_CONCURRENCY) + 1, 65_535] {
+        let yaml = GOOD.replace("concurrency: 4", &format!("concurrency: {over}"));
+        let said = errors(validate_controller_value(value(&yaml), &Origin::Text, None));
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(said[0].starts_with("spec.concurrency: "), "{said:?}");
+        // The schema's maximum (what the API server enforces too) speaks first.
+        assert!(said[0].contains("at most 64"), "{said:?}");
+    }
+    let schema = serde_json::to_value(schemars::schema_for!(ControllerSpec)).unwrap();
+    assert_eq!(
+        schema["properties"]["concurrency"]["maximum"],
+        MAX_CONCURRENCY
+    );
+    // Typed settings that skip the schema (a library user's) meet the same bound.
+    let v = validate_controller_value(value(GOOD), &Origin::Text, None).unwrap();
+    let mut resource = v.resource;
+    resource.spec.concurrency = Some(MAX_CONCURRENCY + 1);
+    let said: Vec<String> = validate_controller(&resource, None)
+        .unwrap_err()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        said,
+        [
+            "spec.concurrency: 65 is over the most of 64 (each call at once may hold a process \
+          and an answer of up to --hook-max-response-bytes); for more throughput, use \
+          exec.mode: persistent with callsPerProcess"
+        ]
+    );
+}

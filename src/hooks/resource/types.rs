@@ -17,6 +17,14 @@ use crate::selector::{FieldSelector, LabelSelector};
 /// metacontroller docs/api/hook.md: a webhook's `timeout` defaults to 10 seconds.
 pub const DEFAULT_HOOK_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The most hook calls a `Controller` may run at once (`spec.concurrency`). Each call at once
+/// may hold a process (a persistent hook keeps one per unit) and an answer of up to
+/// `--hook-max-response-bytes` (4 MiB by default): 64 bound the worst case at 256 MiB and 64
+/// processes per `Controller`, where a `u16` allowed 65,535 of each; controller-runtime
+/// leaves `MaxConcurrentReconciles` unbounded, but its reconcilers run in the manager, not as
+/// processes. More throughput per process is `callsPerProcess`'s.
+pub const MAX_CONCURRENCY: u16 = 64;
+
 /// Declares an operator written as a hook: the kind it reconciles (`for`), the kinds it owns
 /// (its children, found by owner reference) and watches, and the hook the manager calls with
 /// each object. The manager reads everything through its cache tree and writes the hook's
@@ -93,10 +101,11 @@ pub struct ControllerSpec {
     /// The hook: exactly one of `exec` or `webhook`.
     pub hook: HookSpec,
 
-    /// How many hook calls run at once (never two for the same object). Default 1
-    /// (controller-runtime's `MaxConcurrentReconciles`).
+    /// How many hook calls run at once (never two for the same object), at most 64 (a manager
+    /// may lower it with `--hook-max-concurrency`). Default 1 (controller-runtime's
+    /// `MaxConcurrentReconciles`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = 64))]
     pub concurrency: Option<u16>,
 
     /// How often every object is reconciled even when nothing changed (a Go duration such as

@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use super::types::{
     Controller, ControllerError, ControllerKey, ControllerSettings, ControllerSpec,
-    ControllerStatus, DEFAULT_HOOK_TIMEOUT, FINALIZER_PREFIX, ForSpec, Hook, HookSpec, MapTo,
-    MapToSpec, ValidatedController, WatchSpec, WebhookSpec, WebhookTls,
+    ControllerStatus, DEFAULT_HOOK_TIMEOUT, FINALIZER_PREFIX, ForSpec, Hook, HookSpec,
+    MAX_CONCURRENCY, MapTo, MapToSpec, ValidatedController, WatchSpec, WebhookSpec, WebhookTls,
 };
 use crate::cache::{self, Plan, builtin_scope};
 use crate::config::{
@@ -137,12 +137,7 @@ pub fn validate_controller(
         &mut errors,
         self::hook,
     );
-    if spec.concurrency == Some(0) {
-        errors.push(FieldError::new(
-            &path.field("concurrency"),
-            "must be at least 1; remove it for the default of 1",
-        ));
-    }
+    concurrency(spec.concurrency, &path.field("concurrency"), &mut errors);
     let namespace = meta.namespace.as_deref().unwrap_or("default");
     let finalizer = format!("{FINALIZER_PREFIX}{namespace}.{name}");
     if spec.finalize == Some(true) && finalizer.len() - FINALIZER_PREFIX.len() > 63 {
@@ -181,6 +176,25 @@ pub fn validate_controller(
             conversion,
         }),
         _ => Err(errors),
+    }
+}
+
+/// Validates `concurrency` (at `path`): at least 1, at most [`MAX_CONCURRENCY`].
+fn concurrency(concurrency: Option<u16>, path: &FieldPath, errors: &mut Vec<FieldError>) {
+    match concurrency {
+        Some(0) => errors.push(FieldError::new(
+            path,
+            "must be at least 1; remove it for the default of 1",
+        )),
+        Some(n) if n > MAX_CONCURRENCY => errors.push(FieldError::new(
+            path,
+            format!(
+                "{n} is over the most of {MAX_CONCURRENCY} (each call at once may hold a \
+                 process and an answer of up to --hook-max-response-bytes); for more \
+                 throughput, use exec.mode: persistent with callsPerProcess"
+            ),
+        )),
+        _ => {}
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use kube::core::GroupVersionKind;
 
 use super::super::policy::REASON_HOOK_NOT_ALLOWED;
-use super::super::resource::{ControllerKey, ControllerSettings};
+use super::super::resource::{ControllerKey, ControllerSettings, Hook};
 use super::{Desired, Running, Supervisor, controller_ref, deleting};
 use crate::cache::{SharedCache, WantedKinds};
 use crate::controller::Context;
@@ -111,6 +111,30 @@ pub(super) fn sharding_refusal(
     ))
 }
 
+/// The first webhook hook of `settings` naming a client certificate Secret: its field and
+/// the Secret's name.
+pub(super) fn secret_ref(settings: &ControllerSettings) -> Option<(String, &str)> {
+    let own = std::iter::once(("spec.hook".to_owned(), &settings.hook));
+    let admission = settings
+        .admission
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (format!("spec.admission[{i}].hook"), &a.hook));
+    let conversion = settings
+        .conversion
+        .iter()
+        .map(|c| ("spec.conversion.hook".to_owned(), &c.hook));
+    own.chain(admission)
+        .chain(conversion)
+        .find_map(|(field, hook)| match hook {
+            Hook::Webhook { tls: Some(tls), .. } => tls
+                .client_cert_secret
+                .as_deref()
+                .map(|secret| (format!("{field}.webhook"), secret)),
+            _ => None,
+        })
+}
+
 impl Supervisor {
     /// Why a valid controller of `settings` does not run now, or `None`: the sharding refuses
     /// it, or one of its kinds (`wanted`) is not served yet (or not looked up yet).
@@ -123,6 +147,27 @@ impl Supervisor {
             return Some(Kept {
                 reason: REASON_HOOK_NOT_ALLOWED,
                 message: format!("not started: the manager's hook policy refuses it: {rules}"),
+            });
+        }
+        if self.secret_refs == super::SecretRefs::Refused
+            && let Some((field, secret)) = secret_ref(settings)
+        {
+            return Some(Kept {
+                reason: REASON_HOOK_NOT_ALLOWED,
+                message: format!(
+                    "not started: {field}.tls.clientCertSecretRef names Secret {secret:?}, which \
+                     the manager reads only with --hook-allow-secrets"
+                ),
+            });
+        }
+        if settings.concurrency > self.max_concurrency {
+            return Some(Kept {
+                reason: REASON_HOOK_NOT_ALLOWED,
+                message: format!(
+                    "not started: spec.concurrency {} is over the manager's \
+                     --hook-max-concurrency of {}; lower it",
+                    settings.concurrency, self.max_concurrency
+                ),
             });
         }
         if !settings.admission.is_empty() && !self.admission_served {

@@ -63,3 +63,60 @@ fn only_uid_sharding_refuses_and_only_controllers_with_related_kinds() {
     let watching = settings(&[], &["Pod"]);
     assert!(sharding_refusal(by(ShardKey::Uid).as_ref(), &watching).is_some());
 }
+
+// Issue 45, item 8: --hook-max-concurrency lowers the most a Controller may ask for.
+#[test]
+fn a_controller_over_the_managers_max_concurrency_is_kept_back_by_name() {
+    let (_send, receive) = tokio::sync::watch::channel(Desired::new());
+    let supervisor = Supervisor::new(receive).max_concurrency(4);
+    let mut asks = settings(&[], &[]);
+    asks.concurrency = 5;
+    let kept = supervisor.kept_back(None, &asks).unwrap();
+    assert_eq!(kept.reason, crate::hooks::REASON_HOOK_NOT_ALLOWED);
+    assert_eq!(
+        kept.message,
+        "not started: spec.concurrency 5 is over the manager's --hook-max-concurrency of 4; \
+         lower it"
+    );
+    asks.concurrency = 4;
+    let kept = supervisor.kept_back(None, &asks).unwrap();
+    assert_ne!(
+        kept.reason,
+        crate::hooks::REASON_HOOK_NOT_ALLOWED,
+        "{}",
+        kept.message
+    );
+}
+
+// Issue 45, item 12: clientCertSecretRef could name any Secret of the Controller's namespace
+// (the chart's release namespace holds the manager's own certificates) without
+// --hook-allow-secrets.
+#[test]
+fn a_client_certificate_secret_is_read_only_with_allow_secrets() {
+    let (_send, receive) = tokio::sync::watch::channel(Desired::new());
+    let mut asks = settings(&[], &[]);
+    asks.hook = Hook::Webhook {
+        url: "https://hook.ops.svc/sync".into(),
+        timeout: Duration::from_secs(1),
+        tls: Some(crate::hooks::WebhookTls {
+            ca_bundle: Vec::new(),
+            client_cert_secret: Some("informant-cert".into()),
+        }),
+    };
+    let refused = Supervisor::new(receive.clone()).secret_refs(false);
+    let kept = refused.kept_back(None, &asks).unwrap();
+    assert_eq!(kept.reason, crate::hooks::REASON_HOOK_NOT_ALLOWED);
+    assert_eq!(
+        kept.message,
+        "not started: spec.hook.webhook.tls.clientCertSecretRef names Secret \
+         \"informant-cert\", which the manager reads only with --hook-allow-secrets"
+    );
+    let allowed = Supervisor::new(receive).secret_refs(true);
+    let kept = allowed.kept_back(None, &asks).unwrap();
+    assert_ne!(
+        kept.reason,
+        crate::hooks::REASON_HOOK_NOT_ALLOWED,
+        "{}",
+        kept.message
+    );
+}
