@@ -1,4 +1,6 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034,SC2154,SC2329
+# (Sourced by e2e/run.sh, which sets `work` and calls these functions; the E2E_* variables set
+# here are read by e2e/scenarios.sh. Linted on its own and through run.sh.)
 # The cluster harness of e2e/run.sh: the scenarios against the real control plane of
 # e2e/cluster/cluster.sh (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, built
 # from Kubernetes' own Go modules), with the managers as local processes (e2e/lib/local.sh)

@@ -1,4 +1,6 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034,SC2154,SC2329
+# (Sourced by e2e/run.sh, which sets `work` and calls these functions; the E2E_* variables set
+# here are read by e2e/scenarios.sh. Linted on its own and through run.sh.)
 # The local-process harness of e2e/run.sh: each manager replica is `informant run
 # --cache-config NS/NAME --kubeconfig $KUBECONFIG` on this machine, with leader election on short
 # periods (one replica, a second for scenario 6; scenario 9's sharded replicas), the scenarios'

@@ -298,3 +298,66 @@ pub fn router(app: Arc<App>) -> Router {
 async fn serve(State(app): State<Arc<App>>, req: Request<Body>) -> Response {
     handlers::dispatch(app, req).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::config::Config;
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode, header};
+    use tower::ServiceExt as _;
+
+    /// Issue 45, item 11: with the default `AlwaysAllow` on loopback, a browser page created
+    /// objects (a `text/plain` POST with a foreign `Origin` and `Host` got 201).
+    #[tokio::test]
+    async fn a_request_from_a_browser_page_is_refused_unless_its_origin_is_allowed() {
+        let serve = |allowed: Vec<String>| {
+            let config = Config {
+                allowed_origins: allowed,
+                ..Config::default()
+            };
+            let app = Arc::new(App::new(
+                config,
+                std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            ));
+            router(app)
+        };
+        let post = |origin: Option<&str>| {
+            let mut request = Request::builder()
+                .method("POST")
+                .uri("/api/v1/namespaces/default/configmaps")
+                .header(header::HOST, "evil.example:8080")
+                .header(header::CONTENT_TYPE, "text/plain");
+            if let Some(origin) = origin {
+                request = request.header(header::ORIGIN, origin);
+            }
+            request
+                .body(Body::from(
+                    r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"pwned"}}"#,
+                ))
+                .unwrap()
+        };
+        let refused = serve(Vec::new())
+            .oneshot(post(Some("http://evil.example:8080")))
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+        let body = axum::body::to_bytes(refused.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let text = String::from_utf8_lossy(&body);
+        assert!(
+            text.contains("--allow-origin http://evil.example:8080"),
+            "{text}"
+        );
+        // Allowed, the same page reaches the server (which then judges the body as usual).
+        let allowed = serve(vec!["http://evil.example:8080".to_owned()])
+            .oneshot(post(Some("http://evil.example:8080")))
+            .await
+            .unwrap();
+        assert_ne!(allowed.status(), StatusCode::FORBIDDEN);
+        // A client sends no Origin: not refused for it.
+        let client = serve(Vec::new()).oneshot(post(None)).await.unwrap();
+        assert_ne!(client.status(), StatusCode::FORBIDDEN);
+    }
+}

@@ -336,6 +336,9 @@ fn validate_checks_controllers_against_the_hook_policy_of_the_hook_flags() {
         "--hook-policy",
         "open",
         "--hook-allow-secrets",
+        // The copier listens on loopback, refused unless named (issue 45, item 9).
+        "--hook-allow-url",
+        "127.0.0.1:8089",
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
