@@ -290,7 +290,8 @@ impl Processes {
     }
 
     /// Sends `request` to a process and waits for its answer. Dropped before the answer (the
-    /// caller's own deadline), the call is abandoned as at its timeout (see [`Flight`]).
+    /// caller's own deadline), the call is abandoned as at its timeout (its in-flight guard's
+    /// drop).
     ///
     /// # Errors
     /// [`CallError::Spawn`], [`CallError::Exited`], [`CallError::Timeout`],
