@@ -351,11 +351,14 @@ mod tests {
 
     /// A `ServiceAccount`'s token authenticates it until it expires, then gets kube-apiserver's
     /// 401 (the expiry is set in the past here: no waiting).
-    #[test]
-    fn an_expired_service_account_token_is_refused_with_401() {
+    /// An embedded server with RBAC on, its seed roles, and the `ServiceAccount`
+    /// `namespace/name`, whose uid comes with it.
+    fn rbac_app_with_account(
+        namespace: &str,
+        name: &str,
+    ) -> (crate::apiserver::state::App, String) {
         use crate::apiserver::config::Config;
         use crate::apiserver::state::App;
-        use axum::http::{HeaderValue, header};
         let app = App::new(
             Config {
                 authorization: Authorization::Rbac,
@@ -369,10 +372,18 @@ mod tests {
         let account = crate::apiserver::seed::create(
             &app,
             json!({"apiVersion": "v1", "kind": "ServiceAccount",
-                   "metadata": {"name": "inf", "namespace": "ops"}}),
+                   "metadata": {"name": name, "namespace": namespace}}),
         )
         .unwrap();
-        let uid = account["metadata"]["uid"].as_str().unwrap();
+        let uid = account["metadata"]["uid"].as_str().unwrap().to_owned();
+        (app, uid)
+    }
+
+    #[test]
+    fn an_expired_service_account_token_is_refused_with_401() {
+        use axum::http::{HeaderValue, header};
+        let (app, uid) = rbac_app_with_account("ops", "inf");
+        let uid = uid.as_str();
         let now = jiff::Timestamp::now();
         let hour = jiff::SignedDuration::from_hours(1);
         let live = app
@@ -401,26 +412,9 @@ mod tests {
     /// kube-apiserver answers 401.
     #[test]
     fn a_token_for_another_audience_is_refused_with_401_as_kube_apiserver_refuses_it() {
-        use crate::apiserver::config::Config;
-        use crate::apiserver::state::App;
         use axum::http::{HeaderValue, header};
-        let app = App::new(
-            Config {
-                authorization: Authorization::Rbac,
-                ..Config::default()
-            },
-            std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-        );
-        for role in app.auth.seeds() {
-            crate::apiserver::seed::create(&app, role).unwrap();
-        }
-        let account = crate::apiserver::seed::create(
-            &app,
-            json!({"apiVersion": "v1", "kind": "ServiceAccount",
-                   "metadata": {"name": "robot", "namespace": "default"}}),
-        )
-        .unwrap();
-        let uid = account["metadata"]["uid"].as_str().unwrap();
+        let (app, uid) = rbac_app_with_account("default", "robot");
+        let uid = uid.as_str();
         let now = jiff::Timestamp::now();
         let expires = now + jiff::SignedDuration::from_hours(1);
         let issue = |audiences: &[&str]| {
