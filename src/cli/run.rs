@@ -376,6 +376,7 @@ mod tests {
         ("webhook-max-in-flight", Some("INFORMANT_WEBHOOK_MAX_IN_FLIGHT"), &["16"]),
         ("webhook-max-connections", Some("INFORMANT_WEBHOOK_MAX_CONNECTIONS"), &["256"]),
         ("webhook-header-read-timeout", Some("INFORMANT_WEBHOOK_HEADER_READ_TIMEOUT"), &["10s"]),
+        ("webhook-client-ca", Some("INFORMANT_WEBHOOK_CLIENT_CA"), &[]),
     ];
 
     #[test]

@@ -336,6 +336,17 @@ pub struct Args {
     /// how long a kept-alive connection may stay idle), e.g. 10s.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration, env = "INFORMANT_WEBHOOK_HEADER_READ_TIMEOUT", help_heading = "Webhooks")]
     pub webhook_header_read_timeout: Duration,
+
+    /// A PEM bundle of CAs: the webhook endpoint then requires a client certificate one of
+    /// them signed (the API server's, from its AdmissionConfiguration kubeconfig) and refuses
+    /// any other client at the TLS handshake. Read at start.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "INFORMANT_WEBHOOK_CLIENT_CA",
+        help_heading = "Webhooks"
+    )]
+    pub webhook_client_ca: Option<PathBuf>,
 }
 
 fn duration(input: &str) -> Result<Duration, String> {

@@ -47,6 +47,10 @@ pub struct WebhookOptions {
     pub max_in_flight: usize,
     /// The connections the endpoint holds and how long a request's headers may take.
     pub connections: crate::serving::ConnectionLimits,
+    /// A PEM bundle of CAs: with it, every client must present a certificate one of them
+    /// signed (the API server's, `--webhook-client-ca`), else it is refused at the TLS
+    /// handshake. Read when the endpoint is bound.
+    pub client_ca: Option<std::path::PathBuf>,
 }
 
 impl WebhookOptions {
@@ -72,6 +76,7 @@ impl WebhookOptions {
             max_conversion_bytes: crate::serving::DEFAULT_MAX_CONVERSION_BYTES,
             max_in_flight: crate::serving::DEFAULT_MAX_IN_FLIGHT,
             connections: crate::serving::ConnectionLimits::default(),
+            client_ca: None,
         }
     }
 

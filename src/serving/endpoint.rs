@@ -93,6 +93,17 @@ impl WebhookEndpoint {
         self
     }
 
+    /// Requires the API server's client certificate, signed by `client_ca`
+    /// ([`WebhookServer::verify_clients`]).
+    ///
+    /// # Errors
+    ///
+    /// What [`WebhookServer::verify_clients`] says.
+    pub fn verify_clients(mut self, client_ca: super::ClientCa) -> Result<Self> {
+        self.server = self.server.verify_clients(client_ca)?;
+        Ok(self)
+    }
+
     /// The address bound.
     #[must_use]
     pub fn local_addr(&self) -> SocketAddr {

@@ -53,7 +53,7 @@ pub use connections::ConnectionLimits;
 pub use endpoint::WebhookEndpoint;
 pub use error::{Error, Result};
 pub use inject::{CaInjector, InjectTargets, Injection, Target};
-pub use tls::{TlsListener, server_config};
+pub use tls::{ClientCa, TlsListener, server_config, server_config_verifying_clients};
 pub use watch::{CertWatcher, POLL_INTERVAL};
 pub use webhook::{
     CertificateFeed, DEFAULT_MAX_ADMISSION_BYTES, DEFAULT_MAX_CONVERSION_BYTES,

@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,11 +15,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
-use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::rustls::crypto::ring;
+use tokio_rustls::rustls::pki_types::CertificateDer;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::server::WebPkiClientVerifier;
+use tokio_rustls::rustls::{RootCertStore, ServerConfig};
 use tokio_rustls::server::TlsStream;
 
 use super::cert::CertificateCell;
+use super::error::Error;
 
 /// How long a client may take to finish its TLS handshake before the connection is closed.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -37,13 +42,95 @@ pub const PLAIN_HTTP_ANSWER: &str =
 /// Never: ring supports rustls's safe default protocol versions.
 #[must_use]
 pub fn server_config(cell: Arc<CertificateCell>) -> Arc<ServerConfig> {
-    let mut config = ServerConfig::builder_with_provider(Arc::new(ring::default_provider()))
+    let mut config = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .expect("ring supports the default protocol versions")
         .with_no_client_auth()
         .with_cert_resolver(cell);
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Arc::new(config)
+}
+
+/// As [`server_config`], but every client must present a certificate that `client_ca`
+/// signed (rustls's [`WebPkiClientVerifier`]): a client without one, or with one of another
+/// CA, fails the handshake before it sends a byte of HTTP.
+///
+/// # Errors
+///
+/// [`Error::NoCertificate`] when `client_ca` holds no usable CA (rustls refuses an empty
+/// set of roots), naming `path`, the file it was read from.
+///
+/// # Panics
+///
+/// Never: ring supports rustls's safe default protocol versions.
+pub fn server_config_verifying_clients(
+    cell: Arc<CertificateCell>,
+    client_ca: ClientCa,
+) -> Result<Arc<ServerConfig>, Error> {
+    let verifier = WebPkiClientVerifier::builder_with_provider(client_ca.roots, provider())
+        .build()
+        .map_err(|_| Error::NoCertificate {
+            path: client_ca.path.clone(),
+        })?;
+    let mut config = ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .with_client_cert_verifier(verifier)
+        .with_cert_resolver(cell);
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+fn provider() -> Arc<tokio_rustls::rustls::crypto::CryptoProvider> {
+    Arc::new(ring::default_provider())
+}
+
+/// The CA bundle a listener verifies client certificates against
+/// ([`server_config_verifying_clients`]): read once, from a PEM file.
+#[derive(Clone, Debug)]
+pub struct ClientCa {
+    path: PathBuf,
+    roots: Arc<RootCertStore>,
+}
+
+impl ClientCa {
+    /// The `CERTIFICATE` blocks of the PEM file at `path` (a bundle may hold several CAs;
+    /// anything else in it is skipped).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Read`] when the file cannot be read; [`Error::NoCertificate`] when it holds
+    /// no certificate rustls accepts as a CA.
+    pub fn read(path: impl Into<PathBuf>) -> Result<Self, Error> {
+        let path = path.into();
+        let pem = std::fs::read(&path).map_err(|source| Error::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let mut roots = RootCertStore::empty();
+        let (added, _) = roots
+            .add_parsable_certificates(CertificateDer::pem_slice_iter(&pem).filter_map(Result::ok));
+        if added == 0 {
+            return Err(Error::NoCertificate { path });
+        }
+        Ok(Self {
+            path,
+            roots: Arc::new(roots),
+        })
+    }
+
+    /// The file the bundle was read from.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl PartialEq for ClientCa {
+    /// Two bundles are the same when read from the same file.
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path
+    }
 }
 
 /// A connection that finished its handshake, and its place among the connections a limited
@@ -90,6 +177,13 @@ impl TlsListener {
             connections: None,
             spare: None,
         }
+    }
+
+    /// Serves TLS with `config` from now on (e.g. one verifying client certificates).
+    #[must_use]
+    pub fn with_config(mut self, config: Arc<ServerConfig>) -> Self {
+        self.acceptor = TlsAcceptor::from(config);
+        self
     }
 
     /// Holds at most `max` connections open at once, handshakes included: past them no

@@ -21,7 +21,7 @@ use super::cert::{CertificateCell, DEFAULT_CERT_NAME, DEFAULT_KEY_NAME};
 use super::connections::ConnectionLimits;
 use super::error::Result;
 use super::managed::{SecretWatcher, Settings};
-use super::tls::{TlsListener, server_config};
+use super::tls::{ClientCa, TlsListener, server_config, server_config_verifying_clients};
 use super::watch::CertWatcher;
 
 /// The webhook server's port: controller-runtime's `DefaultPort` (9443,
@@ -512,6 +512,7 @@ impl WebhookRoutes {
 #[derive(Debug)]
 pub struct WebhookServer {
     listener: TlsListener,
+    cell: Arc<CertificateCell>,
     addr: SocketAddr,
     router: Router,
     limits: ConnectionLimits,
@@ -531,7 +532,8 @@ impl WebhookServer {
         let tcp = TcpListener::bind(addr).await?;
         let addr = tcp.local_addr()?;
         Ok(Self {
-            listener: TlsListener::new(tcp, server_config(cell)),
+            listener: TlsListener::new(tcp, server_config(Arc::clone(&cell))),
+            cell,
             addr,
             router: router.router,
             limits: ConnectionLimits::default(),
@@ -543,6 +545,20 @@ impl WebhookServer {
     pub fn limits(mut self, limits: ConnectionLimits) -> Self {
         self.limits = limits;
         self
+    }
+
+    /// Requires every client to present a certificate signed by `client_ca`
+    /// ([`server_config_verifying_clients`]): the API server's, configured in its
+    /// `AdmissionConfiguration` kubeconfig (docs/webhooks.md). A client without one is
+    /// refused at the TLS handshake and never reaches a hook.
+    ///
+    /// # Errors
+    ///
+    /// What [`server_config_verifying_clients`] says.
+    pub fn verify_clients(mut self, client_ca: ClientCa) -> Result<Self> {
+        let config = server_config_verifying_clients(Arc::clone(&self.cell), client_ca)?;
+        self.listener = self.listener.with_config(config);
+        Ok(self)
     }
 
     /// The address bound.

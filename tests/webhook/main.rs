@@ -9,3 +9,4 @@ mod support;
 mod harness;
 mod webhook_certs;
 mod webhook_endpoint;
+mod webhook_limits;

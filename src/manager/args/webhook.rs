@@ -27,6 +27,7 @@ impl super::Args {
                     "--webhook-inject-ca-from",
                 ),
                 (!self.webhook_inject.is_empty(), "--webhook-inject"),
+                (self.webhook_client_ca.is_some(), "--webhook-client-ca"),
             ] {
                 if set {
                     problems.push(format!(
@@ -111,6 +112,7 @@ impl super::Args {
                 max_connections: self.webhook_max_connections,
                 header_read_timeout: self.webhook_header_read_timeout,
             },
+            client_ca: self.webhook_client_ca.clone(),
         })
     }
 

@@ -233,6 +233,12 @@ pub(super) async fn bind_webhook(
         other => Error::Webhook(other),
     })?
     .limits(options.connections);
+    let endpoint = match &options.client_ca {
+        Some(path) => crate::serving::ClientCa::read(path)
+            .and_then(|ca| endpoint.verify_clients(ca))
+            .map_err(Error::Webhook)?,
+        None => endpoint,
+    };
     let addr = endpoint.local_addr();
     Ok((vec![endpoint], Some((routes, addr))))
 }
