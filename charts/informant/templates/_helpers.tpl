@@ -104,6 +104,9 @@ together: a value that would have no effect is refused, every such value at once
 {{- if $w.injectCRDs -}}
 {{- $errors = append $errors "webhook.injectCRDs: needs webhook.enabled=true (without the endpoint no caBundle is written)" -}}
 {{- end -}}
+{{- if ($w.clientCA | default (dict)).configMap -}}
+{{- $errors = append $errors "webhook.clientCA.configMap: needs webhook.enabled=true (without the endpoint no client certificate is asked)" -}}
+{{- end -}}
 {{- end -}}
 {{- if and (not $certManager) (($w.certManager | default (dict)).issuerRef) -}}
 {{- $errors = append $errors "webhook.certManager.issuerRef: only with webhook.certificates=certManager (managed certificates are made by the manager)" -}}

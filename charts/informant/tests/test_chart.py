@@ -815,5 +815,66 @@ class WebhookTest(unittest.TestCase):
                     render({"webhook": {"enabled": True, **bad}})
 
 
+class NetworkTest(unittest.TestCase):
+    """webhook.clientCA and networkPolicy.*: who may reach the endpoint, by certificate and by
+    address."""
+
+    def pod(self, docs):
+        return of_kind(docs, "Deployment")[0]["spec"]["template"]["spec"]
+
+    def test_a_client_ca_configmap_is_mounted_and_named_by_the_flag(self):
+        docs, _ = render({"webhook": {"enabled": True, "clientCA": {"configMap": "apiserver-ca", "key": "bundle.pem"}}})
+        container = self.pod(docs)["containers"][0]
+        self.assertIn("--webhook-client-ca=/etc/informant/webhook-client-ca/bundle.pem", container["args"])
+        self.assertIn({"name": "webhook-client-ca", "mountPath": "/etc/informant/webhook-client-ca", "readOnly": True},
+                      container["volumeMounts"])
+        self.assertIn({"name": "webhook-client-ca", "configMap": {"name": "apiserver-ca"}}, self.pod(docs)["volumes"])
+        docs, _ = render({"webhook": {"enabled": True}})
+        self.assertFalse([a for a in self.pod(docs)["containers"][0]["args"] if a.startswith("--webhook-client-ca")])
+        with self.assertRaises(helm.HelmError) as refused:
+            render({"webhook": {"clientCA": {"configMap": "apiserver-ca"}}})
+        self.assertIn("webhook.clientCA.configMap: needs webhook.enabled=true", str(refused.exception))
+        for bad in ({"configMap": "Bad_Name"}, {"key": ""}, {"secret": "x"}):
+            with self.subTest(bad):
+                with self.assertRaises(helm.HelmValuesError):
+                    render({"webhook": {"enabled": True, "clientCA": bad}})
+
+    def test_off_by_default_no_network_policy(self):
+        self.assertIs(merged({})["networkPolicy"]["enabled"], False)
+        for name, (docs, _) in ((n, render(v)) for n, v in cases() if n != "network-policy-values.yaml"):
+            with self.subTest(name):
+                self.assertEqual(of_kind(docs, "NetworkPolicy"), [])
+
+    def test_the_network_policy_admits_only_the_named_peers_to_each_port(self):
+        docs, _ = render(dict(cases())["network-policy-values.yaml"])
+        (policy,) = of_kind(docs, "NetworkPolicy")
+        deployment = of_kind(docs, "Deployment")[0]
+        self.assertEqual(policy["spec"]["podSelector"], deployment["spec"]["selector"])
+        self.assertEqual(policy["spec"]["policyTypes"], ["Ingress"])
+        self.assertEqual(policy["spec"]["ingress"], [
+            {"from": [{"ipBlock": {"cidr": "10.0.0.0/24"}}], "ports": [{"port": "webhook", "protocol": "TCP"}]},
+            {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
+             "ports": [{"port": "metrics", "protocol": "TCP"}]},
+        ])
+        ports = {p["name"] for p in deployment["spec"]["template"]["spec"]["containers"][0]["ports"]}
+        self.assertLessEqual({"webhook", "metrics"}, ports, "the policy names the container's ports")
+        # Without peers a port has no rule (a rule without `from` would admit everyone).
+        docs, _ = render({"networkPolicy": {"enabled": True}})
+        (policy,) = of_kind(docs, "NetworkPolicy")
+        self.assertEqual(policy["spec"]["ingress"], [])
+
+    def test_the_network_policy_refuses_values_that_would_cut_off_or_open_the_endpoint(self):
+        with self.assertRaises(helm.HelmError) as refused:
+            render({"webhook": {"enabled": True}, "networkPolicy": {"enabled": True}})
+        self.assertIn("networkPolicy.webhook.from: name the API server's addresses", str(refused.exception))
+        with self.assertRaises(helm.HelmError) as refused:
+            render({"networkPolicy": {"enabled": True, "webhook": {"from": [{"ipBlock": {"cidr": "10.0.0.0/24"}}]}}})
+        self.assertIn("networkPolicy.webhook.from: needs webhook.enabled=true", str(refused.exception))
+        for bad in ({"webhook": {"from": [{}]}}, {"metrics": {"from": [{"ports": [80]}]}}, {"enable": True}):
+            with self.subTest(bad):
+                with self.assertRaises(helm.HelmValuesError):
+                    render({"networkPolicy": {"enabled": True, **bad}})
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
