@@ -600,8 +600,12 @@ mod tests {
                 .unwrap_err()
                 .problems
         };
-        let without_service = problems(&["--webhook-cert-dir=/c", "--webhook-inject=crd/x"]);
-        assert_eq!(without_service.len(), 2, "{without_service:?}");
+        let without_service = problems(&[
+            "--webhook-cert-dir=/c",
+            "--webhook-inject=crd/x",
+            "--webhook-client-ca=/ca.crt",
+        ]);
+        assert_eq!(without_service.len(), 3, "{without_service:?}");
         assert!(
             without_service
                 .iter()
