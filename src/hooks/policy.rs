@@ -229,6 +229,14 @@ impl Policy {
                 }
             }
         }
+        if !self.secrets
+            && let Some((field, secret)) = secret_ref(settings)
+        {
+            broken.push(format!(
+                "{field}.tls.clientCertSecretRef names Secret {secret:?}, which the manager \
+                 reads only with --hook-allow-secrets"
+            ));
+        }
         (!broken.is_empty()).then(|| broken.join("; "))
     }
 
@@ -438,6 +446,30 @@ impl Target {
             format!("{}:{}", self.host, self.port)
         }
     }
+}
+
+/// The first webhook hook of `settings` naming a client certificate Secret: its field and
+/// the Secret's name.
+pub(super) fn secret_ref(settings: &ControllerSettings) -> Option<(String, &str)> {
+    let own = std::iter::once(("spec.hook".to_owned(), &settings.hook));
+    let admission = settings
+        .admission
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (format!("spec.admission[{i}].hook"), &a.hook));
+    let conversion = settings
+        .conversion
+        .iter()
+        .map(|c| ("spec.conversion.hook".to_owned(), &c.hook));
+    own.chain(admission)
+        .chain(conversion)
+        .find_map(|(field, hook)| match hook {
+            Hook::Webhook { tls: Some(tls), .. } => tls
+                .client_cert_secret
+                .as_deref()
+                .map(|secret| (format!("{field}.webhook"), secret)),
+            _ => None,
+        })
 }
 
 #[cfg(test)]

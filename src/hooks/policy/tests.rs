@@ -413,3 +413,28 @@ fn a_conversion_hook_of_its_own_is_checked_by_the_policy_too() {
         "{refusal}"
     );
 }
+
+// The library's path, not only the CLI's: a Manager built with a restricted Policy refuses a
+// client certificate Secret without allow_secrets, as `informant run` does.
+#[test]
+fn a_client_certificate_secret_is_refused_by_the_policy_unless_secrets_are_allowed() {
+    let hook = Hook::Webhook {
+        url: "https://hooks.ops.svc/sync".to_owned(),
+        timeout: std::time::Duration::from_secs(1),
+        tls: Some(crate::hooks::resource::WebhookTls {
+            ca_bundle: Vec::new(),
+            client_cert_secret: Some("informant-webhook-cert".to_owned()),
+        }),
+    };
+    let s = settings(hook, &[]);
+    let policy = urls(&["hooks.ops.svc"]);
+    assert_eq!(
+        policy.refusal(&s).as_deref(),
+        Some(
+            "spec.hook.webhook.tls.clientCertSecretRef names Secret \"informant-webhook-cert\", \
+             which the manager reads only with --hook-allow-secrets"
+        )
+    );
+    assert_eq!(policy.allow_secrets(true).refusal(&s), None);
+    assert_eq!(Policy::open().refusal(&s), None, "open reads Secrets");
+}

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use kube::core::GroupVersionKind;
 
-use super::super::policy::REASON_HOOK_NOT_ALLOWED;
-use super::super::resource::{ControllerKey, ControllerSettings, Hook};
+use super::super::policy::{REASON_HOOK_NOT_ALLOWED, secret_ref};
+use super::super::resource::{ControllerKey, ControllerSettings};
 use super::{Desired, Running, Supervisor, controller_ref, deleting};
 use crate::cache::{SharedCache, WantedKinds};
 use crate::controller::Context;
@@ -109,30 +109,6 @@ pub(super) fn sharding_refusal(
          or remove spec.owns and spec.watches",
         related.join(", ")
     ))
-}
-
-/// The first webhook hook of `settings` naming a client certificate Secret: its field and
-/// the Secret's name.
-pub(super) fn secret_ref(settings: &ControllerSettings) -> Option<(String, &str)> {
-    let own = std::iter::once(("spec.hook".to_owned(), &settings.hook));
-    let admission = settings
-        .admission
-        .iter()
-        .enumerate()
-        .map(|(i, a)| (format!("spec.admission[{i}].hook"), &a.hook));
-    let conversion = settings
-        .conversion
-        .iter()
-        .map(|c| ("spec.conversion.hook".to_owned(), &c.hook));
-    own.chain(admission)
-        .chain(conversion)
-        .find_map(|(field, hook)| match hook {
-            Hook::Webhook { tls: Some(tls), .. } => tls
-                .client_cert_secret
-                .as_deref()
-                .map(|secret| (format!("{field}.webhook"), secret)),
-            _ => None,
-        })
 }
 
 impl Supervisor {
