@@ -237,7 +237,7 @@ const fn v6(s: [u16; 8], prefix: u8) -> Cidr {
 /// to the host), and what serves a cloud's instance metadata and credentials (link-local,
 /// and the providers' addresses outside it). An IPv6 address that embeds an IPv4 address
 /// is judged by that address too ([`embedded_ipv4`]).
-pub(super) const REFUSED: [Refused; 9] = [
+pub(super) const REFUSED: [Refused; 10] = [
     Refused {
         what: "loopback",
         block: v4(127, 0, 0, 0, 8),
@@ -283,6 +283,13 @@ pub(super) const REFUSED: [Refused; 9] = [
         what: "a cloud metadata service",
         block: v6([0xfd20, 0xce, 0, 0, 0, 0, 0, 0x254], 128),
     },
+    // RFC 8215: NAT64 prefixes a network chooses inside 64:ff9b:1::/48, with the IPv4
+    // address at a position (RFC 6052 2.2: after a /48, /56, /64 or /96 prefix) the manager
+    // cannot know, so the block is refused as a whole.
+    Refused {
+        what: "a NAT64 local-use prefix (its IPv4 address where the network put it)",
+        block: v6([0x64, 0xff9b, 1, 0, 0, 0, 0, 0], 48),
+    },
 ];
 
 /// The refused block holding `ip` (compared in its own family), if any.
@@ -293,10 +300,11 @@ pub(super) fn refused(ip: IpAddr) -> Option<Refused> {
 
 /// The IPv4 address an IPv6 address carries, and how: IPv4-compatible (`::a.b.c.d`,
 /// RFC 4291 2.5.5.1; not `::` or `::1`), NAT64's well-known prefix (`64:ff9b::/96`,
-/// RFC 6052 2.1) and 6to4 (`2002:AABB:CCDD::/48`, RFC 3056 2). IPv4-mapped addresses
+/// RFC 6052 2.1), 6to4 (`2002:AABB:CCDD::/48`, RFC 3056 2) and Teredo (`2001::/32`, the
+/// client's address inverted in the last 32 bits, RFC 4380 4). IPv4-mapped addresses
 /// (`::ffff:a.b.c.d`) are IPv4 already ([`canonical`]). A packet to any of them may reach the
 /// IPv4 address (a NAT64 gateway, a 6to4 relay, a dual stack), so it is judged as that
-/// address.
+/// address. NAT64 local-use prefixes (`64:ff9b:1::/48`) are refused as a block ([`REFUSED`]).
 pub(super) fn embedded_ipv4(ip: Ipv6Addr) -> Option<(Ipv4Addr, &'static str)> {
     let o = ip.octets();
     let low = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
@@ -307,6 +315,9 @@ pub(super) fn embedded_ipv4(ip: Ipv6Addr) -> Option<(Ipv4Addr, &'static str)> {
         Some((low, "NAT64"))
     } else if s[0] == 0x2002 {
         Some((Ipv4Addr::new(o[2], o[3], o[4], o[5]), "6to4"))
+    } else if s[..2] == [0x2001, 0] {
+        // Teredo (RFC 4380 4): the client's IPv4 address, every bit inverted, in the last 32.
+        Some((!low, "Teredo"))
     } else {
         None
     }

@@ -204,6 +204,23 @@ fn the_always_refused_addresses_are_refused_under_every_policy_unless_named_exac
             "100.100.100.200:80",
             "is a cloud metadata service (100.100.100.200/32)",
         ),
+        // Teredo: the client's IPv4 address inverted (7f00:1 is 80ff:fffe).
+        (
+            "[2001:0:4136:e378:8000:63bf:80ff:fffe]:15000",
+            "embeds 127.0.0.1 (Teredo), which is loopback",
+        ),
+        (
+            "[2001:0:4136:e378:8000:63bf:5601:5601]:80",
+            "embeds 169.254.169.254 (Teredo), which is link-local",
+        ),
+        (
+            "[64:ff9b:1::a9fe:a9fe]:80",
+            "is a NAT64 local-use prefix (its IPv4 address where the network put it) (64:ff9b:1::/48)",
+        ),
+        (
+            "[64:ff9b:1:a9fe:a9:fe00::]:80",
+            "is a NAT64 local-use prefix",
+        ),
     ];
     let everything = urls(&["0.0.0.0/0", "::/0"]).allow_http(true);
     for policy in [&everything, &Policy::open()] {
@@ -248,6 +265,7 @@ fn the_always_refused_addresses_are_refused_under_every_policy_unless_named_exac
     for fine in [
         "http://[64:ff9b::808:808]/",
         "http://[2002:808:808::1]/",
+        "http://[2001:0:4136:e378:8000:63bf:f7f7:f7f7]/",
         "http://[::ffff:10.1.2.3]/",
         "http://[2001:db8::1]/",
         "http://[fd00:ec2::253]/",
