@@ -46,7 +46,7 @@ const METRICS_CLIENTS: usize = 64;
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(1);
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 /// How long the descendants may take to end after the flood: the hook's deadline is 2 s.
-const SETTLE: Duration = Duration::from_secs(60);
+const SETTLE: Duration = Duration::from_mins(1);
 
 /// The slow hook: reads its review, then sleeps past its deadline.
 const SLOW_HOOK: &str = "#!/bin/sh\ncat >/dev/null\nsleep 30\nprintf '{\"allowed\": true}'\n";
@@ -90,8 +90,9 @@ impl Sample {
 
     fn row(&self, when: &str) -> String {
         format!(
-            "| {when} | {:.1} MiB | {} | {} | {} |",
-            self.rss_kib as f64 / 1024.0,
+            "| {when} | {}.{} MiB | {} | {} | {} |",
+            self.rss_kib / 1024,
+            self.rss_kib % 1024 * 10 / 1024,
             self.threads,
             self.fds,
             self.descendants
@@ -124,11 +125,11 @@ fn parents() -> BTreeMap<u32, u32> {
             continue;
         };
         let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let ppid = stat
+        let parent = stat
             .rsplit_once(')')
             .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok());
-        if let Some(ppid) = ppid {
-            out.insert(pid, ppid);
+        if let Some(parent) = parent {
+            out.insert(pid, parent);
         }
     }
     out
@@ -359,7 +360,7 @@ async fn main() {
             break;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(60),
+            started.elapsed() < Duration::from_mins(1),
             "the hook was not served within 60 s; the manager said:\n{}",
             std::fs::read_to_string(&log).unwrap_or_default()
         );

@@ -153,75 +153,78 @@ fn link_local_addresses_are_refused_under_any_policy_unless_named() {
     assert_eq!(open.check_url("http://anything.example/"), Ok(()));
 }
 
+/// (URL host:port, what the refusal says) of the addresses refused under every policy; the
+/// issue's six first.
+const ALWAYS_REFUSED: [(&str, &str); 22] = [
+    (
+        "[::169.254.169.254]:80",
+        "embeds 169.254.169.254 (IPv4-compatible), which is link-local (169.254.0.0/16)",
+    ),
+    (
+        "[64:ff9b::a9fe:a9fe]:80",
+        "embeds 169.254.169.254 (NAT64), which is link-local (169.254.0.0/16)",
+    ),
+    (
+        "[2002:a9fe:a9fe::1]:80",
+        "embeds 169.254.169.254 (6to4), which is link-local (169.254.0.0/16)",
+    ),
+    (
+        "[fd00:ec2::254]:80",
+        "is a cloud metadata service (fd00:ec2::254/128)",
+    ),
+    ("0.0.0.0:15000", "is unspecified (this host) (0.0.0.0/8)"),
+    ("127.0.0.1:15000", "is loopback (127.0.0.0/8)"),
+    ("127.1.2.3:80", "is loopback (127.0.0.0/8)"),
+    ("[::1]:15000", "is loopback (::1/128)"),
+    ("[::]:15000", "is unspecified (this host) (::/128)"),
+    ("[::ffff:127.0.0.1]:15000", "is loopback (127.0.0.0/8)"),
+    (
+        "[::0.0.1.2]:80",
+        "embeds 0.0.1.2 (IPv4-compatible), which is unspecified (this host)",
+    ),
+    (
+        "[64:ff9b::7f00:1]:15000",
+        "embeds 127.0.0.1 (NAT64), which is loopback",
+    ),
+    (
+        "[2002:7f00:1::1]:15000",
+        "embeds 127.0.0.1 (6to4), which is loopback",
+    ),
+    ("169.254.169.254:80", "is link-local (169.254.0.0/16)"),
+    ("169.254.170.2:80", "is link-local (169.254.0.0/16)"),
+    ("[fe80::1]:80", "is link-local (fe80::/10)"),
+    (
+        "[fd20:ce::254]:80",
+        "is a cloud metadata service (fd20:ce::254/128)",
+    ),
+    (
+        "100.100.100.200:80",
+        "is a cloud metadata service (100.100.100.200/32)",
+    ),
+    // Teredo: the client's IPv4 address inverted (7f00:1 is 80ff:fffe).
+    (
+        "[2001:0:4136:e378:8000:63bf:80ff:fffe]:15000",
+        "embeds 127.0.0.1 (Teredo), which is loopback",
+    ),
+    (
+        "[2001:0:4136:e378:8000:63bf:5601:5601]:80",
+        "embeds 169.254.169.254 (Teredo), which is link-local",
+    ),
+    (
+        "[64:ff9b:1::a9fe:a9fe]:80",
+        "is a NAT64 local-use prefix (its IPv4 address where the network put it) (64:ff9b:1::/48)",
+    ),
+    (
+        "[64:ff9b:1:a9fe:a9:fe00::]:80",
+        "is a NAT64 local-use prefix",
+    ),
+];
+
 /// Issue 45, item 9: addresses that reach the node, a sidecar or a metadata service passed
 /// under `--hook-allow-url 0.0.0.0/0,::/0`.
 #[test]
 fn the_always_refused_addresses_are_refused_under_every_policy_unless_named_exactly() {
-    // (URL host:port, what the refusal says); the issue's six first.
-    let refused = [
-        (
-            "[::169.254.169.254]:80",
-            "embeds 169.254.169.254 (IPv4-compatible), which is link-local (169.254.0.0/16)",
-        ),
-        (
-            "[64:ff9b::a9fe:a9fe]:80",
-            "embeds 169.254.169.254 (NAT64), which is link-local (169.254.0.0/16)",
-        ),
-        (
-            "[2002:a9fe:a9fe::1]:80",
-            "embeds 169.254.169.254 (6to4), which is link-local (169.254.0.0/16)",
-        ),
-        (
-            "[fd00:ec2::254]:80",
-            "is a cloud metadata service (fd00:ec2::254/128)",
-        ),
-        ("0.0.0.0:15000", "is unspecified (this host) (0.0.0.0/8)"),
-        ("127.0.0.1:15000", "is loopback (127.0.0.0/8)"),
-        ("127.1.2.3:80", "is loopback (127.0.0.0/8)"),
-        ("[::1]:15000", "is loopback (::1/128)"),
-        ("[::]:15000", "is unspecified (this host) (::/128)"),
-        ("[::ffff:127.0.0.1]:15000", "is loopback (127.0.0.0/8)"),
-        (
-            "[::0.0.1.2]:80",
-            "embeds 0.0.1.2 (IPv4-compatible), which is unspecified (this host)",
-        ),
-        (
-            "[64:ff9b::7f00:1]:15000",
-            "embeds 127.0.0.1 (NAT64), which is loopback",
-        ),
-        (
-            "[2002:7f00:1::1]:15000",
-            "embeds 127.0.0.1 (6to4), which is loopback",
-        ),
-        ("169.254.169.254:80", "is link-local (169.254.0.0/16)"),
-        ("169.254.170.2:80", "is link-local (169.254.0.0/16)"),
-        ("[fe80::1]:80", "is link-local (fe80::/10)"),
-        (
-            "[fd20:ce::254]:80",
-            "is a cloud metadata service (fd20:ce::254/128)",
-        ),
-        (
-            "100.100.100.200:80",
-            "is a cloud metadata service (100.100.100.200/32)",
-        ),
-        // Teredo: the client's IPv4 address inverted (7f00:1 is 80ff:fffe).
-        (
-            "[2001:0:4136:e378:8000:63bf:80ff:fffe]:15000",
-            "embeds 127.0.0.1 (Teredo), which is loopback",
-        ),
-        (
-            "[2001:0:4136:e378:8000:63bf:5601:5601]:80",
-            "embeds 169.254.169.254 (Teredo), which is link-local",
-        ),
-        (
-            "[64:ff9b:1::a9fe:a9fe]:80",
-            "is a NAT64 local-use prefix (its IPv4 address where the network put it) (64:ff9b:1::/48)",
-        ),
-        (
-            "[64:ff9b:1:a9fe:a9:fe00::]:80",
-            "is a NAT64 local-use prefix",
-        ),
-    ];
+    let refused = ALWAYS_REFUSED;
     let everything = urls(&["0.0.0.0/0", "::/0"]).allow_http(true);
     for policy in [&everything, &Policy::open()] {
         for (authority, why) in refused {
