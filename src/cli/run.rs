@@ -309,6 +309,29 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_leader_that_stops_releases_its_lease_unless_told_not_to() {
+        assert!(
+            election(&["--leader-elect"]).unwrap().release_on_cancel,
+            "released by default: the process ends when its manager stops"
+        );
+        assert!(
+            election(&["--leader-elect", "--leader-elect-release-on-cancel"])
+                .unwrap()
+                .release_on_cancel
+        );
+        assert!(
+            !election(&["--leader-elect", "--leader-elect-release-on-cancel=false"])
+                .unwrap()
+                .release_on_cancel,
+            "=false keeps controller-runtime's library default"
+        );
+        assert!(
+            !manager::LeaderElection::new("l", "ns").release_on_cancel,
+            "the library's default stays controller-runtime's"
+        );
+    }
+
     /// A user's operator binary: the library's manager flags alone (as
     /// `examples/configmap_secret.rs` has them).
     #[derive(clap::Parser, Debug)]
@@ -355,6 +378,7 @@ mod tests {
         ("leader-elect-lease-duration", Some("INFORMANT_LEADER_ELECT_LEASE_DURATION"), &["15s"]),
         ("leader-elect-renew-deadline", Some("INFORMANT_LEADER_ELECT_RENEW_DEADLINE"), &["10s"]),
         ("leader-elect-retry-period", Some("INFORMANT_LEADER_ELECT_RETRY_PERIOD"), &["2s"]),
+        ("leader-elect-release-on-cancel", Some("INFORMANT_LEADER_ELECT_RELEASE_ON_CANCEL"), &["true"]),
         ("shard-identity", Some("INFORMANT_SHARD_IDENTITY"), &[]),
         ("reconcile-log", Some("INFORMANT_RECONCILE_LOG"), &[]),
         ("shutdown-grace", Some("INFORMANT_SHUTDOWN_GRACE"), &["30s"]),
