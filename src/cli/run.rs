@@ -340,6 +340,35 @@ mod tests {
         manager: manager::Args,
     }
 
+    /// A user's operator binary with a flag of its own that needs no manager.
+    #[derive(clap::Parser, Debug)]
+    struct PrintCrdCli {
+        #[arg(long)]
+        print_crd: bool,
+        #[command(flatten)]
+        manager: manager::Args,
+    }
+
+    #[test]
+    fn a_users_own_flag_parses_without_a_config_source_which_options_then_asks_for() {
+        use clap::Parser;
+        let cli = PrintCrdCli::try_parse_from(["operator", "--print-crd"])
+            .expect("--print-crd alone parses");
+        assert!(cli.print_crd);
+        let error = cli.manager.options().expect_err("no source to run");
+        assert!(
+            error
+                .to_string()
+                .contains("one of --config FILE or --cache-config"),
+            "{error}"
+        );
+        assert!(
+            PrintCrdCli::try_parse_from(["operator", "--config", "f", "--cache-config", "a/b"])
+                .is_err(),
+            "both sources at once stay a usage error"
+        );
+    }
+
     /// Each flag of `command` (by its long name) with its environment variable and default.
     fn flags(command: &clap::Command) -> BTreeMap<String, (Option<String>, Vec<String>)> {
         command

@@ -46,7 +46,9 @@ mod webhook;
 // A group id of its own: clap names a struct's group after the struct, and a user's flattening
 // struct is often called `Args` too.
 #[group(id = "informant-manager-args")]
-#[command(group = clap::ArgGroup::new("source").required(true))]
+// One source at most; none is an error of `Args::options`, not of parsing, so that a user's
+// binary may add flags that need no manager (`--print-crd`) and parse them alone.
+#[command(group = clap::ArgGroup::new("source").multiple(false))]
 pub struct Args {
     /// CacheConfig YAML file, hot-reloaded on change (atomic renames and ConfigMap volume
     /// updates included).
