@@ -368,6 +368,12 @@ class ChartTest(unittest.TestCase):
                 if m["leaderElection"]["enabled"]:
                     self.assertEqual(args[args.index("--lease-name") + 1], RELEASE)
                     self.assertEqual(args[args.index("--lease-namespace") + 1], NAMESPACE)
+                    # The Lease is the release's, so `helm uninstall` deletes it; no spec, so
+                    # an upgrade leaves the holder alone.
+                    leases = of_kind(docs, "Lease")
+                    self.assertEqual([(d["metadata"]["name"], d["metadata"]["namespace"]) for d in leases],
+                                     [(RELEASE, NAMESPACE)])
+                    self.assertNotIn("spec", leases[0])
         default = merged({})
         self.assertEqual(default["replicaCount"], 1)
         self.assertIs(default["leaderElection"]["enabled"], True, "kubebuilder's default")
@@ -417,6 +423,7 @@ class ChartTest(unittest.TestCase):
         self.assertNotIn("--leader-elect", args)
         leases = [r for d in of_kind(docs, "Role") for r in d["rules"] if "leases" in r.get("resources", [])]
         self.assertEqual(leases, [], "no Lease rights without leader election")
+        self.assertEqual(of_kind(docs, "Lease"), [], "no Lease without leader election")
         with self.assertRaises(helm.HelmError) as refused:
             render({"leaderElection": {"enabled": False}, "replicaCount": 2})
         self.assertIn("leaderElection.enabled=false needs replicaCount 1", str(refused.exception))
