@@ -732,6 +732,11 @@ class WebhookTest(unittest.TestCase):
                                                  "protocol": "TCP"}])
         self.assertEqual(svc["spec"]["selector"], of_kind(docs, "Deployment")[0]["spec"]["selector"]["matchLabels"])
         self.assertEqual(of_kind(docs, "Certificate"), [])
+        # The Secret the leader fills is the release's, so `helm uninstall` deletes it; without
+        # a cluster (lookup finds nothing) its two keys render empty.
+        (secret,) = [d for d in of_kind(docs, "Secret") if d["metadata"]["name"] == f"{service}-cert"]
+        self.assertEqual((secret["type"], secret["metadata"]["namespace"], secret["data"]),
+                         ("kubernetes.io/tls", NAMESPACE, {"tls.crt": "", "tls.key": ""}))
         self.assertEqual([v["name"] for v in self.pod(docs)["volumes"]], ["tmp"], "nothing mounted")
         (cluster_role,) = manager_cluster_roles(docs)
         self.assertEqual(cluster_role["rules"][-3:], [
