@@ -26,6 +26,7 @@ kubelet_pid=""
 pod_count=0
 declare -gA pod_ip=()   # pod name -> address
 declare -gA pod_docs=() # pod name -> the rendered chart (a JSON list with its Deployment) it runs
+declare -gA pod_terminating=() # pod name -> 1 once its stop began (no longer Ready)
 pods_running=()        # pod names, in start order; removed when stopped
 
 pod_py() { "$PYTHON" e2e/lib/pod.py "$@"; }
@@ -166,16 +167,18 @@ start_pod() {
 stop_pod() {
   local pod=$1 grace
   grace=$(deployment_value "${pod_docs[$pod]}" 'd["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", 30)')
-  local kept=() p
-  for p in "${pods_running[@]}"; do [ "$p" = "$pod" ] || kept+=("$p"); done
-  pods_running=("${kept[@]}")
-  # The endpoints go first: a terminating pod is not Ready.
+  # The endpoints go first: a terminating pod is not Ready. It stays in pods_running until it
+  # is removed, so that pods_cleanup removes it if anything fails on the way.
+  pod_terminating[$pod]=1
   if declare -F pod_stopped >/dev/null; then pod_stopped "$pod"; fi
   podman stop -t "$grace" "$pod" >/dev/null
   podman logs "$pod" >"$work/$pod.log" 2>&1 || true
   podman rm -f "$pod" >/dev/null
   touch "$work/pods/$pod/stopped"
   ip netns delete "$POD_NETNS-p${pod##*-p}" 2>/dev/null || true
+  local kept=() p
+  for p in "${pods_running[@]}"; do [ "$p" = "$pod" ] || kept+=("$p"); done
+  pods_running=("${kept[@]}")
 }
 
 # The pods of a rendered release still running.
