@@ -47,6 +47,8 @@ cannot_run() { # why this machine cannot run the cluster, or nothing
   for tool in "$GO" ip nsenter openssl curl; do
     command -v "$tool" >/dev/null 2>&1 || { echo "$tool not found"; return; }
   done
+  # The release's manager runs as pods (e2e/lib/pods.sh).
+  command -v podman >/dev/null 2>&1 || { echo "podman not found (the release's pods need it)"; return; }
   ip netns list >/dev/null 2>&1 || { echo "ip netns does not work here"; return; }
   local have want
   have=$("$GO" env GOVERSION 2>/dev/null | sed 's/^go//')
