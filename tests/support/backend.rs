@@ -10,8 +10,8 @@
 //!   the objects an earlier test left in `default` (and in the namespaces tests made), webhook
 //!   configurations, CRDs other than informant's and the instances of every CRD are removed
 //!   (their finalizers first), so what a test sees is what it made;
-//! - a webhook a test serves listens on [`webhook_ip`] and is published as a Service with an
-//!   EndpointSlice ([`Server::publish_service`]): kube-apiserver, run with
+//! - a webhook a test serves listens on [`webhook_bind`] and is published as a Service with an
+//!   `EndpointSlice` ([`Server::publish_service`]): kube-apiserver, run with
 //!   `--enable-aggregator-routing`, calls the endpoint with the Service's DNS name as the TLS
 //!   server name, as the embedded server does with `resolve_service`;
 //! - what only the embedded server has (fault injection, request counts, `/debug`, its address,
@@ -32,7 +32,7 @@ use kube::discovery::Scope;
 pub const SWITCH: &str = "INFORMANT_TEST_KUBECONFIG";
 
 /// The address webhooks listen on under the switch (default `10.200.0.1`, the address of
-/// `e2e/cluster/cluster.sh` on its namespace's loopback: EndpointSlices refuse 127.0.0.0/8).
+/// `e2e/cluster/cluster.sh` on its namespace's loopback: an `EndpointSlice` may not name 127.0.0.0/8).
 pub const WEBHOOK_IP: &str = "INFORMANT_TEST_WEBHOOK_IP";
 
 /// The namespaces a reset keeps (besides `default`, which it empties).
@@ -65,7 +65,7 @@ pub fn skip_on_real(why: &str) {
 }
 
 /// Where a test's webhook listens: a free loopback port, or under the switch a free port on
-/// [`WEBHOOK_IP`], which the real kube-apiserver reaches through an EndpointSlice.
+/// [`WEBHOOK_IP`], which the real kube-apiserver reaches through an `EndpointSlice`.
 #[allow(dead_code, reason = "not every test binary serves webhooks")]
 pub fn webhook_bind() -> SocketAddr {
     if real_kubeconfig().is_none() {
@@ -78,8 +78,9 @@ pub fn webhook_bind() -> SocketAddr {
     SocketAddr::new(ip, 0)
 }
 
-/// Serialises the tests of a process under the switch: they share one cluster.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// Serialises the tests of a process under the switch: they share one cluster. Tokio's mutex:
+/// each test has a runtime of its own, and a test that panics releases it as it unwinds.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The API server of one test: an embedded one of its own, or (under the switch) the real
 /// cluster, reset for it and held by it alone. Derefs to the embedded server, and under the
@@ -90,7 +91,7 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 )]
 pub struct Server {
     embedded: Option<informant::apiserver::TestServer>,
-    real: Option<(PathBuf, std::sync::MutexGuard<'static, ()>)>,
+    real: Option<(PathBuf, tokio::sync::MutexGuard<'static, ()>)>,
 }
 
 impl std::ops::Deref for Server {
@@ -124,11 +125,10 @@ impl Server {
         if config.is_some() {
             embedded_only("a configured server (faults, watch timings)");
         }
-        let serial = SERIAL
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let serial = SERIAL.lock().await;
         let client = real_client(&path).await;
-        reset(&client).await;
+        // Boxed: the reset's many requests would make every test's future large.
+        Box::pin(reset(&client)).await;
         Self {
             embedded: None,
             real: Some((path, serial)),
@@ -168,7 +168,7 @@ impl Server {
 
     /// Reaches the webhooks that name Service `namespace/name` port `port` at `addr`: the
     /// embedded server is told so; on the real cluster a Service without selector and an
-    /// EndpointSlice naming `addr` are created (`addr` must then be on [`webhook_ip`]).
+    /// `EndpointSlice` naming `addr` are created (`addr` must then be [`webhook_bind`]'s address).
     pub async fn publish_service(&self, namespace: &str, name: &str, port: u16, addr: SocketAddr) {
         if let Some(server) = &self.embedded {
             server.handle().resolve_service(namespace, name, port, addr);
@@ -363,13 +363,11 @@ async fn reset(client: &Client) {
         let left_ns = namespaces
             .list(&ListParams::default())
             .await
-            .map(|l| l.items.len())
-            .unwrap_or(usize::MAX);
+            .map_or(usize::MAX, |l| l.items.len());
         let left_crds = crds
             .list(&ListParams::default())
             .await
-            .map(|l| l.items.len())
-            .unwrap_or(usize::MAX);
+            .map_or(usize::MAX, |l| l.items.len());
         left_ns <= SYSTEM_NAMESPACES.len() && left_crds <= INFORMANT_CRDS.len()
     })
     .await;
