@@ -21,6 +21,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
@@ -37,6 +38,9 @@ pub const WEBHOOK_IP: &str = "INFORMANT_TEST_WEBHOOK_IP";
 
 /// The namespaces a reset keeps (besides `default`, which it empties).
 const SYSTEM_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// How long a reset waits for the namespaces and CRDs of earlier tests to be gone.
+const NAMESPACES_GONE: Duration = Duration::from_mins(2);
 
 /// The CRDs the support installs (kept across tests, their instances removed).
 const INFORMANT_CRDS: [&str; 2] = ["cacheconfigs.informant.dev", "controllers.informant.dev"];
@@ -359,7 +363,9 @@ async fn reset(client: &Client) {
         .await;
     }
     // Gone, not only deleting: a test making the same name again must not meet the old one.
-    super::eventually("the earlier tests' namespaces and CRDs gone", || async {
+    // The namespace controller empties a namespace before it goes: a test that made a hundred
+    // takes longer than a test's usual wait.
+    let gone = super::holds_within_every(NAMESPACES_GONE, Duration::from_millis(200), || async {
         let left_ns = namespaces
             .list(&ListParams::default())
             .await
@@ -371,6 +377,10 @@ async fn reset(client: &Client) {
         left_ns <= SYSTEM_NAMESPACES.len() && left_crds <= INFORMANT_CRDS.len()
     })
     .await;
+    assert!(
+        gone,
+        "the earlier tests' namespaces and CRDs not gone within {NAMESPACES_GONE:?}"
+    );
 }
 
 /// Deletes every `resource` (of `namespace`, or of all) whose name is `removable`, its
