@@ -50,6 +50,10 @@ fn e2e_scripts() -> Vec<String> {
         "e2e/lib/pods.sh",
         "e2e/cluster/cluster.sh",
         "e2e/cluster/real.sh",
+        "e2e/cluster/rust-suites.sh",
+        "e2e/cluster/bench-admission.sh",
+        "e2e/cluster/bench/persistent.sh",
+        "e2e/cluster/bench/reconcile.sh",
     ]
     .iter()
     .map(|path| format!("{root}/{path}"))
