@@ -49,6 +49,8 @@ fn e2e_scripts() -> Vec<String> {
         "e2e/lib/cluster.sh",
         "e2e/cluster/cluster.sh",
         "e2e/cluster/real.sh",
+        "e2e/cluster/node.sh",
+        "e2e/cluster/node-smoke.sh",
     ]
     .iter()
     .map(|path| format!("{root}/{path}"))
