@@ -54,6 +54,8 @@ fn e2e_scripts() -> Vec<String> {
         "e2e/cluster/bench-admission.sh",
         "e2e/cluster/bench/persistent.sh",
         "e2e/cluster/bench/reconcile.sh",
+        "e2e/cluster/node.sh",
+        "e2e/cluster/node-smoke.sh",
     ]
     .iter()
     .map(|path| format!("{root}/{path}"))

@@ -432,10 +432,10 @@ spec: {}") || fail "kubectl apply after the upgrade failed: $out"
   leader=$(lease_pod)
   lease=$(chart_period --leader-elect-lease-duration 15s)
   retry=$(chart_period --leader-elect-retry-period 2s)
-  # The manager does not release its Lease when it stops (as controller-runtime's default), so
-  # the standby waits for it to expire: the lease duration from when it last saw the Lease
-  # renewed (at most a retry period before the stop), then its next try; client-go's retries
-  # are jittered by up to 1.2 times the period.
+  # The bound is an unreleased Lease's (the chart's periods): the lease duration from when the
+  # standby last saw it renewed (at most a retry period before the stop), then its next try;
+  # client-go's retries are jittered by up to 1.2 times the period. The manager releases it
+  # when it stops (--leader-elect-release-on-cancel), so the hand-over is shorter.
   bound=$(awk -v l="$lease" -v r="$retry" 'BEGIN { printf "%d", l + 2 * 1.2 * r + 0.999 }')
   [ -n "${pod_ip[$leader]:-}" ] || fail "the Lease holder $leader is no pod of this harness"
   start=$(date +%s%N)
