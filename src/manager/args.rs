@@ -42,6 +42,10 @@ mod webhook;
 //
 // Reason: these doc comments are the `--help` text, where Markdown backticks would show as-is.
 #[allow(clippy::doc_markdown)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "each bool is a switch of the command line, as clap reads it"
+)]
 #[derive(clap::Args, Debug)]
 // A group id of its own: clap names a struct's group after the struct, and a user's flattening
 // struct is often called `Args` too.
