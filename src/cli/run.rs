@@ -15,6 +15,9 @@ use hook_flags::with_api_server;
 /// The flags of `informant run`: the manager's, which the library offers every operator's
 /// binary ([`manager::Args`], one parse for both), and the hook policy of hook controllers.
 #[derive(clap::Args, Debug)]
+// `informant run` needs a source to run: clap's usage error (exit 2) without one. The library's
+// `manager::Args` leaves that to `options()`, so an operator's own flags parse alone.
+#[command(group = clap::ArgGroup::new("run-source").args(["config", "cache_config"]).required(true))]
 pub struct Args {
     #[command(flatten)]
     pub manager: manager::Args,
