@@ -103,12 +103,6 @@ if [ -z "${E2E_IN_NODE:-}" ]; then
   trap remove_namespaces EXIT
   ip netns add "$NODE_NS"
   ip -n "$NODE_NS" link set lo up
-  # A fixed MAC: a bridge otherwise takes the lowest of its ports', so removing a pod's veth can
-  # change it under the other pods' ARP caches and cut them off from the node for a while (seen:
-  # a shard member lost its Leases when another pod stopped).
-  ip -n "$NODE_NS" link add br0 address 02:00:0a:f4:00:01 type bridge
-  ip -n "$NODE_NS" addr add "$NODE_IP/24" dev br0
-  ip -n "$NODE_NS" link set br0 up
   status=0
   # nsenter, not `ip netns exec`: that one mounts a new /sys, without the cgroup mounts podman
   # and runc need.
@@ -139,22 +133,21 @@ work=$(mktemp -d)
 chmod 0755 "$work"
 server_pid=""
 hook_pid=""
-kubelet_pid=""
-pod_count=0
 release_docs="" # the rendered chart of the current release
-declare -A pod_ip=()   # pod name -> address
-declare -A pod_docs=() # pod name -> the rendered chart it runs
-pods_running=()        # pod names, in start order; removed when stopped
+# The pods (e2e/lib/pods.sh): on the node's bridge, calling the server at its address.
+POD_NETNS=$NODE_NS
+POD_GATEWAY=$NODE_IP
+POD_API_HOST=$NODE_IP
+POD_API_PORT=$API_PORT
+POD_CA_FILE=$work/ca.crt
+# shellcheck source=e2e/lib/pods.sh
+source e2e/lib/pods.sh
+pods_bridge # the node's bridge, where the server and every pod are
 
 cleanup() {
   local status=$?
   harness_hook_stop
-  if [ -n "$kubelet_pid" ]; then kill "$kubelet_pid" 2>/dev/null || true; fi
-  local pod
-  for pod in "${pods_running[@]}"; do
-    podman logs "$pod" >"$work/$pod.log" 2>&1 || true
-    podman rm -f -t 0 "$pod" >/dev/null 2>&1 || true
-  done
+  pods_cleanup
   if [ -n "$server_pid" ]; then
     kill "$server_pid" 2>/dev/null || true
     wait "$server_pid" 2>/dev/null || true
@@ -175,14 +168,9 @@ harness_logs() {
   tail -n 20 "$work/server.log" 2>/dev/null || true
   echo "== hook server log (last 20 lines)"
   tail -n 20 "$work/hook.log" 2>/dev/null || true
-  local pod
-  for pod in "${pods_running[@]}"; do
-    echo "== pod $pod (last 40 lines)"
-    podman logs --tail 40 "$pod" 2>&1 || true
-  done
+  pods_logs
 }
 
-pod_py() { "$PYTHON" e2e/lib/pod.py "$@"; }
 
 # render VALUES-JSON: the chart rendered by Helm's engine, as a file of JSON documents.
 render() {
@@ -222,122 +210,6 @@ for d in json.load(open(sys.argv[1])):
     print(json.dumps(d))' "$1" | k delete --wait=true --ignore-not-found -f - >/dev/null
 }
 
-# issue_token POD-DIR SA: a token of the ServiceAccount for the pod, as the kubelet projects it
-# (written to a new file, then renamed over the old one, as the kubelet's atomic writer does).
-issue_token() {
-  local dir=$1 sa=$2
-  k -n "$E2E_NS" create token "$sa" --duration "${TOKEN_TTL}s" >"$dir/serviceaccount/.token.new"
-  chmod 0644 "$dir/serviceaccount/.token.new"
-  mv -f "$dir/serviceaccount/.token.new" "$dir/serviceaccount/token"
-  date +%s >"$dir/token-issued"
-  echo "$(($(date +%s) + TOKEN_TTL))" >>"$dir/token-expiries"
-}
-
-# The kubelet's token rotation: each pod's token is replaced once it is past half its lifetime
-# (the kubelet replaces a projected token at 80% of its lifetime or after 24 h; half leaves a
-# minute-long token room for client-go's and kube-rs's once-a-minute re-read).
-kubelet_rotate() {
-  local dir issued sa
-  while true; do
-    for dir in "$work"/pods/*/; do
-      [ -f "$dir/serviceaccount/token" ] && [ ! -f "$dir/stopped" ] || continue
-      issued=$(cat "$dir/token-issued")
-      if [ $(($(date +%s) - issued)) -ge $((TOKEN_TTL / 2)) ]; then
-        sa=$(cat "$dir/sa")
-        issue_token "$dir" "$sa" 2>>"$work/kubelet.log" || true
-      fi
-    done
-    sleep 1 # the kubelet's own timer, not a synchronisation: nothing waits on it
-  done
-}
-
-# ready POD: the pod's readiness probe answers 200 (the rendered path and port).
-probe_ok() { # probe_ok POD readiness|liveness
-  local path port period delay scheme
-  read -r path port period delay scheme < <(pod_py probe "${pod_docs[$1]}" "$2")
-  [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$scheme://${pod_ip[$1]}:$port$path")" = 200 ]
-}
-
-# wait_ready POD: the kubelet's readiness: the first probe after initialDelaySeconds, then one
-# every periodSeconds, until one passes (or the deadline).
-wait_ready() {
-  local pod=$1 path port period delay scheme deadline
-  read -r path port period delay scheme < <(pod_py probe "${pod_docs[$pod]}" readiness)
-  if [ -n "${FAST_PROBE:-}" ]; then period=0.1 delay=0; fi # figures: the manager's start, not the probe's period
-  deadline=$((SECONDS + E2E_WAIT))
-  sleep "$delay" # initialDelaySeconds, as the kubelet waits it
-  while ! probe_ok "$pod" readiness; do
-    podman container exists "$pod" && [ "$(podman inspect -f '{{.State.Running}}' "$pod")" = true ] ||
-      fail "pod $pod exited: $(podman logs --tail 20 "$pod" 2>&1)"
-    [ "$SECONDS" -lt "$deadline" ] || fail "pod $pod not ready after ${E2E_WAIT}s: $(podman logs --tail 20 "$pod" 2>&1)"
-    sleep "$period" # periodSeconds, as the kubelet probes
-  done
-  note "pod $pod ready at ${pod_ip[$pod]} (probe $path on $port, every ${period}s)"
-}
-
-# start_pod DOCS: one replica of DOCS's Deployment, as a new pod (a new name, address and
-# network namespace; pods are never reused).
-start_pod() {
-  local docs=$1 n pod dir netns ip sa
-  n=$((++pod_count))
-  # <release>-<template hash>-p<n>: a Deployment's pods share the hash of their template.
-  pod="$RELEASE-$(md5sum <"$docs" | cut -c1-8)-p$n"
-  dir="$work/pods/$pod"
-  netns="$NODE_NS-p$n"
-  ip="10.244.0.$((10 + n))"
-  mkdir -p "$dir/serviceaccount" "$dir/volumes/tmp"
-  # The emptyDir: the pod's fsGroup owns it (setgid), as the kubelet prepares it.
-  chown 65532:65532 "$dir/volumes/tmp"
-  chmod 2775 "$dir/volumes/tmp"
-  sa=$("$PYTHON" -c 'import json,sys; d=[x for x in json.load(open(sys.argv[1])) if x["kind"]=="Deployment"][0]; print(d["spec"]["template"]["spec"].get("serviceAccountName","default"))' "$docs")
-  echo "$sa" >"$dir/sa"
-  issue_token "$dir" "$sa"
-  # The server's CA (from the kubeconfig) and the pod's namespace.
-  "$PYTHON" -c 'import base64,sys,yaml; c=yaml.safe_load(open(sys.argv[1])); sys.stdout.write(base64.b64decode(c["clusters"][0]["cluster"]["certificate-authority-data"]).decode())' \
-    "$KUBECONFIG" >"$dir/serviceaccount/ca.crt"
-  printf '%s' "$E2E_NS" >"$dir/serviceaccount/namespace"
-  chmod 0755 "$dir" "$dir/serviceaccount"
-  chmod 0644 "$dir/serviceaccount/"*
-  # The pod's network: its own namespace, a veth on the node's bridge, its own address.
-  ip netns add "$netns"
-  ip link add "vp$n" type veth peer name eth0 netns "$netns"
-  ip link set "vp$n" master br0 up
-  ip -n "$netns" link set lo up
-  ip -n "$netns" addr add "$ip/24" dev eth0
-  ip -n "$netns" link set eth0 up
-  ip -n "$netns" route add default via "$NODE_IP"
-  local args=()
-  mapfile -d '' args < <(pod_py podman-args "$docs" "$pod" "$dir" "/run/netns/$netns" "$NODE_IP" "$API_PORT" "$ip")
-  podman run -d "${PODMAN_FLAGS[@]}" "${PODMAN_ULIMITS[@]}" "${args[@]}" >/dev/null
-  pod_ip[$pod]=$ip
-  pod_docs[$pod]=$docs
-  pods_running+=("$pod")
-  note "pod $pod started (uid $(podman top "$pod" huser 2>/dev/null | tail -n1 | tr -d ' '), $ip)"
-  wait_ready "$pod"
-  LAST_POD=$pod
-}
-
-# stop_pod POD: as the kubelet stops a pod: SIGTERM, SIGKILL after the grace period.
-stop_pod() {
-  local pod=$1 grace
-  grace=$("$PYTHON" -c 'import json,sys; d=[x for x in json.load(open(sys.argv[1])) if x["kind"]=="Deployment"][0]; print(d["spec"]["template"]["spec"].get("terminationGracePeriodSeconds",30))' "${pod_docs[$pod]}")
-  podman stop -t "$grace" "$pod" >/dev/null
-  podman logs "$pod" >"$work/$pod.log" 2>&1 || true
-  podman rm -f "$pod" >/dev/null
-  touch "$work/pods/$pod/stopped"
-  local kept=() p
-  for p in "${pods_running[@]}"; do [ "$p" = "$pod" ] || kept+=("$p"); done
-  pods_running=("${kept[@]}")
-  ip netns delete "$NODE_NS-p${pod##*-p}" 2>/dev/null || true
-}
-
-# The pods of a rendered release still running.
-release_pods() { # release_pods DOCS
-  local p
-  for p in "${pods_running[@]}"; do [ "${pod_docs[$p]}" = "$1" ] && echo "$p"; done
-  return 0
-}
-
 first_pod() { release_pods "$release_docs" | head -n1; }
 
 # The metrics scheme, port and credentials of the rendered args: HTTPS with a bearer token when
@@ -368,7 +240,7 @@ harness_install() {
   note "CacheConfig $E2E_NS/$E2E_CC, Lease $E2E_NS/$E2E_LEASE"
   # As on kind: the scenarios' edits widen the scope beyond what the chart derived at install.
   local sa
-  sa=$(cat_sa "$release_docs")
+  sa=$(deployment_value "$release_docs" 'd["spec"]["template"]["spec"].get("serviceAccountName", "default")')
   k apply -f - >/dev/null <<EOF
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
@@ -401,10 +273,6 @@ grant_metrics_reader() {
 revoke_metrics_reader() {
   k delete clusterrolebinding e2e-metrics-reader --ignore-not-found >/dev/null
   k -n "$E2E_NS" delete serviceaccount "$METRICS_SA" --ignore-not-found >/dev/null
-}
-
-cat_sa() {
-  "$PYTHON" -c 'import json,sys; d=[x for x in json.load(open(sys.argv[1])) if x["kind"]=="Deployment"][0]; print(d["spec"]["template"]["spec"].get("serviceAccountName","default"))' "$1"
 }
 
 harness_metrics() { metrics_curl "$(first_pod)" /metrics; }
@@ -594,9 +462,10 @@ server_pid=$!
 wait_until "$E2E_WAIT" "the server prints its address" grep -q '^https://' "$work/addr"
 export KUBECONFIG="$work/kubeconfig"
 note "server at $(head -n1 "$work/addr")"
-mkdir -p "$work/pods"
-kubelet_rotate >"$work/kubelet.log" 2>&1 &
-kubelet_pid=$!
+# The server's CA, which every pod gets as its ca.crt.
+"$PYTHON" -c 'import base64,sys,yaml; c=yaml.safe_load(open(sys.argv[1])); sys.stdout.write(base64.b64decode(c["clusters"][0]["cluster"]["certificate-authority-data"]).decode())' \
+  "$KUBECONFIG" >"$POD_CA_FILE"
+kubelet_start
 
 # --- figures (bash e2e/container.sh --figures): the image, measured -----------------------
 

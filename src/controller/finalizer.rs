@@ -17,8 +17,11 @@ use super::context::Context;
 
 impl<D> Context<D> {
     /// Runs `reconcile` under the finalizer `name` on `object`, as kube-runtime's
-    /// `finalizer`: an object without the finalizer gets it first (and the reconcile comes
-    /// with the change that adds it: `Action::await_change`); one that has it gets
+    /// `finalizer`: an object without the finalizer gets it first, and the reconcile goes on
+    /// in the same pass with [`Event::Apply`] of the object as the API server stored it (in
+    /// kube-runtime the reconcile waits for the change that adds it, which a
+    /// [`Predicate::GenerationChanged`](super::Predicate::GenerationChanged) filters out: the
+    /// finalizer does not bump the generation); one that has it gets
     /// [`Event::Apply`]; one being deleted gets [`Event::Cleanup`], and the finalizer is
     /// removed only once the cleanup succeeded, so the API server deletes the object then (a
     /// failed cleanup keeps it, and is retried by the error policy). An object being deleted
@@ -87,7 +90,6 @@ impl<D> Context<D> {
             async move {
                 api.patch(object_name, &PatchParams::default(), &Patch::Merge(&body))
                     .await
-                    .map(drop)
             }
         };
         match (has, deleting) {
@@ -105,8 +107,20 @@ impl<D> Context<D> {
             (false, false) => {
                 let mut added = finalizers;
                 added.push(name.to_owned());
-                set(added).await.map_err(Error::AddFinalizer)?;
-                Ok(Action::await_change())
+                let stored = set(added.clone()).await.map_err(Error::AddFinalizer)?;
+                // What the API server stored (its new resourceVersion); read as K, or else the
+                // object read with the finalizer it now has.
+                let object = stored.try_parse::<K>().map_or_else(
+                    |_| {
+                        let mut object = (*object).clone();
+                        object.meta_mut().finalizers = Some(added);
+                        Arc::new(object)
+                    },
+                    Arc::new,
+                );
+                reconcile(Event::Apply(object))
+                    .await
+                    .map_err(Error::ApplyFailed)
             }
             (false, true) => Ok(Action::await_change()),
         }

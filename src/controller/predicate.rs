@@ -24,7 +24,10 @@ use crate::cache::{Cache, SharedCache, typed};
 /// Predicates filter only the changes of the `for` kind: requeues, retries, the periodic
 /// resync, list passes and the changes of owned and watched kinds reconcile regardless (in
 /// controller-runtime a predicate on `For` also drops the informer's resync; here the resync
-/// is the controller's own and always runs). Several predicates on one controller must all
+/// is the controller's own and always runs). A change of an object marked for deletion always
+/// passes, whatever the predicates (a finalizer's cleanup must not wait: kube-apiserver bumps
+/// the generation when it marks an object with finalizers, but not every server does, and the
+/// finalizer's own removal is metadata only). Several predicates on one controller must all
 /// pass, as controller-runtime's `WithPredicates(a, b)`; [`Predicate::Any`] is its `Or`.
 ///
 /// ```
@@ -55,6 +58,9 @@ pub enum Predicate {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Seen {
     generation: Option<i64>,
+    /// Marked for deletion: every change of an object being deleted passes, whatever the
+    /// predicates, so its cleanup (a finalizer's) never waits for a resync.
+    deleting: bool,
     labels: u64,
     annotations: u64,
 }
@@ -65,6 +71,7 @@ impl Seen {
         let hasher = foldhash::fast::FixedState::with_seed(0);
         Self {
             generation: meta.generation,
+            deleting: meta.deletion_timestamp.is_some(),
             labels: hasher.hash_one(&meta.labels),
             annotations: hasher.hash_one(&meta.annotations),
         }
@@ -143,6 +150,7 @@ where
             let now = Seen::of(object.meta());
             match seen.insert(key, now) {
                 None => true,
+                Some(_) if now.deleting => true,
                 Some(before) => predicates.iter().all(|p| p.passes(&before, &now)),
             }
         }

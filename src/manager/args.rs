@@ -42,11 +42,17 @@ mod webhook;
 //
 // Reason: these doc comments are the `--help` text, where Markdown backticks would show as-is.
 #[allow(clippy::doc_markdown)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "each bool is a switch of the command line, as clap reads it"
+)]
 #[derive(clap::Args, Debug)]
 // A group id of its own: clap names a struct's group after the struct, and a user's flattening
 // struct is often called `Args` too.
 #[group(id = "informant-manager-args")]
-#[command(group = clap::ArgGroup::new("source").required(true))]
+// One source at most; none is an error of `Args::options`, not of parsing, so that a user's
+// binary may add flags that need no manager (`--print-crd`) and parse them alone.
+#[command(group = clap::ArgGroup::new("source").multiple(false))]
 pub struct Args {
     /// CacheConfig YAML file, hot-reloaded on change (atomic renames and ConfigMap volume
     /// updates included).
@@ -158,6 +164,15 @@ pub struct Args {
     // component-base config/options/leaderelectionconfig.go; controller-runtime defaultRetryPeriod.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = duration, env = "INFORMANT_LEADER_ELECT_RETRY_PERIOD", help_heading = "Leader election")]
     pub leader_elect_retry_period: Duration,
+
+    /// Whether a leader that stops cleanly releases the Lease, so a standby (or the next pod of
+    /// a rolling update) leads within a retry period instead of a lease duration. Safe because
+    /// the process ends once the manager has stopped; `=false` keeps controller-runtime's
+    /// library default (the Lease held until it expires).
+    // kubebuilder's scaffolded cmd/main.go names LeaderElectionReleaseOnCancel as safe for a
+    // binary that exits when its manager stops; controller-runtime's own default is false.
+    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, env = "INFORMANT_LEADER_ELECT_RELEASE_ON_CANCEL", help_heading = "Leader election")]
+    pub leader_elect_release_on_cancel: bool,
 
     /// This replica's identity in its shard ring (spec.sharding) and in leader election,
     /// unique among the replicas (default: `<hostname>_<uuid>`, as leader election's).
@@ -431,6 +446,7 @@ impl Args {
             lease_duration: self.leader_elect_lease_duration,
             renew_deadline: self.leader_elect_renew_deadline,
             retry_period: self.leader_elect_retry_period,
+            release_on_cancel: self.leader_elect_release_on_cancel,
             identity: identity.clone(),
             ..LeaderElection::new(&self.lease_name, lease_namespace.clone())
         });

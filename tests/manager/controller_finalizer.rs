@@ -179,3 +179,92 @@ async fn a_finalizer_list_changed_since_the_read_is_a_conflict_and_keeps_the_oth
     assert_eq!(now.finalizers(), ["someone.else/keep", FINALIZER]);
     env.stop().await;
 }
+
+/// The finalizer helper with `Predicate::GenerationChanged`, as a kube-rs developer writes a
+/// Website operator: adding the finalizer does not bump the generation, so the reconcile must
+/// go on in the pass that added it (else the predicate filters the change out and the object
+/// waits for a resync), and the deletion must reach the reconcile whatever the predicate.
+#[tokio::test]
+async fn a_finalizer_with_the_generation_predicate_applies_at_once_and_cleans_up_on_deletion() {
+    use informant::controller::Predicate;
+    use k8s_openapi::api::apps::v1::Deployment;
+
+    let env = support::Env::new().await;
+    let reloader = env.default_reloader(support::WAIT).await;
+    let pipeline = Pipeline::new(&Options::default(), NullSink, Arc::new(SystemClock));
+    let (events, mut seen) = mpsc::unbounded_channel::<String>();
+    let ctx = Context::new(
+        reloader.cache(),
+        Arc::clone(reloader.pool()),
+        env.client.clone(),
+        pipeline.recorder(),
+    )
+    .with_data(events);
+    let reconcile = |deployment: Arc<Deployment>,
+                     ctx: Arc<Context<mpsc::UnboundedSender<String>>>| async move {
+        let sink = ctx.data().clone();
+        ctx.finalizer(FINALIZER, deployment, |event| async move {
+            let said = match event {
+                Event::Apply(d) => format!("apply {}", d.name_any()),
+                Event::Cleanup(d) => format!("cleanup {}", d.name_any()),
+            };
+            let _ = sink.send(said);
+            Ok::<_, kube::Error>(Action::await_change())
+        })
+        .await
+    };
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(
+        Controller::<Deployment>::new("websites")
+            .predicate(Predicate::GenerationChanged)
+            .run(ctx, reconcile, default_error_policy, shutdown.clone()),
+    );
+
+    env.create(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                         "spec": {"containers": [{"name": "c", "image": "nginx"}]}},
+        },
+    }));
+    let first = tokio::time::timeout(support::WAIT, seen.recv()).await;
+    assert_eq!(
+        first.ok().flatten().as_deref(),
+        Some("apply web"),
+        "the reconcile went on in the pass that added the finalizer"
+    );
+
+    let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), "default");
+    deployments
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    let cleaned = tokio::time::timeout(support::WAIT, async {
+        while let Some(said) = seen.recv().await {
+            if said == "cleanup web" {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(
+        cleaned,
+        Ok(true),
+        "the deletion reached the reconcile under the predicate"
+    );
+    support::eventually(
+        "the Deployment web removed once its finalizer went",
+        || async { deployments.get_opt("web").await.unwrap().is_none() },
+    )
+    .await;
+    shutdown.cancel();
+    tokio::time::timeout(support::WAIT, task)
+        .await
+        .expect("the controller stops on shutdown")
+        .unwrap()
+        .unwrap();
+    env.stop().await;
+}

@@ -49,7 +49,7 @@ esac
 
 /// A manager with its webhook endpoint on, watching the `Controller`s of `default`.
 struct Running {
-    server: informant::apiserver::TestServer,
+    server: support::Server,
     client: kube::Client,
     metrics: HookMetrics,
     shutdown: CancellationToken,
@@ -65,7 +65,7 @@ impl Running {
             health_addr: None,
             shutdown_grace: Duration::from_secs(10),
             webhook: Some(WebhookOptions::managed(
-                ([127, 0, 0, 1], 0).into(),
+                support::webhook_bind(),
                 "default",
                 SERVICE,
             )),
@@ -76,9 +76,7 @@ impl Running {
         };
         let mut manager = Manager::new(client.clone(), options).await.unwrap();
         let addr = manager.webhook_addr().unwrap();
-        server
-            .handle()
-            .resolve_service("default", SERVICE, 443, addr);
+        server.publish_service("default", SERVICE, 443, addr).await;
         let metrics = HookMetrics::of(&mut manager);
         informant::hooks::add_to_manager(&mut manager);
         let shutdown = CancellationToken::new();
@@ -502,7 +500,7 @@ async fn removed_by_reloads(
 
 /// Runs `kubectl` against `server` with `args`; `None` (and "skipped:" printed) without it.
 async fn kubectl(
-    server: &informant::apiserver::TestServer,
+    server: &support::Server,
     dir: &Path,
     args: &[&str],
 ) -> Option<std::process::Output> {
@@ -637,7 +635,7 @@ impl Replica {
                 ..informant::manager::LeaderElection::new("informant-admission-test", "default")
             }),
             webhook: Some(WebhookOptions::managed(
-                ([127, 0, 0, 1], 0).into(),
+                support::webhook_bind(),
                 "default",
                 SERVICE,
             )),
@@ -713,8 +711,8 @@ async fn every_replica_serves_the_hooks_and_the_next_leader_keeps_the_configurat
     let (leader, standby) = if a.leads() { (a, b) } else { (b, a) };
     // The API server reaches the standby only.
     server
-        .handle()
-        .resolve_service("default", SERVICE, 443, standby.addr);
+        .publish_service("default", SERVICE, 443, standby.addr)
+        .await;
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let denied: ConfigMap = serde_json::from_value(json!({
         "metadata": {"name": "denied", "namespace": "default", "labels": {"deny": "yes"}}

@@ -136,8 +136,20 @@ fn one_fate_per_review(metrics: &HookMetrics, marker: &Path) {
     let counted = fates(metrics);
     let total: u64 = counted.iter().map(|(_, n)| n).sum();
     assert_eq!(total, calls(marker), "fates = reviews seen: {counted:?}");
+    // On a real cluster the test is not the only reader: kube-controller-manager's garbage
+    // collector and quota monitors list widgets at their preferred version (v1alpha1), and
+    // each of their lists fails on `b` too.
+    let failed = |n: u64| {
+        if support::backend::real_kubeconfig().is_some() {
+            n >= 1
+        } else {
+            n == 1
+        }
+    };
     assert!(
-        counted.contains(&(ConversionFate::Failed, 1)),
+        counted
+            .iter()
+            .any(|(f, n)| *f == ConversionFate::Failed && failed(*n)),
         "{counted:?}"
     );
     assert!(
@@ -187,7 +199,7 @@ async fn set_to_call_the_manager(crds: &Api<CustomResourceDefinition>) {
 /// A manager with its webhook endpoint on (managed certificates, behind [`SERVICE`]),
 /// running the hook `Controller`s of `default`: its hook series, its shutdown, its task.
 async fn start_manager(
-    server: &informant::apiserver::TestServer,
+    server: &support::Server,
     client: &kube::Client,
 ) -> (
     HookMetrics,
@@ -199,7 +211,7 @@ async fn start_manager(
         health_addr: None,
         shutdown_grace: Duration::from_secs(10),
         webhook: Some(WebhookOptions::managed(
-            ([127, 0, 0, 1], 0).into(),
+            support::webhook_bind(),
             "default",
             SERVICE,
         )),
@@ -210,9 +222,7 @@ async fn start_manager(
     };
     let mut manager = Manager::new(client.clone(), options).await.unwrap();
     let addr = manager.webhook_addr().unwrap();
-    server
-        .handle()
-        .resolve_service("default", SERVICE, 443, addr);
+    server.publish_service("default", SERVICE, 443, addr).await;
     let metrics = HookMetrics::of(&mut manager);
     informant::hooks::add_to_manager(&mut manager);
     let shutdown = CancellationToken::new();
@@ -330,7 +340,7 @@ async fn a_declared_conversion_hook_converts_what_is_read_fails_a_list_naming_th
 
 /// Through kubectl, when there is one: written at v1alpha1, read at v1 and back; whether it
 /// ran (and wrote the widget `k`).
-async fn with_kubectl(server: &informant::apiserver::TestServer, dir: &Path) -> bool {
+async fn with_kubectl(server: &support::Server, dir: &Path) -> bool {
     let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".to_owned());
     let found = std::process::Command::new(&kubectl)
         .args(["version", "--client"])

@@ -11,7 +11,7 @@ use crate::support;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use informant::apiserver::{TestServer, Verb};
+use informant::apiserver::Verb;
 use informant::config::Origin;
 use informant::controller::{Context, ControllerMetrics};
 use informant::hooks::{
@@ -173,13 +173,10 @@ spec:
     }
 
     fn cronjob(&self, name: &str, annotations: &Value) -> Value {
-        self.server
-            .handle()
-            .create(json!({"apiVersion": "batch/v1", "kind": "CronJob",
+        self.server.create(json!({"apiVersion": "batch/v1", "kind": "CronJob",
                 "metadata": {"namespace": "default", "name": name, "annotations": annotations},
                 "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": {
                     "containers": [{"name": "c", "image": "busybox"}], "restartPolicy": "Never"}}}}}}))
-            .unwrap()
     }
 
     fn calls(&self) -> Vec<Value> {
@@ -228,12 +225,10 @@ async fn the_hook_sees_the_object_and_its_children_and_its_answer_is_written_onc
     let uid = web["metadata"]["uid"].as_str().unwrap().to_owned();
     // A child from before, which the hook's answer does not list: it must go.
     env.server
-        .handle()
         .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"namespace": "default", "name": "web-old", "ownerReferences": [
                 {"apiVersion": "batch/v1", "kind": "CronJob", "name": "web", "uid": uid,
-                 "controller": true}]}}))
-        .unwrap();
+                 "controller": true}]}}));
     let (stats, task) = env.start(&env.controller("web-hooks", ""));
 
     eventually("the child applied and the old child deleted", || async {
@@ -518,12 +513,14 @@ async fn a_failing_hook_is_retried_with_backoff_while_other_objects_flow() {
     env.stop(vec![task]).await;
 }
 
-fn install_controller_crd(server: &TestServer) {
+async fn install_controller_crd(server: &support::Server) {
+    if server.is_real() {
+        // informant's CRDs stay installed on the real cluster (applied, waited for).
+        support::backend::install_informant_crds(&server.client().await.unwrap()).await;
+        return;
+    }
     let crd: CustomResourceDefinition = Controller::crd();
-    server
-        .handle()
-        .create(serde_json::to_value(crd).unwrap())
-        .unwrap();
+    server.create(serde_json::to_value(crd).unwrap());
 }
 
 async fn next_pass(progress: &mut watch::Receiver<informant::hooks::Progress>) {
@@ -539,7 +536,7 @@ async fn next_pass(progress: &mut watch::Receiver<informant::hooks::Progress>) {
 async fn an_edit_restarts_only_that_controller_and_an_invalid_one_keeps_the_previous_running() {
     require("python3");
     let env = Env::new().await;
-    install_controller_crd(&env.server);
+    install_controller_crd(&env.server).await;
     let api = Api::<Controller>::namespaced(env.client.clone(), "default");
     let mut desired = Desired::new();
     for name in ["one", "two"] {
@@ -632,14 +629,12 @@ async fn the_cronjob_example_records_saw_completed_job_on_the_parent_once() {
     let cronjob = env.cronjob("nightly", &json!({}));
     let uid = cronjob["metadata"]["uid"].as_str().unwrap();
     env.server
-        .handle()
         .create(json!({"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"namespace": "default", "name": "nightly-1", "ownerReferences": [
                 {"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": uid,
                  "controller": true}]},
             "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox"}],
-                                           "restartPolicy": "Never"}}}}))
-        .unwrap();
+                                           "restartPolicy": "Never"}}}}));
     // As the Job controller does: the status through its subresource.
     Api::<k8s_openapi::api::batch::v1::Job>::namespaced(env.client.clone(), "default")
         .patch_status(
@@ -784,17 +779,13 @@ async fn the_copier_example_webhook_copies_a_configmap_into_a_secret() {
     );
     let (stats, task) = env.start(&controller_with_spec("copier", &spec));
     env.server
-        .handle()
         .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"namespace": "default", "name": "settings",
                          "labels": {"informant.dev/copy-to-secret": "true"}},
-            "data": {"greeting": "hello"}}))
-        .unwrap();
+            "data": {"greeting": "hello"}}));
     env.server
-        .handle()
         .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"namespace": "default", "name": "private"}, "data": {"k": "v"}}))
-        .unwrap();
+            "metadata": {"namespace": "default", "name": "private"}, "data": {"k": "v"}}));
     let secrets =
         Api::<k8s_openapi::api::core::v1::Secret>::namespaced(env.client.clone(), "default");
     eventually("the Secret copied", || async {
@@ -828,10 +819,8 @@ async fn the_shell_example_counts_keys_with_jq() {
     );
     let (_stats, task) = env.start(&controller_with_spec("count-keys", &spec));
     env.server
-        .handle()
         .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"namespace": "default", "name": "pair"}, "data": {"a": "1", "b": "2"}}))
-        .unwrap();
+            "metadata": {"namespace": "default", "name": "pair"}, "data": {"a": "1", "b": "2"}}));
     eventually("the Counted event", || async {
         env.events("Counted", "pair")
             .await
@@ -878,10 +867,8 @@ async fn related_objects_are_sent_and_trigger_and_requeue_after_calls_again() {
     assert_eq!(env.calls()[0]["related"], json!([]));
 
     env.server
-        .handle()
         .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"namespace": "default", "name": "again"}}))
-        .unwrap();
+            "metadata": {"namespace": "default", "name": "again"}}));
     eventually(
         "a related object triggers, then requeues call again",
         || async {
@@ -922,11 +909,9 @@ async fn with_map_to_a_related_object_reconciles_only_the_objects_its_annotation
     };
     let configmap = |name: &str, target: &str| {
         env.server
-            .handle()
             .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"namespace": "default", "name": name,
-                             "annotations": {"informant.dev/for": target}}}))
-            .unwrap();
+                             "annotations": {"informant.dev/for": target}}}));
     };
     configmap("for-two", "two");
     eventually("the ConfigMap naming two reconciles two", || async {
@@ -1043,7 +1028,7 @@ async fn a_child_of_a_kind_not_owned_fails_the_answer_before_anything_is_recorde
 async fn a_member_that_comes_to_lead_starts_its_waiting_finalizing_controller_at_once() {
     require("python3");
     let env = Env::new().await;
-    install_controller_crd(&env.server);
+    install_controller_crd(&env.server).await;
     let api = Api::<Controller>::namespaced(env.client.clone(), "default");
     let holds = env.controller("holds", "  finalize: true\n");
     api.create(&PostParams::default(), &holds.resource)
@@ -1223,14 +1208,12 @@ async fn the_persistent_cronjob_example_records_saw_completed_job() {
     let cronjob = env.cronjob("nightly", &json!({}));
     let uid = cronjob["metadata"]["uid"].as_str().unwrap();
     env.server
-        .handle()
         .create(json!({"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"namespace": "default", "name": "nightly-1", "ownerReferences": [
                 {"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly", "uid": uid,
                  "controller": true}]},
             "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox"}],
-                                           "restartPolicy": "Never"}}}}))
-        .unwrap();
+                                           "restartPolicy": "Never"}}}}));
     Api::<k8s_openapi::api::batch::v1::Job>::namespaced(env.client.clone(), "default")
         .patch_status(
             "nightly-1",

@@ -12,7 +12,6 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use informant::apiserver::TestServer;
 use informant::hooks::Controller;
 use informant::manager::{ConfigSource, Manager, Options};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -50,17 +49,14 @@ spec:
 }
 
 /// Creates the Secret `default/NAME`, which the test controllers reconcile.
-fn secret(server: &TestServer, name: &str) {
-    server
-        .handle()
-        .create(json!({"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"namespace": "default", "name": name}}))
-        .unwrap();
+fn secret(server: &support::Server, name: &str) {
+    server.create(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"namespace": "default", "name": name}}));
 }
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_multi_document_config_file_runs_its_controllers_and_an_edit_restarts_them() {
     require("python3");
-    let server = TestServer::start().await.unwrap();
+    let server = support::Server::start(None).await;
     let client = server.client().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let hook = dir.path().join("hook.py");
@@ -335,7 +331,7 @@ struct Replica {
 }
 
 impl Replica {
-    async fn start(server: &TestServer, dir: &Path, identity: &str) -> Self {
+    async fn start(server: &support::Server, dir: &Path, identity: &str) -> Self {
         let hook = dir.join("logging.py");
         std::fs::write(&hook, LOGGING_HOOK).unwrap();
         let log = dir.join(format!("calls-{identity}.log"));
@@ -414,7 +410,7 @@ spec:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_leader_calls_hooks_and_the_standby_takes_over() {
     require("python3");
-    let server = TestServer::start().await.unwrap();
+    let server = support::Server::start(None).await;
     let dir = tempfile::tempdir().unwrap();
     secret(&server, "s1");
     let a = Replica::start(&server, dir.path(), "a").await;

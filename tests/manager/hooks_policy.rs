@@ -32,7 +32,7 @@ const MARKING_HOOK: &str = "#!/bin/sh\ncat >/dev/null\necho called >>\"$1\"\npri
 
 /// A manager watching the `Controller`s of `default` under `policy`.
 struct Running {
-    server: informant::apiserver::TestServer,
+    server: support::Server,
     client: kube::Client,
     shutdown: CancellationToken,
     run: tokio::task::JoinHandle<Result<(), informant::manager::Error>>,

@@ -37,7 +37,7 @@ const SLACK: Duration = Duration::from_secs(3);
 
 /// A server with the `CacheConfig` CRD installed, `default/config` caching `ConfigMap`s
 /// eagerly, and one `ConfigMap` to read.
-async fn server() -> (TestServer, Client) {
+async fn server() -> (support::Server, Client) {
     let (server, client) = support::server_with_cacheconfig_crd().await;
     let spec: CacheConfigSpec = serde_json::from_value(json!({
         "syncPeriod": "1h",
@@ -48,11 +48,10 @@ async fn server() -> (TestServer, Client) {
         .create(&PostParams::default(), &CacheConfig::new(NAME, spec))
         .await
         .unwrap();
-    server
-        .handle()
-        .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"namespace": "team-a", "name": "a1"}}))
-        .unwrap();
+    // The namespace first: a real API server refuses objects in one that does not exist.
+    server.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}));
+    server.create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"namespace": "team-a", "name": "a1"}}));
     (server, client)
 }
 

@@ -8,7 +8,6 @@ use crate::support;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use informant::apiserver::TestServer;
 use informant::config::{CacheConfig, CacheConfigSpec};
 use informant::manager::{ConfigSource, Manager, Reload};
 use informant::recorder::Fate;
@@ -56,16 +55,12 @@ async fn ready(health: SocketAddr) {
     .await;
 }
 
-async fn seeded_server() -> (TestServer, Client) {
-    let server = TestServer::start().await.unwrap();
+async fn seeded_server() -> (support::Server, Client) {
+    let (server, client) = support::server().await;
     for (name, app) in [("a1", "a"), ("b1", "b")] {
-        server
-            .handle()
-            .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"namespace": "default", "name": name, "labels": {"app": app}}}))
-            .unwrap();
+        server.create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "default", "name": name, "labels": {"app": app}}}));
     }
-    let client = server.client().await.unwrap();
     (server, client)
 }
 

@@ -19,7 +19,7 @@ const NS: &str = "default";
 const NAME: &str = "config";
 
 /// A server with the `CacheConfig` CRD installed and `default/config` created by a user.
-async fn server() -> (TestServer, Client) {
+async fn server() -> (support::Server, Client) {
     let (server, client) = support::server_with_cacheconfig_crd().await;
     let spec = CacheConfigSpec {
         sync_period: Some("1h".into()),

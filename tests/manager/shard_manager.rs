@@ -126,7 +126,7 @@ impl Member {
 /// The server, `NAMESPACES` × `PER_NAMESPACE` `ConfigMap`s, a config file and a directory of
 /// reconcile logs.
 struct Ring {
-    server: informant::apiserver::TestServer,
+    server: support::Server,
     client: Client,
     dir: tempfile::TempDir,
     config: PathBuf,
@@ -180,7 +180,7 @@ impl Ring {
     }
 
     /// The ring on `server`: its objects, its config file, its reconcile logs' directory.
-    fn on(server: informant::apiserver::TestServer, client: Client, key: &str) -> Self {
+    fn on(server: support::Server, client: Client, key: &str) -> Self {
         let mut objects = BTreeSet::new();
         for n in 0..NAMESPACES {
             let ns = format!("ns-{n}");

@@ -1,27 +1,35 @@
 //! Helpers shared by the integration tests of the manager on the embedded API server
 //! (`mod support;` in each; a test binary uses some of them): the server set-ups, the [`Env`]
-//! most tests build on, and the waits, probes and files they share.
+//! most tests build on, and the waits, probes and files they share. One switch
+//! (`INFORMANT_TEST_KUBECONFIG`, [`backend`]) points the set-ups at a real cluster instead.
 
+pub mod backend;
 pub mod https;
+
+#[allow(
+    unused_imports,
+    reason = "not every test binary uses every part of the switch"
+)]
+pub use backend::{Server, embedded_only, skip_on_real, webhook_bind};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, PostParams};
 
-/// An embedded API server with its default configuration, and a client of it.
+/// An embedded API server with its default configuration (the real cluster under the
+/// switch), and a client of it.
 #[allow(dead_code, reason = "not every test binary starts its own server")]
-pub async fn server() -> (informant::apiserver::TestServer, Client) {
-    server_with(informant::apiserver::Config::default()).await
+pub async fn server() -> (Server, Client) {
+    let server = Server::start(None).await;
+    let client = server.client().await.unwrap();
+    (server, client)
 }
 
-/// An embedded API server started with `config` (faults, watch timings), and a client of it.
+/// An embedded API server started with `config` (faults, watch timings), and a client of it;
+/// skipped under the switch.
 #[allow(dead_code, reason = "not every test binary configures its server")]
-pub async fn server_with(
-    config: informant::apiserver::Config,
-) -> (informant::apiserver::TestServer, Client) {
-    let server = informant::apiserver::TestServer::start_with(config)
-        .await
-        .unwrap();
+pub async fn server_with(config: informant::apiserver::Config) -> (Server, Client) {
+    let server = Server::start(Some(config)).await;
     let client = server.client().await.unwrap();
     (server, client)
 }
@@ -32,7 +40,7 @@ pub async fn server_with(
     dead_code,
     reason = "not every test binary reads CacheConfig resources"
 )]
-pub async fn server_with_cacheconfig_crd() -> (informant::apiserver::TestServer, Client) {
+pub async fn server_with_cacheconfig_crd() -> (Server, Client) {
     let (server, client) = server().await;
     install_cacheconfig_crd(&client).await;
     (server, client)
@@ -44,7 +52,7 @@ pub async fn server_with_cacheconfig_crd() -> (informant::apiserver::TestServer,
 /// that file needs.
 #[allow(dead_code, reason = "not every test binary builds an Env")]
 pub struct Env {
-    pub server: informant::apiserver::TestServer,
+    pub server: Server,
     pub client: Client,
     pub tracker: tokio_util::task::TaskTracker,
     pub shutdown: tokio_util::sync::CancellationToken,
@@ -80,7 +88,7 @@ impl Env {
         Self::on(server, client)
     }
 
-    fn on(server: informant::apiserver::TestServer, client: Client) -> Self {
+    fn on(server: Server, client: Client) -> Self {
         Self {
             server,
             client,
@@ -89,10 +97,10 @@ impl Env {
         }
     }
 
-    /// Creates `object` straight in the server's store (no client round trip); the stored
-    /// object.
+    /// Creates `object` straight in the server's store (no client round trip; through the
+    /// API on a real cluster); the stored object.
     pub fn create(&self, object: serde_json::Value) -> serde_json::Value {
-        self.server.handle().create(object).unwrap()
+        self.server.create(object)
     }
 
     /// Creates the `ConfigMap` `namespace/name` with `labels` and one data key.
@@ -175,9 +183,13 @@ pub async fn cached_names<K: kube::Resource<DynamicType = ()>>(
     names
 }
 
-/// Installs the `cacheconfigs.informant.dev` CRD, as `kubectl apply -f crds/` does.
+/// Installs the `cacheconfigs.informant.dev` CRD, as `kubectl apply -f crds/` does (under
+/// the switch, informant's CRDs are applied and kept across tests).
 #[allow(dead_code, reason = "not every test binary needs the CRD")]
 pub async fn install_cacheconfig_crd(client: &Client) {
+    if backend::real_kubeconfig().is_some() {
+        return backend::install_informant_crds(client).await;
+    }
     let crd: CustomResourceDefinition =
         serde_yaml::from_str(&informant::config::crd_yaml().unwrap()).unwrap();
     Api::<CustomResourceDefinition>::all(client.clone())
@@ -189,9 +201,13 @@ pub async fn install_cacheconfig_crd(client: &Client) {
 /// An embedded API server serving both of informant's CRDs (`CacheConfig` and `Controller`),
 /// and a client of it.
 #[allow(dead_code, reason = "not every test binary runs hook Controllers")]
-pub async fn server_with_informant_crds() -> (informant::apiserver::TestServer, Client) {
+pub async fn server_with_informant_crds() -> (Server, Client) {
     let (server, client) = server().await;
-    install_informant_crds(&server);
+    if server.is_real() {
+        backend::install_informant_crds(&client).await;
+    } else {
+        install_informant_crds(&server);
+    }
     (server, client)
 }
 
@@ -212,6 +228,7 @@ fn install_informant_crds(server: &informant::apiserver::TestServer) {
 /// [`server_with_informant_crds`] with RBAC on: the client is the administrator's.
 #[allow(dead_code, reason = "not every test binary runs with authorization")]
 pub async fn server_with_informant_crds_rbac() -> (informant::apiserver::TestServer, Client) {
+    skip_on_real("the RBAC set-up with the embedded server's tokens");
     let server = informant::apiserver::TestServer::start_with_rbac()
         .await
         .unwrap();

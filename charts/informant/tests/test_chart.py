@@ -368,6 +368,12 @@ class ChartTest(unittest.TestCase):
                 if m["leaderElection"]["enabled"]:
                     self.assertEqual(args[args.index("--lease-name") + 1], RELEASE)
                     self.assertEqual(args[args.index("--lease-namespace") + 1], NAMESPACE)
+                    # The Lease is the release's, so `helm uninstall` deletes it; no spec, so
+                    # an upgrade leaves the holder alone.
+                    leases = of_kind(docs, "Lease")
+                    self.assertEqual([(d["metadata"]["name"], d["metadata"]["namespace"]) for d in leases],
+                                     [(RELEASE, NAMESPACE)])
+                    self.assertNotIn("spec", leases[0])
         default = merged({})
         self.assertEqual(default["replicaCount"], 1)
         self.assertIs(default["leaderElection"]["enabled"], True, "kubebuilder's default")
@@ -417,6 +423,7 @@ class ChartTest(unittest.TestCase):
         self.assertNotIn("--leader-elect", args)
         leases = [r for d in of_kind(docs, "Role") for r in d["rules"] if "leases" in r.get("resources", [])]
         self.assertEqual(leases, [], "no Lease rights without leader election")
+        self.assertEqual(of_kind(docs, "Lease"), [], "no Lease without leader election")
         with self.assertRaises(helm.HelmError) as refused:
             render({"leaderElection": {"enabled": False}, "replicaCount": 2})
         self.assertIn("leaderElection.enabled=false needs replicaCount 1", str(refused.exception))
@@ -725,6 +732,11 @@ class WebhookTest(unittest.TestCase):
                                                  "protocol": "TCP"}])
         self.assertEqual(svc["spec"]["selector"], of_kind(docs, "Deployment")[0]["spec"]["selector"]["matchLabels"])
         self.assertEqual(of_kind(docs, "Certificate"), [])
+        # The Secret the leader fills is the release's, so `helm uninstall` deletes it; without
+        # a cluster (lookup finds nothing) its two keys render empty.
+        (secret,) = [d for d in of_kind(docs, "Secret") if d["metadata"]["name"] == f"{service}-cert"]
+        self.assertEqual((secret["type"], secret["metadata"]["namespace"], secret["data"]),
+                         ("kubernetes.io/tls", NAMESPACE, {"tls.crt": "", "tls.key": ""}))
         self.assertEqual([v["name"] for v in self.pod(docs)["volumes"]], ["tmp"], "nothing mounted")
         (cluster_role,) = manager_cluster_roles(docs)
         self.assertEqual(cluster_role["rules"][-3:], [

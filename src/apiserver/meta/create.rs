@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::decode::{check_type, check_typed_parts, typed_meta};
 use super::deletion::KUBERNETES_FINALIZER;
 use super::identity::{is_dns_subdomain, new_uid, now, random_suffix};
-use super::{canonicalize, meta_mut, tracks_generation};
+use super::{canonicalize, meta_mut, tracks_generation, validate_owner_references};
 use crate::apiserver::registry::ResourceType;
 use crate::apiserver::status::{ApiError, ApiResult};
 use crate::apiserver::store::ObjKey;
@@ -145,6 +145,7 @@ pub fn prepare_create(
         meta.remove("generation");
     }
     canonicalize(rt, meta, &name);
+    validate_owner_references(rt, &name, meta)?;
     meta.remove("resourceVersion");
     meta.remove("deletionTimestamp");
     meta.remove("deletionGracePeriodSeconds");
@@ -190,6 +191,38 @@ mod tests {
         let err = prepare_create(&rt, "v1", Some("a"), json!({"metadata": {"name": "Web_1"}}))
             .unwrap_err();
         assert_eq!(err.code, 422);
+    }
+
+    #[test]
+    fn a_second_controller_owner_reference_is_refused_as_kube_apiserver_refuses_it() {
+        let rt = deployments();
+        let owner = |name: &str, controller: bool| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "name": name,
+                   "uid": format!("uid-{name}"), "controller": controller})
+        };
+        let err = prepare_create(
+            &rt,
+            "v1",
+            Some("ns"),
+            json!({"metadata": {"name": "w", "ownerReferences": [owner("a", true), owner("b", true)]}}),
+        )
+        .unwrap_err();
+        assert_eq!(err.code, 422);
+        assert!(
+            err.message.contains(
+                "Only one reference can have Controller set to true. Found \"true\" in references \
+                 for ConfigMap/a and ConfigMap/b"
+            ),
+            "{}",
+            err.message
+        );
+        let one = prepare_create(
+            &rt,
+            "v1",
+            Some("ns"),
+            json!({"metadata": {"name": "w", "ownerReferences": [owner("a", true), owner("b", false)]}}),
+        );
+        assert!(one.is_ok(), "one controller and another owner: {one:?}");
     }
 
     #[test]

@@ -41,10 +41,21 @@ pub fn ready_to_delete(rt: &ResourceType, obj: &Value) -> bool {
 
 /// `obj` marked for deletion while finalizers keep it: a `deletionTimestamp`, and what the
 /// resource's storage adds (a zero grace period for most kinds; the `Terminating` phase for a
-/// namespace, whose REST storage sets only the timestamp and the phase).
+/// namespace, whose REST storage sets only the timestamp and the phase). A generation it
+/// carries is bumped the first time it is marked, so a controller filtering on generation sees
+/// the deletion (k8s.io/apiserver pkg/registry/generic/registry/store.go `markAsDeleting`).
 #[must_use]
 pub fn mark_for_deletion(rt: &ResourceType, obj: &Value) -> Value {
     let mut marked = obj.clone();
+    if obj["metadata"]["deletionTimestamp"].is_null()
+        && let Some(generation) = obj["metadata"]["generation"].as_i64().filter(|g| *g > 0)
+    {
+        set_path(
+            &mut marked,
+            &["metadata", "generation"],
+            json!(generation.saturating_add(1)),
+        );
+    }
     set_path(
         &mut marked,
         &["metadata", "deletionTimestamp"],
@@ -77,5 +88,19 @@ mod tests {
         assert!(marked["metadata"]["deletionTimestamp"].is_string());
         let marked = mark_for_deletion(&deployments(), &json!({"metadata": 5}));
         assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 0);
+    }
+
+    #[test]
+    fn marking_bumps_a_generation_once_as_kube_apiserver_does() {
+        let rt = deployments();
+        let marked = mark_for_deletion(&rt, &json!({"metadata": {"name": "d", "generation": 3}}));
+        assert_eq!(marked["metadata"]["generation"], 4, "first marked: bumped");
+        let again = mark_for_deletion(&rt, &marked);
+        assert_eq!(again["metadata"]["generation"], 4, "already marked: kept");
+        let none = mark_for_deletion(&rt, &json!({"metadata": {"name": "c"}}));
+        assert!(
+            none["metadata"]["generation"].is_null(),
+            "none set: none added"
+        );
     }
 }

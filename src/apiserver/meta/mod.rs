@@ -1,7 +1,8 @@
 //! Object metadata rules on create and update, one file per concept: `identity` (name, uid,
 //! timestamp), `decode` (what the decoder refuses), `create`, `update` (preconditions, status
 //! split, generation, immutable objects) and `deletion` (finalizers). This file holds what
-//! create and update share: the canonical metadata and which resources track `generation`.
+//! create and update share: the canonical metadata, which resources track `generation`, and
+//! the one-controller rule of owner references.
 
 mod create;
 mod decode;
@@ -12,7 +13,7 @@ mod update;
 use serde_json::{Map, Value, json};
 
 use super::registry::ResourceType;
-use super::status::{ApiError, ApiResult};
+use super::status::{ApiError, ApiResult, FieldError};
 
 pub use create::prepare_create;
 pub use decode::check_type;
@@ -77,6 +78,51 @@ fn tracks_generation(rt: &ResourceType) -> bool {
                 | ("apps" | "batch", _)
                 | ("apiextensions.k8s.io", "customresourcedefinitions")
         )
+}
+
+/// kube-apiserver's rule that at most one owner reference is the controller
+/// (k8s.io/apimachinery pkg/api/validation/objectmeta.go `ValidateOwnerReferences`): 422 naming
+/// the first controller and each further one, the list printed as JSON as apimachinery prints
+/// a value it cannot print plainly.
+fn validate_owner_references(
+    rt: &ResourceType,
+    name: &str,
+    meta: &Map<String, Value>,
+) -> ApiResult<()> {
+    let Some(references) = meta.get("ownerReferences").and_then(Value::as_array) else {
+        return Ok(());
+    };
+    let controller = |r: &Value| {
+        format!(
+            "{}/{}",
+            r["kind"].as_str().unwrap_or_default(),
+            r["name"].as_str().unwrap_or_default()
+        )
+    };
+    let mut controllers = references
+        .iter()
+        .filter(|r| r["controller"].as_bool() == Some(true))
+        .map(controller);
+    let Some(first) = controllers.next() else {
+        return Ok(());
+    };
+    let printed = serde_json::to_string(references).unwrap_or_default();
+    let errors: Vec<FieldError> = controllers
+        .map(|other| {
+            FieldError::invalid(
+                "metadata.ownerReferences",
+                &printed,
+                &format!(
+                    "Only one reference can have Controller set to true. Found \"true\" in \
+                     references for {first} and {other}"
+                ),
+            )
+        })
+        .collect();
+    if errors.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid_fields(&rt.kind, &rt.group, name, &errors))
 }
 
 /// Drop a `generateName` that is present but empty (kube-apiserver never stores one: Go's

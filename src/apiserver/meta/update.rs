@@ -7,7 +7,9 @@ use serde_json::{Value, json};
 
 use super::decode::{check_type, check_typed_parts, typed_meta};
 use super::deletion::{keep_spec_finalizers, remove_spec_finalizers};
-use super::{canonicalize, is_namespaces, meta_mut, set_path, tracks_generation};
+use super::{
+    canonicalize, is_namespaces, meta_mut, set_path, tracks_generation, validate_owner_references,
+};
 use crate::apiserver::registry::ResourceType;
 use crate::apiserver::status::{ApiError, ApiResult, FieldError};
 use crate::apiserver::store::ObjKey;
@@ -146,6 +148,7 @@ pub fn prepare_update(
         meta.remove("generation");
     }
     canonicalize(rt, meta, &key.name);
+    validate_owner_references(rt, &key.name, meta)?;
     validate_immutable(rt, key, old, &result)?;
     Ok(result)
 }

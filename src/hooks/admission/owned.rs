@@ -371,6 +371,7 @@ where
     if let (Some(from), Some(map)) = (inject_ca_from, annotations.as_object_mut()) {
         map.insert(INJECT_CA_FROM_ANNOTATION.to_owned(), json!(from));
     }
+    let annotations = absent_if_empty(annotations);
     let mut desired = json!({
         "apiVersion": K::api_version(&()),
         "kind": kind,
@@ -410,6 +411,16 @@ where
     }
 }
 
+/// An empty map as absent: kube-apiserver stores no `annotations: {}` (it reads back without
+/// the field), so a desired `{}` would differ from every read and be written again each pass.
+fn absent_if_empty(map: Value) -> Value {
+    if map.as_object().is_some_and(serde_json::Map::is_empty) {
+        Value::Null
+    } else {
+        map
+    }
+}
+
 /// Whether a configuration carries the manager's label (one it did not make is not deleted).
 fn owned(live: &Value) -> bool {
     live["metadata"]["labels"][MANAGED_BY.0] == MANAGED_BY.1
@@ -437,6 +448,22 @@ mod tests {
                 .insert(NamespaceKey::named(name), Config::default());
         }
         scope
+    }
+
+    #[test]
+    fn no_annotations_are_written_as_none_as_kube_apiserver_reads_them_back() {
+        use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+        let desired = |annotations: Value| {
+            let typed: MutatingWebhookConfiguration = serde_json::from_value(json!({
+                "metadata": {"name": "w", "labels": {"a": "b"}, "annotations": absent_if_empty(annotations)},
+            }))
+            .unwrap();
+            serde_json::to_value(&typed).unwrap()["metadata"]["annotations"].clone()
+        };
+        // kube-apiserver 1.37 returns a configuration written with `annotations: {}` without
+        // the field: a desired `{}` differed from every read, and was replaced every 10 s.
+        assert_eq!(desired(json!({})), Value::Null);
+        assert_eq!(desired(json!({"k": "v"})), json!({"k": "v"}));
     }
 
     #[test]
