@@ -396,7 +396,11 @@ async fn an_https_webhook_is_called_with_its_private_ca_and_refused_with_another
         Authority::new("stranger"),
         Authority::new("clients"),
     );
-    let policy = Policy::restricted().allow_url("127.0.0.1".parse().unwrap());
+    // The client certificate comes from a Secret: only under a policy that allows it
+    // (`--hook-allow-secrets`).
+    let policy = Policy::restricted()
+        .allow_url("127.0.0.1".parse().unwrap())
+        .allow_secrets(true);
     let env = Running::start(policy).await;
     let (url, good_calls) = tls_webhook(&trusted, None, env.shutdown.clone()).await;
     let (mutual_url, mutual_calls) =
