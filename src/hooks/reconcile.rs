@@ -299,10 +299,14 @@ async fn set_finalizers(
 
 /// The merge patch that sets `object`'s finalizers to `finalizers`, carrying the
 /// resourceVersion it was read at: the API server refuses it (409) if the object changed
-/// since, so no one else's finalizer is lost.
+/// since, so no one else's finalizer is lost. An object without one (never read from a
+/// server) gets no `resourceVersion` key at all: a `null` there removes the field, which
+/// kube-apiserver refuses (422, "metadata.resourceVersion: must be specified for an update").
 pub(super) fn finalizers_patch(object: &DynamicObject, finalizers: &[String]) -> Value {
-    let seen = object.metadata.resource_version.clone();
-    json!({"metadata": {"finalizers": finalizers, "resourceVersion": seen}})
+    match &object.metadata.resource_version {
+        Some(seen) => json!({"metadata": {"finalizers": finalizers, "resourceVersion": seen}}),
+        None => json!({"metadata": {"finalizers": finalizers}}),
+    }
 }
 
 /// Whether `object` carries `finalizer`.

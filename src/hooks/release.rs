@@ -267,18 +267,38 @@ fn controller_object(resource: &Controller) -> DynamicObject {
     object
 }
 
-/// Adds [`CONTROLLER_FINALIZER`] to the `Controller` `resource` (as the watch last saw it).
-/// A conflict or a 404 is left to the next pass, which sees the newer version.
+/// Adds [`CONTROLLER_FINALIZER`] to the `Controller` `resource`, read first from the API
+/// server when `resource` carries no `resourceVersion` (one built rather than watched), so the
+/// patch always names the version it extends and no one else's finalizer is lost. A conflict
+/// or a 404 is left to the next pass, which sees the newer version.
 pub(super) async fn hold_controller(client: &kube::Client, resource: &Controller) {
-    let object = controller_object(resource);
-    let namespace = object.metadata.namespace.as_deref().unwrap_or_default();
-    let api = controllers(client, namespace);
+    let mut object = controller_object(resource);
+    let namespace = object.metadata.namespace.clone().unwrap_or_default();
+    let api = controllers(client, &namespace);
+    if object.metadata.resource_version.is_none() {
+        let name = object.metadata.name.clone().unwrap_or_default();
+        match api.get_opt(&name).await {
+            Ok(Some(stored)) => object = stored,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(controller = %describe(&object), error = %crate::telemetry::error_chain(&e),
+                    "cannot read the controller to add the release finalizer");
+                return;
+            }
+        }
+    }
+    if has_finalizer(&object, CONTROLLER_FINALIZER) {
+        return;
+    }
     let mut finalizers = object.metadata.finalizers.clone().unwrap_or_default();
     finalizers.push(CONTROLLER_FINALIZER.to_owned());
     let body = finalizers_patch(&object, &finalizers);
     match patch_finalizers(&api, &object, &body).await {
         Ok(()) => {}
-        Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {}
+        Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => {
+            tracing::debug!(controller = %describe(&object), code = status.code,
+                "the controller changed or went before its release finalizer was added; the next pass adds it");
+        }
         Err(e) => {
             tracing::warn!(controller = %describe(&object), error = %crate::telemetry::error_chain(&e),
                 "cannot add the release finalizer to the controller");
