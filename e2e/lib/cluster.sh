@@ -3,10 +3,11 @@
 # here are read by e2e/scenarios.sh. Linted on its own and through run.sh.)
 # The cluster harness of e2e/run.sh: the scenarios against the real control plane of
 # e2e/cluster/cluster.sh (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, built
-# from Kubernetes' own Go modules): scenarios 1-9 with the managers as local processes
-# (e2e/lib/local.sh) using the admin kubeconfig, then the chart installed by the real helm with
-# its manager as pods (e2e/lib/pods.sh, podman, the image of the Dockerfile) that the real
-# kube-apiserver calls as webhooks (scenarios 10-13, below).
+# from Kubernetes' own Go modules): scenarios 1-8 with the managers as local processes
+# (e2e/lib/local.sh) using the admin kubeconfig; scenario 9, the shard ring, as the chart's pods
+# installed by the real helm (e2e/lib/pods.sh, podman, the image of the Dockerfile); then the
+# chart again, its manager as pods that the real kube-apiserver calls as webhooks (scenarios
+# 10-13, below).
 #
 # Sourced by e2e/run.sh after e2e/lib/common.sh. cluster_run_outside runs on the host: it builds,
 # starts the control plane in a network namespace of its own, runs e2e/run.sh again inside that
@@ -101,6 +102,11 @@ cluster_run_inside() {
   chmod 0755 "$work"
   pods_bridge
   kubelet_start
+  # Scenario 9 as the chart's pods (above), in place of e2e/lib/local.sh's processes.
+  harness_shard_install() { cluster_shard_install "$@"; }
+  harness_shard_scale() { cluster_shard_scale "$@"; }
+  harness_member_metrics() { cluster_member_metrics; }
+  harness_shard_uninstall() { cluster_shard_uninstall; }
 }
 
 # --- the chart, installed by the real helm, its manager as pods ----------------------------------
@@ -160,11 +166,11 @@ print(json.dumps(v))' "$IMAGE" "$E2E_SPEC" "$POD_GATEWAY" "$WIDGETS_NS"
 }
 
 # The release's Deployment as the kubelet gets it: a JSON list holding it, in a new file.
-deployment_docs() {
+deployment_docs() { # deployment_docs [NAMESPACE RELEASE] (default: HELM_NS, HELM_RELEASE)
+  local ns=${1:-$HELM_NS} release=${2:-$HELM_RELEASE} out
   # Named by the Deployment's generation (called in $(...), a subshell: no counter survives).
-  local out
-  out="$work/deployment-$(k -n "$HELM_NS" get deploy "$HELM_RELEASE" -o jsonpath='{.metadata.generation}').json"
-  k -n "$HELM_NS" get deploy "$HELM_RELEASE" -o json | python3 -c 'import json, sys; print(json.dumps([json.load(sys.stdin)]))' >"$out"
+  out="$work/deployment-$ns-$release-$(k -n "$ns" get deploy "$release" -o jsonpath='{.metadata.generation}').json"
+  k -n "$ns" get deploy "$release" -o json | python3 -c 'import json, sys; print(json.dumps([json.load(sys.stdin)]))' >"$out"
   echo "$out"
 }
 
@@ -235,6 +241,78 @@ helm_secure_metrics() {
   echo "ok: secure /metrics: 401 without a token, 403 unbound, 200 bound to metrics-reader"
   printf '%s' "$bound" >"$work/metrics-token" # metrics_of's, until the uninstall
   k -n "$HELM_NS" delete serviceaccount e2e-unbound >/dev/null
+}
+
+# --- 9. the shard ring as the chart's pods ------------------------------------------------------
+#
+# Here scenario 9 runs the chart's pods, not local processes (cluster_run_inside puts these in
+# place of e2e/lib/local.sh's): `helm install` of a second release, SHARD_RELEASE, in E2E_NS with
+# the chart's sharding values (ring SHARD_RING, key SHARD_KEY, the scenario's spec), scaled by
+# `helm upgrade --reuse-values --set replicaCount=N`; this harness's kubelet then starts the new
+# Deployment's missing pods, or stops its newest first, as a ReplicaSet scales down. Each member
+# is a pod whose Lease identity is its name; its /metrics are read with the token of a
+# ServiceAccount bound to the release's metrics-reader ClusterRole (real TokenReview).
+SHARD_RELEASE=informant-shard
+shard_pods() { # the shard release's running pods, oldest first
+  local p
+  for p in "${pods_running[@]}"; do
+    if [[ $p == "$SHARD_RELEASE"-* ]] && [ -z "${pod_terminating[$p]:-}" ]; then echo "$p"; fi
+  done
+  return 0
+}
+cluster_shard_install() { # cluster_shard_install SPEC
+  E2E_SHARD_CC=$SHARD_RELEASE
+  printf '%s' "$1" | python3 -c '
+import json, sys
+image, ring, key = sys.argv[1:4]
+print(json.dumps({
+    "image": {"repository": image.rsplit(":", 1)[0], "tag": image.rsplit(":", 1)[1], "pullPolicy": "Never"},
+    "replicaCount": 1,
+    "sharding": {"enabled": True, "allowSingleReplica": True, "ring": ring, "key": key},
+    "cacheConfig": {"spec": json.load(sys.stdin)},
+}))' "$IMAGE" "$SHARD_RING" "$SHARD_KEY" >"$work/shard-values.json"
+  helm_ install "$SHARD_RELEASE" charts/informant -n "$E2E_NS" --create-namespace \
+    -f "$work/shard-values.json" >"$work/shard-helm-install.txt"
+  expect_contains "helm install of the sharded release: deployed" "STATUS: deployed" "$(cat "$work/shard-helm-install.txt")"
+  k -n "$E2E_NS" create serviceaccount e2e-shard-scraper >/dev/null
+  k create clusterrolebinding e2e-shard-scraper --clusterrole="$SHARD_RELEASE-metrics-reader" \
+    --serviceaccount="$E2E_NS:e2e-shard-scraper" >/dev/null
+  k -n "$E2E_NS" create token e2e-shard-scraper --duration 1h >"$work/shard-metrics-token"
+  cluster_shard_scale 1
+}
+cluster_shard_scale() { # cluster_shard_scale N: the Deployment at N replicas, N pods running
+  local want=$1 docs pods=()
+  helm_ upgrade "$SHARD_RELEASE" charts/informant -n "$E2E_NS" --reuse-values \
+    --set "replicaCount=$want" >/dev/null
+  expect_eq "the sharded release's Deployment at $want replica(s)" "$want" \
+    "$(k -n "$E2E_NS" get deploy "$SHARD_RELEASE" -o jsonpath='{.spec.replicas}')"
+  docs=$(deployment_docs "$E2E_NS" "$SHARD_RELEASE")
+  mapfile -t pods < <(shard_pods)
+  local have=${#pods[@]}
+  while [ "$have" -lt "$want" ]; do
+    start_pod "$docs"
+    have=$((have + 1))
+  done
+  while [ "$have" -gt "$want" ]; do
+    have=$((have - 1))
+    note "stopping pod ${pods[$have]} (the newest, as a ReplicaSet scales down)"
+    stop_pod "${pods[$have]}"
+  done
+}
+cluster_member_metrics() {
+  local pod
+  for pod in $(shard_pods); do
+    echo "# member $pod"
+    curl -sfk -H "Authorization: Bearer $(cat "$work/shard-metrics-token")" \
+      "https://${pod_ip[$pod]}:$(pod_port "$pod" metrics)/metrics" || true
+  done
+}
+cluster_shard_uninstall() {
+  local pod
+  for pod in $(shard_pods); do stop_pod "$pod"; done
+  helm_ uninstall "$SHARD_RELEASE" -n "$E2E_NS" --wait >/dev/null
+  k delete clusterrolebinding e2e-shard-scraper >/dev/null
+  k -n "$E2E_NS" delete serviceaccount e2e-shard-scraper >/dev/null
 }
 
 pods_log_grep() { # pods_log_grep PATTERN: matching lines of every running pod's log
