@@ -14,7 +14,8 @@
 # the one multi-call binary: etcd (embedded, go.etcd.io/etcd/server/v3/embed), kube-apiserver
 # (TLS with a CA of its own made by openssl, client certificates, ServiceAccount token signing
 # and TokenRequest, Node,RBAC authorization, the default admission plugins, aggregator routing,
-# the service CIDR 10.96.0.0/16), kube-controller-manager (every default controller but the
+# the service CIDR 10.96.0.0/16, an audit log of ServiceAccounts' requests in DIR/audit.log),
+# kube-controller-manager (every default controller but the
 # CronJob and Job ones: e2e/testdata/kind-cluster.yaml says why) and kube-scheduler, each with a
 # client certificate of its own. No node yet. It returns once /readyz is 200 and the controller
 # manager and scheduler answer /healthz; anything failing on the way is stopped (`down`).
@@ -223,6 +224,20 @@ up() {
     --listen-peer-urls http://127.0.0.1:2380
   wait_ready etcd "$WAIT" healthy http://127.0.0.1:2379/health
 
+  # The audit log names the token of every request of a ServiceAccount outside kube-system (its
+  # JTI, user.extra authentication.kubernetes.io/credential-id): what the harness reads to see
+  # which token a pod's manager is using (e2e/lib/cluster.sh, the token rotation of scenario 10).
+  cat >"$DIR/audit-policy.yaml" <<'POLICY'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: None
+    userGroups: ["system:serviceaccounts:kube-system"]
+  - level: Metadata
+    userGroups: ["system:serviceaccounts"]
+  - level: None
+POLICY
   start kube-apiserver \
     --etcd-servers=http://127.0.0.1:2379 \
     --advertise-address="$CLUSTER_IP" --bind-address=0.0.0.0 --secure-port="$API_PORT" \
@@ -244,6 +259,8 @@ up() {
     --kubelet-client-key="$PKI/apiserver-kubelet-client.key" \
     --kubelet-preferred-address-types=InternalIP,Hostname \
     --allow-privileged=true \
+    --audit-policy-file="$DIR/audit-policy.yaml" --audit-log-path="$DIR/audit.log" \
+    --audit-log-format=json --audit-log-maxsize=200 --audit-log-maxbackup=1 \
     --profiling=false
   local admin=(--cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key")
   wait_ready kube-apiserver "$WAIT" healthy "https://$CLUSTER_IP:$API_PORT/readyz" "${admin[@]}"
@@ -273,6 +290,7 @@ CLUSTER_NETNS=$NETNS
 CLUSTER_SERVER=https://$CLUSTER_IP:$API_PORT
 CLUSTER_VERSION=$(kube_version)
 KUBECONFIG=$DIR/admin.kubeconfig
+CLUSTER_AUDIT_LOG=$DIR/audit.log
 EOF
   trap - EXIT
   say "up in $((SECONDS - start)) s (nothing to /readyz, controller manager and scheduler healthy): $DIR/env"

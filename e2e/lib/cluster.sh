@@ -120,7 +120,7 @@ cluster_run_inside() {
 # are the `kubernetes` Service's endpoint, CLUSTER_IP:6443 (no kube-proxy here to carry the
 # Service's address 10.96.0.1; both are in the serving certificate's SANs), the release
 # ServiceAccount's token from the real TokenRequest (rotated at half its life; kube-apiserver's
-# shortest is 10 minutes, longer than a run), the cluster's CA and the namespace. It is the
+# shortest is 10 minutes, longer than a run, so scenario 10 rotates one now), the cluster's CA and the namespace. It is the
 # EndpointSlice controller too: each Ready pod is published in an EndpointSlice of each of the
 # release's Services (pod.py endpointslices), which is what kube-apiserver 1.37 reads to call a
 # webhook Service with --enable-aggregator-routing (k8s.io/kube-aggregator
@@ -315,13 +315,62 @@ cluster_shard_uninstall() {
   k -n "$E2E_NS" delete serviceaccount e2e-shard-scraper >/dev/null
 }
 
+# --- the token rotation of scenario 10 ------------------------------------------------------------
+#
+# The kubelet replaces a pod's projected token before it expires, and the manager must take up
+# the new one (kube-rs reads the token file again once a minute). The harness rotates the token
+# of one pod now, instead of at half its 600 s, and reads kube-apiserver's audit log
+# (cluster.sh's policy: the requests of ServiceAccounts, each naming its token's JTI in user.extra
+# authentication.kubernetes.io/credential-id) for the requests of the release's ServiceAccount.
+token_jti() { # token_jti FILE: the jti claim of the JWT in FILE
+  python3 -c '
+import base64, json, sys
+payload = open(sys.argv[1]).read().strip().split(".")[1]
+print(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["jti"])' "$1"
+}
+# token_taken_up USER NEW OLD: USER's requests carry the token NEW, and the last 10 of them (at
+# least 10 after its first) none but NEW; prints what it saw to $work/token-rotation.
+token_taken_up() {
+  python3 -c '
+import json, sys
+audit, user, new, old = sys.argv[1:5]
+seen = []
+for line in open(audit):
+    event = json.loads(line)
+    if event.get("user", {}).get("username") != user:
+        continue
+    ids = event["user"].get("extra", {}).get("authentication.kubernetes.io/credential-id", [])
+    seen.append(ids[0] if ids else "none")
+new, old = "JTI=" + new, "JTI=" + old
+first = next((i for i, jti in enumerate(seen) if jti == new), None)
+after = [] if first is None else seen[first:]
+last = after[-10:].count(new)
+print(f"{len(seen)} requests of {user}: {seen.count(old)} with the old token, {seen.count(new)} with the new; "
+      f"{len(after)} since the first with the new, of which the last 10 hold {last} with the new")
+sys.exit(0 if len(after) >= 10 and last == 10 else 1)' \
+    "$E2E_CLUSTER_DIR/audit.log" "$1" "$2" "$3" >"$work/token-rotation"
+}
+cluster_token_rotation() {
+  local pod old new user start=$SECONDS
+  pod=$(first_pod)
+  user="system:serviceaccount:$HELM_NS:$(cat "$work/pods/$pod/sa")"
+  old=$(token_jti "$work/pods/$pod/serviceaccount/token")
+  issue_token "$work/pods/$pod"
+  new=$(token_jti "$work/pods/$pod/serviceaccount/token")
+  [ "$new" != "$old" ] || fail "the rotated token is the old one ($old)"
+  wait_until 120 "the manager's requests carry the rotated token, and only it" token_taken_up "$user" "$new" "$old"
+  note "$(cat "$work/token-rotation")"
+  echo "ok: the manager took up its rotated token in $((SECONDS - start)) s (kube-rs reads the file once a minute), on in the same pod"
+  expect_eq "the pod kept running through the rotation" true "$(podman inspect -f '{{.State.Running}}' "$pod")"
+}
+
 pods_log_grep() { # pods_log_grep PATTERN: matching lines of every running pod's log
   local p
   for p in "${pods_running[@]}"; do podman logs "$p" 2>&1 | grep -i -m 3 -e "$1" || true; done
 }
 
 cluster_scenario_helm() {
-  step "10. the chart installed by the real helm, its manager a pod (in-cluster config, the release's ServiceAccount token); Ready; secure metrics 401/403/200"
+  step "10. the chart installed by the real helm, its manager a pod (in-cluster config, the release's ServiceAccount token); Ready; secure metrics 401/403/200; its token rotated"
   local start=$SECONDS docs
   helm_values '{}' >"$work/values.json"
   # The chart grants its cache's namespaces by Roles in each, so they exist first (e2e-a is
@@ -345,6 +394,7 @@ cluster_scenario_helm() {
   expect_eq "the Lease the chart renders is held by the pod" "$pod" \
     "$(k -n "$HELM_NS" get lease "$HELM_RELEASE" -o jsonpath='{.spec.holderIdentity}' | sed 's/_[^_]*$//')"
   helm_secure_metrics
+  cluster_token_rotation
 }
 
 # --- 11. the real kube-apiserver calling the manager's hooks ---------------------------------
