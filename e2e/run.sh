@@ -76,4 +76,6 @@ if [ "$harness" = cluster ]; then
   cluster_scenario_upgrade
   cluster_scenario_uninstall
 fi
-echo "PASS: e2e ($harness), ${SECONDS}s"
+where=$harness
+if [ "$harness" = cluster ] && [ "${E2E_NODE:-}" = 1 ]; then where="cluster, on the node"; fi
+echo "PASS: e2e ($where), ${SECONDS}s"

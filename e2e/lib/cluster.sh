@@ -40,6 +40,14 @@ cluster_run_outside() {
     { echo "e2e (cluster): cannot run: ${INFORMANT_PYTHON:-python3} has no yaml (pip install pyyaml)" >&2; exit 3; }
   step "build the control plane and helm (e2e/cluster: go build, seconds when up to date)"
   bash "$CLUSTER_SH" build
+  if [ "${E2E_NODE:-}" = 1 ]; then
+    why=$(bash e2e/cluster/node.sh check) || {
+      echo "e2e (cluster): cannot run on a node: ${why#the node cannot run here: }" >&2
+      exit 3
+    }
+    step "build the node (e2e/cluster/node.sh build: seconds when up to date)"
+    bash e2e/cluster/node.sh build
+  fi
   local image=${E2E_IMAGE:-informant:e2e}
   if [ "${E2E_SKIP_BUILD:-}" != 1 ]; then
     step "build the image $image from the Dockerfile (podman; cached layers when up to date)"
@@ -57,11 +65,18 @@ cluster_run_outside() {
   local start=$SECONDS
   bash "$CLUSTER_SH" up "$E2E_CLUSTER_DIR"
   note "nothing to /readyz in $((SECONDS - start)) s"
+  if [ "${E2E_NODE:-}" = 1 ]; then
+    step "join the node (e2e/cluster/node.sh up) and give it the image"
+    start=$SECONDS
+    bash e2e/cluster/node.sh up "$E2E_CLUSTER_DIR"
+    bash e2e/cluster/node.sh images "$E2E_CLUSTER_DIR" "localhost/${image#localhost/}"
+    note "node Ready with the image in $((SECONDS - start)) s"
+  fi
   # shellcheck source=/dev/null
   source "$E2E_CLUSTER_DIR/env"
   export CLUSTER_NETNS
   E2E_IN_CLUSTER=1 E2E_CLUSTER_DIR="$E2E_CLUSTER_DIR" CLUSTER_VERSION="$CLUSTER_VERSION" \
-    CLUSTER_SERVER="$CLUSTER_SERVER" \
+    CLUSTER_SERVER="$CLUSTER_SERVER" CLUSTER_NODE="${CLUSTER_NODE:-}" \
     KUBECONFIG="$KUBECONFIG" nsenter --net="/run/netns/$CLUSTER_NETNS" bash e2e/run.sh cluster ||
     status=$?
   exit "$status"
@@ -100,8 +115,15 @@ cluster_run_inside() {
   # kube-apiserver's shortest TokenRequest (10 minutes), rotated at half its life.
   TOKEN_TTL=600
   chmod 0755 "$work"
-  pods_bridge
-  kubelet_start
+  if [ "${E2E_NODE:-}" = 1 ]; then
+    # The release's pods on the real node: the cluster makes, runs and publishes them.
+    # shellcheck source=e2e/lib/nodepods.sh
+    source e2e/lib/nodepods.sh
+    IMAGE=localhost/${IMAGE#localhost/}
+  else
+    pods_bridge
+    kubelet_start
+  fi
   # Scenario 9 as the chart's pods (above), in place of e2e/lib/local.sh's processes.
   harness_shard_install() { cluster_shard_install "$@"; }
   harness_shard_scale() { cluster_shard_scale "$@"; }
@@ -287,6 +309,10 @@ cluster_shard_scale() { # cluster_shard_scale N: the Deployment at N replicas, N
   expect_eq "the sharded release's Deployment at $want replica(s)" "$want" \
     "$(k -n "$E2E_NS" get deploy "$SHARD_RELEASE" -o jsonpath='{.spec.replicas}')"
   docs=$(deployment_docs "$E2E_NS" "$SHARD_RELEASE")
+  if [ "${E2E_NODE:-}" = 1 ]; then
+    rollout "$docs" "$want"
+    return
+  fi
   mapfile -t pods < <(shard_pods)
   local have=${#pods[@]}
   while [ "$have" -lt "$want" ]; do
@@ -307,10 +333,16 @@ cluster_member_metrics() {
       "https://${pod_ip[$pod]}:$(pod_port "$pod" metrics)/metrics" || true
   done
 }
+no_shard_pods() { [ -z "$(k -n "$E2E_NS" get pods -l "app.kubernetes.io/instance=$SHARD_RELEASE" -o name)" ]; }
 cluster_shard_uninstall() {
   local pod
-  for pod in $(shard_pods); do stop_pod "$pod"; done
+  if [ "${E2E_NODE:-}" != 1 ]; then
+    for pod in $(shard_pods); do stop_pod "$pod"; done
+  fi
   helm_ uninstall "$SHARD_RELEASE" -n "$E2E_NS" --wait >/dev/null
+  if [ "${E2E_NODE:-}" = 1 ]; then
+    wait_until "$E2E_WAIT" "the sharded release's pods gone" no_shard_pods
+  fi
   k delete clusterrolebinding e2e-shard-scraper >/dev/null
   k -n "$E2E_NS" delete serviceaccount e2e-shard-scraper >/dev/null
 }
@@ -352,6 +384,11 @@ sys.exit(0 if len(after) >= 10 and last == 10 else 1)' \
 }
 cluster_token_rotation() {
   local pod old new user start=$SECONDS
+  if [ "${E2E_NODE:-}" = 1 ]; then
+    # The kubelet replaces a projected token at 80% of its life: 48 min for the chart's.
+    note "skipped on the node: the harness's token rotation (the kubelet rotates at 80% of the token's life, longer than a run)"
+    return
+  fi
   pod=$(first_pod)
   user="system:serviceaccount:$HELM_NS:$(cat "$work/pods/$pod/sa")"
   old=$(token_jti "$work/pods/$pod/serviceaccount/token")
@@ -366,7 +403,7 @@ cluster_token_rotation() {
 
 pods_log_grep() { # pods_log_grep PATTERN: matching lines of every running pod's log
   local p
-  for p in "${pods_running[@]}"; do podman logs "$p" 2>&1 | grep -i -m 3 -e "$1" || true; done
+  for p in "${pods_running[@]}"; do pod_log "$p" | grep -i -m 3 -e "$1" || true; done
 }
 
 cluster_scenario_helm() {
@@ -386,7 +423,11 @@ cluster_scenario_helm() {
   local pod
   pod=$(first_pod)
   wait_until "$E2E_WAIT" "the release's manager /readyz 200" helm_manager_ready "$pod"
-  note "helm install to the manager's /readyz 200 (a pod, probed every 0.1 s): $((SECONDS - start)) s"
+  if [ "${E2E_NODE:-}" = 1 ]; then
+    note "helm install to the manager's /readyz 200 (a pod on the node, Ready by the kubelet's probe every $(pod_py probe "$docs" readiness | awk '{print $3}') s): $((SECONDS - start)) s"
+  else
+    note "helm install to the manager's /readyz 200 (a pod, probed every 0.1 s): $((SECONDS - start)) s"
+  fi
   k -n "$HELM_NS" wait --for=condition=Ready "cc/$HELM_RELEASE" --timeout="${E2E_WAIT}s" >/dev/null ||
     fail "the release's CacheConfig never Ready: $(k -n "$HELM_NS" get cc "$HELM_RELEASE" -o jsonpath='{.status}')"
   expect_eq "the release's CacheConfig status, written with the release's ServiceAccount" "4" \
@@ -427,7 +468,7 @@ webhooks_injected() { # every webhook of both configurations carries the caBundl
 # How many times the leader pod wrote its webhook configurations again (its log; a write that
 # changes nothing leaves the resourceVersion as it was, so only the writer can count them).
 webhook_rewrites() {
-  podman logs "$1" 2>&1 | grep -c 'webhook configuration written.*updated' || true
+  pod_log "$1" | grep -c 'webhook configuration written.*updated' || true
 }
 widget_child() { k -n "$WIDGETS_NS" get configmap "$1-child" -o jsonpath='{.data.size}' 2>/dev/null; }
 child_has() { [ "$(widget_child "$1")" = "$2" ]; }

@@ -181,6 +181,8 @@ stop_pod() {
   pods_running=("${kept[@]}")
 }
 
+pod_log() { podman logs "$1" 2>&1; } # pod_log POD: its log so far
+
 # The pods of a rendered release still running.
 release_pods() { # release_pods DOCS
   local p
