@@ -77,6 +77,7 @@ cluster_run_outside() {
   export CLUSTER_NETNS
   E2E_IN_CLUSTER=1 E2E_CLUSTER_DIR="$E2E_CLUSTER_DIR" CLUSTER_VERSION="$CLUSTER_VERSION" \
     CLUSTER_SERVER="$CLUSTER_SERVER" CLUSTER_NODE="${CLUSTER_NODE:-}" \
+    CLUSTER_NODE_DIR="${CLUSTER_NODE_DIR:-}" CLUSTER_BIN_DIR="${CLUSTER_BIN_DIR:-}" \
     KUBECONFIG="$KUBECONFIG" nsenter --net="/run/netns/$CLUSTER_NETNS" bash e2e/run.sh cluster ||
     status=$?
   exit "$status"
@@ -436,6 +437,76 @@ cluster_scenario_helm() {
     "$(k -n "$HELM_NS" get lease "$HELM_RELEASE" -o jsonpath='{.spec.holderIdentity}' | sed 's/_[^_]*$//')"
   helm_secure_metrics
   cluster_token_rotation
+  if [ "${E2E_NODE:-}" = 1 ]; then node_debug_as_a_user; fi
+}
+
+# --- on the node: what a user debugging the manager does, and what the node says of it ---------
+
+crictl_() {
+  [ -f "$work/crictl.yaml" ] || echo "runtime-endpoint: unix://$CLUSTER_NODE_DIR/containerd.sock" >"$work/crictl.yaml"
+  "$CLUSTER_BIN_DIR/crictl" --config "$work/crictl.yaml" "$@"
+}
+# container_of POD: the id of the manager's container in POD, as the node's containerd lists it.
+container_of() {
+  local sandbox
+  sandbox=$(crictl_ pods --name "$1" --state ready -q | head -n1)
+  crictl_ ps --pod "$sandbox" --name manager --state running -q | head -n1
+}
+container_pid() { crictl_ inspect "$1" | python3 -c 'import json, sys; print(json.load(sys.stdin)["info"]["pid"])'; }
+rss_mib() { awk '/^VmRSS:/ {printf "%.1f", $2 / 1024}' "/proc/$1/status"; }
+
+node_debug_as_a_user() {
+  local pod port container pid forwarded pf
+  pod=$(first_pod)
+  expect_contains "kubectl logs of the manager's pod (the kubelet streaming it through kube-apiserver)" \
+    "serving metrics over HTTPS" "$(k -n "$HELM_NS" logs "$pod")"
+  port=$(pod_port "$pod" health)
+  k -n "$HELM_NS" port-forward "pod/$pod" ":$port" >"$work/port-forward.out" 2>&1 &
+  pf=$!
+  wait_until "$E2E_WAIT" "kubectl port-forward to the manager's health port" grep -q '^Forwarding from 127.0.0.1:' "$work/port-forward.out"
+  forwarded=$(sed -n 's/^Forwarding from 127.0.0.1:\([0-9]*\) .*/\1/p' "$work/port-forward.out" | head -n1)
+  expect_eq "GET /readyz through kubectl port-forward (kube-apiserver, the kubelet, containerd)" 200 \
+    "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$forwarded/readyz")"
+  kill "$pf" 2>/dev/null || true
+  wait "$pf" 2>/dev/null || true
+  container=$(container_of "$pod")
+  [ -n "$container" ] || fail "crictl ps on the node lists no running manager container of $pod"
+  pid=$(container_pid "$container")
+  echo "ok: crictl ps on the node lists the manager's container ${container:0:13} of $pod (pid $pid)"
+  note "the manager's pod, idle: RSS $(rss_mib "$pid") MiB (VmRSS of its process)"
+}
+
+# node_kill_leader_container: the leader's container killed (SIGKILL: no Lease released); a new
+# holder (the other pod, or the killed container as the kubelet restarts it: a new process, a new
+# identity) takes the Lease within the chart's lease periods, and the kubelet restarts the killed
+# container.
+lease_holder_full() { k -n "$HELM_NS" get lease "$HELM_RELEASE" -o jsonpath='{.spec.holderIdentity}'; }
+lease_moved_off_identity() { local now; now=$(lease_holder_full); [ -n "$now" ] && [ "$now" != "$1" ]; }
+node_kill_leader_container() {
+  local leader identity container pid lease retry bound start took
+  identity=$(lease_holder_full)
+  leader=${identity%_*}
+  node_pods_refresh
+  [ -n "${pod_ip[$leader]:-}" ] || fail "the Lease holder $leader is no running pod"
+  container=$(container_of "$leader")
+  [ -n "$container" ] || fail "no running manager container in $leader"
+  pid=$(container_pid "$container")
+  lease=$(chart_period --leader-elect-lease-duration 15s)
+  retry=$(chart_period --leader-elect-retry-period 2s)
+  bound=$(awk -v l="$lease" -v r="$retry" 'BEGIN { printf "%d", l + 2 * 1.2 * r + 0.999 }')
+  start=$(date +%s%N)
+  kill -KILL "$pid"
+  wait_until $((bound + E2E_WAIT)) "a new holder of the Lease after the leader's container was killed" \
+    lease_moved_off_identity "$identity"
+  took=$((($(date +%s%N) - start) / 1000000))
+  note "hand-over after SIGKILL: $took ms to $(lease_holder_full) (lease ${lease} s, retry ${retry} s: at most ${bound} s; nothing released)"
+  [ "$took" -le $((bound * 1000)) ] || fail "the hand-over took $took ms, over the chart's lease periods (${bound} s)"
+  wait_until "$E2E_WAIT" "the kubelet restarts the killed container" pod_restarted "$leader"
+  echo "ok: a new holder took the Lease from the killed container of $leader in $took ms; the kubelet restarted the container"
+}
+pod_restarted() {
+  [ "$(k -n "$HELM_NS" get pod "$1" -o jsonpath='{.status.containerStatuses[0].restartCount}')" -ge 1 ] &&
+    [ "$(k -n "$HELM_NS" get pod "$1" -o jsonpath='{.status.containerStatuses[0].ready}')" = true ]
 }
 
 # --- 11. the real kube-apiserver calling the manager's hooks ---------------------------------
@@ -536,7 +607,11 @@ spec: {replicas: 5}") || fail "kubectl apply of a v1alpha1 Widget failed: $out"
   expect_eq "the child's controller owner is its Widget" "Widget/old/true" \
     "$(k -n "$WIDGETS_NS" get configmap old-child -o jsonpath='{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}/{.metadata.ownerReferences[0].controller}')"
   k -n "$WIDGETS_NS" delete widgets.e2e.informant.dev old --wait=true >/dev/null
-  wait_until "$E2E_WAIT" "the garbage collector removes Widget old's child" child_gone old
+  # The garbage collector watches a resource only once its discovery sync has seen it (every 30 s:
+  # syncPeriod in k8s.io/kubernetes cmd/kube-controller-manager/app/core.go; the CRD is seconds
+  # old here): an owner deleted before that is found at the sync after, so the wait allows one
+  # sync more.
+  wait_until $((E2E_WAIT + 30)) "the garbage collector removes Widget old's child" child_gone old
   echo "ok: the garbage collector removed the hook Controller's child when its Widget went"
   # The leader compares its configurations with the live ones every 10 s and replaces them when
   # they differ: observed over 12 s (a window, not a wait for anything), none was written again.
@@ -619,6 +694,10 @@ metadata: {name: after-handover}
 spec: {}") || fail "kubectl apply after the hand-over failed: $out"
   wait_until "$E2E_WAIT" "the new leader reconciles Widget after-handover" child_has after-handover 3
   echo "ok: $(lease_pod) took the Lease over from $leader in $took ms and reconciles"
+  if [ "${E2E_NODE:-}" = 1 ]; then
+    rollout "$(deployment_docs)" 2
+    node_kill_leader_container
+  fi
 }
 
 # --- 13. helm uninstall leaves nothing of informant's --------------------------------------------

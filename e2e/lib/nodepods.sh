@@ -96,7 +96,8 @@ rollout() {
 # stop_pod POD: `kubectl delete pod` (the kubelet sends SIGTERM, then SIGKILL after the grace
 # period); returns once the pod is gone. Its ReplicaSet makes another.
 stop_pod() {
-  local pod=$1 ns=${pod_namespace[$1]}
+  local pod=$1 ns=${pod_namespace[$1]:-}
+  [ -n "$ns" ] || return 0 # gone since the list was read
   k -n "$ns" logs "$pod" >"$work/$pod.log" 2>&1 || true
   k -n "$ns" delete pod "$pod" --wait=false --ignore-not-found >/dev/null
   k -n "$ns" wait --for=delete "pod/$pod" --timeout="${E2E_WAIT}s" >/dev/null 2>&1 || true
