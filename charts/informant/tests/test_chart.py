@@ -851,6 +851,25 @@ class NetworkTest(unittest.TestCase):
                 with self.assertRaises(helm.HelmValuesError):
                     render({"webhook": {"enabled": True, "clientCA": bad}})
 
+    def test_a_token_lifetime_mounts_the_projected_token_in_place_of_the_kubelets(self):
+        docs, _ = render({"serviceAccount": {"tokenExpirationSeconds": 600}})
+        pod = self.pod(docs)
+        self.assertIs(pod["automountServiceAccountToken"], False)
+        self.assertIn({"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                       "readOnly": True}, pod["containers"][0]["volumeMounts"])
+        volume = next(v for v in pod["volumes"] if v["name"] == "kube-api-access")["projected"]
+        self.assertEqual(volume["sources"][0], {"serviceAccountToken": {"path": "token", "expirationSeconds": 600}})
+        self.assertEqual([sorted(s) for s in volume["sources"]], [["serviceAccountToken"], ["configMap"], ["downwardAPI"]])
+        # The default: the kubelet's own mount, nothing of the chart's.
+        pod = self.pod(render({})[0])
+        self.assertNotIn("automountServiceAccountToken", pod)
+        self.assertFalse([v for v in pod["volumes"] if v["name"] == "kube-api-access"])
+        with self.assertRaises(helm.HelmError) as refused:
+            render({"serviceAccount": {"tokenExpirationSeconds": 599}})
+        self.assertIn("serviceAccount.tokenExpirationSeconds: 599 is below 600", str(refused.exception))
+        with self.assertRaises(helm.HelmValuesError):
+            render({"serviceAccount": {"tokenExpirationSeconds": -1}})
+
     def test_off_by_default_no_network_policy(self):
         self.assertIs(merged({})["networkPolicy"]["enabled"], False)
         for name, (docs, _) in ((n, render(v)) for n, v in cases() if n != "network-policy-values.yaml"):
