@@ -362,8 +362,27 @@ impl Cache for Fixed {
         async { Ok(()) }.boxed()
     }
 
+    /// One synced informer per kind held: the kit's cache watches what it holds.
     fn informers(&self) -> Vec<InformerStatus> {
-        Vec::new()
+        let mut kinds: Vec<(String, String)> = self
+            .objects
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter_map(|o| o.types.as_ref())
+            .map(|t| (t.api_version.clone(), t.kind.clone()))
+            .collect();
+        kinds.sort();
+        kinds.dedup();
+        kinds
+            .into_iter()
+            .map(|(api_version, kind)| InformerStatus {
+                api_version,
+                kind,
+                synced: true,
+                ..InformerStatus::default()
+            })
+            .collect()
     }
 
     fn sync_periods(&self, _gvk: &GroupVersionKind) -> SyncPeriods {

@@ -63,8 +63,10 @@ mod recording {
     }
 
     #[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema)]
+    #[serde(rename_all = "camelCase")]
     struct WebsiteStatus {
         ready: bool,
+        observed_generation: Option<i64>,
     }
 
     async fn reconcile(site: Arc<Website>, ctx: Arc<Context>) -> Result<Action, WriteError> {
@@ -81,8 +83,11 @@ mod recording {
             ..ConfigMap::default()
         };
         ctx.apply_owned(site.as_ref(), &content).await?;
-        ctx.apply_status(site.as_ref(), json!({"ready": true}))
-            .await?;
+        let status = WebsiteStatus {
+            ready: true,
+            observed_generation: None,
+        };
+        ctx.apply_status(site.as_ref(), &status).await?;
         Ok(Action::await_change())
     }
 
@@ -125,6 +130,7 @@ mod recording {
         let owner = &child.body.as_ref().unwrap()["metadata"]["ownerReferences"][0];
         assert_eq!(owner["uid"], uid.as_str());
         assert_eq!(owner["controller"], true);
+        assert_eq!(owner["blockOwnerDeletion"], true);
         assert_eq!(child.status, http::StatusCode::CREATED);
 
         let status = &writes[1];
@@ -133,9 +139,10 @@ mod recording {
             status.path,
             "/apis/example.com/v1/namespaces/default/websites/site/status"
         );
+        // The typed status, its `observedGeneration` filled by the helper.
         assert_eq!(
             status.body.as_ref().unwrap()["status"],
-            json!({"ready": true})
+            json!({"ready": true, "observedGeneration": 1})
         );
 
         // The writes are applied: the cache reads what they stored.
@@ -150,7 +157,53 @@ mod recording {
             .collect();
         assert_eq!(managers, ["website"]);
         let site: Website = kit.stored(Some("default"), "site").unwrap();
-        assert!(site.status.unwrap().ready);
+        let status = site.status.unwrap();
+        assert!(status.ready);
+        assert_eq!(status.observed_generation, Some(1));
+    }
+
+    #[tokio::test]
+    async fn a_child_another_owner_controls_is_refused_unwritten() {
+        let theirs = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("site-content".into()),
+                namespace: Some("default".into()),
+                owner_references: Some(vec![
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                        api_version: "example.com/v1".into(),
+                        kind: "Website".into(),
+                        name: "other".into(),
+                        uid: "uid-of-other".into(),
+                        controller: Some(true),
+                        block_owner_deletion: Some(true),
+                    },
+                ]),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        };
+        let kit = kit().with(&theirs).unwrap();
+        let site: Website = kit.stored(Some("default"), "site").unwrap();
+        let refused = reconcile(Arc::new(site), Arc::new(kit.context())).await;
+        match refused {
+            Err(WriteError::AlreadyOwned {
+                kind,
+                name,
+                owner_kind,
+                owner_name,
+            }) => {
+                assert_eq!(
+                    (kind.as_str(), name.as_str()),
+                    ("ConfigMap", "site-content")
+                );
+                assert_eq!(
+                    (owner_kind.as_str(), owner_name.as_str()),
+                    ("Website", "other")
+                );
+            }
+            other => panic!("expected AlreadyOwned, got {other:?}"),
+        }
+        assert!(kit.writes().is_empty(), "{:#?}", kit.writes());
     }
 
     #[tokio::test]
