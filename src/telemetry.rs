@@ -1,4 +1,5 @@
-//! The tracing subscriber and OpenTelemetry export. Only the binary installs it.
+//! The tracing subscriber and OpenTelemetry export: the binary installs it, and an operator
+//! built on the library with one call, [`init_default`].
 //!
 //! Logs go to standard error through `tracing-subscriber`'s `fmt` layer, filtered by `RUST_LOG`
 //! or, when it is unset, by the level the command asks for. Colours only on a terminal, and
@@ -98,6 +99,19 @@ pub fn filter(
 /// A bad `RUST_LOG`, an exporter that cannot be built, or a subscriber already installed.
 pub fn init(default_level: LevelFilter) -> Result<Guard, Error> {
     init_with(default_level, None)
+}
+
+/// Logs for an operator built on the library, in one call at the top of its `main`:
+/// [`init`] at `info` (or what `RUST_LOG` says), to standard error, spans to OTLP when the
+/// `OTEL_*` variables ask for it. Keep the [`Guard`] until the end of `main` (it flushes the
+/// exporter). Without a subscriber, `tracing` drops every log line of the manager and its
+/// controllers; [`crate::manager::Manager::new`] says so once on standard error.
+///
+/// # Errors
+///
+/// As [`init`].
+pub fn init_default() -> Result<Guard, Error> {
+    init(LevelFilter::INFO)
 }
 
 /// [`init`], plus a [`FateTally`] of every event span when given (`informant demo` prints its
