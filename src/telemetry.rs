@@ -6,13 +6,17 @@
 //! never when `NO_COLOR` is set (<https://no-color.org>), so logs piped to a file stay plain. Spans are exported with OTLP when the standard OpenTelemetry environment
 //! variables ask for it: `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
 //! set, and `OTEL_TRACES_EXPORTER` not `none`. The exporter itself reads the other `OTEL_*`
-//! variables (headers, timeout, protocol), as the OpenTelemetry specification says.
+//! variables (headers, timeout, protocol), as the OpenTelemetry specification says. Export is
+//! the `otlp` feature (default); a build without it refuses the variables
+//! (`Error::OtlpNotBuilt`) rather than drop the spans.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal as _;
 use std::sync::{Arc, Mutex, PoisonError};
 
+#[cfg(feature = "otlp")]
 use opentelemetry::trace::TracerProvider as _;
+#[cfg(feature = "otlp")]
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::level_filters::LevelFilter;
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -26,8 +30,16 @@ pub enum Error {
     #[error("invalid RUST_LOG filter")]
     Filter(#[source] tracing_subscriber::filter::FromEnvError),
     /// The OTLP span exporter could not be built from the `OTEL_*` variables.
+    #[cfg(feature = "otlp")]
     #[error("cannot build the OTLP span exporter")]
     Exporter(#[source] opentelemetry_otlp::ExporterBuildError),
+    /// The `OTEL_*` variables ask for span export, and this build has no `otlp` feature.
+    #[cfg(not(feature = "otlp"))]
+    #[error(
+        "OTEL_EXPORTER_OTLP_ENDPOINT asks for span export, but informant was built without its \
+         `otlp` feature; enable it, or unset the variable (or set OTEL_TRACES_EXPORTER=none)"
+    )]
+    OtlpNotBuilt,
     /// A global subscriber was already installed.
     #[error("a tracing subscriber is already installed")]
     AlreadyInstalled(#[source] tracing_subscriber::util::TryInitError),
@@ -36,9 +48,11 @@ pub enum Error {
 /// Keeps the OpenTelemetry pipeline alive; dropping it flushes and shuts down the exporter.
 #[must_use = "dropping the guard shuts the exporter down at once"]
 pub struct Guard {
+    #[cfg(feature = "otlp")]
     provider: Option<SdkTracerProvider>,
 }
 
+#[cfg(feature = "otlp")]
 impl Drop for Guard {
     fn drop(&mut self) {
         if let Some(provider) = self.provider.take()
@@ -132,6 +146,7 @@ pub fn init_with(default_level: LevelFilter, tally: Option<FateTally>) -> Result
         .with_ansi(color)
         .with_filter(filter);
 
+    #[cfg(feature = "otlp")]
     let provider = if otlp_requested(&|k| std::env::var(k).ok()) {
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
@@ -145,9 +160,17 @@ pub fn init_with(default_level: LevelFilter, tally: Option<FateTally>) -> Result
     } else {
         None
     };
+    #[cfg(feature = "otlp")]
     let otel = provider
         .as_ref()
         .map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer("informant")));
+    #[cfg(not(feature = "otlp"))]
+    let otel: Option<tracing_subscriber::layer::Identity> = {
+        if otlp_requested(&|k| std::env::var(k).ok()) {
+            return Err(Error::OtlpNotBuilt);
+        }
+        None
+    };
 
     let tally = tally.map(|t| {
         t.with_filter(tracing_subscriber::filter::filter_fn(|meta| {
@@ -160,7 +183,10 @@ pub fn init_with(default_level: LevelFilter, tally: Option<FateTally>) -> Result
         .with(tally)
         .try_init()
         .map_err(Error::AlreadyInstalled)?;
-    Ok(Guard { provider })
+    Ok(Guard {
+        #[cfg(feature = "otlp")]
+        provider,
+    })
 }
 
 /// Formats an error with its whole `source()` chain, joined with `: ` (`a: b: c`): the one
