@@ -68,6 +68,8 @@ impl Cli {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    // Logs first: without a subscriber the manager and the controller log nothing.
+    let _logs = informant::telemetry::init_default()?;
     let cli = Cli::parse();
     if cli.print_rules {
         print!("{}", informant::yaml::to_string(&controller()?.rules())?);

@@ -48,3 +48,14 @@ pub mod serving;
 mod suggest;
 pub mod telemetry;
 pub mod yaml;
+
+/// The Rust code blocks of `docs/manager.md`, compiled as doctests so that a snippet the docs
+/// show cannot drift from the API (`cargo test --doc`).
+#[cfg(doctest)]
+#[doc = include_str!("../docs/manager.md")]
+mod manager_md {}
+
+/// The Rust code blocks of `README.md`, compiled as doctests (`cargo test --doc`).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+mod readme_md {}

@@ -1,17 +1,22 @@
-//! The tracing subscriber and OpenTelemetry export. Only the binary installs it.
+//! The tracing subscriber and OpenTelemetry export: the binary installs it, and an operator
+//! built on the library with one call, [`init_default`].
 //!
 //! Logs go to standard error through `tracing-subscriber`'s `fmt` layer, filtered by `RUST_LOG`
 //! or, when it is unset, by the level the command asks for. Colours only on a terminal, and
 //! never when `NO_COLOR` is set (<https://no-color.org>), so logs piped to a file stay plain. Spans are exported with OTLP when the standard OpenTelemetry environment
 //! variables ask for it: `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
 //! set, and `OTEL_TRACES_EXPORTER` not `none`. The exporter itself reads the other `OTEL_*`
-//! variables (headers, timeout, protocol), as the OpenTelemetry specification says.
+//! variables (headers, timeout, protocol), as the OpenTelemetry specification says. Export is
+//! the `otlp` feature (default); a build without it refuses the variables
+//! (`Error::OtlpNotBuilt`) rather than drop the spans.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal as _;
 use std::sync::{Arc, Mutex, PoisonError};
 
+#[cfg(feature = "otlp")]
 use opentelemetry::trace::TracerProvider as _;
+#[cfg(feature = "otlp")]
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::level_filters::LevelFilter;
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -25,8 +30,16 @@ pub enum Error {
     #[error("invalid RUST_LOG filter")]
     Filter(#[source] tracing_subscriber::filter::FromEnvError),
     /// The OTLP span exporter could not be built from the `OTEL_*` variables.
+    #[cfg(feature = "otlp")]
     #[error("cannot build the OTLP span exporter")]
     Exporter(#[source] opentelemetry_otlp::ExporterBuildError),
+    /// The `OTEL_*` variables ask for span export, and this build has no `otlp` feature.
+    #[cfg(not(feature = "otlp"))]
+    #[error(
+        "OTEL_EXPORTER_OTLP_ENDPOINT asks for span export, but informant was built without its \
+         `otlp` feature; enable it, or unset the variable (or set OTEL_TRACES_EXPORTER=none)"
+    )]
+    OtlpNotBuilt,
     /// A global subscriber was already installed.
     #[error("a tracing subscriber is already installed")]
     AlreadyInstalled(#[source] tracing_subscriber::util::TryInitError),
@@ -35,9 +48,11 @@ pub enum Error {
 /// Keeps the OpenTelemetry pipeline alive; dropping it flushes and shuts down the exporter.
 #[must_use = "dropping the guard shuts the exporter down at once"]
 pub struct Guard {
+    #[cfg(feature = "otlp")]
     provider: Option<SdkTracerProvider>,
 }
 
+#[cfg(feature = "otlp")]
 impl Drop for Guard {
     fn drop(&mut self) {
         if let Some(provider) = self.provider.take()
@@ -100,6 +115,19 @@ pub fn init(default_level: LevelFilter) -> Result<Guard, Error> {
     init_with(default_level, None)
 }
 
+/// Logs for an operator built on the library, in one call at the top of its `main`:
+/// [`init`] at `info` (or what `RUST_LOG` says), to standard error, spans to OTLP when the
+/// `OTEL_*` variables ask for it. Keep the [`Guard`] until the end of `main` (it flushes the
+/// exporter). Without a subscriber, `tracing` drops every log line of the manager and its
+/// controllers; [`crate::manager::Manager::new`] says so once on standard error.
+///
+/// # Errors
+///
+/// As [`init`].
+pub fn init_default() -> Result<Guard, Error> {
+    init(LevelFilter::INFO)
+}
+
 /// [`init`], plus a [`FateTally`] of every event span when given (`informant demo` prints its
 /// table of fates per reason from it).
 ///
@@ -118,6 +146,7 @@ pub fn init_with(default_level: LevelFilter, tally: Option<FateTally>) -> Result
         .with_ansi(color)
         .with_filter(filter);
 
+    #[cfg(feature = "otlp")]
     let provider = if otlp_requested(&|k| std::env::var(k).ok()) {
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
@@ -131,9 +160,17 @@ pub fn init_with(default_level: LevelFilter, tally: Option<FateTally>) -> Result
     } else {
         None
     };
+    #[cfg(feature = "otlp")]
     let otel = provider
         .as_ref()
         .map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer("informant")));
+    #[cfg(not(feature = "otlp"))]
+    let otel: Option<tracing_subscriber::layer::Identity> = {
+        if otlp_requested(&|k| std::env::var(k).ok()) {
+            return Err(Error::OtlpNotBuilt);
+        }
+        None
+    };
 
     let tally = tally.map(|t| {
         t.with_filter(tracing_subscriber::filter::filter_fn(|meta| {
@@ -146,7 +183,10 @@ pub fn init_with(default_level: LevelFilter, tally: Option<FateTally>) -> Result
         .with(tally)
         .try_init()
         .map_err(Error::AlreadyInstalled)?;
-    Ok(Guard { provider })
+    Ok(Guard {
+        #[cfg(feature = "otlp")]
+        provider,
+    })
 }
 
 /// Formats an error with its whole `source()` chain, joined with `: ` (`a: b: c`): the one

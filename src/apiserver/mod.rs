@@ -97,4 +97,4 @@ pub use seed::parse_yaml;
 pub use server::{Error, Handle, Server};
 pub use status::{ApiError, Cause, FieldError, FieldErrorType};
 pub use store::Limits;
-pub use test_server::{TestServer, TestServerError};
+pub use test_server::{TestServer, TestServerError, in_process};

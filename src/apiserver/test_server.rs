@@ -9,7 +9,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::Authorization;
 use super::config::Config;
-use super::server::{Error, Handle, Server};
+use super::seed;
+use super::server::{self, Error, Handle, Server};
+use super::state::App;
 
 /// Errors of [`TestServer`].
 #[derive(Debug, thiserror::Error)]
@@ -149,6 +151,32 @@ impl TestServer {
             .unwrap_or_default()
             .to_string())
     }
+}
+
+/// The embedded API server with no socket: its state's [`Handle`] and its router, to serve
+/// requests in process (the recording fake of `controller::testing` puts a `kube::Client` in
+/// front of it). A `default` namespace exists, then `config.seeds`; `config.listen` is only the
+/// address the server answers as. No TLS: authorization stays as configured, but in process
+/// there is no transport to secure.
+///
+/// # Errors
+///
+/// [`TestServerError::Start`] when a seed is rejected.
+pub fn in_process(mut config: Config) -> Result<(Handle, axum::Router), TestServerError> {
+    config.seeds.insert(
+        0,
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
+    );
+    let app = std::sync::Arc::new(App::new(config, SocketAddr::from(([127, 0, 0, 1], 0))));
+    let failed = |index, source| TestServerError::Start(Error::Seed { index, source });
+    for obj in app.auth.seeds() {
+        seed::create(&app, obj).map_err(|source| failed(0, source))?;
+    }
+    let seeds = app.config.seeds.clone();
+    for (index, obj) in seeds.into_iter().enumerate() {
+        seed::create(&app, obj).map_err(|source| failed(index, source))?;
+    }
+    Ok((Handle(app.clone()), server::router(app)))
 }
 
 /// A kube client of `kubeconfig`.

@@ -35,12 +35,13 @@ pub const DEFAULT_CONCURRENCY: u16 = 1;
 /// # async fn demo(ctx: informant::controller::Context)
 /// # -> Result<(), Box<dyn std::error::Error>> {
 /// use std::sync::Arc;
-/// use informant::controller::{Action, Context, Controller, default_error_policy};
+/// use informant::controller::{Action, Context, Controller, WriteError, default_error_policy};
 /// use k8s_openapi::api::batch::v1::{CronJob, Job};
 /// use tokio_util::sync::CancellationToken;
 ///
-/// async fn reconcile(cronjob: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, kube::Error> {
-///     // Read through the cache tree, write with ctx.client(), record with ctx.record().
+/// async fn reconcile(cronjob: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, WriteError> {
+///     // Read through the cache tree (ctx.get, ctx.list), write with ctx.apply_owned(&*cronjob,
+///     // &job).await? (a WriteError) or ctx.client(), record with ctx.record().
 ///     Ok(Action::await_change())
 /// }
 ///

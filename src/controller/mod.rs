@@ -32,6 +32,7 @@
 
 mod backoff;
 mod builder;
+pub mod conditions;
 mod context;
 mod error;
 mod finalizer;

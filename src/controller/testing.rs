@@ -2,12 +2,14 @@
 //! with no API server, whose recorded Events the test reads back.
 //!
 //! A reconcile reads through the context ([`Context::get`], [`Context::list`]), so a unit test
-//! hands it the objects it should see and checks what it answered and recorded. Writes go to
-//! [`Context::client`], which here reaches no server (a closed loopback port): a reconcile
-//! that writes is tested against the embedded API server instead
-//! ([`crate::apiserver::TestServer`], as `tests/manager/example_configmap_secret.rs` runs
-//! `examples/configmap_secret.rs`), or splits its decision from its writes and unit-tests the
-//! decision (as `samples::cronjob`'s `plan`).
+//! hands it the objects it should see and checks what it answered and recorded. Its writes
+//! ([`Context::client`], `apply_owned`, `apply_status`) go where the test says:
+//! [`TestContext::recording`] gives a recording [`FakeApi`] (the embedded API server in
+//! process: writes applied to the given objects with server-side apply's field ownership,
+//! each one listed by [`TestContext::writes`]), [`TestContext::with_client`] any
+//! `kube::Client` (one over the test's own tower service, or a
+//! [`crate::apiserver::TestServer`]'s), and by default a client of no server, where every
+//! write fails.
 //!
 //! ```
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -42,17 +44,34 @@ use kube::core::{DynamicObject, GroupVersionKind, Resource};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+mod fake;
+
+use fake::Objects;
+pub use fake::{FakeApi, Recorded};
+
 use super::context::Context;
 use crate::cache::{
     self, Cache, InformerPool, InformerStatus, ListOptions, SharedCache, SyncPeriods, typed,
 };
 use crate::recorder;
 
-/// A reconcile's world in a unit test: the objects the cache holds, and the Events recorded.
-#[derive(Debug)]
+/// A reconcile's world in a unit test: the objects the cache holds, the Events recorded, and
+/// the client writes go to (none, one of the test's choice, or a recording [`FakeApi`]).
 pub struct TestContext {
-    objects: Vec<Arc<DynamicObject>>,
+    objects: Objects,
     recorded: Arc<Mutex<Vec<recorder::Event>>>,
+    client: Option<Client>,
+    fake: Option<FakeApi>,
+}
+
+impl std::fmt::Debug for TestContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestContext")
+            .field("objects", &self.objects.lock().map_or(0, |o| o.len()))
+            .field("client", &self.client.is_some())
+            .field("fake", &self.fake)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for TestContext {
@@ -63,69 +82,161 @@ impl Default for TestContext {
 
 /// Why an object can not be put in a [`TestContext`].
 #[derive(Debug, thiserror::Error)]
-#[error("cannot hold {kind} {name:?} in the test cache")]
+#[error("cannot hold {kind} {name:?} in the test kit")]
 pub struct TestObjectError {
     /// The object's kind.
     pub kind: String,
     /// Its name.
     pub name: String,
-    /// Why it does not encode as a Kubernetes object.
+    /// Why.
     #[source]
-    pub source: serde_json::Error,
+    pub source: TestObjectCause,
+}
+
+/// Why [`TestContext::with`] refused an object.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TestObjectCause {
+    /// It does not encode as a Kubernetes object.
+    #[error("it does not encode as a Kubernetes object")]
+    Codec(#[from] serde_json::Error),
+    /// The recording fake refused to create it (a kind it does not serve: create the
+    /// `CustomResourceDefinition` first; an invalid object).
+    #[error("the recording fake refused it")]
+    Refused(Box<crate::apiserver::ApiError>),
 }
 
 impl TestContext {
-    /// An empty cache, no Event recorded.
+    /// An empty cache, no Event recorded, a client of no server (every write fails).
     #[must_use]
     pub fn new() -> Self {
         Self {
-            objects: Vec::new(),
+            objects: Objects::default(),
             recorded: Arc::default(),
+            client: None,
+            fake: None,
         }
     }
 
-    /// The same kit whose cache also holds `object` (a later object of the same kind,
-    /// namespace and name replaces it).
+    /// An empty kit whose client is a recording [`FakeApi`]: the objects given with
+    /// [`TestContext::with`] are created in it (and read back as stored, uid and
+    /// `generation` set), the reconcile's writes are applied to them as the embedded API
+    /// server applies them (server-side apply's field ownership included), the cache then
+    /// reads what the writes stored, and [`TestContext::writes`] lists every write.
     ///
     /// # Errors
-    /// [`TestObjectError`] when `object` does not encode as JSON.
-    pub fn with<T>(mut self, object: &T) -> Result<Self, TestObjectError>
+    /// When the embedded server does not start in process.
+    pub fn recording() -> Result<Self, crate::apiserver::TestServerError> {
+        let mut kit = Self::new();
+        kit.fake = Some(FakeApi::with_objects(Arc::clone(&kit.objects))?);
+        Ok(kit)
+    }
+
+    /// The same kit whose contexts write through `client` (a `kube::Client::new` over the
+    /// test's own tower service, as kube-rs users mock with `tower-test`; or a
+    /// [`crate::apiserver::TestServer`]'s client). The cache still reads the kit's objects.
+    #[must_use]
+    pub fn with_client(mut self, client: Client) -> Self {
+        self.client = Some(client);
+        self
+    }
+
+    /// The same kit whose cache also holds `object` (a later object of the same kind,
+    /// namespace and name replaces it). In a [`TestContext::recording`] kit the object is
+    /// created in the fake first and held as stored; a custom resource needs its
+    /// `CustomResourceDefinition` given first (`.with(&Website::crd())?`).
+    ///
+    /// # Errors
+    /// [`TestObjectError`] when `object` does not encode as JSON, or the fake refuses it.
+    pub fn with<T>(self, object: &T) -> Result<Self, TestObjectError>
     where
         T: Resource<DynamicType = ()> + serde::Serialize,
     {
-        let failed = |source| TestObjectError {
+        let failed = |source: TestObjectCause| TestObjectError {
             kind: T::kind(&()).into_owned(),
             name: object.meta().name.clone().unwrap_or_default(),
             source,
         };
-        let mut value = serde_json::to_value(object).map_err(failed)?;
+        let mut value = serde_json::to_value(object).map_err(|e| failed(e.into()))?;
         if let Some(map) = value.as_object_mut() {
             map.insert("apiVersion".into(), T::api_version(&()).into_owned().into());
             map.insert("kind".into(), T::kind(&()).into_owned().into());
         }
-        let dynamic: DynamicObject = serde_json::from_value(value).map_err(failed)?;
+        if let Some(fake) = &self.fake {
+            value = fake
+                .create(value)
+                .map_err(|e| failed(TestObjectCause::Refused(Box::new(e))))?;
+        }
+        let dynamic: DynamicObject = serde_json::from_value(value).map_err(|e| failed(e.into()))?;
         let gvk = typed::gvk_of::<T>();
-        self.objects.retain(|held| {
+        let mut objects = self.objects.lock().unwrap_or_else(PoisonError::into_inner);
+        objects.retain(|held| {
             !(gvk_of(held).as_ref() == Some(&gvk)
                 && held.metadata.namespace == dynamic.metadata.namespace
                 && held.metadata.name == dynamic.metadata.name)
         });
-        self.objects.push(Arc::new(dynamic));
+        objects.push(Arc::new(dynamic));
+        drop(objects);
         Ok(self)
     }
 
+    /// The `T` `namespace/name` as the kit's cache holds it now: as given, as the recording
+    /// fake stored it (with its uid, which an owner needs), or as the last write left it.
+    #[must_use]
+    pub fn stored<T>(&self, namespace: Option<&str>, name: &str) -> Option<T>
+    where
+        T: Resource<DynamicType = ()> + serde::de::DeserializeOwned,
+    {
+        let gvk = typed::gvk_of::<T>();
+        let objects = self.objects.lock().unwrap_or_else(PoisonError::into_inner);
+        let held = objects.iter().find(|o| {
+            gvk_of(o).as_ref() == Some(&gvk)
+                && o.metadata.name.as_deref() == Some(name)
+                && o.metadata.namespace.as_deref() == namespace
+        })?;
+        serde_json::to_value(held.as_ref())
+            .ok()
+            .and_then(|v| serde_json::from_value(v).ok())
+    }
+
+    /// The recording fake of a [`TestContext::recording`] kit.
+    #[must_use]
+    pub fn fake(&self) -> Option<&FakeApi> {
+        self.fake.as_ref()
+    }
+
+    /// Every request the recording fake answered, in order (none without one).
+    #[must_use]
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.fake
+            .as_ref()
+            .map(FakeApi::requests)
+            .unwrap_or_default()
+    }
+
+    /// The writes among [`TestContext::requests`], in order.
+    #[must_use]
+    pub fn writes(&self) -> Vec<Recorded> {
+        self.fake.as_ref().map(FakeApi::writes).unwrap_or_default()
+    }
+
     /// A context reading the kit's objects, recording into the kit (and into a recorder
-    /// nothing drains), with a client of no server. A reconcile that reads the operator's
-    /// state gets it with `kit.context().with_data(state)` ([`Context::with_data`]).
+    /// nothing drains), writing through the kit's client: the recording fake, the client
+    /// given, or else one of no server. A reconcile that reads the operator's state gets it
+    /// with `kit.context().with_data(state)` ([`Context::with_data`]).
     ///
     /// # Panics
     /// Outside a Tokio runtime (kube's client starts its request buffer on it): call it in
     /// a `#[tokio::test]`.
     #[must_use]
     pub fn context(&self) -> Context {
-        let client = offline_client();
+        let client = match (&self.fake, &self.client) {
+            (_, Some(client)) => client.clone(),
+            (Some(fake), None) => fake.client(),
+            (None, None) => offline_client(),
+        };
         let tree: Arc<dyn Cache> = Arc::new(Fixed {
-            objects: self.objects.clone(),
+            objects: Arc::clone(&self.objects),
         });
         let pipeline = recorder::Pipeline::new(
             &recorder::Options::default(),
@@ -173,17 +284,19 @@ fn gvk_of(object: &DynamicObject) -> Option<GroupVersionKind> {
 /// The test kit's cache: the objects given, read and listed as the cache tree answers
 /// (`NotFound`, namespace and selector filters), nothing to start or sync.
 struct Fixed {
-    objects: Vec<Arc<DynamicObject>>,
+    objects: Objects,
 }
 
 impl Fixed {
-    fn of_kind<'a>(
-        &'a self,
-        gvk: &'a GroupVersionKind,
-    ) -> impl Iterator<Item = &'a Arc<DynamicObject>> + 'a {
+    /// The objects of `gvk` held now.
+    fn of_kind(&self, gvk: &GroupVersionKind) -> Vec<Arc<DynamicObject>> {
         self.objects
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
             .iter()
-            .filter(move |o| gvk_of(o).as_ref() == Some(gvk))
+            .filter(|o| gvk_of(o).as_ref() == Some(gvk))
+            .cloned()
+            .collect()
     }
 }
 
@@ -194,14 +307,10 @@ impl Cache for Fixed {
         namespace: Option<&'a str>,
         name: &'a str,
     ) -> BoxFuture<'a, cache::Result<Arc<DynamicObject>>> {
-        let found = self
-            .of_kind(gvk)
-            .find(|o| {
-                o.metadata.name.as_deref() == Some(name)
-                    && (o.metadata.namespace.is_none()
-                        || o.metadata.namespace.as_deref() == namespace)
-            })
-            .cloned();
+        let found = self.of_kind(gvk).into_iter().find(|o| {
+            o.metadata.name.as_deref() == Some(name)
+                && (o.metadata.namespace.is_none() || o.metadata.namespace.as_deref() == namespace)
+        });
         async move {
             found.ok_or_else(|| cache::Error::NotFound {
                 gvk: gvk.clone(),
@@ -219,6 +328,7 @@ impl Cache for Fixed {
     ) -> BoxFuture<'a, cache::Result<Vec<Arc<DynamicObject>>>> {
         let listed = self
             .of_kind(gvk)
+            .into_iter()
             .filter(|o| options.namespace.is_none() || o.metadata.namespace == options.namespace)
             .filter(|o| {
                 let labels = o.metadata.labels.as_ref();
@@ -232,7 +342,6 @@ impl Cache for Fixed {
                 })
             })
             .take(options.limit.filter(|l| *l > 0).unwrap_or(usize::MAX))
-            .cloned()
             .collect();
         async move { Ok(listed) }.boxed()
     }
@@ -253,8 +362,27 @@ impl Cache for Fixed {
         async { Ok(()) }.boxed()
     }
 
+    /// One synced informer per kind held: the kit's cache watches what it holds.
     fn informers(&self) -> Vec<InformerStatus> {
-        Vec::new()
+        let mut kinds: Vec<(String, String)> = self
+            .objects
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter_map(|o| o.types.as_ref())
+            .map(|t| (t.api_version.clone(), t.kind.clone()))
+            .collect();
+        kinds.sort();
+        kinds.dedup();
+        kinds
+            .into_iter()
+            .map(|(api_version, kind)| InformerStatus {
+                api_version,
+                kind,
+                synced: true,
+                ..InformerStatus::default()
+            })
+            .collect()
     }
 
     fn sync_periods(&self, _gvk: &GroupVersionKind) -> SyncPeriods {
@@ -263,41 +391,4 @@ impl Cache for Fixed {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use k8s_openapi::api::core::v1::ConfigMap;
-    use kube::api::ObjectMeta;
-    use kube::runtime::controller::Action;
-
-    use super::*;
-
-    /// A reconcile that reads its object through the cache and requeues after the state's
-    /// period.
-    async fn reconcile(
-        configmap: Arc<ConfigMap>,
-        ctx: Arc<Context<Duration>>,
-    ) -> Result<Action, cache::Error> {
-        let name = configmap.meta().name.as_deref().unwrap_or_default();
-        let _: ConfigMap = ctx.get(Some("default"), name).await?;
-        Ok(Action::requeue(*ctx.data()))
-    }
-
-    #[tokio::test]
-    async fn a_reconcile_sees_the_state_the_kit_context_carries() {
-        let configmap = ConfigMap {
-            metadata: ObjectMeta {
-                name: Some("db".into()),
-                namespace: Some("default".into()),
-                ..ObjectMeta::default()
-            },
-            ..ConfigMap::default()
-        };
-        let kit = TestContext::new().with(&configmap).unwrap();
-        for period in [Duration::from_secs(42), Duration::from_secs(7)] {
-            let ctx = Arc::new(kit.context().with_data(period));
-            let action = reconcile(Arc::new(configmap.clone()), ctx).await.unwrap();
-            assert_eq!(action, Action::requeue(period));
-        }
-    }
-}
+mod tests;

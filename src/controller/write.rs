@@ -10,6 +10,7 @@
 //! The finalizer guard is `Context::finalizer` (module `finalizer`).
 
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{
@@ -21,7 +22,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::context::Context;
-use crate::cache::ListOptions;
+use crate::cache::{Cache as _, ListOptions, typed};
 
 /// Why a write of [`Context`] failed.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +51,21 @@ pub enum WriteError {
     /// The cache could not list the children to prune.
     #[error("cannot list the children to prune")]
     List(#[source] crate::cache::Error),
+    /// The child is controlled by another owner (its controller owner reference points
+    /// elsewhere): an object has one controller, and taking it over silently would fight the
+    /// other controller (controller-runtime's `AlreadyOwnedError`,
+    /// `pkg/controller/controllerutil/controllerutil.go`). Nothing was written.
+    #[error("{kind} {name:?} is already controlled by {owner_kind} {owner_name:?}")]
+    AlreadyOwned {
+        /// The child's kind.
+        kind: String,
+        /// Its name.
+        name: String,
+        /// The kind of the owner controlling it.
+        owner_kind: String,
+        /// That owner's name.
+        owner_name: String,
+    },
     /// The API server refused or could not be reached.
     #[error("the API server refused the write of {kind} {name:?}")]
     Api {
@@ -130,6 +146,15 @@ pub(crate) fn controlled_by(meta: &ObjectMeta, uid: &str) -> bool {
             .any(|r| r.controller == Some(true) && r.uid == uid)
 }
 
+/// The controller owner reference of `meta` to another object than `uid`, if any.
+fn other_controller<'a>(meta: Option<&'a ObjectMeta>, uid: &str) -> Option<&'a OwnerReference> {
+    meta?
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true) && r.uid != uid)
+}
+
 /// Deletes the child `name` of `api` (in the background, so its own children go after it),
 /// only if it is still the object `uid` (a child re-created under the same name is not
 /// touched). `Ok(true)`: deleted; `Ok(false)`: already gone or replaced, nothing to do.
@@ -179,28 +204,67 @@ fn refused<K: Resource<DynamicType = ()>>(name: &str) -> impl FnOnce(kube::Error
 }
 
 impl<T> Context<T> {
+    /// The `C` `namespace/name` the cache holds, when the cache watches `C` (no informer is
+    /// started for a read here); `None` otherwise, or when it holds none.
+    async fn watched<C: Resource<DynamicType = ()>>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Arc<DynamicObject>> {
+        let (api_version, kind) = (C::api_version(&()), C::kind(&()));
+        let watching = self
+            .cache()
+            .informers()
+            .iter()
+            .any(|i| i.api_version == api_version && i.kind == kind && i.state.is_none());
+        if !watching {
+            return None;
+        }
+        let gvk = typed::gvk_of::<C>();
+        self.cache().get(&gvk, namespace, name).await.ok()
+    }
+
     /// Server-side applies `child` as the controller (its field manager, forced: the
     /// controller owns the fields it writes), with `owner`'s controller owner reference
     /// (`controller: true`, `blockOwnerDeletion: true`), so that `Controller::owns::<C>()`
-    /// reconciles `owner` when the child changes or goes, and deleting `owner` deletes it.
-    /// Send only the fields the controller means to own; an unchanged child writes nothing
-    /// new. Returns the child as the API server stored it.
+    /// reconciles `owner` when the child changes or goes, and deleting `owner` deletes it
+    /// (foreground deletion waits for it). Send only the fields the controller means to own;
+    /// an unchanged child writes nothing new. Returns the child as the API server stored it.
+    ///
+    /// A child controlled by another owner is refused, as controller-runtime's
+    /// `SetControllerReference` does: the one given, or the one the cache holds when the
+    /// cache watches `C` (as `.owns::<C>()` makes it do); a child the cache does not watch is
+    /// not read first, and the API server then refuses a second controller reference.
     ///
     /// # Errors
-    /// [`WriteError::NoOwnerReference`] for an owner without uid; [`WriteError::Api`] when
-    /// the API server refuses (RBAC: `patch` on the child's kind).
+    /// [`WriteError::NoOwnerReference`] for an owner without uid;
+    /// [`WriteError::AlreadyOwned`] for a child another owner controls; [`WriteError::Api`]
+    /// when the API server refuses (RBAC: `patch` on the child's kind).
     pub async fn apply_owned<O, C>(&self, owner: &O, child: &C) -> Result<C, WriteError>
     where
         O: Resource<DynamicType = ()>,
         C: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
     {
         let name = child.meta().name.clone().unwrap_or_default();
-        let Some(reference) = owner.controller_owner_ref(&()) else {
+        let Some(mut reference) = owner.controller_owner_ref(&()) else {
             return Err(WriteError::NoOwnerReference {
                 kind: O::kind(&()).into_owned(),
                 name: owner.meta().name.clone().unwrap_or_default(),
             });
         };
+        reference.block_owner_deletion = Some(true);
+        let namespace = child.meta().namespace.clone();
+        let held = self.watched::<C>(namespace.as_deref(), &name).await;
+        for meta in [Some(child.meta()), held.as_ref().map(|h| &h.metadata)] {
+            if let Some(other) = other_controller(meta, &reference.uid) {
+                return Err(WriteError::AlreadyOwned {
+                    kind: C::kind(&()).into_owned(),
+                    name,
+                    owner_kind: other.kind.clone(),
+                    owner_name: other.name.clone(),
+                });
+            }
+        }
         let mut body = serde_json::to_value(child).map_err(codec::<C>(&name))?;
         if let Some(map) = body.as_object_mut() {
             map.insert("apiVersion".into(), C::api_version(&()).into_owned().into());
@@ -215,7 +279,6 @@ impl<T> Context<T> {
                 set_controller_owner(meta, &reference);
             }
         }
-        let namespace = child.meta().namespace.clone();
         let api = api_of::<C, T>(self, namespace.as_deref());
         let stored = apply_as(&api, &name, &body, self.field_manager())
             .await
@@ -273,21 +336,36 @@ impl<T> Context<T> {
         Ok(deleted)
     }
 
-    /// Server-side applies `status` (the `status` object's fields the controller owns) to
-    /// `object`'s status subresource as the controller; returns the object as stored.
+    /// Server-side applies `status` to `object`'s status subresource as the controller;
+    /// returns the object as stored.
+    ///
+    /// `status` is the status itself, not wrapped: `ctx.apply_status(&site, &site_status)`
+    /// with the kind's status type (`T::Status` of a `#[derive(CustomResource)]`), or
+    /// `json!({"ready": true})` for `{"status": {"ready": true}}`; the helper wraps it in
+    /// `{"apiVersion", "kind", "metadata": {"name"}, "status": …}`. Send every status field
+    /// the controller owns: one it owned and no longer sends is removed.
+    ///
+    /// `observedGeneration`: when `status` is an object without one (absent or `null`), the
+    /// helper sets it to `object`'s `metadata.generation`, the spec this status answers; a
+    /// status type without the field should not declare it in its schema to keep it (the
+    /// API server prunes unknown fields).
     ///
     /// # Errors
-    /// [`WriteError::Api`] when the API server refuses (RBAC: `patch` on the kind's `status`
-    /// subresource; a kind without one).
-    pub async fn apply_status<K>(
-        &self,
-        object: &K,
-        status: serde_json::Value,
-    ) -> Result<K, WriteError>
+    /// [`WriteError::Codec`] when `status` does not encode; [`WriteError::Api`] when the API
+    /// server refuses (RBAC: `patch` on the kind's `status` subresource; a kind without one).
+    pub async fn apply_status<K, S>(&self, object: &K, status: S) -> Result<K, WriteError>
     where
         K: Resource<DynamicType = ()> + DeserializeOwned,
+        S: Serialize,
     {
         let name = object.meta().name.clone().unwrap_or_default();
+        let mut status = serde_json::to_value(status).map_err(codec::<K>(&name))?;
+        if let (Some(map), Some(generation)) = (status.as_object_mut(), object.meta().generation) {
+            let observed = map.entry("observedGeneration").or_insert(Value::Null);
+            if observed.is_null() {
+                *observed = generation.into();
+            }
+        }
         let api = api_of::<K, T>(self, object.meta().namespace.as_deref());
         let kind = (K::api_version(&()), K::kind(&()));
         let stored = apply_status_as(

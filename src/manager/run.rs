@@ -127,6 +127,7 @@ impl Manager {
     /// for invalid leader election options; [`Error::Http`] when a listener cannot be bound
     /// (the listeners are bound here, so a taken address fails before anything runs).
     pub async fn new(client: Client, options: Options) -> Result<Self, Error> {
+        say_logs_are_off();
         let watcher = match &options.source {
             ConfigSource::File(path) => Some(file_watcher(path, &options)?),
             ConfigSource::Resource { .. } => None,
@@ -558,4 +559,21 @@ pub fn file_watcher(
 ) -> Result<config::watch::Watcher, Error> {
     let watch_options = config::watch::Options::default().debounce(options.debounce);
     Ok(config::watch::Watcher::new(path, watch_options)?.0)
+}
+
+/// Says once on standard error, when no `tracing` subscriber is installed, that the manager's
+/// logs go nowhere and which call shows them: a library user would otherwise see a silent
+/// operator. controller-runtime warns the same way when its logger was never set
+/// (`pkg/log/log.go`, `eventuallyFulfillRoot`).
+fn say_logs_are_off() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    if tracing::dispatcher::has_been_set() {
+        return;
+    }
+    ONCE.call_once(|| {
+        eprintln!(
+            "informant: no tracing subscriber is installed, so the manager logs nothing; \
+             call informant::telemetry::init_default() at the top of main"
+        );
+    });
 }

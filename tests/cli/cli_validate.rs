@@ -175,27 +175,24 @@ fn run_reports_a_bad_config_file_before_touching_a_cluster() {
 }
 
 /// The README's example of an invalid config: the arguments of its `$ informant validate ...`
-/// line (the `# exit 64` comment removed) and the lines printed below it, as the binary writes
-/// them to standard error.
+/// line (the `# exit 64` comment removed) and the lines printed below it up to the end of its
+/// fenced block, as the binary writes them to standard error.
 fn readme_example() -> (Vec<String>, String) {
     let readme =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let prompt = "    $ informant validate --config config/samples/invalid/";
+    let prompt = "$ informant validate --config config/samples/invalid/";
     let mut lines = readme.lines().skip_while(|l| !l.starts_with(prompt));
     let command = lines
         .next()
         .unwrap_or_else(|| panic!("README.md has no line starting with {prompt:?}"));
     let (command, comment) = command
-        .trim_start_matches("    $ informant ")
+        .trim_start_matches("$ informant ")
         .split_once('#')
         .unwrap_or_else(|| panic!("the README's command has no `# exit 64` comment: {command}"));
     assert_eq!(comment.trim(), "exit 64", "the README's exit code comment");
     let args = command.split_whitespace().map(str::to_owned).collect();
     let mut output = String::new();
-    for line in lines.take_while(|l| !l.trim().is_empty()) {
-        let line = line
-            .strip_prefix("    ")
-            .unwrap_or_else(|| panic!("the README's output line is not indented: {line:?}"));
+    for line in lines.take_while(|l| !l.starts_with("```")) {
         output.push_str(line);
         output.push('\n');
     }

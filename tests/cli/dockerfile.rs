@@ -46,12 +46,17 @@ fn included_from_outside_src() -> Vec<String> {
     let mut out = Vec::new();
     for file in files {
         // Test modules are not built by `cargo build --release`: a module's `tests.rs` (declared
-        // `#[cfg(test)] mod tests;`, the layout's rule) and what follows `#[cfg(test)]` in a file.
+        // `#[cfg(test)] mod tests;`, the layout's rule) and what follows `#[cfg(test)]` in a file,
+        // or `#[cfg(doctest)]` (the docs `lib.rs` includes for `cargo test --doc`, last in it).
         if file.file_name().is_some_and(|n| n == "tests.rs") {
             continue;
         }
         let text = std::fs::read_to_string(&file).unwrap();
-        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let code = text
+            .split("#[cfg(test)]")
+            .next()
+            .and_then(|code| code.split("#[cfg(doctest)]").next())
+            .unwrap_or_default();
         for macro_name in ["include_str!(\"", "include_bytes!(\""] {
             for piece in code.split(macro_name).skip(1) {
                 let literal = piece.split('"').next().unwrap_or_default();

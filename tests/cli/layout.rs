@@ -1,6 +1,7 @@
 //! The layering the code promises: dependencies flow one way, cli → hooks → controller →
 //! manager → config → cache → selector, with the recorder and serving (TLS, the API server's
-//! reviews) leaves and the embedded API server beside them; and only the CLI knows clap.
+//! reviews) leaves and the embedded API server beside them (the controller's test kit runs it
+//! in process); and only the CLI knows clap.
 
 use std::path::Path;
 
@@ -38,10 +39,18 @@ const ROOMS: [(&str, &[&str]); 10] = [
         "manager",
         &["config", "cache", "selector", "recorder", "serving"],
     ),
+    // The test kit (`controller::testing`) runs the embedded API server in process as its
+    // recording fake; the API server uses nothing of the controller's.
     (
         "controller",
         &[
-            "manager", "config", "cache", "selector", "recorder", "serving",
+            "manager",
+            "config",
+            "cache",
+            "selector",
+            "recorder",
+            "serving",
+            "apiserver",
         ],
     ),
     (

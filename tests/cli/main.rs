@@ -25,6 +25,7 @@ mod config_load;
 mod config_no_panic;
 mod config_samples;
 mod config_watch;
+mod crate_count;
 mod dockerfile;
 mod hooks_cli;
 mod layout;

@@ -1,0 +1,72 @@
+//! The library's dependency tree, counted as `docs/manager.md` counts it, must not grow: an
+//! operator on `informant` with `default-features = false, features = ["cli"]` builds the crates
+//! `cargo tree` lists here. The figures are today's; the goal (issue 47) is at most 60 crates
+//! more than a plain kube-rs operator (173), that is 233, which the embedded API server, the
+//! hooks and the certificates still keep out of reach. Lower the ceilings as features move
+//! them out; never raise them without saying why in the docs.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+/// The distinct crates (`name vX.Y.Z`) of the library's normal dependency tree with `flags`,
+/// or `None` when `cargo tree` can not run here.
+fn crates(flags: &[&str]) -> Option<BTreeSet<String>> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = Command::new(cargo)
+        .args([
+            "tree",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--offline",
+            "--locked",
+        ])
+        .args(flags)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()?;
+    if !output.status.success() {
+        eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+        return None;
+    }
+    Some(
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(|l| l.trim_end_matches(" (*)").to_owned())
+            .filter(|l| !l.is_empty())
+            .collect(),
+    )
+}
+
+#[test]
+fn the_light_library_tree_does_not_grow() {
+    let Some(light) = crates(&["--no-default-features", "--features", "cli"]) else {
+        println!("skipped: cargo tree could not run offline here");
+        return;
+    };
+    let names = |set: &BTreeSet<String>| -> BTreeSet<String> {
+        set.iter()
+            .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+            .collect()
+    };
+    assert!(
+        !names(&light).contains("opentelemetry-otlp"),
+        "the OTLP exporter is behind the `otlp` feature"
+    );
+    // 255 measured (docs/manager.md, "Dependencies and build size").
+    assert!(
+        light.len() <= 255,
+        "{} crates in the light library's tree, more than the 255 measured",
+        light.len()
+    );
+    let Some(full) = crates(&[]) else {
+        println!("skipped: cargo tree could not run offline here");
+        return;
+    };
+    assert!(
+        full.len() <= 297,
+        "{} crates with default features, more than the 297 measured",
+        full.len()
+    );
+}
