@@ -561,6 +561,7 @@ mod tests {
                 type_: AdmissionType::Mutating,
                 operations: vec!["CREATE".to_owned()],
                 hook: Hook::Exec {
+                    env: Vec::new(),
                     command: vec!["/hooks/d".to_owned()],
                     timeout: Duration::from_secs(5),
                 },

@@ -9,6 +9,7 @@
 mod admission;
 mod conversion;
 mod crd;
+mod env;
 mod types;
 mod validate;
 
@@ -21,8 +22,8 @@ pub use crd::controller_crd_yaml;
 pub use types::{
     CONTROLLER_CONDITION_READY, CONTROLLER_CONDITION_VALID, Controller, ControllerError,
     ControllerKey, ControllerSettings, ControllerSpec, ControllerStatus, DEFAULT_HOOK_TIMEOUT,
-    ExecHookSpec, FINALIZER_PREFIX, ForSpec, Hook, HookSpec, KindSpec, MAX_CONCURRENCY, MapTo,
-    MapToSpec, SecretRef, ValidatedController, WatchSpec, WebhookSpec, WebhookTls,
+    EnvVarSpec, ExecHookSpec, FINALIZER_PREFIX, ForSpec, Hook, HookSpec, KindSpec, MAX_CONCURRENCY,
+    MapTo, MapToSpec, SecretRef, ValidatedController, WatchSpec, WebhookSpec, WebhookTls,
 };
 pub use validate::{
     controllers_in, controllers_key, validate_controller, validate_controller_value,

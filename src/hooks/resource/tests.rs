@@ -39,6 +39,7 @@ fn a_valid_controller_becomes_settings() {
     assert_eq!(
         v.settings.hook,
         Hook::Exec {
+            env: Vec::new(),
             command: vec!["python3".into(), "hook.py".into()],
             timeout: Duration::from_secs(5)
         }

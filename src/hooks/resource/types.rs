@@ -243,6 +243,23 @@ pub struct ExecHookSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub calls_per_process: Option<u16>,
+    /// Environment variables the hook's processes get, beside `PATH`, `HOME`, `LANG` and `TZ`
+    /// taken from the manager's environment (a variable named here replaces the manager's).
+    /// Names as a Pod's `env` takes them; the dynamic loader's (`LD_*`, `DYLD_*`, and the
+    /// others glibc removes for set-user-ID programs, such as `GCONV_PATH`) are refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVarSpec>,
+}
+
+/// An environment variable of an exec hook's processes.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EnvVarSpec {
+    /// The variable's name, e.g. `LOG_FORMAT`.
+    pub name: String,
+    /// Its value (empty when left out).
+    #[serde(default)]
+    pub value: String,
 }
 
 /// A hook called over HTTP or HTTPS.
@@ -335,6 +352,8 @@ pub enum Hook {
     Exec {
         /// Program and arguments.
         command: Vec<String>,
+        /// The environment it gets beside the manager's `PATH`, `HOME`, `LANG` and `TZ`.
+        env: Vec<(String, String)>,
         /// How long a call may take.
         timeout: Duration,
     },
@@ -344,6 +363,8 @@ pub enum Hook {
     Persistent {
         /// Program and arguments.
         command: Vec<String>,
+        /// The environment it gets beside the manager's `PATH`, `HOME`, `LANG` and `TZ`.
+        env: Vec<(String, String)>,
         /// How long a call may take.
         timeout: Duration,
         /// Calls one process answers at once.

@@ -21,6 +21,7 @@ fn settings(owns: &[&str], watches: &[&str]) -> ControllerSettings {
             .map(|_| super::super::MapTo::Namespace)
             .collect(),
         hook: Hook::Exec {
+            env: Vec::new(),
             command: vec!["true".into()],
             timeout: Duration::from_secs(1),
         },
