@@ -60,7 +60,7 @@ pub use policy::{
 pub use reconcile::ReconcileError;
 pub use release::CONTROLLER_FINALIZER;
 pub use resource::{
-    AdmissionHook, AdmissionSpec, AdmissionType, CONTROLLER_CONDITION_READY,
+    AdmissionHook, AdmissionHookStatus, AdmissionSpec, AdmissionType, CONTROLLER_CONDITION_READY,
     CONTROLLER_CONDITION_VALID, Controller, ControllerError, ControllerKey, ControllerSettings,
     ControllerSpec, ControllerStatus, ConversionHook, ConversionSpec,
     DEFAULT_ADMISSION_TIMEOUT_SECONDS, DEFAULT_HOOK_TIMEOUT, EnvVarSpec, ExecHookSpec,

@@ -324,6 +324,29 @@ pub struct ControllerStatus {
     /// The last hook failure, with the object it was about.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// The admission hooks as the leader registered them in the webhook configurations.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub admission: Vec<AdmissionHookStatus>,
+}
+
+/// An admission hook as registered: whether the API server took its webhook, and where it
+/// is called.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionHookStatus {
+    /// The hook's name (`spec.admission[].name`).
+    pub name: String,
+    /// Whether its webhook is in the webhook configuration. `false`: the API server refused
+    /// it (see `message`); the other hooks, of this and other Controllers, are registered.
+    pub registered: bool,
+    /// Why it is not registered, in the API server's words; or, when registered, how its
+    /// namespaces were narrowed to the Controller's cache scope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The namespaces it is called in: its own `namespaceSelector` AND the cache scope of
+    /// the Controller (every namespace when both are empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
 }
 
 /// A `Controller` that is not valid: every problem, each with its field path.
