@@ -263,6 +263,9 @@ pub fn add_to_manager_limited(
     });
     let hook_metrics = HookMetrics::of(manager);
     let admission_served = serve_webhooks(manager, Arc::clone(&policy), hook_metrics.clone());
+    let client_ca = manager
+        .webhook_options()
+        .is_some_and(|o| o.client_ca.is_some());
     let follower = Follower::of(manager);
     let ctx = Context::of(manager);
     let metrics = ControllerMetrics::of(manager);
@@ -284,6 +287,7 @@ pub fn add_to_manager_limited(
             .max_concurrency(max_concurrency)
             .secret_refs(secret_refs)
             .admission_served(admission_served)
+            .client_ca(client_ca)
             .report_to(state);
         if let Some(leader) = leader {
             supervisor = supervisor.leader(leader);
