@@ -126,3 +126,79 @@ async fn an_entry_the_api_server_refuses_is_left_out_and_reported_on_its_own_con
     );
     server.shutdown().await.unwrap();
 }
+
+/// The leader writes each `Controller`'s `status.admission` under its own field manager,
+/// beside the conditions the supervisor writes (neither apply removes the other's fields):
+/// the registered hook with the namespaces it is called in (the cache here is cluster-wide:
+/// what the hook declares).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_registered_hooks_are_written_in_their_controllers_status() {
+    use informant::hooks::Controller;
+    use informant::manager::{ConfigSource, Manager, Options};
+    use kube::api::{Patch, PatchParams};
+    use tokio_util::sync::CancellationToken;
+
+    let (server, client) = crate::support::server_with_informant_crds().await;
+    let options = Options {
+        metrics_addr: None,
+        health_addr: None,
+        shutdown_grace: Duration::from_secs(10),
+        webhook: Some(WebhookOptions::managed(
+            crate::support::webhook_bind(),
+            "default",
+            "informant-webhook",
+        )),
+        ..Options::new(ConfigSource::Resource {
+            namespace: "default".into(),
+            name: "test".into(),
+        })
+    };
+    let mut manager = Manager::new(client.clone(), options).await.unwrap();
+    let addr = manager.webhook_addr().unwrap();
+    server
+        .publish_service("default", "informant-webhook", 443, addr)
+        .await;
+    informant::hooks::add_to_manager(&mut manager);
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(manager.run(shutdown.clone()));
+    let controller: Controller = serde_json::from_value(serde_json::json!({
+        "apiVersion": "informant.dev/v1alpha1",
+        "kind": "Controller",
+        "metadata": {"name": "guard", "namespace": "default"},
+        "spec": {
+            "for": {"apiVersion": "v1", "kind": "ConfigMap"},
+            "hook": {"exec": {"command": ["sh", "-c", "cat >/dev/null; echo {}"]}},
+            "admission": [{"name": "team", "type": "Validating", "failurePolicy": "Ignore",
+                           "namespaceSelector": {"matchLabels": {"team": "shop"}}}],
+        },
+    }))
+    .unwrap();
+    let controllers: Api<Controller> = Api::namespaced(client.clone(), "default");
+    controllers
+        .patch(
+            "guard",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&controller),
+        )
+        .await
+        .unwrap();
+    crate::support::eventually(
+        "status.admission says the hook is registered, beside the conditions",
+        || async {
+            let Some(status) = controllers.get("guard").await.unwrap().status else {
+                return false;
+            };
+            let registered = status.admission.iter().any(|hook| {
+                hook.name == "team"
+                    && hook.registered
+                    && serde_json::to_string(&hook.namespace_selector)
+                        .unwrap_or_default()
+                        .contains(r#""matchLabels":{"team":"shop"}"#)
+            });
+            registered && status.conditions.iter().any(|c| c.type_ == "Valid")
+        },
+    )
+    .await;
+    shutdown.cancel();
+    let _ = run.await;
+}
