@@ -59,8 +59,11 @@ async fn an_entry_the_api_server_refuses_is_left_out_and_reported_on_its_own_con
     let bad = served("bad", "cond", &[("has owner!", "true")]);
     let good = served("good", "ok", &[("has-owner", "true")]);
     let also_good = served("zz", "ok", &[]);
+    let mut declaring = served("team", "ok", &[]);
+    declaring.hook.namespace_selector =
+        Some(serde_json::from_value(serde_json::json!({"matchLabels": {"team": "shop"}})).unwrap());
     let pass = owned
-        .keep([&good, &bad, &also_good], &scope)
+        .keep([&good, &bad, &also_good, &declaring], &scope)
         .await
         .expect("the good entries are registered");
     let refused: Vec<(String, &str)> = pass
@@ -87,7 +90,8 @@ async fn an_entry_the_api_server_refuses_is_left_out_and_reported_on_its_own_con
         names,
         [
             "ok.good.ops.admission.informant.dev",
-            "ok.zz.ops.admission.informant.dev"
+            "ok.zz.ops.admission.informant.dev",
+            "ok.team.ops.admission.informant.dev"
         ]
     );
     let status = |controller: &str| {
@@ -123,6 +127,21 @@ async fn an_entry_the_api_server_refuses_is_left_out_and_reported_on_its_own_con
             .as_deref()
             .is_some_and(|m| m.contains("cache scope")),
         "{good_status:#?}"
+    );
+    // Item 1: a declared selector is ANDed with the scope, and the status says it was narrowed.
+    let team = status("team");
+    assert_eq!(
+        serde_json::to_value(&team[0].namespace_selector).unwrap(),
+        serde_json::json!({"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["ops"]},
+            {"key": "team", "operator": "In", "values": ["shop"]}]})
+    );
+    assert!(
+        team[0]
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("narrowed to the Controller's cache scope")),
+        "{team:#?}"
     );
     server.shutdown().await.unwrap();
 }
