@@ -121,6 +121,7 @@ fn cases(hook_url: &str, python: Option<&str>, dir: &std::path::Path) -> Vec<Cas
             "exec (sh)",
             AdmissionType::Validating,
             Hook::Exec {
+                env: Vec::new(),
                 command: sh(r#"cat >/dev/null; printf '{"allowed": true}'"#),
                 timeout: TIMEOUT,
             },
@@ -129,6 +130,7 @@ fn cases(hook_url: &str, python: Option<&str>, dir: &std::path::Path) -> Vec<Cas
             "persistent exec (sh)",
             AdmissionType::Validating,
             Hook::Persistent {
+                env: Vec::new(),
                 command: sh(PERSISTENT_SH),
                 timeout: TIMEOUT,
                 calls_per_process: 1,
@@ -145,6 +147,7 @@ fn cases(hook_url: &str, python: Option<&str>, dir: &std::path::Path) -> Vec<Cas
             "exec (python)",
             AdmissionType::Validating,
             Hook::Exec {
+                env: Vec::new(),
                 command: script("per_call.py", PER_CALL_PY),
                 timeout: TIMEOUT,
             },
@@ -153,6 +156,7 @@ fn cases(hook_url: &str, python: Option<&str>, dir: &std::path::Path) -> Vec<Cas
             "persistent exec (python)",
             AdmissionType::Validating,
             Hook::Persistent {
+                env: Vec::new(),
                 command: script("persistent.py", PERSISTENT_PY),
                 timeout: TIMEOUT,
                 calls_per_process: 1,

@@ -79,6 +79,7 @@ async fn hook_round_trip_overhead() {
     let n = 1000;
     let request = request();
     let exec = Hook::Exec {
+        env: Vec::new(),
         command: vec![
             "sh".into(),
             "-c".into(),
@@ -137,6 +138,7 @@ async fn hook_round_trip_overhead() {
     let dir = tempfile::tempdir().unwrap();
     let (per_call, persistent_py) = python_hooks(&python, dir.path());
     let exec = Hook::Exec {
+        env: Vec::new(),
         command: per_call,
         timeout: Duration::from_secs(10),
     };

@@ -42,6 +42,12 @@ pub struct Config {
     /// with the default `AlwaysAllow`, any page could otherwise create objects on a server on
     /// the user's loopback. Empty by default.
     pub allowed_origins: Vec<String>,
+    /// The host names (the `Host` header, without its port; case-insensitive) served beside
+    /// IP addresses, `localhost` and the names under it; `*` serves every name. A request
+    /// for any other name is refused with 403: a web page can make its own name resolve to
+    /// the server's loopback address (DNS rebinding) and reach it as its own origin, without
+    /// an `Origin` header. Empty by default.
+    pub allowed_hosts: Vec<String>,
 }
 
 /// The kube-apiserver feature gates the embedded server knows.
@@ -106,6 +112,7 @@ impl Default for Config {
             feature_gates: FeatureGates::default(),
             token_min_expiration: Duration::from_mins(10),
             allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
         }
     }
 }

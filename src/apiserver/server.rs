@@ -308,7 +308,8 @@ mod tests {
     use tower::ServiceExt as _;
 
     /// Issue 45, item 11: with the default `AlwaysAllow` on loopback, a browser page created
-    /// objects (a `text/plain` POST with a foreign `Origin` and `Host` got 201).
+    /// objects (a `text/plain` POST with a foreign `Origin` and `Host` got 201). The `Host` is
+    /// the server's here: a foreign one is refused for itself (the next test).
     #[tokio::test]
     async fn a_request_from_a_browser_page_is_refused_unless_its_origin_is_allowed() {
         let serve = |allowed: Vec<String>| {
@@ -326,7 +327,7 @@ mod tests {
             let mut request = Request::builder()
                 .method("POST")
                 .uri("/api/v1/namespaces/default/configmaps")
-                .header(header::HOST, "evil.example:8080")
+                .header(header::HOST, "127.0.0.1:8080")
                 .header(header::CONTENT_TYPE, "text/plain");
             if let Some(origin) = origin {
                 request = request.header(header::ORIGIN, origin);
@@ -359,5 +360,45 @@ mod tests {
         // A client sends no Origin: not refused for it.
         let client = serve(Vec::new()).oneshot(post(None)).await.unwrap();
         assert_ne!(client.status(), StatusCode::FORBIDDEN);
+    }
+
+    /// Issue 45, item 11: a page whose name was made to resolve to the server's loopback
+    /// address (DNS rebinding) posts as its own origin, with no `Origin` header; its `Host`
+    /// names it. A raw request over TCP, as the browser sends it.
+    #[tokio::test]
+    async fn a_request_for_a_foreign_host_is_refused_unless_the_host_is_allowed() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        async fn raw(config: Config, host: &str) -> (String, String) {
+            let server = crate::apiserver::TestServer::start_with(config)
+                .await
+                .unwrap();
+            let mut tcp = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+            let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"pwned"}}"#;
+            let request = format!(
+                "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: {host}\r\n\
+                 Content-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            tcp.write_all(request.as_bytes()).await.unwrap();
+            let mut answer = String::new();
+            tcp.read_to_string(&mut answer).await.unwrap();
+            let status = answer.lines().next().unwrap_or_default().to_owned();
+            server.shutdown().await.unwrap();
+            (status, answer)
+        }
+        let (status, answer) = raw(Config::default(), "evil.example").await;
+        assert!(status.contains(" 403 "), "{answer}");
+        assert!(answer.contains(r#""kind":"Status""#), "{answer}");
+        assert!(answer.contains("--allow-host evil.example"), "{answer}");
+        for host in ["127.0.0.1", "localhost:6443"] {
+            let (status, answer) = raw(Config::default(), host).await;
+            assert!(status.contains(" 201 "), "{host}: {answer}");
+        }
+        let allowed = Config {
+            allowed_hosts: vec!["evil.example".to_owned()],
+            ..Config::default()
+        };
+        let (status, answer) = raw(allowed, "evil.example").await;
+        assert!(status.contains(" 201 "), "{answer}");
     }
 }

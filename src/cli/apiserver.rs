@@ -59,6 +59,12 @@ pub struct Args {
     /// refused with 403, so a page the user visits cannot reach the server.
     #[arg(long, value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,
+    /// Serve requests naming this host (the `Host` header's name: `api.test`; `*`: any).
+    /// Repeatable. Without it, only IP addresses, `localhost` and names under it are served,
+    /// and a request for another name is refused with 403, so a web page that points its own
+    /// name at the server's address (DNS rebinding) cannot reach it.
+    #[arg(long, value_name = "HOST")]
+    pub allow_host: Vec<String>,
     /// The shortest lifetime a token request may ask for (kube-apiserver's, 10m). For tests
     /// that watch a token expire: a container harness asks for a 20 s token.
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration, hide = true)]
@@ -178,6 +184,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> exit::Result {
         feature_gates,
         token_min_expiration: args.token_min_expiration,
         allowed_origins: args.allow_origin.clone(),
+        allowed_hosts: args.allow_host.clone(),
         ..Config::default()
     };
     let server = Server::bind(config).await?;

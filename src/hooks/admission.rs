@@ -439,9 +439,11 @@ fn patch_of(original: &Value, answer: &AdmissionAnswer) -> Result<json_patch::Pa
 }
 
 mod owned;
+mod refused;
 mod served;
 
 pub use owned::{OwnedConfigurations, OwnedPass};
+pub use refused::report as report_registered;
 pub use served::{AdmissionRoutes, ServedHook, admission_path};
 
 #[cfg(test)]

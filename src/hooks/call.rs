@@ -279,16 +279,20 @@ impl Caller {
         let processes = match &hook {
             Hook::Persistent {
                 command,
+                env,
                 timeout,
                 calls_per_process,
-            } => Some(Processes::new(
-                command.clone(),
-                *timeout,
-                processes,
-                *calls_per_process,
-                policy.response_limit(),
-                controller,
-            )),
+            } => Some(
+                Processes::new(
+                    command.clone(),
+                    *timeout,
+                    processes,
+                    *calls_per_process,
+                    policy.response_limit(),
+                    controller,
+                )
+                .with_env(env.clone()),
+            ),
             Hook::Exec { .. } | Hook::Webhook { .. } => None,
         };
         Self {
@@ -346,11 +350,18 @@ impl Caller {
         let limit = self.policy.response_limit();
         let (answer, timeout) = match &self.hook {
             // A persistent hook always has its processes: this arm is never taken for it.
-            Hook::Exec { command, timeout }
+            Hook::Exec {
+                command,
+                env,
+                timeout,
+            }
             | Hook::Persistent {
-                command, timeout, ..
+                command,
+                env,
+                timeout,
+                ..
             } => (
-                tokio::time::timeout(*timeout, exec(command, body, limit)).await,
+                tokio::time::timeout(*timeout, exec(command, env, body, limit)).await,
                 *timeout,
             ),
             Hook::Webhook { url, timeout, tls } => {
@@ -449,13 +460,18 @@ impl Caller {
     }
 }
 
-/// Runs `command` with `input` on its standard input and returns its standard output, at
+/// Runs `command` (with `env`, see [`Started::spawn`]) with `input` on its standard input and returns its standard output, at
 /// most `limit` bytes: past it the child is killed. The hook runs in a process group of its
 /// own ([`Started`]), killed as a whole when this future ends or is dropped (at the
 /// timeout): what the hook left running dies with the call.
-async fn exec(command: &[String], input: Vec<u8>, limit: usize) -> Result<Vec<u8>, CallError> {
+async fn exec(
+    command: &[String],
+    env: &[(String, String)],
+    input: Vec<u8>,
+    limit: usize,
+) -> Result<Vec<u8>, CallError> {
     let program = command.first().cloned().unwrap_or_default();
-    let mut started = Started::spawn(command).map_err(|source| CallError::Spawn {
+    let mut started = Started::spawn(command, env).map_err(|source| CallError::Spawn {
         program: program.clone(),
         source,
     })?;

@@ -60,14 +60,15 @@ pub use policy::{
 pub use reconcile::ReconcileError;
 pub use release::CONTROLLER_FINALIZER;
 pub use resource::{
-    AdmissionHook, AdmissionSpec, AdmissionType, CONTROLLER_CONDITION_READY,
+    AdmissionHook, AdmissionHookStatus, AdmissionSpec, AdmissionType, CONTROLLER_CONDITION_READY,
     CONTROLLER_CONDITION_VALID, Controller, ControllerError, ControllerKey, ControllerSettings,
     ControllerSpec, ControllerStatus, ConversionHook, ConversionSpec,
-    DEFAULT_ADMISSION_TIMEOUT_SECONDS, DEFAULT_HOOK_TIMEOUT, ExecHookSpec, FINALIZER_PREFIX,
-    FailurePolicy, ForSpec, Hook, HookSpec, KindSpec, MAX_ADMISSION_TIMEOUT_SECONDS,
-    MAX_CONCURRENCY, MAX_MATCH_CONDITIONS, MapTo, MapToSpec, MatchConditionSpec, SecretRef,
-    ValidatedController, WatchSpec, WebhookSpec, WebhookTls, controller_crd_yaml, controllers_in,
-    controllers_key, validate_controller, validate_controller_value,
+    DEFAULT_ADMISSION_TIMEOUT_SECONDS, DEFAULT_HOOK_TIMEOUT, EnvVarSpec, ExecHookSpec,
+    FINALIZER_PREFIX, FailurePolicy, ForSpec, Hook, HookSpec, KindSpec,
+    MAX_ADMISSION_TIMEOUT_SECONDS, MAX_CONCURRENCY, MAX_MATCH_CONDITIONS, MapTo, MapToSpec,
+    MatchConditionSpec, SecretRef, ValidatedController, WatchSpec, WebhookSpec, WebhookTls,
+    controller_crd_yaml, controllers_in, controllers_key, validate_controller,
+    validate_controller_value,
 };
 pub use schedule::{
     Clock as ScheduleClock, Schedule, ScheduleErrors, ScheduleMode, SystemClock, TokioClock,

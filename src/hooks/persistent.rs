@@ -53,12 +53,24 @@ pub(super) enum ExecMode {
 }
 
 impl ExecMode {
-    /// The hook running `command` in this mode.
-    pub(super) fn hook(self, command: Vec<String>, timeout: Duration) -> Hook {
+    /// The hook running `command` with `env` (beside the manager's [`HOOK_ENV`]) in this mode.
+    ///
+    /// [`HOOK_ENV`]: super::process::HOOK_ENV
+    pub(super) fn hook(
+        self,
+        command: Vec<String>,
+        env: Vec<(String, String)>,
+        timeout: Duration,
+    ) -> Hook {
         match self {
-            ExecMode::PerCall => Hook::Exec { command, timeout },
+            ExecMode::PerCall => Hook::Exec {
+                command,
+                env,
+                timeout,
+            },
             ExecMode::Persistent(calls_per_process) => Hook::Persistent {
                 command,
+                env,
                 timeout,
                 calls_per_process,
             },
@@ -129,6 +141,8 @@ type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Answer>>>>;
 /// one and stopped by [`Processes::stop`] or when dropped (each process is killed).
 pub struct Processes {
     command: Vec<String>,
+    /// What the processes get beside the manager's `PATH`, `HOME`, `LANG` and `TZ`.
+    env: Vec<(String, String)>,
     timeout: Duration,
     limit: usize,
     controller: String,
@@ -266,6 +280,7 @@ impl Processes {
             .collect();
         Self {
             command,
+            env: Vec::new(),
             timeout,
             limit,
             controller,
@@ -277,6 +292,14 @@ impl Processes {
             tasks: TaskTracker::new(),
             stopping: CancellationToken::new(),
         }
+    }
+
+    /// These processes with `env` in their environment, beside the manager's `PATH`, `HOME`,
+    /// `LANG` and `TZ` (a name of both takes the value of `env`).
+    #[must_use]
+    pub fn with_env(mut self, env: Vec<(String, String)>) -> Self {
+        self.env = env;
+        self
     }
 
     /// How many processes were started so far.
@@ -401,10 +424,11 @@ impl Processes {
     /// input and reading its standard output and error.
     fn start(&self) -> Result<Process, CallError> {
         let program = self.program();
-        let mut started = Started::spawn(&self.command).map_err(|source| CallError::Spawn {
-            program: program.clone(),
-            source,
-        })?;
+        let mut started =
+            Started::spawn(&self.command, &self.env).map_err(|source| CallError::Spawn {
+                program: program.clone(),
+                source,
+            })?;
         self.starts.fetch_add(1, Ordering::Relaxed);
         let child = &mut started.child;
         let (Some(stdin), Some(stdout), Some(stderr)) =

@@ -1,5 +1,5 @@
 //! Hook processes: each exec hook (per call or persistent) starts with a clean environment
-//! ([`HOOK_ENV`]) in a process group of its own, which is killed as a whole (its children and theirs) when the call times out, when the
+//! ([`HOOK_ENV`] and what its Controller declares in `exec.env`) in a process group of its own, which is killed as a whole (its children and theirs) when the call times out, when the
 //! hook is stopped and when the call ends; the orphans a hook leaves are reaped by the
 //! manager ([`reap_orphans`]).
 //!
@@ -47,17 +47,19 @@ pub(super) struct Started {
 
 impl Started {
     /// Starts `command` (a program and its arguments) in a process group of its own, its
-    /// standard input, output and error piped, killed if dropped.
+    /// standard input, output and error piped, killed if dropped; its environment the
+    /// [`HOOK_ENV`] variables of the manager's and `env` (which wins for a name of both).
     ///
     /// # Errors
     /// The spawn's.
-    pub(super) fn spawn(command: &[String]) -> std::io::Result<Self> {
+    pub(super) fn spawn(command: &[String], env: &[(String, String)]) -> std::io::Result<Self> {
         let program = command.first().map(String::as_str).unwrap_or_default();
         let mut builder = Command::new(program);
         builder
             .args(command.iter().skip(1))
             .env_clear()
             .envs(clean_env(|name| std::env::var_os(name)))
+            .envs(env.iter().map(|(name, value)| (name, value)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -16,7 +16,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::admission::{AdmissionRoutes, OwnedConfigurations};
+use super::admission::{AdmissionRoutes, OwnedConfigurations, report_registered};
 use super::conversion::{ConversionRoutes, OwnedCrds};
 use super::metrics::HookMetrics;
 use super::policy::Policy;
@@ -263,6 +263,9 @@ pub fn add_to_manager_limited(
     });
     let hook_metrics = HookMetrics::of(manager);
     let admission_served = serve_webhooks(manager, Arc::clone(&policy), hook_metrics.clone());
+    let client_ca = manager
+        .webhook_options()
+        .is_some_and(|o| o.client_ca.is_some());
     let follower = Follower::of(manager);
     let ctx = Context::of(manager);
     let metrics = ControllerMetrics::of(manager);
@@ -284,6 +287,7 @@ pub fn add_to_manager_limited(
             .max_concurrency(max_concurrency)
             .secret_refs(secret_refs)
             .admission_served(admission_served)
+            .client_ca(client_ca)
             .report_to(state);
         if let Some(leader) = leader {
             supervisor = supervisor.leader(leader);
@@ -313,6 +317,7 @@ fn serve_webhooks(manager: &mut Manager, policy: Arc<Policy>, metrics: HookMetri
         return false;
     };
     let follower = Follower::of(manager);
+    let resources = matches!(follower.source, ConfigSource::Resource { .. });
     manager.add_serving("webhooks", move |mut leads, shutdown| async move {
         let client = follower.client.clone();
         let state = Arc::clone(&follower.state);
@@ -331,7 +336,8 @@ fn serve_webhooks(manager: &mut Manager, policy: Arc<Policy>, metrics: HookMetri
                     .max_body(options.max_conversion_bytes)
                     .max_in_flight(options.max_in_flight);
             let mut configurations = OwnedConfigurations::new(client.clone(), options.clone());
-            let mut crds = OwnedCrds::new(client, options);
+            let mut statuses = std::collections::BTreeMap::new();
+            let mut crds = OwnedCrds::new(client.clone(), options);
             let mut tick = tokio::time::interval(WEBHOOKS_RESYNC);
             let mut leadership_settled = false;
             loop {
@@ -342,9 +348,13 @@ fn serve_webhooks(manager: &mut Manager, policy: Arc<Policy>, metrics: HookMetri
                     let snapshot = state.snapshot();
                     match configurations.keep(admission.served(), &snapshot.config.cache).await {
                         Ok(pass) => {
-                            for written in pass.written {
+                            for written in &pass.written {
                                 tracing::info!(configuration = %written, "webhook configuration written");
                             }
+                            for left_out in &pass.left_out {
+                                tracing::debug!(hook = %left_out, "admission hook not registered yet");
+                            }
+                            report_registered(&client, &pass, resources, &mut statuses).await;
                         }
                         Err(error) => {
                             tracing::warn!(%error, "cannot keep the webhook configurations; retrying");

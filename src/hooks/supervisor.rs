@@ -103,8 +103,8 @@ pub struct Supervisor {
     progress: watch::Sender<Progress>,
     report: Option<Arc<State>>,
     policy: Arc<Policy>,
-    /// Whether the manager serves admission hooks (its webhook endpoint is on).
-    admission_served: bool,
+    /// What the manager's webhook endpoint serves.
+    endpoint: Endpoint,
     /// The most `spec.concurrency` a controller may ask for (`--hook-max-concurrency`).
     max_concurrency: u16,
     /// Whether a webhook hook may name a client certificate Secret (`--hook-allow-secrets`).
@@ -147,7 +147,7 @@ impl Supervisor {
             progress: watch::channel(Progress::default()).0,
             report: None,
             policy: Arc::new(Policy::open()),
-            admission_served: false,
+            endpoint: Endpoint::default(),
             max_concurrency: MAX_CONCURRENCY,
             secret_refs: SecretRefs::Allowed,
         }
@@ -193,7 +193,16 @@ impl Supervisor {
     /// hooks is kept back, reason [`REASON_ADMISSION_NOT_SERVED`].
     #[must_use]
     pub fn admission_served(mut self, served: bool) -> Self {
-        self.admission_served = served;
+        self.endpoint.served = served;
+        self
+    }
+
+    /// Says the webhook endpoint requires the API server's client certificate
+    /// (`--webhook-client-ca`): kube-apiserver calls conversion webhooks without one, so a
+    /// controller with a conversion hook is kept back, reason [`REASON_CONVERSION_NOT_SERVED`].
+    #[must_use]
+    pub fn client_ca(mut self, required: bool) -> Self {
+        self.endpoint.client_ca = required;
         self
     }
 
@@ -640,3 +649,13 @@ async fn leadership_changed(leader: Option<&mut watch::Receiver<bool>>) {
 
 #[cfg(test)]
 mod tests;
+
+/// The manager's webhook endpoint, as the supervisor judges controllers by it.
+#[derive(Clone, Copy, Debug, Default)]
+struct Endpoint {
+    /// Whether it is on: admission and conversion hooks are served.
+    served: bool,
+    /// Whether it requires the API server's client certificate (`--webhook-client-ca`),
+    /// which conversion calls never carry.
+    client_ca: bool,
+}

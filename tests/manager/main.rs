@@ -21,6 +21,7 @@ mod hooks_exec;
 mod hooks_finalize;
 mod hooks_manager;
 mod hooks_policy;
+mod hooks_refused;
 mod hooks_schedule;
 mod leader_election;
 mod manager_access;

@@ -379,7 +379,14 @@ fn check_conditions(errors: &mut Vec<String>, path: &str, list: &Value) {
             Some(name) if names.contains(&name) => {
                 errors.push(format!("{at}.name: Duplicate value: {name:?}"));
             }
-            Some(name) => names.push(name),
+            // kube-apiserver's `validateMatchConditions`
+            // (k8s.io/kubernetes pkg/apis/admissionregistration/validation): a qualified name.
+            Some(name) => {
+                if let Some(problem) = crate::selector::qualified_name_problem(name) {
+                    errors.push(format!("{at}.name: Invalid value: {name:?}: {problem}"));
+                }
+                names.push(name);
+            }
         }
         match condition["expression"].as_str().filter(|e| !e.is_empty()) {
             None => errors.push(format!("{at}.expression: Required value")),
@@ -504,7 +511,7 @@ mod tests {
                  "sideEffects": "Some", "timeoutSeconds": 31, "failurePolicy": "Sometimes",
                  "admissionReviewVersions": ["v1beta1"],
                  "rules": [{"operations": ["CREATE", "PATCH"], "apiGroups": [], "apiVersions": ["*", "v1"], "resources": ["pods"]}],
-                 "matchConditions": [{"name": "a", "expression": "true"}, {"name": "a", "expression": "nope("}]},
+                 "matchConditions": [{"name": "a", "expression": "true"}, {"name": "a", "expression": "nope("}, {"name": "has owner!", "expression": "true"}]},
                 {"name": "a.b.c", "clientConfig": {"service": {"namespace": "ns", "name": "s", "port": 0, "path": "x"}},
                  "admissionReviewVersions": ["v1"]}
             ]}),
@@ -520,6 +527,7 @@ mod tests {
             "webhooks[0].admissionReviewVersions: Unsupported value",
             "webhooks[0].matchConditions[1].name: Duplicate value: \"a\"",
             "webhooks[0].matchConditions[1].expression: Invalid value: \"nope(\": compilation failed",
+            "webhooks[0].matchConditions[2].name: Invalid value: \"has owner!\": name part must consist",
             "webhooks[0].clientConfig.url: Invalid value: \"http://x/y?a=b\": 'https' is the only",
             "webhooks[0].clientConfig.url: Invalid value: \"http://x/y?a=b\": query parameters",
             "webhooks[1].sideEffects: Required value",

@@ -3,6 +3,7 @@
 
 mod admitted;
 mod apply;
+mod host;
 mod patch;
 mod read;
 mod strategic;
@@ -57,6 +58,10 @@ fn foreign_origin(allowed: &[String], headers: &axum::http::HeaderMap) -> Option
 /// Answer one request.
 pub async fn dispatch(app: Arc<App>, req: Request<Body>) -> Response {
     let (parts, body) = req.into_parts();
+    if let Some(refused) = host::foreign_host(&app.config.allowed_hosts, &parts.uri, &parts.headers)
+    {
+        return refused.into_response();
+    }
     if let Some(refused) = foreign_origin(&app.config.allowed_origins, &parts.headers) {
         return refused.into_response();
     }

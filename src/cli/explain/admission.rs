@@ -316,6 +316,7 @@ mod tests {
             type_: AdmissionType::Validating,
             operations: vec!["CREATE".to_owned()],
             hook: Hook::Exec {
+                env: Vec::new(),
                 command: vec!["true".to_owned()],
                 timeout: Duration::from_secs(1),
             },

@@ -29,9 +29,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use super::refused::{Failure, REFUSAL_ROUNDS, refused_entries, refused_hooks, registered};
 use super::served::ServedHook;
 use crate::cache::{NamespaceKey, Options as CacheOptions};
-use crate::hooks::resource::AdmissionType;
+use crate::hooks::resource::{AdmissionHookStatus, AdmissionType, ControllerKey};
 use crate::manager::WebhookOptions;
 use crate::selector::Operator;
 use crate::serving::{INJECT_CA_FROM_ANNOTATION, WebhookCertificates};
@@ -42,12 +43,18 @@ const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "informant");
 const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// What a pass over the owned configurations did, for a test or a log line.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct OwnedPass {
     /// Configurations created, updated or deleted (`Validating/<name>`, ...).
     pub written: Vec<String>,
     /// Hooks left out this pass, with why (their kind is not served yet).
     pub left_out: Vec<String>,
+    /// Hooks whose webhook the API server refused (422), each with its `Controller`, its
+    /// name and the API server's words about it; the others were registered without them.
+    pub refused: Vec<(ControllerKey, String, String)>,
+    /// Each `Controller`'s admission hooks as registered this pass (those whose kind is not
+    /// served are not in it), by `Controller`.
+    pub statuses: BTreeMap<ControllerKey, Vec<AdmissionHookStatus>>,
 }
 
 /// The leader's writer of the webhook configurations it owns.
@@ -91,6 +98,7 @@ impl OwnedConfigurations {
         let default_namespaces = namespace_selector_of(scope);
         let mut validating = Vec::new();
         let mut mutating = Vec::new();
+        let mut by_webhook = HashMap::new();
         for hook in served {
             let Some(resource) = self.resource(&hook.for_kind).await else {
                 kept.left_out.push(format!(
@@ -103,6 +111,16 @@ impl OwnedConfigurations {
                 continue;
             };
             let webhook = webhook(hook, &resource, &self.options, default_namespaces.as_ref());
+            kept.statuses
+                .entry(hook.controller.clone())
+                .or_default()
+                .push(registered(hook, &webhook));
+            if let Some(name) = webhook["name"].as_str() {
+                by_webhook.insert(
+                    name.to_owned(),
+                    (hook.controller.clone(), hook.hook.name.clone()),
+                );
+            }
             match hook.hook.type_ {
                 AdmissionType::Validating => validating.push(webhook),
                 AdmissionType::Mutating => mutating.push(webhook),
@@ -111,29 +129,38 @@ impl OwnedConfigurations {
         let validating_api: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
         let mutating_api: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
         let name = self.options.configuration.clone();
-        if let Some(done) = keep_one(
+        let (done, refused) = keep_one(
             &validating_api,
             &name,
             validating,
             bundle.as_ref(),
             self.annotation(),
         )
-        .await?
-        {
+        .await?;
+        kept.refused.extend(refused_hooks(refused, &by_webhook));
+        if let Some(done) = done {
             kept.written
                 .push(format!("ValidatingWebhookConfiguration/{name} {done}"));
         }
-        if let Some(done) = keep_one(
+        let (done, refused) = keep_one(
             &mutating_api,
             &name,
             mutating,
             bundle.as_ref(),
             self.annotation(),
         )
-        .await?
-        {
+        .await?;
+        kept.refused.extend(refused_hooks(refused, &by_webhook));
+        if let Some(done) = done {
             kept.written
                 .push(format!("MutatingWebhookConfiguration/{name} {done}"));
+        }
+        for (controller, hook, why) in &kept.refused {
+            let hooks = kept.statuses.entry(controller.clone()).or_default();
+            for status in hooks.iter_mut().filter(|s| &s.name == hook) {
+                status.registered = false;
+                status.message = Some(format!("refused by the API server: {why}"));
+            }
         }
         Ok(kept)
     }
@@ -304,19 +331,58 @@ fn namespace_selector_of(scope: &CacheOptions) -> Option<LabelSelector> {
 }
 
 /// Keeps one configuration holding `webhooks`: created, replaced when it differs, deleted when
-/// there are none. What was done, or `None`.
+/// there are none. What was done, or `None`; and the webhooks the API server refused (by
+/// name, with its words), which are left out so that the others are registered: a 422 names
+/// each bad entry by its index (`webhooks[3].matchConditions[0].expression: …`), and the
+/// write is made again without them, at most [`REFUSAL_ROUNDS`] times.
 async fn keep_one<K>(
     api: &Api<K>,
     name: &str,
     mut webhooks: Vec<Value>,
     bundle: Option<&String>,
     inject_ca_from: Option<&str>,
-) -> Result<Option<&'static str>, String>
+) -> Result<(Option<&'static str>, Vec<(String, String)>), String>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned,
+{
+    let mut refused = Vec::new();
+    for _ in 0..REFUSAL_ROUNDS {
+        match keep_once(api, name, webhooks.clone(), bundle, inject_ca_from).await {
+            Ok(done) => return Ok((done, refused)),
+            Err(Failure::Refused { text, message }) => {
+                let bad = refused_entries(&message, webhooks.len());
+                if bad.is_empty() {
+                    return Err(text);
+                }
+                for (index, why) in bad.into_iter().rev() {
+                    let entry = webhooks.remove(index);
+                    let webhook = entry["name"].as_str().unwrap_or_default().to_owned();
+                    refused.push((webhook, why));
+                }
+            }
+            Err(Failure::Other(text)) => return Err(text),
+        }
+    }
+    Err(format!(
+        "the API server refused {} {name} {REFUSAL_ROUNDS} times, each time for other entries",
+        K::kind(&())
+    ))
+}
+
+/// One write of [`keep_one`].
+async fn keep_once<K>(
+    api: &Api<K>,
+    name: &str,
+    mut webhooks: Vec<Value>,
+    bundle: Option<&String>,
+    inject_ca_from: Option<&str>,
+) -> Result<Option<&'static str>, Failure>
 where
     K: kube::Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned,
 {
     let kind = K::kind(&());
-    let failed = |verb: &str, e: kube::Error| format!("cannot {verb} {kind} {name}: {e}");
+    let failed =
+        |verb: &str, e: kube::Error| Failure::of(format!("cannot {verb} {kind} {name}: {e}"), e);
     let live = api.get_opt(name).await.map_err(|e| failed("read", e))?;
     let live_value = live
         .as_ref()
@@ -379,10 +445,9 @@ where
         "webhooks": webhooks,
     });
     // Through the typed object, as what is read back is.
-    let typed: K = serde_json::from_value(desired.clone())
-        .map_err(|e| format!("cannot build {kind} {name}: {e}"))?;
-    desired =
-        serde_json::to_value(&typed).map_err(|e| format!("cannot build {kind} {name}: {e}"))?;
+    let built = |e: serde_json::Error| Failure::Other(format!("cannot build {kind} {name}: {e}"));
+    let typed: K = serde_json::from_value(desired.clone()).map_err(built)?;
+    desired = serde_json::to_value(&typed).map_err(built)?;
     match live {
         None => {
             api.create(&PostParams::default(), &typed)
@@ -561,6 +626,7 @@ mod tests {
                 type_: AdmissionType::Mutating,
                 operations: vec!["CREATE".to_owned()],
                 hook: Hook::Exec {
+                    env: Vec::new(),
                     command: vec!["/hooks/d".to_owned()],
                     timeout: Duration::from_secs(5),
                 },

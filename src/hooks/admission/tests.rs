@@ -6,6 +6,7 @@ use crate::hooks::resource::Hook;
 /// An exec hook that answers `answer` to any request (`sh`, in every image the tests run in).
 fn answering(answer: &str) -> Hook {
     Hook::Exec {
+        env: Vec::new(),
         command: vec![
             "sh".to_owned(),
             "-c".to_owned(),
@@ -17,6 +18,7 @@ fn answering(answer: &str) -> Hook {
 
 fn sh(script: &str) -> Hook {
     Hook::Exec {
+        env: Vec::new(),
         command: vec!["sh".to_owned(), "-c".to_owned(), script.to_owned()],
         timeout: Duration::from_secs(10),
     }

@@ -49,6 +49,7 @@ fn request() -> Request {
 
 fn sh(script: &str) -> Hook {
     Hook::Exec {
+        env: Vec::new(),
         command: vec!["sh".into(), "-c".into(), script.into()],
         timeout: Duration::from_secs(20),
     }

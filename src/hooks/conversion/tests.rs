@@ -109,6 +109,7 @@ fn converter(dir: &std::path::Path, hub: Option<&str>) -> (Converter, std::path:
         versions: vec!["v1alpha1".into(), "v1beta1".into(), "v1".into()],
         hub: hub.map(str::to_owned),
         hook: Hook::Exec {
+            env: Vec::new(),
             command: vec!["sh".into(), script.display().to_string()],
             timeout: Duration::from_secs(10),
         },
@@ -281,6 +282,7 @@ async fn a_hook_past_its_timeout_times_the_review_out_and_a_bad_answer_is_invali
                 versions: vec!["v1alpha1".into(), "v1".into()],
                 hub: None,
                 hook: Hook::Exec {
+                    env: Vec::new(),
                     command: vec!["sh".into(), path.display().to_string()],
                     timeout,
                 },

@@ -353,6 +353,7 @@ spec:
     assert_eq!(
         v.settings.hook,
         Hook::Persistent {
+            env: Vec::new(),
             command: vec!["/bin/hook".into()],
             timeout: Duration::from_secs(2),
             calls_per_process: 4,

@@ -352,6 +352,7 @@ fn settings(hook: Hook, owns: &[(&str, &str, &str)]) -> ControllerSettings {
 #[test]
 fn secrets_are_sent_to_hooks_only_when_allowed_and_every_broken_rule_is_named() {
     let hook = Hook::Exec {
+        env: Vec::new(),
         command: command("/usr/bin/curl"),
         timeout: std::time::Duration::from_secs(1),
     };
@@ -374,6 +375,7 @@ fn secrets_are_sent_to_hooks_only_when_allowed_and_every_broken_rule_is_named() 
 #[test]
 fn an_admission_hook_of_its_own_is_checked_by_the_policy_too() {
     let allowed = Hook::Exec {
+        env: Vec::new(),
         command: command("/hooks/sync"),
         timeout: std::time::Duration::from_secs(1),
     };
@@ -397,6 +399,7 @@ fn an_admission_hook_of_its_own_is_checked_by_the_policy_too() {
         "the Controller's own hook, allowed"
     );
     s.admission = vec![admission(Hook::Exec {
+        env: Vec::new(),
         command: command("/usr/bin/curl"),
         timeout: std::time::Duration::from_secs(1),
     })];
@@ -411,6 +414,7 @@ fn an_admission_hook_of_its_own_is_checked_by_the_policy_too() {
 #[test]
 fn a_conversion_hook_of_its_own_is_checked_by_the_policy_too() {
     let allowed = Hook::Exec {
+        env: Vec::new(),
         command: command("/hooks/sync"),
         timeout: std::time::Duration::from_secs(1),
     };

@@ -72,6 +72,7 @@ async fn as_pid_1_timed_out_hooks_leave_no_orphan_and_no_zombie() {
     // A child that outlives the hook's own process, holding its standard output open: the
     // call can only time out.
     let exec = Hook::Exec {
+        env: Vec::new(),
         command: vec![
             "/bin/sh".into(),
             "-c".into(),
@@ -177,6 +178,7 @@ async fn a_hook_gets_only_the_clean_environment() {
         "the test's environment has only {HOOK_ENV:?}"
     );
     let hook = Hook::Exec {
+        env: Vec::new(),
         command: vec![
             "/bin/sh".into(),
             "-c".into(),
@@ -214,5 +216,110 @@ fn the_clean_environment_keeps_the_named_variables_and_a_default_path() {
             ("PATH", std::ffi::OsString::from(DEFAULT_PATH)),
             ("HOME", "/home/informant".into()),
         ]
+    );
+}
+
+/// A Controller whose exec hook (in `mode`) declares `exec.env`, validated as the manager
+/// validates it.
+fn declaring_env(mode: &str, script: &str) -> Hook {
+    let yaml = format!(
+        "apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {{name: c, namespace: ops}}
+spec:
+  for: {{apiVersion: v1, kind: ConfigMap}}
+  hook:
+    exec:
+      command: [/bin/sh, -c, {script:?}]
+      mode: {mode}
+      env:
+      - {{name: GREETING, value: 'hello, world'}}
+      - {{name: PATH, value: '/opt/hook/bin:/usr/bin:/bin'}}
+      - {{name: EMPTY}}
+"
+    );
+    let value = crate::yaml::from_str(&yaml).unwrap();
+    crate::hooks::validate_controller_value(value, &crate::config::Origin::Text, None)
+        .unwrap()
+        .settings
+        .hook
+}
+
+/// The variables a hook printed as `NAME=VALUE;` pairs, less the shell's own.
+fn printed(text: &str) -> Vec<String> {
+    let shell = ["PWD=", "SHLVL=", "_="];
+    let mut vars: Vec<String> = text
+        .split(';')
+        .filter(|v| !v.is_empty() && !shell.iter().any(|s| v.starts_with(s)))
+        .map(str::to_owned)
+        .collect();
+    vars.sort();
+    vars
+}
+
+// Issue 45, item 12: the variables a Controller declares in exec.env reach its hook's
+// processes, per call and persistent, beside the clean environment (PATH replaced).
+#[tokio::test]
+async fn a_hook_gets_the_variables_its_controller_declares() {
+    // Each variable as NAME=VALUE; (values without newlines here), so that an empty value
+    // shows.
+    let dump = r"env | sort | tr '\n' ';'";
+    let per_call = declaring_env(
+        "perCall",
+        &format!(r#"printf '{{"status": {{"env": "%s"}}}}' "$({dump})""#),
+    );
+    let persistent = declaring_env(
+        "persistent",
+        &format!(
+            r#"while IFS= read -r line; do id=${{line#'{{"id":'}}; id=${{id%%,*}}; printf '{{"id":%s,"response":{{"status":{{"env":"%s"}}}}}}\n' "$id" "$({dump})"; done"#
+        ),
+    );
+    let mut expected = vec![
+        "EMPTY=".to_owned(),
+        "GREETING=hello, world".to_owned(),
+        "PATH=/opt/hook/bin:/usr/bin:/bin".to_owned(),
+    ];
+    expected.extend(
+        ["HOME", "LANG", "TZ"]
+            .iter()
+            .filter_map(|&name| Some(format!("{name}={}", std::env::var(name).ok()?))),
+    );
+    expected.sort();
+    for hook in [per_call, persistent] {
+        let caller = Caller::new(hook.clone(), Arc::new(Policy::open()), None);
+        let response = caller.call(&request()).await.unwrap();
+        caller.stop().await;
+        let status = response.status.unwrap_or_default();
+        let env = status["env"].as_str().unwrap_or_default();
+        assert_eq!(printed(env), expected, "{hook:?} printed {env:?}");
+    }
+}
+
+// Issue 45, item 12: what exec.env may not name is refused with its field path.
+#[test]
+fn the_loaders_variables_are_refused_at_their_field_path() {
+    let yaml = "apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {name: c, namespace: ops}
+spec:
+  for: {apiVersion: v1, kind: ConfigMap}
+  hook:
+    exec:
+      command: [/usr/bin/hook]
+      env:
+      - {name: LD_PRELOAD, value: /tmp/x.so}
+      - {name: 2FA, value: x}
+";
+    let value = crate::yaml::from_str(yaml).unwrap();
+    let e = crate::hooks::validate_controller_value(value, &crate::config::Origin::Text, None)
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("spec.hook.exec.env[0].name: \"LD_PRELOAD\" is refused"),
+        "{text}"
+    );
+    assert!(
+        text.contains("spec.hook.exec.env[1].name: \"2FA\": a valid environment variable name"),
+        "{text}"
     );
 }

@@ -412,6 +412,12 @@ fn match_conditions(
         let path = path.index(i);
         if condition.name.is_empty() {
             errors.push(FieldError::new(&path.field("name"), "required"));
+        } else if let Some(problem) = crate::selector::qualified_name_problem(&condition.name) {
+            // kube-apiserver refuses a condition whose name is not a qualified name.
+            errors.push(FieldError::new(
+                &path.field("name"),
+                format!("invalid name {:?}: {problem}", condition.name),
+            ));
         } else if !names.insert(condition.name.as_str()) {
             errors.push(FieldError::new(
                 &path.field("name"),

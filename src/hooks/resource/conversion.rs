@@ -186,6 +186,7 @@ mod tests {
             versions: versions.iter().map(|v| (*v).to_owned()).collect(),
             hub: hub.map(str::to_owned),
             hook: Hook::Exec {
+                env: Vec::new(),
                 command: vec!["/bin/true".to_owned()],
                 timeout: std::time::Duration::from_secs(1),
             },

@@ -9,6 +9,7 @@
 mod admission;
 mod conversion;
 mod crd;
+mod env;
 mod types;
 mod validate;
 
@@ -19,10 +20,11 @@ pub use admission::{
 pub use conversion::{ConversionHook, ConversionSpec};
 pub use crd::controller_crd_yaml;
 pub use types::{
-    CONTROLLER_CONDITION_READY, CONTROLLER_CONDITION_VALID, Controller, ControllerError,
-    ControllerKey, ControllerSettings, ControllerSpec, ControllerStatus, DEFAULT_HOOK_TIMEOUT,
-    ExecHookSpec, FINALIZER_PREFIX, ForSpec, Hook, HookSpec, KindSpec, MAX_CONCURRENCY, MapTo,
-    MapToSpec, SecretRef, ValidatedController, WatchSpec, WebhookSpec, WebhookTls,
+    AdmissionHookStatus, CONTROLLER_CONDITION_READY, CONTROLLER_CONDITION_VALID, Controller,
+    ControllerError, ControllerKey, ControllerSettings, ControllerSpec, ControllerStatus,
+    DEFAULT_HOOK_TIMEOUT, EnvVarSpec, ExecHookSpec, FINALIZER_PREFIX, ForSpec, Hook, HookSpec,
+    KindSpec, MAX_CONCURRENCY, MapTo, MapToSpec, SecretRef, ValidatedController, WatchSpec,
+    WebhookSpec, WebhookTls,
 };
 pub use validate::{
     controllers_in, controllers_key, validate_controller, validate_controller_value,

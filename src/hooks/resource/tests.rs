@@ -39,6 +39,7 @@ fn a_valid_controller_becomes_settings() {
     assert_eq!(
         v.settings.hook,
         Hook::Exec {
+            env: Vec::new(),
             command: vec!["python3".into(), "hook.py".into()],
             timeout: Duration::from_secs(5)
         }
@@ -364,7 +365,7 @@ fn admission_hooks_report_every_error_at_once_with_its_path() {
     type: Validating
     operations: ['*', DELETE]
     namespaceSelector: {{matchExpressions: [{{key: team, operator: In}}, {{key: env, operator: Exists, values: [x]}}, {{key: k, operator: Near}}]}}
-    matchConditions: [{{name: a, expression: 'true'}}, {{name: a, expression: ' '}}]
+    matchConditions: [{{name: a, expression: 'true'}}, {{name: a, expression: ' '}}, {{name: 'has owner!', expression: 'true'}}]
   - {{name: twice, type: Mutating, hook: {{exec: {{command: []}}}}}}
 "
     );
@@ -382,6 +383,7 @@ fn admission_hooks_report_every_error_at_once_with_its_path() {
         "spec.admission[1].namespaceSelector.matchExpressions[2].operator: \"Near\" is not an operator",
         "spec.admission[1].matchConditions[1].name: \"a\" names another condition",
         "spec.admission[1].matchConditions[1].expression: required",
+        "spec.admission[1].matchConditions[2].name: invalid name \"has owner!\": name part must consist",
         "spec.admission[2].name: \"twice\" names another admission hook",
         "spec.admission[2].hook.exec.command: required",
     ];

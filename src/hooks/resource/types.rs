@@ -243,6 +243,23 @@ pub struct ExecHookSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub calls_per_process: Option<u16>,
+    /// Environment variables the hook's processes get, beside `PATH`, `HOME`, `LANG` and `TZ`
+    /// taken from the manager's environment (a variable named here replaces the manager's).
+    /// Names as a Pod's `env` takes them; the dynamic loader's (`LD_*`, `DYLD_*`, and the
+    /// others glibc removes for set-user-ID programs, such as `GCONV_PATH`) are refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVarSpec>,
+}
+
+/// An environment variable of an exec hook's processes.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EnvVarSpec {
+    /// The variable's name, e.g. `LOG_FORMAT`.
+    pub name: String,
+    /// Its value (empty when left out).
+    #[serde(default)]
+    pub value: String,
 }
 
 /// A hook called over HTTP or HTTPS.
@@ -307,6 +324,29 @@ pub struct ControllerStatus {
     /// The last hook failure, with the object it was about.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// The admission hooks as the leader registered them in the webhook configurations.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub admission: Vec<AdmissionHookStatus>,
+}
+
+/// An admission hook as registered: whether the API server took its webhook, and where it
+/// is called.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionHookStatus {
+    /// The hook's name (`spec.admission[].name`).
+    pub name: String,
+    /// Whether its webhook is in the webhook configuration. `false`: the API server refused
+    /// it (see `message`); the other hooks, of this and other Controllers, are registered.
+    pub registered: bool,
+    /// Why it is not registered, in the API server's words; or, when registered, how its
+    /// namespaces were narrowed to the Controller's cache scope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The namespaces it is called in: its own `namespaceSelector` AND the cache scope of
+    /// the Controller (every namespace when both are empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>,
 }
 
 /// A `Controller` that is not valid: every problem, each with its field path.
@@ -335,6 +375,8 @@ pub enum Hook {
     Exec {
         /// Program and arguments.
         command: Vec<String>,
+        /// The environment it gets beside the manager's `PATH`, `HOME`, `LANG` and `TZ`.
+        env: Vec<(String, String)>,
         /// How long a call may take.
         timeout: Duration,
     },
@@ -344,6 +386,8 @@ pub enum Hook {
     Persistent {
         /// Program and arguments.
         command: Vec<String>,
+        /// The environment it gets beside the manager's `PATH`, `HOME`, `LANG` and `TZ`.
+        env: Vec<(String, String)>,
         /// How long a call may take.
         timeout: Duration,
         /// Calls one process answers at once.

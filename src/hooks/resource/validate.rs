@@ -423,6 +423,7 @@ fn hook(spec: &HookSpec, path: &FieldPath, errors: &mut Vec<FieldError>) -> Opti
         (Some(exec), None) => {
             let timeout = timeout(exec.timeout.as_deref(), path.field("exec").field("timeout"));
             let mode = super::super::persistent::exec_mode(exec, &path.field("exec"), errors);
+            let env = super::env::exec_env(&exec.env, &path.field("exec").field("env"), errors);
             if exec.command.first().is_none_or(String::is_empty) {
                 errors.push(FieldError::new(
                     &path.field("exec").field("command"),
@@ -430,7 +431,7 @@ fn hook(spec: &HookSpec, path: &FieldPath, errors: &mut Vec<FieldError>) -> Opti
                 ));
                 return None;
             }
-            Some(mode?.hook(exec.command.clone(), timeout?))
+            Some(mode?.hook(exec.command.clone(), env?, timeout?))
         }
         (None, Some(webhook)) => {
             let timeout = timeout(

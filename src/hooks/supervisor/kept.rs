@@ -146,7 +146,7 @@ impl Supervisor {
                 ),
             });
         }
-        if !settings.admission.is_empty() && !self.admission_served {
+        if !settings.admission.is_empty() && !self.endpoint.served {
             // An admission hook nothing calls must not look active.
             return Some(Kept {
                 reason: REASON_ADMISSION_NOT_SERVED,
@@ -156,13 +156,25 @@ impl Supervisor {
                     .to_owned(),
             });
         }
-        if settings.conversion.is_some() && !self.admission_served {
+        if settings.conversion.is_some() && !self.endpoint.served {
             // A conversion hook nothing calls must not look active either.
             return Some(Kept {
                 reason: REASON_CONVERSION_NOT_SERVED,
                 message: "not started: spec.conversion needs the manager's webhook endpoint, \
                           which this manager does not serve (run it with --webhook-service, \
                           docs/webhooks.md), or remove spec.conversion"
+                    .to_owned(),
+            });
+        }
+        if settings.conversion.is_some() && self.endpoint.client_ca {
+            // Every conversion would be refused at the TLS handshake: the CRD's reads fail.
+            return Some(Kept {
+                reason: REASON_CONVERSION_NOT_SERVED,
+                message: "not started: spec.conversion cannot be served by a manager run with \
+                          --webhook-client-ca: kube-apiserver calls conversion webhooks without \
+                          a client certificate (its AdmissionConfiguration kubeconfig is for \
+                          admission only), so every conversion would be refused; serve it from \
+                          a manager without --webhook-client-ca, or remove spec.conversion"
                     .to_owned(),
             });
         }

@@ -121,6 +121,8 @@ fn status_of(
         next_schedule_time: running
             .and_then(|r| r.stats.next_tick())
             .map(|t| t.to_string()),
+        // Written by the leader's webhook configurations' keeper, under its own field manager.
+        admission: Vec::new(),
     }
 }
 

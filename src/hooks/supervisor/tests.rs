@@ -21,6 +21,7 @@ fn settings(owns: &[&str], watches: &[&str]) -> ControllerSettings {
             .map(|_| super::super::MapTo::Namespace)
             .collect(),
         hook: Hook::Exec {
+            env: Vec::new(),
             command: vec!["true".into()],
             timeout: Duration::from_secs(1),
         },
@@ -118,5 +119,42 @@ fn a_client_certificate_secret_is_read_only_with_allow_secrets() {
         crate::hooks::REASON_HOOK_NOT_ALLOWED,
         "{}",
         kept.message
+    );
+}
+
+/// Issue 45: kube-apiserver calls conversion webhooks without the client certificate its
+/// `AdmissionConfiguration` gives admission calls, so under `--webhook-client-ca` a conversion
+/// hook would be refused at every call: its Controller is kept back, saying why.
+#[test]
+fn a_conversion_hook_is_kept_back_when_the_endpoint_requires_a_client_certificate() {
+    let (_send, receive) = tokio::sync::watch::channel(Desired::new());
+    let mut converting = settings(&[], &[]);
+    converting.conversion = Some(crate::hooks::ConversionHook {
+        versions: vec!["v1alpha1".into(), "v1".into()],
+        hub: Some("v1".into()),
+        hook: converting.hook.clone(),
+    });
+    let with_ca = Supervisor::new(receive.clone())
+        .admission_served(true)
+        .client_ca(true);
+    let kept = with_ca.kept_back(None, &converting).unwrap();
+    assert_eq!(kept.reason, crate::hooks::REASON_CONVERSION_NOT_SERVED);
+    assert!(
+        kept.message.contains("--webhook-client-ca"),
+        "{}",
+        kept.message
+    );
+    // Without the conversion hook, or without the client CA, it is not kept back for it.
+    let plain = settings(&[], &[]);
+    assert!(
+        with_ca
+            .kept_back(None, &plain)
+            .is_none_or(|k| k.reason != crate::hooks::REASON_CONVERSION_NOT_SERVED)
+    );
+    let without_ca = Supervisor::new(receive).admission_served(true);
+    assert!(
+        without_ca
+            .kept_back(None, &converting)
+            .is_none_or(|k| k.reason != crate::hooks::REASON_CONVERSION_NOT_SERVED)
     );
 }

@@ -146,3 +146,10 @@ impl LabelSelector {
 }
 
 string_form!(LabelSelector, "internalSelector.String()");
+
+/// Why `name` is not a qualified name (apimachinery `IsQualifiedName`: what a label key is,
+/// an optional DNS subdomain prefix and `/`, then at most 63 characters of letters, digits,
+/// `-`, `_` and `.`, starting and ending with a letter or digit), if it is not.
+pub(crate) fn qualified_name_problem(name: &str) -> Option<String> {
+    requirement::validate_key(name).err()
+}
