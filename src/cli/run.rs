@@ -411,6 +411,7 @@ mod tests {
         ("leader-elect-renew-deadline", Some("INFORMANT_LEADER_ELECT_RENEW_DEADLINE"), &["10s"]),
         ("leader-elect-retry-period", Some("INFORMANT_LEADER_ELECT_RETRY_PERIOD"), &["2s"]),
         ("leader-elect-release-on-cancel", Some("INFORMANT_LEADER_ELECT_RELEASE_ON_CANCEL"), &["true"]),
+        ("leader-elect-lease-wait", Some("INFORMANT_LEADER_ELECT_LEASE_WAIT"), &["0s"]),
         ("shard-identity", Some("INFORMANT_SHARD_IDENTITY"), &[]),
         ("reconcile-log", Some("INFORMANT_RECONCILE_LOG"), &[]),
         ("shutdown-grace", Some("INFORMANT_SHUTDOWN_GRACE"), &["30s"]),

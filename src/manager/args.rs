@@ -174,6 +174,13 @@ pub struct Args {
     #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, env = "INFORMANT_LEADER_ELECT_RELEASE_ON_CANCEL", help_heading = "Leader election")]
     pub leader_elect_release_on_cancel: bool,
 
+    /// How long a replica that finds no Lease waits for its installer to create it before
+    /// creating it itself (the Helm chart renders its Lease so that `helm uninstall` removes
+    /// it, and passes its lease duration here: a pod that starts before Helm has created the
+    /// Lease would otherwise make Helm's create fail). `0s`: created at once, as client-go does.
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = duration, env = "INFORMANT_LEADER_ELECT_LEASE_WAIT", help_heading = "Leader election")]
+    pub leader_elect_lease_wait: Duration,
+
     /// This replica's identity in its shard ring (spec.sharding) and in leader election,
     /// unique among the replicas (default: `<hostname>_<uuid>`, as leader election's).
     #[arg(
@@ -447,6 +454,7 @@ impl Args {
             renew_deadline: self.leader_elect_renew_deadline,
             retry_period: self.leader_elect_retry_period,
             release_on_cancel: self.leader_elect_release_on_cancel,
+            lease_wait: self.leader_elect_lease_wait,
             identity: identity.clone(),
             ..LeaderElection::new(&self.lease_name, lease_namespace.clone())
         });

@@ -475,3 +475,60 @@ async fn invalid_options_are_rejected_before_campaigning() {
     );
     assert_eq!(server.handle().request_count(Verb::Get, "leases"), 0);
 }
+
+/// With `lease_wait`, a candidate that finds no Lease leaves its creation to the installer
+/// (the Helm chart renders it, created after the Deployment) and takes the one the installer
+/// creates; without an installer, it creates the Lease itself once the wait is over.
+#[tokio::test]
+async fn a_candidate_waits_for_its_installer_to_create_the_lease_then_creates_it_itself() {
+    let server = TestServer::start().await.unwrap();
+    let waiting = start(
+        &server,
+        Options {
+            lease_wait: Duration::from_hours(1),
+            ..options("a")
+        },
+    )
+    .await;
+    let deadline = Instant::now() + SLACK * 5;
+    while server.handle().request_count(Verb::Get, "leases") < 5 {
+        assert!(
+            Instant::now() < deadline,
+            "the candidate never read the lease"
+        );
+        tokio::time::sleep(RETRY / 4).await; // polling the request count, not a synchronisation
+    }
+    assert_eq!(
+        server.handle().request_count(Verb::Create, "leases"),
+        0,
+        "the candidate created the lease the installer was to create"
+    );
+    // The installer's Lease, as the chart renders it: no spec.
+    Api::<Lease>::namespaced(server.client().await.unwrap(), NAMESPACE)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": LEASE}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let mut leader = waiting.leader.clone();
+    wait_for(&mut leader, true, SLACK).await;
+    assert_eq!(holder(&lease(&server).await), "a");
+    waiting.stop().await.unwrap();
+
+    // No installer: created after the wait.
+    let server = TestServer::start().await.unwrap();
+    let alone = start(
+        &server,
+        Options {
+            lease_wait: Duration::from_millis(300),
+            ..options("b")
+        },
+    )
+    .await;
+    let mut leader = alone.leader.clone();
+    wait_for(&mut leader, true, Duration::from_millis(300) + SLACK).await;
+    assert_eq!(holder(&lease(&server).await), "b");
+    assert_eq!(server.handle().request_count(Verb::Create, "leases"), 1);
+    alone.stop().await.unwrap();
+}

@@ -102,6 +102,12 @@ pub struct LeaderElection {
     /// processes may act as leader at once. Default false, as controller-runtime's
     /// `LeaderElectionReleaseOnCancel`.
     pub release_on_cancel: bool,
+    /// How long a candidate that finds no Lease waits for an installer to create it before
+    /// creating it itself. An installer that renders the Lease (the Helm chart does, so that
+    /// `helm uninstall` removes it) fails its install when a fast pod created the Lease first;
+    /// waiting a lease duration lets the installer win, and a Lease deleted later is still
+    /// created again. Default zero: created at once, as client-go does.
+    pub lease_wait: Duration,
 }
 
 impl LeaderElection {
@@ -117,6 +123,7 @@ impl LeaderElection {
             renew_deadline: DEFAULT_RENEW_DEADLINE,
             retry_period: DEFAULT_RETRY_PERIOD,
             release_on_cancel: false,
+            lease_wait: Duration::ZERO,
         }
     }
 

@@ -182,6 +182,7 @@ impl LeaderElector {
             options: &self.options,
             slowpath: &self.metrics.slowpath,
             observed: None,
+            missing_since: None,
         };
         if !self.acquire(&mut campaign, &shutdown).await {
             return Ok(());
@@ -311,6 +312,8 @@ struct Campaign<'a> {
     options: &'a LeaderElection,
     slowpath: &'a Counter,
     observed: Option<Observed>,
+    /// When this campaign first found no Lease ([`LeaderElection::lease_wait`]).
+    missing_since: Option<Instant>,
 }
 
 fn holder(lease: &Lease) -> &str {
@@ -386,8 +389,19 @@ impl Campaign<'_> {
         }
 
         let current = match self.api.get_opt(name).await {
-            Ok(Some(current)) => current,
-            Ok(None) => return self.create().await,
+            Ok(Some(current)) => {
+                self.missing_since = None;
+                current
+            }
+            Ok(None) => {
+                let since = *self.missing_since.get_or_insert_with(Instant::now);
+                if since.elapsed() < self.options.lease_wait {
+                    tracing::debug!(lease = name, wait = ?self.options.lease_wait,
+                        "no lease yet; waiting for its installer to create it");
+                    return Attempt::Failed;
+                }
+                return self.create().await;
+            }
             Err(error) => {
                 log_api_error(&error, "cannot read the lease");
                 return Attempt::Failed;
