@@ -75,6 +75,7 @@ if [ "$harness" = cluster ]; then
   cluster_scenario_hooks
   cluster_scenario_upgrade
   cluster_scenario_uninstall
+  if [ "${E2E_NODE:-}" = 1 ] && [ "${E2E_TOKEN_ROTATION:-1}" = 1 ]; then node_token_rotation_check; fi
 fi
 where=$harness
 if [ "$harness" = cluster ] && [ "${E2E_NODE:-}" = 1 ]; then where="cluster, on the node"; fi

@@ -69,7 +69,8 @@ cluster_run_outside() {
     step "join the node (e2e/cluster/node.sh up) and give it the image"
     start=$SECONDS
     bash e2e/cluster/node.sh up "$E2E_CLUSTER_DIR"
-    bash e2e/cluster/node.sh images "$E2E_CLUSTER_DIR" "localhost/${image#localhost/}"
+    local_python || fail "cannot build the hook image $LOCAL_PYTHON"
+    bash e2e/cluster/node.sh images "$E2E_CLUSTER_DIR" "localhost/${image#localhost/}" "localhost/$LOCAL_PYTHON"
     note "node Ready with the image in $((SECONDS - start)) s"
   fi
   # shellcheck source=/dev/null
@@ -121,6 +122,7 @@ cluster_run_inside() {
     # shellcheck source=e2e/lib/nodepods.sh
     source e2e/lib/nodepods.sh
     IMAGE=localhost/${IMAGE#localhost/}
+    if [ "${E2E_TOKEN_ROTATION:-1}" = 1 ]; then node_token_release_install; fi
   else
     pods_bridge
     kubelet_start
@@ -159,6 +161,8 @@ IMAGE=${E2E_IMAGE:-informant:e2e}
 POD_GATEWAY=10.244.0.1
 ENDPOINTS_MANAGER=e2e-harness
 WIDGETS_NS=e2e-widgets
+# On the node, scenario 11's hook runs as a pod behind this Service, called by name (CoreDNS).
+WIDGETS_HOOK_HOST=widgets-hook.$WIDGETS_NS.svc.cluster.local:8080
 
 helm_() { "$PWD/target/cluster/helm" "$@"; }
 
@@ -176,7 +180,7 @@ v = {
     "image": {"repository": image.rsplit(":", 1)[0], "tag": image.rsplit(":", 1)[1], "pullPolicy": "Never"},
     "webhook": {"enabled": True, "injectCRDs": ["widgets.e2e.informant.dev"]},
     # The hook of scenario 11 answers plain HTTP on the bridge, as kind values allow their own.
-    "hooks": {"allowURLs": [gateway], "allowHTTP": True},
+    "hooks": {"allowURLs": [gateway, sys.argv[5]], "allowHTTP": True},
     # The hook Controller of scenario 11: its Widgets and their child ConfigMaps.
     "rbac": {"extraRules": [
         {"apiGroups": ["e2e.informant.dev"], "resources": ["widgets"], "verbs": ["get", "list", "watch"]},
@@ -185,7 +189,7 @@ v = {
     "cacheConfig": {"spec": spec},
 }
 v.update(json.load(sys.stdin))
-print(json.dumps(v))' "$IMAGE" "$E2E_SPEC" "$POD_GATEWAY" "$WIDGETS_NS"
+print(json.dumps(v))' "$IMAGE" "$E2E_SPEC" "$POD_GATEWAY" "$WIDGETS_NS" "$WIDGETS_HOOK_HOST"
 }
 
 # The release's Deployment as the kubelet gets it: a JSON list holding it, in a new file.
@@ -476,6 +480,66 @@ node_debug_as_a_user() {
   note "the manager's pod, idle: RSS $(rss_mib "$pid") MiB (VmRSS of its process)"
 }
 
+# --- on the node: the kubelet rotating the manager's token -------------------------------------
+#
+# A release of its own (TOKEN_RELEASE), installed before the scenarios with the chart's
+# serviceAccount.tokenExpirationSeconds at kube-apiserver's minimum, 600 s: the kubelet replaces
+# the token at 80% of its life (its token manager; the volume is refreshed at the pod's next
+# sync, a minute or so later) and the manager must take the new one up before the old expires.
+# Checked after the scenarios: the release ServiceAccount's requests in the audit log name a
+# second token, the last 10 only it, and the manager never met a 401 (its log) nor restarted.
+TOKEN_RELEASE=informant-token
+node_token_release_install() {
+  python3 -c '
+import json, sys
+image = sys.argv[1]
+print(json.dumps({
+    "image": {"repository": image.rsplit(":", 1)[0], "tag": image.rsplit(":", 1)[1], "pullPolicy": "Never"},
+    "serviceAccount": {"tokenExpirationSeconds": 600},
+    "cacheConfig": {"spec": {"byObject": [{"apiVersion": "v1", "kind": "ConfigMap", "namespaces": {sys.argv[2]: {}}}]}},
+}))' "$IMAGE" "$TOKEN_RELEASE" >"$work/token-values.json"
+  helm_ install "$TOKEN_RELEASE" charts/informant -n "$TOKEN_RELEASE" --create-namespace \
+    -f "$work/token-values.json" >/dev/null
+  TOKEN_RELEASE_START=$SECONDS
+  NODE_PODS_OWN_ONLY=$TOKEN_RELEASE # not one of the scenarios' pods
+  note "release $TOKEN_RELEASE installed with 600 s tokens; its rotation is checked after the scenarios"
+}
+# token_rotated_by_kubelet USER: USER's requests name two tokens or more, the last 10 only the newest.
+token_rotated_by_kubelet() {
+  python3 -c '
+import json, sys
+audit, user = sys.argv[1:3]
+seen = []
+for line in open(audit):
+    event = json.loads(line)
+    if event.get("user", {}).get("username") == user:
+        ids = event["user"].get("extra", {}).get("authentication.kubernetes.io/credential-id", ["none"])
+        seen.append(ids[0])
+tokens = list(dict.fromkeys(seen))
+last = seen[-10:]
+print(f"{len(seen)} requests of {user}, {len(tokens)} tokens in order of first use; the last 10 all the newest: {len(tokens) >= 2 and last.count(tokens[-1]) == 10}")
+sys.exit(0 if len(tokens) >= 2 and len(seen) - seen.index(tokens[-1]) >= 10 and last.count(tokens[-1]) == 10 else 1)' \
+    "$E2E_CLUSTER_DIR/audit.log" "$1" >"$work/token-kubelet"
+}
+node_token_rotation_check() {
+  step "the kubelet rotates the manager's 600 s token while it runs: the new one taken up, no 401 (release $TOKEN_RELEASE)"
+  local user pod
+  user="system:serviceaccount:$TOKEN_RELEASE:$TOKEN_RELEASE"
+  # 80% of 600 s, the kubelet's next sync of the pod's volumes (a minute), the manager's minute,
+  # then 10 requests.
+  wait_until $((600 - (SECONDS - TOKEN_RELEASE_START) + 120)) "a token rotated by the kubelet, taken up by the manager" \
+    token_rotated_by_kubelet "$user"
+  note "$(cat "$work/token-kubelet") ($((SECONDS - TOKEN_RELEASE_START)) s after helm install)"
+  pod=$(k -n "$TOKEN_RELEASE" get pods -l "app.kubernetes.io/instance=$TOKEN_RELEASE" -o jsonpath='{.items[0].metadata.name}')
+  expect_eq "the manager never restarted" 0 \
+    "$(k -n "$TOKEN_RELEASE" get pod "$pod" -o jsonpath='{.status.containerStatuses[0].restartCount}')"
+  expect_eq "the manager's log names no 401 nor Unauthorized" "" \
+    "$(k -n "$TOKEN_RELEASE" logs "$pod" | grep -i -m 3 -e ' 401' -e unauthorized || true)"
+  echo "ok: the kubelet rotated the manager's token and the manager took it up with no 401"
+  helm_ uninstall "$TOKEN_RELEASE" -n "$TOKEN_RELEASE" --wait >/dev/null
+  k delete namespace "$TOKEN_RELEASE" --wait=false >/dev/null
+}
+
 # node_kill_leader_container: the leader's container killed (SIGKILL: no Lease released); a new
 # holder (the other pod, or the killed container as the kubelet restarts it: a new process, a new
 # identity) takes the Lease within the chart's lease periods, and the kubelet restarts the killed
@@ -519,6 +583,40 @@ widgets_hook_stop() {
     widgets_hook_pid=""
   fi
 }
+# node_widgets_hook_start: the widgets hook as a pod of the Python image (e2e/lib/images.sh
+# local_python) on the node, its script from a ConfigMap, behind the Service widgets-hook; Ready
+# by its readiness probe. The manager's pods call it by name, through the cluster DNS.
+node_widgets_hook_start() {
+  k -n "$WIDGETS_NS" create configmap widgets-hook --from-file=widgets_hook.py=e2e/lib/widgets_hook.py >/dev/null
+  k -n "$WIDGETS_NS" apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: widgets-hook, labels: {app: widgets-hook}}
+spec:
+  securityContext: {runAsNonRoot: true, runAsUser: 65534, seccompProfile: {type: RuntimeDefault}}
+  containers:
+  - name: hook
+    image: localhost/$LOCAL_PYTHON
+    imagePullPolicy: Never
+    command: [python3, /hooks/widgets_hook.py, 0.0.0.0, "8080"]
+    ports: [{containerPort: 8080}]
+    readinessProbe: {tcpSocket: {port: 8080}, periodSeconds: 1}
+    securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+    volumeMounts: [{name: hooks, mountPath: /hooks}]
+  volumes: [{name: hooks, configMap: {name: widgets-hook}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: widgets-hook}
+spec:
+  selector: {app: widgets-hook}
+  ports: [{port: 8080}]
+EOF
+  k -n "$WIDGETS_NS" wait --for=condition=Ready pod/widgets-hook --timeout="${E2E_WAIT}s" >/dev/null ||
+    fail "the widgets hook pod never Ready: $(k -n "$WIDGETS_NS" describe pod widgets-hook | tail -n 15)"
+  echo "ok: the widgets hook runs as a pod behind the Service widgets-hook ($WIDGETS_HOOK_HOST, the manager calls it by name)"
+}
+
 # Called by e2e/lib/local.sh's cleanup, at exit.
 cluster_cleanup_inside() {
   widgets_hook_stop
@@ -552,10 +650,17 @@ cluster_scenario_hooks() {
   step "11. the real kube-apiserver calls the manager's webhooks (through the Service's EndpointSlice, the managed certificate, the injected caBundle): a denial, a default, a conversion; the garbage collector removes a hook Controller's children"
   k apply -f e2e/testdata/widgets-crd.yaml >/dev/null
   k wait --for condition=established --timeout="${E2E_WAIT}s" crd/widgets.e2e.informant.dev >/dev/null
-  python3 e2e/lib/widgets_hook.py "$POD_GATEWAY" 0 >"$work/widgets-hook.port" 2>"$work/widgets-hook.log" &
-  widgets_hook_pid=$!
-  wait_until "$E2E_WAIT" "the widgets hook prints its port" widgets_hook_listening
-  kill -0 "$widgets_hook_pid" 2>/dev/null || fail "the widgets hook exited: $(cat "$work/widgets-hook.log")"
+  local hook_url
+  if [ "${E2E_NODE:-}" = 1 ]; then
+    node_widgets_hook_start
+    hook_url="http://$WIDGETS_HOOK_HOST/"
+  else
+    python3 e2e/lib/widgets_hook.py "$POD_GATEWAY" 0 >"$work/widgets-hook.port" 2>"$work/widgets-hook.log" &
+    widgets_hook_pid=$!
+    wait_until "$E2E_WAIT" "the widgets hook prints its port" widgets_hook_listening
+    kill -0 "$widgets_hook_pid" 2>/dev/null || fail "the widgets hook exited: $(cat "$work/widgets-hook.log")"
+    hook_url="http://$POD_GATEWAY:$(head -n1 "$work/widgets-hook.port")/"
+  fi
   k -n "$HELM_NS" apply -f - >/dev/null <<EOF2
 apiVersion: informant.dev/v1alpha1
 kind: Controller
@@ -563,7 +668,7 @@ metadata: {name: widgets}
 spec:
   for: {apiVersion: e2e.informant.dev/v1, kind: Widget}
   owns: [{apiVersion: v1, kind: ConfigMap}]
-  hook: {webhook: {url: "http://$POD_GATEWAY:$(head -n1 "$work/widgets-hook.port")/", timeout: 10s}}
+  hook: {webhook: {url: "$hook_url", timeout: 10s}}
   admission:
   - {name: deny-forbidden, type: Validating}
   - {name: default-size, type: Mutating}
@@ -622,6 +727,66 @@ spec: {replicas: 5}") || fail "kubectl apply of a v1alpha1 Widget failed: $out"
   local text
   text=$(metrics_of "$(lease_pod)")
   note "on the leader: informant_admission_total denied $(metric_sum_of "$text" informant_admission_total 'fate="denied"'), patched $(metric_sum_of "$text" informant_admission_total 'fate="patched"'); informant_conversion_total converted $(metric_sum_of "$text" informant_conversion_total 'fate="converted"')"
+  if [ "${E2E_NODE:-}" = 1 ]; then node_readiness_gating; fi
+}
+
+# --- on the node: readiness gates the webhook Service ----------------------------------------------
+#
+# A second manager of the release's pod template, as a bare pod with the Service's labels (no
+# pod-template-hash: no ReplicaSet adopts it), whose readiness probe asks a path that never
+# answers 200: the manager runs and serves the webhooks (a standby does), but the kubelet never
+# marks it Ready, so the EndpointSlice controller lists it not ready and kube-apiserver calls only
+# the Ready pod. Checked over 10 Widgets, each through both admission hooks: the unready pod's
+# informant_admission_total stays 0 while the Ready one counts them all.
+UNREADY_POD=informant-unready
+unready_listed_not_ready() {
+  [ "$(k -n "$HELM_NS" get endpointslices -l "kubernetes.io/service-name=$HELM_RELEASE-webhook" \
+    -o jsonpath="{range .items[*].endpoints[?(@.targetRef.name==\"$UNREADY_POD\")]}{.conditions.ready}{end}")" = false ]
+}
+answers_200() { [ "$(curl -s -o /dev/null -w '%{http_code}' "$1")" = 200 ]; }
+unready_probe_failed() {
+  [ -n "$(k -n "$HELM_NS" get events --field-selector "involvedObject.name=$UNREADY_POD,reason=Unhealthy" -o name)" ]
+}
+node_readiness_gating() {
+  local ready before after unready_ip
+  ready=$(first_pod)
+  k -n "$HELM_NS" get deploy "$HELM_RELEASE" -o json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+t = d["spec"]["template"]
+c = t["spec"]["containers"][0]
+c["readinessProbe"]["httpGet"]["path"] = "/never-ready"
+print(json.dumps({"apiVersion": "v1", "kind": "Pod",
+                  "metadata": {"name": sys.argv[1], "labels": t["metadata"]["labels"]},
+                  "spec": t["spec"]}))' "$UNREADY_POD" | k -n "$HELM_NS" apply -f - >/dev/null
+  wait_until "$E2E_WAIT" "the unready manager's pod listed in the webhook Service's EndpointSlice, not ready" unready_listed_not_ready
+  unready_ip=$(k -n "$HELM_NS" get pod "$UNREADY_POD" -o jsonpath='{.status.podIP}')
+  wait_until "$E2E_WAIT" "the unready pod's manager itself answers /readyz 200 (only its probe asks elsewhere)" \
+    answers_200 "http://$unready_ip:$(pod_port "$ready" health)/readyz"
+  # The kubelet has probed it and found it not ready (its Unhealthy event), after the manager was.
+  wait_until "$E2E_WAIT" "the kubelet's readiness probe of the unready pod failing (event Unhealthy)" unready_probe_failed
+  before=$(metric_sum_of "$(metrics_of "$ready")" informant_admission_total '')
+  local i out
+  for i in $(seq 1 10); do
+    out=$(apply_widget "apiVersion: e2e.informant.dev/v1
+kind: Widget
+metadata: {name: gated-$i}
+spec: {}") || fail "kubectl apply of Widget gated-$i failed: $out"
+  done
+  after=$(metric_sum_of "$(metrics_of "$ready")" informant_admission_total '')
+  pod_ip[$UNREADY_POD]=$unready_ip
+  pod_docs[$UNREADY_POD]=${pod_docs[$ready]}
+  local unready_metrics
+  unready_metrics=$(metrics_of "$UNREADY_POD")
+  grep -q '^informant_' <<<"$unready_metrics" || fail "the unready manager's /metrics cannot be read (so no count is known)"
+  expect_eq "reviews answered by the unready manager (never Ready, so not an endpoint kube-apiserver calls)" 0 \
+    "$(metric_sum_of "$unready_metrics" informant_admission_total '')"
+  [ $((after - before)) -ge 20 ] || fail "the Ready manager answered $((after - before)) reviews for 10 Widgets through two hooks, not 20"
+  unready_listed_not_ready || fail "the unready pod is no longer listed not ready in the webhook Service's EndpointSlice"
+  echo "ok: readiness gates the webhook Service: the Ready manager answered $((after - before)) reviews, the unready one 0"
+  k -n "$HELM_NS" delete pod "$UNREADY_POD" --wait=true >/dev/null
+  k -n "$WIDGETS_NS" delete widgets.e2e.informant.dev $(seq -f 'gated-%g' 1 10) --wait=false >/dev/null
+  node_pods_refresh
 }
 
 # The pod holding the release's Lease.
@@ -630,8 +795,8 @@ metrics_of() { # metrics_of POD: its /metrics, with the metrics reader's token
   curl -sk -H "Authorization: Bearer $(cat "$work/metrics-token")" \
     "https://${pod_ip[$1]}:$(pod_port "$1" metrics)/metrics" || true
 }
-metric_sum_of() { # metric_sum_of TEXT NAME LABEL-MATCH
-  grep "^$2{" <<<"$1" | grep -F "$3" | awk '{ s += $NF } END { print s + 0 }'
+metric_sum_of() { # metric_sum_of TEXT NAME LABEL-MATCH: the sum of NAME's samples whose line holds LABEL-MATCH (0 if none)
+  awk -v name="$2{" -v want="$3" 'index($0, name) == 1 && index($0, want) { s += $NF } END { print s + 0 }' <<<"$1"
 }
 
 # --- 12. helm upgrade rolls the pods; leader hand-over with the chart's lease periods ----------

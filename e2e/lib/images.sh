@@ -81,6 +81,24 @@ EOF
   rm -rf "$ctx"
 }
 
+# local_python: the Python of the hooks that run as pods (the node's scenario 11), from the local
+# base and Debian's python3; kept in podman's storage.
+LOCAL_PYTHON=informant-local/python:bookworm
+local_python() {
+  podman image exists "$LOCAL_PYTHON" && return 0
+  local_base || return 1
+  local ctx
+  ctx=$(mktemp -d)
+  cat >"$ctx/Containerfile" <<EOF
+FROM $LOCAL_BASE
+RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 >/dev/null \\
+    && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
+EOF
+  podman build "${PODMAN_FLAGS[@]}" "${PODMAN_ULIMITS[@]}" --network host --quiet \
+    -t "$LOCAL_PYTHON" "$ctx" >/dev/null || { rm -rf "$ctx"; return 1; }
+  rm -rf "$ctx"
+}
+
 build_image() {
   local image=$1 args=() volumes=()
   if registry_reachable docker.io/library/rust:1.95-bookworm && registry_reachable gcr.io/distroless/cc-debian12:nonroot; then

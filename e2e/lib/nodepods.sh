@@ -15,8 +15,9 @@
 declare -gA pod_namespace=() # pod name -> namespace
 declare -gA pod_ip pod_docs  # pods.sh's, filled here from the API server
 
-# node_pods_refresh: pods_running (the chart's Running pods not being deleted, oldest first),
-# pod_ip, pod_namespace, pod_docs from the API server.
+# node_pods_refresh: pods_running (the chart's Running pods not being deleted, oldest first; but
+# those of the releases NODE_PODS_OWN_ONLY names, space-separated, which their own checks
+# read), pod_ip, pod_namespace, pod_docs from the API server.
 node_pods_refresh() {
   k get pods -A -l app.kubernetes.io/name=informant -o json >"$work/node-pods.json"
   k get deployments,replicasets -A -l app.kubernetes.io/name=informant -o json >"$work/node-workloads.json"
@@ -47,15 +48,18 @@ for o in workloads:
     if o["kind"] == "ReplicaSet":
         owner = next((r["name"] for r in o["metadata"].get("ownerReferences", []) if r["kind"] == "Deployment"), None)
         replicasets[(o["metadata"]["namespace"], o["metadata"]["name"])] = (owner, revision(o))
+ignored = sys.argv[3].split()
 for p in sorted(pods, key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["name"])):
     m = p["metadata"]
+    if m.get("labels", {}).get("app.kubernetes.io/instance") in ignored:
+        continue
     if m.get("deletionTimestamp") or p["status"].get("phase") != "Running" or not p["status"].get("podIP"):
         continue
     rs = next((r["name"] for r in m.get("ownerReferences", []) if r["kind"] == "ReplicaSet"), None)
     owner, rev = replicasets.get((m["namespace"], rs), (None, None))
     current = "yes" if owner and rev and deployments.get((m["namespace"], owner)) == rev else "no"
     print(m["namespace"], m["name"], p["status"]["podIP"], current, owner or "-")
-' "$work/node-pods.json" "$work/node-workloads.json")
+' "$work/node-pods.json" "$work/node-workloads.json" "${NODE_PODS_OWN_ONLY:-}")
 }
 
 # node_release_settled NS DEPLOYMENT N: the Deployment rolled out with N Ready pods, and no other
