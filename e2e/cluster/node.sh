@@ -117,6 +117,8 @@ wait_ready() { # wait_ready NAME SECONDS COMMAND...
   done
 }
 
+holder_ready() { [ "$(cat "/proc/$(cat "$NODE/pids/holder")/comm")" = sleep ]; }
+
 kubectl_() { nsenter --net="/run/netns/$NETNS" env KUBECONFIG="$DIR/admin.kubeconfig" "${KUBECTL:-kubectl}" "$@"; }
 ctr_() { "$BIN/ctr" --address "$NODE/containerd.sock" --namespace k8s.io "$@" 2> >(grep -v DEPRECATION >&2); }
 crictl_() { "$BIN/crictl" --runtime-endpoint "unix://$NODE/containerd.sock" "$@"; }
@@ -365,8 +367,15 @@ up() {
   # The node's mount namespace: held by a process of its own, gone with the node. The kubelet
   # links every container's log into /var/log/containers, a path it does not let us choose: a
   # tmpfs there keeps the links in the node.
-  unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=16m tmpfs /var/log && exec sleep infinity' &
+  unshare --mount --propagation private sh -c 'mount -t tmpfs -o size=16m tmpfs /var/log && exec sleep infinity' \
+    >"$NODE/holder.log" 2>&1 &
   echo "$!" >"$NODE/pids/holder"
+  # unshare(1) enters the new namespace after it starts, and sh mounts before it execs sleep:
+  # until the holder is `sleep`, /proc/PID/ns/mnt may still be this shell's, and a process
+  # entering it then lives in another mount namespace than the kubelet's (seen: containerd in the
+  # host's, so a pod's projected token, mounted by the kubelet in the node's, was not in the
+  # container: CoreDNS crash-looping on a missing serviceaccount/token, in 2 runs of about 15).
+  wait_ready holder "$WAIT" holder_ready
   # runc, the shim and CNI's plugins are found on PATH.
   start containerd env PATH="$BIN:$CNI_BIN:$PATH" "$BIN/containerd" --config "$NODE/containerd.toml"
   wait_ready containerd "$WAIT" test -S "$NODE/containerd.sock"
