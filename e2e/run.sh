@@ -71,6 +71,7 @@ fi
 # E2E_RELEASE_ONLY=1 (cluster): only the release's scenarios 10-13, while working on them.
 if [ "$harness" != cluster ] || [ "${E2E_RELEASE_ONLY:-}" != 1 ]; then run_scenarios "$work"; fi
 if [ "$harness" = cluster ]; then
+  if [ "${E2E_NODE:-}" = 1 ] && [ "${E2E_TOKEN_ROTATION:-1}" = 1 ]; then node_token_release_install; fi
   cluster_scenario_helm
   cluster_scenario_hooks
   cluster_scenario_upgrade

@@ -122,7 +122,6 @@ cluster_run_inside() {
     # shellcheck source=e2e/lib/nodepods.sh
     source e2e/lib/nodepods.sh
     IMAGE=localhost/${IMAGE#localhost/}
-    if [ "${E2E_TOKEN_ROTATION:-1}" = 1 ]; then node_token_release_install; fi
   else
     pods_bridge
     kubelet_start
@@ -482,7 +481,8 @@ node_debug_as_a_user() {
 
 # --- on the node: the kubelet rotating the manager's token -------------------------------------
 #
-# A release of its own (TOKEN_RELEASE), installed before the scenarios with the chart's
+# A release of its own (TOKEN_RELEASE), installed after scenario 8 (which wants no CacheConfig
+# left anywhere) and before the release's scenarios, with the chart's
 # serviceAccount.tokenExpirationSeconds at kube-apiserver's minimum, 600 s: the kubelet replaces
 # the token at 80% of its life (its token manager; the volume is refreshed at the pod's next
 # sync, a minute or so later) and the manager must take the new one up before the old expires.
