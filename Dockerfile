@@ -25,6 +25,8 @@ COPY benches ./benches
 COPY examples/configmap_secret.rs ./examples/configmap_secret.rs
 COPY examples/hooks/cronjob.py ./examples/hooks/cronjob.py
 COPY docs/hooks-v1.schema.json ./docs/hooks-v1.schema.json
+COPY README.md ./README.md
+COPY docs/manager.md ./docs/manager.md
 # The registry and target directories are BuildKit caches: a rebuild after a source change
 # recompiles the crate, not its dependencies. Symbols are stripped (28 MB -> 21 MB on x86_64;
 # panics still print their message and location, without a symbolized backtrace).
