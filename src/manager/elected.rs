@@ -32,9 +32,11 @@ pub(super) struct LeaderWork {
 }
 
 impl LeaderWork {
+    /// Waits to lead, then runs the runnables and the status writer until `shutdown`; returns
+    /// once every runnable has returned, so that the Lease is released only then (see
+    /// [`super::run`]'s `add_leader_elected`).
     pub(super) async fn run(
         mut self,
-        tracker: &TaskTracker,
         failures: &mpsc::UnboundedSender<Error>,
         shutdown: CancellationToken,
     ) {
@@ -43,18 +45,23 @@ impl LeaderWork {
             led = self.is_leader.wait_for(|leader| *leader) => if led.is_err() { return },
         }
         tracing::info!("leading: starting leader-elected runnables");
+        let running = TaskTracker::new();
         for (name, run) in self.runnables {
             let token = shutdown.child_token();
             let failures = failures.clone();
-            tracker.spawn(async move {
+            running.spawn(async move {
                 if let Err(source) = run(token).await {
                     let _ = failures.send(Error::Runnable { name, source });
                 }
             });
         }
-        if let Some(writer) = self.writer {
-            write_status(writer, &self.state, self.observed, shutdown).await;
+        running.close();
+        match self.writer {
+            Some(writer) => write_status(writer, &self.state, self.observed, shutdown).await,
+            None => shutdown.cancelled().await,
         }
+        running.wait().await;
+        tracing::info!("leading: leader-elected runnables stopped");
     }
 }
 

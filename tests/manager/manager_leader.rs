@@ -361,3 +361,79 @@ async fn the_standby_takes_over_the_status_when_the_leader_stops() {
         "one ConfigReloaded per change, from its leader"
     );
 }
+
+/// With `release_on_cancel`, the stopping leader releases its Lease only once its controllers
+/// have returned: a standby taking the Lease over never runs beside a reconcile that is still
+/// finishing (controller-runtime cancels its leader election after its leader-elected
+/// runnables stopped).
+#[tokio::test]
+async fn the_lease_is_released_only_after_the_controllers_returned() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let (server, client) = server().await;
+    let options = Options {
+        leader_election: Some(LeaderElection {
+            identity: "manager-slow".to_owned(),
+            lease_duration: LEASE_DURATION,
+            renew_deadline: Duration::from_millis(600),
+            retry_period: Duration::from_millis(100),
+            release_on_cancel: true,
+            ..LeaderElection::new("informant-leader-test", NS)
+        }),
+        shutdown_grace: Duration::from_secs(10),
+        ..Options::new(ConfigSource::Resource {
+            namespace: NS.to_owned(),
+            name: NAME.to_owned(),
+        })
+    };
+    let mut manager = Manager::new(client.clone(), options).await.unwrap();
+    let (stopping, mut told) = watch::channel(false);
+    let (finish, finishing) = tokio::sync::oneshot::channel::<()>();
+    manager.add_controller("slow-to-stop", move |token| async move {
+        token.cancelled().await;
+        stopping.send_replace(true);
+        let _ = finishing.await;
+        Ok(())
+    });
+    let mut leader = manager.is_leader();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(manager.run(shutdown.clone()));
+    timeout(WAIT, leader.wait_for(|leading| *leading))
+        .await
+        .expect("the manager leads")
+        .unwrap();
+
+    let leases = Api::<Lease>::namespaced(client, NS);
+    let holder = |lease: Lease| {
+        lease
+            .spec
+            .and_then(|s| s.holder_identity)
+            .unwrap_or_default()
+    };
+    shutdown.cancel();
+    timeout(WAIT, told.wait_for(|t| *t))
+        .await
+        .expect("the controller is told to stop")
+        .unwrap();
+    // The controller is still finishing: the Lease stays held all along. A release would come
+    // within milliseconds of the stop; one second of polling is plenty to see it.
+    let released = async {
+        loop {
+            if holder(leases.get("informant-leader-test").await.unwrap()) != "manager-slow" {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    assert!(
+        timeout(Duration::from_secs(1), released).await.is_err(),
+        "the Lease was released while a controller of the leader was still running"
+    );
+    finish.send(()).unwrap();
+    timeout(WAIT, task).await.unwrap().unwrap().unwrap();
+    assert_ne!(
+        holder(leases.get("informant-leader-test").await.unwrap()),
+        "manager-slow",
+        "the Lease is released once the controllers returned"
+    );
+    drop(server);
+}

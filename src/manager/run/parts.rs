@@ -80,13 +80,23 @@ pub(super) fn scope_source(state: Arc<State>) -> metrics::ScopeSource {
     })
 }
 
-/// The last line of a run: where every recorded event ended.
+/// The last line of a run: where every recorded event ended (`fates`: each fate that some event
+/// ended in, `name=count`, in pipeline order), so that a replica that stopped can still be
+/// accounted for once its `/metrics` is gone.
 pub(super) fn log_fates(fates: &recorder::FateCounter) {
+    let ended = recorder::Fate::ALL
+        .iter()
+        .zip(fates.snapshot())
+        .filter(|(_, count)| *count > 0)
+        .map(|(fate, count)| format!("{}={count}", fate.as_str()))
+        .collect::<Vec<_>>()
+        .join(",");
     tracing::info!(
         events = fates.total(),
         created = fates.get(recorder::Fate::Created),
         patched = fates.get(recorder::Fate::Patched),
         dropped_shutdown = fates.get(recorder::Fate::DroppedShutdown),
+        fates = %ended,
         "manager stopped"
     );
 }
@@ -195,19 +205,24 @@ pub(super) fn add_leader_elected(
     elector: Option<LeaderElector>,
     mut work: LeaderWork,
 ) {
+    // The elector stops (and, with --leader-elect-release-on-cancel, releases the Lease) only
+    // once the leader-elected runnables have returned: a standby that takes the Lease over
+    // never runs beside a reconcile of the old leader that is still finishing. So does
+    // controller-runtime's manager (pkg/manager/internal.go, engageStopProcedure: the leader
+    // election is cancelled after the LeaderElection runnables stopped).
+    let release = CancellationToken::new();
     if let Some(elector) = elector {
         work.is_leader = elector.is_leader();
-        let token = group.token().clone();
+        let release = release.clone();
         group.add("leader-election", failures, async move {
-            elector.run(token).await.map_err(Error::from)
+            elector.run(release).await.map_err(Error::from)
         });
     }
-    let (tracker, token, failures) = (
-        group.tracker().clone(),
-        group.token().clone(),
-        failures.clone(),
-    );
-    group.add_quiet(async move { work.run(&tracker, &failures, token).await });
+    let (token, failures) = (group.token().clone(), failures.clone());
+    group.add_quiet(async move {
+        work.run(&failures, token).await;
+        release.cancel();
+    });
 }
 
 /// Binds the webhook endpoint of `options`, if any: the endpoint, and the routes it serves
