@@ -20,9 +20,11 @@ pub struct Envelope {
 }
 
 impl Envelope {
-    /// Wraps `event`, opening its `event` span with the late fields declared empty.
+    /// Wraps `event`, opening its `event` span with the late fields declared empty, and counts
+    /// it recorded (`informant_events_recorded_total`): from here it ends in exactly one fate.
     #[must_use]
     pub fn new(event: Event, fates: FateCounter) -> Self {
+        fates.record();
         let span = tracing::info_span!(
             "event",
             event.reason = %event.reason,

@@ -131,6 +131,7 @@ pub struct FateCounter(std::sync::Arc<Inner>);
 struct Inner {
     family: Family<FateLabels, Counter>,
     counters: [Counter; Fate::COUNT],
+    recorded: Counter,
 }
 
 impl Default for FateCounter {
@@ -145,16 +146,38 @@ impl FateCounter {
     pub fn new() -> Self {
         let family = Family::<FateLabels, Counter>::default();
         let counters = Fate::ALL.map(|fate| family.get_or_create(&FateLabels { fate }).clone());
-        Self(std::sync::Arc::new(Inner { family, counters }))
+        Self(std::sync::Arc::new(Inner {
+            family,
+            counters,
+            recorded: Counter::default(),
+        }))
     }
 
-    /// Registers the counter as `informant_events_total` in `registry`.
+    /// Registers the counter as `informant_events_total` in `registry`, and the events
+    /// recorded as `informant_events_recorded_total`: once nothing is in flight the two agree
+    /// (the difference is what is still on its way to a fate).
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "informant_events",
             "Recorded events by terminal fate",
             self.0.family.clone(),
         );
+        registry.register(
+            "informant_events_recorded",
+            "Events recorded; each ends in one fate of informant_events_total",
+            self.0.recorded.clone(),
+        );
+    }
+
+    /// Counts one event recorded (its fate comes later, through [`FateCounter::inc`]).
+    pub fn record(&self) {
+        self.0.recorded.inc();
+    }
+
+    /// Events recorded so far, whether or not they reached their fate yet.
+    #[must_use]
+    pub fn recorded(&self) -> u64 {
+        self.0.recorded.get()
     }
 
     /// Counts one event ending in `fate`.
@@ -202,6 +225,9 @@ mod tests {
         c.inc(Fate::SpamFiltered);
         c.clone().inc(Fate::SpamFiltered);
         c.inc(Fate::Created);
+        for _ in 0..4 {
+            c.record();
+        }
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         assert!(
@@ -212,7 +238,9 @@ mod tests {
             text.contains("informant_events_total{fate=\"dropped_shutdown\"} 0"),
             "{text}"
         );
+        assert!(text.contains("informant_events_recorded_total 4"), "{text}");
         assert_eq!(c.total(), 3);
+        assert_eq!(c.recorded(), 4);
         assert_eq!(c.get(Fate::Created), 1);
     }
 }

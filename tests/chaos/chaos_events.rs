@@ -157,6 +157,11 @@ async fn under_sink_faults_every_recorded_event_ends_in_one_fate_and_delivered_c
         h.injected_faults()
     );
     assert_eq!(fates.total(), emitted, "seed {seed}: recorded = Σ fates");
+    assert_eq!(
+        fates.recorded(),
+        emitted,
+        "seed {seed}: the recorded counter"
+    );
     let server_events = server_counts(&client).await;
     let delivered = delivered.lock().unwrap().clone();
     assert_eq!(

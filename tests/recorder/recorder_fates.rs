@@ -77,6 +77,11 @@ fn options(incoming: usize, watcher: usize) -> Options {
 }
 
 fn assert_conserved(fates: &FateCounter, recorded: u64) {
+    assert_eq!(
+        fates.recorded(),
+        recorded,
+        "informant_events_recorded_total counts every event recorded"
+    );
     let snapshot = fates.snapshot();
     assert_eq!(
         fates.total(),

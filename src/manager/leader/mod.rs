@@ -195,10 +195,12 @@ impl LeaderElector {
         self.leader.send_replace(false);
         match outcome {
             Ok(()) => {
+                // Before the release: nothing of this replica leads once a standby can take
+                // the Lease over, and its log says so in that order.
+                tracing::info!("stopped leading: shut down");
                 if self.options.release_on_cancel {
                     campaign.release().await;
                 }
-                tracing::info!("stopped leading: shut down");
                 Ok(())
             }
             Err(cause) => {

@@ -80,9 +80,10 @@ pub(super) fn scope_source(state: Arc<State>) -> metrics::ScopeSource {
     })
 }
 
-/// The last line of a run: where every recorded event ended (`fates`: each fate that some event
-/// ended in, `name=count`, in pipeline order), so that a replica that stopped can still be
-/// accounted for once its `/metrics` is gone.
+/// The last line of a run: the events recorded and where they ended (`events`, their sum, and
+/// `fates`: each fate that some event ended in, `name=count`, in pipeline order), so that a
+/// replica that stopped can still be accounted for once its `/metrics` is gone: `recorded`
+/// equals `events` when no event was lost in the stop.
 pub(super) fn log_fates(fates: &recorder::FateCounter) {
     let ended = recorder::Fate::ALL
         .iter()
@@ -92,6 +93,7 @@ pub(super) fn log_fates(fates: &recorder::FateCounter) {
         .collect::<Vec<_>>()
         .join(",");
     tracing::info!(
+        recorded = fates.recorded(),
         events = fates.total(),
         created = fates.get(recorder::Fate::Created),
         patched = fates.get(recorder::Fate::Patched),
