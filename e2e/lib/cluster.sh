@@ -70,7 +70,9 @@ cluster_run_outside() {
     start=$SECONDS
     bash e2e/cluster/node.sh up "$E2E_CLUSTER_DIR"
     local_python || fail "cannot build the hook image $LOCAL_PYTHON"
-    bash e2e/cluster/node.sh images "$E2E_CLUSTER_DIR" "localhost/${image#localhost/}" "localhost/$LOCAL_PYTHON"
+    next_image "localhost/${image#localhost/}" || fail "cannot build the upgrade's image ${image}-next"
+    bash e2e/cluster/node.sh images "$E2E_CLUSTER_DIR" "localhost/${image#localhost/}" \
+      "localhost/${image#localhost/}-next" "localhost/$LOCAL_PYTHON"
     note "node Ready with the image in $((SECONDS - start)) s"
   fi
   # shellcheck source=/dev/null
@@ -862,6 +864,8 @@ spec: {}") || fail "kubectl apply after the hand-over failed: $out"
   if [ "${E2E_NODE:-}" = 1 ]; then
     rollout "$(deployment_docs)" 2
     node_kill_leader_container
+    node_scenario_image_upgrade
+    node_rss_figure
   fi
 }
 

@@ -114,3 +114,14 @@ build_image() {
   podman build "${PODMAN_FLAGS[@]}" "${PODMAN_ULIMITS[@]}" --network host --layers \
     "${args[@]}" "${volumes[@]}" -t "$image" -f Dockerfile .
 }
+
+# next_image NAME:TAG: NAME:TAG-next, the same program as another image (one label more, so a
+# new image ID): what a release's next version is to the Deployment controller.
+next_image() {
+  local context status=0
+  context=$(mktemp -d "${TMPDIR:-/tmp}/informant-next-image.XXXXXX")
+  printf 'FROM %s\nLABEL dev.informant.e2e.next="true"\n' "$1" >"$context/Containerfile"
+  podman build "${PODMAN_FLAGS[@]}" "${PODMAN_ULIMITS[@]}" --quiet -t "$1-next" "$context" >/dev/null || status=$?
+  rm -rf "$context"
+  return "$status"
+}

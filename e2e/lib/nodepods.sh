@@ -129,3 +129,182 @@ pods_logs() {
   done
 }
 pods_cleanup() { :; }
+
+# --- 12, on the node: helm upgrade to a new image tag --------------------------------------------
+#
+# The Deployment controller rolls the release's two pods to the image `<tag>-next` (the same
+# program, another image: e2e/lib/images.sh next_image) one at a time (maxSurge 1, maxUnavailable
+# 0), while the CacheConfig is edited every second, so that whoever leads records
+# ConfigReloaded through the hand-overs. Then:
+#   - never two leaders: each pod's leadership, from its own log (`became leader` .. `stopped
+#     leading`, which the manager logs before it releases the Lease), overlaps no other's
+#     (e2e/lib/leaders.py, shown failing on the same logs with one interval moved);
+#   - no event lost: each old pod's last line says recorded = the sum of its fates, and the
+#     events the pods delivered (created and patched, the old pods' from their last line, minus
+#     what they had delivered before the upgrade) are the Events' counts the API server gained.
+
+# node_delivered METRICS-OR-FATES: created + patched + series_patched + series_counted, from
+# /metrics text or a `fates=created=3,patched=1` list.
+node_delivered() {
+  python3 -c '
+import re, sys
+text = sys.argv[1]
+fates = dict(re.findall(r"informant_events_total\{fate=\"(\w+)\"\} (\d+)", text))
+if not fates:
+    fates = dict(re.findall(r"(\w+)=(\d+)", text))
+print(sum(int(fates.get(f, 0)) for f in ("created", "patched", "series_patched", "series_counted")))' "$1"
+}
+# node_pod_settled POD: the pod's /metrics says recorded = the sum over fates (nothing in flight).
+node_pod_settled() {
+  local text
+  text=$(metrics_of "$1")
+  [ -n "$text" ] &&
+    [ "$(awk '$1 == "informant_events_recorded_total" { print $2 }' <<<"$text")" = "$(metric_sum_of "$text" informant_events_total fate=)" ]
+}
+# node_events_written: the sum of `count` over the Events the release's managers wrote (source
+# component informant) about objects of its namespace and of scenario 11's.
+node_events_written() {
+  k get events -A -o json | python3 -c '
+import json, sys
+spaces = sys.argv[1:]
+print(sum(e.get("count") or 1 for e in json.load(sys.stdin)["items"]
+          if e["metadata"]["namespace"] in spaces
+          and "informant" in ((e.get("source") or {}).get("component"), e.get("reportingComponent"))))' \
+    "$HELM_NS" "$WIDGETS_NS"
+}
+node_release_pods() { # the release's running pods, oldest first
+  local p
+  node_pods_refresh
+  for p in "${pods_running[@]}"; do [ "${pod_namespace[$p]}" = "$HELM_NS" ] && echo "$p"; done
+  return 0
+}
+node_logs_ended() { local pid; for pid in "$@"; do kill -0 "$pid" 2>/dev/null && return 1; done; return 0; }
+
+node_scenario_image_upgrade() {
+  step "12. (node) helm upgrade to a new image tag: the pods roll one by one, never two leaders, every event recorded ends in a fate and the Events add up"
+  local old=() p before_pods=0 before_api streams=() start took tag sync
+  mapfile -t old < <(node_release_pods)
+  [ "${#old[@]}" = 2 ] || fail "expected the release's 2 pods before the image upgrade, found: ${old[*]}"
+  for p in "${old[@]}"; do wait_until "$E2E_WAIT" "$p: every recorded event has its fate" node_pod_settled "$p"; done
+  for p in "${old[@]}"; do before_pods=$((before_pods + $(node_delivered "$(metrics_of "$p")"))); done
+  before_api=$(node_events_written)
+  # Each old pod's log to its end (the pod goes with the rollout, and its log with it).
+  for p in "${old[@]}"; do
+    k -n "$HELM_NS" logs -f "$p" >"$work/upgrade-$p.log" 2>&1 &
+    streams+=($!)
+  done
+  tag=$(k -n "$HELM_NS" get deploy "$HELM_RELEASE" -o jsonpath='{.spec.template.spec.containers[0].image}')
+  tag="${tag##*:}-next"
+  sync=$(k -n "$HELM_NS" get cacheconfig "$HELM_RELEASE" -o jsonpath='{.spec.syncPeriod}')
+  start=$(date +%s%N)
+  helm_ upgrade "$HELM_RELEASE" charts/informant -n "$HELM_NS" --reuse-values --set "image.tag=$tag" >"$work/helm-upgrade-image.txt"
+  expect_contains "helm upgrade to image tag $tag: deployed" "STATUS: deployed" "$(cat "$work/helm-upgrade-image.txt")"
+  # Edits while the pods roll: each applied reload is a ConfigReloaded whoever leads records.
+  (
+    local n=0
+    while [ ! -e "$work/upgrade-done" ]; do
+      n=$((n + 1))
+      k -n "$HELM_NS" patch cacheconfig "$HELM_RELEASE" --type merge -p "{\"spec\":{\"syncPeriod\":\"$((10 + n % 2))h\"}}" >/dev/null 2>&1 || true
+      sleep 1 # the edits' pace, not a wait for anything
+    done
+  ) &
+  local editor=$!
+  wait_until "$E2E_WAIT" "2 Ready pods of image $tag, no old pod left" node_release_settled "$HELM_NS" "$HELM_RELEASE" 2
+  took=$((($(date +%s%N) - start) / 1000000))
+  touch "$work/upgrade-done"
+  wait "$editor"
+  if [ -n "$sync" ]; then
+    k -n "$HELM_NS" patch cacheconfig "$HELM_RELEASE" --type merge -p "{\"spec\":{\"syncPeriod\":\"$sync\"}}" >/dev/null
+  else
+    k -n "$HELM_NS" patch cacheconfig "$HELM_RELEASE" --type json -p '[{"op":"remove","path":"/spec/syncPeriod"}]' >/dev/null
+  fi
+  rollout "$(deployment_docs)" 2
+  note "rolling update to $tag: $took ms from helm upgrade to 2 Ready pods of the new image and none of the old"
+  expect_eq "the pods run image $tag" "$tag $tag" \
+    "$(k -n "$HELM_NS" get pods -l "app.kubernetes.io/instance=$HELM_RELEASE" -o jsonpath='{range .items[*]}{.spec.containers[0].image}{" "}{end}' | sed 's/[^ ]*://g; s/ $//')"
+  wait_until "$E2E_WAIT" "the old pods' logs end with their containers" node_logs_ended "${streams[@]}"
+  wait "${streams[@]}" 2>/dev/null || true
+
+  # Never two leaders.
+  local new=() logs=() out
+  mapfile -t new < <(node_release_pods)
+  for p in "${new[@]}"; do
+    wait_until "$E2E_WAIT" "$p: every recorded event has its fate" node_pod_settled "$p"
+    k -n "$HELM_NS" logs "$p" >"$work/upgrade-$p.log" 2>&1
+  done
+  for p in "${old[@]}" "${new[@]}"; do logs+=("$work/upgrade-$p.log"); done
+  out=$(python3 e2e/lib/leaders.py "${logs[@]}") || fail "two leaders in the rolling update:
+$out"
+  printf '%s\n' "$out"
+  if python3 e2e/lib/leaders.py --overlap "${logs[@]}" >"$work/leaders-overlap.txt"; then
+    fail "leaders.py passed logs with two overlapping leaders: $(cat "$work/leaders-overlap.txt")"
+  fi
+  echo "ok: never two leaders through the rolling update (and the check fails with one interval moved)"
+
+  # No event lost: per old pod recorded = sum of fates at its stop; the pods' deliveries = the
+  # Events the API server gained.
+  local line recorded events fates after_pods=0 after_api
+  for p in "${old[@]}"; do
+    line=$(grep 'manager stopped' "$work/upgrade-$p.log" | tail -n1)
+    [ -n "$line" ] || fail "$p: no 'manager stopped' line: it did not stop cleanly ($(tail -n3 "$work/upgrade-$p.log"))"
+    recorded=$(sed -n 's/.*recorded=\([0-9]*\).*/\1/p' <<<"$line")
+    events=$(sed -n 's/.* events=\([0-9]*\).*/\1/p' <<<"$line")
+    fates=$(sed -n 's/.*fates=\([a-z_=0-9,]*\).*/\1/p' <<<"$line")
+    expect_eq "$p stopped with every recorded event in a fate (recorded = sum of fates; $fates)" "$recorded" "$events"
+    after_pods=$((after_pods + $(node_delivered "$fates")))
+  done
+  for p in "${new[@]}"; do after_pods=$((after_pods + $(node_delivered "$(metrics_of "$p")"))); done
+  after_api=$(node_events_written)
+  note "events delivered during the upgrade: pods $((after_pods - before_pods)), Events' counts in the API server +$((after_api - before_api))"
+  [ $((after_api - before_api)) -gt 0 ] || fail "no event was written during the rolling update: nothing was checked"
+  expect_eq "the events the old and new pods delivered = the Events' counts the API server gained" \
+    "$((after_api - before_api))" "$((after_pods - before_pods))"
+  echo "ok: helm upgrade to $tag rolled the pods in $took ms; never two leaders; every event the pods recorded ended in a fate, and the delivered ones are in the API server"
+}
+
+# --- a figure on the node: the manager's pods with 10,000 ConfigMaps cached ------------------------
+#
+# A namespace of 10,000 ConfigMaps (1,000 bytes of data each, as the container harness's figure)
+# added to the release's CacheConfig; once each pod's informant_cache_objects says 10,000 there,
+# each pod's RSS (VmRSS of the manager's process, found through crictl); then the namespace
+# leaves the CacheConfig and the cluster.
+NODE_RSS_NS=e2e-rss
+NODE_RSS_OBJECTS=${E2E_RSS_OBJECTS:-10000}
+node_pod_caches() { # node_pod_caches POD N: the pod caches N ConfigMaps of NODE_RSS_NS
+  [ "$(metric_sum_of "$(metrics_of "$1")" informant_cache_objects "kind=\"ConfigMap\",namespace=\"$NODE_RSS_NS\"")" = "$2" ]
+}
+node_configmap_entry() { # the index of the release's CacheConfig's ConfigMap entry in byObject
+  k -n "$HELM_NS" get cacheconfig "$HELM_RELEASE" -o json |
+    python3 -c 'import json, sys; print(next(i for i, e in enumerate(json.load(sys.stdin)["spec"]["byObject"]) if e["kind"] == "ConfigMap"))'
+}
+node_rss_figure() {
+  step "figure: the manager's pods with $NODE_RSS_OBJECTS ConfigMaps cached (RSS)"
+  local entry pods=() p chunk start container
+  k create namespace "$NODE_RSS_NS" >/dev/null
+  start=$SECONDS
+  python3 -c '
+import json, sys
+n, chunks = int(sys.argv[1]), 4
+for c in range(chunks):
+    items = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"cm-{i:05d}"},
+              "data": {"payload": "x" * 1000}} for i in range(c, n, chunks)]
+    json.dump({"apiVersion": "v1", "kind": "List", "items": items}, open(f"{sys.argv[2]}/rss-{c}.json", "w"))
+' "$NODE_RSS_OBJECTS" "$work"
+  for chunk in 0 1 2 3; do k -n "$NODE_RSS_NS" create -f "$work/rss-$chunk.json" >/dev/null & done
+  wait
+  note "$NODE_RSS_OBJECTS ConfigMaps created in $((SECONDS - start)) s"
+  entry=$(node_configmap_entry)
+  k -n "$HELM_NS" patch cacheconfig "$HELM_RELEASE" --type json \
+    -p "[{\"op\":\"add\",\"path\":\"/spec/byObject/$entry/namespaces/$NODE_RSS_NS\",\"value\":{}}]" >/dev/null
+  mapfile -t pods < <(node_release_pods)
+  for p in "${pods[@]}"; do
+    wait_until "$E2E_WAIT" "$p caches the $NODE_RSS_OBJECTS ConfigMaps of $NODE_RSS_NS" node_pod_caches "$p" "$NODE_RSS_OBJECTS"
+    container=$(container_of "$p")
+    note "pod $p ($( [ "$p" = "$(lease_pod)" ] && echo leader || echo standby)), $NODE_RSS_OBJECTS ConfigMaps cached: RSS $(rss_mib "$(container_pid "$container")") MiB"
+  done
+  k -n "$HELM_NS" patch cacheconfig "$HELM_RELEASE" --type json \
+    -p "[{\"op\":\"remove\",\"path\":\"/spec/byObject/$entry/namespaces/$NODE_RSS_NS\"}]" >/dev/null
+  k delete namespace "$NODE_RSS_NS" --wait=false >/dev/null
+  for p in "${pods[@]}"; do wait_until "$E2E_WAIT" "$p lets the ConfigMaps of $NODE_RSS_NS go" node_pod_caches "$p" 0; done
+  echo "ok: the RSS of each pod with $NODE_RSS_OBJECTS ConfigMaps cached is above"
+}
