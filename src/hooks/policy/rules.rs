@@ -204,7 +204,10 @@ pub(super) struct Refused {
 }
 
 const fn v4(a: u8, b: u8, c: u8, d: u8, prefix: u8) -> Cidr {
-    Cidr(IpNet::V4(Ipv4Net::new_assert(Ipv4Addr::new(a, b, c, d), prefix)))
+    Cidr(IpNet::V4(Ipv4Net::new_assert(
+        Ipv4Addr::new(a, b, c, d),
+        prefix,
+    )))
 }
 
 const fn v6(s: [u16; 8], prefix: u8) -> Cidr {
