@@ -103,7 +103,11 @@ fn policy_rule(rule: rbac::PolicyRule) -> Value {
     put_list(&mut out, "apiGroups", strings(rule.api_groups));
     put_list(&mut out, "resources", strings(rule.resources));
     put_list(&mut out, "resourceNames", strings(rule.resource_names));
-    put_list(&mut out, "nonResourceURLs", strings(rule.non_resource_ur_ls));
+    put_list(
+        &mut out,
+        "nonResourceURLs",
+        strings(rule.non_resource_ur_ls),
+    );
     Value::Object(out)
 }
 
@@ -265,7 +269,11 @@ fn attributes(
     resource: Option<authz::ResourceAttributes>,
     non_resource: Option<authz::NonResourceAttributes>,
 ) {
-    put(spec, "resourceAttributes", resource.map(resource_attributes));
+    put(
+        spec,
+        "resourceAttributes",
+        resource.map(resource_attributes),
+    );
     put(
         spec,
         "nonResourceAttributes",
@@ -316,7 +324,10 @@ fn auth_fields(kind: &str, raw: &[u8]) -> ApiResult<Option<(Option<ObjectMeta>, 
             });
             (review.metadata, spec)
         }
-        "SelfSubjectReview" => (message::<authn::SelfSubjectReview>(kind, raw)?.metadata, None),
+        "SelfSubjectReview" => (
+            message::<authn::SelfSubjectReview>(kind, raw)?.metadata,
+            None,
+        ),
         _ => return Ok(None),
     }))
 }

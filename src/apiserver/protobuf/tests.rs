@@ -24,13 +24,13 @@ fn envelope(kind: &str, message: &impl Message) -> Vec<u8> {
     [MAGIC.to_vec(), unknown.encode_to_vec()].concat()
 }
 
-fn meta(name: &str, namespace: Option<&str>) -> Option<ObjectMeta> {
-    Some(ObjectMeta {
+fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
+    ObjectMeta {
         name: Some(name.into()),
         namespace: namespace.map(Into::into),
         labels: [("app".to_string(), "web".to_string())].into(),
         ..ObjectMeta::default()
-    })
+    }
 }
 
 fn decoded(group: &str, plural: &str, body: &[u8]) -> Value {
@@ -64,7 +64,7 @@ fn a_body_of_each_core_kind_decodes_to_its_json() {
         metadata: Some(ObjectMeta {
             finalizers: vec!["kubernetes".into()],
             annotations: [("a".to_string(), "b".to_string())].into(),
-            ..meta("ops", None).unwrap_or_default()
+            ..meta("ops", None)
         }),
         ..core::Namespace::default()
     };
@@ -74,7 +74,7 @@ fn a_body_of_each_core_kind_decodes_to_its_json() {
             "labels": {"app": "web"}, "annotations": {"a": "b"}, "finalizers": ["kubernetes"]}})
     );
     let cm = core::ConfigMap {
-        metadata: meta("cm", Some("ops")),
+        metadata: Some(meta("cm", Some("ops"))),
         data: [("k".to_string(), "v".to_string())].into(),
         binary_data: [("b".to_string(), vec![0, 255])].into(),
         immutable: Some(true),
@@ -86,8 +86,12 @@ fn a_body_of_each_core_kind_decodes_to_its_json() {
             "data": {"k": "v"}, "binaryData": {"b": "AP8="}, "immutable": true})
     );
     let secret = core::Secret {
-        metadata: meta("s", Some("ops")),
-        data: [("a".to_string(), b"1".to_vec()), ("b".to_string(), b"2".to_vec())].into(),
+        metadata: Some(meta("s", Some("ops"))),
+        data: [
+            ("a".to_string(), b"1".to_vec()),
+            ("b".to_string(), b"2".to_vec()),
+        ]
+        .into(),
         string_data: [("b".to_string(), "3".to_string())].into(),
         r#type: Some("Opaque".into()),
         immutable: None,
@@ -99,7 +103,7 @@ fn a_body_of_each_core_kind_decodes_to_its_json() {
             "data": {"a": "MQ==", "b": "Mw=="}, "type": "Opaque"})
     );
     let sa = core::ServiceAccount {
-        metadata: meta("robot", Some("ops")),
+        metadata: Some(meta("robot", Some("ops"))),
         ..core::ServiceAccount::default()
     };
     assert_eq!(
@@ -111,23 +115,28 @@ fn a_body_of_each_core_kind_decodes_to_its_json() {
 
 #[test]
 fn a_body_of_each_rbac_kind_decodes_to_its_json() {
-    let rule = rbac::PolicyRule {
+    let list_watch = rbac::PolicyRule {
         verbs: vec!["list".into(), "watch".into()],
         api_groups: vec![String::new()],
         resources: vec!["configmaps".into()],
         ..rbac::PolicyRule::default()
     };
-    let rule_json = json!({"verbs": ["list", "watch"], "apiGroups": [""], "resources": ["configmaps"]});
+    let rule_json =
+        json!({"verbs": ["list", "watch"], "apiGroups": [""], "resources": ["configmaps"]});
     let role = rbac::Role {
-        metadata: meta("r", Some("ops")),
-        rules: vec![rule.clone()],
+        metadata: Some(meta("r", Some("ops"))),
+        rules: vec![list_watch],
     };
-    let v = decoded("rbac.authorization.k8s.io", "roles", &envelope("Role", &role));
+    let v = decoded(
+        "rbac.authorization.k8s.io",
+        "roles",
+        &envelope("Role", &role),
+    );
     assert_eq!(v["apiVersion"], "rbac.authorization.k8s.io/v1");
     assert_eq!(v["kind"], "Role");
     assert_eq!(v["rules"], json!([rule_json]));
     let cluster_role = rbac::ClusterRole {
-        metadata: meta("cr", None),
+        metadata: Some(meta("cr", None)),
         rules: vec![rbac::PolicyRule {
             verbs: vec!["get".into()],
             non_resource_ur_ls: vec!["/healthz".into()],
@@ -159,7 +168,7 @@ fn a_body_of_each_rbac_kind_decodes_to_its_json() {
             "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a"]}]}]})
     );
     let binding = rbac::RoleBinding {
-        metadata: meta("rb", Some("ops")),
+        metadata: Some(meta("rb", Some("ops"))),
         subjects: vec![rbac::Subject {
             kind: Some("ServiceAccount".into()),
             name: Some("inf".into()),
@@ -257,7 +266,7 @@ fn the_other_reviews_decode_to_their_json() {
     let v = decode_auth(&body, "authorization.k8s.io", "SelfSubjectRulesReview", "x").unwrap();
     assert_eq!(v["spec"], json!({"namespace": "ops"}));
     let whoami = authn::SelfSubjectReview {
-        metadata: meta("me", None),
+        metadata: Some(meta("me", None)),
         ..authn::SelfSubjectReview::default()
     };
     let body = envelope("SelfSubjectReview", &whoami);
@@ -280,7 +289,7 @@ fn truncated_bodies_are_bad_requests_and_other_kinds_unsupported() {
 #[test]
 fn every_truncated_or_garbage_body_is_a_400() {
     let cm = core::ConfigMap {
-        metadata: meta("cm", Some("ops")),
+        metadata: Some(meta("cm", Some("ops"))),
         data: [("k".to_string(), "v".repeat(40))].into(),
         ..core::ConfigMap::default()
     };
@@ -308,7 +317,10 @@ fn every_truncated_or_garbage_body_is_a_400() {
         }
     }
     assert!(refused > cm.encoded_len(), "{refused}");
-    assert_eq!(decoded("", "configmaps", &body)["data"]["k"], "v".repeat(40));
+    assert_eq!(
+        decoded("", "configmaps", &body)["data"]["k"],
+        "v".repeat(40)
+    );
     let garbage: [&[u8]; 4] = [
         b"k8s\0junk",
         b"k8s\0\x12\x05\xff\xff\xff\xff\xff",
