@@ -379,7 +379,7 @@ impl Policy {
             UrlRule::Cidr(cidr) => match (ip, block) {
                 (Some(ip), Some(block)) => cidr.within(block) && cidr.contains(ip),
                 (Some(ip), None) => {
-                    cidr.prefix == if ip.is_ipv4() { 32 } else { 128 } && cidr.contains(ip)
+                    cidr.prefix() == if ip.is_ipv4() { 32 } else { 128 } && cidr.contains(ip)
                 }
                 (None, _) => false,
             },

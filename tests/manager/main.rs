@@ -16,6 +16,7 @@ mod controller_kinds;
 mod controller_runtime;
 mod example_configmap_secret;
 mod hooks_admission;
+mod hooks_admission_entries;
 mod hooks_conversion;
 mod hooks_exec;
 mod hooks_finalize;

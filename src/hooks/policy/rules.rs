@@ -4,6 +4,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
+
 /// Either anything, or only what is listed (an empty list allows nothing).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Allowed<T> {
@@ -136,31 +138,26 @@ pub(super) fn valid_name(name: &str) -> bool {
             .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
 }
 
-/// An IP address block.
+/// An IP address block: an [`IpNet`] whose address is kept as written (host bits and all,
+/// as `--hook-allow-url` entries are shown back), an IPv4-mapped address as its IPv4 one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cidr {
-    addr: IpAddr,
-    pub(super) prefix: u8,
-}
+pub struct Cidr(IpNet);
 
 impl Cidr {
     /// Whether `ip` is in the block.
     #[must_use]
     pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.addr, canonical(ip)) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                prefix_eq(&net.octets(), &ip.octets(), self.prefix)
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                prefix_eq(&net.octets(), &ip.octets(), self.prefix)
-            }
-            _ => false,
-        }
+        self.0.contains(&canonical(ip))
     }
 
     /// Whether every address of the block is in `outer`.
     pub(super) fn within(&self, outer: &Cidr) -> bool {
-        self.prefix >= outer.prefix && outer.contains(self.addr)
+        outer.0.contains(&self.0)
+    }
+
+    /// The prefix length.
+    pub(super) fn prefix(&self) -> u8 {
+        self.0.prefix_len()
     }
 }
 
@@ -168,35 +165,25 @@ impl FromStr for Cidr {
     type Err = ();
 
     fn from_str(text: &str) -> Result<Self, ()> {
-        let (addr, prefix) = text.split_once('/').ok_or(())?;
-        let addr = canonical(addr.parse::<IpAddr>().map_err(drop)?);
-        let prefix: u8 = prefix.parse().map_err(drop)?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        if prefix > max {
-            return Err(());
-        }
-        Ok(Cidr { addr, prefix })
+        let net: IpNet = text.parse().map_err(drop)?;
+        Ok(Cidr(match net {
+            IpNet::V6(v6) => match v6.addr().to_ipv4_mapped() {
+                // `::ffff:10.0.0.0/104` is `10.0.0.0/8`; a mapped prefix shorter than 96 spans
+                // more than the mapped block and stays IPv6.
+                Some(v4) if v6.prefix_len() >= 96 => {
+                    IpNet::V4(Ipv4Net::new(v4, v6.prefix_len() - 96).map_err(drop)?)
+                }
+                _ => IpNet::V6(v6),
+            },
+            v4 @ IpNet::V4(_) => v4,
+        }))
     }
 }
 
 impl std::fmt::Display for Cidr {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.addr, self.prefix)
+        self.0.fmt(f)
     }
-}
-
-/// Whether the first `prefix` bits of `a` and `b` are equal.
-pub(super) fn prefix_eq(a: &[u8], b: &[u8], prefix: u8) -> bool {
-    let bits = usize::from(prefix);
-    let (bytes, rest) = (bits / 8, bits % 8);
-    if a[..bytes] != b[..bytes] {
-        return false;
-    }
-    if rest == 0 {
-        return true;
-    }
-    let mask = 0xffu8 << (8 - rest);
-    a[bytes] & mask == b[bytes] & mask
 }
 
 /// An IPv4-mapped IPv6 address as the IPv4 address it is.
@@ -217,19 +204,17 @@ pub(super) struct Refused {
 }
 
 const fn v4(a: u8, b: u8, c: u8, d: u8, prefix: u8) -> Cidr {
-    Cidr {
-        addr: IpAddr::V4(Ipv4Addr::new(a, b, c, d)),
+    Cidr(IpNet::V4(Ipv4Net::new_assert(
+        Ipv4Addr::new(a, b, c, d),
         prefix,
-    }
+    )))
 }
 
 const fn v6(s: [u16; 8], prefix: u8) -> Cidr {
-    Cidr {
-        addr: IpAddr::V6(Ipv6Addr::new(
-            s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7],
-        )),
+    Cidr(IpNet::V6(Ipv6Net::new_assert(
+        Ipv6Addr::new(s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]),
         prefix,
-    }
+    )))
 }
 
 /// The blocks refused under every policy unless named: what reaches the node itself or a
