@@ -178,6 +178,11 @@ node_release_pods() { # the release's running pods, oldest first
   for p in "${pods_running[@]}"; do [ "${pod_namespace[$p]}" = "$HELM_NS" ] && echo "$p"; done
   return 0
 }
+node_new_pods_delivered() {
+  local p n=0
+  for p in $(node_release_pods); do n=$((n + $(node_delivered "$(metrics_of "$p")"))); done
+  [ "$n" -gt 0 ]
+}
 node_logs_ended() { local pid; for pid in "$@"; do kill -0 "$pid" 2>/dev/null && return 1; done; return 0; }
 
 node_scenario_image_upgrade() {
@@ -211,6 +216,9 @@ node_scenario_image_upgrade() {
   local editor=$!
   wait_until "$E2E_WAIT" "2 Ready pods of image $tag, no old pod left" node_release_settled "$HELM_NS" "$HELM_RELEASE" 2
   took=$((($(date +%s%N) - start) / 1000000))
+  # The edits go on until the new pods have delivered events of their own too.
+  rollout "$(deployment_docs)" 2
+  wait_until "$E2E_WAIT" "the new pods deliver events of their own" node_new_pods_delivered
   touch "$work/upgrade-done"
   wait "$editor"
   if [ -n "$sync" ]; then
@@ -265,21 +273,31 @@ $out"
 # --- a figure on the node: the manager's pods with 10,000 ConfigMaps cached ------------------------
 #
 # A namespace of 10,000 ConfigMaps (1,000 bytes of data each, as the container harness's figure)
-# added to the release's CacheConfig; once each pod's informant_cache_objects says 10,000 there,
+# added to the release's CacheConfig by `helm upgrade`; once each pod's informant_cache_objects says 10,000 there,
 # each pod's RSS (VmRSS of the manager's process, found through crictl); then the namespace
 # leaves the CacheConfig and the cluster.
 NODE_RSS_NS=e2e-rss
 NODE_RSS_OBJECTS=${E2E_RSS_OBJECTS:-10000}
-node_pod_caches() { # node_pod_caches POD N: the pod caches N ConfigMaps of NODE_RSS_NS
-  [ "$(metric_sum_of "$(metrics_of "$1")" informant_cache_objects "kind=\"ConfigMap\",namespace=\"$NODE_RSS_NS\"")" = "$2" ]
-}
-node_configmap_entry() { # the index of the release's CacheConfig's ConfigMap entry in byObject
-  k -n "$HELM_NS" get cacheconfig "$HELM_RELEASE" -o json |
-    python3 -c 'import json, sys; print(next(i for i, e in enumerate(json.load(sys.stdin)["spec"]["byObject"]) if e["kind"] == "ConfigMap"))'
+# node_pod_caches POD: how many ConfigMaps of NODE_RSS_NS the pod caches (the namespace's
+# kube-root-ca.crt, which kube-controller-manager publishes, among them).
+node_pod_caches() { metric_sum_of "$(metrics_of "$1")" informant_cache_objects "kind=\"ConfigMap\",namespace=\"$NODE_RSS_NS\""; }
+node_pod_caches_all() { [ "$(node_pod_caches "$1")" -ge "$NODE_RSS_OBJECTS" ]; }
+node_pod_caches_none() { [ "$(node_pod_caches "$1")" = 0 ]; }
+node_rss_values() { # node_rss_values add|remove FILE: the release's CacheConfig spec with(out) NODE_RSS_NS
+  helm_ get values "$HELM_RELEASE" -n "$HELM_NS" -o json | python3 -c '
+import json, sys
+spec = json.load(sys.stdin)["cacheConfig"]["spec"]
+for entry in spec["byObject"]:
+    if entry["kind"] == "ConfigMap":
+        if sys.argv[1] == "add":
+            entry["namespaces"][sys.argv[2]] = {}
+        else:
+            entry["namespaces"].pop(sys.argv[2], None)
+json.dump({"cacheConfig": {"spec": spec}}, open(sys.argv[3], "w"))' "$1" "$NODE_RSS_NS" "$2"
 }
 node_rss_figure() {
   step "figure: the manager's pods with $NODE_RSS_OBJECTS ConfigMaps cached (RSS)"
-  local entry pods=() p chunk start container
+  local pods=() p chunk start container
   k create namespace "$NODE_RSS_NS" >/dev/null
   start=$SECONDS
   python3 -c '
@@ -293,18 +311,19 @@ for c in range(chunks):
   for chunk in 0 1 2 3; do k -n "$NODE_RSS_NS" create -f "$work/rss-$chunk.json" >/dev/null & done
   wait
   note "$NODE_RSS_OBJECTS ConfigMaps created in $((SECONDS - start)) s"
-  entry=$(node_configmap_entry)
-  k -n "$HELM_NS" patch cacheconfig "$HELM_RELEASE" --type json \
-    -p "[{\"op\":\"add\",\"path\":\"/spec/byObject/$entry/namespaces/$NODE_RSS_NS\",\"value\":{}}]" >/dev/null
+  # Through the chart, which grants the release's ServiceAccount what the spec reads (a Role
+  # per namespace it names).
+  node_rss_values add "$work/values-rss.json"
+  helm_ upgrade "$HELM_RELEASE" charts/informant -n "$HELM_NS" --reuse-values -f "$work/values-rss.json" >/dev/null
   mapfile -t pods < <(node_release_pods)
   for p in "${pods[@]}"; do
-    wait_until "$E2E_WAIT" "$p caches the $NODE_RSS_OBJECTS ConfigMaps of $NODE_RSS_NS" node_pod_caches "$p" "$NODE_RSS_OBJECTS"
+    wait_until "$E2E_WAIT" "$p caches the $NODE_RSS_OBJECTS ConfigMaps of $NODE_RSS_NS" node_pod_caches_all "$p"
     container=$(container_of "$p")
     note "pod $p ($( [ "$p" = "$(lease_pod)" ] && echo leader || echo standby)), $NODE_RSS_OBJECTS ConfigMaps cached: RSS $(rss_mib "$(container_pid "$container")") MiB"
   done
-  k -n "$HELM_NS" patch cacheconfig "$HELM_RELEASE" --type json \
-    -p "[{\"op\":\"remove\",\"path\":\"/spec/byObject/$entry/namespaces/$NODE_RSS_NS\"}]" >/dev/null
+  node_rss_values remove "$work/values-rss-back.json"
+  helm_ upgrade "$HELM_RELEASE" charts/informant -n "$HELM_NS" --reuse-values -f "$work/values-rss-back.json" >/dev/null
   k delete namespace "$NODE_RSS_NS" --wait=false >/dev/null
-  for p in "${pods[@]}"; do wait_until "$E2E_WAIT" "$p lets the ConfigMaps of $NODE_RSS_NS go" node_pod_caches "$p" 0; done
+  for p in "${pods[@]}"; do wait_until "$E2E_WAIT" "$p lets the ConfigMaps of $NODE_RSS_NS go" node_pod_caches_none "$p"; done
   echo "ok: the RSS of each pod with $NODE_RSS_OBJECTS ConfigMaps cached is above"
 }
