@@ -54,10 +54,12 @@ fn the_light_library_tree_does_not_grow() {
         !names(&light).contains("opentelemetry-otlp"),
         "the OTLP exporter is behind the `otlp` feature"
     );
-    // 255 measured (docs/manager.md, "Dependencies and build size").
+    // 261 measured (docs/manager.md, "Dependencies and build size"): 255 before the embedded
+    // API server decoded protobuf with k8s-pb and prost (issue 45: a well-kept crate over a hand
+    // decoder), which the `apiserver` feature is to take out of this tree (issue 47).
     assert!(
-        light.len() <= 255,
-        "{} crates in the light library's tree, more than the 255 measured",
+        light.len() <= 261,
+        "{} crates in the light library's tree, more than the 261 measured",
         light.len()
     );
     let Some(full) = crates(&[]) else {
@@ -65,8 +67,8 @@ fn the_light_library_tree_does_not_grow() {
         return;
     };
     assert!(
-        full.len() <= 297,
-        "{} crates with default features, more than the 297 measured",
+        full.len() <= 298,
+        "{} crates with default features, more than the 298 measured",
         full.len()
     );
 }
