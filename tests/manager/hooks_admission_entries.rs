@@ -68,6 +68,10 @@ async fn hook_status(client: &kube::Client, name: &str, hook: &str) -> Option<(b
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_entry_the_api_server_refuses_leaves_the_other_controllers_hook_registered_and_answering()
  {
+    // kube-apiserver offers `authorizer` and registers the entry: no entry the local
+    // validation passes is refused there, so the refusal this test needs is the embedded
+    // server's (a difference issue 48's differential suite names).
+    support::skip_on_real("the refusal of a match condition reading `authorizer`");
     let (server, client) = support::server_with_informant_crds().await;
     let options = Options {
         metrics_addr: None,
