@@ -93,3 +93,48 @@ fn e2e_scripts_pass_shellcheck() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// `e2e/lib/leaders.py`, the node run's "never two leaders" check, passes disjoint leaderships
+/// and fails overlapping ones (and its `--overlap` self-test fails on logs it passes).
+#[test]
+fn the_never_two_leaders_checker_can_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_string_lossy().into_owned()
+    };
+    let a = log(
+        "a",
+        "2026-11-28T10:00:00.100000Z  INFO informant::manager::leader: became leader\n\
+         2026-11-28T10:00:05.000000Z  INFO informant::manager::leader: stopped leading: shut down\n",
+    );
+    let b = log(
+        "b",
+        "2026-11-28T10:00:05.200000Z  INFO informant::manager::leader: became leader\n",
+    );
+    let early = log(
+        "early",
+        "2026-11-28T10:00:04.900000Z  INFO informant::manager::leader: became leader\n",
+    );
+    let checker = format!("{}/e2e/lib/leaders.py", env!("CARGO_MANIFEST_DIR"));
+    let run = |args: &[&str]| {
+        let python = std::env::var("INFORMANT_PYTHON").unwrap_or_else(|_| "python3".to_owned());
+        let out = Command::new(python)
+            .arg(&checker)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, out) = run(&[&a, &b]);
+    assert_eq!(code, Some(0), "{out}");
+    let (code, out) = run(&[&a, &early]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("two leaders"), "{out}");
+    let (code, out) = run(&["--overlap", &a, &b]);
+    assert_eq!(code, Some(1), "{out}");
+}

@@ -140,7 +140,8 @@ where
     }
 
     /// The RBAC rules the controller needs: `get`, `list` and `watch` on `K` and on every
-    /// owned and watched kind (what the cache's informers do for it), and what it declared
+    /// owned and watched kind (what the cache's informers do for it), `update` on `K`'s
+    /// `finalizers` when it owns children (their `blockOwnerDeletion`), and what it declared
     /// with [`Controller::writes`] and [`Controller::writes_status`], one rule per kind.
     /// The manager's own needs (its `CacheConfig`, Events, the Lease) are
     /// `informant rbac`'s: a binary prints these rules for its `--extra-rules` file.
@@ -157,6 +158,10 @@ where
     /// assert!(yaml.contains("secrets"));
     /// let secrets = &controller.rules()[1];
     /// assert_eq!(secrets.verbs, ["get", "list", "watch", "patch", "delete"]);
+    /// // The owner references it sets block their owner's deletion: that needs its finalizers.
+    /// let finalizers = &controller.rules()[2];
+    /// assert_eq!(finalizers.resources, Some(vec!["configmaps/finalizers".to_owned()]));
+    /// assert_eq!(finalizers.verbs, ["update"]);
     /// ```
     #[must_use]
     pub fn rules(&self) -> Vec<PolicyRule> {
@@ -194,6 +199,12 @@ where
     {
         self.relations.push(Relation::owns::<C>());
         self.rules.push(rules::read::<C>());
+        // `Context::apply_owned` sets `blockOwnerDeletion`, which the
+        // OwnerReferencesPermissionEnforcement admission plugin allows only to whoever may
+        // update the owner's `finalizers` (kube-apiserver `plugin/pkg/admission/gc`); the
+        // kubebuilder scaffold grants the same.
+        self.rules
+            .push(rules::rule::<K>(Some("finalizers"), &["update"]));
         self
     }
 

@@ -21,4 +21,5 @@ mod apiserver_selector_messages;
 mod apiserver_selectors;
 mod apiserver_sharding;
 mod apiserver_token_review;
+mod apiserver_unconditional;
 mod apiserver_watch;
