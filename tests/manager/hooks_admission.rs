@@ -479,12 +479,15 @@ async fn removed_by_reloads(
     })
     .await;
     assert!(validating.get_opt(SERVICE).await.unwrap().is_some());
-    let mut after = running.controllers().get("guard").await.unwrap();
-    after.spec.admission = None;
-    after.metadata.managed_fields = None;
+    // A merge patch, not a read and a replace: the manager writes the Controller's status
+    // meanwhile, and kube-apiserver answers a replace over a stale version with 409.
     running
         .controllers()
-        .replace("guard", &PostParams::default(), &after)
+        .patch(
+            "guard",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"admission": null}})),
+        )
         .await
         .unwrap();
     eventually("the validating configuration deleted", || async {
