@@ -48,9 +48,9 @@ esac
 "#;
 
 /// A manager with its webhook endpoint on, watching the `Controller`s of `default`.
-struct Running {
+pub(crate) struct Running {
     server: support::Server,
-    client: kube::Client,
+    pub(crate) client: kube::Client,
     metrics: HookMetrics,
     shutdown: CancellationToken,
     run: tokio::task::JoinHandle<Result<(), informant::manager::Error>>,
@@ -58,7 +58,7 @@ struct Running {
 }
 
 impl Running {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let (server, client) = support::server_with_informant_crds().await;
         let options = Options {
             metrics_addr: None,
@@ -101,7 +101,7 @@ impl Running {
 
     /// Creates (or replaces the spec of) the `Controller` `name` of `ConfigMap`s with
     /// `admission` hooks.
-    async fn controller(&self, name: &str, admission: &serde_json::Value) {
+    pub(crate) async fn controller(&self, name: &str, admission: &serde_json::Value) {
         let controller: Controller = serde_json::from_value(json!({
             "apiVersion": "informant.dev/v1alpha1",
             "kind": "Controller",
@@ -165,7 +165,7 @@ impl Running {
             .collect()
     }
 
-    async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.shutdown.cancel();
         support::stopped(self.run).await;
         drop(self.server);

@@ -8,16 +8,12 @@
 
 use crate::support;
 
-use std::time::Duration;
-
 use informant::hooks::Controller;
-use informant::manager::{ConfigSource, Manager, Options, WebhookOptions};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::json;
 use support::eventually;
-use tokio_util::sync::CancellationToken;
 
 /// The Service in front of the manager, and the name of the configurations it owns.
 const SERVICE: &str = "informant-webhook";
@@ -28,28 +24,6 @@ case "$line" in
   *'"deny":"yes"'*) printf '{"allowed": false, "message": "refused by the good hook"}';;
   *) printf '{"allowed": true}';;
 esac"#;
-
-async fn apply(client: &kube::Client, name: &str, admission: &serde_json::Value) {
-    let controller: Controller = serde_json::from_value(json!({
-        "apiVersion": "informant.dev/v1alpha1",
-        "kind": "Controller",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "for": {"apiVersion": "v1", "kind": "ConfigMap"},
-            "hook": {"exec": {"command": ["sh", "-c", "cat >/dev/null; echo {}"]}},
-            "admission": admission,
-        },
-    }))
-    .unwrap();
-    Api::<Controller>::namespaced(client.clone(), "default")
-        .patch(
-            name,
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&controller),
-        )
-        .await
-        .unwrap();
-}
 
 /// The `status.admission` entry `hook` of the `Controller` `name`: (registered, message).
 async fn hook_status(client: &kube::Client, name: &str, hook: &str) -> Option<(bool, String)> {
@@ -72,45 +46,27 @@ async fn an_entry_the_api_server_refuses_leaves_the_other_controllers_hook_regis
     // validation passes is refused there, so the refusal this test needs is the embedded
     // server's (a difference issue 48's differential suite names).
     support::skip_on_real("the refusal of a match condition reading `authorizer`");
-    let (server, client) = support::server_with_informant_crds().await;
-    let options = Options {
-        metrics_addr: None,
-        health_addr: None,
-        shutdown_grace: Duration::from_secs(10),
-        webhook: Some(WebhookOptions::managed(
-            support::webhook_bind(),
-            "default",
-            SERVICE,
-        )),
-        ..Options::new(ConfigSource::Resource {
-            namespace: "default".into(),
-            name: "test".into(),
-        })
-    };
-    let mut manager = Manager::new(client.clone(), options).await.unwrap();
-    let addr = manager.webhook_addr().unwrap();
-    server.publish_service("default", SERVICE, 443, addr).await;
-    informant::hooks::add_to_manager(&mut manager);
-    let shutdown = CancellationToken::new();
-    let run = tokio::spawn(manager.run(shutdown.clone()));
+    // The manager of `hooks_admission`: its webhook endpoint on, watching `default`.
+    let running = crate::hooks_admission::Running::start().await;
+    let client = running.client.clone();
 
     // Valid for `informant validate` and the manager: CEL that compiles, reading a variable
     // kube-apiserver declares.
-    apply(
-        &client,
-        "bad",
-        &json!([{"name": "authz", "type": "Validating", "failurePolicy": "Fail",
+    running
+        .controller(
+            "bad",
+            &json!([{"name": "authz", "type": "Validating", "failurePolicy": "Fail",
                  "matchConditions": [{"name": "can-get",
                      "expression": "authorizer.path('/healthz').check('get').allowed()"}]}]),
-    )
-    .await;
-    apply(
-        &client,
-        "good",
-        &json!([{"name": "deny", "type": "Validating", "failurePolicy": "Fail",
+        )
+        .await;
+    running
+        .controller(
+            "good",
+            &json!([{"name": "deny", "type": "Validating", "failurePolicy": "Fail",
                  "hook": {"exec": {"command": ["sh", "-c", DENY]}}}]),
-    )
-    .await;
+        )
+        .await;
 
     eventually(
         "the bad entry is reported unregistered on its own Controller, the good one registered",
@@ -170,7 +126,5 @@ async fn an_entry_the_api_server_refuses_leaves_the_other_controllers_hook_regis
         .expect("an unlabelled ConfigMap is allowed by the good hook");
     assert!(config_maps.get_opt("denied").await.unwrap().is_none());
 
-    shutdown.cancel();
-    support::stopped(run).await;
-    drop(server);
+    running.stop().await;
 }
