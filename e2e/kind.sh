@@ -23,29 +23,11 @@
 #   E2E_ARTIFACTS     where logs are collected (default $TMPDIR/informant-e2e-kind-<date>)
 #   E2E_KEEP_CLUSTER  1: do not delete the cluster at the end (to poke at it with kubectl)
 #
-# What differs from the embedded harness, and why:
-# - The chart renders --leader-elect only when replicaCount > 1, so the release is installed
-#   with 2 replicas and scaled to 1 for scenarios 1-5 (so that /metrics, read through
-#   port-forward, is the leader's: only the leader records Events and calls hooks), then back to
-#   2 for scenario 6.
-#   `kubectl scale` keeps the rendered arguments; `helm upgrade` would also reapply
-#   cacheConfig.spec over the edits the scenarios made with kubectl.
-# - The chart's RBAC is derived from cacheConfig.spec at install/upgrade time: a kubectl edit
-#   that widens the scope (scenario 2 adds a namespace, scenario 7 a namespace selector) needs
-#   more. The suite binds the release's
-#   ServiceAccount to a ClusterRole of its own (list/watch of the kinds it uses), removed before
-#   the uninstall check. Users widen the scope through `helm upgrade` instead.
-# - The hook of scenario 4 is a webhook: the image has no Python, so examples/hooks/cronjob.py
-#   runs behind examples/hooks/serve-exec.py in a python:3.13-slim pod of the namespace
-#   e2e-hooks (both files from a ConfigMap), with a Service the manager calls; the chart's hook
-#   policy allows that host over plain HTTP (hooks.allowURLs, hooks.allowHTTP).
+# Scenarios 1-8 run the release's pods as e2e/lib/release.sh says (what differs from the embedded
+# harness is written there: one replica for scenarios 1-5, the suite's extra read access, the hook
+# as a pod, port-forward, controller-runtime's lease periods). Besides:
 # - LIST requests per resource are not counted (kube-apiserver has no /debug/requests); scenario
 #   2 relies on informant_informer_restarts_total.
-# - The Lease has controller-runtime's periods (15 s lease), so a hand-over takes up to ~20 s.
-# - /metrics and the probes are reached through `kubectl port-forward` to the replica, metrics
-#   over plain HTTP (metrics.secure=false: the scenarios read the counters with curl; secure
-#   metrics, the chart's default, are proven by tests/manager/manager_secure_metrics.rs and the
-#   chart RBAC scenario on the embedded API server).
 # - Scenario 9 installs the chart again with sharding.enabled=true (one replica, so
 #   sharding.allowSingleReplica=true) and scales the Deployment (kubectl scale) from 1 to 3
 #   replicas and back; each replica's /metrics is read through a port-forward of its own.
@@ -65,45 +47,14 @@ done
 
 CLUSTER=${KIND_CLUSTER:-informant-e2e}
 IMAGE=${E2E_IMAGE:-informant:e2e}
-RELEASE=informant
-E2E_NS=informant-system
-E2E_CC="" # set by harness_install from the release
-E2E_LEASE=""
 E2E_WAIT=${E2E_WAIT:-90}
-E2E_TAKEOVER_TIMEOUT=90
-E2E_SPEC=$PWD/e2e/testdata/spec.json
 ARTIFACTS=${E2E_ARTIFACTS:-${TMPDIR:-/tmp}/informant-e2e-kind-$(date -u +%Y%m%dT%H%M%SZ)}
-E2E_RBAC=informant-e2e-extra-read
+RELEASE_ARTIFACTS=$ARTIFACTS
 
 work=$(mktemp -d)
 created_cluster=""
-forward_pid=""
-metrics_port=""
-health_port=""
-deployment=""
-manager_logs_collected=""
-
-# The managers' logs (every container of the release, previous instances included) and every
-# Event, while the pods still exist: before the uninstall, or at exit when the run stopped early.
-collect_manager_logs() {
-  mkdir -p "$ARTIFACTS"
-  local pod
-  for pod in $(live_pods 2>/dev/null || true); do
-    k -n "$E2E_NS" logs "$pod" --all-containers --tail=-1 >"$ARTIFACTS/$pod.log" 2>&1 || true
-    k -n "$E2E_NS" logs "$pod" --all-containers --previous --tail=-1 >"$ARTIFACTS/$pod.previous.log" 2>/dev/null ||
-      rm -f "$ARTIFACTS/$pod.previous.log"
-  done
-  k get events -A -o wide >"$ARTIFACTS/events.txt" 2>&1 || true
-  manager_logs_collected=1
-}
-
-stop_forward() {
-  if [ -n "$forward_pid" ]; then
-    kill "$forward_pid" 2>/dev/null || true
-    wait "$forward_pid" 2>/dev/null || true
-    forward_pid=""
-  fi
-}
+# shellcheck source=e2e/lib/release.sh
+source e2e/lib/release.sh
 
 cleanup() {
   stop_forward
@@ -125,145 +76,9 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-harness_logs() {
-  echo "== manager logs (last 60 lines per pod)"
-  k -n "$E2E_NS" logs -l "app.kubernetes.io/instance=$RELEASE" --all-containers --prefix --tail=60 2>&1 || true
-}
-
-# The release's pods, "name deletionTimestamp" per line (the second field only when terminating).
-pods() {
-  k -n "$E2E_NS" get pods -l "app.kubernetes.io/instance=$RELEASE" \
-    -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.deletionTimestamp}{"\n"}{end}'
-}
-live_pods() { pods | awk 'NF == 1 { print $1 }'; }
-# Exactly one pod, and none terminating.
-one_pod() { [ "$(pods | grep -c .)" = 1 ] && [ "$(live_pods | grep -c .)" = 1 ]; }
-forwarding() { [ "$(grep -c '^Forwarding from 127.0.0.1' "$work/forward.log")" -ge 2 ]; }
-
-# port-forward to the one replica: metrics and health ports on free local ports.
-start_forward() {
-  local pod
-  pod=$(live_pods | head -n1)
-  k -n "$E2E_NS" wait --for=condition=Ready "pod/$pod" --timeout="${E2E_WAIT}s" >/dev/null
-  # The container ports, from the manager's flags (":8080" -> 8080).
-  local metrics health
-  metrics=$(manager_arg --metrics-addr)
-  health=$(manager_arg --health-addr)
-  metrics=${metrics##*:}
-  health=${health##*:}
-  k -n "$E2E_NS" port-forward --address 127.0.0.1 "pod/$pod" ":$metrics" ":$health" >"$work/forward.log" 2>&1 &
-  forward_pid=$!
-  wait_until "$E2E_WAIT" "kubectl port-forward to $pod" forwarding
-  metrics_port=$(sed -n "s/^Forwarding from 127.0.0.1:\([0-9]*\) -> $metrics\$/\1/p" "$work/forward.log")
-  health_port=$(sed -n "s/^Forwarding from 127.0.0.1:\([0-9]*\) -> $health\$/\1/p" "$work/forward.log")
-  note "port-forward to $pod: metrics 127.0.0.1:$metrics_port, probes 127.0.0.1:$health_port"
-}
-
-# The value following FLAG in the manager container's arguments.
-manager_arg() {
-  k -n "$E2E_NS" get "$deployment" -o jsonpath='{range .spec.template.spec.containers[0].args[*]}{@}{"\n"}{end}' |
-    awk -v flag="$1" 'found { print; exit } $0 == flag { found = 1 }'
-}
-
-harness_install() {
-  helm install "$RELEASE" charts/informant --namespace "$E2E_NS" --create-namespace \
-    --set "image.repository=${IMAGE%:*}" --set "image.tag=${IMAGE##*:}" --set image.pullPolicy=Never \
-    --set replicaCount=2 \
-    --set metrics.secure=false --set metrics.port=8080 \
-    --set-json "cacheConfig.spec=$(tr -d '\n' <"$E2E_SPEC")" \
-    --set-json "hooks.allowURLs=[\"hook.$HOOK_NS.svc.cluster.local:8080\"]" --set hooks.allowHTTP=true \
-    --wait --timeout "${E2E_WAIT}s"
-  deployment=$(k -n "$E2E_NS" get deploy -l "app.kubernetes.io/instance=$RELEASE" -o name)
-  local reference
-  reference=$(manager_arg --cache-config)
-  E2E_CC=${reference#*/}
-  E2E_LEASE=$(manager_arg --lease-name)
-  [ -n "$E2E_CC" ] && [ -n "$E2E_LEASE" ] || fail "cannot read --cache-config and --lease-name from $deployment"
-  note "CacheConfig $E2E_NS/$E2E_CC, Lease $E2E_NS/$E2E_LEASE"
-  local sa
-  sa=$(k -n "$E2E_NS" get "$deployment" -o jsonpath='{.spec.template.spec.serviceAccountName}')
-  k apply -f - >/dev/null <<EOF
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: $E2E_RBAC}
-rules:
-- {apiGroups: [""], resources: [configmaps, secrets, namespaces], verbs: [get, list, watch]}
-- {apiGroups: [batch], resources: [jobs, cronjobs], verbs: [get, list, watch]}
-- {apiGroups: [batch], resources: [cronjobs/status], verbs: [patch]}
-EOF
-  k create clusterrolebinding "$E2E_RBAC" --clusterrole="$E2E_RBAC" --serviceaccount="$E2E_NS:$sa" >/dev/null
-  k -n "$E2E_NS" scale "$deployment" --replicas=1 >/dev/null
-  wait_until "$E2E_WAIT" "one replica left" one_pod
-  start_forward
-}
-
-harness_metrics() { curl -sf "http://127.0.0.1:$metrics_port/metrics"; }
-
-harness_health() {
-  local code
-  code=$(curl -s -o "$work/health.body" -w '%{http_code}' "http://127.0.0.1:$health_port$1") || return 1
-  echo "$code $(cat "$work/health.body")"
-}
-
 harness_list_count() { :; }
-
-harness_scale_out() {
-  stop_forward
-  k -n "$E2E_NS" scale "$deployment" --replicas=2 >/dev/null
-  k -n "$E2E_NS" rollout status "$deployment" --timeout="${E2E_WAIT}s"
-}
-
-harness_stop_leader() {
-  # client-go's identity is <hostname>_<uuid>, and a pod's hostname is its name.
-  local pod=${1%_*}
-  note "deleting pod $pod"
-  k -n "$E2E_NS" delete pod "$pod" --wait=true >/dev/null
-}
-
-HOOK_NS=e2e-hooks
-
-harness_hook_start() {
-  k create namespace "$HOOK_NS" >/dev/null
-  k -n "$HOOK_NS" create configmap hook --from-file=serve-exec.py=examples/hooks/serve-exec.py \
-    --from-file=hook.py="$1" >/dev/null
-  k -n "$HOOK_NS" apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: hook, labels: {app: hook}}
-spec:
-  securityContext: {runAsNonRoot: true, runAsUser: 65534, seccompProfile: {type: RuntimeDefault}}
-  containers:
-  - name: hook
-    image: python:3.13-slim
-    command: [python3, /hooks/serve-exec.py, --host, 0.0.0.0, "8080", python3, /hooks/hook.py]
-    ports: [{containerPort: 8080}]
-    readinessProbe: {httpGet: {path: /healthz, port: 8080}}
-    securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
-    volumeMounts: [{name: hooks, mountPath: /hooks}]
-  volumes: [{name: hooks, configMap: {name: hook}}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: hook}
-spec:
-  selector: {app: hook}
-  ports: [{port: 8080}]
-EOF
-  # The first run pulls the image.
-  k -n "$HOOK_NS" wait --for=condition=Ready pod/hook --timeout=300s >/dev/null ||
-    fail "the hook pod never became Ready: $(k -n "$HOOK_NS" describe pod hook)"
-  E2E_HOOK="{\"webhook\": {\"url\": \"http://hook.$HOOK_NS.svc.cluster.local:8080/\", \"timeout\": \"10s\"}}"
-}
-
-harness_hook_stop() { k delete namespace "$HOOK_NS" --wait=true --ignore-not-found >/dev/null; }
-
-harness_uninstall() {
-  stop_forward
-  collect_manager_logs
-  k delete clusterrolebinding "$E2E_RBAC" >/dev/null
-  k delete clusterrole "$E2E_RBAC" >/dev/null
-  helm uninstall "$RELEASE" --namespace "$E2E_NS" --wait --timeout "${E2E_WAIT}s"
-}
+# kube-proxy's rules, on the cluster's one node (e2e/lib/release.sh waits on them).
+node_nat_rules() { docker exec "$CLUSTER-control-plane" iptables-save -t nat; }
 
 # Scenario 9: the chart again, sharding on, one replica to begin with.
 harness_shard_install() {
@@ -281,8 +96,6 @@ harness_shard_install() {
   E2E_SHARD_CC=${reference#*/}
   [ -n "$E2E_SHARD_CC" ] || fail "cannot read --cache-config from $deployment"
 }
-
-pod_count() { [ "$(pods | grep -c .)" = "$1" ] && [ "$(live_pods | grep -c .)" = "$1" ]; }
 
 harness_shard_scale() {
   k -n "$E2E_NS" scale "$deployment" --replicas="$1" >/dev/null
@@ -308,16 +121,6 @@ harness_member_metrics() {
 
 harness_shard_uninstall() {
   helm uninstall "$RELEASE" --namespace "$E2E_NS" --wait --timeout "${E2E_WAIT}s"
-}
-
-harness_leftovers() {
-  local selector="app.kubernetes.io/instance=$RELEASE"
-  k -n "$E2E_NS" get deployments,replicasets,pods,services,serviceaccounts,roles,rolebindings,configmaps,secrets,poddisruptionbudgets,cacheconfigs \
-    -l "$selector" -o name
-  k get clusterroles,clusterrolebindings -l "$selector" -o name
-  k get clusterroles,clusterrolebindings -o name | grep -F "$E2E_RBAC" || true
-  # Roles the chart puts in the watched namespaces.
-  k get roles,rolebindings -A -l "$selector" -o name
 }
 
 step "create the kind cluster $CLUSTER"

@@ -49,6 +49,7 @@ fn e2e_scripts() -> Vec<String> {
         "e2e/lib/cluster.sh",
         "e2e/lib/pods.sh",
         "e2e/lib/nodepods.sh",
+        "e2e/lib/release.sh",
         "e2e/cluster/cluster.sh",
         "e2e/cluster/real.sh",
         "e2e/cluster/rust-suites.sh",

@@ -4,7 +4,8 @@
 # The cluster harness of e2e/run.sh: the scenarios against the real control plane of
 # e2e/cluster/cluster.sh (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, built
 # from Kubernetes' own Go modules): scenarios 1-8 with the managers as local processes
-# (e2e/lib/local.sh) using the admin kubeconfig; scenario 9, the shard ring, as the chart's pods
+# (e2e/lib/local.sh) using the admin kubeconfig, or on the node (E2E_NODE=1) as the chart's pods
+# (e2e/lib/release.sh, as on kind); scenario 9, the shard ring, as the chart's pods
 # installed by the real helm (e2e/lib/pods.sh, podman, the image of the Dockerfile); then the
 # chart again, its manager as pods that the real kube-apiserver calls as webhooks (scenarios
 # 10-13, below).
@@ -124,6 +125,18 @@ cluster_run_inside() {
     # shellcheck source=e2e/lib/nodepods.sh
     source e2e/lib/nodepods.sh
     IMAGE=localhost/${IMAGE#localhost/}
+    # Scenarios 1-8 with the manager as the chart's pods too (e2e/lib/release.sh, as on kind), in
+    # place of e2e/lib/local.sh's processes; the hook of scenario 4 a pod of the local Python image.
+    RELEASE_HELM=$PWD/target/cluster/helm
+    RELEASE_PULL_POLICY=IfNotPresent
+    HOOK_IMAGE=localhost/$LOCAL_PYTHON
+    RELEASE_ARTIFACTS=$work/release
+    # shellcheck source=e2e/lib/release.sh
+    source e2e/lib/release.sh
+    # kube-proxy runs in this namespace (e2e/cluster/node.sh).
+    node_nat_rules() { iptables-save -t nat; }
+    # Pods are made, scheduled and started by the cluster: more time than local processes.
+    if [ "$E2E_WAIT" -lt 90 ]; then E2E_WAIT=90; fi
   else
     pods_bridge
     kubelet_start
@@ -616,12 +629,14 @@ spec:
 EOF
   k -n "$WIDGETS_NS" wait --for=condition=Ready pod/widgets-hook --timeout="${E2E_WAIT}s" >/dev/null ||
     fail "the widgets hook pod never Ready: $(k -n "$WIDGETS_NS" describe pod widgets-hook | tail -n 15)"
+  wait_until "$E2E_WAIT" "kube-proxy programs the Service $WIDGETS_NS/widgets-hook" service_programmed "$WIDGETS_NS" widgets-hook
   echo "ok: the widgets hook runs as a pod behind the Service widgets-hook ($WIDGETS_HOOK_HOST, the manager calls it by name)"
 }
 
 # Called by e2e/lib/local.sh's cleanup, at exit.
 cluster_cleanup_inside() {
   widgets_hook_stop
+  if declare -F stop_forward >/dev/null; then stop_forward; fi
   pods_cleanup
 }
 widgets_hook_listening() { grep -q '^[0-9]' "$work/widgets-hook.port" || ! kill -0 "$widgets_hook_pid" 2>/dev/null; }
