@@ -58,6 +58,7 @@ fn e2e_scripts() -> Vec<String> {
         "e2e/cluster/bench/reconcile.sh",
         "e2e/cluster/node.sh",
         "e2e/cluster/node-smoke.sh",
+        "e2e/differential/run.sh",
     ]
     .iter()
     .map(|path| format!("{root}/{path}"))
