@@ -24,7 +24,7 @@ use support::eventually;
 use tokio_util::sync::CancellationToken;
 
 /// The Service in front of the manager, and the name of the configurations it owns.
-const SERVICE: &str = "informant-webhook";
+pub(crate) const SERVICE: &str = "informant-webhook";
 
 /// A validating hook: marks the call, then denies a `ConfigMap` labelled `deny: "yes"`.
 const DENY_HOOK: &str = r#"#!/bin/sh

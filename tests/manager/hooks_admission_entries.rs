@@ -15,8 +15,8 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 use support::eventually;
 
-/// The Service in front of the manager, and the name of the configurations it owns.
-const SERVICE: &str = "informant-webhook";
+// The Service in front of the manager, and the name of the configurations it owns.
+use crate::hooks_admission::SERVICE;
 
 /// The good hook: denies a `ConfigMap` labelled `deny: "yes"`, allows the others.
 const DENY: &str = r#"read -r line
