@@ -13,7 +13,7 @@ name (created by the case), and the two recordings are compared exchange by exch
 
 Normalised (they differ between any two servers, or any two runs): uids, resourceVersions (an
 opaque string to clients), timestamps, `continue` tokens, the random suffix of a generated name,
-`managedFields[].time`, the server's own `Warning` header agent. Everything else must be equal:
+`managedFields[].time` (and so the entries' order, which follows their times). Everything else must be equal:
 the status code, the body (a Status's reason, message, details and causes included), the order
 of list items, and the Content-Type's media type.
 
@@ -214,7 +214,11 @@ def normalise(value, generated, key=None):
             elif k in TIME_KEYS and isinstance(v, str) and v:
                 out[k] = "<time>"
             elif k == "managedFields" and isinstance(v, list):
-                out[k] = [normalise({kk: vv for kk, vv in m.items() if kk != "time"}, generated) for m in v]
+                # Without their times, in an order that does not depend on them (servers sort
+                # the entries by operation, time, manager, apiVersion and subresource).
+                entries = [normalise({kk: vv for kk, vv in m.items() if kk != "time"}, generated) for m in v if isinstance(m, dict)]
+                order = lambda m: tuple(str(m.get(f, "")) for f in ("operation", "manager", "apiVersion", "subresource"))
+                out[k] = sorted(entries, key=order)
             else:
                 out[k] = normalise(v, generated, k)
         # A generated name: the server's random suffix, numbered in order of appearance.
@@ -317,6 +321,39 @@ def run(cases, embedded, real, known, only=None):
     return rows
 
 
+def summary(row):
+    """A first reason for a new difference, from its first differing path (to be reworded)."""
+    where, e, r = row["differences"][0]
+    request = row["request"]
+    note = request[request.rfind("(") + 1 : -1] if request.endswith(")") else ""
+    paths = [w for w, _, _ in row["differences"]]
+    if all("managedFields" in w for w in paths):
+        return "managedFields differ: " + where
+    if all(re.match(r"body\.items\[\d+\]\.(apiVersion|kind)$", w) for w in paths):
+        return "list items of built-in kinds carry apiVersion and kind (kube-apiserver leaves them out)"
+    if where == "status":
+        return f"status {e}, kube-apiserver {r}" + (f": {note}" if note else "")
+    if where.endswith("details.causes"):
+        return "no details.causes in the Status (kube-apiserver lists each field's error)"
+    if where == "body.details" and r == {}:
+        return "Status without details: {} (kube-apiserver sends an empty details)"
+    if where.endswith(".message"):
+        return "the error message's wording differs from kube-apiserver's"
+    return f"{where}: embedded {short(e, 60)}, kube-apiserver {short(r, 60)}"
+
+
+def write_known(path, rows, known):
+    """Rewrites the known list from this run: every difference keeps its line if it has one,
+    a new one is `open` with a first reason; a named one that went away is dropped."""
+    lines = [l for l in open(path) if l.startswith("#")] if os.path.exists(path) else []
+    for row in rows:
+        if row["differences"]:
+            kind, why = known.get(row["key"]) or ("open", summary(row))
+            lines.append(f"{row['key']}\t{kind}\t{why}\n")
+    with open(path, "w") as f:
+        f.writelines(lines)
+
+
 def report(rows, known):
     """Prints the table per area and every difference; returns the exit status."""
     areas = {}
@@ -404,6 +441,7 @@ def main():
     parser.add_argument("--json")
     parser.add_argument("--only")
     parser.add_argument("--self-test", action="store_true")
+    parser.add_argument("--write-known", action="store_true", help="rewrite --known from this run (keeps the reasons it has)")
     args = parser.parse_args()
     if args.self_test:
         self_test()
@@ -418,6 +456,11 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1, default=str)
+    if args.write_known and args.known:
+        write_known(args.known, rows, known)
+        known = read_known(args.known)
+        for row in rows:
+            row["known"] = known.get(row["key"])
     return report(rows, known)
 
 

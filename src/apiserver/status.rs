@@ -201,6 +201,13 @@ impl ApiError {
         .with_details(group, plural, name)
     }
 
+    /// 409 `Conflict` of a server-side apply, its causes to be filled (apimachinery's
+    /// `NewApplyConflict`: no name, group or kind in the details, only the causes).
+    #[must_use]
+    pub fn apply_conflict(message: impl Into<String>) -> Self {
+        Self::new(409, "Conflict", message)
+    }
+
     /// 400 `BadRequest`.
     #[must_use]
     pub fn bad_request(message: impl Into<String>) -> Self {

@@ -95,10 +95,11 @@ async fn a_forced_apply_moves_the_fields_ownership_to_the_forcing_manager() {
     match stale {
         kube::Error::Api(s) => {
             assert_eq!(s.code, 409);
-            assert!(
-                s.message.contains("conflict with \"second\": .data.a"),
-                "{}",
-                s.message
+            // kube-apiserver's words for several conflicts (apimachinery's
+            // `managedfields/internal/conflict.go`): grouped by manager, a path per line.
+            assert_eq!(
+                s.message,
+                "Apply failed with 2 conflicts: conflicts with \"second\":\n- .data.a\n- .data.b"
             );
         }
         other => panic!("{other}"),

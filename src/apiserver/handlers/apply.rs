@@ -11,7 +11,7 @@ use super::write::modify;
 use crate::apiserver::meta::{self, Target};
 use crate::apiserver::request::Ctx;
 use crate::apiserver::respond::json_bytes;
-use crate::apiserver::status::{ApiError, ApiResult};
+use crate::apiserver::status::{ApiError, ApiResult, Cause};
 
 /// The `fieldsV1` set of an applied object: every map key as `f:<key>`, leaves as `{}`.
 fn fields_of(v: &Value, top: bool) -> Value {
@@ -190,14 +190,77 @@ fn at<'a>(v: &'a Value, path: &[String]) -> Option<&'a Value> {
     path.iter().try_fold(v, |cur, key| cur.get(key))
 }
 
-/// Fields `applied` sets to a value other than the live one while another apply manager owns
-/// them: `(manager, path)` pairs.
+/// How kube-apiserver names a manager in a conflict: `"name"`, with `with subresource "status"`,
+/// and `using <apiVersion>` for an `Update` (apimachinery's
+/// `pkg/util/managedfields/internal/conflict.go`, `printManager`).
+fn print_manager(entry: &Value) -> String {
+    let mut out = format!("{:?}", entry["manager"].as_str().unwrap_or_default());
+    if let Some(sub) = entry["subresource"].as_str() {
+        out.push_str(&format!(" with subresource {sub:?}"));
+    }
+    if entry["operation"] == "Update" {
+        out.push_str(&format!(
+            " using {}",
+            entry["apiVersion"].as_str().unwrap_or_default()
+        ));
+    }
+    out
+}
+
+/// The 409 of an apply that conflicts (apimachinery's `NewConflictError`): one cause per
+/// conflict, the message listing them as kube-apiserver does.
+fn conflict_error(found: &[(Value, Vec<String>)]) -> ApiError {
+    let path = |p: &[String]| format!(".{}", p.join("."));
+    let message = match found {
+        [(entry, p)] => format!(
+            "Apply failed with 1 conflict: conflict with {}: {}",
+            print_manager(entry),
+            path(p)
+        ),
+        _ => {
+            let mut by_manager: std::collections::BTreeMap<String, Vec<String>> =
+                std::collections::BTreeMap::new();
+            for (entry, p) in found {
+                let key = serde_json::to_string(&json!({
+                    "manager": entry["manager"], "operation": entry["operation"],
+                    "apiVersion": entry["apiVersion"], "subresource": entry["subresource"],
+                }))
+                .unwrap_or_default();
+                by_manager.entry(key).or_default().push(path(p));
+            }
+            let mut lines = Vec::new();
+            for (key, paths) in &by_manager {
+                let entry: Value = serde_json::from_str(key).unwrap_or_default();
+                lines.push(format!("conflicts with {}:", print_manager(&entry)));
+                lines.extend(paths.iter().map(|p| format!("- {p}")));
+            }
+            format!(
+                "Apply failed with {} conflicts: {}",
+                found.len(),
+                lines.join("\n")
+            )
+        }
+    };
+    let mut err = ApiError::apply_conflict(message);
+    err.causes = found
+        .iter()
+        .map(|(entry, p)| Cause {
+            reason: "FieldManagerConflict".into(),
+            message: format!("conflict with {}", print_manager(entry)),
+            field: path(p),
+        })
+        .collect();
+    err
+}
+
+/// Fields `applied` sets to a value other than the live one while another manager (an apply
+/// or an update) owns them: `(that manager's entry, path)` pairs.
 fn conflicts(
     live: &Value,
     applied: &Value,
     manager: &str,
     target: Target,
-) -> Vec<(String, Vec<String>)> {
+) -> Vec<(Value, Vec<String>)> {
     let sub = subresource_of(target);
     let mut paths = Vec::new();
     leaves(&fields_of(applied, true), &mut Vec::new(), &mut paths);
@@ -208,8 +271,8 @@ fn conflicts(
         .flatten()
     {
         let other = entry["manager"].as_str().unwrap_or_default();
-        if other == manager || entry["operation"] != "Apply" || entry["subresource"].as_str() != sub
-        {
+        let this_apply = other == manager && entry["operation"] == "Apply";
+        if this_apply || entry["subresource"].as_str() != sub {
             continue;
         }
         for path in &paths {
@@ -218,7 +281,7 @@ fn conflicts(
                 continue;
             }
             if owns(&entry["fieldsV1"], path) && at(live, path) != at(applied, path) {
-                out.push((other.to_string(), path.clone()));
+                out.push((entry.clone(), path.clone()));
             }
         }
     }
@@ -244,9 +307,9 @@ fn disown_path(set: &mut Value, path: &[String]) {
 }
 
 /// A forced apply takes the conflicting fields over, as kube-apiserver does: each is removed
-/// from the field set of the apply manager that owned it (an entry left with no field is
-/// dropped), so the forcing manager is their only owner and its next apply does not conflict.
-fn take_over(obj: &mut Value, forced: &[(String, Vec<String>)], target: Target) {
+/// from the field set of the manager that owned it (an entry left with no field is dropped),
+/// so the forcing manager is their only owner and its next apply does not conflict.
+fn take_over(obj: &mut Value, forced: &[(Value, Vec<String>)], target: Target) {
     let sub = subresource_of(target);
     // Not `obj["metadata"]["managedFields"]`: an applied `metadata` that is no object (400
     // later, in validation) must not panic here first.
@@ -258,11 +321,14 @@ fn take_over(obj: &mut Value, forced: &[(String, Vec<String>)], target: Target) 
         return;
     };
     for entry in entries.iter_mut() {
-        if entry["operation"] != "Apply" || entry["subresource"].as_str() != sub {
+        if entry["subresource"].as_str() != sub {
             continue;
         }
         for (owner, path) in forced {
-            if entry["manager"] == owner.as_str()
+            let same = |f: &str| entry[f] == owner[f];
+            if same("manager")
+                && same("operation")
+                && same("apiVersion")
                 && let Some(set) = entry.get_mut("fieldsV1")
             {
                 disown_path(set, path);
@@ -307,19 +373,7 @@ pub(super) async fn apply(ctx: &Ctx, body: &[u8], target: Target) -> ApiResult<R
             Some(live) => {
                 let found = conflicts(live, &applied, &manager, target);
                 if !found.is_empty() && !force {
-                    let list: Vec<String> = found
-                        .iter()
-                        .map(|(m, p)| format!("conflict with \"{m}\": .{}", p.join(".")))
-                        .collect();
-                    let mut err =
-                        ApiError::conflict(&ctx.rt.group, &ctx.rt.plural, &ctx.key().name);
-                    err.message = format!(
-                        "Apply failed with {} conflict{}: {}",
-                        found.len(),
-                        if found.len() == 1 { "" } else { "s" },
-                        list.join("; ")
-                    );
-                    return Err(err);
+                    return Err(conflict_error(&found));
                 }
                 let mut v = live.clone();
                 strategic::merge(&mut v, &applied, typed);
@@ -388,12 +442,33 @@ mod tests {
             "me",
             Target::Main,
         );
+        let owners: Vec<(&str, &[String])> = differs
+            .iter()
+            .map(|(e, p)| (e["manager"].as_str().unwrap_or_default(), p.as_slice()))
+            .collect();
         assert_eq!(
-            differs,
-            [(
-                "other".to_string(),
-                vec!["data".to_string(), "a".to_string()]
-            )]
+            owners,
+            [("other", ["data".to_string(), "a".to_string()].as_slice())]
+        );
+        let err = conflict_error(&differs);
+        assert_eq!(
+            err.message,
+            "Apply failed with 1 conflict: conflict with \"other\": .data.a"
+        );
+        assert_eq!(err.causes[0].field, ".data.a");
+        assert_eq!(err.causes[0].reason, "FieldManagerConflict");
+    }
+
+    #[test]
+    fn a_field_an_update_wrote_conflicts_with_an_apply_naming_its_version() {
+        let live = json!({"apiVersion": "v1", "metadata": {"managedFields": [{
+            "manager": "kubectl-edit", "operation": "Update", "apiVersion": "v1",
+            "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {".": {}, "f:a": {}}}}]},
+            "data": {"a": "1"}});
+        let found = conflicts(&live, &json!({"data": {"a": "2"}}), "me", Target::Main);
+        assert_eq!(
+            conflict_error(&found).message,
+            "Apply failed with 1 conflict: conflict with \"kubectl-edit\" using v1: .data.a"
         );
     }
 
@@ -412,15 +487,10 @@ mod tests {
             "third",
             Target::Main,
         );
+        let entry = |m: &str| json!({"manager": m, "operation": "Apply", "apiVersion": "v1"});
         let forced = [
-            (
-                "first".to_string(),
-                vec!["data".to_string(), "a".to_string()],
-            ),
-            (
-                "third".to_string(),
-                vec!["data".to_string(), "b".to_string()],
-            ),
+            (entry("first"), vec!["data".to_string(), "a".to_string()]),
+            (entry("third"), vec!["data".to_string(), "b".to_string()]),
         ];
         take_over(&mut live, &forced, Target::Main);
         let entries = live["metadata"]["managedFields"].as_array().unwrap();

@@ -4,6 +4,7 @@
 mod admitted;
 mod apply;
 mod host;
+mod managed;
 mod patch;
 mod read;
 mod strategic;

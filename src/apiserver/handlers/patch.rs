@@ -6,7 +6,7 @@ use axum::response::Response;
 use serde_json::Value;
 
 use super::strategic;
-use super::write::modify;
+use super::write::{modify, tracked};
 use crate::apiserver::meta::Target;
 use crate::apiserver::request::Ctx;
 use crate::apiserver::respond::json_bytes;
@@ -32,23 +32,31 @@ pub(super) async fn patch(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
         "application/json-patch+json" => {
             let ops: json_patch::Patch = serde_json::from_slice(body)
                 .map_err(|e| ApiError::bad_request(format!("couldn't decode json patch: {e}")))?;
-            modify(ctx, target, |cur| {
-                let mut v = cur.ok_or_else(missing)?.clone();
-                // Not `json_patch::patch`: on a failed operation it undoes the ones before, and
-                // its undo panics (`unreachable!`) when a `move` failed half-way, after removing
-                // its source (json-patch 5.0). The copy is dropped on failure: nothing to undo.
-                apply_json_patch(&mut v, &ops).map_err(|e| invalid(e.to_string()))?;
-                Ok(v)
-            })
+            modify(
+                ctx,
+                target,
+                tracked(ctx, target, |cur| {
+                    let mut v = cur.ok_or_else(missing)?.clone();
+                    // Not `json_patch::patch`: on a failed operation it undoes the ones before, and
+                    // its undo panics (`unreachable!`) when a `move` failed half-way, after removing
+                    // its source (json-patch 5.0). The copy is dropped on failure: nothing to undo.
+                    apply_json_patch(&mut v, &ops).map_err(|e| invalid(e.to_string()))?;
+                    Ok(v)
+                }),
+            )
             .await?
         }
         "application/merge-patch+json" => {
             let p = parse_json(body)?;
-            modify(ctx, target, |cur| {
-                let mut v = cur.ok_or_else(missing)?.clone();
-                json_patch::merge(&mut v, &p);
-                Ok(v)
-            })
+            modify(
+                ctx,
+                target,
+                tracked(ctx, target, |cur| {
+                    let mut v = cur.ok_or_else(missing)?.clone();
+                    json_patch::merge(&mut v, &p);
+                    Ok(v)
+                }),
+            )
             .await?
         }
         "application/strategic-merge-patch+json" => {
@@ -61,11 +69,15 @@ pub(super) async fn patch(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
                     "a strategic merge patch must be a JSON object",
                 ));
             }
-            modify(ctx, target, |cur| {
-                let mut v = cur.ok_or_else(missing)?.clone();
-                strategic::merge(&mut v, &p, true);
-                Ok(v)
-            })
+            modify(
+                ctx,
+                target,
+                tracked(ctx, target, |cur| {
+                    let mut v = cur.ok_or_else(missing)?.clone();
+                    strategic::merge(&mut v, &p, true);
+                    Ok(v)
+                }),
+            )
             .await?
         }
         "application/apply-patch+yaml" | "application/apply-patch+json" => {

@@ -11,6 +11,7 @@ use super::admitted::{
     admit_delete, at_request_version, attributes, modify_admitted, mutated, to_storage_version,
     validated,
 };
+use super::managed;
 use crate::apiserver::admission::{self, Operation};
 use crate::apiserver::filter::Filter;
 use crate::apiserver::meta::{
@@ -116,7 +117,8 @@ pub(super) async fn create(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
         obj = mutated(ctx, Operation::Create, &name, obj, None).await?;
     }
     let (key, obj) = prepare_create(&ctx.rt, ctx.version(), ctx.path.namespace.as_deref(), obj)?;
-    let obj = prepare(&ctx.app, &ctx.rt, obj)?;
+    let mut obj = prepare(&ctx.app, &ctx.rt, obj)?;
+    managed::track(ctx, Target::Main, None, &mut obj);
     if admit {
         validated(ctx, Operation::Create, &key.name, obj.clone(), None).await?;
     }
@@ -127,6 +129,22 @@ pub(super) async fn create(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     let stored = insert(&ctx.app, &ctx.rt, &key, obj)?;
     let stored = at_request_version(ctx, stored).await?;
     Ok(json_bytes(StatusCode::CREATED, ctx.render_bytes(&stored)))
+}
+
+/// `compute`, with its write recorded in `managedFields` as an `Update` of the request's
+/// manager (every write but apply, which records its own).
+pub(super) fn tracked<'a>(
+    ctx: &'a Ctx,
+    target: Target,
+    compute: impl Fn(Option<&Value>) -> ApiResult<Value> + 'a,
+) -> impl Fn(Option<&Value>) -> ApiResult<Value> + 'a {
+    move |cur| {
+        let mut new = compute(cur)?;
+        if target != Target::Finalize {
+            managed::track(ctx, target, cur, &mut new);
+        }
+        Ok(new)
+    }
 }
 
 /// The result of a read-modify-write.
@@ -242,11 +260,15 @@ pub(super) async fn update(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     };
     let can_create = allow_create_on_update(&ctx.rt) && target == Target::Main;
     let (rt, name) = (ctx.rt.clone(), ctx.key().name);
-    let written = modify(ctx, target, |cur| match cur {
-        Some(_) => Ok(obj.clone()),
-        None if can_create => Ok(obj.clone()),
-        None => Err(ApiError::not_found(&rt.group, &rt.plural, &name)),
-    })
+    let written = modify(
+        ctx,
+        target,
+        tracked(ctx, target, |cur| match cur {
+            Some(_) => Ok(obj.clone()),
+            None if can_create => Ok(obj.clone()),
+            None => Err(ApiError::not_found(&rt.group, &rt.plural, &name)),
+        }),
+    )
     .await?;
     let code = if written.created {
         StatusCode::CREATED
