@@ -8,6 +8,9 @@
 //	cluster kube-scheduler FLAGS...
 //	cluster kubelet FLAGS...
 //	cluster kube-proxy FLAGS...
+//	cluster kubeadm ARGS...      (the kind node image: e2e/kind-node.sh)
+//	cluster kubectl ARGS...      (the kind node image)
+//	cluster etcdmain FLAGS...    (etcd's own command line, as kubeadm's static pod runs it)
 //	cluster version
 package main
 
@@ -19,15 +22,19 @@ import (
 	_ "time/tzdata" // for CronJob time zones, as kube-apiserver's own main has it
 
 	"github.com/spf13/cobra"
+	"go.etcd.io/etcd/server/v3/etcdmain"
 	"k8s.io/component-base/cli"
 	_ "k8s.io/component-base/logs/json/register"          // JSON log format, as each component's main
 	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics, as each component's main
 	_ "k8s.io/component-base/metrics/prometheus/version"  // the version metric, as each component's main
 	"k8s.io/component-base/version"
+	kubectl "k8s.io/kubectl/pkg/cmd"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	kubeproxy "k8s.io/kubernetes/cmd/kube-proxy/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	kubeadm "k8s.io/kubernetes/cmd/kubeadm/app"
+	kubeadmerrors "k8s.io/kubernetes/cmd/kubeadm/app/util/errors"
 	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
@@ -37,18 +44,37 @@ var components = map[string]func() *cobra.Command{
 	"kube-scheduler":          func() *cobra.Command { return scheduler.NewSchedulerCommand() },
 	"kubelet":                 func() *cobra.Command { return kubelet.NewKubeletCommand(context.Background()) },
 	"kube-proxy":              func() *cobra.Command { return kubeproxy.NewProxyCommand() },
+	"kubectl":                 func() *cobra.Command { return kubectl.NewDefaultKubectlCommand() },
 }
 
-const usage = "usage: cluster {etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|version} [flags]"
+// Components whose upstream entry point reads os.Args itself: the name they are called by, then
+// their arguments.
+var argvComponents = map[string]func(args []string){
+	// kubeadm's own main: klog's flags as kubeadm exposes them, its error handling and exit code.
+	"kubeadm": func(args []string) {
+		os.Args = append([]string{"kubeadm"}, args...)
+		kubeadmerrors.HandleError(kubeadm.Run())
+	},
+	// etcd's own command line (every flag of etcd's static pod that kubeadm writes); `etcd`
+	// stays the harness's single member above.
+	"etcdmain": func(args []string) { etcdmain.Main(append([]string{"etcd"}, args...)) },
+}
+
+const usage = "usage: cluster {etcd|etcdmain|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubeadm|kubectl|version} [flags]"
 
 func main() {
 	name, args := filepath.Base(os.Args[0]), os.Args[1:]
-	if _, ok := components[name]; !ok && name != "etcd" {
+	_, argv := argvComponents[name]
+	if _, ok := components[name]; !ok && !argv && name != "etcd" {
 		if len(args) == 0 {
 			fmt.Fprintln(os.Stderr, usage)
 			os.Exit(2)
 		}
 		name, args = args[0], args[1:]
+	}
+	if run, ok := argvComponents[name]; ok {
+		run(args)
+		return
 	}
 	switch name {
 	case "etcd":
