@@ -103,7 +103,10 @@ one_binary_image() {
   local name=$1 binary=$2 user=$3 path=${4:-$2} ctx
   ctx=$(mktemp -d)
   cp "$BIN/$binary" "$ctx/$path"
-  printf 'FROM scratch\nCOPY %s /%s\nUSER %s\nENTRYPOINT ["/%s"]\n' "$path" "$path" "$user" "$path" >"$ctx/Containerfile"
+  # The label keeps podman's build cache from answering with another script's image of the same
+  # binary, which the `podman rmi` of the registry names would then delete.
+  printf 'FROM scratch\nCOPY %s /%s\nUSER %s\nLABEL informant.dev/kind-node=%s\nENTRYPOINT ["/%s"]\n' \
+    "$path" "$path" "$user" "$binary" "$path" >"$ctx/Containerfile"
   podman build --runtime runc --quiet -t "$name" "$ctx" >/dev/null
   rm -rf "$ctx"
 }
