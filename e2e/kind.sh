@@ -3,10 +3,12 @@
 # install it: the container image (Dockerfile) and the Helm chart (charts/informant).
 #
 #   bash e2e/kind.sh
+#   KIND_EXPERIMENTAL_PROVIDER=podman bash e2e/kind.sh    # podman, and a node image built here
 #
 # Steps: create a kind cluster (e2e/testdata/kind-cluster.yaml: Kubernetes' CronJob and Job
 # controllers off, so that scenario 4's hook is the only CronJob watcher); `docker build` the
-# image and `kind load docker-image` it;
+# image and `kind load docker-image` it (podman: build_image of e2e/lib/images.sh, `podman save`
+# and `kind load image-archive`);
 # `helm install` the chart with replicaCount=2 (leader election on) and the suite's CacheConfig
 # spec (e2e/testdata/spec.json, through --set-json cacheConfig.spec=...); run the same scenarios
 # as the embedded harness; collect logs; delete the cluster.
@@ -14,12 +16,23 @@
 # Needs docker, kind (v0.20+), helm (v3.10+ for --set-json), kubectl, curl, python3 and cargo
 # (the host's `informant` binary runs `simulate` for scenario 4).
 #
+# With KIND_EXPERIMENTAL_PROVIDER=podman (or no docker but podman): podman instead of docker,
+# kind from PATH or target/cluster/kind (built from e2e/cluster/kind), a containers.conf of the
+# run's own (runc, ulimits within the machine's hard limits: kind's `podman run` passes none),
+# and, unless KIND_NODE_IMAGE names one, the node image of e2e/kind-node.sh with
+# e2e/testdata/kind-cluster-local.yaml (no registry needed); the hook's image is then
+# python:3.13-slim where podman has it, else the local Python image of e2e/lib/images.sh. kind's podman provider
+# mounts /lib/modules, which must exist on the host (an empty directory will do).
+#
 # Environment:
 #   KIND_CLUSTER      cluster name (default informant-e2e); an existing cluster of that name is
 #                     used as is and kept (its kube-controller-manager must run with
 #                     --controllers=*,-cronjob-controller,-job-controller, as the config above)
 #   KIND_NODE_IMAGE   node image, for a given Kubernetes version (default: kind's)
-#   E2E_IMAGE         image name:tag built and loaded (default informant:e2e)
+#   E2E_IMAGE         image name:tag built and loaded (default informant:e2e; podman:
+#                     localhost/informant:e2e, the name podman stores it under)
+#   E2E_IMAGE_BUILT   1: E2E_IMAGE is already built (podman), load it as it is
+#   INFORMANT         the host's informant binary (default: cargo build's)
 #   E2E_ARTIFACTS     where logs are collected (default $TMPDIR/informant-e2e-kind-<date>)
 #   E2E_KEEP_CLUSTER  1: do not delete the cluster at the end (to poke at it with kubectl)
 #
@@ -41,18 +54,34 @@ source e2e/scenarios.sh
 set -E
 trap 'on_error "$LINENO" "$BASH_COMMAND" "$?"' ERR
 
-for tool in docker kind helm "$KUBECTL" curl python3 cargo; do
+PROVIDER=docker
+if [ "${KIND_EXPERIMENTAL_PROVIDER:-}" = podman ] ||
+  { ! command -v docker >/dev/null 2>&1 && command -v podman >/dev/null 2>&1; }; then
+  PROVIDER=podman
+  export KIND_EXPERIMENTAL_PROVIDER=podman
+fi
+# kind from PATH, else the one built from e2e/cluster/kind; called by its path (the function
+# below is what the script calls `kind`).
+KIND_BIN=$(command -v kind || true)
+if [ -z "$KIND_BIN" ] && [ -x target/cluster/kind ]; then KIND_BIN=$PWD/target/cluster/kind; fi
+kind() { "${KIND_BIN:-kind}" "$@"; }
+tools=("$PROVIDER" "${KIND_BIN:-kind}" helm "$KUBECTL" curl python3)
+if [ -z "${INFORMANT:-}" ]; then tools+=(cargo); fi
+for tool in "${tools[@]}"; do
   require_command "$tool" "e2e/README.md lists what the kind suite needs"
 done
 
 CLUSTER=${KIND_CLUSTER:-informant-e2e}
-IMAGE=${E2E_IMAGE:-informant:e2e}
+IMAGE=informant:e2e
+if [ "$PROVIDER" = podman ]; then IMAGE=localhost/informant:e2e; fi
+IMAGE=${E2E_IMAGE:-$IMAGE}
 E2E_WAIT=${E2E_WAIT:-90}
 ARTIFACTS=${E2E_ARTIFACTS:-${TMPDIR:-/tmp}/informant-e2e-kind-$(date -u +%Y%m%dT%H%M%SZ)}
 RELEASE_ARTIFACTS=$ARTIFACTS
 
 work=$(mktemp -d)
 created_cluster=""
+created_network=""
 # shellcheck source=e2e/lib/release.sh
 source e2e/lib/release.sh
 
@@ -65,6 +94,7 @@ cleanup() {
   fi
   if [ -n "$created_cluster" ] && [ "${E2E_KEEP_CLUSTER:-}" != 1 ]; then
     kind delete cluster --name "$CLUSTER" || true
+    if [ -n "$created_network" ]; then podman network rm kind >/dev/null || true; fi
   elif [ -n "$created_cluster" ]; then
     echo "cluster $CLUSTER kept: kind get kubeconfig --name $CLUSTER > kubeconfig"
   fi
@@ -78,7 +108,7 @@ trap 'exit 143' TERM
 
 harness_list_count() { :; }
 # kube-proxy's rules, on the cluster's one node (e2e/lib/release.sh waits on them).
-node_nat_rules() { docker exec "$CLUSTER-control-plane" iptables-save -t nat; }
+node_nat_rules() { "$PROVIDER" exec "$CLUSTER-control-plane" iptables-save -t nat; }
 
 # Scenario 9: the chart again, sharding on, one replica to begin with.
 harness_shard_install() {
@@ -133,19 +163,58 @@ if kind get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
   fi
 else
   node_image=()
-  if [ -n "${KIND_NODE_IMAGE:-}" ]; then node_image=(--image "$KIND_NODE_IMAGE"); fi
-  kind create cluster --name "$CLUSTER" --kubeconfig "$KUBECONFIG" --config e2e/testdata/kind-cluster.yaml \
+  kind_config=e2e/testdata/kind-cluster.yaml
+  if [ -n "${KIND_NODE_IMAGE:-}" ]; then
+    node_image=(--image "$KIND_NODE_IMAGE")
+  elif [ "$PROVIDER" = podman ]; then
+    step "build the kind node image (e2e/kind-node.sh)"
+    node_image=(--image "$(bash e2e/kind-node.sh build)")
+    kind_config=e2e/testdata/kind-cluster-local.yaml
+  fi
+  if [ "$PROVIDER" = podman ]; then
+    [ -d /lib/modules ] || fail "kind's podman provider mounts /lib/modules, which this host lacks: mkdir /lib/modules"
+    if [ -z "${CONTAINERS_CONF:-}" ]; then
+      # shellcheck source=e2e/lib/images.sh
+      source e2e/lib/images.sh
+      printf '[containers]\ndefault_ulimits = ["nofile=%s", "nproc=%s"]\n[engine]\nruntime = "runc"\n' \
+        "${PODMAN_ULIMITS[1]#nofile=}" "${PODMAN_ULIMITS[3]#nproc=}" >"$work/containers.conf"
+      export CONTAINERS_CONF=$work/containers.conf
+    fi
+    podman network exists kind || created_network=1
+  fi
+  kind create cluster --name "$CLUSTER" --kubeconfig "$KUBECONFIG" --config "$kind_config" \
     --wait 180s "${node_image[@]}"
   created_cluster=1
 fi
 
 step "build and load the image $IMAGE"
-docker build -t "$IMAGE" .
-kind load docker-image "$IMAGE" --name "$CLUSTER"
+if [ "$PROVIDER" = docker ]; then
+  docker build -t "$IMAGE" .
+  kind load docker-image "$IMAGE" --name "$CLUSTER"
+else
+  # shellcheck source=e2e/lib/images.sh
+  source e2e/lib/images.sh
+  [ "${E2E_IMAGE_BUILT:-}" = 1 ] || build_image "$IMAGE"
+  podman save --quiet -o "$work/image.tar" "$IMAGE"
+  kind load image-archive "$work/image.tar" --name "$CLUSTER"
+  # The hook's image (e2e/lib/release.sh's HOOK_IMAGE): the registry's python:3.13-slim where
+  # podman has it, else the local Python of e2e/lib/images.sh.
+  if podman image exists docker.io/library/python:3.13-slim; then
+    HOOK_IMAGE=docker.io/library/python:3.13-slim
+  else
+    local_python
+    HOOK_IMAGE=localhost/$LOCAL_PYTHON
+  fi
+  podman save --quiet -o "$work/hook.tar" "$HOOK_IMAGE"
+  kind load image-archive "$work/hook.tar" --name "$CLUSTER"
+  rm -f "$work/image.tar" "$work/hook.tar"
+fi
 
-step "build the host's informant (simulate for scenario 4)"
-cargo build --quiet --bin informant
-INFORMANT=${INFORMANT:-$PWD/target/debug/informant}
+if [ -z "${INFORMANT:-}" ]; then
+  step "build the host's informant (simulate for scenario 4)"
+  cargo build --quiet --bin informant
+  INFORMANT=$PWD/target/debug/informant
+fi
 
 run_scenarios "$work"
 echo "PASS: e2e (kind), ${SECONDS}s"

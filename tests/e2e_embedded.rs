@@ -41,6 +41,7 @@ fn e2e_scripts() -> Vec<String> {
     [
         "e2e/run.sh",
         "e2e/kind.sh",
+        "e2e/kind-node.sh",
         "e2e/container.sh",
         "e2e/scenarios.sh",
         "e2e/lib/common.sh",

@@ -4,6 +4,8 @@
 # and the real helm CLI (e2e/cluster/helm/go.mod: helm.sh/helm/v3).
 #
 #   bash e2e/cluster/cluster.sh build      # target/cluster/{cluster,helm}; seconds when up to date
+#   bash e2e/cluster/cluster.sh build-kind # target/cluster/cluster-kind: with kubeadm, kubectl and
+#                                          # etcd's command line (-tags kindnode), for e2e/kind-node.sh
 #   bash e2e/cluster/cluster.sh check      # exit 0, or 3 with the reason this machine cannot run it
 #   bash e2e/cluster/cluster.sh up DIR     # start it; DIR/admin.kubeconfig, DIR/env
 #   bash e2e/cluster/cluster.sh down DIR   # stop all that `up DIR` started, remove its namespace
@@ -63,15 +65,31 @@ cannot_run() { # why this machine cannot run the cluster, or nothing
 # The Kubernetes version the module pins, as its binaries report it (kubectl version).
 kube_version() { (cd "$SRC" && "$GO" list -m -f '{{.Version}}' k8s.io/kubernetes); }
 
+# The ldflags of the multi-call program: the version its components report, as Kubernetes'
+# own build stamps it.
+cluster_ldflags() {
+  local version pkg ldflags="-s -w"
+  version=$(kube_version)
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitTreeState=clean"
+  done
+  echo "$ldflags"
+}
+
+build_kind() {
+  mkdir -p "$BIN"
+  local start=$SECONDS ldflags
+  ldflags=$(cluster_ldflags)
+  say "building the kind node's program (-tags kindnode) into $BIN/cluster-kind"
+  (cd "$SRC" && nice -n 10 "$GO" build -trimpath -tags kindnode -ldflags="$ldflags" -o "$BIN/cluster-kind" .)
+  say "built in $((SECONDS - start)) s"
+}
+
 build() {
   mkdir -p "$BIN"
   local version ldflags start=$SECONDS
   version=$(kube_version)
-  ldflags="-s -w"
-  local pkg
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitTreeState=clean"
-  done
+  ldflags=$(cluster_ldflags)
   say "building the control plane (k8s.io/kubernetes $version) into $BIN/cluster"
   (cd "$SRC" && nice -n 10 "$GO" build -trimpath -ldflags="$ldflags" -o "$BIN/cluster" .)
   # Helm's Makefile's ldflags: its version, and the Kubernetes version `helm template` assumes
@@ -329,6 +347,7 @@ down() {
 command=${1:-}
 case "$command" in
   build) build ;;
+  build-kind) build_kind ;;
   check)
     why=$(cannot_run)
     if [ -n "$why" ]; then

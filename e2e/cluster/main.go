@@ -9,6 +9,10 @@
 //	cluster kubelet FLAGS...
 //	cluster kube-proxy FLAGS...
 //	cluster version
+//
+// Built with `-tags kindnode` (e2e/kind-node.sh: target/cluster/cluster-kind), it also has
+// kubeadm, kubectl and etcd's own command line (kindnode.go), which the kind node image runs;
+// the harnesses' binary goes without them (kubectl's kustomize alone adds about 80 MB).
 package main
 
 import (
@@ -39,16 +43,25 @@ var components = map[string]func() *cobra.Command{
 	"kube-proxy":              func() *cobra.Command { return kubeproxy.NewProxyCommand() },
 }
 
-const usage = "usage: cluster {etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|version} [flags]"
+// Components whose upstream entry point reads os.Args itself: the name they are called by, then
+// their arguments (kindnode.go adds them).
+var argvComponents = map[string]func(args []string){}
+
+var usage = "usage: cluster {etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|version} [flags]"
 
 func main() {
 	name, args := filepath.Base(os.Args[0]), os.Args[1:]
-	if _, ok := components[name]; !ok && name != "etcd" {
+	_, argv := argvComponents[name]
+	if _, ok := components[name]; !ok && !argv && name != "etcd" {
 		if len(args) == 0 {
 			fmt.Fprintln(os.Stderr, usage)
 			os.Exit(2)
 		}
 		name, args = args[0], args[1:]
+	}
+	if run, ok := argvComponents[name]; ok {
+		run(args)
+		return
 	}
 	switch name {
 	case "etcd":
