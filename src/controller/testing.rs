@@ -44,10 +44,15 @@ use kube::core::{DynamicObject, GroupVersionKind, Resource};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+#[cfg(feature = "testing")]
 mod fake;
 
-use fake::Objects;
+#[cfg(feature = "testing")]
 pub use fake::{FakeApi, Recorded};
+
+/// The objects a [`TestContext`]'s cache reads, shared with the recording fake that updates
+/// them.
+type Objects = Arc<Mutex<Vec<Arc<DynamicObject>>>>;
 
 use super::context::Context;
 use crate::cache::{
@@ -61,16 +66,19 @@ pub struct TestContext {
     objects: Objects,
     recorded: Arc<Mutex<Vec<recorder::Event>>>,
     client: Option<Client>,
+    #[cfg(feature = "testing")]
     fake: Option<FakeApi>,
 }
 
 impl std::fmt::Debug for TestContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TestContext")
+        let mut debug = f.debug_struct("TestContext");
+        debug
             .field("objects", &self.objects.lock().map_or(0, |o| o.len()))
-            .field("client", &self.client.is_some())
-            .field("fake", &self.fake)
-            .finish_non_exhaustive()
+            .field("client", &self.client.is_some());
+        #[cfg(feature = "testing")]
+        debug.field("fake", &self.fake);
+        debug.finish_non_exhaustive()
     }
 }
 
@@ -103,6 +111,7 @@ pub enum TestObjectCause {
     /// The recording fake refused to create it (a kind it does not serve: create the
     /// `CustomResourceDefinition` first; an invalid object).
     #[error("the recording fake refused it")]
+    #[cfg(feature = "testing")]
     Refused(Box<crate::apiserver::ApiError>),
 }
 
@@ -114,6 +123,7 @@ impl TestContext {
             objects: Objects::default(),
             recorded: Arc::default(),
             client: None,
+            #[cfg(feature = "testing")]
             fake: None,
         }
     }
@@ -126,6 +136,7 @@ impl TestContext {
     ///
     /// # Errors
     /// When the embedded server does not start in process.
+    #[cfg(feature = "testing")]
     pub fn recording() -> Result<Self, crate::apiserver::TestServerError> {
         let mut kit = Self::new();
         kit.fake = Some(FakeApi::with_objects(Arc::clone(&kit.objects))?);
@@ -162,6 +173,7 @@ impl TestContext {
             map.insert("apiVersion".into(), T::api_version(&()).into_owned().into());
             map.insert("kind".into(), T::kind(&()).into_owned().into());
         }
+        #[cfg(feature = "testing")]
         if let Some(fake) = &self.fake {
             value = fake
                 .create(value)
@@ -200,12 +212,14 @@ impl TestContext {
     }
 
     /// The recording fake of a [`TestContext::recording`] kit.
+    #[cfg(feature = "testing")]
     #[must_use]
     pub fn fake(&self) -> Option<&FakeApi> {
         self.fake.as_ref()
     }
 
     /// Every request the recording fake answered, in order (none without one).
+    #[cfg(feature = "testing")]
     #[must_use]
     pub fn requests(&self) -> Vec<Recorded> {
         self.fake
@@ -215,6 +229,7 @@ impl TestContext {
     }
 
     /// The writes among [`TestContext::requests`], in order.
+    #[cfg(feature = "testing")]
     #[must_use]
     pub fn writes(&self) -> Vec<Recorded> {
         self.fake.as_ref().map(FakeApi::writes).unwrap_or_default()
@@ -230,11 +245,7 @@ impl TestContext {
     /// a `#[tokio::test]`.
     #[must_use]
     pub fn context(&self) -> Context {
-        let client = match (&self.fake, &self.client) {
-            (_, Some(client)) => client.clone(),
-            (Some(fake), None) => fake.client(),
-            (None, None) => offline_client(),
-        };
+        let client = self.client();
         let tree: Arc<dyn Cache> = Arc::new(Fixed {
             objects: Arc::clone(&self.objects),
         });
@@ -265,6 +276,21 @@ impl TestContext {
     #[must_use]
     pub fn reasons(&self) -> Vec<String> {
         self.events().iter().map(|e| e.reason.to_string()).collect()
+    }
+}
+
+impl TestContext {
+    /// The client of the kit's contexts: the one given, else the recording fake's, else one of
+    /// no server.
+    fn client(&self) -> Client {
+        if let Some(client) = &self.client {
+            return client.clone();
+        }
+        #[cfg(feature = "testing")]
+        if let Some(fake) = &self.fake {
+            return fake.client();
+        }
+        offline_client()
     }
 }
 
