@@ -9,7 +9,7 @@
 //! The modules are rooms, one program each; dependencies point one way, down this list
 //! (`tests/cli/layout.rs` checks it):
 //!
-//! - [`hooks`]: operators in any language: `Controller` resources whose hook (exec or
+//! - `hooks` (the `hooks` feature): operators in any language: `Controller` resources whose hook (exec or
 //!   webhook) the manager calls with an object and its children, and whose answer it writes.
 //! - [`controller`]: the Rust controller runtime on kube-runtime's scheduler and runner, fed
 //!   by the manager's informer pool; `Controller::add_to(&mut manager, ...)` adds one.
@@ -47,7 +47,11 @@
 //!   `apiserver` and `demo` commands).
 //! - `testing` (implies `apiserver`): `apiserver::TestServer` and the test kit's recording fake
 //!   (`controller::testing::FakeApi`, `TestContext::recording`), for an operator's
-//!   dev-dependencies. The rest of [`controller::testing`] (a [`controller::testing::TestContext`]
+//!   dev-dependencies.
+//! - `hooks`: the `hooks` module, operators in any language (hook `Controller`s, exec,
+//!   persistent and webhook hooks, schedules, admission and conversion hooks), with CEL and
+//!   cron. Without it the manager runs Rust controllers only, and [`config::load`] refuses a
+//!   file holding `Controller` documents, naming the feature. The `informant` binary needs it. The rest of [`controller::testing`] (a [`controller::testing::TestContext`]
 //!   over given objects, its client of the test's choice) needs no feature.
 
 #[cfg(feature = "apiserver")]
@@ -55,6 +59,7 @@ pub mod apiserver;
 pub mod cache;
 pub mod config;
 pub mod controller;
+#[cfg(feature = "hooks")]
 pub mod hooks;
 pub mod kinds;
 pub mod manager;
