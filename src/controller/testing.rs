@@ -4,12 +4,11 @@
 //! A reconcile reads through the context ([`Context::get`], [`Context::list`]), so a unit test
 //! hands it the objects it should see and checks what it answered and recorded. Its writes
 //! ([`Context::client`], `apply_owned`, `apply_status`) go where the test says:
-//! [`TestContext::recording`] gives a recording [`FakeApi`] (the embedded API server in
-//! process: writes applied to the given objects with server-side apply's field ownership,
-//! each one listed by [`TestContext::writes`]), [`TestContext::with_client`] any
-//! `kube::Client` (one over the test's own tower service, or a
-//! [`crate::apiserver::TestServer`]'s), and by default a client of no server, where every
-//! write fails.
+//! `TestContext::recording` gives a recording `FakeApi` (the `testing` feature: the embedded
+//! API server in process, writes applied to the given objects with server-side apply's field
+//! ownership, each one listed by `TestContext::writes`), [`TestContext::with_client`] any
+//! `kube::Client` (one over the test's own tower service, or an `apiserver::TestServer`'s),
+//! and by default a client of no server, where every write fails.
 //!
 //! ```
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -61,7 +60,7 @@ use crate::cache::{
 use crate::recorder;
 
 /// A reconcile's world in a unit test: the objects the cache holds, the Events recorded, and
-/// the client writes go to (none, one of the test's choice, or a recording [`FakeApi`]).
+/// the client writes go to (none, one of the test's choice, or a recording `FakeApi`).
 pub struct TestContext {
     objects: Objects,
     recorded: Arc<Mutex<Vec<recorder::Event>>>,
@@ -144,8 +143,8 @@ impl TestContext {
     }
 
     /// The same kit whose contexts write through `client` (a `kube::Client::new` over the
-    /// test's own tower service, as kube-rs users mock with `tower-test`; or a
-    /// [`crate::apiserver::TestServer`]'s client). The cache still reads the kit's objects.
+    /// test's own tower service, as kube-rs users mock with `tower-test`; or an
+    /// `apiserver::TestServer`'s client). The cache still reads the kit's objects.
     #[must_use]
     pub fn with_client(mut self, client: Client) -> Self {
         self.client = Some(client);
@@ -153,7 +152,7 @@ impl TestContext {
     }
 
     /// The same kit whose cache also holds `object` (a later object of the same kind,
-    /// namespace and name replaces it). In a [`TestContext::recording`] kit the object is
+    /// namespace and name replaces it). In a `TestContext::recording` kit the object is
     /// created in the fake first and held as stored; a custom resource needs its
     /// `CustomResourceDefinition` given first (`.with(&Website::crd())?`).
     ///
