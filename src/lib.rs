@@ -9,7 +9,7 @@
 //! The modules are rooms, one program each; dependencies point one way, down this list
 //! (`tests/cli/layout.rs` checks it):
 //!
-//! - [`hooks`]: operators in any language: `Controller` resources whose hook (exec or
+//! - `hooks` (the `hooks` feature): operators in any language: `Controller` resources whose hook (exec or
 //!   webhook) the manager calls with an object and its children, and whose answer it writes.
 //! - [`controller`]: the Rust controller runtime on kube-runtime's scheduler and runner, fed
 //!   by the manager's informer pool; `Controller::add_to(&mut manager, ...)` adds one.
@@ -28,16 +28,38 @@
 //!   server share.
 //! - [`recorder`]: client-go's event pipeline (broadcaster, correlator, sink), where every event
 //!   ends in exactly one named fate; a leaf that knows none of the others.
-//! - [`apiserver`]: an embedded, in-memory Kubernetes API server for the demo, development and
-//!   tests.
+//! - `apiserver`: an embedded, in-memory Kubernetes API server for the demo, development and
+//!   tests (the `apiserver` feature).
 //! - [`samples`]: sample controllers on the controller runtime (the `CronJob` story).
 //! - [`telemetry`]: the tracing subscriber and OpenTelemetry export, installed only by the binary;
 //!   [`yaml`]: the one place YAML is read and written; [`kinds`]: the built-in kinds.
+//!
+//! # Features
+//!
+//! All default; a Rust operator that talks to a real cluster turns off what it does not use
+//! (`docs/manager.md`, "Dependencies and build size"):
+//!
+//! - `cli`: `manager::Args` (the flags of `informant run`) and the `informant`
+//!   binary.
+//! - `otlp`: spans exported over OTLP when the `OTEL_*` variables ask for it
+//!   (`telemetry::init`); without it `telemetry::init` refuses those variables.
+//! - `apiserver`: the embedded API server, the `apiserver` module (and the binary's
+//!   `apiserver` and `demo` commands).
+//! - `testing` (implies `apiserver`): `apiserver::TestServer` and the test kit's recording fake
+//!   (`controller::testing::FakeApi`, `TestContext::recording`), for an operator's
+//!   dev-dependencies.
+//! - `hooks`: the `hooks` module, operators in any language (hook `Controller`s, exec,
+//!   persistent and webhook hooks, schedules, admission and conversion hooks), with CEL and
+//!   cron. Without it the manager runs Rust controllers only, and [`config::load`] refuses a
+//!   file holding `Controller` documents, naming the feature. The `informant` binary needs it. The rest of [`controller::testing`] (a [`controller::testing::TestContext`]
+//!   over given objects, its client of the test's choice) needs no feature.
 
+#[cfg(feature = "apiserver")]
 pub mod apiserver;
 pub mod cache;
 pub mod config;
 pub mod controller;
+#[cfg(feature = "hooks")]
 pub mod hooks;
 pub mod kinds;
 pub mod manager;

@@ -4,7 +4,8 @@
 //! It speaks the real API well enough for kubectl and kube-rs's watcher: discovery, CRUD with
 //! `Status` errors, list/watch with resourceVersion, selectors, pagination, bookmarks and 410
 //! Gone, patches (JSON, merge, strategic, server-side apply), finalizers, CRDs and namespaces.
-//! Start one in a test with [`TestServer::start`]; from the shell with `informant apiserver`.
+//! Start one in a test with [`TestServer::start`] (the `testing` feature); from the shell with
+//! `informant apiserver`.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -84,6 +85,7 @@ mod state;
 mod status;
 mod store;
 mod table;
+#[cfg(feature = "testing")]
 mod test_server;
 mod tls;
 
@@ -97,4 +99,5 @@ pub use seed::parse_yaml;
 pub use server::{Error, Handle, Server};
 pub use status::{ApiError, Cause, FieldError, FieldErrorType};
 pub use store::Limits;
+#[cfg(feature = "testing")]
 pub use test_server::{TestServer, TestServerError, in_process};

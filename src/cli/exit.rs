@@ -2,7 +2,9 @@
 //! user and to a script. Codes from BSD `sysexits.h` (as linkerd2-proxy uses them: 64 for bad
 //! configuration, 1 for a failure at run time), plus one code per cache error class.
 
-use informant::{apiserver, cache, config, recorder};
+#[cfg(feature = "apiserver")]
+use informant::apiserver;
+use informant::{cache, config, recorder};
 
 /// Success.
 pub const OK: u8 = 0;
@@ -137,6 +139,7 @@ impl From<recorder::simulate::Error> for Failure {
 }
 
 /// The embedded API server could not start or failed.
+#[cfg(feature = "apiserver")]
 impl From<apiserver::Error> for Failure {
     fn from(error: apiserver::Error) -> Self {
         let code = match error {

@@ -8,9 +8,11 @@
     reason = "println! panics on a closed pipe: write with out! and outln!"
 )]
 
+#[cfg(feature = "apiserver")]
 mod apiserver;
 mod cache;
 mod crd;
+#[cfg(feature = "apiserver")]
 mod demo;
 pub mod exit;
 mod explain;
@@ -63,8 +65,10 @@ enum Command {
     /// Run the manager (config from a file with hot reload, or a CacheConfig in the cluster).
     Run(run::Args),
     /// Serve the embedded Kubernetes API server on loopback.
+    #[cfg(feature = "apiserver")]
     Apiserver(apiserver::Args),
     /// Embedded API server + manager + the CronJob story, on one machine, no cluster needed.
+    #[cfg(feature = "apiserver")]
     Demo(demo::Args),
     /// Print the CRDs (cacheconfigs and controllers.informant.dev) as YAML.
     Crd(crd::Args),
@@ -87,7 +91,9 @@ impl Cli {
     /// the level by one.
     pub fn log_level(&self) -> LevelFilter {
         let base: u8 = match self.command {
-            Command::Run(_) | Command::Apiserver(_) => 1,
+            Command::Run(_) => 1,
+            #[cfg(feature = "apiserver")]
+            Command::Apiserver(_) => 1,
             _ => 0,
         };
         match base.saturating_add(self.verbose) {
@@ -102,7 +108,9 @@ impl Cli {
     fn name(&self) -> &'static str {
         match self.command {
             Command::Run(_) => "run",
+            #[cfg(feature = "apiserver")]
             Command::Apiserver(_) => "apiserver",
+            #[cfg(feature = "apiserver")]
             Command::Demo(_) => "demo",
             Command::Crd(_) => "crd",
             Command::Validate(_) => "validate",
@@ -115,19 +123,29 @@ impl Cli {
 
     /// The tally of event fates the telemetry should keep: only `demo` prints one.
     pub fn fate_tally(&self) -> Option<FateTally> {
-        matches!(self.command, Command::Demo(_)).then(FateTally::default)
+        match self.command {
+            #[cfg(feature = "apiserver")]
+            Command::Demo(_) => Some(FateTally::default()),
+            _ => None,
+        }
     }
 
     /// Runs the subcommand and returns the process exit code. Long-running subcommands stop
     /// on SIGINT or SIGTERM.
-    pub async fn run(self, tally: Option<FateTally>) -> u8 {
+    pub async fn run(
+        self,
+        // Reason: only `demo` reads it, which needs the `apiserver` feature.
+        #[cfg_attr(not(feature = "apiserver"), expect(unused_variables))] tally: Option<FateTally>,
+    ) -> u8 {
         let name = self.name();
         let shutdown = CancellationToken::new();
         let signals = tokio::spawn(signal::cancel_on_signal(shutdown.clone()));
         let result = match self.command {
             // On the heap: the manager's future is large (clippy::large_futures).
             Command::Run(args) => Box::pin(run::run(args, shutdown)).await,
+            #[cfg(feature = "apiserver")]
             Command::Demo(args) => demo::run(args, shutdown, tally.unwrap_or_default()).await,
+            #[cfg(feature = "apiserver")]
             Command::Apiserver(args) => apiserver::run(args, shutdown).await,
             Command::Crd(args) => crd::run(&args),
             Command::Validate(args) => validate::run(&args),

@@ -144,7 +144,8 @@ fn load_text(text: &str, origin: &Origin) -> Result<Validated> {
         return load_value(value, origin);
     }
     // A multi-document file: one CacheConfig and any number of Controllers (which
-    // `hooks::controllers_in` reads).
+    // `hooks::controllers_in` reads, in a build with the `hooks` feature).
+    refuse_unbuilt_controllers(&documents, cfg!(feature = "hooks"), origin)?;
     let mut configs: Vec<Value> = documents
         .into_iter()
         .filter(|d| crate::yaml::document_kind(d) != Some("Controller"))
@@ -162,6 +163,33 @@ fn load_text(text: &str, origin: &Origin) -> Result<Validated> {
             )],
         }),
     }
+}
+
+/// Without the `hooks` feature (`hooks_built` false) nothing runs a file's `Controller`
+/// documents: a file holding one is refused, naming the feature, rather than loaded without
+/// them.
+fn refuse_unbuilt_controllers(
+    documents: &[Value],
+    hooks_built: bool,
+    origin: &Origin,
+) -> Result<()> {
+    let controllers = documents
+        .iter()
+        .filter(|d| crate::yaml::document_kind(d) == Some("Controller"))
+        .count();
+    if hooks_built || controllers == 0 {
+        return Ok(());
+    }
+    Err(Error::Invalid {
+        origin: origin.clone(),
+        errors: vec![FieldError::new(
+            &FieldPath::default(),
+            format!(
+                "the file holds {controllers} Controller document(s), which run only in a build \
+                 of informant with its `hooks` cargo feature; this one was built without it"
+            ),
+        )],
+    })
 }
 
 /// The CRD's `OpenAPI` schema of the whole object, built once, with the fields every object
@@ -355,4 +383,40 @@ fn take_metadata(value: &mut Value, errors: &mut Vec<FieldError>) -> ObjectMeta 
         }
     }
     meta
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WITH_A_CONTROLLER: &str = "apiVersion: informant.dev/v1alpha1
+kind: CacheConfig
+metadata: {name: c}
+spec: {}
+---
+apiVersion: informant.dev/v1alpha1
+kind: Controller
+metadata: {name: h, namespace: default}
+spec: {}
+";
+
+    #[test]
+    fn a_build_without_hooks_refuses_a_file_of_controllers_naming_the_feature() {
+        let documents = crate::yaml::documents(WITH_A_CONTROLLER).unwrap();
+        let refused = refuse_unbuilt_controllers(&documents, false, &Origin::Text).unwrap_err();
+        assert!(
+            refused.to_string().contains("1 Controller document(s)")
+                && refused.to_string().contains("`hooks` cargo feature"),
+            "{refused}"
+        );
+        assert!(refuse_unbuilt_controllers(&documents, true, &Origin::Text).is_ok());
+        let alone = crate::yaml::documents("kind: CacheConfig\n---\nkind: CacheConfig\n").unwrap();
+        assert!(refuse_unbuilt_controllers(&alone, false, &Origin::Text).is_ok());
+    }
+
+    #[test]
+    fn this_build_loads_a_file_of_controllers_as_its_features_say() {
+        let loaded = load_str(WITH_A_CONTROLLER);
+        assert_eq!(loaded.is_ok(), cfg!(feature = "hooks"), "{loaded:?}");
+    }
 }

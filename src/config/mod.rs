@@ -33,8 +33,10 @@ pub mod watch;
 pub use description::paragraphs;
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use error::{Error, FieldError, FieldPath, Origin, Result, Segment};
+#[cfg(feature = "hooks")]
+pub(crate) use load::document_schema;
+pub(crate) use load::validate_json;
 pub use load::{Validated, crd_yaml, load, load_str, validate};
-pub(crate) use load::{document_schema, validate_json};
 pub(crate) use names::dns1123_subdomain_problem;
 pub use restart::{reloadable, restart_needed};
 pub use shares::ShardingDescription;
@@ -42,9 +44,11 @@ pub use status::{
     CONDITION_READY, CONDITION_VALID, CacheConfigStatus, ControllerReady, KindMemory,
     MAX_LISTED_NAMESPACES, NamespaceMemory, NamespaceSelectorStatus, ShardObjects, ShardingStatus,
 };
+#[cfg(feature = "hooks")]
 pub(crate) use structure::check as check_schema;
 pub use types::{
     ByObjectSpec, CacheConfig, CacheConfigSpec, CorrelatorSpec, NamespaceConfig, RecorderSpec,
     SeriesSpec, SinkSpec, TransformSpec,
 };
+#[cfg(feature = "hooks")]
 pub(crate) use validate::api_version_problem;

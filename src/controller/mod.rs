@@ -26,7 +26,7 @@
 //! ([`ControllerMetrics`]) when [`Controller::metrics`] is set.
 //!
 //! kube-runtime's runner is assembled in one place, `controller/runner.rs`, for these Rust
-//! controllers and for the hook controllers of [`crate::hooks`] alike.
+//! controllers and for the hook controllers of `crate::hooks` alike.
 //!
 //! A complete controller: `informant::samples::cronjob`, run by `examples/cronjob_controller.rs`.
 
@@ -75,9 +75,11 @@ pub use series::{LIST_PASS_QUEUE, Series};
 pub(crate) use shard::gained as shard_gained;
 pub(crate) use shutdown::stopped_before_ready;
 pub use source::{Change, Decode, Follow, Versioned, changes, reflected};
+#[cfg(feature = "hooks")]
 pub(crate) use stub::read;
 pub use stub::{Stub, StubDecoder, stubs};
 pub use write::WriteError;
+#[cfg(feature = "hooks")]
 pub(crate) use write::{
     apply_as, apply_status_as, controlled_by, delete_child, set_controller_owner,
 };

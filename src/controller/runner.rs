@@ -64,6 +64,8 @@ where
 ///
 /// # Errors
 /// kube-runtime's [`runtime::RunnerError`] if its runner stops.
+// Reason: hook controllers run through it (Rust controllers through `run_filtered`).
+#[cfg_attr(not(feature = "hooks"), allow(dead_code))]
 pub(crate) async fn run<K, C, R, Fut, P>(
     ctx: &Context,
     assembly: Assembly<K>,

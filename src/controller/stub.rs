@@ -288,6 +288,8 @@ impl<K: 'static> Decoder for StubDecoder<K> {
 /// not reconciled. A read that may succeed later (an informer restarting after a reload) is
 /// retried with the object's error backoff. An object that does not decode into the reconcile's type is skipped
 /// with a warning, as it was before it had a stub.
+// Reason: hook controllers read their objects through it.
+#[cfg_attr(not(feature = "hooks"), allow(dead_code))]
 pub(crate) fn read<T>(
     answer: cache::Result<Arc<T>>,
     key: &ObjectRef<DynamicObject>,

@@ -4,12 +4,11 @@
 //! A reconcile reads through the context ([`Context::get`], [`Context::list`]), so a unit test
 //! hands it the objects it should see and checks what it answered and recorded. Its writes
 //! ([`Context::client`], `apply_owned`, `apply_status`) go where the test says:
-//! [`TestContext::recording`] gives a recording [`FakeApi`] (the embedded API server in
-//! process: writes applied to the given objects with server-side apply's field ownership,
-//! each one listed by [`TestContext::writes`]), [`TestContext::with_client`] any
-//! `kube::Client` (one over the test's own tower service, or a
-//! [`crate::apiserver::TestServer`]'s), and by default a client of no server, where every
-//! write fails.
+//! `TestContext::recording` gives a recording `FakeApi` (the `testing` feature: the embedded
+//! API server in process, writes applied to the given objects with server-side apply's field
+//! ownership, each one listed by `TestContext::writes`), [`TestContext::with_client`] any
+//! `kube::Client` (one over the test's own tower service, or an `apiserver::TestServer`'s),
+//! and by default a client of no server, where every write fails.
 //!
 //! ```
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -44,10 +43,15 @@ use kube::core::{DynamicObject, GroupVersionKind, Resource};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+#[cfg(feature = "testing")]
 mod fake;
 
-use fake::Objects;
+#[cfg(feature = "testing")]
 pub use fake::{FakeApi, Recorded};
+
+/// The objects a [`TestContext`]'s cache reads, shared with the recording fake that updates
+/// them.
+type Objects = Arc<Mutex<Vec<Arc<DynamicObject>>>>;
 
 use super::context::Context;
 use crate::cache::{
@@ -56,21 +60,24 @@ use crate::cache::{
 use crate::recorder;
 
 /// A reconcile's world in a unit test: the objects the cache holds, the Events recorded, and
-/// the client writes go to (none, one of the test's choice, or a recording [`FakeApi`]).
+/// the client writes go to (none, one of the test's choice, or a recording `FakeApi`).
 pub struct TestContext {
     objects: Objects,
     recorded: Arc<Mutex<Vec<recorder::Event>>>,
     client: Option<Client>,
+    #[cfg(feature = "testing")]
     fake: Option<FakeApi>,
 }
 
 impl std::fmt::Debug for TestContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TestContext")
+        let mut debug = f.debug_struct("TestContext");
+        debug
             .field("objects", &self.objects.lock().map_or(0, |o| o.len()))
-            .field("client", &self.client.is_some())
-            .field("fake", &self.fake)
-            .finish_non_exhaustive()
+            .field("client", &self.client.is_some());
+        #[cfg(feature = "testing")]
+        debug.field("fake", &self.fake);
+        debug.finish_non_exhaustive()
     }
 }
 
@@ -103,6 +110,7 @@ pub enum TestObjectCause {
     /// The recording fake refused to create it (a kind it does not serve: create the
     /// `CustomResourceDefinition` first; an invalid object).
     #[error("the recording fake refused it")]
+    #[cfg(feature = "testing")]
     Refused(Box<crate::apiserver::ApiError>),
 }
 
@@ -114,6 +122,7 @@ impl TestContext {
             objects: Objects::default(),
             recorded: Arc::default(),
             client: None,
+            #[cfg(feature = "testing")]
             fake: None,
         }
     }
@@ -126,6 +135,7 @@ impl TestContext {
     ///
     /// # Errors
     /// When the embedded server does not start in process.
+    #[cfg(feature = "testing")]
     pub fn recording() -> Result<Self, crate::apiserver::TestServerError> {
         let mut kit = Self::new();
         kit.fake = Some(FakeApi::with_objects(Arc::clone(&kit.objects))?);
@@ -133,8 +143,8 @@ impl TestContext {
     }
 
     /// The same kit whose contexts write through `client` (a `kube::Client::new` over the
-    /// test's own tower service, as kube-rs users mock with `tower-test`; or a
-    /// [`crate::apiserver::TestServer`]'s client). The cache still reads the kit's objects.
+    /// test's own tower service, as kube-rs users mock with `tower-test`; or an
+    /// `apiserver::TestServer`'s client). The cache still reads the kit's objects.
     #[must_use]
     pub fn with_client(mut self, client: Client) -> Self {
         self.client = Some(client);
@@ -142,7 +152,7 @@ impl TestContext {
     }
 
     /// The same kit whose cache also holds `object` (a later object of the same kind,
-    /// namespace and name replaces it). In a [`TestContext::recording`] kit the object is
+    /// namespace and name replaces it). In a `TestContext::recording` kit the object is
     /// created in the fake first and held as stored; a custom resource needs its
     /// `CustomResourceDefinition` given first (`.with(&Website::crd())?`).
     ///
@@ -162,6 +172,7 @@ impl TestContext {
             map.insert("apiVersion".into(), T::api_version(&()).into_owned().into());
             map.insert("kind".into(), T::kind(&()).into_owned().into());
         }
+        #[cfg(feature = "testing")]
         if let Some(fake) = &self.fake {
             value = fake
                 .create(value)
@@ -200,12 +211,14 @@ impl TestContext {
     }
 
     /// The recording fake of a [`TestContext::recording`] kit.
+    #[cfg(feature = "testing")]
     #[must_use]
     pub fn fake(&self) -> Option<&FakeApi> {
         self.fake.as_ref()
     }
 
     /// Every request the recording fake answered, in order (none without one).
+    #[cfg(feature = "testing")]
     #[must_use]
     pub fn requests(&self) -> Vec<Recorded> {
         self.fake
@@ -215,6 +228,7 @@ impl TestContext {
     }
 
     /// The writes among [`TestContext::requests`], in order.
+    #[cfg(feature = "testing")]
     #[must_use]
     pub fn writes(&self) -> Vec<Recorded> {
         self.fake.as_ref().map(FakeApi::writes).unwrap_or_default()
@@ -230,11 +244,7 @@ impl TestContext {
     /// a `#[tokio::test]`.
     #[must_use]
     pub fn context(&self) -> Context {
-        let client = match (&self.fake, &self.client) {
-            (_, Some(client)) => client.clone(),
-            (Some(fake), None) => fake.client(),
-            (None, None) => offline_client(),
-        };
+        let client = self.client();
         let tree: Arc<dyn Cache> = Arc::new(Fixed {
             objects: Arc::clone(&self.objects),
         });
@@ -265,6 +275,21 @@ impl TestContext {
     #[must_use]
     pub fn reasons(&self) -> Vec<String> {
         self.events().iter().map(|e| e.reason.to_string()).collect()
+    }
+}
+
+impl TestContext {
+    /// The client of the kit's contexts: the one given, else the recording fake's, else one of
+    /// no server.
+    fn client(&self) -> Client {
+        if let Some(client) = &self.client {
+            return client.clone();
+        }
+        #[cfg(feature = "testing")]
+        if let Some(fake) = &self.fake {
+            return fake.client();
+        }
+        offline_client()
     }
 }
 

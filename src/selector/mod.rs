@@ -92,6 +92,7 @@ macro_rules! string_form {
 mod error;
 mod field;
 mod label;
+#[cfg(any(feature = "hooks", feature = "apiserver"))]
 pub(crate) use label::qualified_name_problem;
 mod schema;
 mod shard;

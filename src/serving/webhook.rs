@@ -226,8 +226,8 @@ impl WebhookRouter {
         self
     }
 
-    /// The axum router serving the paths (tests call it without a listener).
-    #[cfg(test)]
+    /// The axum router serving the paths (the hooks' tests call it without a listener).
+    #[cfg(all(test, feature = "hooks"))]
     pub(crate) fn into_router(self) -> Router {
         self.router
     }

@@ -20,8 +20,7 @@ use tower::ServiceExt as _;
 
 use crate::apiserver::{self, ApiError, Config, Handle, TestServerError};
 
-/// The objects a [`super::TestContext`]'s cache reads, shared with the fake that updates them.
-pub(super) type Objects = Arc<Mutex<Vec<Arc<DynamicObject>>>>;
+use super::Objects;
 
 /// One request the fake answered.
 #[derive(Debug, Clone)]

@@ -37,6 +37,8 @@ async fn a_reconcile_sees_the_state_the_kit_context_carries() {
     }
 }
 
+// The recording fake is the embedded API server's: the `testing` feature.
+#[cfg(feature = "testing")]
 mod recording {
     use std::collections::BTreeMap;
 

@@ -150,6 +150,8 @@ string_form!(LabelSelector, "internalSelector.String()");
 /// Why `name` is not a qualified name (apimachinery `IsQualifiedName`: what a label key is,
 /// an optional DNS subdomain prefix and `/`, then at most 63 characters of letters, digits,
 /// `-`, `_` and `.`, starting and ending with a letter or digit), if it is not.
+// Reason: the admission checks of the hooks and of the embedded API server call it.
+#[cfg_attr(not(any(feature = "hooks", feature = "apiserver")), allow(dead_code))]
 pub(crate) fn qualified_name_problem(name: &str) -> Option<String> {
     requirement::validate_key(name).err()
 }
