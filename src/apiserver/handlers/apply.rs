@@ -194,52 +194,54 @@ fn at<'a>(v: &'a Value, path: &[String]) -> Option<&'a Value> {
 /// and `using <apiVersion>` for an `Update` (apimachinery's
 /// `pkg/util/managedfields/internal/conflict.go`, `printManager`).
 fn print_manager(entry: &Value) -> String {
-    let mut out = format!("{:?}", entry["manager"].as_str().unwrap_or_default());
-    if let Some(sub) = entry["subresource"].as_str() {
-        out.push_str(&format!(" with subresource {sub:?}"));
-    }
-    if entry["operation"] == "Update" {
-        out.push_str(&format!(
+    let name = format!("{:?}", entry["manager"].as_str().unwrap_or_default());
+    let sub = entry["subresource"]
+        .as_str()
+        .map(|s| format!(" with subresource {s:?}"))
+        .unwrap_or_default();
+    let using = if entry["operation"] == "Update" {
+        format!(
             " using {}",
             entry["apiVersion"].as_str().unwrap_or_default()
-        ));
-    }
-    out
+        )
+    } else {
+        String::new()
+    };
+    format!("{name}{sub}{using}")
 }
 
 /// The 409 of an apply that conflicts (apimachinery's `NewConflictError`): one cause per
 /// conflict, the message listing them as kube-apiserver does.
 fn conflict_error(found: &[(Value, Vec<String>)]) -> ApiError {
     let path = |p: &[String]| format!(".{}", p.join("."));
-    let message = match found {
-        [(entry, p)] => format!(
+    let message = if let [(entry, p)] = found {
+        format!(
             "Apply failed with 1 conflict: conflict with {}: {}",
             print_manager(entry),
             path(p)
-        ),
-        _ => {
-            let mut by_manager: std::collections::BTreeMap<String, Vec<String>> =
-                std::collections::BTreeMap::new();
-            for (entry, p) in found {
-                let key = serde_json::to_string(&json!({
-                    "manager": entry["manager"], "operation": entry["operation"],
-                    "apiVersion": entry["apiVersion"], "subresource": entry["subresource"],
-                }))
-                .unwrap_or_default();
-                by_manager.entry(key).or_default().push(path(p));
-            }
-            let mut lines = Vec::new();
-            for (key, paths) in &by_manager {
-                let entry: Value = serde_json::from_str(key).unwrap_or_default();
-                lines.push(format!("conflicts with {}:", print_manager(&entry)));
-                lines.extend(paths.iter().map(|p| format!("- {p}")));
-            }
-            format!(
-                "Apply failed with {} conflicts: {}",
-                found.len(),
-                lines.join("\n")
-            )
+        )
+    } else {
+        let mut by_manager: std::collections::BTreeMap<String, Vec<String>> =
+            std::collections::BTreeMap::new();
+        for (entry, p) in found {
+            let key = serde_json::to_string(&json!({
+                "manager": entry["manager"], "operation": entry["operation"],
+                "apiVersion": entry["apiVersion"], "subresource": entry["subresource"],
+            }))
+            .unwrap_or_default();
+            by_manager.entry(key).or_default().push(path(p));
         }
+        let mut lines = Vec::new();
+        for (key, paths) in &by_manager {
+            let entry: Value = serde_json::from_str(key).unwrap_or_default();
+            lines.push(format!("conflicts with {}:", print_manager(&entry)));
+            lines.extend(paths.iter().map(|p| format!("- {p}")));
+        }
+        format!(
+            "Apply failed with {} conflicts: {}",
+            found.len(),
+            lines.join("\n")
+        )
     };
     let mut err = ApiError::apply_conflict(message);
     err.causes = found

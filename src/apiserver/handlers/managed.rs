@@ -148,6 +148,26 @@ fn set_of(fields: &Value) -> BTreeSet<Path> {
     out
 }
 
+/// Marks with `.` each member of `set` that also has members under it.
+fn mark(node: &mut Map<String, Value>, path: &mut Path, set: &BTreeSet<Path>) {
+    for (k, child) in node.iter_mut() {
+        let Some(key) = k.strip_prefix("f:") else {
+            continue;
+        };
+        let Some(map) = child.as_object_mut() else {
+            continue;
+        };
+        path.push(key.to_string());
+        if !map.is_empty() {
+            if set.contains(path) {
+                map.insert(".".into(), json!({}));
+            }
+            mark(map, path, set);
+        }
+        path.pop();
+    }
+}
+
 /// The `fieldsV1` of a set: a member with members under it gets `.`.
 fn fields_of_set(set: &BTreeSet<Path>) -> Value {
     let mut root = Map::new();
@@ -159,25 +179,6 @@ fn fields_of_set(set: &BTreeSet<Path>) -> Value {
                 break;
             };
             node = next;
-        }
-    }
-    // A member that also has members under it is marked with `.`.
-    fn mark(node: &mut Map<String, Value>, path: &mut Path, set: &BTreeSet<Path>) {
-        for (k, child) in node.iter_mut() {
-            let Some(key) = k.strip_prefix("f:") else {
-                continue;
-            };
-            let Some(map) = child.as_object_mut() else {
-                continue;
-            };
-            path.push(key.to_string());
-            if !map.is_empty() {
-                if set.contains(path) {
-                    map.insert(".".into(), json!({}));
-                }
-                mark(map, path, set);
-            }
-            path.pop();
         }
     }
     mark(&mut root, &mut Vec::new(), set);
@@ -287,9 +288,9 @@ pub(super) fn sort(entries: &mut [Value]) {
 mod tests {
     use super::*;
 
-    fn changes(old: Option<Value>, new: &Value) -> Changes {
+    fn changes(old: Option<&Value>, new: &Value) -> Changes {
         let mut out = Changes::default();
-        compare(old.as_ref(), Some(new), &mut Vec::new(), &mut out);
+        compare(old, Some(new), &mut Vec::new(), &mut out);
         out
     }
 
@@ -307,7 +308,7 @@ mod tests {
             "the map added with its key: the map itself is owned too"
         );
         let changed = changes(
-            Some(json!({"data": {"a": "1", "b": "2"}})),
+            Some(&json!({"data": {"a": "1", "b": "2"}})),
             &json!({"data": {"a": "9", "b": "2", "c": "3"}}),
         );
         assert_eq!(changed.modified, BTreeSet::from([p(&["data", "a"])]));
