@@ -16,13 +16,13 @@ ARG BASE_IMAGE=gcr.io/distroless/cc-debian12:nonroot
 FROM ${RUST_IMAGE} AS build
 WORKDIR /src
 # Only what the binary is built from: the manifest, the lock file, the sources, the bench
-# sources and the example the manifest declares (cargo checks that declared targets exist),
+# sources and the examples the manifest declares (cargo checks that declared targets exist),
 # and the files the sources include (`include_str!`: the demo's hook). tests/cli/dockerfile.rs fails when a source
 # includes a file outside src/ that is not copied here or is kept out by .dockerignore.
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY benches ./benches
-COPY examples/configmap_secret.rs ./examples/configmap_secret.rs
+COPY examples/configmap_secret.rs examples/cache_tree.rs examples/faults.rs examples/record_events.rs ./examples/
 COPY examples/hooks/cronjob.py ./examples/hooks/cronjob.py
 COPY docs/hooks-v1.schema.json ./docs/hooks-v1.schema.json
 COPY README.md ./README.md
