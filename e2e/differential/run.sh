@@ -55,8 +55,10 @@ bash "$CLUSTER_SH" up "$dir" >&2
 # shellcheck source=/dev/null
 source "$dir/env"
 in_cluster() { nsenter --net="/run/netns/$CLUSTER_NETNS" "$@"; }
-in_cluster "$INFORMANT" apiserver --listen 127.0.0.1:0 --kubeconfig-out "$dir/embedded.kubeconfig" \
-  >"$dir/embedded.addr" 2>"$dir/embedded.log" &
+# Not through in_cluster: a function run in the background is a subshell, and $! would be its
+# pid, not the server's (nsenter execs the server, so killing $! stops it).
+nsenter --net="/run/netns/$CLUSTER_NETNS" "$INFORMANT" apiserver --listen 127.0.0.1:0 \
+  --kubeconfig-out "$dir/embedded.kubeconfig" >"$dir/embedded.addr" 2>"$dir/embedded.log" &
 server_pid=$!
 for _ in $(seq 300); do
   if grep -q '^http://' "$dir/embedded.addr" 2>/dev/null; then break; fi
