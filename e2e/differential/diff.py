@@ -107,6 +107,16 @@ class Backend:
             return e.code, dict(e.headers), e.read()
 
 
+def decode(raw):
+    """A body as JSON, else as text (None when empty)."""
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode(errors="replace")
+
+
 def media_type(headers):
     """The Content-Type's media type (header names are case-insensitive)."""
     value = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
@@ -121,17 +131,13 @@ class Session:
         self.exchanges = []
         self.generated = {}
 
-    def _record(self, method, path, status, headers, raw, note):
-        media = media_type(headers)
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            body = raw.decode(errors="replace")
+    def _record(self, request, note, status, headers, body):
+        """Records one exchange (its body decoded), normalised; returns the status and body."""
         self.exchanges.append(
             {
-                "request": f"{method} {path}" + (f" ({note})" if note else ""),
+                "request": request + (f" ({note})" if note else ""),
                 "status": status,
-                "media": media,
+                "media": media_type(headers),
                 "body": normalise(body, self.generated),
             }
         )
@@ -139,12 +145,10 @@ class Session:
 
     def send(self, method, path, body=None, content_type="application/json", note="", record=True):
         status, headers, raw = self.backend.request(method, path, body, content_type)
+        decoded = decode(raw)
         if not record:
-            try:
-                return status, json.loads(raw) if raw else None
-            except ValueError:
-                return status, raw
-        return self._record(method, path, status, headers, raw, note)
+            return status, decoded
+        return self._record(f"{method} {path}", note, status, headers, decoded)
 
     def get(self, path, **kw):
         return self.send("GET", path, **kw)
@@ -170,23 +174,8 @@ class Session:
     def watch(self, path, note=""):
         """A watch that ends by itself (`timeoutSeconds` in the path): its events, one exchange."""
         status, headers, raw = self.backend.request("GET", path, timeout=60)
-        events = []
-        for line in raw.splitlines():
-            if line.strip():
-                try:
-                    events.append(json.loads(line))
-                except ValueError:
-                    events.append(line.decode(errors="replace"))
-        media = media_type(headers)
-        self.exchanges.append(
-            {
-                "request": f"WATCH {path}" + (f" ({note})" if note else ""),
-                "status": status,
-                "media": media,
-                "body": normalise(events, self.generated),
-            }
-        )
-        return status, events
+        events = [decode(line) for line in raw.splitlines() if line.strip()]
+        return self._record(f"WATCH {path}", note, status, headers, events)
 
     def until(self, what, check, timeout=30):
         """Polls `check()` (requests it makes are not recorded) until true."""
