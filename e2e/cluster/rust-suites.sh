@@ -8,8 +8,9 @@
 # support's one switch, INFORMANT_TEST_KUBECONFIG (the admin kubeconfig; tests/support/backend.rs
 # says what it changes): one test at a time, each on a reset cluster, webhooks listening on the
 # cluster's address so that the real kube-apiserver calls them. FILTERs are libtest filters
-# (default: the hook, admission and conversion tests and the manager's run, leader and status
-# tests; `controller_finalizer`, the finalizer helper's, passes too when asked for). A test that needs what only the embedded API server has ends with a message starting
+# (default: the finalizer helper's, the hook, admission and conversion tests and the manager's
+# run, leader and status tests). A test that needs what only the embedded API server has ends
+# with a message starting
 # `skipped:` (a failure to libtest): counted here as skipped, never as passed. Prints the
 # passed/skipped/failed counts; exits 1 if any test failed, 3 if this machine cannot run the
 # cluster (the reason on standard error).
@@ -19,8 +20,8 @@ set -euo pipefail
 
 cd "$(dirname "$0")/../.."
 CLUSTER_SH=e2e/cluster/cluster.sh
-DEFAULT_FILTERS=(hooks_admission hooks_conversion hooks_exec hooks_manager manager_run manager_leader
-  manager_status)
+DEFAULT_FILTERS=(controller_finalizer hooks_admission hooks_conversion hooks_exec hooks_manager
+  manager_run manager_leader manager_status)
 
 say() { echo "rust-suites: $*" >&2; }
 

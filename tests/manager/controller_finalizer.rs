@@ -3,6 +3,11 @@
 //! manager and state), against the embedded API server. The finalizer is added, the cleanup runs on deletion (it deletes
 //! what no owner reference would: a Secret the `ConfigMap` does not own), and the `ConfigMap`
 //! is then actually removed.
+//!
+//! Each controller here watches only what its test labels (`app=demo`, `app=web`): on a real
+//! cluster (`e2e/cluster/rust-suites.sh`) a controller over every `ConfigMap` would put its
+//! finalizer on the cluster's own (`kube-system`'s, every namespace's `kube-root-ca.crt`) and
+//! leave mirrors in namespaces no reset empties, as an unscoped operator would in production.
 
 use crate::support;
 
@@ -69,10 +74,21 @@ async fn reconcile(
     .await
 }
 
+/// A cache reloader over `env` that holds only the objects labelled `selector`.
+async fn labelled_reloader(env: &support::Env, selector: &str) -> informant::cache::CacheReloader {
+    let mut reloader = env.reloader(support::WAIT);
+    let options = informant::cache::Options {
+        default_label_selector: Some(informant::selector::LabelSelector::parse(selector).unwrap()),
+        ..informant::cache::Options::default()
+    };
+    reloader.apply(&options).await.unwrap();
+    reloader
+}
+
 #[tokio::test]
 async fn a_finalizer_runs_the_cleanup_on_deletion_and_then_lets_the_object_go() {
     let env = support::Env::new().await;
-    let reloader = env.default_reloader(support::WAIT).await;
+    let reloader = labelled_reloader(&env, "app=demo").await;
     let pipeline = Pipeline::new(&Options::default(), NullSink, Arc::new(SystemClock));
     let (cleaned, mut cleanups) = mpsc::unbounded_channel();
     let ctx = Context::new(
@@ -190,7 +206,7 @@ async fn a_finalizer_with_the_generation_predicate_applies_at_once_and_cleans_up
     use k8s_openapi::api::apps::v1::Deployment;
 
     let env = support::Env::new().await;
-    let reloader = env.default_reloader(support::WAIT).await;
+    let reloader = labelled_reloader(&env, "app=web").await;
     let pipeline = Pipeline::new(&Options::default(), NullSink, Arc::new(SystemClock));
     let (events, mut seen) = mpsc::unbounded_channel::<String>();
     let ctx = Context::new(
@@ -222,7 +238,7 @@ async fn a_finalizer_with_the_generation_predicate_applies_at_once_and_cleans_up
 
     env.create(json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "web", "namespace": "default"},
+        "metadata": {"name": "web", "namespace": "default", "labels": {"app": "web"}},
         "spec": {
             "selector": {"matchLabels": {"app": "web"}},
             "template": {"metadata": {"labels": {"app": "web"}},

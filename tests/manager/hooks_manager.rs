@@ -559,8 +559,9 @@ async fn a_standby_member_starts_a_finalizing_controller_only_once_the_leader_he
         Vec::<String>::new(),
         "the finalizing controller ran before the leader held its Controller"
     );
+    // Counted by name: on a real cluster the control's hook also sees the cluster's Secrets.
     assert_eq!(
-        calls().lines().count(),
+        calls().lines().filter(|l| *l == "s1").count(),
         1,
         "only the control's hook: {}",
         calls()
