@@ -17,7 +17,8 @@
 # (the host's `informant` binary runs `simulate` for scenario 4).
 #
 # With KIND_EXPERIMENTAL_PROVIDER=podman (or no docker but podman): podman instead of docker,
-# kind from PATH or target/cluster/kind (built from e2e/cluster/kind), a containers.conf of the
+# kind from PATH or target/cluster/kind (built from e2e/cluster/kind), helm from PATH or
+# target/cluster/helm (cluster.sh build), a containers.conf of the
 # run's own (runc, ulimits within the machine's hard limits: kind's `podman run` passes none),
 # and, unless KIND_NODE_IMAGE names one, the node image of e2e/kind-node.sh with
 # e2e/testdata/kind-cluster-local.yaml (no registry needed); the hook's image is then
@@ -65,7 +66,12 @@ fi
 KIND_BIN=$(command -v kind || true)
 if [ -z "$KIND_BIN" ] && [ -x target/cluster/kind ]; then KIND_BIN=$PWD/target/cluster/kind; fi
 kind() { "${KIND_BIN:-kind}" "$@"; }
-tools=("$PROVIDER" "${KIND_BIN:-kind}" helm "$KUBECTL" curl python3)
+# helm the same way: from PATH, else the one `cluster.sh build` makes (helm.sh/helm/v3).
+HELM_BIN=$(command -v helm || true)
+if [ -z "$HELM_BIN" ] && [ -x target/cluster/helm ]; then HELM_BIN=$PWD/target/cluster/helm; fi
+helm() { "${HELM_BIN:-helm}" "$@"; }
+RELEASE_HELM=${RELEASE_HELM:-${HELM_BIN:-helm}}
+tools=("$PROVIDER" "${KIND_BIN:-kind}" "${HELM_BIN:-helm}" "$KUBECTL" curl python3)
 if [ -z "${INFORMANT:-}" ]; then tools+=(cargo); fi
 for tool in "${tools[@]}"; do
   require_command "$tool" "e2e/README.md lists what the kind suite needs"
