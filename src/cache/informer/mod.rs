@@ -370,7 +370,11 @@ impl Informer {
                 Some(ns) => Api::namespaced_with(client, ns, &self.resource),
                 None => Api::all_with(client, &self.resource),
             };
-            watcher::watcher(api, config).default_backoff().boxed()
+            let types = self.types.clone();
+            watcher::watcher(api, config)
+                .default_backoff()
+                .map_ok(move |event| map_event(event, |obj| with_types(obj, &types)))
+                .boxed()
         };
         let this = Arc::clone(self);
         let span = tracing::info_span!(
@@ -654,6 +658,18 @@ fn map_event<A, B>(event: watcher::Event<A>, f: impl Fn(A) -> B) -> watcher::Eve
         watcher::Event::InitApply(o) => watcher::Event::InitApply(f(o)),
         watcher::Event::InitDone => watcher::Event::InitDone,
     }
+}
+
+/// `obj` with the informer's `apiVersion` and `kind` when it has none: the items of a list of a
+/// built-in kind carry none (kube-apiserver leaves them out; watch events have them), and a
+/// cached object says what it is whichever way it came, as controller-runtime's cache reader
+/// sets the kind on what it returns (`pkg/cache/internal/cache_reader.go`) and client-go's
+/// `UnstructuredList` gives its items the list's kind.
+fn with_types(mut obj: DynamicObject, types: &TypeMeta) -> DynamicObject {
+    if obj.types.is_none() {
+        obj.types = Some(types.clone());
+    }
+    obj
 }
 
 /// Keeps only the metadata: the object's data is an empty map, which allocates nothing.
