@@ -328,6 +328,41 @@ def finalizers_and_options(s):
     s.get(f"{base}?labelSelector=app%3Dcol")
 
 
+@case("delete")
+def deletion_bumps_generation(s):
+    ns = "d-delete-gen"
+    s.namespace(ns)
+    ensure_crd(s)
+    base = f"/apis/diff.informant.dev/v1/namespaces/{ns}/gadgets"
+    held = gadget("held", {"size": 1, "max": 10})
+    held["metadata"]["finalizers"] = ["diff.informant.dev/hold"]
+    s.post(base, held)
+    s.delete(f"{base}/held", note="with a finalizer: marked, generation 1 -> 2")
+    s.delete(f"{base}/held", note="marked again: generation kept")
+    s.patch(f"{base}/held", {"metadata": {"finalizers": None}}, "merge", note="finalizers removed: gone")
+    s.post(base, gadget("free", {"size": 1, "max": 10}), record=False)
+    s.delete(f"{base}/free", note="no finalizer: gone at once")
+
+
+@case("delete")
+def one_controller_owner(s):
+    ns = "d-owners"
+    s.namespace(ns)
+    base = CM.format(ns=ns)
+
+    def owner(name, controller):
+        # Owners that exist: the garbage collector would delete a dependent of missing ones.
+        _, made = s.post(base, cm(name, labels={"app": "owner"}), record=False)
+        uid = ((made or {}).get("metadata") or {}).get("uid", "")
+        return {"apiVersion": "v1", "kind": "ConfigMap", "name": name, "uid": uid, "controller": controller, "blockOwnerDeletion": True}
+
+    a, b, c = owner("a", True), owner("b", True), owner("c", False)
+    s.post(base, cm("two", labels={"app": "o"}, ownerReferences=[a, b]), note="two controller references")
+    s.post(base, cm("one", labels={"app": "o"}, ownerReferences=[a, c]), note="one controller and one other owner")
+    s.patch(f"{base}/one", {"metadata": {"ownerReferences": [a, b]}}, "merge", note="a second controller by patch")
+    s.get(f"{base}/one")
+
+
 # --- watch ---------------------------------------------------------------------------------
 
 
@@ -408,3 +443,120 @@ def access_reviews(s):
     s.post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "spec": {}}, note="no attributes")
     s.post("/apis/rbac.authorization.k8s.io/v1/clusterroles", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "d-reader"}, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]})
     s.post("/apis/rbac.authorization.k8s.io/v1/clusterroles", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "d-empty-verbs"}, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": []}]}, note="a rule without verbs")
+
+
+# --- immutability, secrets, validation of metadata ----------------------------------------------
+
+
+@case("validation")
+def immutable_and_secret_rules(s):
+    ns = "d-immutable"
+    s.namespace(ns)
+    base = CM.format(ns=ns)
+    _, frozen = s.post(base, {**cm("frozen", {"a": "1"}, {"app": "i"}), "immutable": True})
+    body = json.loads(json.dumps(frozen or {}))
+    body["data"] = {"a": "2"}
+    s.put(f"{base}/frozen", body, note="data of an immutable ConfigMap")
+    s.patch(f"{base}/frozen", {"immutable": False}, "merge", note="immutable set back to false")
+    s.patch(f"{base}/frozen", {"metadata": {"labels": {"app": "j"}}}, "merge", note="metadata of an immutable ConfigMap may change")
+    secrets = f"/api/v1/namespaces/{ns}/secrets"
+    s.post(secrets, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "plain"}, "stringData": {"user": "admin"}, "data": {"pass": "c2VjcmV0"}}, note="stringData merged into data")
+    s.patch(f"{secrets}/plain", {"type": "kubernetes.io/tls"}, "merge", note="type is immutable")
+    s.post(secrets, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "tls"}, "type": "kubernetes.io/tls", "data": {}}, note="tls without its keys")
+    s.post(secrets, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bad64"}, "data": {"k": "not base64!"}}, note="data not base64")
+
+
+@case("validation")
+def metadata_rules(s):
+    ns = "d-meta"
+    s.namespace(ns)
+    base = CM.format(ns=ns)
+    s.post(base, cm("long-label", labels={"app": "x" * 64}), note="label value over 63 characters")
+    s.post(base, cm("bad-label", labels={"-app": "x"}), note="label key must start alphanumeric")
+    s.post(base, cm("big-notes", annotations={"a": "x" * (256 * 1024)}), note="annotations over 256 KiB")
+    s.post(base, cm("bad-finalizer", finalizers=["no-slash"]), note="a finalizer without a domain")
+    s.post(base, cm("x" * 254), note="name over 253 characters")
+    s.post(base, cm("ok-name.with.dots", labels={"app": "m"}), note="a DNS subdomain name")
+    s.post(base, cm("with-rv", resourceVersion="12"), note="resourceVersion on create")
+
+
+# --- dry run and subresources ---------------------------------------------------------------------
+
+
+@case("dryrun")
+def dry_run_writes(s):
+    ns = "d-dry"
+    s.namespace(ns)
+    base = CM.format(ns=ns)
+    s.post(f"{base}?dryRun=All", cm("ghost", {"a": "1"}, {"app": "dry"}), note="create, dry run")
+    s.get(f"{base}/ghost", note="not stored")
+    _, real = s.post(base, cm("real", {"a": "1"}, {"app": "dry"}))
+    body = json.loads(json.dumps(real or {}))
+    body["data"] = {"a": "2"}
+    s.put(f"{base}/real?dryRun=All", body, note="update, dry run")
+    s.patch(f"{base}/real?dryRun=All", {"data": {"a": "3"}}, "merge", note="patch, dry run")
+    s.get(f"{base}/real", note="unchanged")
+    s.get(f"{base}/real/status", note="a ConfigMap has no status subresource")
+    s.get(f"{base}/real/scale", note="nor a scale subresource")
+    s.patch(f"{base}/real", [{"op": "test", "path": "/data/a", "value": "9"}, {"op": "replace", "path": "/data/a", "value": "4"}], "json", note="a failed test op")
+    s.patch(f"{base}/real", [{"op": "remove", "path": "/data/missing"}], "json", note="remove of a missing path")
+
+
+# --- service account tokens and who am I ----------------------------------------------------------
+
+
+@case("tokens")
+def token_requests_and_reviews(s):
+    ns = "d-tokens"
+    s.namespace(ns)
+    sas = f"/api/v1/namespaces/{ns}/serviceaccounts"
+    s.post(sas, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot"}})
+    request = lambda seconds, audiences=None: {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": seconds, **({"audiences": audiences} if audiences is not None else {})},
+    }
+    _, issued = s.post(f"{sas}/robot/token", request(3600), note="a token for an hour")
+    s.post(f"{sas}/robot/token", request(60), note="under the 10-minute minimum")
+    s.post(f"{sas}/nobody/token", request(3600), note="no such ServiceAccount")
+    token = ((issued or {}).get("status") or {}).get("token", "")
+    review = lambda t: {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": t}}
+    s.post("/apis/authentication.k8s.io/v1/tokenreviews", review(token), note="the issued token")
+    s.post("/apis/authentication.k8s.io/v1/tokenreviews", review("not-a-token"), note="garbage")
+    s.post("/apis/authentication.k8s.io/v1/tokenreviews", {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {}}, note="no token")
+    s.post("/apis/authentication.k8s.io/v1/selfsubjectreviews", {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}, note="who am I")
+
+
+# --- namespaces and garbage collection ------------------------------------------------------------
+
+
+@case("lifecycle")
+def namespace_and_foreground_deletion(s):
+    ns = "d-fore"
+    s.namespace(ns)
+    base = CM.format(ns=ns)
+    _, owner = s.post(base, cm("owner", labels={"app": "fg"}))
+    uid = ((owner or {}).get("metadata") or {}).get("uid", "")
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid, "blockOwnerDeletion": True}
+    s.post(base, cm("child", labels={"app": "fg"}, ownerReferences=[ref]), record=False)
+    s.delete(f"{base}/owner", {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Foreground"}, note="foreground: marked with foregroundDeletion")
+    s.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "d-doomed", "labels": {"app": "doomed"}}})
+    s.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "Bad_Name"}}, note="invalid namespace name")
+    s.delete("/api/v1/namespaces/d-doomed", note="a namespace is marked Terminating")
+    s.delete("/api/v1/namespaces/default", note="default cannot be deleted")
+    s.delete("/api/v1/namespaces/kube-system", note="nor kube-system")
+
+
+# --- watch lists ---------------------------------------------------------------------------------
+
+
+@case("watch")
+def watch_list_initial_events(s):
+    ns = "d-watchlist"
+    s.namespace(ns)
+    base = CM.format(ns=ns)
+    s.post(base, cm("a", {"x": "1"}, {"suite": "wl"}), record=False)
+    s.post(base, cm("b", {"x": "2"}, {"suite": "wl"}), record=False)
+    s.watch(f"{base}?watch=true&labelSelector=suite%3Dwl&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1", note="initial events, then the bookmark that ends them")
+    s.get(f"{base}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1", note="sendInitialEvents without allowWatchBookmarks")
+    s.get(f"{base}?watch=true&sendInitialEvents=true&resourceVersionMatch=Exact&allowWatchBookmarks=true&timeoutSeconds=1", note="resourceVersionMatch Exact on a watch")

@@ -52,6 +52,8 @@ pub enum FieldErrorType {
     Forbidden,
     /// `field.Invalid`: `FieldValueInvalid`, printed `Invalid value: <value>`.
     Invalid,
+    /// `field.NotSupported`: `FieldValueNotSupported`, printed `Unsupported value: <value>`.
+    NotSupported,
 }
 
 impl FieldErrorType {
@@ -61,6 +63,7 @@ impl FieldErrorType {
         match self {
             Self::Forbidden => ("FieldValueForbidden", "Forbidden"),
             Self::Invalid => ("FieldValueInvalid", "Invalid value"),
+            Self::NotSupported => ("FieldValueNotSupported", "Unsupported value"),
         }
     }
 }
@@ -84,6 +87,17 @@ impl FieldError {
             field: field.to_string(),
             type_: FieldErrorType::Invalid,
             detail: format!("{value}: {detail}"),
+        }
+    }
+
+    /// A `field.NotSupported` error: `value` (a string, printed quoted) is none of `supported`.
+    #[must_use]
+    pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> Self {
+        let quoted: Vec<String> = supported.iter().map(|v| format!("{v:?}")).collect();
+        Self {
+            field: field.to_string(),
+            type_: FieldErrorType::NotSupported,
+            detail: format!("{value:?}: supported values: {}", quoted.join(", ")),
         }
     }
 

@@ -173,12 +173,14 @@ pub(super) async fn modify_admitted(
     }
     let new = rt.to_storage(to_storage_version(ctx, new).await?);
     let mut raced = false;
+    let mut emptied: Option<Value> = None;
     let (stored, change) = ctx.app.store.mutate(&rt.storage_key(), &key, |cur, _| {
         let Some(cur) = cur.filter(|c| c.rv == expected_rv) else {
             raced = true;
             return Ok(Action::Keep);
         };
         if ready_to_delete(rt, &new) {
+            emptied = Some(new.clone());
             return Ok(Action::Delete);
         }
         if strip_rv(&new) == strip_rv(&cur.value) {
@@ -194,7 +196,7 @@ pub(super) async fn modify_admitted(
         after_change(&ctx.app, rt, kind, &stored);
     }
     Ok(Some(Written {
-        stored,
+        stored: super::write::answer_of_emptied(emptied, stored),
         created: false,
     }))
 }

@@ -197,7 +197,21 @@ pub(super) async fn list(ctx: &Ctx) -> ApiResult<Response> {
     };
     let head = serde_json::json!({"kind": kind, "apiVersion": api_version, "metadata": meta});
     let head = serde_json::to_vec(&head).unwrap_or_default();
-    let views: Vec<bytes::Bytes> = items.iter().map(|o| ctx.render_bytes(o)).collect();
+    // kube-apiserver's lists of built-in kinds carry no apiVersion and kind on their items (its
+    // JSON serializer writes what the internal objects hold; custom resources are unstructured
+    // and keep theirs): clients take the kind from the list's.
+    let bare = !ctx.rt.custom && !ctx.wants_metadata();
+    let views: Vec<bytes::Bytes> = items
+        .iter()
+        .map(|o| {
+            let view = ctx.render_bytes(o);
+            if bare {
+                bytes::Bytes::from(without_type_meta(&view))
+            } else {
+                view
+            }
+        })
+        .collect();
     let size: usize = views.iter().map(|o| o.len() + 1).sum();
     let mut body = Vec::with_capacity(head.len() + size + 16);
     // `head` is an object: reopen it to append "items".
@@ -226,9 +240,125 @@ pub(super) async fn list(ctx: &Ctx) -> ApiResult<Response> {
     Ok(json_bytes(StatusCode::OK, body))
 }
 
+/// `object` (compact JSON of one object) without its top-level `apiVersion` and `kind`: the
+/// members are copied byte for byte, found by one scan that tracks strings and nesting. Input
+/// that is not a JSON object comes back unchanged.
+fn without_type_meta(object: &[u8]) -> Vec<u8> {
+    let Some(members) = top_level_members(object) else {
+        return object.to_vec();
+    };
+    let mut out = Vec::with_capacity(object.len());
+    out.push(b'{');
+    for (key, member) in members {
+        if matches!(key, b"apiVersion" | b"kind") {
+            continue;
+        }
+        if out.len() > 1 {
+            out.push(b',');
+        }
+        out.extend_from_slice(member);
+    }
+    out.push(b'}');
+    out
+}
+
+/// The members (`"key":value`) of the JSON object `text`, with each key's raw bytes (escapes
+/// left as they are), or `None` when `text` is not an object.
+fn top_level_members(text: &[u8]) -> Option<Vec<(&[u8], &[u8])>> {
+    let start = text.iter().position(|b| !b.is_ascii_whitespace())?;
+    let end = text.iter().rposition(|b| !b.is_ascii_whitespace())?;
+    if text[start] != b'{' || text[end] != b'}' || end <= start {
+        return None;
+    }
+    let body = &text[start + 1..end];
+    let mut members = Vec::new();
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let mut member_start = 0;
+    let mut key: Option<(usize, usize)> = None;
+    let mut key_open = None;
+    for (i, &b) in body.iter().enumerate() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+                if let (0, Some(open), None) = (depth, key_open, key) {
+                    key = Some((open + 1, i));
+                }
+            }
+            continue;
+        }
+        match b {
+            b'"' => {
+                in_string = true;
+                if depth == 0 && key.is_none() {
+                    key_open = Some(i);
+                }
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.checked_sub(1)?,
+            b',' if depth == 0 => {
+                let (k0, k1) = key.take()?;
+                members.push((&body[k0..k1], trim(&body[member_start..i])));
+                member_start = i + 1;
+                key_open = None;
+            }
+            _ => {}
+        }
+    }
+    if in_string || depth != 0 {
+        return None;
+    }
+    if let Some((k0, k1)) = key {
+        members.push((&body[k0..k1], trim(&body[member_start..])));
+    } else if !trim(&body[member_start..]).is_empty() {
+        return None;
+    }
+    Some(members)
+}
+
+fn trim(bytes: &[u8]) -> &[u8] {
+    let start = bytes
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
+    &bytes[start..end.max(start)]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn list_items_lose_only_their_top_level_type_meta() {
+        let object = br#"{"apiVersion":"v1","data":{"kind":"x","a\"pi":"{,}"},"kind":"ConfigMap","metadata":{"name":"a"}}"#;
+        let bare = without_type_meta(object);
+        let value: serde_json::Value = serde_json::from_slice(&bare).unwrap();
+        assert_eq!(
+            value,
+            serde_json::json!({"data": {"kind": "x", "a\"pi": "{,}"}, "metadata": {"name": "a"}})
+        );
+        assert_eq!(without_type_meta(br#"{"kind":"K"}"#), b"{}");
+        assert_eq!(without_type_meta(b"{}"), b"{}");
+        assert_eq!(
+            without_type_meta(b" { \"kind\" : 1 , \"b\" : [1,2] } "),
+            br#"{"b" : [1,2]}"#
+        );
+        for broken in [&b"[1]"[..], b"{\"a\":1", b"{\"a\":\"1}", b"\"x\""] {
+            assert_eq!(
+                without_type_meta(broken),
+                broken,
+                "{:?}",
+                String::from_utf8_lossy(broken)
+            );
+        }
+    }
 
     #[test]
     fn continue_tokens_round_trip_and_garbage_is_rejected() {

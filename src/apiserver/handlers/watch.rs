@@ -20,10 +20,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::apiserver::crd_conversion;
 use crate::apiserver::filter::Filter;
+use crate::apiserver::query::Query;
 use crate::apiserver::registry::{ResourceKey, ResourceType};
 use crate::apiserver::request::{Ctx, partial_metadata};
 use crate::apiserver::state::App;
-use crate::apiserver::status::{ApiError, ApiResult};
+use crate::apiserver::status::{ApiError, ApiResult, FieldError};
 use crate::apiserver::store::{Change, ChangeType, Stored};
 use crate::apiserver::table;
 
@@ -272,24 +273,7 @@ pub(super) fn watch(ctx: &Ctx) -> ApiResult<Response> {
     let filter = Filter::new(ctx.rt.clone(), ctx.path.namespace.clone(), &query)?;
     let rv = query.rv()?;
     let send_initial = query.send_initial_events;
-    if send_initial == Some(true) {
-        if query.resource_version_match.as_deref() != Some("NotOlderThan") {
-            return Err(ApiError::invalid(
-                "ListOptions",
-                "meta.k8s.io",
-                "",
-                "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-            ));
-        }
-        if !query.allow_watch_bookmarks {
-            return Err(ApiError::invalid(
-                "ListOptions",
-                "meta.k8s.io",
-                "",
-                "allowWatchBookmarks: Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true",
-            ));
-        }
-    }
+    validate_watch_options(&query)?;
     // Legacy watches from "" or "0" start with synthetic ADDED events for the current state.
     let from = match (send_initial, rv) {
         (Some(true), _) | (None, None | Some(0)) => None,
@@ -359,4 +343,51 @@ pub(super) fn watch(ctx: &Ctx) -> ApiResult<Response> {
         w,
         Watch::next,
     ))))
+}
+
+/// apimachinery's `validateWatchOptions` (`pkg/apis/meta/internalversion/validation`), with the
+/// `WatchList` feature on as in kube-apiserver 1.37: `sendInitialEvents` (true or false) needs
+/// `resourceVersionMatch=NotOlderThan`; `resourceVersionMatch` needs `sendInitialEvents`, takes
+/// only `NotOlderThan` and no `continue`. Every error at once, as one 422.
+fn validate_watch_options(query: &Query) -> ApiResult<()> {
+    const NOT_OLDER_THAN: &str = "NotOlderThan";
+    let matching = query.resource_version_match.as_deref().unwrap_or_default();
+    let mut errors = Vec::new();
+    if query.send_initial_events.is_some() && matching != NOT_OLDER_THAN {
+        errors.push(FieldError::forbidden(
+            "resourceVersionMatch",
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ));
+    }
+    if !matching.is_empty() {
+        if query.send_initial_events.is_none() {
+            errors.push(FieldError::forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            ));
+        }
+        if matching != NOT_OLDER_THAN {
+            errors.push(FieldError::not_supported(
+                "resourceVersionMatch",
+                matching,
+                &[NOT_OLDER_THAN],
+            ));
+        }
+        if query.continue_token.is_some() {
+            errors.push(FieldError::forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden when continue is provided",
+            ));
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_fields(
+            "ListOptions",
+            "meta.k8s.io",
+            "",
+            &errors,
+        ))
+    }
 }

@@ -198,6 +198,8 @@ fn modify_now(
     let mut created = false;
     // `dryRun=All`: everything is computed and validated, nothing is stored.
     let mut preview: Option<(Value, u64)> = None;
+    // The update that emptied the finalizers of an object being deleted (answered as such).
+    let mut emptied: Option<Value> = None;
     let (stored, change) = ctx
         .app
         .store
@@ -230,6 +232,7 @@ fn modify_now(
                 return Ok(Action::Keep);
             }
             if ready_to_delete(rt, &new) {
+                emptied = Some(new);
                 return Ok(Action::Delete);
             }
             if strip_rv(&new) == strip_rv(&cur.value) {
@@ -247,7 +250,22 @@ fn modify_now(
     if let Some(kind) = change {
         after_change(&ctx.app, rt, kind, &stored);
     }
-    Ok(Written { stored, created })
+    Ok(Written {
+        stored: answer_of_emptied(emptied, stored),
+        created,
+    })
+}
+
+/// The answer to an update that emptied the finalizers of an object being deleted: the object
+/// as the update left it (no finalizers), as kube-apiserver answers (its store deletes the
+/// object and returns the update's result, `deleteWithoutFinalizers` of
+/// `k8s.io/apiserver/pkg/registry/generic/registry/store.go`), not the last stored state.
+/// Watchers still see the last stored state in the `DELETED` event.
+pub(super) fn answer_of_emptied(emptied: Option<Value>, stored: Arc<Stored>) -> Arc<Stored> {
+    match emptied {
+        Some(value) => Arc::new(Stored::unsaved(value, stored.rv)),
+        None => stored,
+    }
 }
 
 /// PUT an object, its status, or a namespace's finalizers (`/finalize`).
@@ -300,6 +318,9 @@ fn check_preconditions(
     }
     Ok(())
 }
+
+/// The namespaces kube-apiserver never deletes: `default`, `kube-system`, `kube-public`.
+const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
 
 /// Delete one object, or mark it for deletion when finalizers remain.
 fn delete_one(
@@ -392,6 +413,17 @@ fn deleted_status(rt: &ResourceType, obj: &Value) -> Value {
 pub(super) async fn delete(ctx: &Ctx, body: &[u8]) -> ApiResult<Response> {
     let opts = delete_options(ctx, body)?;
     let key = ctx.key();
+    // The NamespaceLifecycle admission plugin's immortal namespaces
+    // (`k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle/admission.go`), refused
+    // whether they exist.
+    if meta::is_namespaces(&ctx.rt) && IMMORTAL_NAMESPACES.contains(&key.name.as_str()) {
+        return Err(ApiError::forbidden(
+            "",
+            "namespaces",
+            &key.name,
+            "this namespace may not be deleted",
+        ));
+    }
     let dry_run = ctx.query.dry_run || opts["dryRun"].as_array().is_some_and(|a| !a.is_empty());
     if admission::any_registered(&ctx.app) {
         admit_delete(ctx, &key, &opts, dry_run, true).await?;
@@ -466,7 +498,15 @@ pub(super) async fn delete_collection(ctx: &Ctx, body: &[u8]) -> ApiResult<Respo
             admit_delete(ctx, &key, &opts, dry_run, false).await?;
         }
         match delete_one(&ctx.app, &ctx.rt, &key, &opts) {
-            Ok((stored, _)) => deleted.push(ctx.rt.view(&stored.value)),
+            Ok((stored, _)) => {
+                let mut item = ctx.rt.view(&stored.value);
+                // As in a LIST: a built-in kind's items carry no apiVersion and kind.
+                if let (false, Some(map)) = (ctx.rt.custom, item.as_object_mut()) {
+                    map.remove("apiVersion");
+                    map.remove("kind");
+                }
+                deleted.push(item);
+            }
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),
         }

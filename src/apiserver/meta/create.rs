@@ -210,6 +210,13 @@ mod tests {
         assert_eq!(err.code, 422);
         assert!(
             err.message.contains(
+                r#"Invalid value: [{"apiVersion":"v1","kind":"ConfigMap","name":"a","uid":"uid-a","controller":true},"#
+            ),
+            "the references printed in the Go struct's field order: {}",
+            err.message
+        );
+        assert!(
+            err.message.contains(
                 "Only one reference can have Controller set to true. Found \"true\" in references \
                  for ConfigMap/a and ConfigMap/b"
             ),

@@ -47,7 +47,82 @@ pub fn check_type(rt: &ResourceType, version: &str, obj: &mut Value) -> ApiResul
     }
     map.insert("apiVersion".into(), Value::String(expected_av));
     map.insert("kind".into(), Value::String(rt.kind.clone()));
+    if !rt.custom && rt.group.is_empty() && rt.plural == "secrets" {
+        decode_secret(map);
+    }
+    if !rt.custom {
+        drop_empty_maps(rt, map);
+    }
     Ok(())
+}
+
+/// A built-in kind's empty maps are gone after kube-apiserver's decoding: Go's `encoding/json`
+/// leaves an empty `map` with `omitempty` out (`data: {}` of a `ConfigMap` comes back without
+/// `data`). The maps of this server's kinds that clients send empty: the object's `labels` and
+/// `annotations`, a `ConfigMap`'s `data` and `binaryData`, a Secret's `data`.
+fn drop_empty_maps(rt: &ResourceType, object: &mut serde_json::Map<String, Value>) {
+    let empty =
+        |v: Option<&Value>| v.is_some_and(|v| v.as_object().is_some_and(serde_json::Map::is_empty));
+    if let Some(Value::Object(meta)) = object.get_mut("metadata") {
+        for field in ["labels", "annotations"] {
+            if empty(meta.get(field)) {
+                meta.remove(field);
+            }
+        }
+    }
+    let fields: &[&str] = match (rt.group.as_str(), rt.plural.as_str()) {
+        ("", "configmaps") => &["data", "binaryData"],
+        ("", "secrets") => &["data"],
+        _ => &[],
+    };
+    for field in fields {
+        if empty(object.get(*field)) {
+            object.remove(*field);
+        }
+    }
+}
+
+/// What kube-apiserver's decoding does to every Secret written: `stringData` is write-only,
+/// merged into `data` (its keys win; `Convert_v1_Secret_To_core_Secret` of
+/// `pkg/apis/core/v1/conversion.go`), and an empty `type` is `Opaque` (`SetDefaults_Secret` of
+/// `pkg/apis/core/v1/defaults.go`). A `stringData` that is no map of strings is left for
+/// validation to refuse.
+fn decode_secret(secret: &mut serde_json::Map<String, Value>) {
+    use base64::Engine as _;
+    let merged = match secret.get("stringData") {
+        Some(Value::Object(strings)) if strings.values().all(Value::is_string) => {
+            let mut data = match secret.get("data") {
+                Some(Value::Object(data)) => data.clone(),
+                _ => serde_json::Map::new(),
+            };
+            for (key, value) in strings {
+                let text = value.as_str().unwrap_or_default();
+                data.insert(
+                    key.clone(),
+                    Value::String(base64::engine::general_purpose::STANDARD.encode(text)),
+                );
+            }
+            Some(data)
+        }
+        Some(Value::Null) => Some(match secret.get("data") {
+            Some(Value::Object(data)) => data.clone(),
+            _ => serde_json::Map::new(),
+        }),
+        _ => None,
+    };
+    if let Some(data) = merged {
+        secret.remove("stringData");
+        if !data.is_empty() || secret.contains_key("data") {
+            secret.insert("data".into(), Value::Object(data));
+        }
+    }
+    if secret
+        .get("type")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        secret.insert("type".into(), Value::String("Opaque".into()));
+    }
 }
 
 /// The typed `spec` and `status` of a built-in kind with a status subresource (every one has a
@@ -100,6 +175,27 @@ pub(super) fn check_typed_parts(rt: &ResourceType, version: &str, obj: &Value) -
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+
+    #[test]
+    fn a_secret_s_string_data_is_merged_into_data_and_its_type_defaulted() {
+        let mut secret = json!({"stringData": {"user": "admin", "pass": "new"}, "data": {"pass": "b2xk", "k": "dg=="}});
+        let map = secret.as_object_mut().unwrap();
+        super::decode_secret(map);
+        assert_eq!(
+            secret,
+            json!({"data": {"user": "YWRtaW4=", "pass": "bmV3", "k": "dg=="}, "type": "Opaque"})
+        );
+        let mut typed = json!({"type": "kubernetes.io/tls", "stringData": 3});
+        super::decode_secret(typed.as_object_mut().unwrap());
+        assert_eq!(
+            typed,
+            json!({"type": "kubernetes.io/tls", "stringData": 3}),
+            "left for validation"
+        );
+        let mut bare = json!({"metadata": {}});
+        super::decode_secret(bare.as_object_mut().unwrap());
+        assert_eq!(bare, json!({"metadata": {}, "type": "Opaque"}));
+    }
 
     use crate::apiserver::meta::fixtures::namespaces;
     use crate::apiserver::meta::{Target, prepare_create, prepare_update};

@@ -106,7 +106,7 @@ fn validate_owner_references(
     let Some(first) = controllers.next() else {
         return Ok(());
     };
-    let printed = serde_json::to_string(references).unwrap_or_default();
+    let printed = go_printed_references(references);
     let errors: Vec<FieldError> = controllers
         .map(|other| {
             FieldError::invalid(
@@ -123,6 +123,34 @@ fn validate_owner_references(
         return Ok(());
     }
     Err(ApiError::invalid_fields(&rt.kind, &rt.group, name, &errors))
+}
+
+/// `references` as apimachinery prints a `[]OwnerReference` in a field error: JSON with each
+/// reference's fields in the Go struct's order (`apiVersion`, `kind`, `name`, `uid`,
+/// `controller`, `blockOwnerDeletion`), absent ones left out.
+fn go_printed_references(references: &[Value]) -> String {
+    let printed: Vec<String> = references
+        .iter()
+        .map(|r| {
+            let fields: Vec<String> = [
+                "apiVersion",
+                "kind",
+                "name",
+                "uid",
+                "controller",
+                "blockOwnerDeletion",
+            ]
+            .iter()
+            .filter_map(|f| {
+                r.get(*f)
+                    .filter(|v| !v.is_null())
+                    .map(|v| format!("{}:{v}", Value::from(*f)))
+            })
+            .collect();
+            format!("{{{}}}", fields.join(","))
+        })
+        .collect();
+    format!("[{}]", printed.join(","))
 }
 
 /// Drop a `generateName` that is present but empty (kube-apiserver never stores one: Go's
