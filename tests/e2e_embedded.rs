@@ -34,8 +34,9 @@ fn e2e_scenarios_pass_on_the_embedded_api_server() {
     println!("{stdout}e2e (embedded) took {:.1?}", started.elapsed());
 }
 
-/// Every shell file of the suite, the kind harness included (it cannot run without Docker, kind
-/// and helm, so parsing and linting are what this machine can check of it).
+/// Every shell file of the suite (and the operator build timing), the kind harness included (it
+/// cannot run without Docker, kind and helm, so parsing and linting are what this machine can
+/// check of it).
 fn e2e_scripts() -> Vec<String> {
     let root = env!("CARGO_MANIFEST_DIR");
     [
@@ -60,6 +61,7 @@ fn e2e_scripts() -> Vec<String> {
         "e2e/cluster/node.sh",
         "e2e/cluster/node-smoke.sh",
         "e2e/differential/run.sh",
+        "benches/operator-build/measure.sh",
     ]
     .iter()
     .map(|path| format!("{root}/{path}"))
