@@ -5,7 +5,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
-use super::is_namespaces;
+use super::{is_namespaces, payload_maps};
 use crate::apiserver::registry::ResourceType;
 use crate::apiserver::status::{ApiError, ApiResult, go_value};
 
@@ -70,12 +70,7 @@ fn drop_empty_maps(rt: &ResourceType, object: &mut serde_json::Map<String, Value
             }
         }
     }
-    let fields: &[&str] = match (rt.group.as_str(), rt.plural.as_str()) {
-        ("", "configmaps") => &["data", "binaryData"],
-        ("", "secrets") => &["data"],
-        _ => &[],
-    };
-    for field in fields {
+    for field in payload_maps(rt) {
         if empty(object.get(*field)) {
             object.remove(*field);
         }
@@ -89,33 +84,32 @@ fn drop_empty_maps(rt: &ResourceType, object: &mut serde_json::Map<String, Value
 /// validation to refuse.
 fn decode_secret(secret: &mut serde_json::Map<String, Value>) {
     use base64::Engine as _;
-    let merged = match secret.get("stringData") {
-        Some(Value::Object(strings)) if strings.values().all(Value::is_string) => {
-            let mut data = match secret.get("data") {
-                Some(Value::Object(data)) => data.clone(),
-                _ => serde_json::Map::new(),
-            };
-            for (key, value) in strings {
-                let text = value.as_str().unwrap_or_default();
-                data.insert(
-                    key.clone(),
-                    Value::String(base64::engine::general_purpose::STANDARD.encode(text)),
-                );
-            }
-            Some(data)
-        }
-        Some(Value::Null) => Some(match secret.get("data") {
-            Some(Value::Object(data)) => data.clone(),
-            _ => serde_json::Map::new(),
-        }),
-        _ => None,
+    let strings = match secret.get("stringData") {
+        Some(Value::Object(strings)) if strings.values().all(Value::is_string) => strings.clone(),
+        Some(Value::Null) => serde_json::Map::new(),
+        _ => return default_secret_type(secret),
     };
-    if let Some(data) = merged {
-        secret.remove("stringData");
-        if !data.is_empty() || secret.contains_key("data") {
-            secret.insert("data".into(), Value::Object(data));
-        }
+    secret.remove("stringData");
+    let had_data = secret.contains_key("data");
+    let mut data = match secret.remove("data") {
+        Some(Value::Object(data)) => data,
+        _ => serde_json::Map::new(),
+    };
+    for (key, value) in strings {
+        let text = value.as_str().unwrap_or_default();
+        data.insert(
+            key,
+            Value::String(base64::engine::general_purpose::STANDARD.encode(text)),
+        );
     }
+    if had_data || !data.is_empty() {
+        secret.insert("data".into(), Value::Object(data));
+    }
+    default_secret_type(secret);
+}
+
+/// A Secret's empty `type` is `Opaque`.
+fn default_secret_type(secret: &mut serde_json::Map<String, Value>) {
     if secret
         .get("type")
         .and_then(Value::as_str)

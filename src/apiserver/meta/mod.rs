@@ -65,6 +65,16 @@ pub fn is_namespaces(rt: &ResourceType) -> bool {
     rt.group.is_empty() && rt.plural == "namespaces"
 }
 
+/// The payload maps of a `ConfigMap` (`data`, `binaryData`) or a Secret (`data`); none for
+/// another kind. What `immutable` freezes, and what decoding drops when empty.
+fn payload_maps(rt: &ResourceType) -> &'static [&'static str] {
+    match (rt.custom, rt.group.as_str(), rt.plural.as_str()) {
+        (false, "", "configmaps") => &["data", "binaryData"],
+        (false, "", "secrets") => &["data"],
+        _ => &[],
+    }
+}
+
 /// Whether the resource's strategy tracks `metadata.generation`: custom resources, CRDs, the
 /// workload kinds and Pods (their strategies' `PrepareForCreate` set it to 1, e.g.
 /// `pkg/registry/apps/deployment/strategy.go`; Pods since 1.33, KEP-5067). `ConfigMaps`, `Secrets`,

@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 use super::decode::{check_type, check_typed_parts, typed_meta};
 use super::deletion::{keep_spec_finalizers, remove_spec_finalizers};
 use super::{
-    canonicalize, is_namespaces, meta_mut, set_path, tracks_generation, validate_owner_references,
+    canonicalize, is_namespaces, meta_mut, payload_maps, set_path, tracks_generation,
+    validate_owner_references,
 };
 use crate::apiserver::registry::ResourceType;
 use crate::apiserver::status::{ApiError, ApiResult, FieldError};
@@ -202,12 +203,8 @@ fn map_field(obj: &Value, field: &str) -> Option<Value> {
 ///
 /// 422 Invalid with a `FieldValueForbidden` cause per field.
 fn validate_immutable(rt: &ResourceType, key: &ObjKey, old: &Value, new: &Value) -> ApiResult<()> {
-    let payload: &[&str] = match (rt.group.as_str(), rt.plural.as_str()) {
-        ("", "configmaps") => &["data", "binaryData"],
-        ("", "secrets") => &["data"],
-        _ => return Ok(()),
-    };
-    if old["immutable"].as_bool() != Some(true) {
+    let payload = payload_maps(rt);
+    if payload.is_empty() || old["immutable"].as_bool() != Some(true) {
         return Ok(());
     }
     let mut errors = Vec::new();
