@@ -33,11 +33,15 @@ def rv(obj):
 CM = "/api/v1/namespaces/{ns}/configmaps"
 
 
+def configmaps_in(s, ns):
+    """Creates the case's namespace `ns` (not recorded); returns it and its ConfigMaps' path."""
+    s.namespace(ns)
+    return ns, CM.format(ns=ns)
+
+
 @case("core")
 def configmap_lifecycle(s):
-    ns = "d-core-life"
-    s.namespace(ns)
-    base = CM.format(ns=ns)
+    ns, base = configmaps_in(s, "d-core-life")
     _, created = s.post(base, cm("one", {"a": "1"}, {"app": "d"}))
     s.get(f"{base}/one")
     s.get(f"{base}/missing")
@@ -56,9 +60,7 @@ def configmap_lifecycle(s):
 
 @case("core")
 def create_refusals(s):
-    ns = "d-core-refuse"
-    s.namespace(ns)
-    base = CM.format(ns=ns)
+    ns, base = configmaps_in(s, "d-core-refuse")
     s.post(base, cm("Not_A_Name"), note="invalid name")
     s.post(base, cm(""), note="no name")
     s.post(base, {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}}, note="wrong kind")
@@ -71,9 +73,7 @@ def create_refusals(s):
 
 @case("core")
 def generate_name(s):
-    ns = "d-core-gen"
-    s.namespace(ns)
-    base = CM.format(ns=ns)
+    ns, base = configmaps_in(s, "d-core-gen")
     s.post(base, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "gen-", "labels": {"app": "gen"}}})
     s.post(base, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "Bad_"}}, note="invalid generateName")
     s.get(f"{base}?labelSelector=app%3Dgen")
@@ -92,9 +92,7 @@ def unknown_paths(s):
 
 @case("lists")
 def selectors(s):
-    ns = "d-list-sel"
-    s.namespace(ns)
-    base = CM.format(ns=ns)
+    ns, base = configmaps_in(s, "d-list-sel")
     for name, app, tier in [("a", "web", "front"), ("b", "web", "back"), ("c", "db", "back")]:
         s.post(base, cm(name, labels={"app": app, "tier": tier, "suite": "d"}), record=False)
     s.get(f"{base}?labelSelector=app%3Dweb")
@@ -112,9 +110,7 @@ def selectors(s):
 
 @case("lists")
 def pagination(s):
-    ns = "d-list-page"
-    s.namespace(ns)
-    base = CM.format(ns=ns)
+    ns, base = configmaps_in(s, "d-list-page")
     for i in range(5):
         s.post(base, cm(f"p{i}", labels={"suite": "page"}), record=False)
     _, first = s.get(f"{base}?labelSelector=suite%3Dpage&limit=2")
@@ -129,9 +125,7 @@ def pagination(s):
 
 @case("lists")
 def resource_versions(s):
-    ns = "d-list-rv"
-    s.namespace(ns)
-    base = CM.format(ns=ns)
+    ns, base = configmaps_in(s, "d-list-rv")
     _, made = s.post(base, cm("x", labels={"suite": "rv"}))
     s.get(f"{base}?labelSelector=suite%3Drv&resourceVersion=0")
     s.get(f"{base}?labelSelector=suite%3Drv&resourceVersion={rv(made)}&resourceVersionMatch=NotOlderThan")
@@ -146,9 +140,7 @@ def resource_versions(s):
 
 @case("patch")
 def patch_kinds(s):
-    ns = "d-patch"
-    s.namespace(ns)
-    base = CM.format(ns=ns)
+    ns, base = configmaps_in(s, "d-patch")
     s.post(base, cm("p", {"a": "1", "b": "2"}, {"app": "d"}), record=False)
     s.patch(f"{base}/p", {"data": {"a": None, "c": "3"}}, "merge")
     s.patch(f"{base}/p", [{"op": "add", "path": "/data/d", "value": "4"}], "json")
@@ -164,9 +156,7 @@ def patch_kinds(s):
 
 @case("apply")
 def server_side_apply(s):
-    ns = "d-apply"
-    s.namespace(ns)
-    base = CM.format(ns=ns)
+    ns, base = configmaps_in(s, "d-apply")
     doc = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "s", "namespace": ns}, "data": {"a": "1"}}
     s.patch(f"{base}/s?fieldManager=one", json.dumps(doc), "apply", note="apply creates")
     doc2 = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "s", "namespace": ns}, "data": {"a": "2", "b": "1"}}
@@ -268,12 +258,17 @@ def ensure_crd(s):
     s.until("the CRD established and served", established)
 
 
-@case("crd")
-def custom_resources(s):
-    ns = "d-crd"
+def gadgets_in(s, ns):
+    """Creates the case's namespace `ns` and the Gadget CRD (neither recorded); returns the
+    path of the namespace's Gadgets."""
     s.namespace(ns)
     ensure_crd(s)
-    base = f"/apis/diff.informant.dev/v1/namespaces/{ns}/gadgets"
+    return f"/apis/diff.informant.dev/v1/namespaces/{ns}/gadgets"
+
+
+@case("crd")
+def custom_resources(s):
+    base = gadgets_in(s, "d-crd")
     s.post(base, gadget("g1", {"size": 3, "unknown": "pruned"}, {"phase": "set-on-create"}), note="defaulted, pruned, status dropped")
     s.get(f"{base}/g1")
     s.post(base, gadget("g2", {"size": 30}), note="CEL rule fails")
@@ -305,9 +300,7 @@ def custom_resources(s):
 
 @case("delete")
 def finalizers_and_options(s):
-    ns = "d-delete"
-    s.namespace(ns)
-    base = CM.format(ns=ns)
+    ns, base = configmaps_in(s, "d-delete")
     s.post(base, cm("f", labels={"app": "d"}, finalizers=["diff.informant.dev/hold"]))
     s.delete(f"{base}/f", note="with a finalizer: marked, kept")
     s.get(f"{base}/f")
@@ -330,10 +323,7 @@ def finalizers_and_options(s):
 
 @case("delete")
 def deletion_bumps_generation(s):
-    ns = "d-delete-gen"
-    s.namespace(ns)
-    ensure_crd(s)
-    base = f"/apis/diff.informant.dev/v1/namespaces/{ns}/gadgets"
+    base = gadgets_in(s, "d-delete-gen")
     held = gadget("held", {"size": 1, "max": 10})
     held["metadata"]["finalizers"] = ["diff.informant.dev/hold"]
     s.post(base, held)
@@ -346,9 +336,7 @@ def deletion_bumps_generation(s):
 
 @case("delete")
 def one_controller_owner(s):
-    ns = "d-owners"
-    s.namespace(ns)
-    base = CM.format(ns=ns)
+    ns, base = configmaps_in(s, "d-owners")
 
     def owner(name, controller):
         # Owners that exist: the garbage collector would delete a dependent of missing ones.
@@ -368,9 +356,7 @@ def one_controller_owner(s):
 
 @case("watch")
 def watch_from_a_version(s):
-    ns = "d-watch"
-    s.namespace(ns)
-    base = CM.format(ns=ns)
+    ns, base = configmaps_in(s, "d-watch")
     _, made = s.post(base, cm("w", {"a": "1"}, {"suite": "watch"}))
     s.patch(f"{base}/w", {"data": {"a": "2"}}, "merge")
     s.delete(f"{base}/w")
@@ -450,9 +436,7 @@ def access_reviews(s):
 
 @case("validation")
 def immutable_and_secret_rules(s):
-    ns = "d-immutable"
-    s.namespace(ns)
-    base = CM.format(ns=ns)
+    ns, base = configmaps_in(s, "d-immutable")
     _, frozen = s.post(base, {**cm("frozen", {"a": "1"}, {"app": "i"}), "immutable": True})
     body = json.loads(json.dumps(frozen or {}))
     body["data"] = {"a": "2"}
@@ -468,9 +452,7 @@ def immutable_and_secret_rules(s):
 
 @case("validation")
 def metadata_rules(s):
-    ns = "d-meta"
-    s.namespace(ns)
-    base = CM.format(ns=ns)
+    ns, base = configmaps_in(s, "d-meta")
     s.post(base, cm("long-label", labels={"app": "x" * 64}), note="label value over 63 characters")
     s.post(base, cm("bad-label", labels={"-app": "x"}), note="label key must start alphanumeric")
     s.post(base, cm("big-notes", annotations={"a": "x" * (256 * 1024)}), note="annotations over 256 KiB")
@@ -485,9 +467,7 @@ def metadata_rules(s):
 
 @case("dryrun")
 def dry_run_writes(s):
-    ns = "d-dry"
-    s.namespace(ns)
-    base = CM.format(ns=ns)
+    ns, base = configmaps_in(s, "d-dry")
     s.post(f"{base}?dryRun=All", cm("ghost", {"a": "1"}, {"app": "dry"}), note="create, dry run")
     s.get(f"{base}/ghost", note="not stored")
     _, real = s.post(base, cm("real", {"a": "1"}, {"app": "dry"}))
@@ -532,9 +512,7 @@ def token_requests_and_reviews(s):
 
 @case("lifecycle")
 def namespace_and_foreground_deletion(s):
-    ns = "d-fore"
-    s.namespace(ns)
-    base = CM.format(ns=ns)
+    ns, base = configmaps_in(s, "d-fore")
     _, owner = s.post(base, cm("owner", labels={"app": "fg"}))
     uid = ((owner or {}).get("metadata") or {}).get("uid", "")
     ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid, "blockOwnerDeletion": True}
@@ -552,9 +530,7 @@ def namespace_and_foreground_deletion(s):
 
 @case("watch")
 def watch_list_initial_events(s):
-    ns = "d-watchlist"
-    s.namespace(ns)
-    base = CM.format(ns=ns)
+    ns, base = configmaps_in(s, "d-watchlist")
     s.post(base, cm("a", {"x": "1"}, {"suite": "wl"}), record=False)
     s.post(base, cm("b", {"x": "2"}, {"suite": "wl"}), record=False)
     s.watch(f"{base}?watch=true&labelSelector=suite%3Dwl&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1", note="initial events, then the bookmark that ends them")
