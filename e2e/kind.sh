@@ -61,14 +61,15 @@ if [ "${KIND_EXPERIMENTAL_PROVIDER:-}" = podman ] ||
   PROVIDER=podman
   export KIND_EXPERIMENTAL_PROVIDER=podman
 fi
-# kind from PATH, else the one built from e2e/cluster/kind; called by its path (the function
-# below is what the script calls `kind`).
-KIND_BIN=$(command -v kind || true)
-if [ -z "$KIND_BIN" ] && [ -x target/cluster/kind ]; then KIND_BIN=$PWD/target/cluster/kind; fi
+# A tool from PATH, else the one built into target/cluster (kind from e2e/cluster/kind, helm by
+# `cluster.sh build`), else empty; called by its path (the functions below are what the script
+# calls `kind` and `helm`).
+built_or_path() {
+  command -v "$1" || { [ -x "target/cluster/$1" ] && echo "$PWD/target/cluster/$1"; } || true
+}
+KIND_BIN=$(built_or_path kind)
+HELM_BIN=$(built_or_path helm)
 kind() { "${KIND_BIN:-kind}" "$@"; }
-# helm the same way: from PATH, else the one `cluster.sh build` makes (helm.sh/helm/v3).
-HELM_BIN=$(command -v helm || true)
-if [ -z "$HELM_BIN" ] && [ -x target/cluster/helm ]; then HELM_BIN=$PWD/target/cluster/helm; fi
 helm() { "${HELM_BIN:-helm}" "$@"; }
 RELEASE_HELM=${RELEASE_HELM:-${HELM_BIN:-helm}}
 tools=("$PROVIDER" "${KIND_BIN:-kind}" "${HELM_BIN:-helm}" "$KUBECTL" curl python3)
