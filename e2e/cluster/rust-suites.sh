@@ -85,7 +85,12 @@ if [ "$failed" -gt 0 ]; then
   say "failed:"
   mapfile -t names <<<"$failed_names"
   printf '  %s\n' "${names[@]}" >&2
-  awk '/^failures:$/ { on = 1 } on' "$dir/tests.log" | grep -v '^   *[0-9]*: \|^  *at ' >&2 || true
+  # Only the failed tests' sections: a skip's panic is not a failure to read.
+  awk -v names="$failed_names" '
+    BEGIN { n = split(names, list, "\n"); for (i = 1; i <= n; i++) want[list[i]] = 1 }
+    /^---- .* stdout ----$/ { on = ($2 in want) }
+    /^failures:$/ { on = 0 }
+    on' "$dir/tests.log" | grep -v '^   *[0-9]*: \|^  *at ' >&2 || true
 fi
 if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ] && [ "$skipped" -eq 0 ]; then
   tail -n 30 "$dir/tests.log" >&2
