@@ -30,7 +30,8 @@
 //!   ends in exactly one named fate; a leaf that knows none of the others.
 //! - `apiserver`: an embedded, in-memory Kubernetes API server for the demo, development and
 //!   tests (the `apiserver` feature).
-//! - [`samples`]: sample controllers on the controller runtime (the `CronJob` story).
+//! - `samples`: sample controllers on the controller runtime (the `CronJob` story; the
+//!   `samples` feature).
 //! - [`telemetry`]: the tracing subscriber and OpenTelemetry export, installed only by the binary;
 //!   [`yaml`]: the one place YAML is read and written; [`kinds`]: the built-in kinds.
 //!
@@ -51,7 +52,9 @@
 //! - `hooks`: the `hooks` module, operators in any language (hook `Controller`s, exec,
 //!   persistent and webhook hooks, schedules, admission and conversion hooks), with CEL and
 //!   cron. Without it the manager runs Rust controllers only, and [`config::load`] refuses a
-//!   file holding `Controller` documents, naming the feature. The `informant` binary needs it. The rest of [`controller::testing`] (a [`controller::testing::TestContext`]
+//!   file holding `Controller` documents, naming the feature.
+//! - `samples`: the sample controllers of the `samples` module (the `CronJob` story), which the
+//!   binary's `demo` runs. The `informant` binary needs it. The rest of [`controller::testing`] (a [`controller::testing::TestContext`]
 //!   over given objects, its client of the test's choice) needs no feature.
 
 #[cfg(feature = "apiserver")]
@@ -64,6 +67,7 @@ pub mod hooks;
 pub mod kinds;
 pub mod manager;
 pub mod recorder;
+#[cfg(feature = "samples")]
 pub mod samples;
 pub mod selector;
 pub mod serving;
