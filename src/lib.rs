@@ -53,6 +53,9 @@
 //!   persistent and webhook hooks, schedules, admission and conversion hooks), with CEL and
 //!   cron. Without it the manager runs Rust controllers only, and [`config::load`] refuses a
 //!   file holding `Controller` documents, naming the feature.
+//! - `webhook-certificates` (implied by `hooks`): webhook serving certificates the manager
+//!   makes, rotates and keeps in a Secret, with their CA bundle injected (`serving::managed`,
+//!   `serving::CaInjector`); without it a webhook endpoint serves a mounted certificate.
 //! - `samples`: the sample controllers of the `samples` module (the `CronJob` story), which the
 //!   binary's `demo` runs. The `informant` binary needs it. The rest of [`controller::testing`] (a [`controller::testing::TestContext`]
 //!   over given objects, its client of the test's choice) needs no feature.

@@ -163,6 +163,7 @@ pub(super) fn event_message(missing: &[String]) -> String {
 /// What `informant rbac --webhook-*` derives for the endpoint of `options`.
 fn webhook_rights(options: &crate::manager::WebhookOptions) -> rbac::Webhook {
     let certificates = match &options.certificates {
+        #[cfg(feature = "webhook-certificates")]
         crate::serving::WebhookCertificates::Managed(settings) => rbac::Certificates::Managed {
             secret: settings.secret.clone(),
             inject: rbac::InjectNames {
@@ -246,6 +247,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "webhook-certificates")]
     #[tokio::test]
     async fn the_webhook_endpoints_rights_are_checked_when_it_is_on() {
         let config = crate::config::load_str(

@@ -56,13 +56,30 @@ pub struct WebhookOptions {
 impl WebhookOptions {
     /// Serves on `addr` behind Service `namespace/name` (port 443), with managed
     /// certificates in the Secret `<name>-cert`, owning the configurations named `name`.
+    #[cfg(feature = "webhook-certificates")]
     #[must_use]
     pub fn managed(addr: SocketAddr, namespace: &str, name: &str) -> Self {
+        Self::new(
+            addr,
+            namespace,
+            name,
+            WebhookCertificates::Managed(crate::serving::managed::Settings::new(name, namespace)),
+        )
+    }
+
+    /// Serves on `addr` behind Service `namespace/name` (port 443) the given certificates
+    /// (a mounted one: [`WebhookCertificates::mounted`]), owning the configurations named
+    /// `name`.
+    #[must_use]
+    pub fn new(
+        addr: SocketAddr,
+        namespace: &str,
+        name: &str,
+        certificates: WebhookCertificates,
+    ) -> Self {
         Self {
             addr,
-            certificates: WebhookCertificates::Managed(crate::serving::managed::Settings::new(
-                name, namespace,
-            )),
+            certificates,
             service: ServiceReference {
                 namespace: namespace.to_owned(),
                 name: name.to_owned(),

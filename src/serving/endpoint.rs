@@ -8,13 +8,17 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::error::{Error, Result};
-use super::inject::{CaInjector, InjectTargets};
+#[cfg(feature = "webhook-certificates")]
+use super::inject::CaInjector;
+#[cfg(feature = "webhook-certificates")]
 use super::managed::ManagedCertificates;
-use super::webhook::{CertificateFeed, WebhookCertificates, WebhookRouter, WebhookServer};
+use super::webhook::{
+    CertificateFeed, InjectTargets, WebhookCertificates, WebhookRouter, WebhookServer,
+};
 
 /// Everything a manager runs for its webhooks: the [`WebhookServer`] on every replica, fed by
 /// the managed Secret or the mounted files ([`WebhookCertificates`]), and with managed
-/// certificates the leader's [`ManagedCertificates`] writing the Secret and injecting the CA
+/// certificates the leader's `ManagedCertificates` (the `webhook-certificates` feature) writing the Secret and injecting the CA
 /// bundle into `targets`.
 ///
 /// ```no_run
@@ -35,6 +39,7 @@ pub struct WebhookEndpoint {
     server: WebhookServer,
     feed: CertificateFeed,
     ready: watch::Receiver<bool>,
+    #[cfg(feature = "webhook-certificates")]
     leader: Option<(ManagedCertificates, CaInjector)>,
 }
 
@@ -54,24 +59,24 @@ impl WebhookEndpoint {
         targets: InjectTargets,
         router: WebhookRouter,
     ) -> Result<Self> {
+        if !certificates.injects_ca_bundle() && targets != InjectTargets::default() {
+            return Err(Error::Settings {
+                problems: vec![
+                    "injectTargets: a mounted certificate's caBundle is written by cert-manager's cainjector (the cert-manager.io/inject-ca-from annotation); name no targets".to_owned(),
+                ],
+            });
+        }
+        #[cfg(feature = "webhook-certificates")]
         let leader = match certificates {
             WebhookCertificates::Managed(settings) => Some((
                 ManagedCertificates::new(client.clone(), settings.clone())?,
                 CaInjector::new(client.clone(), targets),
             )),
-            WebhookCertificates::Mounted { .. } => {
-                if targets != InjectTargets::default() {
-                    return Err(Error::Settings {
-                        problems: vec![
-                            "injectTargets: a mounted certificate's caBundle is written by cert-manager's cainjector (the cert-manager.io/inject-ca-from annotation); name no targets".to_owned(),
-                        ],
-                    });
-                }
-                None
-            }
+            WebhookCertificates::Mounted { .. } => None,
         };
         let feed = certificates.feed(client)?;
         let ready = match &feed {
+            #[cfg(feature = "webhook-certificates")]
             CertificateFeed::Secret(watcher) => watcher.ready(),
             CertificateFeed::Files(_) => watch::channel(true).1,
         };
@@ -82,6 +87,7 @@ impl WebhookEndpoint {
             server,
             feed,
             ready,
+            #[cfg(feature = "webhook-certificates")]
             leader,
         })
     }
@@ -130,6 +136,9 @@ impl WebhookEndpoint {
         shutdown: CancellationToken,
     ) -> std::io::Result<()> {
         let leader = async {
+            #[cfg(not(feature = "webhook-certificates"))]
+            drop(is_leader);
+            #[cfg(feature = "webhook-certificates")]
             if let Some((certificates, injector)) = self.leader {
                 certificates
                     .run(Some(injector), is_leader, shutdown.clone())

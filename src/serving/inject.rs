@@ -18,18 +18,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::error::{Error, Result};
-
-/// The objects whose CA bundle the manager writes, by name (those it owns).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct InjectTargets {
-    /// `ValidatingWebhookConfiguration`s: every webhook's `clientConfig.caBundle`.
-    pub validating: Vec<String>,
-    /// `MutatingWebhookConfiguration`s: every webhook's `clientConfig.caBundle`.
-    pub mutating: Vec<String>,
-    /// CRDs: `spec.conversion.webhook.clientConfig.caBundle`, when their conversion strategy
-    /// is `Webhook`.
-    pub crds: Vec<String>,
-}
+use super::webhook::InjectTargets;
 
 /// One object [`CaInjector::inject`] looked at.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -13,10 +13,10 @@
 //! - [`tls`]: the rustls [`ServerConfig`](tokio_rustls::rustls::ServerConfig) (HTTP/1.1 only)
 //!   and the [`TlsListener`] that axum serves from: handshakes run side by side, a plain HTTP
 //!   request gets Go's `400 Client sent an HTTP request to an HTTPS server`.
-//! - [`managed`]: webhook certificates without cert-manager: a CA and a serving certificate
-//!   in a Secret every replica serves ([`managed::SecretWatcher`]), made and rotated before
-//!   expiry by the leader ([`managed::ManagedCertificates`]).
-//! - [`inject`]: the [`CaInjector`] writing the managed CA bundle into the webhook
+//! - `managed` (the `webhook-certificates` feature): webhook certificates without cert-manager:
+//!   a CA and a serving certificate in a Secret every replica serves (`SecretWatcher`), made and
+//!   rotated before expiry by the leader (`ManagedCertificates`).
+//! - `inject` (the `webhook-certificates` feature): the `CaInjector` writing the managed CA bundle into the webhook
 //!   configurations and CRDs the manager owns.
 //! - [`webhook`]: the webhook HTTPS endpoint (port [`DEFAULT_WEBHOOK_PORT`]): a
 //!   [`WebhookRouter`] of paths, served by a [`WebhookServer`] with the managed or a mounted
@@ -41,7 +41,9 @@ pub mod cert;
 pub mod connections;
 mod endpoint;
 mod error;
+#[cfg(feature = "webhook-certificates")]
 pub mod inject;
+#[cfg(feature = "webhook-certificates")]
 pub mod managed;
 pub mod tls;
 pub mod watch;
@@ -52,12 +54,13 @@ pub use cert::{CertSource, CertificateCell, DEFAULT_CERT_NAME, DEFAULT_KEY_NAME}
 pub use connections::ConnectionLimits;
 pub use endpoint::WebhookEndpoint;
 pub use error::{Error, Result};
-pub use inject::{CaInjector, InjectTargets, Injection, Target};
+#[cfg(feature = "webhook-certificates")]
+pub use inject::{CaInjector, Injection, Target};
 pub use tls::{ClientCa, TlsListener, server_config, server_config_verifying_clients};
 pub use watch::{CertWatcher, POLL_INTERVAL};
 pub use webhook::{
     CertificateFeed, DEFAULT_MAX_ADMISSION_BYTES, DEFAULT_MAX_CONVERSION_BYTES,
-    DEFAULT_MAX_IN_FLIGHT, DEFAULT_WEBHOOK_PORT, HEALTH_PATH, INJECT_CA_FROM_ANNOTATION, Refusal,
-    RefusalCounter, Route, RouteError, RouteHandler, WebhookCertificates, WebhookRouter,
-    WebhookRoutes, WebhookServer, json_route,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_WEBHOOK_PORT, HEALTH_PATH, INJECT_CA_FROM_ANNOTATION,
+    InjectTargets, Refusal, RefusalCounter, Route, RouteError, RouteHandler, WebhookCertificates,
+    WebhookRouter, WebhookRoutes, WebhookServer, json_route,
 };

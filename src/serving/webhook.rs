@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::cert::{CertificateCell, DEFAULT_CERT_NAME, DEFAULT_KEY_NAME};
 use super::connections::ConnectionLimits;
 use super::error::Result;
+#[cfg(feature = "webhook-certificates")]
 use super::managed::{SecretWatcher, Settings};
 use super::tls::{ClientCa, TlsListener, server_config, server_config_verifying_clients};
 use super::watch::CertWatcher;
@@ -62,6 +63,7 @@ pub const HEALTH_PATH: &str = "/healthz";
 pub enum WebhookCertificates {
     /// Made and rotated by the manager in a Secret ([`super::managed`]); the leader injects
     /// the CA bundle into the webhook configurations and CRDs it owns.
+    #[cfg(feature = "webhook-certificates")]
     Managed(Settings),
     /// Read from a mounted directory (cert-manager's Certificate Secret) and re-read when it
     /// changes ([`CertWatcher`]). informant writes no `caBundle` then:
@@ -94,6 +96,7 @@ impl WebhookCertificates {
     /// # Errors
     ///
     /// What reading or parsing the Secret says.
+    #[cfg(feature = "webhook-certificates")]
     pub async fn current_bundle(&self, client: &Client) -> Result<Option<String>> {
         let Self::Managed(settings) = self else {
             return Ok(None);
@@ -105,18 +108,24 @@ impl WebhookCertificates {
     /// Whether informant injects the CA bundle (only for certificates it makes).
     #[must_use]
     pub fn injects_ca_bundle(&self) -> bool {
-        matches!(self, Self::Managed(_))
+        #[cfg(feature = "webhook-certificates")]
+        return matches!(self, Self::Managed(_));
+        #[cfg(not(feature = "webhook-certificates"))]
+        false
     }
 
-    /// What keeps the served certificate current: a [`SecretWatcher`] of the managed Secret,
+    /// What keeps the served certificate current: a `SecretWatcher` of the managed Secret,
     /// or a [`CertWatcher`] of the mounted files (read once here, so a missing file fails
     /// at start).
     ///
     /// # Errors
     ///
-    /// What [`SecretWatcher::new`] or [`CertWatcher::new`] says.
+    /// What `SecretWatcher::new` or [`CertWatcher::new`] says.
     pub fn feed(&self, client: Client) -> Result<CertificateFeed> {
+        #[cfg(not(feature = "webhook-certificates"))]
+        drop(client);
         match self {
+            #[cfg(feature = "webhook-certificates")]
             Self::Managed(settings) => Ok(CertificateFeed::Secret(Box::new(SecretWatcher::new(
                 client, settings,
             )?))),
@@ -131,10 +140,23 @@ impl WebhookCertificates {
     }
 }
 
+/// The objects whose CA bundle the manager writes, by name (those it owns).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InjectTargets {
+    /// `ValidatingWebhookConfiguration`s: every webhook's `clientConfig.caBundle`.
+    pub validating: Vec<String>,
+    /// `MutatingWebhookConfiguration`s: every webhook's `clientConfig.caBundle`.
+    pub mutating: Vec<String>,
+    /// CRDs: `spec.conversion.webhook.clientConfig.caBundle`, when their conversion strategy
+    /// is `Webhook`.
+    pub crds: Vec<String>,
+}
+
 /// What keeps a webhook server's certificate current ([`WebhookCertificates::feed`]).
 #[derive(Debug)]
 pub enum CertificateFeed {
     /// The managed Secret, watched.
+    #[cfg(feature = "webhook-certificates")]
     Secret(Box<SecretWatcher>),
     /// The mounted files, watched.
     Files(CertWatcher),
@@ -145,6 +167,7 @@ impl CertificateFeed {
     #[must_use]
     pub fn cell(&self) -> Arc<CertificateCell> {
         match self {
+            #[cfg(feature = "webhook-certificates")]
             Self::Secret(watcher) => watcher.cell(),
             Self::Files(watcher) => watcher.cell(),
         }
@@ -153,6 +176,7 @@ impl CertificateFeed {
     /// Keeps the cell current until `shutdown` is cancelled.
     pub async fn run(self, shutdown: CancellationToken) {
         match self {
+            #[cfg(feature = "webhook-certificates")]
             Self::Secret(watcher) => (*watcher).run(shutdown).await,
             Self::Files(watcher) => watcher.run(shutdown).await,
         }
@@ -613,6 +637,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(relative, RouteError::NotAbsolute("convert".to_owned()));
         assert!(!WebhookCertificates::mounted("/certs").injects_ca_bundle());
+        #[cfg(feature = "webhook-certificates")]
         assert!(WebhookCertificates::Managed(Settings::new("s", "n")).injects_ca_bundle());
     }
 

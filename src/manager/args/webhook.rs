@@ -4,6 +4,7 @@
 use k8s_openapi::api::admissionregistration::v1::ServiceReference;
 
 use super::super::webhook::WebhookOptions;
+#[cfg(feature = "webhook-certificates")]
 use crate::serving::managed::Settings;
 use crate::serving::{InjectTargets, WebhookCertificates};
 
@@ -164,11 +165,42 @@ impl super::Args {
         if self.webhook_inject_ca_from.is_some() {
             problems.push("--webhook-inject-ca-from is for a mounted cert-manager certificate (--webhook-cert-dir); managed certificates are injected by the manager".to_owned());
         }
+        self.managed(service, namespace, problems)
+    }
+
+    /// Managed certificates in the Secret of --webhook-cert-secret (`<service>-cert`).
+    #[cfg(feature = "webhook-certificates")]
+    fn managed(
+        &self,
+        service: &str,
+        namespace: &str,
+        _problems: &mut Vec<String>,
+    ) -> WebhookCertificates {
         let mut settings = Settings::new(service, namespace);
         if let Some(secret) = &self.webhook_cert_secret {
             settings.secret.clone_from(secret);
         }
         WebhookCertificates::Managed(settings)
+    }
+
+    /// Without the `webhook-certificates` feature the manager makes no certificate: the
+    /// problem says so, and the mounted directory of controller-runtime's webhook server
+    /// (`<temp-dir>/k8s-webhook-server/serving-certs`) stands in so the other flags are checked too.
+    #[cfg(not(feature = "webhook-certificates"))]
+    #[allow(
+        clippy::unused_self,
+        reason = "the signature of the feature's version, which reads --webhook-cert-secret"
+    )]
+    fn managed(
+        &self,
+        _service: &str,
+        _namespace: &str,
+        problems: &mut Vec<String>,
+    ) -> WebhookCertificates {
+        problems.push("--webhook-service without --webhook-cert-dir asks for certificates the manager makes, which this build leaves out (informant's `webhook-certificates` feature): mount a certificate and give --webhook-cert-dir, or build with the feature".to_owned());
+        // controller-runtime's `pkg/webhook/server.go`: `CertDir` defaults to
+        // `<temp-dir>/k8s-webhook-server/serving-certs`.
+        WebhookCertificates::mounted(std::env::temp_dir().join("k8s-webhook-server/serving-certs"))
     }
 
     /// The objects of --webhook-inject.
@@ -211,4 +243,64 @@ fn not_a_name(name: &str) -> Option<&'static str> {
         return Some("is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.')");
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::serving::WebhookCertificates;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        manager: super::super::Args,
+    }
+
+    fn options(extra: &[&str]) -> Result<crate::manager::Options, super::super::ArgsError> {
+        let mut argv = vec![
+            "op",
+            "--config",
+            "cacheconfig.yaml",
+            "--webhook-service",
+            "hooks",
+        ];
+        argv.extend_from_slice(extra);
+        Cli::try_parse_from(argv).unwrap().manager.options()
+    }
+
+    #[test]
+    fn a_mounted_certificate_needs_no_feature() {
+        let options = options(&["--webhook-cert-dir", "/certs"]).unwrap();
+        let webhook = options.webhook.unwrap();
+        assert_eq!(webhook.certificates, WebhookCertificates::mounted("/certs"));
+        assert_eq!(webhook.service.port, Some(443));
+    }
+
+    /// Without --webhook-cert-dir the manager makes the certificates, or says that this build
+    /// cannot, naming the feature (and keeps checking the other flags).
+    #[test]
+    fn certificates_the_manager_makes_need_the_feature() {
+        let made = options(&[]);
+        #[cfg(feature = "webhook-certificates")]
+        assert!(
+            made.unwrap()
+                .webhook
+                .unwrap()
+                .certificates
+                .injects_ca_bundle()
+        );
+        #[cfg(not(feature = "webhook-certificates"))]
+        {
+            let problems = made.unwrap_err().problems;
+            assert_eq!(problems.len(), 1, "{problems:?}");
+            assert!(
+                problems[0].contains("`webhook-certificates` feature")
+                    && problems[0].contains("--webhook-cert-dir"),
+                "{problems:?}"
+            );
+            let both = options(&["--webhook-inject-ca-from", "ns/c"]).unwrap_err();
+            assert_eq!(both.problems.len(), 2, "{:?}", both.problems);
+        }
+    }
 }
