@@ -7,14 +7,13 @@ use kube::Client;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::certificates::{CertificateFeed, InjectTargets, WebhookCertificates};
 use super::error::{Error, Result};
 #[cfg(feature = "webhook-certificates")]
 use super::inject::CaInjector;
 #[cfg(feature = "webhook-certificates")]
 use super::managed::ManagedCertificates;
-use super::webhook::{
-    CertificateFeed, InjectTargets, WebhookCertificates, WebhookRouter, WebhookServer,
-};
+use super::webhook::{WebhookRouter, WebhookServer};
 
 /// Everything a manager runs for its webhooks: the [`WebhookServer`] on every replica, fed by
 /// the managed Secret or the mounted files ([`WebhookCertificates`]), and with managed

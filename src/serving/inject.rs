@@ -17,8 +17,8 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use super::certificates::InjectTargets;
 use super::error::{Error, Result};
-use super::webhook::InjectTargets;
 
 /// One object [`CaInjector::inject`] looked at.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -38,6 +38,7 @@
 
 pub mod auth;
 pub mod cert;
+mod certificates;
 pub mod connections;
 mod endpoint;
 mod error;
@@ -51,6 +52,7 @@ pub mod webhook;
 
 pub use auth::{Authenticator, Decision};
 pub use cert::{CertSource, CertificateCell, DEFAULT_CERT_NAME, DEFAULT_KEY_NAME};
+pub use certificates::{CertificateFeed, InjectTargets, WebhookCertificates};
 pub use connections::ConnectionLimits;
 pub use endpoint::WebhookEndpoint;
 pub use error::{Error, Result};
@@ -59,8 +61,7 @@ pub use inject::{CaInjector, Injection, Target};
 pub use tls::{ClientCa, TlsListener, server_config, server_config_verifying_clients};
 pub use watch::{CertWatcher, POLL_INTERVAL};
 pub use webhook::{
-    CertificateFeed, DEFAULT_MAX_ADMISSION_BYTES, DEFAULT_MAX_CONVERSION_BYTES,
-    DEFAULT_MAX_IN_FLIGHT, DEFAULT_WEBHOOK_PORT, HEALTH_PATH, INJECT_CA_FROM_ANNOTATION,
-    InjectTargets, Refusal, RefusalCounter, Route, RouteError, RouteHandler, WebhookCertificates,
-    WebhookRouter, WebhookRoutes, WebhookServer, json_route,
+    DEFAULT_MAX_ADMISSION_BYTES, DEFAULT_MAX_CONVERSION_BYTES, DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_WEBHOOK_PORT, HEALTH_PATH, INJECT_CA_FROM_ANNOTATION, Refusal, RefusalCounter, Route,
+    RouteError, RouteHandler, WebhookRouter, WebhookRoutes, WebhookServer, json_route,
 };
