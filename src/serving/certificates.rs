@@ -119,7 +119,7 @@ pub enum CertificateFeed {
 }
 
 impl CertificateFeed {
-    /// The cell to serve from ([`WebhookServer::bind`]).
+    /// The cell to serve from ([`WebhookServer::bind`](super::WebhookServer::bind)).
     #[must_use]
     pub fn cell(&self) -> Arc<CertificateCell> {
         match self {
