@@ -23,6 +23,7 @@ COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY benches ./benches
 COPY examples/configmap_secret.rs examples/cache_tree.rs examples/faults.rs examples/record_events.rs ./examples/
+COPY examples/cronjob_controller.rs ./examples/
 COPY examples/hooks/cronjob.py ./examples/hooks/cronjob.py
 COPY docs/hooks-v1.schema.json ./docs/hooks-v1.schema.json
 COPY README.md ./README.md

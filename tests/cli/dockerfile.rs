@@ -133,6 +133,41 @@ fn every_file_the_sources_include_from_outside_src_is_in_the_image_build() {
     }
 }
 
+/// The files of the `[[example]]` targets `Cargo.toml` declares (`examples/NAME.rs`): cargo
+/// refuses a manifest whose declared target is missing, so the image build needs each.
+fn declared_examples() -> Vec<String> {
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let lines: Vec<&str> = manifest.lines().map(str::trim).collect();
+    lines
+        .windows(2)
+        .filter(|pair| pair[0] == "[[example]]")
+        .filter_map(|pair| {
+            let name = pair[1].strip_prefix("name = \"")?.strip_suffix('"')?;
+            Some(format!("examples/{name}.rs"))
+        })
+        .collect()
+}
+
+#[test]
+fn every_example_the_manifest_declares_is_in_the_image_build() {
+    let declared = declared_examples();
+    assert!(
+        declared.contains(&"examples/cronjob_controller.rs".to_string()),
+        "the scan finds the declared examples: {declared:?}"
+    );
+    let copied = copied();
+    for file in &declared {
+        assert!(
+            copied.contains(file),
+            "Cargo.toml declares the example {file} but no COPY line of the Dockerfile copies it (cargo refuses the manifest without it): {copied:?}"
+        );
+        assert!(
+            !ignored(file),
+            "Cargo.toml declares the example {file} but .dockerignore keeps it out of the build context"
+        );
+    }
+}
+
 #[test]
 fn the_dockerignore_reading_sees_a_directory_pattern_and_its_exception() {
     // The checker can fail: examples/ is ignored as a whole, only the hook is let back in.
