@@ -120,17 +120,27 @@ fn every_file_the_sources_include_from_outside_src_is_in_the_image_build() {
     );
     let copied = copied();
     for file in &included {
-        assert!(
-            copied
-                .iter()
-                .any(|c| file == c || file.starts_with(&format!("{c}/"))),
-            "{file} is included by src/ but no COPY line of the Dockerfile copies it: {copied:?}"
-        );
-        assert!(
-            !ignored(file),
-            "{file} is included by src/ but .dockerignore keeps it out of the build context"
-        );
+        if let Err(why) = in_image_build(file, &copied) {
+            panic!("{file} is included by src/ but {why}");
+        }
     }
+}
+
+/// Whether `file` reaches the image build: copied by a `COPY` line (itself or a directory
+/// above it) and not kept out of the context by `.dockerignore`; else why not.
+fn in_image_build(file: &str, copied: &[String]) -> Result<(), String> {
+    if !copied
+        .iter()
+        .any(|c| file == c || file.starts_with(&format!("{c}/")))
+    {
+        return Err(format!(
+            "no COPY line of the Dockerfile copies it: {copied:?}"
+        ));
+    }
+    if ignored(file) {
+        return Err(".dockerignore keeps it out of the build context".to_owned());
+    }
+    Ok(())
 }
 
 /// The files of the `[[example]]` targets `Cargo.toml` declares (`examples/NAME.rs`): cargo
@@ -157,14 +167,11 @@ fn every_example_the_manifest_declares_is_in_the_image_build() {
     );
     let copied = copied();
     for file in &declared {
-        assert!(
-            copied.contains(file),
-            "Cargo.toml declares the example {file} but no COPY line of the Dockerfile copies it (cargo refuses the manifest without it): {copied:?}"
-        );
-        assert!(
-            !ignored(file),
-            "Cargo.toml declares the example {file} but .dockerignore keeps it out of the build context"
-        );
+        if let Err(why) = in_image_build(file, &copied) {
+            panic!(
+                "Cargo.toml declares the example {file} (cargo refuses the manifest without it) but {why}"
+            );
+        }
     }
 }
 
