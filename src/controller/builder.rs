@@ -5,6 +5,7 @@
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::core::{GroupVersionKind, Resource};
@@ -72,6 +73,7 @@ pub struct Controller<K: Resource<DynamicType = ()> + Clone + Debug + 'static> {
     pub(super) name: String,
     pub(super) relations: Vec<Relation<K>>,
     pub(super) concurrency: u16,
+    pub(super) timeout: Option<Duration>,
     pub(super) metrics: Option<ControllerMetrics>,
     pub(super) store: Store<Stub<K>>,
     pub(super) writer: reflector::store::Writer<Stub<K>>,
@@ -91,6 +93,7 @@ impl<K: Resource<DynamicType = ()> + Clone + Debug + 'static> Debug for Controll
             .field("kind", &K::kind(&()))
             .field("related", &kinds)
             .field("concurrency", &self.concurrency)
+            .field("timeout", &self.timeout)
             .field("predicates", &self.predicates)
             .field("selectors", &self.scope.len())
             .field("event_source", &self.event_source)
@@ -110,6 +113,7 @@ where
             name: name.to_owned(),
             relations: Vec::new(),
             concurrency: DEFAULT_CONCURRENCY,
+            timeout: None,
             metrics: None,
             store,
             writer,
@@ -225,6 +229,25 @@ where
     #[must_use]
     pub fn concurrency(mut self, n: u16) -> Self {
         self.concurrency = if n == 0 { DEFAULT_CONCURRENCY } else { n };
+        self
+    }
+
+    /// Cancels a reconcile still running `timeout` after it started, so that a hung one
+    /// (an API call or a dependency that never answers) gives its worker back. It is dropped
+    /// where it waits, counted in `controller_runtime_reconcile_timeouts_total` (and as an
+    /// `error` in `controller_runtime_reconcile_total`), traced with `result=timed_out`, and its
+    /// object retried after its failure backoff ([`Context::error_backoff`]), whatever the
+    /// error policy. Zero, the default, means no timeout: controller-runtime
+    /// pkg/controller/controller.go `Options.ReconciliationTimeout` ("By default, there is no
+    /// timeout").
+    ///
+    /// Unlike Go's context deadline, which a reconcile must check, the cancellation needs
+    /// nothing from the reconcile: a dropped future is not polled again. A reconcile that
+    /// blocks its thread without awaiting is not cancelled; keep blocking work in
+    /// `tokio::task::spawn_blocking`.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = (!timeout.is_zero()).then_some(timeout);
         self
     }
 

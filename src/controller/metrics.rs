@@ -108,6 +108,7 @@ fn reconcile_time_histogram() -> Histogram {
 /// |---|---|---|
 /// | `controller_runtime_reconcile_total` | `controller`, `result` | `ReconcileTotal` |
 /// | `controller_runtime_reconcile_errors_total` | `controller` | `ReconcileErrors` |
+/// | `controller_runtime_reconcile_timeouts_total` | `controller` | `ReconcileTimeouts` |
 /// | `controller_runtime_reconcile_time_seconds` (histogram, [`RECONCILE_TIME_BUCKETS`]) | `controller` | `ReconcileTime` |
 /// | `controller_runtime_max_concurrent_reconciles` | `controller` | `WorkerCount` |
 /// | `controller_runtime_active_workers` | `controller` | `ActiveWorkers` |
@@ -118,8 +119,8 @@ fn reconcile_time_histogram() -> Histogram {
 /// Upstream: controller-runtime pkg/internal/controller/metrics/metrics.go (the
 /// `controller_runtime_*` series) and pkg/internal/metrics/workqueue.go with the keys of
 /// pkg/metrics/workqueue.go (the `workqueue_*` series; the `controller` label since v0.19,
-/// `priority` since v0.20). Not exposed: terminal errors, panics, timeouts, and the workqueue
-/// latency histograms.
+/// `priority` since v0.20; `ReconcileTimeouts` since v0.22). Not exposed: terminal errors, panics,
+/// and the workqueue latency histograms.
 ///
 /// The runtime calls [`ControllerMetrics::controller`] once per controller and keeps the
 /// returned [`ControllerSeries`], whose methods touch pre-resolved series (no label lookup
@@ -149,6 +150,7 @@ pub struct ControllerMetrics(Arc<ControllerInner>);
 struct ControllerInner {
     reconcile_total: Family<ResultLabels, Counter>,
     reconcile_errors: Family<ControllerLabels, Counter>,
+    reconcile_timeouts: Family<ControllerLabels, Counter>,
     reconcile_time: HistogramFamily<ControllerLabels>,
     max_concurrent_reconciles: Family<ControllerLabels, Gauge>,
     active_workers: Family<ControllerLabels, Gauge>,
@@ -162,6 +164,7 @@ impl Default for ControllerInner {
         Self {
             reconcile_total: Family::default(),
             reconcile_errors: Family::default(),
+            reconcile_timeouts: Family::default(),
             reconcile_time: Family::new_with_constructor(reconcile_time_histogram),
             max_concurrent_reconciles: Family::default(),
             active_workers: Family::default(),
@@ -204,6 +207,11 @@ impl ControllerMetrics {
             "controller_runtime_reconcile_errors",
             "Total number of reconciliation errors per controller",
             inner.reconcile_errors.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile_timeouts",
+            "Total number of reconciliation timeouts per controller",
+            inner.reconcile_timeouts.clone(),
         );
         registry.register(
             "controller_runtime_reconcile_time_seconds",
@@ -270,6 +278,7 @@ impl ControllerMetrics {
         ControllerSeries {
             results,
             errors: inner.reconcile_errors.get_or_create(&controller).clone(),
+            timeouts: inner.reconcile_timeouts.get_or_create(&controller).clone(),
             time: inner.reconcile_time.get_or_create(&controller).clone(),
             active_workers: inner.active_workers.get_or_create(&controller).clone(),
             depth: inner
@@ -293,6 +302,7 @@ pub struct ControllerSeries {
     /// `controller_runtime_reconcile_total`, in [`ReconcileResult::ALL`] order.
     results: [Counter; 4],
     errors: Counter,
+    timeouts: Counter,
     time: Histogram,
     active_workers: Gauge,
     depth: Gauge,
@@ -320,6 +330,14 @@ impl ControllerSeries {
         self.time.observe(duration.as_secs_f64());
     }
 
+    /// A reconcile ran past its controller's timeout and was cancelled
+    /// (`controller_runtime_reconcile_timeouts_total`); it is also counted by
+    /// [`ControllerSeries::reconcile_finished`] as an [`ReconcileResult::Error`], as
+    /// controller-runtime counts the `context deadline exceeded` its reconciler returns.
+    pub fn reconcile_timed_out(&self) {
+        self.timeouts.inc();
+    }
+
     /// An item was added to the queue (`workqueue_adds_total`), as client-go counts `Add`
     /// calls, including adds of an item already queued.
     pub fn queue_added(&self) {
@@ -343,6 +361,12 @@ impl ControllerSeries {
     #[must_use]
     pub fn reconciles(&self, result: ReconcileResult) -> u64 {
         self.results[result as usize].get()
+    }
+
+    /// Reconciles cancelled by the controller's timeout so far.
+    #[must_use]
+    pub fn timeouts(&self) -> u64 {
+        self.timeouts.get()
     }
 
     /// Workers reconciling now.
@@ -393,6 +417,7 @@ mod tests {
             let _worker = pods.reconcile_started();
             assert_eq!(pods.active_workers(), 1);
             pods.reconcile_finished(ReconcileResult::Error, Duration::from_millis(20));
+            pods.reconcile_timed_out();
         }
         pods.queue_retried();
         let _still_running = pods.reconcile_started();
@@ -407,6 +432,7 @@ mod tests {
             "# HELP controller_runtime_reconcile Total number of reconciliations per controller.",
             "# HELP controller_runtime_reconcile_errors Total number of reconciliation errors per controller.",
             "# HELP controller_runtime_reconcile_time_seconds Length of time per reconciliation per controller.",
+            "# HELP controller_runtime_reconcile_timeouts Total number of reconciliation timeouts per controller.",
             "# HELP workqueue_adds Total number of adds handled by workqueue.",
             "# HELP workqueue_depth Current depth of workqueue by workqueue and priority.",
             "# HELP workqueue_retries Total number of items added to the workqueue with a non-zero delay (rate-limited requeues, explicit RequeueAfter or AddAfter calls).",
@@ -415,6 +441,7 @@ mod tests {
             "# TYPE controller_runtime_reconcile counter",
             "# TYPE controller_runtime_reconcile_errors counter",
             "# TYPE controller_runtime_reconcile_time_seconds histogram",
+            "# TYPE controller_runtime_reconcile_timeouts counter",
             "# TYPE workqueue_adds counter",
             "# TYPE workqueue_depth gauge",
             "# TYPE workqueue_retries counter",
@@ -423,6 +450,7 @@ mod tests {
             "controller_runtime_reconcile_errors_total{controller=\"pods\"} 1",
             "controller_runtime_reconcile_time_seconds_count{controller=\"pods\"} 2",
             "controller_runtime_reconcile_time_seconds_sum{controller=\"pods\"} 2.02",
+            "controller_runtime_reconcile_timeouts_total{controller=\"pods\"} 1",
             "controller_runtime_reconcile_total{controller=\"pods\",result=\"error\"} 1",
             "controller_runtime_reconcile_total{controller=\"pods\",result=\"requeue\"} 0",
             "controller_runtime_reconcile_total{controller=\"pods\",result=\"requeue_after\"} 1",

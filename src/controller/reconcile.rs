@@ -1,9 +1,9 @@
-//! Each reconcile as one unit of work: a `reconcile` span, the controller's metrics, and the
-//! object's failure count, around the caller's reconcile function.
+//! Each reconcile as one unit of work: a `reconcile` span, the controller's metrics, the
+//! object's failure count and the controller's timeout, around the caller's reconcile function.
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kube::core::Resource;
 use kube::runtime::controller::Action;
@@ -14,18 +14,56 @@ use super::metrics::ReconcileResult as Outcome;
 use super::series::Series;
 use super::stub::Stub;
 
+/// How a reconcile failed: its own error, or the controller's timeout cancelled it.
+#[derive(Debug)]
+pub(super) enum Failure<E> {
+    /// The reconcile returned this error (its controller's error policy decides the retry).
+    Returned(E),
+    /// The reconcile ran past the controller's timeout and was dropped mid-way.
+    TimedOut(Duration),
+}
+
+impl<E: std::fmt::Display> std::fmt::Display for Failure<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Returned(error) => error.fmt(f),
+            Failure::TimedOut(limit) => write!(
+                f,
+                "the reconcile did not finish within the controller's timeout of {limit:?} and \
+                 was cancelled"
+            ),
+        }
+    }
+}
+
+impl<E: std::error::Error> std::error::Error for Failure<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Failure::Returned(error) => error.source(),
+            Failure::TimedOut(_) => None,
+        }
+    }
+}
+
 /// Runs `reconcile` on `object` (the one `stub` names, read and [taken](Series::taken) from
 /// the queue) in a `reconcile` span (fields `controller`, `k8s.namespace`, `object.name`, then
 /// `result` and, on failure, `error`), counted in `series`. A failure counts against the
 /// object before the error policy runs; a success clears its count. The object's reference
 /// is built only when failures are counted.
+///
+/// With a `timeout`, a reconcile still running when it passes is dropped (its future is not
+/// polled again: whatever it awaited is cancelled), which frees its worker. It ends in
+/// [`Failure::TimedOut`]: `result=timed_out` in its span, and in the metrics an error (as
+/// controller-runtime counts the `context deadline exceeded` its reconciler returns) plus one
+/// `controller_runtime_reconcile_timeouts_total`.
 pub(super) fn instrumented<K, T, R, Fut, E>(
     controller: &str,
     series: Series,
     (object, stub): (Arc<K>, Arc<Stub<K>>),
     ctx: Arc<Context<T>>,
+    timeout: Option<Duration>,
     reconcile: R,
-) -> impl Future<Output = Result<Action, E>> + Send + 'static + use<K, T, R, Fut, E>
+) -> impl Future<Output = Result<Action, Failure<E>>> + Send + 'static + use<K, T, R, Fut, E>
 where
     T: Send + Sync + 'static,
     R: FnOnce(Arc<K>, Arc<Context<T>>) -> Fut,
@@ -46,14 +84,25 @@ where
     async move {
         let _worker = series.reconcile_running();
         let started = Instant::now();
-        let result = running.await;
+        let result = match timeout {
+            None => running.await.map_err(Failure::Returned),
+            Some(limit) => match tokio::time::timeout(limit, running).await {
+                Ok(result) => result.map_err(Failure::Returned),
+                Err(_) => Err(Failure::TimedOut(limit)),
+            },
+        };
         let outcome = match &result {
             Ok(action) if *action == Action::await_change() => Outcome::Success,
             Ok(_) => Outcome::RequeueAfter,
             Err(_) => Outcome::Error,
         };
         series.reconcile_finished(outcome, started.elapsed());
-        record.record("result", outcome.as_str());
+        if let Err(Failure::TimedOut(_)) = &result {
+            series.reconcile_timed_out();
+            record.record("result", "timed_out");
+        } else {
+            record.record("result", outcome.as_str());
+        }
         match &result {
             Ok(action) => {
                 ctx.forget_with(|| stub.key(&()));
@@ -177,6 +226,7 @@ mod tests {
             series.clone(),
             (Arc::clone(&object), Arc::clone(&stub)),
             Arc::clone(&ctx),
+            None,
             |_, _| async { Err::<Action, _>(Failed) },
         )
         .await;
@@ -187,6 +237,7 @@ mod tests {
             series,
             (Arc::clone(&object), stub),
             Arc::clone(&ctx),
+            None,
             |_, _| async { Ok::<_, Failed>(Action::requeue(std::time::Duration::from_secs(1))) },
         )
         .await;
@@ -216,5 +267,70 @@ mod tests {
         assert_eq!(counted.reconciles(ReconcileResult::Error), 1);
         assert_eq!(counted.reconciles(ReconcileResult::RequeueAfter), 1);
         assert_eq!(counted.active_workers(), 0);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_reconcile_past_the_timeout_is_cancelled_counted_and_traced_as_timed_out() {
+        let spans = Spans::default();
+        let _guard =
+            tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+        let metrics = ControllerMetrics::new();
+        let series = Series::new(Some(&metrics), "web", 1);
+        let ctx = context();
+        let object = configmap();
+        let stub = Arc::new(Stub::of(&object.metadata));
+        // Dropped with the reconcile: proof that the hung future was cancelled, not left behind.
+        let (held, released) = tokio::sync::oneshot::channel::<()>();
+
+        let hung = instrumented(
+            "web",
+            series.clone(),
+            (Arc::clone(&object), Arc::clone(&stub)),
+            Arc::clone(&ctx),
+            Some(Duration::from_millis(20)),
+            move |_, _| async move {
+                let _held = held;
+                std::future::pending::<Result<Action, Failed>>().await
+            },
+        )
+        .await;
+        assert!(
+            matches!(hung, Err(Failure::TimedOut(limit)) if limit == Duration::from_millis(20)),
+            "{hung:?}"
+        );
+        assert!(released.await.is_err(), "the hung reconcile was dropped");
+        assert_eq!(
+            ctx.failures(object.as_ref()),
+            1,
+            "a timeout counts as a failure"
+        );
+
+        // Within the timeout, the reconcile's own answer stands.
+        let quick = instrumented(
+            "web",
+            series,
+            (Arc::clone(&object), stub),
+            Arc::clone(&ctx),
+            Some(Duration::from_mins(1)),
+            |_, _| async { Ok::<_, Failed>(Action::await_change()) },
+        )
+        .await;
+        assert!(quick.is_ok());
+
+        let fields = spans.0.lock().unwrap().clone();
+        assert_eq!(
+            fields[3..5],
+            [
+                "result=timed_out",
+                "error=the reconcile did not finish within the controller's timeout of 20ms and \
+                 was cancelled",
+            ]
+        );
+        assert_eq!(fields.last().map(String::as_str), Some("result=success"));
+        let counted = metrics.controller("web", 1);
+        assert_eq!(counted.timeouts(), 1);
+        assert_eq!(counted.reconciles(ReconcileResult::Error), 1);
+        assert_eq!(counted.reconciles(ReconcileResult::Success), 1);
+        assert_eq!(counted.active_workers(), 0, "the worker was given back");
     }
 }

@@ -5,6 +5,7 @@
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use kube::core::{GroupVersionKind, Resource};
 use kube::runtime::controller::Action;
@@ -17,7 +18,7 @@ use super::builder::Controller;
 use super::context::Context;
 use super::error::{Error, Result};
 use super::predicate::{Filter, Predicate};
-use super::reconcile;
+use super::reconcile::{self, Failure};
 use super::relation::Relation;
 use super::runner;
 use super::scope::{InScope, narrowed};
@@ -76,6 +77,7 @@ where
             name,
             relations,
             concurrency,
+            timeout,
             metrics,
             store: _,
             writer,
@@ -85,9 +87,8 @@ where
             event_source,
             rules: _,
         } = self;
-        let component = event_source.unwrap_or_else(|| name.clone());
         let ctx = ctx.for_controller().with_field_manager(&name);
-        let ctx = Arc::new(ctx.with_event_source(&component));
+        let ctx = Arc::new(ctx.with_event_source(event_source.as_deref().unwrap_or(&name)));
         if let Some(refused) = refuse_relations_by_uid(&ctx, &name, &relations) {
             return Err(refused);
         }
@@ -102,6 +103,7 @@ where
             gvk: typed::gvk_of::<K>(),
             relations,
             concurrency,
+            timeout,
             writer: Arc::new(std::sync::Mutex::new(writer)),
             reconcile: Arc::new(reconcile),
             error_policy: Arc::new(error_policy),
@@ -179,7 +181,7 @@ where
 /// the runner schedules stubs, and the error policy gets the object the reconcile read.
 struct Failed<K, E> {
     object: Arc<K>,
-    error: E,
+    error: Failure<E>,
 }
 
 impl<K, E: Debug> Debug for Failed<K, E> {
@@ -197,6 +199,34 @@ impl<K, E: std::fmt::Display> std::fmt::Display for Failed<K, E> {
 impl<K, E: std::error::Error> std::error::Error for Failed<K, E> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.error.source()
+    }
+}
+
+/// The runner's error policy, each retry counted: the controller's own policy for the errors
+/// its reconcile returned; after a timeout (no error of the reconcile's type to give it), the
+/// object's failure backoff, as controller-runtime requeues, rate limited, a reconcile whose
+/// deadline passed.
+#[allow(
+    clippy::type_complexity,
+    reason = "kube-runtime's error policy shape, spelled once"
+)]
+fn retry<K, T, E, P>(
+    error_policy: Arc<P>,
+    retried: Series,
+) -> impl Fn(Arc<Stub<K>>, &Failed<K, E>, Arc<Context<T>>) -> Action
+where
+    K: Resource<DynamicType = ()>,
+    P: Fn(Arc<K>, &E, Arc<Context<T>>) -> Action,
+{
+    move |_stub, failed, ctx| {
+        let action = match &failed.error {
+            Failure::Returned(error) => error_policy(Arc::clone(&failed.object), error, ctx),
+            Failure::TimedOut(_) => Action::requeue(ctx.error_backoff(failed.object.as_ref())),
+        };
+        if action != Action::await_change() {
+            retried.queue_retried();
+        }
+        action
     }
 }
 
@@ -219,6 +249,7 @@ where
     gvk: GroupVersionKind,
     relations: Vec<Relation<K>>,
     concurrency: u16,
+    timeout: Option<Duration>,
     writer: SharedWriter<Stub<K>>,
     reconcile: Arc<R>,
     error_policy: Arc<P>,
@@ -251,6 +282,7 @@ where
             gvk,
             relations,
             concurrency,
+            timeout,
             ..
         } = self;
         // The runner's plumbing (shared with hook controllers) reads no user state.
@@ -291,12 +323,11 @@ where
         };
         let label: Arc<str> = name.as_str().into();
         let reconcile = Arc::clone(&self.reconcile);
-        let error_policy = Arc::clone(&self.error_policy);
         let reconciled = series.clone();
-        let retried = series.clone();
         let kind = Arc::new(typed::gvk_of::<K>());
         let filter = self.change_filter(&plain);
         let narrowing = (Arc::clone(&self.scope), filter.clone());
+        let timeout = *timeout;
         let run_one = move |stub: Arc<Stub<K>>, ctx: Arc<Context<T>>| {
             let (label, series) = (Arc::clone(&label), reconciled.clone());
             let (reconcile, kind) = (Arc::clone(&reconcile), Arc::clone(&kind));
@@ -319,6 +350,7 @@ where
                     series,
                     (Arc::clone(&object), stub),
                     Arc::clone(&ctx),
+                    timeout,
                     move |object, ctx| reconcile(object, ctx),
                 ));
                 reconciled
@@ -327,13 +359,7 @@ where
                     .map_err(|error| Failed { object, error })
             }
         };
-        let retry = move |_stub, failed: &Failed<K, E>, ctx| {
-            let action = error_policy(Arc::clone(&failed.object), &failed.error, ctx);
-            if action != Action::await_change() {
-                retried.queue_retried();
-            }
-            action
-        };
+        let retry = retry(Arc::clone(&self.error_policy), series.clone());
         runner::run_filtered(
             &plain,
             assembly,

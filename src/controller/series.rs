@@ -99,6 +99,14 @@ impl Series {
         }
     }
 
+    /// A reconcile was cancelled by the controller's timeout (counted besides its
+    /// [`Outcome::Error`]).
+    pub(crate) fn reconcile_timed_out(&self) {
+        if let Some(c) = &self.counted {
+            c.reconcile_timed_out();
+        }
+    }
+
     /// A trigger asked for a reconcile of `object`.
     pub fn queue_added<K: Lookup>(&self, object: &ObjectRef<K>) {
         let key = self.queue.key(object);

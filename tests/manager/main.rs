@@ -14,6 +14,7 @@ mod cache_estimate;
 mod controller_finalizer;
 mod controller_kinds;
 mod controller_runtime;
+mod controller_timeout;
 mod example_configmap_secret;
 mod hooks_admission;
 mod hooks_admission_entries;
