@@ -457,7 +457,18 @@ fn run_one(
         };
         let _worker = shared.series.reconcile_started(&key);
         let started = Instant::now();
-        let Some(result) = admission.run(reconcile::reconcile(&object, &shared)).await else {
+        let reconciling = async {
+            let reconciled = reconcile::reconcile(&object, &shared);
+            match shared.settings.timeout {
+                None => reconciled.await,
+                // Dropped mid-way: a one-shot hook's process is killed, a persistent hook's
+                // call is abandoned (its late answer is discarded); writes already sent stand.
+                Some(limit) => tokio::time::timeout(limit, reconciled)
+                    .await
+                    .unwrap_or(Err(ReconcileError::TimedOut(limit))),
+            }
+        };
+        let Some(result) = admission.run(reconciling).await else {
             return Ok(Action::await_change());
         };
         let elapsed = started.elapsed();
@@ -468,7 +479,12 @@ fn run_one(
             Err(_) => Outcome::Error,
         };
         shared.series.reconcile_finished(outcome, elapsed);
-        record.record("result", outcome.as_str());
+        if let Err(ReconcileError::TimedOut(_)) = &result {
+            shared.series.reconcile_timed_out();
+            record.record("result", "timed_out");
+        } else {
+            record.record("result", outcome.as_str());
+        }
         if let Some(m) = &shared.hook_metrics {
             let reason = result.as_ref().err().map_or("none", ReconcileError::reason);
             m.observe(&shared.settings.key.to_string(), reason, elapsed);

@@ -58,6 +58,9 @@ pub enum ReconcileError {
         #[source]
         source: kube::Error,
     },
+    /// The reconcile ran past the Controller's `spec.timeout` and was cancelled.
+    #[error("the reconcile did not finish within spec.timeout ({0:?}) and was cancelled")]
+    TimedOut(std::time::Duration),
 }
 
 impl ReconcileError {
@@ -78,6 +81,7 @@ impl ReconcileError {
             ReconcileError::Cache { .. } => "cache",
             ReconcileError::Child { .. } => "child",
             ReconcileError::Write { .. } => "write",
+            ReconcileError::TimedOut(_) => "reconcile_timeout",
         }
     }
 }

@@ -864,6 +864,133 @@ async fn a_hook_that_hangs_is_killed_at_its_timeout_and_fails() {
     env.stop(vec![task]).await;
 }
 
+/// A hook that logs each call (the object's `burst` annotation) and, on the first call only,
+/// waits for the FIFO `argv[2]` to be opened and closed by the test before it answers `{}`.
+const GATED_HOOK: &str = r#"
+import json, sys
+request = json.load(sys.stdin)
+meta = request["object"]["metadata"]
+with open(sys.argv[1], "a") as log:
+    log.write(json.dumps({"burst": (meta.get("annotations") or {}).get("burst")}) + "\n")
+with open(sys.argv[1]) as log:
+    first = len(log.readlines()) == 1
+if first:
+    with open(sys.argv[2]) as gate:
+        gate.read()
+json.dump({}, sys.stdout)
+"#;
+
+/// Call compaction (shell-operator's and addon-operator's queue compaction): ten changes of an
+/// object while its hook runs end in one more call, which sees the last of them, not ten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_changes_while_the_hook_runs_ends_in_one_more_call() {
+    require("python3");
+    require("mkfifo");
+    let env = Env::new().await;
+    let hook = env.dir.path().join("gated.py");
+    std::fs::write(&hook, GATED_HOOK).unwrap();
+    let gate = env.dir.path().join("gate");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&gate)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let spec = format!(
+        "  for: {{apiVersion: batch/v1, kind: CronJob}}
+  hook: {{exec: {{command: [python3, {}, {}, {}], timeout: 60s}}}}
+",
+        hook.display(),
+        env.log().display(),
+        gate.display()
+    );
+    env.cronjob("busy", &json!({}));
+    let metrics = ControllerMetrics::new();
+    let controller = controller_with_spec("compacted", &spec);
+    let hook = HookController::new(controller.settings.clone()).metrics(&metrics);
+    let task = tokio::spawn({
+        let run = hook.run(env.ctx.clone(), env.shutdown.clone());
+        async move { run.await.unwrap() }
+    });
+    let burst = |value: String| {
+        let cronjobs = Api::<CronJob>::namespaced(env.client.clone(), "default");
+        async move {
+            let patch = json!({"metadata": {"annotations": {"burst": value}}});
+            cronjobs
+                .patch("busy", &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap();
+        }
+    };
+    eventually("the first call, held by the hook", || async {
+        env.calls().len() == 1
+    })
+    .await;
+
+    let series = metrics.controller("default/compacted", 1);
+    let before = series.adds();
+    for n in 1..=10 {
+        burst(n.to_string()).await;
+    }
+    eventually("the ten changes reached the controller's queue", || async {
+        series.adds() >= before + 10
+    })
+    .await;
+    // Opening the FIFO for writing and closing it lets the first call answer.
+    tokio::task::spawn_blocking(move || std::fs::OpenOptions::new().write(true).open(gate))
+        .await
+        .unwrap()
+        .unwrap();
+    eventually("one more call", || async { env.calls().len() >= 2 }).await;
+    // A change after the burst is called for on its own: every call before it is on record.
+    burst("last".to_owned()).await;
+    eventually("the call for the last change", || async {
+        env.calls().last().is_some_and(|c| c["burst"] == "last")
+    })
+    .await;
+    let bursts: Vec<Value> = env.calls().iter().map(|c| c["burst"].clone()).collect();
+    assert_eq!(
+        bursts,
+        [Value::Null, json!("10"), json!("last")],
+        "ten changes during the first call made one call, with the last of them"
+    );
+    env.stop(vec![task]).await;
+}
+
+/// `spec.timeout` bounds the whole reconcile, under the hook's own timeout: the hanging call
+/// is cancelled (its process killed), counted as a timeout, and retried with backoff.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconcile_past_spec_timeout_is_cancelled_counted_and_retried() {
+    let env = Env::new().await;
+    env.cronjob("slow", &json!({}));
+    let spec = "  for: {apiVersion: batch/v1, kind: CronJob}
+  hook: {exec: {command: [sh, -c, 'sleep 30'], timeout: 60s}}
+  timeout: 300ms
+";
+    let metrics = ControllerMetrics::new();
+    let controller = controller_with_spec("bounded", spec);
+    let hook = HookController::new(controller.settings.clone()).metrics(&metrics);
+    let stats = hook.stats();
+    let task = tokio::spawn({
+        let run = hook.run(env.ctx.clone(), env.shutdown.clone());
+        async move { run.await.unwrap() }
+    });
+    let series = metrics.controller("default/bounded", 1);
+    eventually(
+        "two reconciles timed out: the first, and its retry",
+        || async { series.timeouts() >= 2 },
+    )
+    .await;
+    assert!(
+        stats
+            .last_error()
+            .is_some_and(|e| e.contains("did not finish within spec.timeout (300ms)")),
+        "{:?}",
+        stats.last_error()
+    );
+    assert!(series.reconciles(informant::controller::ReconcileResult::Error) >= 2);
+    env.stop(vec![task]).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn related_objects_are_sent_and_trigger_and_requeue_after_calls_again() {
     require("python3");

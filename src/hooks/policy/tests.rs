@@ -342,6 +342,7 @@ fn settings(hook: Hook, owns: &[(&str, &str, &str)]) -> ControllerSettings {
         hook,
         concurrency: 1,
         resync_period: None,
+        timeout: None,
         schedule: None,
         admission: Vec::new(),
         conversion: None,

@@ -37,6 +37,10 @@ fn a_valid_controller_becomes_settings() {
     );
     assert_eq!(v.settings.concurrency, 4);
     assert_eq!(
+        v.settings.timeout, None,
+        "no reconcile timeout unless asked"
+    );
+    assert_eq!(
         v.settings.hook,
         Hook::Exec {
             env: Vec::new(),
@@ -163,6 +167,7 @@ spec:
   owns: [{apiVersion: batch/v1, kind: Job}, {apiVersion: batch/v1, kind: Job}]
   hook: {exec: {command: [], timeout: forever}}
   resyncPeriod: soon
+  timeout: a while
 ";
     let e = validate_controller_value(value(bad), &Origin::Text, None).unwrap_err();
     let paths: Vec<String> = e.errors.iter().map(|e| e.path.to_string()).collect();
@@ -176,8 +181,29 @@ spec:
             "spec.hook.exec.timeout",
             "spec.hook.exec.command",
             "spec.resyncPeriod",
+            "spec.timeout",
         ],
         "{e}"
+    );
+}
+
+#[test]
+fn a_reconcile_timeout_is_a_go_duration_and_zero_is_none() {
+    let with = |timeout: &str| {
+        let yaml = format!("{GOOD}  timeout: {timeout}\n");
+        validate_controller_value(value(&yaml), &Origin::Text, None).map(|v| v.settings.timeout)
+    };
+    assert_eq!(with("90s").unwrap(), Some(Duration::from_secs(90)));
+    assert_eq!(
+        with("0s").unwrap(),
+        None,
+        "as controller-runtime's 0: no timeout"
+    );
+    let refused = with("-1m").unwrap_err();
+    assert_eq!(
+        refused.errors[0].path.to_string(),
+        "spec.timeout",
+        "{refused}"
     );
 }
 

@@ -113,6 +113,15 @@ pub struct ControllerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resync_period: Option<String>,
 
+    /// How long one reconcile (the hook's call and the writes of its answer) may run before it
+    /// is cancelled (a Go duration such as `2m`): its worker takes the next object, the object
+    /// is retried with backoff, and the timeout is counted in
+    /// `controller_runtime_reconcile_timeouts_total`. Default (or `0s`): none, as
+    /// controller-runtime's `ReconciliationTimeout`; the hook's own `timeout` still ends a call
+    /// that hangs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
+
     /// Hold each object with the finalizer `hooks.informant.dev/<namespace>.<name>` (of this
     /// Controller) so that, once it is deleted, the hook is called with `finalizing: true`
     /// until it answers `finalized: true`; then the finalizer is removed and the object goes.
@@ -467,6 +476,8 @@ pub struct ControllerSettings {
     pub concurrency: u16,
     /// Periodic reconcile, if any.
     pub resync_period: Option<Duration>,
+    /// How long one reconcile may run before it is cancelled (`spec.timeout`), if at all.
+    pub timeout: Option<Duration>,
     /// The finalizer held on each object (`spec.finalize`), if any.
     pub finalizer: Option<String>,
     /// When the hook is called on a clock (`spec.schedule`), if ever.

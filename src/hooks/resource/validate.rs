@@ -1,6 +1,8 @@
 //! Validation of a `Controller`: its schema, its values, and its kinds against the active
 //! cache plan, every problem at once with its field path.
 
+use std::time::Duration;
+
 use kube::CustomResourceExt;
 use kube::core::{GroupVersion, GroupVersionKind};
 use serde_json::Value;
@@ -109,17 +111,18 @@ pub fn validate_controller(
     let (label_selector, field_selector) = selectors(&spec.for_, &for_path, &mut errors);
     let (owns, watches, map_to) = owned_and_watched(spec, &path, &mut errors);
     let hook = hook(&spec.hook, &path.field("hook"), &mut errors);
-    let resync_period = spec.resync_period.as_deref().and_then(|text| {
-        parse_duration(text)
-            .map_err(|e| {
-                errors.push(FieldError::new(
-                    &path.field("resyncPeriod"),
-                    format!("{e}; write a Go duration such as 10m"),
-                ));
-            })
-            .ok()
-            .filter(|d| !d.is_zero())
-    });
+    let resync_period = period(
+        spec.resync_period.as_deref(),
+        &path.field("resyncPeriod"),
+        "10m",
+        &mut errors,
+    );
+    let timeout = period(
+        spec.timeout.as_deref(),
+        &path.field("timeout"),
+        "2m",
+        &mut errors,
+    );
     let schedule = crate::hooks::schedule::validate(spec, &path, &mut errors);
     let admission = super::admission::validate(
         spec.admission.as_deref(),
@@ -170,6 +173,7 @@ pub fn validate_controller(
             hook,
             concurrency: spec.concurrency.unwrap_or(1),
             resync_period,
+            timeout,
             finalizer: (spec.finalize == Some(true)).then_some(finalizer),
             schedule,
             admission,
@@ -177,6 +181,25 @@ pub fn validate_controller(
         }),
         _ => Err(errors),
     }
+}
+
+/// An optional Go duration (at `path`): `None` when absent or zero (the setting is off); an
+/// error naming `example` when it does not parse.
+fn period(
+    text: Option<&str>,
+    path: &FieldPath,
+    example: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<Duration> {
+    let parsed = parse_duration(text?)
+        .map_err(|e| {
+            errors.push(FieldError::new(
+                path,
+                format!("{e}; write a Go duration such as {example}"),
+            ));
+        })
+        .ok()?;
+    (!parsed.is_zero()).then_some(parsed)
 }
 
 /// Validates `concurrency` (at `path`): at least 1, at most [`MAX_CONCURRENCY`].

@@ -27,6 +27,7 @@ fn settings(owns: &[&str], watches: &[&str]) -> ControllerSettings {
         },
         concurrency: 1,
         resync_period: None,
+        timeout: None,
         schedule: None,
         admission: Vec::new(),
         conversion: None,
