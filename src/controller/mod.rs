@@ -70,6 +70,8 @@ pub use metrics::{
     ActiveWorker, ControllerMetrics, ControllerSeries, RECONCILE_TIME_BUCKETS, ReconcileResult,
 };
 pub use predicate::Predicate;
+#[cfg(feature = "hooks")]
+pub(crate) use reconcile::bounded;
 pub use resync::{RESYNC_JITTER, SCANS_PER_PERIOD, resync};
 pub use series::{LIST_PASS_QUEUE, Series};
 pub(crate) use shard::gained as shard_gained;

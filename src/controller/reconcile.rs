@@ -84,25 +84,18 @@ where
     async move {
         let _worker = series.reconcile_running();
         let started = Instant::now();
-        let result = match timeout {
-            None => running.await.map_err(Failure::Returned),
-            Some(limit) => match tokio::time::timeout(limit, running).await {
-                Ok(result) => result.map_err(Failure::Returned),
-                Err(_) => Err(Failure::TimedOut(limit)),
-            },
+        let result = match bounded(timeout, running).await {
+            Ok(result) => result.map_err(Failure::Returned),
+            Err(limit) => Err(Failure::TimedOut(limit)),
         };
         let outcome = match &result {
             Ok(action) if *action == Action::await_change() => Outcome::Success,
             Ok(_) => Outcome::RequeueAfter,
             Err(_) => Outcome::Error,
         };
-        series.reconcile_finished(outcome, started.elapsed());
-        if let Err(Failure::TimedOut(_)) = &result {
-            series.reconcile_timed_out();
-            record.record("result", "timed_out");
-        } else {
-            record.record("result", outcome.as_str());
-        }
+        let timed_out = matches!(result, Err(Failure::TimedOut(_)));
+        let label = series.reconcile_ended(outcome, timed_out, started.elapsed());
+        record.record("result", label);
         match &result {
             Ok(action) => {
                 ctx.forget_with(|| stub.key(&()));
@@ -124,6 +117,18 @@ where
     .instrument(span)
 }
 
+/// `work` run to its end, or for at most `limit`: then it is dropped (not polled again) and
+/// the limit is the error. No limit waits for the end. Rust and hook controllers' timeouts.
+pub(crate) async fn bounded<F: Future>(
+    limit: Option<Duration>,
+    work: F,
+) -> Result<F::Output, Duration> {
+    match limit {
+        None => Ok(work.await),
+        Some(limit) => tokio::time::timeout(limit, work).await.map_err(|_| limit),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
@@ -138,6 +143,18 @@ mod tests {
     /// The fields of every `reconcile` span, as `name=value`, in the order they were set.
     #[derive(Clone, Default)]
     struct Spans(Arc<Mutex<Vec<String>>>);
+
+    impl Spans {
+        /// A recorder of `reconcile` spans, installed for the current thread until the guard
+        /// drops.
+        fn install() -> (Self, tracing::subscriber::DefaultGuard) {
+            let spans = Self::default();
+            let guard = tracing::subscriber::set_default(
+                tracing_subscriber::registry().with(spans.clone()),
+            );
+            (spans, guard)
+        }
+    }
 
     struct Visitor<'a>(&'a mut Vec<String>);
 
@@ -212,13 +229,10 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn each_reconcile_is_one_span_with_its_object_and_result_and_is_counted() {
-        let spans = Spans::default();
-        let _guard =
-            tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+        let (spans, _guard) = Spans::install();
         let metrics = ControllerMetrics::new();
         let series = Series::new(Some(&metrics), "web", 1);
-        let ctx = context();
-        let object = configmap();
+        let (ctx, object) = (context(), configmap());
         let stub = Arc::new(Stub::of(&object.metadata));
 
         let failed = instrumented(
@@ -271,13 +285,10 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_reconcile_past_the_timeout_is_cancelled_counted_and_traced_as_timed_out() {
-        let spans = Spans::default();
-        let _guard =
-            tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+        let (spans, _guard) = Spans::install();
         let metrics = ControllerMetrics::new();
         let series = Series::new(Some(&metrics), "web", 1);
-        let ctx = context();
-        let object = configmap();
+        let (ctx, object) = (context(), configmap());
         let stub = Arc::new(Stub::of(&object.metadata));
         // Dropped with the reconcile: proof that the hung future was cancelled, not left behind.
         let (held, released) = tokio::sync::oneshot::channel::<()>();

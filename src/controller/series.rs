@@ -99,12 +99,23 @@ impl Series {
         }
     }
 
-    /// A reconcile was cancelled by the controller's timeout (counted besides its
-    /// [`Outcome::Error`]).
-    pub(crate) fn reconcile_timed_out(&self) {
+    /// A reconcile ended in `outcome` after `duration`, cancelled by the controller's timeout
+    /// if `timed_out` (counted besides its [`Outcome::Error`]); the `result` its span records:
+    /// `timed_out`, else the outcome's label.
+    pub(crate) fn reconcile_ended(
+        &self,
+        outcome: Outcome,
+        timed_out: bool,
+        duration: Duration,
+    ) -> &'static str {
+        self.reconcile_finished(outcome, duration);
+        if !timed_out {
+            return outcome.as_str();
+        }
         if let Some(c) = &self.counted {
             c.reconcile_timed_out();
         }
+        "timed_out"
     }
 
     /// A trigger asked for a reconcile of `object`.

@@ -27,7 +27,7 @@ use super::stats::Stats;
 use crate::cache::{self, Cache as _, Discovery, KindInfo, Resolver as _};
 use crate::controller::ControllerMetrics;
 use crate::controller::{self, Change, Follow, ReconcileResult as Outcome, Series, Stub};
-use crate::controller::{Context, error_backoff, runner};
+use crate::controller::{Context, bounded, error_backoff, runner};
 use crate::recorder::EventType;
 
 /// The reason of the Warning Event recorded on an object whose hook call failed.
@@ -457,16 +457,15 @@ fn run_one(
         };
         let _worker = shared.series.reconcile_started(&key);
         let started = Instant::now();
+        // Dropped mid-way: a one-shot hook's process is killed, a persistent hook's call is
+        // abandoned (its late answer is discarded); writes already sent stand.
         let reconciling = async {
-            let reconciled = reconcile::reconcile(&object, &shared);
-            match shared.settings.timeout {
-                None => reconciled.await,
-                // Dropped mid-way: a one-shot hook's process is killed, a persistent hook's
-                // call is abandoned (its late answer is discarded); writes already sent stand.
-                Some(limit) => tokio::time::timeout(limit, reconciled)
-                    .await
-                    .unwrap_or(Err(ReconcileError::TimedOut(limit))),
-            }
+            bounded(
+                shared.settings.timeout,
+                reconcile::reconcile(&object, &shared),
+            )
+            .await
+            .unwrap_or_else(|limit| Err(ReconcileError::TimedOut(limit)))
         };
         let Some(result) = admission.run(reconciling).await else {
             return Ok(Action::await_change());
@@ -478,13 +477,9 @@ fn run_one(
             Ok(_) => Outcome::RequeueAfter,
             Err(_) => Outcome::Error,
         };
-        shared.series.reconcile_finished(outcome, elapsed);
-        if let Err(ReconcileError::TimedOut(_)) = &result {
-            shared.series.reconcile_timed_out();
-            record.record("result", "timed_out");
-        } else {
-            record.record("result", outcome.as_str());
-        }
+        let timed_out = matches!(result, Err(ReconcileError::TimedOut(_)));
+        let label = shared.series.reconcile_ended(outcome, timed_out, elapsed);
+        record.record("result", label);
         if let Some(m) = &shared.hook_metrics {
             let reason = result.as_ref().err().map_or("none", ReconcileError::reason);
             m.observe(&shared.settings.key.to_string(), reason, elapsed);
